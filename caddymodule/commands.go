@@ -1,0 +1,101 @@
+// Package caddymodule plugs capsulegate into Caddy: the `caddy capsule …` subcommands
+// (and, in later releases, the capsule app and HTTP handlers). It is glue only; the work
+// is done by packages that know nothing of Caddy.
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/capsulegate/capsulegate/internal/cli"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "capsule",
+		Usage: "<install|verify|pack|publish> …",
+		Short: "Manages Murmur capsules and their artifacts",
+		Long: `
+Manages Murmur capsules: resolves and pins their artifacts (install), checks them
+against murmur.lock (verify), builds artifact packages (pack) and adds them to a
+registry (publish).
+
+Every subcommand takes --registry <dir> (default: $CAPSULE_REGISTRY, else
+~/.capsulegate/registry) and --json. Exit codes: 0 ok, 1 refused, 2 usage.`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.AddCommand(
+				sub("install <manifest>", "Resolves a capsule's artifacts and writes murmur.lock beside it", 1,
+					func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+						return cli.Install(ctx, e, c, args[0])
+					}),
+				sub("verify <manifest>", "Checks a capsule's artifacts against murmur.lock and the registry; touches nothing", 1,
+					func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+						return cli.Verify(ctx, e, c, args[0])
+					}),
+				withString(sub("pack <dir>", "Builds a .mur.zip from a folder holding an artifact murmur.yaml and its payload", 1,
+					func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+						out, _ := cmd.Flags().GetString("output")
+						return cli.Pack(ctx, e, c, args[0], out)
+					}), "output", "o", "where to write the archive (default ./<name>-<version>.mur.zip)"),
+				withString(sub("publish <file.mur.zip>", "Adds an artifact package to the registry (atomic; never overwrites a different one)", 1,
+					func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+						plat, _ := cmd.Flags().GetString("platform")
+						return cli.Publish(ctx, e, c, args[0], plat)
+					}), "platform", "", "the platform of a native artifact: linux-x86_64, linux-aarch64, darwin-x86_64, darwin-aarch64"),
+			)
+		},
+	})
+}
+
+type runFunc func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int
+
+// sub builds one subcommand whose exit code is exactly what run returns; usage errors
+// (flags, argument count) exit 2.
+func sub(use, short string, nargs int, run runFunc) *cobra.Command {
+	c := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != nargs {
+				usageExit(cmd, fmt.Errorf("%s takes %d argument(s), got %d", cmd.Name(), nargs, len(args)))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			reg, _ := cmd.Flags().GetString("registry")
+			asJSON, _ := cmd.Flags().GetBool("json")
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+			defer stop()
+			e := &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd()))}
+			code := run(ctx, e, cli.Common{Registry: reg, JSON: asJSON}, cmd, args)
+			if code != cli.ExitOK {
+				stop()
+				os.Exit(code)
+			}
+			return nil
+		},
+	}
+	c.Flags().String("registry", "", "registry folder (default: $CAPSULE_REGISTRY, else ~/.capsulegate/registry)")
+	c.Flags().Bool("json", false, "print one JSON object on stdout")
+	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		usageExit(cmd, err)
+		return err
+	})
+	return c
+}
+
+func withString(c *cobra.Command, name, short, usage string) *cobra.Command {
+	c.Flags().StringP(name, short, "", usage)
+	return c
+}
+
+func usageExit(cmd *cobra.Command, err error) {
+	fmt.Fprintf(os.Stderr, "error: %v\n\n%s", err, cmd.UsageString())
+	os.Exit(cli.ExitUsage)
+}

@@ -1,0 +1,127 @@
+// Package cli holds the logic of the `caddy capsule …` subcommands (SPEC §11), free of
+// Caddy and cobra so tests drive it directly; caddymodule only wires it to Caddy's CLI.
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+// Exit codes of every subcommand.
+const (
+	ExitOK      = 0 // done
+	ExitRefused = 1 // refused, or the task failed
+	ExitUsage   = 2 // the command line was wrong
+)
+
+// CodeRemoteRegistry refuses an http(s) registry, which a later release serves.
+const CodeRemoteRegistry = "E-REG-080"
+
+// Env is what a subcommand reads and writes besides its arguments.
+type Env struct {
+	Stdout, Stderr io.Writer
+	// Getenv reads the environment (CAPSULE_REGISTRY, HOME); nil means os.Getenv.
+	Getenv func(string) string
+	// Terminal reports whether Stderr is a terminal, for the progress bar.
+	Terminal bool
+}
+
+func (e *Env) getenv(k string) string {
+	if e.Getenv != nil {
+		return e.Getenv(k)
+	}
+	return os.Getenv(k)
+}
+
+// Common is the flags every subcommand takes.
+type Common struct {
+	Registry string // --registry
+	JSON     bool   // --json
+}
+
+// RegistryDir resolves --registry: the flag, else $CAPSULE_REGISTRY, else
+// ~/.capsulegate/registry. Remote registries are refused with a code.
+func (e *Env) RegistryDir(flag string) (string, error) {
+	r := flag
+	if r == "" {
+		r = e.getenv("CAPSULE_REGISTRY")
+	}
+	if r == "" {
+		home := e.getenv("HOME")
+		if home == "" {
+			var err error
+			if home, err = os.UserHomeDir(); err != nil {
+				return "", errs.Wrap(err, CodeRemoteRegistry, "registry", "no --registry given, CAPSULE_REGISTRY is unset and the home folder is unknown",
+					"pass --registry <dir>")
+			}
+		}
+		r = filepath.Join(home, ".capsulegate", "registry")
+	}
+	if strings.HasPrefix(r, "http://") || strings.HasPrefix(r, "https://") || strings.HasPrefix(r, "oci://") {
+		return "", errs.New(CodeRemoteRegistry, "registry", fmt.Sprintf("registry %q is remote; this release serves local-directory registries only", r),
+			"mirror the artifacts into a local folder and pass --registry <dir>")
+	}
+	return r, nil
+}
+
+// fail reports err (text on stderr, or a JSON object on stdout) and returns ExitRefused.
+func (e *Env) fail(c Common, err error) int {
+	if c.JSON {
+		e.writeJSON(map[string]any{"ok": false, "errors": errorObjects(err)})
+	} else {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(e.Stderr, "error:", line)
+		}
+	}
+	return ExitRefused
+}
+
+// warn prints warnings on stderr in both modes (JSON goes to stdout only).
+func (e *Env) warn(ws []*errs.Error) {
+	for _, w := range ws {
+		fmt.Fprintln(e.Stderr, "warning:", w.Error())
+	}
+}
+
+func (e *Env) writeJSON(v any) {
+	enc := json.NewEncoder(e.Stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// errorObject is one refusal in --json output.
+type errorObject struct {
+	Code     string `json:"code,omitempty"`
+	Message  string `json:"message"`
+	Position string `json:"position,omitempty"`
+	Path     string `json:"path,omitempty"`
+	Fix      string `json:"fix,omitempty"`
+}
+
+func errorObjects(err error) []errorObject {
+	var list errs.List
+	if errors.As(err, &list) {
+		out := make([]errorObject, 0, len(list))
+		for _, e := range list {
+			out = append(out, errorObject{e.Code, e.Error(), e.Pos, e.Path, e.Fix})
+		}
+		return out
+	}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return []errorObject{{e.Code, err.Error(), e.Pos, e.Path, e.Fix}}
+	}
+	return []errorObject{{Message: err.Error()}}
+}
+
+// UsageError is a wrong command line; it maps to ExitUsage.
+type UsageError struct{ Msg string }
+
+func (u *UsageError) Error() string { return u.Msg }

@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/capsulegate/capsulegate/internal/atomicfile"
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/registry"
+)
+
+// artifactJSON is one artifact in --json output of install and verify.
+type artifactJSON struct {
+	Name     string `json:"name"`
+	Version  string `json:"version,omitempty"`
+	Runtime  string `json:"runtime"`
+	Platform string `json:"platform"`
+	SHA256   string `json:"sha256"`
+	Bytes    int    `json:"bytes"`
+	Source   string `json:"source,omitempty"`
+}
+
+func artifactsJSON(res *registry.Resolution) []artifactJSON {
+	out := make([]artifactJSON, 0, len(res.Artifacts))
+	for _, a := range res.Artifacts {
+		j := artifactJSON{Name: a.Name, Version: a.Version, Runtime: string(a.Role), Platform: a.Platform, SHA256: a.SHA256, Bytes: len(a.Data), Source: a.Source}
+		if j.Platform == "" {
+			j.Platform = "any"
+		}
+		if a.Source != "" {
+			j.Bytes = len(a.Text)
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+// loadManifest loads the capsule manifest and prints its warnings.
+func (e *Env) loadManifest(path string) (*manifest.Manifest, error) {
+	m, err := manifest.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	e.warn(m.Warnings)
+	return m, nil
+}
+
+// Install resolves a capsule's artifacts and writes murmur.lock beside its manifest.
+func Install(ctx context.Context, e *Env, c Common, manifestPath string) int {
+	m, err := e.loadManifest(manifestPath)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	dir, err := e.RegistryDir(c.Registry)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	p := newProgress(e)
+	res, changed, err := registry.InstallLock(ctx, m, registry.Options{Registry: registry.NewLocal(dir), Progress: p.report})
+	p.done()
+	if err != nil {
+		return e.fail(c, err)
+	}
+	lockPath := registry.LockPath(m.File)
+	if c.JSON {
+		e.writeJSON(map[string]any{"ok": true, "capsule": m.Name, "version": m.Version, "lock": lockPath,
+			"lock_changed": changed, "artifacts": artifactsJSON(res)})
+		return ExitOK
+	}
+	switch {
+	case changed:
+		fmt.Fprintf(e.Stdout, "installed %s %s: %d artifacts, lock written to %s\n", m.Name, m.Version, len(res.Artifacts), lockPath)
+	case len(res.Lock.Artifacts) == 0 && !fileExists(lockPath):
+		fmt.Fprintf(e.Stdout, "installed %s %s: %d artifacts, none from a registry, so no lock is needed\n", m.Name, m.Version, len(res.Artifacts))
+	default:
+		fmt.Fprintf(e.Stdout, "installed %s %s: %d artifacts, lock %s already up to date\n", m.Name, m.Version, len(res.Artifacts), lockPath)
+	}
+	return ExitOK
+}
+
+// Verify checks a capsule's artifacts against its lock and the registry; it writes nothing.
+func Verify(ctx context.Context, e *Env, c Common, manifestPath string) int {
+	m, err := e.loadManifest(manifestPath)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	dir, err := e.RegistryDir(c.Registry)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	p := newProgress(e)
+	res, err := registry.VerifyLock(ctx, m, registry.Options{Registry: registry.NewLocal(dir), Progress: p.report})
+	p.done()
+	if err != nil {
+		return e.fail(c, err)
+	}
+	if c.JSON {
+		e.writeJSON(map[string]any{"ok": true, "capsule": m.Name, "version": m.Version, "lock": registry.LockPath(m.File),
+			"artifacts": artifactsJSON(res)})
+		return ExitOK
+	}
+	fmt.Fprintf(e.Stdout, "verified %s %s: %d artifacts match the lock and the registry\n", m.Name, m.Version, len(res.Artifacts))
+	return ExitOK
+}
+
+// Pack builds a .mur.zip from an artifact folder; output "" means
+// ./<name>-<version>.mur.zip in the current folder.
+func Pack(ctx context.Context, e *Env, c Common, dir, output string) int {
+	data, am, err := registry.Pack(dir)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	if output == "" {
+		output = am.Name + "-" + am.Version + ".mur.zip"
+	}
+	if err := atomicfile.Write(output, data, 0o644); err != nil {
+		return e.fail(c, errs.Wrap(err, registry.CodePackWrite, "registry", "cannot write "+output, "check that its folder exists and is writable"))
+	}
+	sum := sha256Hex(data)
+	if c.JSON {
+		e.writeJSON(map[string]any{"ok": true, "name": am.Name, "version": am.Version, "runtime": am.Runtime,
+			"output": output, "sha256": sum, "bytes": len(data)})
+		return ExitOK
+	}
+	fmt.Fprintf(e.Stdout, "packed %s %s (%s) → %s  sha256:%s  %s\n", am.Name, am.Version, am.Runtime, output, sum, humanBytes(len(data)))
+	return ExitOK
+}
+
+// Publish adds a .mur.zip to the registry; platform is required for native artifacts.
+func Publish(ctx context.Context, e *Env, c Common, file, platform string) int {
+	dir, err := e.RegistryDir(c.Registry)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	data, err := readArchiveFile(file)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return e.fail(c, errs.Wrap(err, registry.CodePublishWrite, "registry", "cannot create the registry folder "+dir, "check the path and its permissions"))
+	}
+	blob, err := registry.NewLocal(dir).Publish(ctx, data, platform)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	plat := blob.Platform
+	if plat == "" {
+		plat = "any"
+	}
+	if c.JSON {
+		e.writeJSON(map[string]any{"ok": true, "name": blob.Name, "version": blob.Version, "platform": plat,
+			"sha256": blob.SHA256, "bytes": len(blob.Data), "registry": dir})
+		return ExitOK
+	}
+	fmt.Fprintf(e.Stdout, "published %s %s (%s) to %s  sha256:%s\n", blob.Name, blob.Version, plat, filepath.Join(dir, blob.Name, blob.Version), blob.SHA256)
+	return ExitOK
+}
+
+// readArchiveFile reads a .mur.zip, refusing one larger than any acceptable archive.
+func readArchiveFile(file string) ([]byte, error) {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return nil, errs.Wrap(err, registry.CodeArchiveRead, "registry", "cannot read "+file, "check the path")
+	}
+	if fi.Size() > registry.MaxArchiveBytes {
+		return nil, errs.New(registry.CodeArchiveRead, "registry", fmt.Sprintf("%s is %d bytes, over the %d-byte archive limit", file, fi.Size(), registry.MaxArchiveBytes), "ship a smaller artifact")
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, errs.Wrap(err, registry.CodeArchiveRead, "registry", "cannot read "+file, "check the path and its permissions")
+	}
+	return data, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

@@ -1,0 +1,318 @@
+// Package manifest turns a capsule's murmur.yaml into a typed, validated Manifest
+// (SPEC §2): strict decoding with file:line:col errors, ${ENV} interpolation, defaults,
+// and the capability grants every other part enforces.
+package manifest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/netpolicy"
+)
+
+// MaxFileSize bounds a manifest file; larger files are refused before parsing.
+const MaxFileSize = 4 << 20
+
+// Defaults of SPEC §2.
+const (
+	DefaultMemoryBytes         = 512 << 20
+	DefaultDeadlineSeconds     = 600
+	DefaultHookDeadlineSeconds = 30
+	DefaultMaxTurns            = 10
+	DefaultMaxTokens           = 8192
+	DefaultQueueDepth          = 1
+	DefaultCompactionThreshold = 0.98
+)
+
+// Manifest is a capsule's murmur.yaml, decoded, validated and with defaults applied.
+type Manifest struct {
+	Name          string         `yaml:"name" required:"true"`
+	Version       string         `yaml:"version" required:"true"`
+	Artifacts     []ArtifactRef  `yaml:"artifacts"`
+	Capabilities  Capabilities   `yaml:"capabilities"`
+	Inference     *Inference     `yaml:"inference"`
+	Lifecycle     Lifecycle      `yaml:"lifecycle"`
+	Context       *ContextConfig `yaml:"context"`
+	Trace         Trace          `yaml:"trace"`
+	Observability Observability  `yaml:"observability"`
+
+	// File is the path the manifest was read from (as given), Dir its folder.
+	File, Dir string
+	// Warnings are the non-fatal findings (unknown keys), in file order.
+	Warnings []*errs.Error
+
+	pos map[string]Pos
+}
+
+// ArtifactRef is one entry of `artifacts` (SPEC §2.2).
+type ArtifactRef struct {
+	Name    string         `yaml:"name" required:"true"`
+	Version string         `yaml:"version"`
+	Runtime Role           `yaml:"runtime"`
+	Source  string         `yaml:"source"`
+	Gateway *Gateway       `yaml:"gateway"`
+	Config  map[string]any `yaml:"config"`
+}
+
+// Gateway is where the host sends a driver's requests and the key it adds to them.
+type Gateway struct {
+	Endpoint string `yaml:"endpoint"`
+	APIKey   string `yaml:"api_key"`
+}
+
+// Capabilities are the grants of SPEC §2.3; absent means nothing granted.
+type Capabilities struct {
+	Network struct {
+		Allow []string `yaml:"allow"`
+	} `yaml:"network"`
+	Filesystem struct {
+		Scope string `yaml:"scope"`
+	} `yaml:"filesystem"`
+	Shell struct {
+		Allow    []string `yaml:"allow"`
+		StripEnv []string `yaml:"strip_env"`
+	} `yaml:"shell"`
+	Env struct {
+		Allow []string `yaml:"allow"`
+	} `yaml:"env"`
+	Limits struct {
+		MemoryBytes     int64 `yaml:"memory_bytes"`
+		DeadlineSeconds int   `yaml:"deadline_seconds"`
+	} `yaml:"limits"`
+	Resources Resources `yaml:"resources"`
+
+	// NetworkRules is Network.Allow parsed by netpolicy.
+	NetworkRules netpolicy.Rules `yaml:"-"`
+}
+
+// Resources are the native subprocess limits of SPEC §6.4 [P2]; zero means the default.
+type Resources struct {
+	Processes         int64 `yaml:"processes"`
+	OpenFiles         int64 `yaml:"open_files"`
+	FileSizeBytes     int64 `yaml:"file_size_bytes"`
+	CPUSeconds        int64 `yaml:"cpu_seconds"`
+	AddressSpaceBytes int64 `yaml:"address_space_bytes"`
+	MemoryBytes       int64 `yaml:"memory_bytes"`
+	Pids              int64 `yaml:"pids"`
+}
+
+// Inference configures an agent capsule's model access (SPEC §2.4).
+type Inference struct {
+	Transport            string      `yaml:"transport"`
+	Driver               DriverRef   `yaml:"driver" required:"true"`
+	Model                string      `yaml:"model"`
+	Endpoint             string      `yaml:"endpoint"`
+	APIKey               string      `yaml:"api_key"`
+	MaxTurns             int         `yaml:"max_turns"`
+	MaxTokens            int         `yaml:"max_tokens"`
+	SystemPrompt         string      `yaml:"system_prompt"`
+	SystemPromptFile     string      `yaml:"system_prompt_file"`
+	SystemPromptArtifact string      `yaml:"system_prompt_artifact"`
+	Compaction           *Compaction `yaml:"compaction"`
+}
+
+// DriverRef names the driver artifact and its configuration.
+type DriverRef struct {
+	Artifact string         `yaml:"artifact" required:"true"`
+	Config   map[string]any `yaml:"config"`
+}
+
+// Compaction configures context compaction [P2].
+type Compaction struct {
+	Threshold float64 `yaml:"threshold"`
+	Model     string  `yaml:"model"`
+}
+
+// Lifecycle says how a capsule takes tasks (SPEC §2.5).
+type Lifecycle struct {
+	TaskAcceptance   string `yaml:"task_acceptance"`
+	AfterTask        string `yaml:"after_task"`
+	QueueDepth       int    `yaml:"queue_depth"`
+	InputTimeoutSecs int    `yaml:"input_timeout_secs"`
+	Conversation     string `yaml:"conversation"`
+}
+
+// ContextConfig bounds the conversation context [P2].
+type ContextConfig struct {
+	MaxTokens int `yaml:"max_tokens"`
+}
+
+// Trace says how much of each event the trace keeps.
+type Trace struct {
+	Capture string `yaml:"capture"`
+}
+
+// Observability configures exporters [P2].
+type Observability struct {
+	OtelEndpoint string `yaml:"otel_endpoint"`
+}
+
+// Option adjusts how a manifest is read.
+type Option func(*options)
+
+type options struct {
+	lookupEnv func(string) (string, bool)
+}
+
+// WithLookupEnv replaces os.LookupEnv as the source of ${NAME} values.
+func WithLookupEnv(f func(string) (string, bool)) Option {
+	return func(o *options) { o.lookupEnv = f }
+}
+
+// Load reads and parses the manifest at path.
+func Load(path string, opts ...Option) (*Manifest, error) {
+	data, err := readCapped(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data, path, opts...)
+}
+
+// readCapped reads a file refusing anything over MaxFileSize.
+func readCapped(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, errs.Wrap(err, CodeSyntax, "manifest", fmt.Sprintf("cannot read %s", path), "check the path and its permissions")
+	}
+	if fi.IsDir() {
+		return nil, errs.New(CodeSyntax, "manifest", fmt.Sprintf("%s is a folder, not a file", path), "name the murmur.yaml file itself")
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, errs.New(CodeTooLarge, "manifest", fmt.Sprintf("%s is %d bytes, over the %d-byte limit", path, fi.Size(), MaxFileSize), "keep manifests small; move long prompts to a skill or system_prompt_file")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, errs.Wrap(err, CodeSyntax, "manifest", fmt.Sprintf("cannot read %s", path), "check the path and its permissions")
+	}
+	return data, nil
+}
+
+// Parse decodes and validates manifest bytes; file names the source in errors and
+// anchors relative paths. Errors are an errs.List holding every problem found.
+func Parse(data []byte, file string, opts ...Option) (*Manifest, error) {
+	o := options{lookupEnv: os.LookupEnv}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if len(data) > MaxFileSize {
+		return nil, errs.New(CodeTooLarge, "manifest", fmt.Sprintf("%s is %d bytes, over the %d-byte limit", file, len(data), MaxFileSize), "keep manifests small")
+	}
+	d := newDecoder(file, o.lookupEnv)
+	root := d.parseYAML(data)
+	if root == nil {
+		return nil, d.errs
+	}
+	m := &Manifest{File: file, Dir: filepath.Dir(file)}
+	d.decode(root, reflect.ValueOf(m).Elem(), "")
+	if len(d.errs) == 0 {
+		v := validator{d: d, root: root, m: m}
+		v.validate()
+	}
+	if len(d.errs) > 0 {
+		return nil, d.errs
+	}
+	m.Warnings = d.warns
+	m.pos = d.pos
+	m.applyDefaults()
+	return m, nil
+}
+
+// applyDefaults fills the values SPEC §2 gives when a key is absent.
+func (m *Manifest) applyDefaults() {
+	for i := range m.Artifacts {
+		if m.Artifacts[i].Runtime == "" {
+			m.Artifacts[i].Runtime = RoleTool
+		}
+	}
+	c := &m.Capabilities
+	if c.Filesystem.Scope == "" {
+		c.Filesystem.Scope = "."
+	}
+	if c.Limits.MemoryBytes == 0 {
+		c.Limits.MemoryBytes = DefaultMemoryBytes
+	}
+	if inf := m.Inference; inf != nil {
+		if inf.Transport == "" {
+			inf.Transport = "http"
+		}
+		if inf.MaxTurns == 0 {
+			inf.MaxTurns = DefaultMaxTurns
+		}
+		if inf.MaxTokens == 0 {
+			inf.MaxTokens = DefaultMaxTokens
+		}
+		if inf.Compaction != nil && inf.Compaction.Threshold == 0 {
+			inf.Compaction.Threshold = DefaultCompactionThreshold
+		}
+		// Older manifests put the endpoint on inference: it is the driver's gateway.
+		if inf.Endpoint != "" || inf.APIKey != "" {
+			if a := m.Artifact(inf.Driver.Artifact); a != nil {
+				if a.Gateway == nil {
+					a.Gateway = &Gateway{}
+				}
+				if a.Gateway.Endpoint == "" {
+					a.Gateway.Endpoint = inf.Endpoint
+				}
+				if a.Gateway.APIKey == "" {
+					a.Gateway.APIKey = inf.APIKey
+				}
+			}
+		}
+	}
+	l := &m.Lifecycle
+	if l.TaskAcceptance == "" {
+		l.TaskAcceptance = "single"
+	}
+	if l.AfterTask == "" {
+		l.AfterTask = "exit"
+	}
+	if l.QueueDepth == 0 {
+		l.QueueDepth = DefaultQueueDepth
+	}
+	if l.Conversation == "" {
+		l.Conversation = "stateless"
+	}
+	if m.Trace.Capture == "" {
+		m.Trace.Capture = "meta"
+	}
+}
+
+// IsAgent reports whether the capsule has an inference block (else it is a script capsule).
+func (m *Manifest) IsAgent() bool { return m.Inference != nil }
+
+// Artifact returns the declared artifact with that name, or nil.
+func (m *Manifest) Artifact(name string) *ArtifactRef {
+	for i := range m.Artifacts {
+		if m.Artifacts[i].Name == name {
+			return &m.Artifacts[i]
+		}
+	}
+	return nil
+}
+
+// Deadline is the wall-clock limit of one call of a guest of that role.
+func (m *Manifest) Deadline(role Role) time.Duration {
+	if s := m.Capabilities.Limits.DeadlineSeconds; s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if role == RoleHook {
+		return DefaultHookDeadlineSeconds * time.Second
+	}
+	return DefaultDeadlineSeconds * time.Second
+}
+
+// Position returns where the value at a key path stands in the file ("file:line:col"),
+// or the file name when the key was absent.
+func (m *Manifest) Position(path string) string {
+	if p, ok := m.pos[path]; ok {
+		return fmt.Sprintf("%s:%d:%d", m.File, p.Line, p.Col)
+	}
+	return m.File
+}
+
+// IsLocal reports whether the artifact is read from a local source rather than a registry.
+func (a *ArtifactRef) IsLocal() bool { return a.Source != "" }

@@ -1,0 +1,298 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+func env(vars map[string]string) Option {
+	return WithLookupEnv(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+}
+
+const base = "name: hello\nversion: 1.0.0\n"
+
+// TestRules holds one row per validation rule of SPEC §2: the manifest, the code it must
+// be refused with, and where (line:col).
+func TestRules(t *testing.T) {
+	tests := []struct {
+		name, yaml, code, at string
+	}{
+		{"syntax", "name: [unclosed\n", CodeSyntax, ":1"},
+		{"empty file", "", CodeSyntax, ""},
+		{"top level not a mapping", "- a\n- b\n", CodeType, ":1:1"},
+		{"missing name", "version: 1.0.0\n", CodeMissing, ":1:1"},
+		{"missing version", "name: hello\n", CodeMissing, ":1:1"},
+		{"name uppercase", "name: Hello\nversion: 1\n", CodeName, ":1:7"},
+		{"name leading dash", "name: -hello\nversion: 1\n", CodeName, ":1:7"},
+		{"name trailing dash", "name: hello-\nversion: 1\n", CodeName, ":1:7"},
+		{"name underscore", "name: hel_lo\nversion: 1\n", CodeName, ":1:7"},
+		{"name too long", "name: " + strings.Repeat("a", 101) + "\nversion: 1\n", CodeName, ":1:7"},
+		{"version latest", "name: hello\nversion: latest\n", CodeReservedVersion, ":2:10"},
+		{"version stable", "name: hello\nversion: stable\n", CodeReservedVersion, ":2:10"},
+		{"version edge", "name: hello\nversion: edge\n", CodeReservedVersion, ":2:10"},
+		{"wrong type name", "name: [a]\nversion: 1\n", CodeType, ":1:7"},
+		{"wrong type artifacts", base + "artifacts: {a: b}\n", CodeType, ":3:12"},
+		{"wrong type int", base + "capabilities:\n  limits:\n    memory_bytes: lots\n", CodeType, ":5:19"},
+		{"wrong type bool-ish int", base + "inference:\n  driver: {artifact: d}\n  model: m\n  max_turns: 1.5\n", CodeType, ":6:14"},
+		{"duplicate key", base + "name: again\n", CodeDuplicateKey, ":3:1"},
+		{"unset env", "name: hello\nversion: ${CAPSULE_VERSION_UNSET}\n", CodeUnsetEnv, ":2:10"},
+		{"lowercase env", "name: hello\nversion: ${lower}\n", CodeInterpSyntax, ":2:10"},
+		{"unterminated env", "name: hello\nversion: \"${OPEN\"\n", CodeInterpSyntax, ":2:10"},
+		{"artifact name", base + "artifacts:\n  - {name: Echo, version: 1.0.0}\n", CodeName, ":4:12"},
+		{"artifact missing name", base + "artifacts:\n  - {version: 1.0.0}\n", CodeMissing, ":4:5"},
+		{"artifact missing version", base + "artifacts:\n  - name: echo\n", CodeVersion, ":4:5"},
+		{"artifact reserved version", base + "artifacts:\n  - {name: echo, version: latest}\n", CodeReservedVersion, ":4:27"},
+		{"artifact version path", base + "artifacts:\n  - {name: echo, version: ../1}\n", CodeVersion, ":4:27"},
+		{"artifact duplicate", base + "artifacts:\n  - {name: echo, version: 1.0.0}\n  - {name: echo, version: 2.0.0}\n", CodeDuplicateArt, ":5:12"},
+		{"artifact runtime", base + "artifacts:\n  - {name: echo, version: 1.0.0, runtime: plugin}\n", CodeEnum, ":4:43"},
+		{"source on tool", base + "artifacts:\n  - {name: echo, source: ./echo}\n", CodeSourceRole, ":4:26"},
+		{"source and version", base + "artifacts:\n  - {name: s, runtime: skill, source: ./s, version: 1.0.0}\n", CodeSourceRole, ":4:53"},
+		{"source absolute", base + "artifacts:\n  - {name: s, runtime: skill, source: /etc/s}\n", CodeSourcePath, ":4:39"},
+		{"gateway on tool", base + "artifacts:\n  - name: echo\n    version: 1.0.0\n    gateway: {endpoint: http://x}\n", CodeGatewayRole, ":6:14"},
+		{"gateway endpoint url", base + "artifacts:\n  - name: d\n    version: 1.0.0\n    runtime: driver\n    gateway: {endpoint: ftp://x}\n", CodeURL, ":7:25"},
+		{"network rule path", base + "capabilities:\n  network:\n    allow:\n      - api.example.com\n      - https://x.example.com/path\n", "E-NET-", ":7:9"},
+		{"scope absolute", base + "capabilities:\n  filesystem:\n    scope: /etc\n", CodeScope, ":5:12"},
+		{"scope dotdot", base + "capabilities:\n  filesystem:\n    scope: data/../../x\n", CodeScope, ":5:12"},
+		{"scope empty", base + "capabilities:\n  filesystem:\n    scope: \"\"\n", CodeScope, ":5:12"},
+		{"shell path", base + "capabilities:\n  shell:\n    allow: [git, /bin/sh]\n", CodeShellName, ":5:18"},
+		{"shell relative path", base + "capabilities:\n  shell:\n    allow: [./run]\n", CodeShellName, ":5:13"},
+		{"shell empty", base + "capabilities:\n  shell:\n    allow: []\n", CodeShellEmpty, ":5:12"},
+		{"strip_env glob", base + "capabilities:\n  shell:\n    strip_env: [\"A*B\"]\n", CodeStripGlob, ":5:17"},
+		{"env credential exact", base + "capabilities:\n  env:\n    allow: [LANG, GITHUB_TOKEN]\n", CodeCredentialEnv, ":5:19"},
+		{"env credential glob", base + "capabilities:\n  env:\n    allow: [MY_SERVICE_API_KEY]\n", CodeCredentialEnv, ":5:13"},
+		{"env credential aws", base + "capabilities:\n  env:\n    allow: [AWS_REGION]\n", CodeCredentialEnv, ":5:13"},
+		{"env credential strip_env", base + "capabilities:\n  shell:\n    strip_env: [CORP_*]\n  env:\n    allow: [CORP_ID]\n", CodeCredentialEnv, ":7:13"},
+		{"env name", base + "capabilities:\n  env:\n    allow: [\"MY-VAR\"]\n", CodeEnvName, ":5:13"},
+		{"memory zero", base + "capabilities:\n  limits:\n    memory_bytes: 0\n", CodeLimit, ":5:19"},
+		{"deadline negative", base + "capabilities:\n  limits:\n    deadline_seconds: -1\n", CodeLimit, ":5:23"},
+		{"resources zero", base + "capabilities:\n  resources:\n    pids: 0\n", CodeLimit, ":5:11"},
+		{"driver missing", base + "inference:\n  model: m\n", CodeMissing, ":4:3"},
+		{"driver undeclared", base + "inference:\n  driver: {artifact: claude}\n  model: m\n", CodeDriverRef, ":4:22"},
+		{"driver not a driver", base + "artifacts:\n  - {name: claude, version: 1.0.0}\ninference:\n  driver: {artifact: claude}\n  model: m\n", CodeDriverRef, ":6:22"},
+		{"model missing", base + "artifacts:\n  - {name: d, version: 1.0.0, runtime: driver}\ninference:\n  driver: {artifact: d}\n", CodeModel, ":6:3"},
+		{"transport process", base + "artifacts:\n  - {name: d, version: 1.0.0, runtime: driver}\ninference:\n  transport: process\n  driver: {artifact: d}\n", CodeUnsupported, ":6:14"},
+		{"transport unknown", base + "artifacts:\n  - {name: d, version: 1.0.0, runtime: driver}\ninference:\n  transport: grpc\n  driver: {artifact: d}\n  model: m\n", CodeEnum, ":6:14"},
+		{"two prompt sources", base + "artifacts:\n  - {name: d, version: 1.0.0, runtime: driver}\ninference:\n  driver: {artifact: d}\n  model: m\n  system_prompt: hi\n  system_prompt_file: p.md\n", CodePromptSources, ":9:23"},
+		{"prompt artifact not skill", base + "artifacts:\n  - {name: d, version: 1.0.0, runtime: driver}\ninference:\n  driver: {artifact: d}\n  model: m\n  system_prompt_artifact: d\n", CodePromptArtifact, ":8:27"},
+		{"prompt file absolute", base + "artifacts:\n  - {name: d, version: 1.0.0, runtime: driver}\ninference:\n  driver: {artifact: d}\n  model: m\n  system_prompt_file: /p.md\n", CodeSourcePath, ":8:23"},
+		{"endpoint conflict", base + "artifacts:\n  - name: d\n    version: 1.0.0\n    runtime: driver\n    gateway: {endpoint: \"http://a\"}\ninference:\n  driver: {artifact: d}\n  model: m\n  endpoint: http://b\n", CodeEndpointConflict, ":11:13"},
+		{"max_turns zero", base + "artifacts:\n  - {name: d, version: 1.0.0, runtime: driver}\ninference:\n  driver: {artifact: d}\n  model: m\n  max_turns: 0\n", CodeRange, ":8:14"},
+		{"max_tokens negative", base + "artifacts:\n  - {name: d, version: 1.0.0, runtime: driver}\ninference:\n  driver: {artifact: d}\n  model: m\n  max_tokens: -5\n", CodeRange, ":8:15"},
+		{"threshold over one", base + "artifacts:\n  - {name: d, version: 1.0.0, runtime: driver}\ninference:\n  driver: {artifact: d}\n  model: m\n  compaction: {threshold: 1.5}\n", CodeRange, ":8:27"},
+		{"task_acceptance", base + "lifecycle:\n  task_acceptance: many\n", CodeEnum, ":4:20"},
+		{"after_task", base + "lifecycle:\n  after_task: stay\n", CodeEnum, ":4:15"},
+		{"conversation", base + "lifecycle:\n  conversation: forked\n", CodeEnum, ":4:17"},
+		{"queue_depth zero", base + "lifecycle:\n  queue_depth: 0\n", CodeRange, ":4:16"},
+		{"input_timeout zero", base + "lifecycle:\n  input_timeout_secs: 0\n", CodeRange, ":4:23"},
+		{"context max_tokens", base + "context:\n  max_tokens: 0\n", CodeRange, ":4:15"},
+		{"trace capture", base + "trace:\n  capture: all\n", CodeEnum, ":4:12"},
+		{"otel endpoint", base + "observability:\n  otel_endpoint: localhost:4318\n", CodeURL, ":4:18"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml), "murmur.yaml", env(nil))
+			if err == nil {
+				t.Fatalf("accepted; want %s", tt.code)
+			}
+			var hit *errs.Error
+			for _, e := range err.(errs.List) {
+				if strings.HasPrefix(e.Code, tt.code) {
+					hit = e
+					break
+				}
+			}
+			if hit == nil {
+				t.Fatalf("want code %s, got:\n%v", tt.code, err)
+			}
+			if want := "murmur.yaml" + tt.at; hit.Pos != want {
+				t.Errorf("position = %q, want %q (%v)", hit.Pos, want, hit)
+			}
+			if hit.Msg == "" || (hit.Fix == "" && !strings.HasPrefix(hit.Code, "E-NET")) {
+				t.Errorf("error lacks message or fix: %v", hit)
+			}
+		})
+	}
+}
+
+func TestValidManifestDefaults(t *testing.T) {
+	src := `
+name: hello
+version: 1.0.0
+artifacts:
+  - name: claude
+    version: "0.1.0"
+    runtime: driver
+  - name: greeting
+    runtime: skill
+    source: ./skills/greeting
+  - name: echo
+    version: 1.0.0
+inference:
+  driver: {artifact: claude}
+  model: ${MODEL}
+  endpoint: http://127.0.0.1:9999
+  api_key: ${ANTHROPIC_API_KEY}
+capabilities:
+  network:
+    allow: [api.example.com, "https://*.example.org"]
+  env:
+    allow: [LANG]
+`
+	m, err := Parse([]byte(src), "dir/murmur.yaml", env(map[string]string{"MODEL": "claude-x", "ANTHROPIC_API_KEY": "sk-sentinel"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"model interpolated", m.Inference.Model, "claude-x"},
+		{"transport", m.Inference.Transport, "http"},
+		{"max_turns", m.Inference.MaxTurns, DefaultMaxTurns},
+		{"max_tokens", m.Inference.MaxTokens, DefaultMaxTokens},
+		{"echo role", m.Artifact("echo").Runtime, RoleTool},
+		{"gateway endpoint from inference", m.Artifact("claude").Gateway.Endpoint, "http://127.0.0.1:9999"},
+		{"gateway key from inference", m.Artifact("claude").Gateway.APIKey, "sk-sentinel"},
+		{"scope", m.Capabilities.Filesystem.Scope, "."},
+		{"memory", m.Capabilities.Limits.MemoryBytes, int64(DefaultMemoryBytes)},
+		{"tool deadline", m.Deadline(RoleTool).Seconds(), 600.0},
+		{"hook deadline", m.Deadline(RoleHook).Seconds(), 30.0},
+		{"acceptance", m.Lifecycle.TaskAcceptance, "single"},
+		{"after", m.Lifecycle.AfterTask, "exit"},
+		{"queue", m.Lifecycle.QueueDepth, 1},
+		{"conversation", m.Lifecycle.Conversation, "stateless"},
+		{"capture", m.Trace.Capture, "meta"},
+		{"rules", len(m.Capabilities.NetworkRules), 2},
+		{"dir", m.Dir, "dir"},
+		{"position", m.Position("artifacts[2].name"), "dir/murmur.yaml:11:11"},
+		{"agent", m.IsAgent(), true},
+	}
+	for _, c := range checks {
+		if fmt.Sprint(c.got) != fmt.Sprint(c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestUnknownKeyWarnsWithNearest(t *testing.T) {
+	tests := []struct{ yaml, key, near, at string }{
+		{base + "capabilites: {}\n", "capabilites", `"capabilities"`, ":3:1"},
+		{base + "capabilities:\n  netwrok: {}\n", "capabilities.netwrok", `"network"`, ":4:3"},
+		{base + "lifecycle:\n  queue_dept: 2\n", "lifecycle.queue_dept", `"queue_depth"`, ":4:3"},
+		{base + "zzzzzzzzzz: 1\n", "zzzzzzzzzz", "known keys here", ":3:1"},
+	}
+	for _, tt := range tests {
+		m, err := Parse([]byte(tt.yaml), "murmur.yaml", env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Warnings) != 1 {
+			t.Fatalf("%s: warnings = %v", tt.key, m.Warnings)
+		}
+		w := m.Warnings[0]
+		if w.Code != CodeUnknownKey || w.Path != tt.key || !strings.Contains(w.Fix, tt.near) || w.Pos != "murmur.yaml"+tt.at {
+			t.Errorf("warning = %+v", w)
+		}
+	}
+}
+
+func TestInterpolation(t *testing.T) {
+	vars := map[string]string{"A": "x", "B_2": "y"}
+	tests := []struct{ in, want string }{
+		{"plain", "plain"},
+		{"${A}", "x"},
+		{"pre-${A}-${B_2}-post", "pre-x-y-post"},
+		{"$${A}", "${A}"},
+		{"cost $5", "cost $5"},
+	}
+	for _, tt := range tests {
+		m, err := Parse([]byte("name: hello\nversion: \""+tt.in+"\"\n"), "m.yaml", env(vars))
+		if err != nil {
+			t.Fatalf("%q: %v", tt.in, err)
+		}
+		if m.Version != tt.want {
+			t.Errorf("%q → %q, want %q", tt.in, m.Version, tt.want)
+		}
+	}
+	// Interpolation also reaches free-form config maps.
+	m, err := Parse([]byte(base+"artifacts:\n  - {name: e, version: 1.0.0, config: {k: [\"${A}\"]}}\n"), "m.yaml", env(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(m.Artifacts[0].Config["k"]); got != "[x]" {
+		t.Errorf("config = %s", got)
+	}
+}
+
+func TestErrorsAreAllReported(t *testing.T) {
+	_, err := Parse([]byte("name: Bad_Name\nversion: latest\ncapabilities:\n  limits: {memory_bytes: 0}\n"), "m.yaml", env(nil))
+	got := errs.Codes(err)
+	want := []string{CodeName, CodeReservedVersion, CodeLimit}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("codes = %v, want %v", got, want)
+	}
+}
+
+func TestAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(base + "artifacts:\n  - name: e\n    version: 1.0.0\n    config:\n      a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 9; i++ {
+		fmt.Fprintf(&b, "      a%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	_, err := Parse([]byte(b.String()), "m.yaml", env(nil))
+	if errs.Code(err) != CodeTooLarge {
+		t.Fatalf("want %s, got %v", CodeTooLarge, err)
+	}
+}
+
+func TestCredentialShaped(t *testing.T) {
+	tests := []struct {
+		name  string
+		extra []string
+		want  bool
+	}{
+		{"ANTHROPIC_API_KEY", nil, true}, {"KUBECONFIG", nil, true}, {"X_TOKEN", nil, true},
+		{"DB_PASSWORD", nil, true}, {"APP_SECRET", nil, true}, {"AWS_REGION", nil, true},
+		{"LANG", nil, false}, {"TOKENIZER", nil, false}, {"MY_VAR", []string{"MY_*"}, true},
+		{"X_CREDS_Y", []string{"*CREDS*"}, true}, {"PATH", []string{"*_X"}, false},
+	}
+	for _, tt := range tests {
+		if got := CredentialShaped(tt.name, tt.extra); got != tt.want {
+			t.Errorf("CredentialShaped(%s, %v) = %v", tt.name, tt.extra, got)
+		}
+	}
+}
+
+func TestArtifactManifest(t *testing.T) {
+	tests := []struct {
+		yaml, code string
+	}{
+		{"name: echo\nversion: 1.0.0\n", ""},
+		{"name: echo\nversion: 1.0.0\nruntime: skill\n", ""},
+		{"name: echo\nversion: 1.0.0\nimplementation: native\n", ""},
+		{"name: echo\n", CodeMissing},
+		{"name: Echo\nversion: 1.0.0\n", CodeName},
+		{"name: echo\nversion: latest\n", CodeReservedVersion},
+		{"name: echo\nversion: a/b\n", CodeVersion},
+		{"name: echo\nversion: 1.0.0\nruntime: x\n", CodeEnum},
+		{"name: echo\nversion: 1.0.0\nruntime: driver\nimplementation: native\n", CodeEnum},
+		{"name: echo\nversion: 1.0.0\nruntime: skill\nimplementation: wasm\n", CodeEnum},
+		{"name: echo\nversion: 1.0.0\ninput_schema: [a]\n", CodeType},
+	}
+	for _, tt := range tests {
+		a, _, err := ParseArtifactManifest([]byte(tt.yaml), "murmur.yaml")
+		if got := errs.Code(err); got != tt.code {
+			t.Errorf("%q: code %q, want %q (%v)", tt.yaml, got, tt.code, err)
+		}
+		if err == nil && a.Implementation == "" && a.Runtime != RoleSkill {
+			t.Errorf("%q: no implementation default", tt.yaml)
+		}
+	}
+	a, _, err := ParseArtifactManifest([]byte("name: echo\nversion: 1.0.0\ndescription: ${NOT_EXPANDED}\ninput_schema: {type: object, properties: {n: {type: integer}}}\n"), "m")
+	if err != nil || a.Description != "${NOT_EXPANDED}" || a.InputSchema["type"] != "object" {
+		t.Errorf("got %+v, %v", a, err)
+	}
+}

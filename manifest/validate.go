@@ -1,0 +1,379 @@
+package manifest
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/netpolicy"
+)
+
+// reservedVersions may not name a capsule or artifact version: they mean "whatever is
+// newest" in registries, so pinning to them would pin nothing.
+var reservedVersions = map[string]bool{"latest": true, "stable": true, "edge": true}
+
+// ValidName reports whether s is a valid capsule or artifact name: [a-z0-9-], 1–100
+// characters, no leading or trailing '-'.
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 100 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckVersion returns why s cannot be a pinned version, or "" if it can: non-empty, not
+// reserved, at most 128 printable characters that are safe as one path segment.
+func CheckVersion(s string) string {
+	switch {
+	case s == "":
+		return "it is empty"
+	case reservedVersions[s]:
+		return fmt.Sprintf("%q is reserved (latest, stable and edge name moving targets)", s)
+	case len(s) > 128:
+		return "it is longer than 128 characters"
+	case s == "." || s == ".." || strings.HasPrefix(s, "."):
+		return "it starts with '.'"
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-+_~", r)) {
+			return fmt.Sprintf("it contains %q (allowed: letters, digits and . - + _ ~)", r)
+		}
+	}
+	return ""
+}
+
+var enums = map[string][]string{
+	"artifacts[].runtime":       {"tool", "driver", "hook", "skill"},
+	"inference.transport":       {"http", "process"},
+	"lifecycle.task_acceptance": {"none", "single", "queue"},
+	"lifecycle.after_task":      {"exit", "sleep"},
+	"lifecycle.conversation":    {"stateless", "threaded"},
+	"trace.capture":             {"none", "meta", "content"},
+	"artifact.runtime":          {"tool", "driver", "hook", "skill"},
+	"artifact.implementation":   {"wasm", "native"},
+}
+
+// validator applies the rules of SPEC §2 after decoding, reporting each at the position
+// of the value that breaks it.
+type validator struct {
+	d    *decoder
+	root *yaml.Node
+	m    *Manifest
+}
+
+func (v *validator) has(p string) bool { _, ok := v.d.pos[p]; return ok }
+
+// where returns the position of the value at p, or of its nearest present parent.
+func (v *validator) where(p string) string {
+	for q := p; ; {
+		if pos, ok := v.d.pos[q]; ok {
+			return fmt.Sprintf("%s:%d:%d", v.d.file, pos.Line, pos.Col)
+		}
+		i := strings.LastIndexAny(q, ".[")
+		if i <= 0 {
+			return fmt.Sprintf("%s:%d:%d", v.d.file, v.root.Line, v.root.Column)
+		}
+		q = q[:i]
+	}
+}
+
+func (v *validator) fail(p, code, msg, fix string) {
+	v.d.errs = append(v.d.errs, &errs.Error{Code: code, Part: "manifest", Pos: v.where(p), Path: p, Msg: msg, Fix: fix})
+}
+
+func (v *validator) enum(p, enumKey, val string) {
+	if val == "" && !v.has(p) {
+		return
+	}
+	for _, ok := range enums[enumKey] {
+		if val == ok {
+			return
+		}
+	}
+	v.fail(p, CodeEnum, fmt.Sprintf("%q is not one of %s", val, strings.Join(enums[enumKey], ", ")),
+		"use one of: "+strings.Join(enums[enumKey], ", "))
+}
+
+func (v *validator) positive(p string, val int64, code string) {
+	if v.has(p) && val <= 0 {
+		v.fail(p, code, fmt.Sprintf("%d is not greater than zero", val),
+			"write a positive number (zero or negative never means unlimited); remove the key for the default")
+	}
+}
+
+func (v *validator) validate() {
+	m := v.m
+	if !ValidName(m.Name) && m.Name != "" {
+		v.fail("name", CodeName, fmt.Sprintf("capsule name %q breaks the naming rule: [a-z0-9-], 1–100 characters, no leading or trailing '-'", m.Name),
+			"use lowercase letters, digits and '-', e.g. "+suggestName(m.Name))
+	}
+	if m.Version != "" && reservedVersions[m.Version] {
+		v.fail("version", CodeReservedVersion, fmt.Sprintf("version %q is reserved", m.Version), "give a concrete version such as 1.0.0")
+	}
+	v.artifacts()
+	v.capabilities()
+	v.inference()
+	v.lifecycle()
+	if m.Context != nil {
+		v.positive("context.max_tokens", int64(m.Context.MaxTokens), CodeRange)
+	}
+	v.enum("trace.capture", "trace.capture", m.Trace.Capture)
+	if e := m.Observability.OtelEndpoint; e != "" {
+		v.url("observability.otel_endpoint", e)
+	}
+}
+
+func (v *validator) url(p, raw string) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.fail(p, CodeURL, fmt.Sprintf("%q is not an http(s) URL", raw), "write a base URL such as https://api.example.com")
+	}
+}
+
+func (v *validator) artifacts() {
+	seen := map[string]int{}
+	for i, a := range v.m.Artifacts {
+		p := fmt.Sprintf("artifacts[%d]", i)
+		if a.Name != "" && !ValidName(a.Name) {
+			v.fail(p+".name", CodeName, fmt.Sprintf("artifact name %q breaks the naming rule: [a-z0-9-], 1–100 characters, no leading or trailing '-'", a.Name),
+				"use lowercase letters, digits and '-', e.g. "+suggestName(a.Name))
+		}
+		if j, dup := seen[a.Name]; dup && a.Name != "" {
+			v.fail(p+".name", CodeDuplicateArt, fmt.Sprintf("artifact %q is declared twice (also artifacts[%d])", a.Name, j), "keep one entry per artifact name")
+		}
+		seen[a.Name] = i
+		v.enum(p+".runtime", "artifacts[].runtime", string(a.Runtime))
+		role := a.Runtime
+		if role == "" {
+			role = RoleTool
+		}
+		switch {
+		case a.Source != "":
+			if role != RoleSkill {
+				v.fail(p+".source", CodeSourceRole, fmt.Sprintf("artifact %q has a local source but runtime %q: only skills may come from a local source", a.Name, role),
+					"publish the artifact to a registry and give its version, or set runtime: skill")
+			}
+			if a.Version != "" {
+				v.fail(p+".version", CodeSourceRole, fmt.Sprintf("artifact %q has both source and version: a local source is never versioned or locked", a.Name),
+					"remove version, or remove source to fetch it from the registry")
+			}
+			if filepath.IsAbs(a.Source) || path.IsAbs(filepath.ToSlash(a.Source)) {
+				v.fail(p+".source", CodeSourcePath, fmt.Sprintf("source %q is absolute", a.Source), "write it relative to the manifest's folder")
+			}
+		case a.Version == "":
+			if a.Name != "" {
+				v.fail(p+".version", CodeVersion, fmt.Sprintf("artifact %q has no version", a.Name), "add `version: …` (or `source: …` for a local skill)")
+			}
+		default:
+			if why := CheckVersion(a.Version); why != "" {
+				code := CodeVersion
+				if reservedVersions[a.Version] {
+					code = CodeReservedVersion
+				}
+				v.fail(p+".version", code, fmt.Sprintf("artifact %q version %q is not usable: %s", a.Name, a.Version, why), "pin a concrete version such as 1.2.0")
+			}
+		}
+		if a.Gateway != nil {
+			if role != RoleDriver {
+				v.fail(p+".gateway", CodeGatewayRole, fmt.Sprintf("artifact %q has a gateway but runtime %q: only drivers talk to a model endpoint", a.Name, role),
+					"remove gateway, or set runtime: driver")
+			}
+			if a.Gateway.Endpoint != "" {
+				v.url(p+".gateway.endpoint", a.Gateway.Endpoint)
+			}
+		}
+	}
+}
+
+func (v *validator) capabilities() {
+	c := &v.m.Capabilities
+	if v.has("capabilities.network.allow") {
+		rules, err := netpolicy.ParseRules(c.Network.Allow)
+		for _, e := range asList(err) {
+			p := "capabilities.network.allow" + e.Path
+			e = e.At(v.where(p), p)
+			e.Part = "manifest"
+			v.d.errs = append(v.d.errs, e)
+		}
+		c.NetworkRules = rules
+	}
+	if v.has("capabilities.filesystem.scope") {
+		v.scope(c.Filesystem.Scope)
+	}
+	if v.has("capabilities.shell.allow") && len(c.Shell.Allow) == 0 {
+		v.fail("capabilities.shell.allow", CodeShellEmpty, "shell.allow is written as an empty list",
+			"remove the key to grant no binaries, or list the binaries to allow")
+	}
+	for i, b := range c.Shell.Allow {
+		if b == "" || strings.ContainsAny(b, `/\`) || b == "." || b == ".." || strings.ContainsAny(b, " \t\n\x00") {
+			v.fail(fmt.Sprintf("capabilities.shell.allow[%d]", i), CodeShellName, fmt.Sprintf("%q is not a bare binary name", b),
+				"write the name only (e.g. git, not /usr/bin/git): it is looked up on the sandbox's PATH")
+		}
+	}
+	for i, g := range c.Shell.StripEnv {
+		if !validStripGlob(g) {
+			v.fail(fmt.Sprintf("capabilities.shell.strip_env[%d]", i), CodeStripGlob, fmt.Sprintf("%q is not a valid glob: a variable name with `*` only at the start and/or end", g),
+				"write e.g. MY_* or *_CREDENTIALS")
+		}
+	}
+	for i, name := range c.Env.Allow {
+		p := fmt.Sprintf("capabilities.env.allow[%d]", i)
+		switch {
+		case !validEnvVar(name):
+			v.fail(p, CodeEnvName, fmt.Sprintf("%q is not an environment variable name", name), "write a name such as LANG or MY_SETTING")
+		case CredentialShaped(name, c.Shell.StripEnv):
+			v.fail(p, CodeCredentialEnv, fmt.Sprintf("%q is credential-shaped and is never passed to guests or subprocesses", name),
+				"remove it; give a model key to a driver through `gateway.api_key`, where the host adds it to requests and the guest never sees it")
+		}
+	}
+	v.positive("capabilities.limits.memory_bytes", c.Limits.MemoryBytes, CodeLimit)
+	v.positive("capabilities.limits.deadline_seconds", int64(c.Limits.DeadlineSeconds), CodeLimit)
+	r := reflect.ValueOf(c.Resources)
+	for _, f := range structFields(r.Type()) {
+		v.positive("capabilities.resources."+f.key, r.Field(f.index).Int(), CodeLimit)
+	}
+}
+
+func (v *validator) scope(s string) {
+	p := "capabilities.filesystem.scope"
+	slashed := filepath.ToSlash(s)
+	switch {
+	case s == "":
+		v.fail(p, CodeScope, "filesystem.scope is empty", `write "." for the whole workdir, or a folder inside it`)
+	case path.IsAbs(slashed) || filepath.IsAbs(s) || strings.HasPrefix(slashed, "~"):
+		v.fail(p, CodeScope, fmt.Sprintf("filesystem.scope %q is absolute", s), "write a path relative to the workdir, e.g. data")
+	case containsDotDot(slashed):
+		v.fail(p, CodeScope, fmt.Sprintf("filesystem.scope %q contains '..'", s), "write a folder inside the workdir, without '..'")
+	case strings.ContainsRune(s, 0):
+		v.fail(p, CodeScope, "filesystem.scope contains a NUL byte", "write a plain relative path")
+	}
+}
+
+func containsDotDot(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+func (v *validator) inference() {
+	inf := v.m.Inference
+	if inf == nil {
+		return
+	}
+	v.enum("inference.transport", "inference.transport", inf.Transport)
+	if inf.Transport == "process" {
+		v.fail("inference.transport", CodeUnsupported, `transport "process" is not supported by this release`, "use transport: http (the default)")
+	}
+	if (inf.Transport == "" || inf.Transport == "http") && inf.Model == "" {
+		v.fail("inference.model", CodeModel, "inference.model is required for the http transport", "add `model: …` naming the provider's model")
+	}
+	if name := inf.Driver.Artifact; name != "" {
+		a := v.m.Artifact(name)
+		switch {
+		case a == nil:
+			v.fail("inference.driver.artifact", CodeDriverRef, fmt.Sprintf("driver %q is not declared in artifacts", name),
+				fmt.Sprintf("add an artifact {name: %s, version: …, runtime: driver}", name))
+		case a.Runtime != RoleDriver:
+			v.fail("inference.driver.artifact", CodeDriverRef, fmt.Sprintf("artifact %q has runtime %q, not driver", name, orTool(a.Runtime)),
+				fmt.Sprintf("set runtime: driver on artifact %s, or name a driver artifact", name))
+		case a.Gateway != nil && inf.Endpoint != "" && a.Gateway.Endpoint != "" && a.Gateway.Endpoint != inf.Endpoint:
+			v.fail("inference.endpoint", CodeEndpointConflict, fmt.Sprintf("inference.endpoint %q differs from driver %q's gateway.endpoint %q", inf.Endpoint, name, a.Gateway.Endpoint),
+				"keep only the driver's gateway.endpoint")
+		case a.Gateway != nil && inf.APIKey != "" && a.Gateway.APIKey != "" && a.Gateway.APIKey != inf.APIKey:
+			v.fail("inference.api_key", CodeEndpointConflict, fmt.Sprintf("inference.api_key differs from driver %q's gateway.api_key", name),
+				"keep only the driver's gateway.api_key")
+		}
+	}
+	if inf.Endpoint != "" {
+		v.url("inference.endpoint", inf.Endpoint)
+	}
+	var sources []string
+	for _, k := range []string{"system_prompt", "system_prompt_file", "system_prompt_artifact"} {
+		if v.has("inference." + k) {
+			sources = append(sources, k)
+		}
+	}
+	if len(sources) > 1 {
+		v.fail("inference."+sources[1], CodePromptSources, "more than one system prompt source: "+strings.Join(sources, ", "),
+			"keep exactly one of system_prompt, system_prompt_file, system_prompt_artifact")
+	}
+	if f := inf.SystemPromptFile; f != "" && (filepath.IsAbs(f) || path.IsAbs(filepath.ToSlash(f))) {
+		v.fail("inference.system_prompt_file", CodeSourcePath, fmt.Sprintf("system_prompt_file %q is absolute", f), "write it relative to the manifest's folder")
+	}
+	if name := inf.SystemPromptArtifact; name != "" {
+		if a := v.m.Artifact(name); a == nil || a.Runtime != RoleSkill {
+			v.fail("inference.system_prompt_artifact", CodePromptArtifact, fmt.Sprintf("%q is not a declared skill artifact", name),
+				fmt.Sprintf("declare {name: %s, runtime: skill, …} in artifacts, or use system_prompt", name))
+		}
+	}
+	v.positive("inference.max_turns", int64(inf.MaxTurns), CodeRange)
+	v.positive("inference.max_tokens", int64(inf.MaxTokens), CodeRange)
+	if c := inf.Compaction; c != nil && v.has("inference.compaction.threshold") && (c.Threshold <= 0 || c.Threshold > 1) {
+		v.fail("inference.compaction.threshold", CodeRange, fmt.Sprintf("%g is outside (0, 1]", c.Threshold), "write a fraction such as 0.9")
+	}
+}
+
+func (v *validator) lifecycle() {
+	l := v.m.Lifecycle
+	v.enum("lifecycle.task_acceptance", "lifecycle.task_acceptance", l.TaskAcceptance)
+	v.enum("lifecycle.after_task", "lifecycle.after_task", l.AfterTask)
+	v.enum("lifecycle.conversation", "lifecycle.conversation", l.Conversation)
+	v.positive("lifecycle.queue_depth", int64(l.QueueDepth), CodeRange)
+	v.positive("lifecycle.input_timeout_secs", int64(l.InputTimeoutSecs), CodeRange)
+}
+
+func orTool(r Role) Role {
+	if r == "" {
+		return RoleTool
+	}
+	return r
+}
+
+// suggestName turns s into the nearest valid name, for the fix text.
+func suggestName(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
+			b.WriteByte('-')
+		}
+	}
+	out := strings.Trim(b.String(), "-")
+	if len(out) > 100 {
+		out = strings.Trim(out[:100], "-")
+	}
+	if out == "" {
+		return "my-capsule"
+	}
+	return out
+}
+
+func asList(err error) errs.List {
+	if err == nil {
+		return nil
+	}
+	switch e := err.(type) {
+	case errs.List:
+		return e
+	case *errs.Error:
+		return errs.List{e}
+	}
+	return errs.List{errs.Wrap(err, CodeType, "manifest", "invalid network rule", "")}
+}
