@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/registry"
 )
 
 // Exit codes of every subcommand.
@@ -21,8 +22,16 @@ const (
 	ExitUsage   = 2 // the command line was wrong
 )
 
-// CodeRemoteRegistry refuses an http(s) registry, which a later release serves.
-const CodeRemoteRegistry = "E-REG-080"
+// Codes of refusals the commands make themselves.
+const (
+	CodeRemoteRegistry = "E-REG-080" // an http(s) or oci registry, which a later release serves
+	CodeOutput         = "E-REG-081" // pack cannot write its output file
+	CodeArchiveRead    = "E-REG-082" // publish cannot read the archive file, or it is too large
+)
+
+// maxArchiveFile bounds an archive file read whole: the decompressed cap plus room for
+// zip overhead, since stored entries are as large as their content.
+const maxArchiveFile = registry.DefaultMaxBytes + 32<<20
 
 // Env is what a subcommand reads and writes besides its arguments.
 type Env struct {

@@ -117,7 +117,7 @@ func Pack(ctx context.Context, e *Env, c Common, dir, output string) int {
 		output = am.Name + "-" + am.Version + ".mur.zip"
 	}
 	if err := atomicfile.Write(output, data, 0o644); err != nil {
-		return e.fail(c, errs.Wrap(err, registry.CodePackWrite, "registry", "cannot write "+output, "check that its folder exists and is writable"))
+		return e.fail(c, errs.Wrap(err, CodeOutput, "registry", "cannot write "+output, "check that its folder exists and is writable"))
 	}
 	sum := sha256Hex(data)
 	if c.JSON {
@@ -140,7 +140,7 @@ func Publish(ctx context.Context, e *Env, c Common, file, platform string) int {
 		return e.fail(c, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return e.fail(c, errs.Wrap(err, registry.CodePublishWrite, "registry", "cannot create the registry folder "+dir, "check the path and its permissions"))
+		return e.fail(c, errs.Wrap(err, registry.CodeStore, "registry", "cannot create the registry folder "+dir, "check the path and its permissions"))
 	}
 	blob, err := registry.NewLocal(dir).Publish(ctx, data, platform)
 	if err != nil {
@@ -163,14 +163,14 @@ func Publish(ctx context.Context, e *Env, c Common, file, platform string) int {
 func readArchiveFile(file string) ([]byte, error) {
 	fi, err := os.Stat(file)
 	if err != nil {
-		return nil, errs.Wrap(err, registry.CodeArchiveRead, "registry", "cannot read "+file, "check the path")
+		return nil, errs.Wrap(err, CodeArchiveRead, "registry", "cannot read "+file, "check the path")
 	}
-	if fi.Size() > registry.MaxArchiveBytes {
-		return nil, errs.New(registry.CodeArchiveRead, "registry", fmt.Sprintf("%s is %d bytes, over the %d-byte archive limit", file, fi.Size(), registry.MaxArchiveBytes), "ship a smaller artifact")
+	if fi.Size() > maxArchiveFile {
+		return nil, errs.New(CodeArchiveRead, "registry", fmt.Sprintf("%s is %d bytes, over the %d-byte archive limit", file, fi.Size(), maxArchiveFile), "ship a smaller artifact")
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, errs.Wrap(err, registry.CodeArchiveRead, "registry", "cannot read "+file, "check the path and its permissions")
+		return nil, errs.Wrap(err, CodeArchiveRead, "registry", "cannot read "+file, "check the path and its permissions")
 	}
 	return data, nil
 }

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// caddyBin is the real binary, built once for this test run from this package.
+var caddyBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "capsulegate-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	caddyBin = filepath.Join(dir, "caddy")
+	build := exec.Command("go", "build", "-o", caddyBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building ./cmd/caddy:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// capsule runs `caddy capsule args…` with a clean environment and returns its outcome.
+func capsule(t *testing.T, home string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(caddyBin, append([]string{"capsule"}, args...)...)
+	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPackPublishInstallVerify drives the example through the real binary as a user
+// would, then tampers with the registry and checks that verify refuses and the lock is
+// untouched.
+func TestPackPublishInstallVerify(t *testing.T) {
+	tmp := t.TempDir()
+	home := filepath.Join(tmp, "home")
+	reg := filepath.Join(tmp, "registry")
+	capDir := filepath.Join(tmp, "hello")
+	os.MkdirAll(home, 0o755)
+	copyDir(t, "../../examples/capsules/hello", capDir)
+	os.Remove(filepath.Join(capDir, "murmur.lock")) // a lock a developer's `make run` left there
+	zipPath := filepath.Join(tmp, "greeting.mur.zip")
+	manifestPath := filepath.Join(capDir, "murmur.yaml")
+	lockPath := filepath.Join(capDir, "murmur.lock")
+
+	steps := []struct {
+		name     string
+		args     []string
+		wantCode int
+		check    func(t *testing.T, r result)
+	}{
+		{"pack", []string{"pack", "../../examples/artifacts/greeting", "--output", zipPath}, 0, func(t *testing.T, r result) {
+			if _, err := os.Stat(zipPath); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"publish", []string{"publish", zipPath, "--registry", reg}, 0, func(t *testing.T, r result) {
+			for _, f := range []string{"greeting-1.0.0.mur.zip", "greeting-1.0.0.sha256", "greeting-1.0.0.meta.json"} {
+				if _, err := os.Stat(filepath.Join(reg, "greeting", "1.0.0", f)); err != nil {
+					t.Error(err)
+				}
+			}
+		}},
+		{"publish again is a no-op", []string{"publish", zipPath, "--registry", reg}, 0, nil},
+		{"verify before install", []string{"verify", manifestPath, "--registry", reg}, 1, func(t *testing.T, r result) {
+			if !strings.Contains(r.stderr, "E-LOCK-010") {
+				t.Errorf("stderr = %s", r.stderr)
+			}
+		}},
+		{"install", []string{"install", manifestPath, "--registry", reg}, 0, func(t *testing.T, r result) {
+			lock, err := os.ReadFile(lockPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(lock), "lock_version: 2") || !strings.Contains(string(lock), "name: greeting") || strings.Contains(string(lock), "tone") {
+				t.Errorf("lock:\n%s", lock)
+			}
+			if n := strings.Count(r.stderr, "\n"); n != 2 || !strings.Contains(r.stderr, "[1/2]") || !strings.Contains(r.stderr, "[2/2]") {
+				t.Errorf("want one progress line per artifact, got:\n%s", r.stderr)
+			}
+		}},
+		{"verify", []string{"verify", manifestPath, "--registry", reg, "--json"}, 0, func(t *testing.T, r result) {
+			var out struct {
+				OK        bool `json:"ok"`
+				Artifacts []struct {
+					Name, Platform, SHA256 string
+				} `json:"artifacts"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+				t.Fatalf("%v: %s", err, r.stdout)
+			}
+			if !out.OK || len(out.Artifacts) != 2 || out.Artifacts[0].Name != "greeting" || len(out.Artifacts[0].SHA256) != 64 {
+				t.Errorf("verify --json = %+v", out)
+			}
+		}},
+		{"usage: no argument", []string{"verify", "--registry", reg}, 2, nil},
+		{"usage: unknown flag", []string{"verify", manifestPath, "--no-such-flag"}, 2, nil},
+		{"registry from the environment's default", []string{"verify", manifestPath}, 1, func(t *testing.T, r result) {
+			if !strings.Contains(r.stderr, filepath.Join(home, ".capsulegate", "registry")) {
+				t.Errorf("default registry not named: %s", r.stderr)
+			}
+		}},
+	}
+	for _, s := range steps {
+		r := capsule(t, home, s.args...)
+		if r.code != s.wantCode {
+			t.Fatalf("%s: exit %d, want %d\nstdout: %s\nstderr: %s", s.name, r.code, s.wantCode, r.stdout, r.stderr)
+		}
+		if s.check != nil {
+			t.Run(s.name, func(t *testing.T) { s.check(t, r) })
+		}
+	}
+
+	// Flip one byte of the published archive: verify refuses, names the artifact, and
+	// the lock stays byte-for-byte the same.
+	lockBefore, _ := os.ReadFile(lockPath)
+	published := filepath.Join(reg, "greeting", "1.0.0", "greeting-1.0.0.mur.zip")
+	data, err := os.ReadFile(published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x01
+	if err := os.WriteFile(published, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := capsule(t, home, "verify", manifestPath, "--registry", reg)
+	if r.code != 1 || !strings.Contains(r.stderr, "greeting") {
+		t.Fatalf("verify after tampering: exit %d\n%s", r.code, r.stderr)
+	}
+	lockAfter, _ := os.ReadFile(lockPath)
+	if !bytes.Equal(lockBefore, lockAfter) {
+		t.Fatal("verify changed murmur.lock")
+	}
+	// install must refuse too, and also leave the lock alone.
+	if r := capsule(t, home, "install", manifestPath, "--registry", reg); r.code != 1 {
+		t.Fatalf("install after tampering: exit %d\n%s", r.code, r.stderr)
+	}
+	lockAfter, _ = os.ReadFile(lockPath)
+	if !bytes.Equal(lockBefore, lockAfter) {
+		t.Fatal("install changed murmur.lock after a refusal")
+	}
+}
