@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/registry"
 )
 
 // Exit codes of every subcommand.
@@ -28,10 +27,6 @@ const (
 	CodeOutput         = "E-REG-081" // pack cannot write its output file
 	CodeArchiveRead    = "E-REG-082" // publish cannot read the archive file, or it is too large
 )
-
-// maxArchiveFile bounds an archive file read whole: the decompressed cap plus room for
-// zip overhead, since stored entries are as large as their content.
-const maxArchiveFile = registry.DefaultMaxBytes + 32<<20
 
 // Env is what a subcommand reads and writes besides its arguments.
 type Env struct {

@@ -165,8 +165,8 @@ func readArchiveFile(file string) ([]byte, error) {
 	if err != nil {
 		return nil, errs.Wrap(err, CodeArchiveRead, "registry", "cannot read "+file, "check the path")
 	}
-	if fi.Size() > maxArchiveFile {
-		return nil, errs.New(CodeArchiveRead, "registry", fmt.Sprintf("%s is %d bytes, over the %d-byte archive limit", file, fi.Size(), maxArchiveFile), "ship a smaller artifact")
+	if fi.Size() > registry.MaxArchiveFileBytes {
+		return nil, errs.New(CodeArchiveRead, "registry", fmt.Sprintf("%s is %d bytes, over the %d-byte archive limit", file, fi.Size(), registry.MaxArchiveFileBytes), "ship a smaller artifact")
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
