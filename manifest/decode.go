@@ -86,7 +86,12 @@ func (d *decoder) parseYAML(data []byte) *yaml.Node {
 			Msg: "the file is empty", Fix: "write a YAML mapping with at least `name` and `version`"})
 		return nil
 	}
-	return doc.Content[0]
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		d.fail(root, "", CodeType, "the top level must be a mapping of keys, got "+kindName(root), "write `key: value` lines, starting with `name:`")
+		return nil
+	}
+	return root
 }
 
 func join(path, key string) string {
@@ -163,7 +168,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, c := range n.Content {
-			d.decode(c, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if isNull(d.resolve(c)) && s.Index(i).Kind() == reflect.Struct {
+				d.fail(c, p, CodeMissing, "the list item is empty", "write the item's keys, or remove the empty `-` line")
+				continue
+			}
+			d.decode(c, s.Index(i), p)
 		}
 		v.Set(s)
 	case reflect.Map:
