@@ -1,0 +1,36 @@
+// Package archtest pins which packages may import which (ARCHITECTURE.md): nothing but
+// caddymodule and cmd/caddy may depend on Caddy, so the runtime side works without it.
+package archtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/capsulegate/capsulegate"
+
+func TestOnlyCaddyGlueImportsCaddy(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := map[string]bool{module + "/caddymodule": true, module + "/cmd/caddy": true}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := fields[0]
+		if !strings.HasPrefix(pkg, module) || allowed[pkg] {
+			continue
+		}
+		checked++
+		for _, dep := range fields[1:] {
+			if strings.HasPrefix(dep, "github.com/caddyserver/") || dep == module+"/caddymodule" {
+				t.Errorf("%s depends on %s; only caddymodule and cmd/caddy may", pkg, dep)
+			}
+		}
+	}
+	if checked < 5 {
+		t.Fatalf("checked only %d packages; is go list output as expected?", checked)
+	}
+}
