@@ -486,19 +486,40 @@ func sortedCopy(s []string) []string {
 	return c
 }
 
+// Positions maps key paths of a decoded file to where their values stand.
+type Positions struct {
+	file string
+	pos  map[string]Pos
+}
+
+// At returns "file:line:col" for the value at path, or of its nearest present parent.
+func (p Positions) At(path string) string {
+	for q := path; q != ""; {
+		if pos, ok := p.pos[q]; ok {
+			return fmt.Sprintf("%s:%d:%d", p.file, pos.Line, pos.Col)
+		}
+		i := strings.LastIndexAny(q, ".[")
+		if i <= 0 {
+			break
+		}
+		q = q[:i]
+	}
+	return p.file
+}
+
 // DecodeStrict decodes YAML into v (a pointer to a struct with `yaml` and `required`
 // tags) with the manifest's strictness and positions but without interpolation; other
 // YAML files of the project (murmur.lock) use it. Warnings are unknown keys.
-func DecodeStrict(data []byte, file string, v any) ([]*errs.Error, error) {
+func DecodeStrict(data []byte, file string, v any) (Positions, []*errs.Error, error) {
 	d := newDecoder(file, nil)
 	d.literal = true
 	root := d.parseYAML(data)
 	if root == nil {
-		return nil, d.errs
+		return Positions{}, nil, d.errs
 	}
 	d.decode(root, reflect.ValueOf(v).Elem(), "")
 	if len(d.errs) > 0 {
-		return nil, d.errs
+		return Positions{}, nil, d.errs
 	}
-	return d.warns, nil
+	return Positions{file: file, pos: d.pos}, d.warns, nil
 }

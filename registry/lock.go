@@ -40,6 +40,21 @@ const (
 type Lock struct {
 	LockVersion int         `yaml:"lock_version" required:"true"`
 	Artifacts   []LockEntry `yaml:"artifacts"`
+
+	pos manifest.Positions // where entries stand, when the lock was read from a file
+}
+
+// position returns "file:line:col" of an entry's key (e.g. ".resolved_version") when
+// the lock was read from a file, else the lock's path.
+func (l *Lock) position(fallback, name, key string) string {
+	for i := range l.Artifacts {
+		if l.Artifacts[i].Name == name {
+			if at := l.pos.At(fmt.Sprintf("artifacts[%d]%s", i, key)); at != "" {
+				return at
+			}
+		}
+	}
+	return fallback
 }
 
 // LockEntry pins one artifact.
@@ -104,7 +119,7 @@ func ParseLock(data []byte, file string) (*Lock, error) {
 	var head struct {
 		LockVersion int `yaml:"lock_version"`
 	}
-	if _, err := manifest.DecodeStrict(data, file, &head); err != nil {
+	if _, _, err := manifest.DecodeStrict(data, file, &head); err != nil {
 		return nil, relabel(err, regen)
 	}
 	switch head.LockVersion {
@@ -118,7 +133,7 @@ func ParseLock(data []byte, file string) (*Lock, error) {
 			"use the capsulegate release that wrote it, or "+regen)
 	}
 	var l Lock
-	warns, err := manifest.DecodeStrict(data, file, &l)
+	pos, warns, err := manifest.DecodeStrict(data, file, &l)
 	if err != nil {
 		return nil, relabel(err, regen)
 	}
@@ -130,39 +145,41 @@ func ParseLock(data []byte, file string) (*Lock, error) {
 	seen := map[string]bool{}
 	for i, e := range l.Artifacts {
 		at := fmt.Sprintf("artifacts[%d]", i)
-		bad := func(msg string) {
-			problems = append(problems, &errs.Error{Code: CodeLockEntry, Part: "lock", Pos: file, Path: at, Msg: msg, Fix: regen})
+		bad := func(key, msg string) {
+			p := at + key
+			problems = append(problems, &errs.Error{Code: CodeLockEntry, Part: "lock", Pos: pos.At(p), Path: p, Msg: msg, Fix: regen})
 		}
 		if !manifest.ValidName(e.Name) {
-			bad(fmt.Sprintf("name %q is not a valid artifact name", e.Name))
+			bad(".name", fmt.Sprintf("name %q is not a valid artifact name", e.Name))
 		}
 		if seen[e.Name] {
-			bad(fmt.Sprintf("artifact %q is pinned twice", e.Name))
+			bad(".name", fmt.Sprintf("artifact %q is pinned twice", e.Name))
 		}
 		seen[e.Name] = true
 		if why := manifest.CheckVersion(e.ResolvedVersion); why != "" {
-			bad(fmt.Sprintf("artifact %q resolved_version %q: %s", e.Name, e.ResolvedVersion, why))
+			bad(".resolved_version", fmt.Sprintf("artifact %q resolved_version %q: %s", e.Name, e.ResolvedVersion, why))
 		}
 		switch {
 		case e.SHA256.Any != "" && len(e.SHA256.Platforms) > 0:
-			bad(fmt.Sprintf("artifact %q has both sha256.any and sha256.platforms", e.Name))
+			bad(".sha256", fmt.Sprintf("artifact %q has both sha256.any and sha256.platforms", e.Name))
 		case e.SHA256.Any == "" && len(e.SHA256.Platforms) == 0:
-			bad(fmt.Sprintf("artifact %q has no sha256", e.Name))
+			bad(".sha256", fmt.Sprintf("artifact %q has no sha256", e.Name))
 		case e.SHA256.Any != "" && !validHex(e.SHA256.Any):
-			bad(fmt.Sprintf("artifact %q sha256.any %q is not 64 lowercase hex digits", e.Name, e.SHA256.Any))
+			bad(".sha256.any", fmt.Sprintf("artifact %q sha256.any %q is not 64 lowercase hex digits", e.Name, e.SHA256.Any))
 		}
 		for _, p := range sortedKeys(e.SHA256.Platforms) {
 			if !ValidPlatform(p) {
-				bad(fmt.Sprintf("artifact %q pins unknown platform %q (known: %s)", e.Name, p, strings.Join(Platforms(), ", ")))
+				bad(".sha256.platforms."+p, fmt.Sprintf("artifact %q pins unknown platform %q (known: %s)", e.Name, p, strings.Join(Platforms(), ", ")))
 			}
 			if !validHex(e.SHA256.Platforms[p]) {
-				bad(fmt.Sprintf("artifact %q sha256.platforms.%s %q is not 64 lowercase hex digits", e.Name, p, e.SHA256.Platforms[p]))
+				bad(".sha256.platforms."+p, fmt.Sprintf("artifact %q sha256.platforms.%s %q is not 64 lowercase hex digits", e.Name, p, e.SHA256.Platforms[p]))
 			}
 		}
 	}
 	if len(problems) > 0 {
 		return nil, problems
 	}
+	l.pos = pos
 	return &l, nil
 }
 

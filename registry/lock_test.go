@@ -16,25 +16,25 @@ var (
 
 func TestParseLock(t *testing.T) {
 	tests := []struct {
-		name, src, code string
+		name, src, code, at string
 	}{
-		{"valid any", "lock_version: 2\nartifacts:\n  - name: echo\n    resolved_version: \"1.0.0\"\n    sha256: {any: " + hashA + "}\n", ""},
-		{"valid platforms", "lock_version: 2\nartifacts:\n  - name: git-helper\n    resolved_version: 0.3.1\n    sha256:\n      platforms:\n        linux-x86_64: " + hashA + "\n", ""},
-		{"empty", "lock_version: 2\nartifacts: []\n", ""},
-		{"version 1", "lock_version: 1\nartifacts:\n  - name: echo\n    version: 1.0.0\n    sha256: abc\n", CodeLockV1},
-		{"version 3", "lock_version: 3\n", CodeLockVersion},
-		{"version missing", "artifacts: []\n", CodeLockMalformed},
-		{"not yaml", "lock_version: [\n", CodeLockMalformed},
-		{"wrong type", "lock_version: 2\nartifacts: {}\n", CodeLockMalformed},
-		{"unknown key", "lock_version: 2\nextra: 1\n", CodeLockMalformed},
-		{"missing hash", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: '1'}\n", CodeLockMalformed},
-		{"short hash", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: '1', sha256: {any: abc}}\n", CodeLockEntry},
-		{"upper hash", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: '1', sha256: {any: " + strings.ToUpper(hashA) + "}}\n", CodeLockEntry},
-		{"both hashes", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: '1', sha256: {any: " + hashA + ", platforms: {linux-x86_64: " + hashA + "}}}\n", CodeLockEntry},
-		{"bad platform", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: '1', sha256: {platforms: {plan9-mips: " + hashA + "}}}\n", CodeLockEntry},
-		{"duplicate", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: '1', sha256: {any: " + hashA + "}}\n  - {name: echo, resolved_version: '2', sha256: {any: " + hashB + "}}\n", CodeLockEntry},
-		{"bad name", "lock_version: 2\nartifacts:\n  - {name: Echo, resolved_version: '1', sha256: {any: " + hashA + "}}\n", CodeLockEntry},
-		{"reserved version", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: latest, sha256: {any: " + hashA + "}}\n", CodeLockEntry},
+		{"valid any", "lock_version: 2\nartifacts:\n  - name: echo\n    resolved_version: \"1.0.0\"\n    sha256: {any: " + hashA + "}\n", "", ""},
+		{"valid platforms", "lock_version: 2\nartifacts:\n  - name: git-helper\n    resolved_version: 0.3.1\n    sha256:\n      platforms:\n        linux-x86_64: " + hashA + "\n", "", ""},
+		{"empty", "lock_version: 2\nartifacts: []\n", "", ""},
+		{"version 1", "lock_version: 1\nartifacts:\n  - name: echo\n    version: 1.0.0\n    sha256: abc\n", CodeLockV1, "murmur.lock"},
+		{"version 3", "lock_version: 3\n", CodeLockVersion, "murmur.lock"},
+		{"version missing", "artifacts: []\n", CodeLockMalformed, "murmur.lock"},
+		{"not yaml", "lock_version: [\n", CodeLockMalformed, "murmur.lock:1"},
+		{"wrong type", "lock_version: 2\nartifacts: {}\n", CodeLockMalformed, "murmur.lock:2:12"},
+		{"unknown key", "lock_version: 2\nextra: 1\n", CodeLockMalformed, "murmur.lock:2:1"},
+		{"missing hash", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: '1'}\n", CodeLockMalformed, "murmur.lock:3:5"},
+		{"short hash", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: '1', sha256: {any: abc}}\n", CodeLockEntry, "murmur.lock:3:55"},
+		{"upper hash", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: '1', sha256: {any: " + strings.ToUpper(hashA) + "}}\n", CodeLockEntry, "murmur.lock:3:55"},
+		{"both hashes", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: '1', sha256: {any: " + hashA + ", platforms: {linux-x86_64: " + hashA + "}}}\n", CodeLockEntry, "murmur.lock:3:49"},
+		{"bad platform", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: '1', sha256: {platforms: {plan9-mips: " + hashA + "}}}\n", CodeLockEntry, "murmur.lock:3:74"},
+		{"duplicate", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: '1', sha256: {any: " + hashA + "}}\n  - {name: echo, resolved_version: '2', sha256: {any: " + hashB + "}}\n", CodeLockEntry, "murmur.lock:4:12"},
+		{"bad name", "lock_version: 2\nartifacts:\n  - {name: Echo, resolved_version: '1', sha256: {any: " + hashA + "}}\n", CodeLockEntry, "murmur.lock:3:12"},
+		{"reserved version", "lock_version: 2\nartifacts:\n  - {name: echo, resolved_version: latest, sha256: {any: " + hashA + "}}\n", CodeLockEntry, "murmur.lock:3:36"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,6 +44,9 @@ func TestParseLock(t *testing.T) {
 			}
 			if err != nil && !strings.Contains(err.Error(), "fix:") {
 				t.Errorf("no fix in %v", err)
+			}
+			if e := errs.Find(err, tt.code); err != nil && e.Pos != tt.at {
+				t.Errorf("position %q, want %q", e.Pos, tt.at)
 			}
 		})
 	}

@@ -146,11 +146,11 @@ func resolveOne(ctx context.Context, m *manifest.Manifest, a manifest.ArtifactRe
 	if opts.Mode == Verify {
 		switch {
 		case pinned == nil:
-			return nil, nil, "", lockErr(CodeLockMissing, LockPath(m.File),
+			return nil, nil, "", lockErr(CodeLockMissing, m.Position(pathOf(m, a.Name)+".name"),
 				fmt.Sprintf("artifact %s has no entry in the lock (manifest wants version %s, lock has none)", a.Name, a.Version),
 				"run `caddy capsule install "+m.File+"` to pin it")
 		case pinned.ResolvedVersion != a.Version:
-			return nil, nil, "", lockErr(CodeLockVersionPin, LockPath(m.File),
+			return nil, nil, "", lockErr(CodeLockVersionPin, opts.Lock.position(LockPath(m.File), a.Name, ".resolved_version"),
 				fmt.Sprintf("artifact %s: manifest wants version %s, lock pins %s", a.Name, a.Version, pinned.ResolvedVersion),
 				"run `caddy capsule install "+m.File+"` to re-pin, or set the manifest back to "+pinned.ResolvedVersion)
 		}
@@ -175,13 +175,13 @@ func resolveOne(ctx context.Context, m *manifest.Manifest, a manifest.ArtifactRe
 		switch {
 		case want == "" || (specific && blob.Platform == "") || (!specific && blob.Platform != ""):
 			if opts.Mode == Verify {
-				return nil, nil, "", lockErr(CodeLockPlatform, LockPath(m.File),
+				return nil, nil, "", lockErr(CodeLockPlatform, opts.Lock.position(LockPath(m.File), a.Name, ".sha256"),
 					fmt.Sprintf("artifact %s: the lock has no pin for the bytes the registry serves for %s (lock pins %s; registry serves %s)", id, platform, describePins(pinned), describeBlob(blob)),
 					"run `caddy capsule install "+m.File+"` on this platform to add its pin")
 			}
 			pinned = nil
 		case want != sum:
-			return nil, nil, "", lockErr(CodeLockHash, LockPath(m.File),
+			return nil, nil, "", lockErr(CodeLockHash, opts.Lock.position(LockPath(m.File), a.Name, pinKey(specific, blob.Platform)),
 				fmt.Sprintf("artifact %s%s: lock pins sha256 %s but the registry's bytes hash to %s", id, platSuffix(blob.Platform), want, sum),
 				"if the change is expected, delete its lock entry and run `caddy capsule install`; otherwise the registry copy has been altered")
 		default:
@@ -297,6 +297,14 @@ func pathOf(m *manifest.Manifest, name string) string {
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// pinKey is the lock key path of a pin, for positions in messages.
+func pinKey(specific bool, platform string) string {
+	if specific {
+		return ".sha256.platforms." + platform
+	}
+	return ".sha256.any"
 }
 
 func platSuffix(p string) string {

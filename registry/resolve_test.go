@@ -185,13 +185,13 @@ func TestLockRefusals(t *testing.T) {
 		{"missing entry", func(t *testing.T, f *fixture) {
 			f.writeManifest(t, "1.0.0", "")
 			rewriteLock(t, f, func(l *Lock) { l.Artifacts = l.Artifacts[1:] }) // drop echo
-		}, CodeLockMissing, []string{"echo", "1.0.0", "install"}},
+		}, CodeLockMissing, []string{"echo", "1.0.0", "install", "murmur.yaml:4:"}},
 		{"version mismatch", func(t *testing.T, f *fixture) {
 			f.writeManifest(t, "1.1.0", "")
-		}, CodeLockVersionPin, []string{"echo", "1.1.0", "1.0.0"}},
+		}, CodeLockVersionPin, []string{"echo", "1.1.0", "1.0.0", "murmur.lock:5:"}},
 		{"sha256 mismatch", func(t *testing.T, f *fixture) {
 			rewriteLock(t, f, func(l *Lock) { l.Entry("echo").SHA256.Any = strings.Repeat("0", 64) })
-		}, CodeLockHash, []string{"echo@1.0.0", strings.Repeat("0", 64), "hash to"}},
+		}, CodeLockHash, []string{"echo@1.0.0", strings.Repeat("0", 64), "hash to", "murmur.lock:7:12"}},
 		{"registry copy replaced with its .sha256", func(t *testing.T, f *fixture) {
 			replacePublished(t, f, "echo", "1.0.0", append(wasmHeader, "evil"...), true)
 		}, CodeLockHash, []string{"echo@1.0.0", "lock pins"}},
