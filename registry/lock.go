@@ -164,14 +164,14 @@ func ParseLock(data []byte, file string) (*Lock, error) {
 			bad(".sha256", fmt.Sprintf("artifact %q has both sha256.any and sha256.platforms", e.Name))
 		case e.SHA256.Any == "" && len(e.SHA256.Platforms) == 0:
 			bad(".sha256", fmt.Sprintf("artifact %q has no sha256", e.Name))
-		case e.SHA256.Any != "" && !validHex(e.SHA256.Any):
+		case e.SHA256.Any != "" && !isLowerHex64(e.SHA256.Any):
 			bad(".sha256.any", fmt.Sprintf("artifact %q sha256.any %q is not 64 lowercase hex digits", e.Name, e.SHA256.Any))
 		}
 		for _, p := range sortedKeys(e.SHA256.Platforms) {
 			if !ValidPlatform(p) {
 				bad(".sha256.platforms."+p, fmt.Sprintf("artifact %q pins unknown platform %q (known: %s)", e.Name, p, strings.Join(Platforms(), ", ")))
 			}
-			if !validHex(e.SHA256.Platforms[p]) {
+			if !isLowerHex64(e.SHA256.Platforms[p]) {
 				bad(".sha256.platforms."+p, fmt.Sprintf("artifact %q sha256.platforms.%s %q is not 64 lowercase hex digits", e.Name, p, e.SHA256.Platforms[p]))
 			}
 		}
@@ -238,18 +238,6 @@ func WriteLock(path string, l *Lock) error {
 // LockPath is where the lock of the manifest at manifestPath lives.
 func LockPath(manifestPath string) string {
 	return filepath.Join(filepath.Dir(manifestPath), LockFileName)
-}
-
-func validHex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -35,6 +35,8 @@ type Env struct {
 	Getenv func(string) string
 	// Terminal reports whether Stderr is a terminal, for the progress bar.
 	Terminal bool
+
+	progress *progress // the current command's progress display
 }
 
 func (e *Env) getenv(k string) string {

@@ -38,29 +38,30 @@ func artifactsJSON(res *registry.Resolution) []artifactJSON {
 	return out
 }
 
-// loadManifest loads the capsule manifest and prints its warnings.
-func (e *Env) loadManifest(path string) (*manifest.Manifest, error) {
+// prepare loads the capsule manifest (printing its warnings) and the resolve options
+// for the chosen registry, with progress reported on stderr.
+func (e *Env) prepare(c Common, path string) (*manifest.Manifest, registry.Options, error) {
 	m, err := manifest.Load(path)
 	if err != nil {
-		return nil, err
+		return nil, registry.Options{}, err
 	}
 	e.warn(m.Warnings)
-	return m, nil
+	dir, err := e.RegistryDir(c.Registry)
+	if err != nil {
+		return nil, registry.Options{}, err
+	}
+	e.progress = newProgress(e)
+	return m, registry.Options{Registry: registry.NewLocal(dir), Progress: e.progress.report}, nil
 }
 
 // Install resolves a capsule's artifacts and writes murmur.lock beside its manifest.
 func Install(ctx context.Context, e *Env, c Common, manifestPath string) int {
-	m, err := e.loadManifest(manifestPath)
+	m, opts, err := e.prepare(c, manifestPath)
 	if err != nil {
 		return e.fail(c, err)
 	}
-	dir, err := e.RegistryDir(c.Registry)
-	if err != nil {
-		return e.fail(c, err)
-	}
-	p := newProgress(e)
-	res, changed, err := registry.InstallLock(ctx, m, registry.Options{Registry: registry.NewLocal(dir), Progress: p.report})
-	p.done()
+	res, changed, err := registry.InstallLock(ctx, m, opts)
+	e.progress.done()
 	if err != nil {
 		return e.fail(c, err)
 	}
@@ -83,17 +84,12 @@ func Install(ctx context.Context, e *Env, c Common, manifestPath string) int {
 
 // Verify checks a capsule's artifacts against its lock and the registry; it writes nothing.
 func Verify(ctx context.Context, e *Env, c Common, manifestPath string) int {
-	m, err := e.loadManifest(manifestPath)
+	m, opts, err := e.prepare(c, manifestPath)
 	if err != nil {
 		return e.fail(c, err)
 	}
-	dir, err := e.RegistryDir(c.Registry)
-	if err != nil {
-		return e.fail(c, err)
-	}
-	p := newProgress(e)
-	res, err := registry.VerifyLock(ctx, m, registry.Options{Registry: registry.NewLocal(dir), Progress: p.report})
-	p.done()
+	res, err := registry.VerifyLock(ctx, m, opts)
+	e.progress.done()
 	if err != nil {
 		return e.fail(c, err)
 	}
