@@ -4,6 +4,7 @@
 package manifest
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -316,3 +317,30 @@ func (m *Manifest) Position(path string) string {
 
 // IsLocal reports whether the artifact is read from a local source rather than a registry.
 func (a *ArtifactRef) IsLocal() bool { return a.Source != "" }
+
+// redacted stands in for a secret wherever a Gateway is printed or serialised.
+const redacted = "[redacted]"
+
+// String prints the endpoint and hides the key, so logs and traces never carry it.
+func (g Gateway) String() string {
+	key := ""
+	if g.APIKey != "" {
+		key = redacted
+	}
+	return fmt.Sprintf("{endpoint: %s, api_key: %s}", g.Endpoint, key)
+}
+
+// GoString hides the key from %#v as well.
+func (g Gateway) GoString() string { return "manifest.Gateway" + g.String() }
+
+// MarshalJSON hides the key from JSON output (effective grants in traces, --json).
+func (g Gateway) MarshalJSON() ([]byte, error) {
+	key := ""
+	if g.APIKey != "" {
+		key = redacted
+	}
+	return json.Marshal(struct {
+		Endpoint string `json:"endpoint,omitempty"`
+		APIKey   string `json:"api_key,omitempty"`
+	}{g.Endpoint, key})
+}

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -294,5 +295,24 @@ func TestArtifactManifest(t *testing.T) {
 	a, _, err := ParseArtifactManifest([]byte("name: echo\nversion: 1.0.0\ndescription: ${NOT_EXPANDED}\ninput_schema: {type: object, properties: {n: {type: integer}}}\n"), "m")
 	if err != nil || a.Description != "${NOT_EXPANDED}" || a.InputSchema["type"] != "object" {
 		t.Errorf("got %+v, %v", a, err)
+	}
+}
+
+func TestGatewayKeyNeverPrinted(t *testing.T) {
+	const sentinel = "sk-sentinel-4242"
+	m, err := Parse([]byte(base+"artifacts:\n  - name: d\n    version: 1.0.0\n    runtime: driver\n    gateway: {endpoint: \"http://127.0.0.1:1\", api_key: \"${KEY}\"}\n"),
+		"m.yaml", env(map[string]string{"KEY": sentinel}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := m.Artifact("d").Gateway
+	if g.APIKey != sentinel {
+		t.Fatalf("key not interpolated: %q", g.APIKey)
+	}
+	js, _ := json.Marshal(m)
+	for _, out := range []string{fmt.Sprint(g), fmt.Sprintf("%v %+v %#v %s", *g, *g, *g, *g), fmt.Sprintf("%+v", m.Artifacts), string(js)} {
+		if strings.Contains(out, sentinel) {
+			t.Errorf("key printed: %s", out)
+		}
 	}
 }
