@@ -1,0 +1,68 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/capsulegate/capsulegate/manifest"
+)
+
+// Reasons a guest call fails; the label values of capsule_guest_traps_total.
+const (
+	ReasonDeadline    = "deadline"     // the wall-clock deadline passed
+	ReasonMemoryLimit = "memory_limit" // the guest needed more memory than limits.memory_bytes
+	ReasonTrap        = "trap"         // a wasm trap (unreachable, out-of-bounds access, …)
+	ReasonExit        = "exit"         // the guest called proc_exit
+	ReasonABI         = "abi"          // the guest broke the canonical ABI (bad pointer, length, UTF-8, …)
+)
+
+// ErrABI marks errors where a guest broke the calling convention; errors wrapping it are
+// classified as ReasonABI.
+var ErrABI = errors.New("canonical ABI violation")
+
+// GuestError is a classified guest failure.
+type GuestError struct {
+	Capsule, Artifact string
+	Role              manifest.Role
+	Reason            string
+	Err               error
+}
+
+// Error names the artifact, the reason and the cause.
+func (e *GuestError) Error() string {
+	return fmt.Sprintf("runtime: %s %s %s of capsule %s failed (%s): %v", CodeGuest, e.Role, e.Artifact, e.Capsule, e.Reason, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *GuestError) Unwrap() error { return e.Err }
+
+// ErrorCode returns E-RUN-003.
+func (e *GuestError) ErrorCode() string { return CodeGuest }
+
+// classify decides why a call failed. Memory refusal wins over what the guest did next
+// (a Go guest exits with code 2 after a failed grow); the deadline wins over the trap
+// wazero raises when it stops the guest.
+func classify(ctx context.Context, err error, alloc *limitedAllocator) string {
+	var exit *sys.ExitError
+	switch {
+	case errors.Is(err, ErrABI):
+		return ReasonABI
+	case alloc != nil && alloc.wasRefused():
+		return ReasonMemoryLimit
+	case errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeDeadlineExceeded,
+		errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return ReasonDeadline
+	case errors.As(err, &exit):
+		return ReasonExit
+	}
+	return ReasonTrap
+}
+
+// randReader feeds guests' random_get from the host's CSPRNG.
+type randReader struct{}
+
+func (randReader) Read(p []byte) (int, error) { return rand.Read(p) }

@@ -1,0 +1,293 @@
+// Package runtime stages and runs capsule guests: one wazero runtime per process with an
+// on-disk compilation cache, modules compiled once at stage, a fresh instance per call
+// with exactly the manifest's grants, and every failure classified and counted.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/manifest"
+)
+
+// Codes of runtime refusals and guest failures.
+const (
+	CodeCompile     = "E-RUN-001" // a module does not compile
+	CodeMemoryFloor = "E-RUN-002" // a module's initial memory exceeds limits.memory_bytes
+	CodeGuest       = "E-RUN-003" // a guest call failed (reason deadline, memory_limit, trap, exit or abi)
+	CodeEngine      = "E-RUN-004" // the engine could not start (cache folder, WASI)
+	CodeExport      = "E-RUN-005" // a module lacks an export the call needs
+)
+
+// pageSize is a wasm memory page.
+const pageSize = 64 << 10
+
+// Engine runs guests. One per process: it owns the wazero runtime and its compilation
+// cache; Close releases both.
+type Engine struct {
+	rt      wazero.Runtime
+	cache   wazero.CompilationCache
+	metrics *Metrics
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// EngineOption configures NewEngine.
+type EngineOption func(*engineConfig)
+
+type engineConfig struct {
+	cacheDir   string
+	registerer prometheus.Registerer
+}
+
+// WithCacheDir keeps compiled machine code in dir, keyed by module content, so a restart
+// does not recompile. Without it the cache lives in memory only.
+func WithCacheDir(dir string) EngineOption { return func(c *engineConfig) { c.cacheDir = dir } }
+
+// WithMetrics registers the guest metrics (SPEC §10) on reg; the gateway passes Caddy's.
+func WithMetrics(reg prometheus.Registerer) EngineOption {
+	return func(c *engineConfig) { c.registerer = reg }
+}
+
+// NewEngine starts the runtime: compiler engine, compilation cache, WASI preview1, and
+// close-on-context-done so a deadline really stops a spinning guest.
+func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
+	var cfg engineConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var cache wazero.CompilationCache
+	if cfg.cacheDir != "" {
+		if err := os.MkdirAll(cfg.cacheDir, 0o700); err != nil {
+			return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot create the compilation cache folder "+cfg.cacheDir, "set cache_dir to a writable folder")
+		}
+		c, err := wazero.NewCompilationCacheWithDir(filepath.Clean(cfg.cacheDir))
+		if err != nil {
+			return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot open the compilation cache "+cfg.cacheDir, "set cache_dir to a writable folder")
+		}
+		cache = c
+	} else {
+		cache = wazero.NewCompilationCache()
+	}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(cache).
+		WithCloseOnContextDone(true)
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		rt.Close(ctx)
+		cache.Close(ctx)
+		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot instantiate WASI preview1", "")
+	}
+	m, err := NewMetrics(cfg.registerer)
+	if err != nil {
+		rt.Close(ctx)
+		cache.Close(ctx)
+		return nil, err
+	}
+	return &Engine{rt: rt, cache: cache, metrics: m}, nil
+}
+
+// Runtime exposes the wazero runtime so host modules (imports) can be defined on it.
+func (e *Engine) Runtime() wazero.Runtime { return e.rt }
+
+// Metrics returns the engine's collectors.
+func (e *Engine) Metrics() *Metrics { return e.metrics }
+
+// Close releases the runtime, every compiled module and the cache handle.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	err := e.rt.Close(ctx)
+	return errors.Join(err, e.cache.Close(ctx))
+}
+
+// Module is a guest compiled once at stage.
+type Module struct {
+	Capsule  string
+	Artifact string
+	Role     manifest.Role
+	compiled wazero.CompiledModule
+	minPages uint32
+}
+
+// Compile compiles wasm for the artifact of capsule; machine code comes from the cache
+// when the same bytes were compiled before.
+func (e *Engine) Compile(ctx context.Context, capsule, artifact string, role manifest.Role, wasm []byte) (*Module, error) {
+	cm, err := e.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, errs.Wrap(err, CodeCompile, "runtime", fmt.Sprintf("artifact %s: the module does not compile", artifact),
+			"rebuild it for WASI preview1 (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)")
+	}
+	m := &Module{Capsule: capsule, Artifact: artifact, Role: role, compiled: cm}
+	for _, mem := range cm.ExportedMemories() {
+		m.minPages = max(m.minPages, mem.Min())
+	}
+	for _, mem := range cm.ImportedMemories() {
+		m.minPages = max(m.minPages, mem.Min())
+	}
+	return m, nil
+}
+
+// Exports lists the module's exported function names.
+func (m *Module) Exports() []string {
+	var out []string
+	for name := range m.compiled.ExportedFunctions() {
+		out = append(out, name)
+	}
+	return out
+}
+
+// Grants are what one call may use, built from the manifest only.
+type Grants struct {
+	// FS is the guest's root directory "/" (nil: no filesystem at all).
+	FS experimentalsys.FS
+	// Env is the guest's environment, in order, as KEY=VALUE.
+	Env []string
+	// Stdout and Stderr receive the guest's output (nil: discarded).
+	Stdout, Stderr io.Writer
+	// MemoryBytes caps the guest's linear memory.
+	MemoryBytes int64
+	// Deadline is the wall-clock limit of the call.
+	Deadline time.Duration
+}
+
+// Instance is a guest instantiated for one call.
+type Instance struct {
+	api.Module
+	mod *Module
+}
+
+// Call instantiates a fresh instance of mod with grants, runs fn on it under the deadline,
+// and closes it. Any failure is classified (deadline, memory_limit, trap, exit, abi),
+// counted, and returned as a *GuestError.
+func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx context.Context, inst *Instance) error) (err error) {
+	start := time.Now()
+	limitPages := uint32(min(g.MemoryBytes/pageSize, 65536))
+	if g.MemoryBytes <= 0 {
+		limitPages = 65536
+	}
+	if mod.minPages > limitPages {
+		return errs.New(CodeMemoryFloor, "runtime",
+			fmt.Sprintf("artifact %s needs %d bytes of memory to start, over limits.memory_bytes %d", mod.Artifact, uint64(mod.minPages)*pageSize, g.MemoryBytes),
+			"raise capabilities.limits.memory_bytes")
+	}
+	if g.Deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.Deadline)
+		defer cancel()
+	}
+	alloc := &limitedAllocator{limit: uint64(limitPages) * pageSize}
+	ctx = experimental.WithMemoryAllocator(ctx, alloc)
+	defer func() {
+		reason := ""
+		if err != nil {
+			reason = classify(ctx, err, alloc)
+			err = &GuestError{Capsule: mod.Capsule, Artifact: mod.Artifact, Role: mod.Role, Reason: reason, Err: err}
+		}
+		e.metrics.observe(mod, reason, time.Since(start))
+	}()
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(). // _initialize is called below, under the same deadline
+		WithSysWalltime().WithSysNanotime().WithSysNanosleep().
+		WithRandSource(randReader{})
+	if g.FS != nil {
+		cfg = cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(g.FS, "/"))
+	}
+	for _, kv := range g.Env {
+		k, v := splitEnv(kv)
+		cfg = cfg.WithEnv(k, v)
+	}
+	if g.Stdout != nil {
+		cfg = cfg.WithStdout(g.Stdout)
+	}
+	if g.Stderr != nil {
+		cfg = cfg.WithStderr(g.Stderr)
+	}
+	m, err := e.rt.InstantiateModule(ctx, mod.compiled, cfg)
+	if err != nil {
+		return err
+	}
+	defer m.Close(context.WithoutCancel(ctx))
+	if f := m.ExportedFunction("_initialize"); f != nil {
+		if _, err := f.Call(ctx); err != nil {
+			return err
+		}
+	}
+	return fn(ctx, &Instance{Module: m, mod: mod})
+}
+
+func splitEnv(kv string) (string, string) {
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:]
+		}
+	}
+	return kv, ""
+}
+
+// limitedAllocator backs one instance's linear memory and refuses growth past the
+// manifest's limit, remembering that it did so the failure is classified memory_limit.
+// It gives per-capsule limits within one shared runtime (wazero's WithMemoryLimitPages
+// is runtime-wide).
+type limitedAllocator struct {
+	limit   uint64
+	mu      sync.Mutex
+	refused bool
+}
+
+func (a *limitedAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
+	return &limitedMemory{a: a}
+}
+
+func (a *limitedAllocator) wasRefused() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.refused
+}
+
+type limitedMemory struct {
+	a   *limitedAllocator
+	buf []byte
+}
+
+func (m *limitedMemory) Reallocate(size uint64) []byte {
+	if size > m.a.limit {
+		m.a.mu.Lock()
+		m.a.refused = true
+		m.a.mu.Unlock()
+		return nil
+	}
+	if size <= uint64(cap(m.buf)) {
+		m.buf = m.buf[:size]
+		return m.buf
+	}
+	// Grow geometrically, capped at the limit, so repeated small grows stay cheap.
+	newCap := max(size, min(uint64(cap(m.buf))*2, m.a.limit))
+	nb := make([]byte, size, newCap)
+	copy(nb, m.buf)
+	m.buf = nb
+	return nb
+}
+
+func (m *limitedMemory) Free() { m.buf = nil }

@@ -1,0 +1,50 @@
+package runtime
+
+import (
+	"strings"
+
+	"github.com/capsulegate/capsulegate/manifest"
+)
+
+// GuestEnv builds a guest's environment (SPEC §5.3): it starts empty; then the names of
+// env.allow that are set on the host and not credential-shaped, in manifest order; then
+// the runtime's own values (KEY=VALUE), which replace anything of the same name. Host
+// values named MURMUR_* never pass through env.allow: those names belong to the runtime.
+func GuestEnv(m *manifest.Manifest, lookup func(string) (string, bool), own []string) []string {
+	vals := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+		}
+		vals[k] = v
+	}
+	caps := m.Capabilities
+	for _, name := range caps.Env.Allow {
+		if strings.HasPrefix(name, "MURMUR_") || manifest.CredentialShaped(name, caps.Shell.StripEnv) {
+			continue
+		}
+		if v, ok := lookup(name); ok {
+			set(name, v)
+		}
+	}
+	for _, kv := range own {
+		k, v := splitEnv(kv)
+		set(k, v)
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, k+"="+vals[k])
+	}
+	return out
+}
+
+// RuntimeEnv returns the runtime-owned variables every guest of the capsule sees.
+func RuntimeEnv(m *manifest.Manifest, sessionID, capsuleURL string) []string {
+	return []string{
+		"MURMUR_CAPSULE_NAME=" + m.Name,
+		"MURMUR_CAPSULE_VERSION=" + m.Version,
+		"MURMUR_SESSION_ID=" + sessionID,
+		"MURMUR_CAPSULE_URL=" + capsuleURL,
+	}
+}

@@ -1,0 +1,83 @@
+package runtime
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+// CodeMetrics refuses a registry that holds a different collector under our names.
+const CodeMetrics = "E-RUN-006"
+
+// Metrics are the guest collectors of SPEC §10. Labels carry only bounded values:
+// capsule and artifact names from manifests, roles, reasons and statuses.
+type Metrics struct {
+	Traps    *prometheus.CounterVec
+	Calls    *prometheus.CounterVec
+	Duration *prometheus.HistogramVec
+}
+
+// NewMetrics creates the collectors and registers them on reg (nil: not registered).
+// A collector that is already registered — Caddy builds a new registry on each reload
+// and registers the same collectors again — is reused, not an error.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		Traps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_guest_traps_total",
+			Help: "Guest calls that failed, by reason: deadline, memory_limit, trap, exit, abi.",
+		}, []string{"capsule", "artifact", "role", "reason"}),
+		Calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_guest_calls_total",
+			Help: "Guest calls, by outcome status (ok or the failure reason).",
+		}, []string{"capsule", "artifact", "role", "status"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "capsule_guest_call_duration_seconds",
+			Help:    "Wall-clock duration of guest calls, instantiation included.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 600},
+		}, []string{"capsule", "role"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	m.Traps, err = register(reg, m.Traps)
+	if err == nil {
+		m.Calls, err = register(reg, m.Calls)
+	}
+	if err == nil {
+		m.Duration, err = register(reg, m.Duration)
+	}
+	if err != nil {
+		return nil, errs.Wrap(err, CodeMetrics, "runtime", "cannot register the guest metrics", "remove the conflicting collector from the registry")
+	}
+	return m, nil
+}
+
+// register adds c to reg, or returns the collector already registered under its name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}
+
+// observe counts one call; reason is "" for success.
+func (m *Metrics) observe(mod *Module, reason string, d time.Duration) {
+	role := string(mod.Role)
+	status := "ok"
+	if reason != "" {
+		status = reason
+		m.Traps.WithLabelValues(mod.Capsule, mod.Artifact, role, reason).Inc()
+	}
+	m.Calls.WithLabelValues(mod.Capsule, mod.Artifact, role, status).Inc()
+	m.Duration.WithLabelValues(mod.Capsule, role).Observe(d.Seconds())
+}
