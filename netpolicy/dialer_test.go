@@ -32,7 +32,7 @@ func TestDialer(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	port := u.Port()
 	res := fakeResolver{
-		"api.example.com":   {netip.MustParseAddr("127.0.0.1")},                                      // public name, private answer
+		"api.example.com":   {netip.MustParseAddr("127.0.0.1")},                                       // public name, private answer
 		"mixed.example.com": {netip.MustParseAddr("93.184.216.34"), netip.MustParseAddr("127.0.0.1")}, // one bad answer poisons all
 		"localhost":         {netip.MustParseAddr("127.0.0.1")},
 	}
