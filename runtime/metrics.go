@@ -18,6 +18,7 @@ type Metrics struct {
 	Traps    *prometheus.CounterVec
 	Calls    *prometheus.CounterVec
 	Duration *prometheus.HistogramVec
+	Denied   *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not registered).
@@ -38,6 +39,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Wall-clock duration of guest calls, instantiation included.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 600},
 		}, []string{"capsule", "role"}),
+		Denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_network_denied_total",
+			Help: "Connections refused by the network policy, by source: guest, proxy, dns.",
+		}, []string{"capsule", "source"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -49,6 +54,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	if err == nil {
 		m.Duration, err = register(reg, m.Duration)
+	}
+	if err == nil {
+		m.Denied, err = register(reg, m.Denied)
 	}
 	if err != nil {
 		return nil, errs.Wrap(err, CodeMetrics, "runtime", "cannot register the guest metrics", "remove the conflicting collector from the registry")

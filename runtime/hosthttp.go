@@ -1,0 +1,198 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/netpolicy"
+)
+
+// Default body caps of capsulegate:http/outgoing (SPEC §4.2).
+const (
+	DefaultMaxRequestBody  = 16 << 20
+	DefaultMaxResponseBody = 64 << 20
+)
+
+// OutgoingRequest is capsulegate:http/outgoing's request record.
+type OutgoingRequest struct {
+	Method  string
+	URL     string
+	Headers [][2]string
+	Body    []byte
+}
+
+// OutgoingResponse is capsulegate:http/outgoing's response record.
+type OutgoingResponse struct {
+	Status  uint16
+	Headers [][2]string
+	Body    []byte
+}
+
+// Credential adds a gateway's secret to requests for one endpoint; the guest never sees
+// it (SPEC §5.6).
+type Credential struct {
+	// Endpoint is the base URL the credential is for; requests below it get the headers.
+	Endpoint string
+	// Headers are added (replacing any the guest set of the same name).
+	Headers [][2]string
+}
+
+// HTTPHost serves capsulegate:http/outgoing for one capsule: every request is checked
+// against the capsule's network rules before a connection is made, redirects are not
+// followed, and bodies are capped.
+type HTTPHost struct {
+	Capsule         string
+	Rules           netpolicy.Rules
+	Resolver        netpolicy.Resolver // nil: the system resolver
+	MaxRequestBody  int64              // 0: DefaultMaxRequestBody
+	MaxResponseBody int64              // 0: DefaultMaxResponseBody
+	Credentials     []Credential
+	Metrics         *Metrics
+	// OnDeny is told of every refusal, after it is counted (for the trace and logs).
+	OnDeny func(who, host string, port int, err error)
+
+	client *http.Client
+}
+
+// Init builds the host's HTTP client; call it once before Send.
+func (h *HTTPHost) Init() {
+	d := &netpolicy.Dialer{Rules: h.Rules, Resolver: h.Resolver}
+	h.client = &http.Client{
+		Transport: netpolicy.NewTransport(d),
+		// A redirect is answered to the guest as it is; following it would reach a
+		// host the policy check never saw.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// Send performs req for the artifact who. A refusal or failure is the error string the
+// guest receives in result::err.
+func (h *HTTPHost) Send(ctx context.Context, who string, req OutgoingRequest) (*OutgoingResponse, error) {
+	u, err := url.Parse(req.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("invalid url %q: want an absolute http or https URL", clip(req.URL))
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("invalid url %q: userinfo is not allowed; send credentials in headers", clip(req.URL))
+	}
+	host := u.Hostname()
+	port := 0
+	if p := u.Port(); p != "" {
+		if port, err = strconv.Atoi(p); err != nil {
+			return nil, fmt.Errorf("invalid url %q: bad port", clip(req.URL))
+		}
+	}
+	if port == 0 {
+		port = 443
+		if u.Scheme == "http" {
+			port = 80
+		}
+	}
+	// The name is checked here with the scheme; the dialer checks the addresses it
+	// resolves against the rule for host:port.
+	if _, err := h.Rules.Check(u.Scheme, host, port, nil); err != nil {
+		return nil, h.deny(who, host, port, err)
+	}
+	maxReq := h.MaxRequestBody
+	if maxReq <= 0 {
+		maxReq = DefaultMaxRequestBody
+	}
+	if int64(len(req.Body)) > maxReq {
+		return nil, fmt.Errorf("request body is %d bytes, over the %d-byte cap", len(req.Body), maxReq)
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	hr, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(req.Body))
+	if err != nil {
+		return nil, fmt.Errorf("invalid request: %v", err)
+	}
+	for _, kv := range req.Headers {
+		hr.Header.Add(kv[0], kv[1])
+	}
+	for _, c := range h.Credentials {
+		if strings.HasPrefix(u.String(), strings.TrimSuffix(c.Endpoint, "/")+"/") || u.String() == c.Endpoint {
+			for _, kv := range c.Headers {
+				hr.Header.Set(kv[0], kv[1])
+			}
+		}
+	}
+	resp, err := h.client.Do(hr)
+	if err != nil {
+		if e := errs.Find(err, netpolicy.CodeRestricted); e != nil {
+			return nil, h.deny(who, host, port, e)
+		}
+		if e := errs.Find(err, netpolicy.CodeNotAllowed); e != nil {
+			return nil, h.deny(who, host, port, e)
+		}
+		return nil, fmt.Errorf("request to %s failed: %v", u.Host, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	maxResp := h.MaxResponseBody
+	if maxResp <= 0 {
+		maxResp = DefaultMaxResponseBody
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResp+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the response from %s failed: %v", u.Host, err)
+	}
+	if int64(len(body)) > maxResp {
+		return nil, fmt.Errorf("response body from %s is over the %d-byte cap", u.Host, maxResp)
+	}
+	out := &OutgoingResponse{Status: uint16(resp.StatusCode), Body: body}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			out.Headers = append(out.Headers, [2]string{strings.ToLower(k), v})
+		}
+	}
+	return out, nil
+}
+
+// deny counts a refusal and returns the guest-facing error of SPEC §4.2.
+func (h *HTTPHost) deny(who, host string, port int, cause error) error {
+	if h.Metrics != nil {
+		h.Metrics.Denied.WithLabelValues(h.Capsule, "guest").Inc()
+	}
+	if h.OnDeny != nil {
+		h.OnDeny(who, host, port, cause)
+	}
+	// Name the host as the policy saw it: 0x7f000001 and [::ffff:127.0.0.1] are 127.0.0.1.
+	target := clip(host)
+	if name, ip, err := netpolicy.CanonicalHost(host); err == nil {
+		target = name
+		if ip.IsValid() {
+			target = ip.String()
+		}
+	}
+	msg := fmt.Sprintf("network policy: %s not in capabilities.network.allow", net.JoinHostPort(target, strconv.Itoa(port)))
+	if e := errs.Find(cause, netpolicy.CodeRestricted); e != nil {
+		msg = e.Msg // names the address and the rule: more useful than "not allowed"
+	}
+	return errors.New(msg)
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// clip shortens a guest-supplied value quoted in a message.
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}

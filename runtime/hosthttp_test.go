@@ -1,0 +1,115 @@
+package runtime
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/capsulegate/capsulegate/netpolicy"
+)
+
+type staticResolver map[string][]netip.Addr
+
+func (s staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	return s[host], nil
+}
+
+func TestHTTPHostSend(t *testing.T) {
+	var gotAuth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/redirect":
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data", http.StatusFound)
+		case "/big":
+			w.Write([]byte(strings.Repeat("x", 2048)))
+		default:
+			gotAuth = r.Header.Get("X-Api-Key")
+			body, _ := io.ReadAll(r.Body)
+			w.Header().Set("X-Echo", "1")
+			w.Write(append([]byte(r.Method+" "), body...))
+		}
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	port := u.Port()
+	rules, err := netpolicy.ParseRules([]string{"127.0.0.1:" + port, "api.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var denials []string
+	h := &HTTPHost{Capsule: "cap", Rules: rules, Metrics: m, MaxRequestBody: 1024, MaxResponseBody: 1024,
+		Resolver:    staticResolver{"api.example.com": {netip.MustParseAddr("127.0.0.1")}},
+		Credentials: []Credential{{Endpoint: srv.URL + "/v1", Headers: [][2]string{{"X-Api-Key", "sk-sentinel"}}}},
+		OnDeny:      func(who, host string, port int, err error) { denials = append(denials, who+" "+host) }}
+	h.Init()
+	ctx := context.Background()
+
+	tests := []struct {
+		name, method, url string
+		body              string
+		wantErr           string // substring; "" = success
+		wantStatus        uint16
+		wantBody          string
+		denied            bool
+	}{
+		{"allowed", "POST", srv.URL + "/v1/messages", "hi", "", 200, "POST hi", false},
+		{"allowed, no credential outside endpoint", "GET", srv.URL + "/other", "", "", 200, "GET ", false},
+		{"redirect not followed", "GET", srv.URL + "/redirect", "", "", 302, "", false},
+		{"host not allowed", "GET", "http://evil.example.com/", "", "network policy: evil.example.com:80 not in capabilities.network.allow", 0, "", true},
+		{"loopback other port", "GET", "http://127.0.0.1:1/", "", "network policy: 127.0.0.1:1 not in", 0, "", true},
+		{"metadata", "GET", "http://169.254.169.254/latest", "", "network policy: 169.254.169.254:80 not in", 0, "", true},
+		{"mapped v6 loopback", "GET", "http://[::ffff:127.0.0.1]:1/", "", "network policy: 127.0.0.1:1 not in", 0, "", true},
+		{"hex loopback", "GET", "http://0x7f000001:1/", "", "not in capabilities.network.allow", 0, "", true},
+		{"decimal loopback", "GET", "http://2130706433:1/", "", "not in capabilities.network.allow", 0, "", true},
+		{"allowed name resolving to loopback", "GET", "https://api.example.com/", "", "127.0.0.1", 0, "", true},
+		{"request body cap", "POST", srv.URL + "/", strings.Repeat("b", 1025), "over the 1024-byte cap", 0, "", false},
+		{"response body cap", "GET", srv.URL + "/big", "", "over the 1024-byte cap", 0, "", false},
+		{"not a url", "GET", "ftp://x/", "", "invalid url", 0, "", false},
+		{"userinfo", "GET", "http://u:p@127.0.0.1:" + port + "/", "", "userinfo", 0, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := testutil.ToFloat64(m.Denied.WithLabelValues("cap", "guest"))
+			resp, err := h.Send(ctx, "tool-x", OutgoingRequest{Method: tt.method, URL: tt.url, Body: []byte(tt.body)})
+			after := testutil.ToFloat64(m.Denied.WithLabelValues("cap", "guest"))
+			if tt.denied != (after == before+1) {
+				t.Errorf("denied counter went %v → %v", before, after)
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Status != tt.wantStatus || (tt.wantBody != "" && string(resp.Body) != tt.wantBody) {
+				t.Fatalf("resp = %d %q", resp.Status, resp.Body)
+			}
+		})
+	}
+	if gotAuth != "" {
+		t.Errorf("credential leaked outside its endpoint: %q", gotAuth)
+	}
+	if len(denials) != 7 {
+		t.Errorf("OnDeny calls = %v", denials)
+	}
+	// The credential reached the endpoint it is for.
+	if _, err := h.Send(ctx, "d", OutgoingRequest{Method: "GET", URL: srv.URL + "/v1/x"}); err != nil || gotAuth != "sk-sentinel" {
+		t.Errorf("credential not added: %q %v", gotAuth, err)
+	}
+}
