@@ -19,6 +19,7 @@ type Metrics struct {
 	Calls    *prometheus.CounterVec
 	Duration *prometheus.HistogramVec
 	Denied   *prometheus.CounterVec
+	Stage    *prometheus.HistogramVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not registered).
@@ -43,6 +44,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "capsule_network_denied_total",
 			Help: "Connections refused by the network policy, by source: guest, proxy, dns.",
 		}, []string{"capsule", "source"}),
+		Stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "capsule_stage_duration_seconds",
+			Help:    "Time to stage a capsule: resolve, verify and compile its artifacts.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"capsule"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -57,6 +63,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	if err == nil {
 		m.Denied, err = register(reg, m.Denied)
+	}
+	if err == nil {
+		m.Stage, err = register(reg, m.Stage)
 	}
 	if err != nil {
 		return nil, errs.Wrap(err, CodeMetrics, "runtime", "cannot register the guest metrics", "remove the conflicting collector from the registry")

@@ -1,0 +1,148 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/registry"
+)
+
+// RoleCapsule labels a script capsule's own module in metrics and errors.
+const RoleCapsule manifest.Role = "capsule"
+
+// CodeScriptModule refuses a script capsule without exactly one module beside its manifest.
+const CodeScriptModule = "E-RUN-010"
+
+// Staged is a capsule ready to launch: its manifest, its verified artifacts and its
+// compiled modules. Staging writes nothing but a missing lock.
+type Staged struct {
+	Manifest  *manifest.Manifest
+	Artifacts []registry.Resolved
+	// Script is a script capsule's own module (nil for an agent capsule).
+	Script *Module
+	// Modules are the compiled wasm tools and drivers, by artifact name.
+	Modules map[string]*Module
+}
+
+// StageOptions configure Stage.
+type StageOptions struct {
+	Registry registry.Registry
+	Platform string // default: the host's
+	Progress func(registry.Progress)
+}
+
+// Stage resolves and verifies every artifact (writing murmur.lock when there is none,
+// verifying against it when there is), then — only once every check passed — compiles
+// the wasm modules and checks each against its world and the memory limit.
+func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOptions) (*Staged, error) {
+	start := time.Now()
+	ropts := registry.Options{Registry: opts.Registry, Platform: opts.Platform, Progress: opts.Progress}
+	var (
+		res *registry.Resolution
+		err error
+	)
+	if _, statErr := os.Stat(registry.LockPath(m.File)); statErr == nil {
+		res, err = registry.VerifyLock(ctx, m, ropts)
+	} else {
+		res, _, err = registry.InstallLock(ctx, m, ropts)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var scriptWasm []byte
+	if !m.IsAgent() {
+		if scriptWasm, err = readScriptModule(m); err != nil {
+			return nil, err
+		}
+	}
+	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*Module{}}
+	var problems errs.List
+	add := func(err error) {
+		var l errs.List
+		if errors.As(err, &l) {
+			problems = append(problems, l...)
+		} else if err != nil {
+			problems = append(problems, errs.Wrap(err, CodeCompile, "runtime", "staging failed", ""))
+		}
+	}
+	limit := m.Capabilities.Limits.MemoryBytes
+	compile := func(name string, role manifest.Role, world string, wasm []byte) *Module {
+		mod, err := e.Compile(ctx, m.Name, name, role, wasm)
+		if err != nil {
+			add(err)
+			return nil
+		}
+		if err := mod.CheckWorld(world); err != nil {
+			add(err)
+			return nil
+		}
+		if need := int64(mod.minPages) * pageSize; need > limit {
+			add(errs.New(CodeMemoryFloor, "runtime", fmt.Sprintf("artifact %s needs %d bytes of memory to start, over limits.memory_bytes %d", name, need, limit),
+				"raise capabilities.limits.memory_bytes"))
+			return nil
+		}
+		return mod
+	}
+	for _, a := range res.Artifacts {
+		if a.Archive == nil || (a.Role != manifest.RoleTool && a.Role != manifest.RoleDriver) {
+			continue // skills are text; hooks arrive with a later release
+		}
+		p := a.Archive.Payload()
+		if p.Kind != registry.PayloadWasm {
+			continue // native tools run as sandboxed subprocesses, not here
+		}
+		wasm, err := a.Archive.ReadFile(p.Path)
+		if err != nil {
+			add(err)
+			continue
+		}
+		if mod := compile(a.Name, a.Role, string(a.Role), wasm); mod != nil {
+			s.Modules[a.Name] = mod
+		}
+	}
+	if scriptWasm != nil {
+		s.Script = compile(m.Name, RoleCapsule, ScriptWorld, scriptWasm)
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	e.metrics.Stage.WithLabelValues(m.Name).Observe(time.Since(start).Seconds())
+	return s, nil
+}
+
+// readScriptModule finds a script capsule's module: capsule.wasm beside the manifest,
+// else exactly one *.wasm there (SPEC §1).
+func readScriptModule(m *manifest.Manifest) ([]byte, error) {
+	p := filepath.Join(m.Dir, "capsule.wasm")
+	if _, err := os.Stat(p); err != nil {
+		matches, _ := filepath.Glob(filepath.Join(m.Dir, "*.wasm"))
+		switch len(matches) {
+		case 0:
+			return nil, errs.New(CodeScriptModule, "runtime",
+				fmt.Sprintf("capsule %s has no inference block and no capsule.wasm beside %s", m.Name, m.File),
+				"add an inference block (agent capsule) or build the script capsule's module as capsule.wasm next to the manifest")
+		case 1:
+			p = matches[0]
+		default:
+			names := make([]string, len(matches))
+			for i, x := range matches {
+				names[i] = filepath.Base(x)
+			}
+			return nil, errs.New(CodeScriptModule, "runtime",
+				fmt.Sprintf("capsule %s has several modules beside its manifest (%s) and none named capsule.wasm", m.Name, strings.Join(names, ", ")),
+				"name the capsule's module capsule.wasm")
+		}
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, errs.Wrap(err, CodeScriptModule, "runtime", "cannot read "+p, "check its permissions")
+	}
+	return data, nil
+}

@@ -1,0 +1,96 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/internal/wasmtest"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/registry"
+)
+
+func toolModule(export string, pages uint32) []byte {
+	return wasmtest.Module{Funcs: []wasmtest.Func{{Export: export, Body: wasmtest.Nop}}, MemoryPages: pages}.Encode()
+}
+
+// publishWasm packs and publishes a wasm artifact.
+func publishWasm(t *testing.T, reg *registry.Local, name, role string, wasm []byte) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(fmt.Sprintf("name: %s\nversion: 1.0.0\nruntime: %s\n", name, role)), 0o644)
+	os.WriteFile(filepath.Join(dir, name+".wasm"), wasm, 0o644)
+	data, _, err := registry.Pack(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Publish(context.Background(), data, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStage(t *testing.T) {
+	ctx := context.Background()
+	e, _ := newEngine(t)
+	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
+	publishWasm(t, reg, "echo", "tool", toolModule("murmur:tool/run@0.1.0#run", 1))
+	publishWasm(t, reg, "future", "tool", toolModule("murmur:tool/run@0.3.0#run", 1))
+	publishWasm(t, reg, "fat", "tool", toolModule("murmur:tool/run@0.1.0#run", 100))
+	script := wasmtest.Module{Imports: []wasmtest.Import{{Module: "murmur:tool-registry/invoke@0.1.0", Name: "invoke"}},
+		Funcs: []wasmtest.Func{{Export: "murmur:capsule/run@0.1.0#run", Body: wasmtest.Nop}}}.Encode()
+
+	tests := []struct {
+		name    string
+		tool    string
+		modules map[string][]byte
+		extra   string
+		code    string
+		says    string
+	}{
+		{"script capsule with a wasm tool", "echo", map[string][]byte{"capsule.wasm": script}, "", "", ""},
+		{"one other wasm is the module", "echo", map[string][]byte{"main.wasm": script}, "", "", ""},
+		{"no module", "echo", nil, "", CodeScriptModule, "no capsule.wasm"},
+		{"two modules", "echo", map[string][]byte{"a.wasm": script, "b.wasm": script}, "", CodeScriptModule, "a.wasm, b.wasm"},
+		{"unserved tool version", "future", map[string][]byte{"capsule.wasm": script}, "", CodeExportVersion, "murmur:tool/run@0.3.0#run"},
+		{"memory floor over the limit", "fat", map[string][]byte{"capsule.wasm": script}, "capabilities:\n  limits: {memory_bytes: 1048576}\n", CodeMemoryFloor, "fat"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			mpath := filepath.Join(dir, "murmur.yaml")
+			os.WriteFile(mpath, []byte(fmt.Sprintf("name: cap\nversion: 1.0.0\nartifacts:\n  - {name: %s, version: 1.0.0}\n%s", tt.tool, tt.extra)), 0o644)
+			for name, data := range tt.modules {
+				os.WriteFile(filepath.Join(dir, name), data, 0o644)
+			}
+			m, err := manifest.Load(mpath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := e.Stage(ctx, m, StageOptions{Registry: reg})
+			if tt.code != "" {
+				if errs.Find(err, tt.code) == nil || !strings.Contains(err.Error(), tt.says) {
+					t.Fatalf("want %s saying %q, got %v", tt.code, tt.says, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Script == nil || s.Modules[tt.tool] == nil {
+				t.Fatalf("staged = %+v", s)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "murmur.lock")); err != nil {
+				t.Fatalf("no lock written: %v", err)
+			}
+			// A second stage verifies against the lock it wrote.
+			if _, err := e.Stage(ctx, m, StageOptions{Registry: reg}); err != nil {
+				t.Fatalf("restage: %v", err)
+			}
+		})
+	}
+}
