@@ -1,0 +1,572 @@
+// Package guestfs serves one host directory to a WebAssembly guest as a
+// wazero experimental/sys.FS, built on Go's os.Root so that nothing the guest
+// names — through "..", an absolute path, or a symbolic link planted by anyone
+// — ever resolves to a file outside that directory.
+//
+// It exists because wazero's own sysfs.DirFS (used by WithDirMount) follows a
+// symbolic link placed inside the mounted folder to anywhere on the host.
+// Mount it as the guest's root:
+//
+//	gfs, err := guestfs.New(workdir)
+//	...
+//	defer gfs.Close()
+//	cfg := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(gfs, "/")
+//
+// # Guarantees
+//
+//   - Every path is resolved by os.Root, relative to the directory handle
+//     opened by New. Paths arrive from wazero relative to the mount ("",
+//     ".", "a/b", "a/b/", and "/a" when wazero joins a name to a directory
+//     opened as "."); a leading "/" means the guest's root, i.e. the mounted
+//     directory, exactly as the guest sees it. A name that lexically climbs
+//     above the root ("..", "a/../../x", "/../x") is refused with EPERM
+//     before any system call.
+//   - A symbolic link whose target is absolute, or which climbs out of the
+//     root, is never followed: os.Root refuses it ("path escapes from
+//     parent"), and this package reports EPERM. This holds for every
+//     operation (open, stat, mkdir, rename, link, unlink, chmod, utimens…),
+//     for links anywhere in the path (not only the last component), for
+//     chains of links, and for links to directories. Lstat and Readlink of
+//     such a link succeed: they describe the link itself and never touch
+//     its target.
+//   - The guest may create symbolic links (Symlink), but only with a
+//     relative target that, read lexically from the link's own directory,
+//     stays inside the root; an absolute or climbing target is refused with
+//     EPERM. This is defence in depth for host-side readers of the folder:
+//     such a link could never be followed through this FS anyway. It is not a
+//     complete guarantee for them (moving a link or its directory changes
+//     what a relative target means), so host code that reads files the
+//     guest could write must itself use os.Root or O_NOFOLLOW.
+//   - Only regular files and directories are opened; a FIFO, device or
+//     socket found in the tree is refused with EACCES, and every open is
+//     issued with O_NONBLOCK, so a FIFO planted by a subprocess can neither
+//     block the host at open nor be read.
+//   - Mode bits passed to OpenFile, Mkdir and Chmod are masked to 0o777: a
+//     guest cannot create set-uid, set-gid or sticky files.
+//   - With ReadOnly, every mutating operation returns EROFS, and an open
+//     asking for write access, O_CREAT, O_TRUNC or O_APPEND returns EROFS;
+//     files are only ever opened O_RDONLY, so writes through them fail with
+//     EBADF in the kernel.
+//
+// # Facts about os.Root this relies on (Go 1.24, plus the Go 1.25 methods)
+//
+// Verified on Linux with the Go toolchain of this module (see the tests):
+//
+//   - Root methods resolve every path component with openat(O_NOFOLLOW)
+//     relative to the root's directory descriptor, and resolve symbolic
+//     links themselves (at most 8), restarting from the root descriptor;
+//     a link target that is absolute or lexically above the root yields the
+//     error "path escapes from parent" (the root also follows the directory
+//     if it is moved, as it holds a descriptor, not a name).
+//   - Root.OpenFile adds O_NOFOLLOW itself and then follows a final
+//     symbolic link in-root, so passing O_NOFOLLOW does not stop it
+//     following: this package implements O_NOFOLLOW with an Lstat first.
+//     That check races with a concurrent swap of the name, but the worst
+//     outcome is opening an in-root file: containment never depends on it.
+//   - Root.Chmod and Root.Chtimes check "is it a symlink" and then act with
+//     AT_SYMLINK_NOFOLLOW; a concurrent swap can make them act on a link
+//     rather than its target, still inside the root (documented in os).
+//   - Root.Symlink does not validate its target (hence the check here);
+//     Root.Link does not follow a symbolic link given as the old name.
+//   - Root.Rename refuses to replace an existing directory (EEXIST), unlike
+//     rename(2); Rename here replaces an empty directory with a directory
+//     and reports EISDIR / ENOTEMPTY like POSIX.
+//   - os.File.ReadDir on a file opened through a Root stats entries with
+//     fstatat relative to the directory descriptor (never by host path).
+//   - Root does not stop traversal of mount points or bind mounts inside
+//     the directory; the caller controls what the directory contains.
+//
+// # Errors
+//
+// Go errors are mapped to experimental/sys.Errno: syscall errnos as wazero
+// maps them (ENOENT, EEXIST, ENOTDIR, EISDIR, ENOTEMPTY, EACCES, EPERM,
+// ELOOP, EINVAL, ENAMETOOLONG…; errnos outside wazero's subset become EIO),
+// os.ErrClosed as EBADF, an escape as EPERM.
+package guestfs
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	readOnly bool
+}
+
+// ReadOnly makes the filesystem read-only: every mutating operation returns
+// EROFS and opens asking for write access are refused with EROFS.
+func ReadOnly() Option {
+	return func(o *options) { o.readOnly = true }
+}
+
+// FS is an experimental/sys.FS serving one host directory through os.Root.
+// It is safe for concurrent use; Close it when no guest uses it any more.
+type FS struct {
+	root     *os.Root
+	dir      string
+	readOnly bool
+}
+
+var (
+	_ experimentalsys.FS         = (*FS)(nil)
+	_ interface{ Close() error } = (*FS)(nil)
+)
+
+// New opens dir (which must be an existing directory; symbolic links in dir
+// itself are followed, by the host) and returns the filesystem serving it.
+func New(dir string, opts ...Option) (*FS, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	learnEscapeError(r)
+	return &FS{root: r, dir: dir, readOnly: o.readOnly}, nil
+}
+
+// Close releases the directory handle. Operations after Close fail with
+// EBADF; files already open stay usable until closed.
+func (s *FS) Close() error { return s.root.Close() }
+
+// Dir returns the host directory given to New.
+func (s *FS) Dir() string { return s.dir }
+
+// IsReadOnly reports whether the filesystem was opened with ReadOnly.
+func (s *FS) IsReadOnly() bool { return s.readOnly }
+
+// String names the FS in wazero's debug output.
+func (s *FS) String() string { return s.dir }
+
+// escapeErr is os.Root's (unexported) "path escapes from parent" error,
+// learned once from a real Root so that it can be matched with errors.Is.
+var (
+	escapeOnce sync.Once
+	escapeErr  error
+)
+
+func learnEscapeError(r *os.Root) {
+	escapeOnce.Do(func() {
+		_, err := r.Lstat("..")
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			if _, isErrno := pe.Err.(syscall.Errno); !isErrno {
+				escapeErr = pe.Err
+			}
+		}
+	})
+}
+
+func isEscape(err error) bool {
+	if escapeErr != nil && errors.Is(err, escapeErr) {
+		return true
+	}
+	// Fallback should the sentinel not have been learned.
+	return strings.HasSuffix(err.Error(), "path escapes from parent")
+}
+
+// toErrno maps an error from os / os.Root to an Errno.
+func toErrno(err error) experimentalsys.Errno {
+	if err == nil {
+		return 0
+	}
+	var en syscall.Errno
+	switch {
+	case errors.As(err, &en):
+		return experimentalsys.UnwrapOSError(en)
+	case errors.Is(err, os.ErrClosed):
+		return experimentalsys.EBADF
+	case isEscape(err):
+		return experimentalsys.EPERM
+	case errors.Is(err, fs.ErrNotExist):
+		return experimentalsys.ENOENT
+	case errors.Is(err, fs.ErrExist):
+		return experimentalsys.EEXIST
+	case errors.Is(err, fs.ErrPermission):
+		return experimentalsys.EPERM
+	case errors.Is(err, fs.ErrInvalid):
+		return experimentalsys.EINVAL
+	}
+	return experimentalsys.EIO
+}
+
+// clean turns a path from wazero into a name for os.Root: relative to the
+// root, lexically cleaned, never climbing above the root. trailing reports
+// whether the original ended in "/" (the name must then be a directory); the
+// returned name never carries it, see withSlash.
+func clean(p string) (name string, trailing bool, errno experimentalsys.Errno) {
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", false, experimentalsys.EINVAL
+	}
+	trailing = strings.HasSuffix(p, "/")
+	p = strings.TrimLeft(p, "/")
+	if p == "" {
+		return ".", false, 0
+	}
+	name = path.Clean(p)
+	if name == ".." || strings.HasPrefix(name, "../") {
+		return "", false, experimentalsys.EPERM
+	}
+	if name == "." {
+		trailing = false
+	}
+	return name, trailing, 0
+}
+
+func withSlash(name string, trailing bool) string {
+	if trailing {
+		return name + "/"
+	}
+	return name
+}
+
+// OpenFile implements experimentalsys.FS.
+func (s *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	name, trailing, errno := clean(p)
+	if errno != 0 {
+		return nil, errno
+	}
+	const accessMask = experimentalsys.O_RDONLY | experimentalsys.O_RDWR | experimentalsys.O_WRONLY
+	access := flag & accessMask
+	var osflag int
+	switch access {
+	case experimentalsys.O_RDONLY:
+		osflag = os.O_RDONLY
+	case experimentalsys.O_WRONLY:
+		osflag = os.O_WRONLY
+	case experimentalsys.O_RDWR:
+		osflag = os.O_RDWR
+	default:
+		return nil, experimentalsys.EINVAL
+	}
+	if s.readOnly && (access != experimentalsys.O_RDONLY ||
+		flag&(experimentalsys.O_CREAT|experimentalsys.O_TRUNC|experimentalsys.O_APPEND) != 0) {
+		return nil, experimentalsys.EROFS
+	}
+	if flag&experimentalsys.O_DIRECTORY != 0 {
+		if flag&experimentalsys.O_CREAT != 0 {
+			return nil, experimentalsys.EINVAL
+		}
+		if access != experimentalsys.O_RDONLY {
+			return nil, experimentalsys.EISDIR
+		}
+		osflag |= oDIRECTORY
+	}
+	if flag&experimentalsys.O_APPEND != 0 {
+		osflag |= os.O_APPEND
+	}
+	if flag&experimentalsys.O_CREAT != 0 {
+		osflag |= os.O_CREATE
+	}
+	if flag&experimentalsys.O_EXCL != 0 {
+		osflag |= os.O_EXCL
+	}
+	if flag&experimentalsys.O_TRUNC != 0 {
+		osflag |= os.O_TRUNC
+	}
+	if flag&experimentalsys.O_SYNC != 0 {
+		osflag |= os.O_SYNC
+	}
+	if flag&experimentalsys.O_DSYNC != 0 {
+		osflag |= oDSYNC
+	}
+	if flag&experimentalsys.O_RSYNC != 0 {
+		osflag |= oRSYNC
+	}
+	// Always non-blocking at open: a FIFO must not hang the host. It has no
+	// effect on regular files and directories, the only types served.
+	osflag |= oNONBLOCK
+
+	// os.Root follows a final symbolic link even with O_NOFOLLOW, so check
+	// first. A trailing slash means the link is to be resolved (POSIX).
+	if flag&experimentalsys.O_NOFOLLOW != 0 && !trailing {
+		if fi, err := s.root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			if flag&(experimentalsys.O_CREAT|experimentalsys.O_EXCL) == experimentalsys.O_CREAT|experimentalsys.O_EXCL {
+				return nil, experimentalsys.EEXIST
+			}
+			return nil, experimentalsys.ELOOP
+		}
+	}
+
+	f, err := s.root.OpenFile(withSlash(name, trailing), osflag, perm&0o777)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, toErrno(err)
+	}
+	st := sys.NewStat_t(fi)
+	isDir := fi.IsDir()
+	switch {
+	case isDir:
+	case fi.Mode().IsRegular():
+		if flag&experimentalsys.O_DIRECTORY != 0 { // platforms without O_DIRECTORY
+			_ = f.Close()
+			return nil, experimentalsys.ENOTDIR
+		}
+	default: // FIFO, device, socket
+		_ = f.Close()
+		return nil, experimentalsys.EACCES
+	}
+	return &file{
+		fs:       s,
+		f:        f,
+		name:     name,
+		isDir:    isDir,
+		dev:      st.Dev,
+		ino:      st.Ino,
+		writable: access != experimentalsys.O_RDONLY,
+		append:   flag&experimentalsys.O_APPEND != 0,
+		nonblock: flag&experimentalsys.O_NONBLOCK != 0,
+	}, 0
+}
+
+// Lstat implements experimentalsys.FS.
+func (s *FS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {
+	name, trailing, errno := clean(p)
+	if errno != 0 {
+		return sys.Stat_t{}, errno
+	}
+	fi, err := s.root.Lstat(withSlash(name, trailing))
+	if err != nil {
+		return sys.Stat_t{}, toErrno(err)
+	}
+	return sys.NewStat_t(fi), 0
+}
+
+// Stat implements experimentalsys.FS.
+func (s *FS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
+	name, trailing, errno := clean(p)
+	if errno != 0 {
+		return sys.Stat_t{}, errno
+	}
+	fi, err := s.root.Stat(withSlash(name, trailing))
+	if err != nil {
+		return sys.Stat_t{}, toErrno(err)
+	}
+	return sys.NewStat_t(fi), 0
+}
+
+// Mkdir implements experimentalsys.FS.
+func (s *FS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
+	if s.readOnly {
+		return experimentalsys.EROFS
+	}
+	name, _, errno := clean(p)
+	if errno != 0 {
+		return errno
+	}
+	if name == "." {
+		return experimentalsys.EEXIST
+	}
+	return toErrno(s.root.Mkdir(name, perm&0o777))
+}
+
+// Chmod implements experimentalsys.FS. Only the permission bits (0o777) are
+// applied; a symbolic link is followed, in-root only.
+func (s *FS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
+	if s.readOnly {
+		return experimentalsys.EROFS
+	}
+	name, trailing, errno := clean(p)
+	if errno != 0 {
+		return errno
+	}
+	return toErrno(s.root.Chmod(withSlash(name, trailing), perm&0o777))
+}
+
+// Rename implements experimentalsys.FS with rename(2) semantics.
+func (s *FS) Rename(from, to string) experimentalsys.Errno {
+	if s.readOnly {
+		return experimentalsys.EROFS
+	}
+	fromName, fromSlash, errno := clean(from)
+	if errno != 0 {
+		return errno
+	}
+	toName, toSlash, errno := clean(to)
+	if errno != 0 {
+		return errno
+	}
+	if fromName == "." || toName == "." {
+		return experimentalsys.EINVAL // POSIX: renaming "." or onto it
+	}
+	fromInfo, err := s.root.Lstat(fromName)
+	if err != nil {
+		return toErrno(err)
+	}
+	if (fromSlash || toSlash) && !fromInfo.IsDir() {
+		return experimentalsys.ENOTDIR
+	}
+	if fromName == toName {
+		return 0
+	}
+	if fromInfo.IsDir() && strings.HasPrefix(toName, fromName+"/") {
+		return experimentalsys.EINVAL // POSIX: moving a directory into itself
+	}
+	if toInfo, err := s.root.Lstat(toName); err == nil && toInfo.IsDir() {
+		switch {
+		case os.SameFile(fromInfo, toInfo):
+			return 0 // hard links to one directory cannot exist; be safe
+		case !fromInfo.IsDir():
+			return experimentalsys.EISDIR
+		}
+		// os.Root.Rename refuses to replace a directory; rename(2) replaces
+		// an empty one. Remove it first (ENOTEMPTY if it is not empty).
+		if err := s.rmdir(toName); err != 0 {
+			return err
+		}
+	}
+	return toErrno(s.root.Rename(fromName, toName))
+}
+
+// Rmdir implements experimentalsys.FS: only a directory is removed.
+func (s *FS) Rmdir(p string) experimentalsys.Errno {
+	if s.readOnly {
+		return experimentalsys.EROFS
+	}
+	name, _, errno := clean(p)
+	if errno != 0 {
+		return errno
+	}
+	if name == "." {
+		return experimentalsys.EINVAL // POSIX rmdir(".")
+	}
+	return s.rmdir(name)
+}
+
+func (s *FS) rmdir(name string) experimentalsys.Errno {
+	fi, err := s.root.Lstat(name)
+	if err != nil {
+		return toErrno(err)
+	}
+	if !fi.IsDir() { // a symbolic link to a directory is not a directory here
+		return experimentalsys.ENOTDIR
+	}
+	// os.Root.Remove tries unlinkat(0), then unlinkat(AT_REMOVEDIR); on a
+	// directory the first fails, so this is rmdir. A concurrent swap for a
+	// file could remove that file instead, inside the root.
+	return toErrno(s.root.Remove(name))
+}
+
+// Unlink implements experimentalsys.FS: a directory is refused with EISDIR;
+// a symbolic link is removed, not its target.
+func (s *FS) Unlink(p string) experimentalsys.Errno {
+	if s.readOnly {
+		return experimentalsys.EROFS
+	}
+	name, trailing, errno := clean(p)
+	if errno != 0 {
+		return errno
+	}
+	fi, err := s.root.Lstat(name)
+	if err != nil {
+		return toErrno(err)
+	}
+	if fi.IsDir() {
+		return experimentalsys.EISDIR
+	}
+	if trailing {
+		return experimentalsys.ENOTDIR
+	}
+	return toErrno(s.root.Remove(name))
+}
+
+// Link implements experimentalsys.FS (a hard link; both names in-root).
+func (s *FS) Link(oldPath, newPath string) experimentalsys.Errno {
+	if s.readOnly {
+		return experimentalsys.EROFS
+	}
+	oldName, oldSlash, errno := clean(oldPath)
+	if errno != 0 {
+		return errno
+	}
+	newName, newSlash, errno := clean(newPath)
+	if errno != 0 {
+		return errno
+	}
+	return toErrno(s.root.Link(withSlash(oldName, oldSlash), withSlash(newName, newSlash)))
+}
+
+// Symlink implements experimentalsys.FS. target is stored as given but must
+// be relative and, read from linkName's directory, stay inside the root:
+// anything else is refused with EPERM (see the package documentation).
+func (s *FS) Symlink(target, linkName string) experimentalsys.Errno {
+	if s.readOnly {
+		return experimentalsys.EROFS
+	}
+	name, trailing, errno := clean(linkName)
+	if errno != 0 {
+		return errno
+	}
+	if target == "" {
+		return experimentalsys.ENOENT
+	}
+	if strings.IndexByte(target, 0) >= 0 {
+		return experimentalsys.EINVAL
+	}
+	if path.IsAbs(target) {
+		return experimentalsys.EPERM
+	}
+	if resolved := path.Join(path.Dir(name), target); resolved == ".." || strings.HasPrefix(resolved, "../") {
+		return experimentalsys.EPERM
+	}
+	return toErrno(s.root.Symlink(target, withSlash(name, trailing)))
+}
+
+// Readlink implements experimentalsys.FS. It returns the link text as
+// stored, which may name a host path if the host planted the link; the
+// target is never followed.
+func (s *FS) Readlink(p string) (string, experimentalsys.Errno) {
+	name, trailing, errno := clean(p)
+	if errno != 0 {
+		return "", errno
+	}
+	target, err := s.root.Readlink(withSlash(name, trailing))
+	if err != nil {
+		return "", toErrno(err)
+	}
+	return target, 0
+}
+
+// Utimens implements experimentalsys.FS; a symbolic link is followed,
+// in-root only. UTIME_OMIT keeps a time.
+func (s *FS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
+	if s.readOnly {
+		return experimentalsys.EROFS
+	}
+	name, trailing, errno := clean(p)
+	if errno != 0 {
+		return errno
+	}
+	if atim == experimentalsys.UTIME_OMIT && mtim == experimentalsys.UTIME_OMIT {
+		_, err := s.root.Stat(withSlash(name, trailing)) // still report a bad path
+		return toErrno(err)
+	}
+	return toErrno(s.root.Chtimes(withSlash(name, trailing), nanosToTime(atim), nanosToTime(mtim)))
+}
+
+// nanosToTime maps UTIME_OMIT to the zero time, which os.Chtimes and
+// os.Root.Chtimes leave unchanged.
+func nanosToTime(n int64) time.Time {
+	if n == experimentalsys.UTIME_OMIT {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
