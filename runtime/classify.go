@@ -9,6 +9,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
 // Reasons a guest call fails; the label values of capsule_guest_traps_total.
@@ -19,10 +20,6 @@ const (
 	ReasonExit        = "exit"         // the guest called proc_exit
 	ReasonABI         = "abi"          // the guest broke the canonical ABI (bad pointer, length, UTF-8, …)
 )
-
-// ErrABI marks errors where a guest broke the calling convention; errors wrapping it are
-// classified as ReasonABI.
-var ErrABI = errors.New("canonical ABI violation")
 
 // GuestError is a classified guest failure.
 type GuestError struct {
@@ -49,7 +46,7 @@ func (e *GuestError) ErrorCode() string { return CodeGuest }
 func classify(ctx context.Context, err error, alloc *limitedAllocator) string {
 	var exit *sys.ExitError
 	switch {
-	case errors.Is(err, ErrABI):
+	case errors.Is(err, abi.ErrABI):
 		return ReasonABI
 	case alloc != nil && alloc.wasRefused():
 		return ReasonMemoryLimit

@@ -94,6 +94,11 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 		cache.Close(ctx)
 		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot instantiate WASI preview1", "")
 	}
+	if err := defineHostModules(ctx, rt); err != nil {
+		rt.Close(ctx)
+		cache.Close(ctx)
+		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot define the host interfaces", "")
+	}
 	m, err := NewMetrics(cfg.registerer)
 	if err != nil {
 		rt.Close(ctx)

@@ -1,0 +1,211 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/capsulegate/capsulegate/wit/abi"
+)
+
+// MaxInvokeDepth bounds nested tool-registry invokes within one call chain.
+const MaxInvokeDepth = 8
+
+// EventSink receives murmur:stream/events from guests.
+type EventSink interface {
+	Chunk(thinking bool, text string)
+	ToolCallStarted(id, name string)
+	ToolCallInputBytes(id string, n uint64)
+}
+
+// Host is what the host imports of one call can reach: it travels in the call's context,
+// so the host modules are defined once per engine and serve every capsule.
+type Host struct {
+	// Invoke runs a tool for murmur:tool-registry/invoke; nil refuses every invoke.
+	Invoke func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error)
+	// HTTP serves capsulegate:http/outgoing; nil refuses every request.
+	HTTP *HTTPHost
+	// Events receives stream events; nil drops them.
+	Events EventSink
+	// RequestInput asks the A2A client for input; nil outside an A2A task.
+	RequestInput func(ctx context.Context, prompt string) (string, error)
+	// Who names the calling artifact in network-denial records.
+	Who string
+}
+
+type hostKey struct{}
+type depthKey struct{}
+
+// WithHost returns ctx carrying h for the host imports of calls made with it.
+func WithHost(ctx context.Context, h *Host) context.Context { return context.WithValue(ctx, hostKey{}, h) }
+
+func hostFrom(ctx context.Context) *Host {
+	h, _ := ctx.Value(hostKey{}).(*Host)
+	if h == nil {
+		return &Host{}
+	}
+	return h
+}
+
+// ErrNoTask is the trap of murmur:task/task#request-input outside an A2A task.
+var ErrNoTask = errors.New("murmur:task/task#request-input called outside an A2A task: there is no client to ask")
+
+// defineHostModules instantiates the host side of every P1 import on rt.
+func defineHostModules(ctx context.Context, rt wazero.Runtime) error {
+	type fn struct {
+		name string
+		f    *abi.Func
+		impl func(ctx context.Context, h *Host, args []any) ([]any, error)
+	}
+	modules := []struct {
+		module string
+		fns    []fn
+	}{
+		{abi.ModuleRegistry, []fn{{abi.ImportInvoke, abi.Invoke, hostInvoke}}},
+		{abi.ModuleHTTP, []fn{{abi.ImportSend, abi.HTTPSend, hostHTTPSend}}},
+		{abi.ModuleStream, []fn{
+			{abi.ImportEmitChunk, abi.EmitChunk, func(_ context.Context, h *Host, a []any) ([]any, error) {
+				if h.Events != nil {
+					h.Events.Chunk(false, a[0].(string))
+				}
+				return nil, nil
+			}},
+			{abi.ImportEmitThink, abi.EmitThink, func(_ context.Context, h *Host, a []any) ([]any, error) {
+				if h.Events != nil {
+					h.Events.Chunk(true, a[0].(string))
+				}
+				return nil, nil
+			}},
+			{abi.ImportCallStarted, abi.CallStarted, func(_ context.Context, h *Host, a []any) ([]any, error) {
+				if h.Events != nil {
+					h.Events.ToolCallStarted(a[0].(string), a[1].(string))
+				}
+				return nil, nil
+			}},
+			{abi.ImportInputBytes, abi.InputBytes, func(_ context.Context, h *Host, a []any) ([]any, error) {
+				if h.Events != nil {
+					h.Events.ToolCallInputBytes(a[0].(string), a[1].(uint64))
+				}
+				return nil, nil
+			}},
+		}},
+		{abi.ModuleTask, []fn{{abi.ImportRequest, abi.RequestIn, func(ctx context.Context, h *Host, a []any) ([]any, error) {
+			if h.RequestInput == nil {
+				return nil, ErrNoTask
+			}
+			answer, err := h.RequestInput(ctx, a[0].(string))
+			if err != nil {
+				return nil, err
+			}
+			return []any{answer}, nil
+		}}}},
+	}
+	for _, m := range modules {
+		b := rt.NewHostModuleBuilder(m.module)
+		for _, f := range m.fns {
+			params, results := f.f.ImportSignature()
+			b.NewFunctionBuilder().
+				WithGoModuleFunction(importFunc(f.f, f.impl), valueTypes(params), valueTypes(results)).
+				Export(f.name)
+		}
+		if _, err := b.Instantiate(ctx); err != nil {
+			return fmt.Errorf("define host module %s: %w", m.module, err)
+		}
+	}
+	return nil
+}
+
+// importFunc adapts a typed host function to wazero: lift the guest's arguments, run
+// impl, lower its results (into the guest's return area when they spill). A guest that
+// breaks the ABI, or an impl error, traps the guest; wazero returns the error (wrapped
+// with %w) from the guest's call, where it is classified.
+func importFunc(f *abi.Func, impl func(ctx context.Context, h *Host, args []any) ([]any, error)) api.GoModuleFunc {
+	nParams, _ := f.ImportSignature()
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		mem := mod.Memory()
+		if mem == nil {
+			panic(fmt.Errorf("%w: the module exports no memory", abi.ErrABI))
+		}
+		flat := append([]uint64(nil), stack[:len(nParams)]...)
+		args, err := f.LiftParams(mem, flat)
+		if err != nil {
+			panic(err)
+		}
+		results, err := impl(ctx, hostFrom(ctx), args)
+		if err != nil {
+			panic(err)
+		}
+		retPtr, _ := f.RetPtr(flat)
+		out, err := f.LowerResults(ctx, mem, guestRealloc(mod), results, retPtr)
+		if err != nil {
+			panic(err)
+		}
+		copy(stack, out)
+	}
+}
+
+func hostInvoke(ctx context.Context, h *Host, a []any) ([]any, error) {
+	name := a[0].(string)
+	in, err := abi.ToToolInput(a[1])
+	if err != nil {
+		return nil, err
+	}
+	depth, _ := ctx.Value(depthKey{}).(int)
+	var res abi.Result
+	switch {
+	case h.Invoke == nil:
+		res = abi.Result{Err: true, Value: "tool-registry: this capsule may not invoke tools"}
+	case depth >= MaxInvokeDepth:
+		res = abi.Result{Err: true, Value: fmt.Sprintf("tool-registry: invoke nested more than %d deep", MaxInvokeDepth)}
+	default:
+		out, err := h.Invoke(context.WithValue(ctx, depthKey{}, depth+1), name, in)
+		if err != nil {
+			res = abi.Result{Err: true, Value: err.Error()}
+		} else {
+			res = abi.Result{Value: out.Value(false)}
+		}
+	}
+	return []any{res}, nil
+}
+
+func hostHTTPSend(ctx context.Context, h *Host, a []any) ([]any, error) {
+	req, err := abi.ToHTTPRequest(a[0])
+	if err != nil {
+		return nil, err
+	}
+	if h.HTTP == nil {
+		return []any{abi.Result{Err: true, Value: "network policy: this capsule may not make HTTP requests"}}, nil
+	}
+	resp, err := h.HTTP.Send(ctx, h.Who, OutgoingRequest{Method: req.Method, URL: req.URL, Headers: req.Headers, Body: req.Body})
+	if err != nil {
+		return []any{abi.Result{Err: true, Value: err.Error()}}, nil
+	}
+	return []any{abi.Result{Value: abi.HTTPResponse{Status: resp.Status, Headers: resp.Headers, Body: resp.Body}.Value()}}, nil
+}
+
+// guestRealloc calls the module's cabi_realloc; a module without one can receive no
+// strings or lists.
+func guestRealloc(mod api.Module) abi.Realloc {
+	f := mod.ExportedFunction(abi.ExportRealloc)
+	return func(ctx context.Context, oldPtr, oldSize, align, newSize uint32) (uint32, error) {
+		if f == nil {
+			return 0, fmt.Errorf("%w: the module exports no %s", abi.ErrABI, abi.ExportRealloc)
+		}
+		res, err := f.Call(ctx, uint64(oldPtr), uint64(oldSize), uint64(align), uint64(newSize))
+		if err != nil {
+			return 0, err
+		}
+		return uint32(res[0]), nil
+	}
+}
+
+func valueTypes(v []abi.ValType) []api.ValueType {
+	out := make([]api.ValueType, len(v))
+	for i, t := range v {
+		out[i] = api.ValueType(t)
+	}
+	return out
+}
