@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/tetratelabs/wazero/sys"
 
@@ -31,7 +32,9 @@ type GuestError struct {
 
 // Error names the artifact, the reason and the cause.
 func (e *GuestError) Error() string {
-	return fmt.Sprintf("runtime: %s %s %s of capsule %s failed (%s): %v", CodeGuest, e.Role, e.Artifact, e.Capsule, e.Reason, e.Err)
+	// wazero appends a wasm stack trace after the first line: useful in logs, noise here.
+	cause, _, _ := strings.Cut(e.Err.Error(), "\nwasm stack trace:")
+	return fmt.Sprintf("runtime: %s %s %s of capsule %s failed (%s): %s", CodeGuest, e.Role, e.Artifact, e.Capsule, e.Reason, cause)
 }
 
 // Unwrap returns the cause.

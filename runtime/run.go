@@ -1,0 +1,281 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/capsulegate/capsulegate/internal/guestfs"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/wit/abi"
+)
+
+// Task states a one-shot run ends in.
+const (
+	StateCompleted = "completed"
+	StateFailed    = "failed"
+)
+
+// MaxGuestLog caps what one guest may write to its stdout or stderr log per session.
+const MaxGuestLog = 1 << 20
+
+// RunOptions configure a one-shot run of a capsule (`caddy capsule run`).
+type RunOptions struct {
+	Registry registry.Registry
+	WorkRoot string // <work_root>: sessions and their records live below it
+	Workdir  string // optional accessible workdir replacing <session>/work
+	Task     string // the task text, written to work/task.md
+	// LookupEnv reads the host environment for env.allow; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	Progress  func(registry.Progress)
+}
+
+// RunResult is the outcome of a one-shot run; its fields are the --json output.
+type RunResult struct {
+	SessionID string `json:"session_id"`
+	Capsule   string `json:"capsule"`
+	Status    string `json:"status"`
+	Result    string `json:"result"`
+	Workdir   string `json:"workdir"`
+	Records   string `json:"records"`
+}
+
+// RunOnce stages the capsule, creates a session, runs its task to the end and returns
+// the outcome. A refusal before the session exists is returned as an error and leaves no
+// workdir; a task that fails still returns a result, with Status failed.
+func (e *Engine) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOptions) (*RunResult, error) {
+	staged, err := e.Stage(ctx, m, StageOptions{Registry: opts.Registry, Progress: opts.Progress})
+	if err != nil {
+		return nil, err
+	}
+	if m.IsAgent() {
+		return nil, fmt.Errorf("runtime: capsule %s is an agent capsule; this release runs script capsules only", m.Name)
+	}
+	id := NewID("ses_")
+	layout, err := NewLayout(opts.WorkRoot, m.Name, id, opts.Workdir)
+	if err != nil {
+		return nil, err
+	}
+	res := &RunResult{SessionID: id, Capsule: m.Name, Workdir: layout.Work, Records: layout.Root}
+	fail := func(err error) (*RunResult, error) {
+		res.Status, res.Result = StateFailed, "error: "+err.Error()
+		if werr := os.WriteFile(filepath.Join(layout.Work, "out", "result.txt"), []byte(res.Result+"\n"), 0o644); werr != nil {
+			return nil, errors.Join(err, werr)
+		}
+		return res, nil
+	}
+	if opts.Task != "" {
+		if err := os.WriteFile(filepath.Join(layout.Work, "task.md"), []byte(opts.Task), 0o644); err != nil {
+			return fail(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(layout.Work, "MURMUR.md"), murmurMD(staged, id), 0o444); err != nil {
+		return fail(err)
+	}
+	sess, err := e.newSession(staged, layout, id, opts)
+	if err != nil {
+		return fail(err)
+	}
+	defer sess.close()
+	if err := e.RunScript(ctx, staged.Script, sess.grants(m.Name, RoleCapsule), sess.host(m.Name)); err != nil {
+		if said := sess.lastWords(m.Name + ".stderr.log"); said != "" {
+			err = fmt.Errorf("%w; the guest's stderr ended with: %s", err, said)
+		}
+		return fail(err)
+	}
+	out, err := readResult(layout.Work)
+	if err != nil {
+		return fail(fmt.Errorf("the capsule finished but wrote no out/result.txt: %w", err))
+	}
+	res.Status, res.Result = StateCompleted, out
+	return res, nil
+}
+
+// session holds what the guests of one session share.
+type session struct {
+	e      *Engine
+	staged *Staged
+	fs     *guestfs.FS
+	env    []string
+	http   *HTTPHost
+	logs   string
+
+	mu      sync.Mutex
+	writers map[string]*cappedFile
+}
+
+func (e *Engine) newSession(s *Staged, l *Layout, id string, opts RunOptions) (*session, error) {
+	m := s.Manifest
+	root := filepath.Join(l.Work, filepath.FromSlash(m.Capabilities.Filesystem.Scope))
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	gfs, err := guestfs.New(root)
+	if err != nil {
+		return nil, err
+	}
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	h := &HTTPHost{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: e.metrics}
+	h.Init()
+	return &session{e: e, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), http: h, logs: l.Logs,
+		writers: map[string]*cappedFile{}}, nil
+}
+
+func (s *session) close() {
+	s.fs.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.writers {
+		w.f.Close()
+	}
+}
+
+// grants are the call grants of one guest of the session, from the manifest only.
+func (s *session) grants(artifact string, role manifest.Role) Grants {
+	m := s.staged.Manifest
+	return Grants{FS: s.fs, Env: s.env, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(role),
+		Stdout: s.log(artifact + ".stdout.log"), Stderr: s.log(artifact + ".stderr.log")}
+}
+
+// host is the host side a guest of the session reaches: declared wasm tools, the
+// network within the capsule's rules.
+func (s *session) host(who string) *Host {
+	return &Host{Who: who, HTTP: s.http, Invoke: s.invoke}
+}
+
+// invoke serves murmur:tool-registry/invoke: manifest-declared wasm tools only.
+func (s *session) invoke(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
+	mod := s.staged.Modules[name]
+	if mod == nil || mod.Role != manifest.RoleTool {
+		return abi.ToolResult{}, fmt.Errorf("tool-registry: no wasm tool named %q is declared in the manifest (declared: %s)", name, strings.Join(s.toolNames(), ", "))
+	}
+	return s.e.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.host(name), in)
+}
+
+func (s *session) toolNames() []string {
+	var names []string
+	for n, m := range s.staged.Modules {
+		if m.Role == manifest.RoleTool {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return []string{"none"}
+	}
+	return names
+}
+
+// log returns the capped log file of that name under the session's logs/.
+func (s *session) log(name string) io.Writer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, ok := s.writers[name]; ok {
+		return w
+	}
+	f, err := os.OpenFile(filepath.Join(s.logs, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return io.Discard
+	}
+	w := &cappedFile{f: f, left: MaxGuestLog}
+	s.writers[name] = w
+	return w
+}
+
+// lastWords returns the last lines a guest wrote to the named log (at most 512 bytes),
+// to explain a failure.
+func (s *session) lastWords(name string) string {
+	s.mu.Lock()
+	w := s.writers[name]
+	s.mu.Unlock()
+	if w == nil {
+		return ""
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(strings.Fields(strings.ToValidUTF8(string(w.tail), "?")), " ")
+}
+
+// cappedFile keeps the first MaxGuestLog bytes a guest writes and drops the rest, so a
+// chatty guest cannot fill the disk; it also remembers the last bytes written.
+type cappedFile struct {
+	mu   sync.Mutex
+	f    *os.File
+	left int
+	tail []byte
+}
+
+const tailSize = 512
+
+func (c *cappedFile) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.left > 0 {
+		n := min(len(p), c.left)
+		c.f.Write(p[:n])
+		c.left -= n
+	}
+	c.tail = append(c.tail, p[max(0, len(p)-tailSize):]...)
+	if len(c.tail) > tailSize {
+		c.tail = c.tail[len(c.tail)-tailSize:]
+	}
+	return len(p), nil
+}
+
+// readResult reads out/result.txt through os.Root, so a symlink a guest planted cannot
+// make the host read a file outside the workdir.
+func readResult(work string) (string, error) {
+	root, err := os.OpenRoot(work)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	f, err := root.Open("out/result.txt")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", &fs.PathError{Op: "read", Path: "out/result.txt", Err: errors.New("not a regular file")}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 16<<20))
+	return strings.TrimRight(string(data), "\n"), err
+}
+
+// murmurMD describes the session to its guests (SPEC §6.1).
+func murmurMD(s *Staged, id string) []byte {
+	m := s.Manifest
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s %s\n\nSession: %s\n\n## Tools\n\n", m.Name, m.Version, id)
+	var tools []string
+	for _, a := range s.Artifacts {
+		if a.Role == manifest.RoleTool || a.Role == manifest.RoleSkill {
+			desc := ""
+			if a.Archive != nil {
+				desc = a.Archive.Manifest().Description
+			}
+			tools = append(tools, fmt.Sprintf("- `%s` (%s) %s", a.Name, a.Role, desc))
+		}
+	}
+	if len(tools) == 0 {
+		tools = []string{"- none"}
+	}
+	b.WriteString(strings.Join(tools, "\n"))
+	b.WriteString("\n\n## Layout\n\n- `/task.md` the task\n- `/out/result.txt` the answer\n- `/logs/` full output of shell commands\n\nCall a tool through murmur:tool-registry/invoke with its name and a JSON input.\n")
+	return []byte(b.String())
+}
