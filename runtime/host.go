@@ -40,7 +40,9 @@ type hostKey struct{}
 type depthKey struct{}
 
 // WithHost returns ctx carrying h for the host imports of calls made with it.
-func WithHost(ctx context.Context, h *Host) context.Context { return context.WithValue(ctx, hostKey{}, h) }
+func WithHost(ctx context.Context, h *Host) context.Context {
+	return context.WithValue(ctx, hostKey{}, h)
+}
 
 func hostFrom(ctx context.Context) *Host {
 	h, _ := ctx.Value(hostKey{}).(*Host)
