@@ -7,9 +7,14 @@ CADDY     := $(BIN)/caddy
 REGISTRY  := $(CURDIR)/examples/registry
 FUZZTIME  ?= 60s
 
-# Wasm guests: every main package whose first line is `//go:build wasip1`.
-GUEST_SRCS := $(shell grep -rl --include=main.go '^//go:build wasip1' examples internal/testguests 2>/dev/null)
+# Wasm guests: every main package whose first line is `//go:build wasip1`. Test guests
+# build into bin/guests/; example guests build where the examples need them.
+GUEST_SRCS := $(shell grep -rl --include=main.go '^//go:build wasip1' internal/testguests 2>/dev/null)
 GUEST_DIRS := $(patsubst %/main.go,%,$(GUEST_SRCS))
+GUEST_BUILD = GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath
+SDK_SRCS := $(shell find wit/guest -name '*.go')
+EXAMPLE_WASM := examples/artifacts/wordcount/wordcount.wasm examples/capsules/wordcount/capsule.wasm
+WORK_ROOT := $(CURDIR)/bin/work
 
 .PHONY: all run test gateway guests examples fuzz bench vet fmt-check clean
 
@@ -19,13 +24,18 @@ all: gateway guests examples
 gateway:
 	$(GO) build -o $(CADDY) ./cmd/caddy
 
-## guests: build every wasm guest source into bin/guests/<dir>.wasm
-guests:
+## guests: build every wasm guest (examples in place, test guests into bin/guests/)
+guests: $(EXAMPLE_WASM)
 	@for d in $(GUEST_DIRS); do \
-		out=$(BIN)/guests/$$(echo $$d | tr / _).wasm; mkdir -p $(BIN)/guests; \
-		echo "guest $$d -> $$out"; \
-		GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $$out ./$$d || exit 1; \
+		out=$(BIN)/guests/$$(basename $$d).wasm; mkdir -p $(BIN)/guests; \
+		$(GUEST_BUILD) -o $$out ./$$d || exit 1; \
 	done
+
+examples/artifacts/wordcount/wordcount.wasm: $(wildcard examples/guests/wordcount/*.go) $(SDK_SRCS)
+	$(GUEST_BUILD) -o $@ ./examples/guests/wordcount
+
+examples/capsules/wordcount/capsule.wasm: $(wildcard examples/guests/wordcount-capsule/*.go) $(SDK_SRCS)
+	$(GUEST_BUILD) -o $@ ./examples/guests/wordcount-capsule
 
 ## examples: pack every example artifact, publish it into examples/registry, install the example capsules
 examples: gateway guests
@@ -39,11 +49,14 @@ examples: gateway guests
 		$(CADDY) capsule install $$m --registry $(REGISTRY) || exit 1; \
 	done
 
-## run: build everything and verify the example capsules (the gateway arrives in a later release)
+## run: build everything, run the example script capsule once and verify the example capsules
+## (the A2A gateway arrives in a later release)
 run: examples
 	@for m in examples/capsules/*/murmur.yaml; do \
 		$(CADDY) capsule verify $$m --registry $(REGISTRY) || exit 1; \
 	done
+	$(CADDY) capsule run examples/capsules/wordcount/murmur.yaml --registry $(REGISTRY) --work-root $(WORK_ROOT) \
+		--task "Count the words of this sentence, please."
 
 ## test: formatting, vet and every test with the race detector
 test: fmt-check vet
@@ -68,4 +81,4 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 clean:
-	rm -rf $(BIN) $(REGISTRY) examples/capsules/*/murmur.lock
+	rm -rf $(BIN) $(REGISTRY) examples/capsules/*/murmur.lock $(EXAMPLE_WASM)

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+
+	"github.com/caddyserver/caddy/v2"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
@@ -19,17 +22,33 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "capsule",
-		Usage: "<install|verify|pack|publish> …",
+		Usage: "<run|install|verify|pack|publish> …",
 		Short: "Manages Murmur capsules and their artifacts",
 		Long: `
-Manages Murmur capsules: resolves and pins their artifacts (install), checks them
-against murmur.lock (verify), builds artifact packages (pack) and adds them to a
-registry (publish).
+Manages Murmur capsules: runs one task of a capsule (run), resolves and pins its
+artifacts (install), checks them against murmur.lock (verify), builds artifact
+packages (pack) and adds them to a registry (publish).
 
 Every subcommand takes --registry <dir> (default: $CAPSULE_REGISTRY, else
 ~/.capsulegate/registry) and --json. Exit codes: 0 ok, 1 refused, 2 usage.`,
 		CobraFunc: func(cmd *cobra.Command) {
+			run := sub("run <manifest>", "Runs one task of a capsule to the end; exits 0 only if it completed", 1,
+				func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+					fl := cmd.Flags()
+					task, _ := fl.GetString("task")
+					workdir, _ := fl.GetString("workdir")
+					workRoot, _ := fl.GetString("work-root")
+					if workRoot == "" {
+						workRoot = filepath.Join(caddy.AppDataDir(), "capsule", "work")
+					}
+					return cli.Run(ctx, e, c, args[0], cli.RunFlags{Task: task, Workdir: workdir, WorkRoot: workRoot,
+						CacheDir: filepath.Join(caddy.AppDataDir(), "capsule", "cache")})
+				})
+			run.Flags().String("task", "", "the task text, or @file to read it from a file")
+			run.Flags().String("workdir", "", "use this folder as the accessible workdir (created if absent)")
+			run.Flags().String("work-root", "", "where sessions and their records live (default: Caddy's data dir /capsule/work)")
 			cmd.AddCommand(
+				run,
 				sub("install <manifest>", "Resolves a capsule's artifacts and writes murmur.lock beside it", 1,
 					func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
 						return cli.Install(ctx, e, c, args[0])

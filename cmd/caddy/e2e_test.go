@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
 )
 
 // caddyBin is the real binary, built once for this test run from this package.
@@ -189,5 +191,70 @@ func TestPackPublishInstallVerify(t *testing.T) {
 	lockAfter, _ = os.ReadFile(lockPath)
 	if !bytes.Equal(lockBefore, lockAfter) {
 		t.Fatal("install changed murmur.lock after a refusal")
+	}
+}
+
+// TestRunScriptCapsule runs the example script capsule with the real binary: its module
+// invokes the example wasm tool from the registry and writes the report.
+func TestRunScriptCapsule(t *testing.T) {
+	tmp := t.TempDir()
+	home := filepath.Join(tmp, "home")
+	reg := filepath.Join(tmp, "registry")
+	os.MkdirAll(home, 0o755)
+	art := filepath.Join(tmp, "wordcount")
+	copyDir(t, "../../examples/artifacts/wordcount", art)
+	os.WriteFile(filepath.Join(art, "wordcount.wasm"), guestbuild.Wasm(t, "../../examples/guests/wordcount"), 0o644)
+	capDir := filepath.Join(tmp, "capsule")
+	os.MkdirAll(capDir, 0o755)
+	data, _ := os.ReadFile("../../examples/capsules/wordcount/murmur.yaml")
+	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), data, 0o644)
+	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../../examples/guests/wordcount-capsule"), 0o644)
+	zipPath := filepath.Join(tmp, "wordcount.mur.zip")
+	for _, args := range [][]string{
+		{"pack", art, "--output", zipPath},
+		{"publish", zipPath, "--registry", reg},
+	} {
+		if r := capsule(t, home, args...); r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+		}
+	}
+	manifestPath := filepath.Join(capDir, "murmur.yaml")
+	workRoot := filepath.Join(tmp, "work")
+	r := capsule(t, home, "run", manifestPath, "--registry", reg, "--work-root", workRoot, "--task", "one two three", "--json")
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var out struct {
+		SessionID                                 string `json:"session_id"`
+		Capsule, Status, Result, Workdir, Records string
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("%v: %s", err, r.stdout)
+	}
+	if out.Status != "completed" || !strings.Contains(out.Result, "3 words") || out.Capsule != "wordcount" ||
+		!strings.HasPrefix(out.SessionID, "ses_") || !strings.HasPrefix(out.Records, workRoot) {
+		t.Fatalf("run --json = %+v", out)
+	}
+	if _, err := os.Stat(filepath.Join(capDir, "murmur.lock")); err != nil {
+		t.Errorf("run did not write the lock: %v", err)
+	}
+	// Task from a file, and a custom workdir.
+	taskFile := filepath.Join(tmp, "task.md")
+	os.WriteFile(taskFile, []byte("a b"), 0o644)
+	wd := filepath.Join(tmp, "wd")
+	r = capsule(t, home, "run", manifestPath, "--registry", reg, "--work-root", workRoot, "--task", "@"+taskFile, "--workdir", wd)
+	if r.code != 0 || !strings.Contains(r.stdout, "2 words") {
+		t.Fatalf("run @file: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if got, _ := os.ReadFile(filepath.Join(wd, "out", "result.txt")); !strings.Contains(string(got), "2 words") {
+		t.Errorf("workdir result = %q", got)
+	}
+	// A capsule whose task fails exits 1 and says why.
+	os.Remove(filepath.Join(capDir, "capsule.wasm"))
+	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../../internal/testguests/script"), 0o644)
+	os.Remove(filepath.Join(capDir, "murmur.lock"))
+	r = capsule(t, home, "run", manifestPath, "--registry", reg, "--work-root", workRoot)
+	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, `no wasm tool named "echo"`) {
+		t.Fatalf("failing task: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }

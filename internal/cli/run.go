@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/runtime"
+)
+
+// CodeTaskFile refuses a --task @file that cannot be read.
+const CodeTaskFile = "E-RUN-011"
+
+// RunFlags are `caddy capsule run`'s own flags.
+type RunFlags struct {
+	Task     string // text, or @file
+	Workdir  string
+	WorkRoot string // where sessions and their records live
+	CacheDir string // compiled-module cache
+}
+
+// Run runs one task of a capsule to the end (SPEC §11); it exits 0 only if the task
+// completed.
+func Run(ctx context.Context, e *Env, c Common, manifestPath string, f RunFlags) int {
+	m, opts, err := e.prepare(c, manifestPath)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	task := f.Task
+	if file, ok := strings.CutPrefix(task, "@"); ok {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return e.fail(c, errs.Wrap(err, CodeTaskFile, "runtime", "cannot read the task file "+file, "check the path after @"))
+		}
+		task = string(data)
+	}
+	engine, err := runtime.NewEngine(ctx, runtime.WithCacheDir(f.CacheDir))
+	if err != nil {
+		return e.fail(c, err)
+	}
+	defer engine.Close(context.WithoutCancel(ctx))
+	res, err := engine.RunOnce(ctx, m, runtime.RunOptions{Registry: opts.Registry, Progress: opts.Progress,
+		WorkRoot: f.WorkRoot, Workdir: f.Workdir, Task: task})
+	e.progress.done()
+	if err != nil {
+		return e.fail(c, err)
+	}
+	if c.JSON {
+		e.writeJSON(res)
+	} else {
+		fmt.Fprintf(e.Stderr, "%s %s: session %s %s (records in %s)\n", m.Name, m.Version, res.SessionID, res.Status, res.Records)
+		fmt.Fprintln(e.Stdout, res.Result)
+	}
+	if res.Status != runtime.StateCompleted {
+		return ExitRefused
+	}
+	return ExitOK
+}
