@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/manifest"
@@ -126,10 +127,14 @@ func (e *Engine) newSession(s *Staged, l *Layout, id string, opts RunOptions) (*
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	h := &HTTPHost{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: e.metrics}
-	h.Init()
-	return &session{e: e, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), http: h, logs: l.Logs,
-		writers: map[string]*cappedFile{}}, nil
+	sess := &session{e: e, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
+		writers: map[string]*cappedFile{}}
+	sess.http = &HTTPHost{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: e.metrics,
+		OnDeny: func(who, host string, port int, err error) {
+			fmt.Fprintf(sess.log("bootstrap.log"), "%s network_denied who=%s host=%s port=%d: %v\n", time.Now().UTC().Format(time.RFC3339), who, host, port, err)
+		}}
+	sess.http.Init()
+	return sess, nil
 }
 
 func (s *session) close() {

@@ -18,6 +18,7 @@ type Import struct {
 type Func struct {
 	Export          string
 	Params, Results []byte
+	Locals          uint32 // i32 locals after the params
 	Body            []byte
 }
 
@@ -46,6 +47,18 @@ var (
 		0x00, // unreachable
 	}
 )
+
+// CallLoop returns a body that calls function idx n times (one i32 local as counter):
+// a call-heavy loop, the worst case for per-call and back-edge checks.
+func CallLoop(idx uint32, n int32) []byte {
+	b := []byte{0x03, 0x40, // loop
+		0x20, 0x00, 0x41, 0x01, 0x6a, 0x21, 0x00, // local.get 0; i32.const 1; i32.add; local.set 0
+		0x10} // call
+	b = append(b, uleb(uint64(idx))...)
+	b = append(b, 0x20, 0x00, 0x41) // local.get 0; i32.const n
+	b = append(b, sleb(int64(n))...)
+	return append(b, 0x49, 0x0d, 0x00, 0x0b) // i32.lt_u; br_if 0; end
+}
 
 // CallImport returns a body that calls imported function idx with one i32 argument.
 func CallImport(idx uint32, arg int32) []byte {
@@ -92,7 +105,11 @@ func (m Module) Encode() []byte {
 	out = section(out, 7, vec(exps))
 	var codes [][]byte
 	for _, f := range m.Funcs {
-		body := append([]byte{0x00}, f.Body...) // no locals
+		body := []byte{0x00}
+		if f.Locals > 0 {
+			body = append(append([]byte{0x01}, uleb(uint64(f.Locals))...), I32)
+		}
+		body = append(body, f.Body...)
 		body = append(body, 0x0b)
 		codes = append(codes, append(uleb(uint64(len(body))), body...))
 	}
