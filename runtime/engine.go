@@ -214,7 +214,8 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under the same deadline
-		WithSysWalltime().WithSysNanotime().WithSysNanosleep().
+		WithSysWalltime().WithSysNanotime().
+		WithNanosleep(func(ns int64) { sleepCtx(ctx, time.Duration(ns)) }).
 		WithRandSource(randReader{})
 	if g.FS != nil {
 		cfg = cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(g.FS, "/"))
@@ -240,6 +241,18 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		}
 	}
 	return fn(ctx, &Instance{Module: m, mod: mod})
+}
+
+// sleepCtx serves a guest's sleep; it ends early when the call's deadline passes, so a
+// sleeping guest cannot hold its call past the deadline (the default nanosleep ignores
+// the context).
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 func splitEnv(kv string) (string, string) {
