@@ -38,7 +38,7 @@ examples/capsules/wordcount/capsule.wasm: $(wildcard examples/guests/wordcount-c
 	$(GUEST_BUILD) -o $@ ./examples/guests/wordcount-capsule
 
 ## examples: pack every example artifact, publish it into examples/registry, install the example capsules
-examples: gateway guests
+examples: gateway $(EXAMPLE_WASM)
 	@mkdir -p $(BIN)/artifacts $(REGISTRY)
 	@for d in examples/artifacts/*/; do \
 		n=$$(basename $$d); \
