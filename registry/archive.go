@@ -96,7 +96,14 @@ type Archive struct {
 	man     *manifest.ArtifactManifest
 	warns   []*errs.Error
 	payload Payload
+	// kept holds every file's content from the checking pass when the archive is small
+	// enough (KeepInflatedBytes), so ReadFile does not inflate a second time.
+	kept map[string][]byte
 }
+
+// KeepInflatedBytes is the largest decompressed total an Archive keeps in memory after
+// its checking pass; larger archives are inflated again on each ReadFile.
+const KeepInflatedBytes = 64 << 20
 
 func refuse(code, msg, fix string) *errs.Error {
 	return &errs.Error{Code: code, Part: "registry", Msg: msg, Fix: fix}
@@ -311,11 +318,30 @@ func foldKey(s string) string {
 // checkData decompresses every file once, without keeping it, counting actual bytes
 // against the declared sizes and the total cap and checking CRCs.
 func (a *Archive) checkData(cfg openConfig) error {
+	var declared uint64
+	for _, name := range a.files {
+		declared += a.entries[name].UncompressedSize64
+	}
+	keep := declared <= KeepInflatedBytes
+	if keep {
+		a.kept = make(map[string][]byte, len(a.files))
+	}
 	var total int64
 	for _, name := range a.files {
-		n, err := inflate(a.entries[name], io.Discard, cfg.maxBytes-total)
+		f := a.entries[name]
+		var w io.Writer = io.Discard
+		var b *bytes.Buffer
+		if keep {
+			b = bytes.NewBuffer(make([]byte, 0, f.UncompressedSize64))
+			w = b
+		}
+		n, err := inflate(f, w, cfg.maxBytes-total)
 		if err != nil {
+			a.kept = nil
 			return err
+		}
+		if keep {
+			a.kept[name] = b.Bytes()
 		}
 		total += n
 	}
@@ -487,6 +513,9 @@ func (a *Archive) ReadFile(name string) ([]byte, error) {
 	f := a.entries[name]
 	if f == nil {
 		return nil, refuse(CodeNoSuchFile, fmt.Sprintf("the archive holds no file %q", name), "use one of the names Files returns")
+	}
+	if data, ok := a.kept[name]; ok {
+		return bytes.Clone(data), nil // the caller may modify its copy
 	}
 	var b bytes.Buffer
 	b.Grow(int(f.UncompressedSize64))

@@ -188,7 +188,7 @@ func resolveOne(ctx context.Context, m *manifest.Manifest, a manifest.ArtifactRe
 			status = "verified"
 		}
 	}
-	arc, err := OpenArchive(blob.Data)
+	arc, err := openedArchives.open(blob.Data, sum)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("artifact %s: %w", id, err)
 	}

@@ -404,3 +404,26 @@ func BenchmarkVerify20MiB(b *testing.B) {
 		}
 	}
 }
+
+func TestArchiveCache(t *testing.T) {
+	c := newArchiveCache(2)
+	var datas [][]byte
+	for i := 0; i < 3; i++ {
+		d, _, err := Pack(writeArtifactDir(t, artifactSpec{fmt.Sprintf("t%d", i), "1.0.0", "tool", "", append(wasmHeader, byte(i))}))
+		must(t, err)
+		datas = append(datas, d)
+	}
+	a0, err := c.open(datas[0], hashHex(datas[0]))
+	must(t, err)
+	if again, _ := c.open(datas[0], hashHex(datas[0])); again != a0 {
+		t.Fatal("a second open of the same bytes did not hit the cache")
+	}
+	c.open(datas[1], hashHex(datas[1]))
+	c.open(datas[2], hashHex(datas[2])) // evicts datas[0], the least recently used
+	if len(c.arcs) != 2 || c.arcs[hashHex(datas[0])] != nil {
+		t.Fatalf("cache holds %d entries", len(c.arcs))
+	}
+	if _, err := c.open([]byte("not a zip"), "x"); err == nil || len(c.arcs) != 2 {
+		t.Fatalf("a refusal was cached or not returned: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -44,8 +45,9 @@ type Engine struct {
 	cache   wazero.CompilationCache
 	metrics *Metrics
 
-	mu     sync.Mutex
-	closed bool
+	mu       sync.Mutex
+	closed   bool
+	compiled map[[32]byte]wazero.CompiledModule // by sha256 of the wasm bytes
 }
 
 // EngineOption configures NewEngine.
@@ -105,7 +107,7 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 		cache.Close(ctx)
 		return nil, err
 	}
-	return &Engine{rt: rt, cache: cache, metrics: m}, nil
+	return &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]wazero.CompiledModule{}}, nil
 }
 
 // Runtime exposes the wazero runtime so host modules (imports) can be defined on it.
@@ -138,7 +140,7 @@ type Module struct {
 // Compile compiles wasm for the artifact of capsule; machine code comes from the cache
 // when the same bytes were compiled before.
 func (e *Engine) Compile(ctx context.Context, capsule, artifact string, role manifest.Role, wasm []byte) (*Module, error) {
-	cm, err := e.rt.CompileModule(ctx, wasm)
+	cm, err := e.compile(ctx, wasm)
 	if err != nil {
 		return nil, errs.Wrap(err, CodeCompile, "runtime", fmt.Sprintf("artifact %s: the module does not compile", artifact),
 			"rebuild it for WASI preview1 (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)")
@@ -151,6 +153,32 @@ func (e *Engine) Compile(ctx context.Context, capsule, artifact string, role man
 		m.minPages = max(m.minPages, mem.Min())
 	}
 	return m, nil
+}
+
+// compile returns the compiled form of wasm, compiling it only the first time these bytes
+// are seen by this engine: a re-stage (a config reload) of unchanged artifacts skips
+// wazero's decoding and validation, which it does even on an on-disk cache hit. Compiled
+// modules live as long as the engine.
+func (e *Engine) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+	key := sha256.Sum256(wasm)
+	e.mu.Lock()
+	cm, ok := e.compiled[key]
+	e.mu.Unlock()
+	if ok {
+		return cm, nil
+	}
+	cm, err := e.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if prev, ok := e.compiled[key]; ok {
+		cm.Close(ctx) // another stage compiled the same bytes meanwhile
+		return prev, nil
+	}
+	e.compiled[key] = cm
+	return cm, nil
 }
 
 // Exports lists the module's exported function names.
