@@ -167,7 +167,7 @@ func (e *Engine) compile(ctx context.Context, wasm []byte) (wazero.CompiledModul
 	if ok {
 		return cm, nil
 	}
-	cm, err := e.rt.CompileModule(ctx, wasm)
+	cm, err := e.compileMerged(ctx, wasm)
 	if err != nil {
 		return nil, err
 	}
@@ -179,6 +179,18 @@ func (e *Engine) compile(ctx context.Context, wasm []byte) (wazero.CompiledModul
 	}
 	e.compiled[key] = cm
 	return cm, nil
+}
+
+// compileMerged compiles wasm with its data segments merged (mergeDataSegments); should
+// the rewritten module not compile, the original is compiled so the error is the
+// module's own.
+func (e *Engine) compileMerged(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+	if merged, ok := mergeDataSegments(wasm); ok {
+		if cm, err := e.rt.CompileModule(ctx, merged); err == nil {
+			return cm, nil
+		}
+	}
+	return e.rt.CompileModule(ctx, wasm)
 }
 
 // Exports lists the module's exported function names.
@@ -303,7 +315,16 @@ type limitedAllocator struct {
 }
 
 func (a *limitedAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
+	if m, ok := newMmapMemory(a); ok {
+		return m
+	}
 	return &limitedMemory{a: a}
+}
+
+func (a *limitedAllocator) refuse() {
+	a.mu.Lock()
+	a.refused = true
+	a.mu.Unlock()
 }
 
 func (a *limitedAllocator) wasRefused() bool {
@@ -319,9 +340,7 @@ type limitedMemory struct {
 
 func (m *limitedMemory) Reallocate(size uint64) []byte {
 	if size > m.a.limit {
-		m.a.mu.Lock()
-		m.a.refused = true
-		m.a.mu.Unlock()
+		m.a.refuse()
 		return nil
 	}
 	if size <= uint64(cap(m.buf)) {

@@ -1,0 +1,72 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/wasmtest"
+)
+
+// TestMergeDataSegmentsKeepsMemory: a Go guest's memory right after instantiation is
+// byte-for-byte the same with its data segments merged into one.
+func TestMergeDataSegmentsKeepsMemory(t *testing.T) {
+	orig := guestbuild.Wasm(t, "../internal/testguests/echo")
+	merged, ok := mergeDataSegments(orig)
+	if !ok {
+		t.Fatal("a Go guest's data segments were not merged")
+	}
+	segs, err := parseDataSegments(dataSection(t, merged))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("merged module has %d segments (%v)", len(segs), err)
+	}
+	ctx := context.Background()
+	memOf := func(wasm []byte) []byte {
+		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+		defer rt.Close(ctx)
+		wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+		m, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().WithStartFunctions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := m.Memory().Read(0, m.Memory().Size())
+		return bytes.Clone(b)
+	}
+	if !bytes.Equal(memOf(orig), memOf(merged)) {
+		t.Fatal("memory differs after instantiation")
+	}
+}
+
+func TestMergeDataSegmentsLeavesOthersAlone(t *testing.T) {
+	noData := wasmtest.Module{Funcs: []wasmtest.Func{{Export: "f", Body: wasmtest.Nop}}, MemoryPages: 1}.Encode()
+	for _, in := range [][]byte{nil, []byte("junk"), noData, append(append([]byte(nil), noData...), 11, 5, 1, 1, 0xff, 0xff, 0xff)} {
+		if out, ok := mergeDataSegments(in); ok || !bytes.Equal(out, in) {
+			t.Errorf("changed a module it should leave alone: %x", in)
+		}
+	}
+	// Passive segments (flags 1) are never merged.
+	passive := append(append([]byte(nil), noData...), 11, 7, 2, 1, 1, 'a', 1, 1, 'b')
+	if _, ok := mergeDataSegments(passive); ok {
+		t.Error("merged passive segments")
+	}
+}
+
+// dataSection returns the content of the module's data section.
+func dataSection(t *testing.T, wasm []byte) []byte {
+	for p := 8; p < len(wasm); {
+		id := wasm[p]
+		size, n := binary.Uvarint(wasm[p+1:])
+		start := p + 1 + n
+		if id == 11 {
+			return wasm[start : start+int(size)]
+		}
+		p = start + int(size)
+	}
+	t.Fatal("no data section")
+	return nil
+}

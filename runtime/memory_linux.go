@@ -1,0 +1,8 @@
+//go:build linux
+
+package runtime
+
+import "syscall"
+
+// mapNoReserve keeps a large reservation from counting against overcommit limits.
+const mapNoReserve = syscall.MAP_NORESERVE
