@@ -113,17 +113,21 @@ type session struct {
 	writers map[string]*cappedFile
 }
 
-func (e *Engine) newSession(s *Staged, l *Layout, id string, opts RunOptions) (*session, error) {
+func (e *Engine) newSession(s *Staged, l *Layout, id string, ro RunOptions) (*session, error) {
 	m := s.Manifest
 	root := filepath.Join(l.Work, filepath.FromSlash(m.Capabilities.Filesystem.Scope))
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
-	gfs, err := guestfs.New(root)
+	var opts []guestfs.Option
+	if rel, err := filepath.Rel(root, filepath.Join(l.Work, "MURMUR.md")); err == nil && filepath.IsLocal(rel) {
+		opts = append(opts, guestfs.Protect(rel)) // read-only to guests (SPEC §6.1)
+	}
+	gfs, err := guestfs.New(root, opts...)
 	if err != nil {
 		return nil, err
 	}
-	lookup := opts.LookupEnv
+	lookup := ro.LookupEnv
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}

@@ -255,6 +255,11 @@ func (f *file) Utimens(atim, mtim int64) experimentalsys.Errno {
 	if f.fs.readOnly {
 		return experimentalsys.EROFS
 	}
+	if len(f.fs.protected) > 0 {
+		if fi, err := f.f.Stat(); err != nil || f.fs.isProtected(fi) {
+			return experimentalsys.EROFS
+		}
+	}
 	if atim == experimentalsys.UTIME_OMIT && mtim == experimentalsys.UTIME_OMIT {
 		return 0
 	}

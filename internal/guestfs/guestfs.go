@@ -102,7 +102,16 @@ import (
 type Option func(*options)
 
 type options struct {
-	readOnly bool
+	readOnly  bool
+	protected []string
+}
+
+// Protect makes the named files (relative to the root) read-only for the guest while the
+// rest stays writable: opening them for writing or truncation, chmod, utimens, rename and
+// unlink are refused with EROFS. The check is by file identity (device and inode), so a
+// hard link or a symbolic link to a protected file is protected too.
+func Protect(names ...string) Option {
+	return func(o *options) { o.protected = append(o.protected, names...) }
 }
 
 // ReadOnly makes the filesystem read-only: every mutating operation returns
@@ -114,9 +123,10 @@ func ReadOnly() Option {
 // FS is an experimental/sys.FS serving one host directory through os.Root.
 // It is safe for concurrent use; Close it when no guest uses it any more.
 type FS struct {
-	root     *os.Root
-	dir      string
-	readOnly bool
+	root      *os.Root
+	dir       string
+	readOnly  bool
+	protected []fs.FileInfo // identities of the Protect files
 }
 
 var (
@@ -136,7 +146,41 @@ func New(dir string, opts ...Option) (*FS, error) {
 		return nil, err
 	}
 	learnEscapeError(r)
-	return &FS{root: r, dir: dir, readOnly: o.readOnly}, nil
+	s := &FS{root: r, dir: dir, readOnly: o.readOnly}
+	for _, name := range o.protected {
+		fi, err := r.Stat(name)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		s.protected = append(s.protected, fi)
+	}
+	return s, nil
+}
+
+// isProtected reports whether fi is one of the Protect files.
+func (s *FS) isProtected(fi fs.FileInfo) bool {
+	for _, p := range s.protected {
+		if os.SameFile(p, fi) {
+			return true
+		}
+	}
+	return false
+}
+
+// protectedPath reports whether name (following in-root links if follow) is a Protect file.
+func (s *FS) protectedPath(name string, follow bool) bool {
+	if len(s.protected) == 0 {
+		return false
+	}
+	var fi fs.FileInfo
+	var err error
+	if follow {
+		fi, err = s.root.Stat(name)
+	} else {
+		fi, err = s.root.Lstat(name)
+	}
+	return err == nil && s.isProtected(fi)
 }
 
 // Close releases the directory handle. Operations after Close fail with
@@ -302,6 +346,10 @@ func (s *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (e
 		}
 	}
 
+	mutating := access != experimentalsys.O_RDONLY || flag&(experimentalsys.O_TRUNC|experimentalsys.O_APPEND) != 0
+	if mutating && s.protectedPath(name, true) {
+		return nil, experimentalsys.EROFS // before opening: O_TRUNC acts at open
+	}
 	f, err := s.root.OpenFile(withSlash(name, trailing), osflag, perm&0o777)
 	if err != nil {
 		return nil, toErrno(err)
@@ -310,6 +358,10 @@ func (s *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (e
 	if err != nil {
 		_ = f.Close()
 		return nil, toErrno(err)
+	}
+	if mutating && s.isProtected(fi) { // swapped in after the check above
+		_ = f.Close()
+		return nil, experimentalsys.EROFS
 	}
 	st := sys.NewStat_t(fi)
 	isDir := fi.IsDir()
@@ -388,6 +440,9 @@ func (s *FS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 	if errno != 0 {
 		return errno
 	}
+	if s.protectedPath(name, true) {
+		return experimentalsys.EROFS
+	}
 	return toErrno(s.root.Chmod(withSlash(name, trailing), perm&0o777))
 }
 
@@ -406,6 +461,9 @@ func (s *FS) Rename(from, to string) experimentalsys.Errno {
 	}
 	if fromName == "." || toName == "." {
 		return experimentalsys.EINVAL // POSIX: renaming "." or onto it
+	}
+	if s.protectedPath(fromName, false) || s.protectedPath(toName, false) {
+		return experimentalsys.EROFS
 	}
 	fromInfo, err := s.root.Lstat(fromName)
 	if err != nil {
@@ -485,6 +543,9 @@ func (s *FS) Unlink(p string) experimentalsys.Errno {
 	if trailing {
 		return experimentalsys.ENOTDIR
 	}
+	if s.isProtected(fi) {
+		return experimentalsys.EROFS
+	}
 	return toErrno(s.root.Remove(name))
 }
 
@@ -554,6 +615,9 @@ func (s *FS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
 	name, trailing, errno := clean(p)
 	if errno != 0 {
 		return errno
+	}
+	if s.protectedPath(name, true) {
+		return experimentalsys.EROFS
 	}
 	if atim == experimentalsys.UTIME_OMIT && mtim == experimentalsys.UTIME_OMIT {
 		_, err := s.root.Stat(withSlash(name, trailing)) // still report a bad path

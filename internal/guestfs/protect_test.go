@@ -1,0 +1,85 @@
+package guestfs
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+)
+
+// TestProtect: a protected file stays as it is whatever the guest tries, by its name, a
+// hard link or a symbolic link; everything else stays writable.
+func TestProtect(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "MURMUR.md")
+	if err := os.WriteFile(p, []byte("identity"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(dir, Protect("MURMUR.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if errno := s.Link("MURMUR.md", "hard"); errno != 0 {
+		t.Fatalf("link: %v", errno)
+	}
+	if errno := s.Symlink("MURMUR.md", "soft"); errno != 0 {
+		t.Fatalf("symlink: %v", errno)
+	}
+	tests := []struct {
+		name string
+		op   func() experimentalsys.Errno
+	}{
+		{"open for writing", func() experimentalsys.Errno { _, e := s.OpenFile("MURMUR.md", experimentalsys.O_WRONLY, 0); return e }},
+		{"truncate at open, read-only", func() experimentalsys.Errno {
+			_, e := s.OpenFile("MURMUR.md", experimentalsys.O_RDONLY|experimentalsys.O_TRUNC, 0)
+			return e
+		}},
+		{"append", func() experimentalsys.Errno {
+			_, e := s.OpenFile("MURMUR.md", experimentalsys.O_RDONLY|experimentalsys.O_APPEND, 0)
+			return e
+		}},
+		{"through the hard link", func() experimentalsys.Errno { _, e := s.OpenFile("hard", experimentalsys.O_RDWR, 0); return e }},
+		{"through the symlink", func() experimentalsys.Errno { _, e := s.OpenFile("soft", experimentalsys.O_RDWR, 0); return e }},
+		{"chmod", func() experimentalsys.Errno { return s.Chmod("MURMUR.md", 0o666) }},
+		{"utimens", func() experimentalsys.Errno { return s.Utimens("soft", 1, 1) }},
+		{"unlink", func() experimentalsys.Errno { return s.Unlink("MURMUR.md") }},
+		{"unlink the hard link", func() experimentalsys.Errno { return s.Unlink("hard") }},
+		{"rename away", func() experimentalsys.Errno { return s.Rename("MURMUR.md", "gone") }},
+		{"rename over", func() experimentalsys.Errno {
+			f, _ := s.OpenFile("fake", experimentalsys.O_CREAT|experimentalsys.O_WRONLY, 0o644)
+			f.Close()
+			return s.Rename("fake", "MURMUR.md")
+		}},
+		{"utimens on a read-only handle", func() experimentalsys.Errno {
+			f, e := s.OpenFile("MURMUR.md", experimentalsys.O_RDONLY, 0)
+			if e != 0 {
+				return e
+			}
+			defer f.Close()
+			return f.Utimens(1, 1)
+		}},
+	}
+	for _, tt := range tests {
+		if errno := tt.op(); errno != experimentalsys.EROFS {
+			t.Errorf("%s: errno %v, want EROFS", tt.name, errno)
+		}
+	}
+	if got, _ := os.ReadFile(p); string(got) != "identity" {
+		t.Fatalf("protected file changed: %q", got)
+	}
+	f, errno := s.OpenFile("MURMUR.md", experimentalsys.O_RDONLY, 0)
+	if errno != 0 {
+		t.Fatalf("reading: %v", errno)
+	}
+	f.Close()
+	if f, errno := s.OpenFile("other.txt", experimentalsys.O_CREAT|experimentalsys.O_WRONLY, 0o644); errno != 0 {
+		t.Fatalf("other files must stay writable: %v", errno)
+	} else {
+		f.Close()
+	}
+	if _, err := New(dir, Protect("missing.md")); err == nil {
+		t.Error("protecting a missing file succeeded")
+	}
+}
