@@ -446,16 +446,22 @@ func (s *FS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 	return toErrno(s.root.Chmod(withSlash(name, trailing), perm&0o777))
 }
 
+// cleanPair cleans both paths of a two-name mutation (rename, link), refusing it on a
+// read-only filesystem.
+func (s *FS) cleanPair(a, b string) (aName string, aSlash bool, bName string, bSlash bool, errno experimentalsys.Errno) {
+	if s.readOnly {
+		return "", false, "", false, experimentalsys.EROFS
+	}
+	if aName, aSlash, errno = clean(a); errno != 0 {
+		return
+	}
+	bName, bSlash, errno = clean(b)
+	return
+}
+
 // Rename implements experimentalsys.FS with rename(2) semantics.
 func (s *FS) Rename(from, to string) experimentalsys.Errno {
-	if s.readOnly {
-		return experimentalsys.EROFS
-	}
-	fromName, fromSlash, errno := clean(from)
-	if errno != 0 {
-		return errno
-	}
-	toName, toSlash, errno := clean(to)
+	fromName, fromSlash, toName, toSlash, errno := s.cleanPair(from, to)
 	if errno != 0 {
 		return errno
 	}
@@ -551,14 +557,7 @@ func (s *FS) Unlink(p string) experimentalsys.Errno {
 
 // Link implements experimentalsys.FS (a hard link; both names in-root).
 func (s *FS) Link(oldPath, newPath string) experimentalsys.Errno {
-	if s.readOnly {
-		return experimentalsys.EROFS
-	}
-	oldName, oldSlash, errno := clean(oldPath)
-	if errno != 0 {
-		return errno
-	}
-	newName, newSlash, errno := clean(newPath)
+	oldName, oldSlash, newName, newSlash, errno := s.cleanPair(oldPath, newPath)
 	if errno != 0 {
 		return errno
 	}
