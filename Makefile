@@ -16,20 +16,23 @@ SDK_SRCS := $(shell find wit/guest -name '*.go')
 EXAMPLE_WASM := examples/artifacts/wordcount/wordcount.wasm examples/capsules/wordcount/capsule.wasm
 WORK_ROOT := $(CURDIR)/bin/work
 
-.PHONY: all run test gateway guests examples fuzz bench vet fmt-check clean
+.PHONY: all run test gateway guests publish examples fuzz bench vet fmt-check clean
 
-all: gateway guests examples
+all: guests examples
 
 ## gateway: build Caddy with capsulegate's modules into bin/caddy
 gateway:
 	$(GO) build -o $(CADDY) ./cmd/caddy
 
-## guests: build every wasm guest (examples in place, test guests into bin/guests/)
-guests: $(EXAMPLE_WASM)
+## guests: build every wasm guest from source (example guests where the examples need
+## them, test guests into bin/guests/), then pack every example artifact and publish it
+## into examples/registry
+guests: gateway $(EXAMPLE_WASM)
 	@for d in $(GUEST_DIRS); do \
 		out=$(BIN)/guests/$$(basename $$d).wasm; mkdir -p $(BIN)/guests; \
 		$(GUEST_BUILD) -o $$out ./$$d || exit 1; \
 	done
+	@$(MAKE) --no-print-directory publish
 
 examples/artifacts/wordcount/wordcount.wasm: $(wildcard examples/guests/wordcount/*.go) $(SDK_SRCS)
 	$(GUEST_BUILD) -o $@ ./examples/guests/wordcount
@@ -37,14 +40,17 @@ examples/artifacts/wordcount/wordcount.wasm: $(wildcard examples/guests/wordcoun
 examples/capsules/wordcount/capsule.wasm: $(wildcard examples/guests/wordcount-capsule/*.go) $(SDK_SRCS)
 	$(GUEST_BUILD) -o $@ ./examples/guests/wordcount-capsule
 
-## examples: pack every example artifact, publish it into examples/registry, install the example capsules
-examples: gateway $(EXAMPLE_WASM)
+## publish: pack every example artifact and publish it into examples/registry
+publish: gateway $(EXAMPLE_WASM)
 	@mkdir -p $(BIN)/artifacts $(REGISTRY)
 	@for d in examples/artifacts/*/; do \
 		n=$$(basename $$d); \
 		$(CADDY) capsule pack $$d --output $(BIN)/artifacts/$$n.mur.zip || exit 1; \
 		$(CADDY) capsule publish $(BIN)/artifacts/$$n.mur.zip --registry $(REGISTRY) || exit 1; \
 	done
+
+## examples: publish the example artifacts and install (pin) the example capsules
+examples: publish
 	@for m in examples/capsules/*/murmur.yaml; do \
 		$(CADDY) capsule install $$m --registry $(REGISTRY) || exit 1; \
 	done
