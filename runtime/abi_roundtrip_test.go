@@ -13,6 +13,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
@@ -110,7 +111,7 @@ func newEchoGuest(tb testing.TB) *echoGuest {
 		tb.Fatal(err)
 	}
 	// The guest's core signatures must be exactly the flattening wit/abi computes.
-	exports := mod.compiled.ExportedFunctions()
+	exports := mod.module.ExportedFunctions()
 	for _, s := range echoShapes {
 		def, ok := exports[s.export()]
 		if !ok {
@@ -405,7 +406,8 @@ func (s *valueSource) value(t *abi.Type) any {
 // deadline), so a fuzz process reuses one instance for every input.
 func (g *echoGuest) open(ctx context.Context, stderr *bytes.Buffer) (api.Module, error) {
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithStderr(stderr)
-	inst, err := g.e.Runtime().InstantiateModule(ctx, g.mod.compiled, cfg)
+	ctx = experimental.WithMemoryAllocator(ctx, g.mod.allocator(1<<32))
+	inst, err := g.e.Runtime().InstantiateModule(ctx, g.mod.module, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,19 @@ import (
 	"errors"
 )
 
+// dataImage is a module's initial data as one block at a fixed offset.
+type dataImage struct {
+	off   uint32
+	block []byte
+}
+
+// wasmSection is one section of a module: content bounds and header start.
+type wasmSection struct {
+	id         byte
+	start, end int
+	hdr        int
+}
+
 // mergeDataSegments rewrites a module's active data segments with constant offsets into
 // one segment, so instantiation copies one block instead of evaluating each segment (Go's
 // linker emits tens of thousands; wazero allocates per segment on every instantiation).
@@ -13,66 +26,83 @@ import (
 // passive segments, non-constant offsets, a malformed section — leaves the module as it
 // is (ok false); the compiler then validates the original as usual.
 func mergeDataSegments(wasm []byte) (out []byte, ok bool) {
-	if len(wasm) < 8 {
+	sections, di, img, ok := moduleData(wasm)
+	if !ok {
 		return wasm, false
 	}
-	type section struct {
-		id         byte
-		start, end int // content bounds
-		hdr        int // start of the section header
+	// One active segment: flags 0, i32.const off, end, the bytes.
+	content := []byte{0x01, 0x00, 0x41}
+	content = appendSleb32(content, int32(img.off))
+	content = append(content, 0x0b)
+	content = binary.AppendUvarint(content, uint64(len(img.block)))
+	content = append(content, img.block...)
+	return rebuildData(wasm, sections, di, content, 1), true
+}
+
+// stripDataSegments returns the module without data segments and its initial data as one
+// image, for a memory allocator that maps the image copy-on-write instead of copying it
+// into every instance.
+func stripDataSegments(wasm []byte) (stripped []byte, img *dataImage, ok bool) {
+	sections, di, img, ok := moduleData(wasm)
+	if !ok {
+		return wasm, nil, false
 	}
-	var sections []section
+	return rebuildData(wasm, sections, di, []byte{0x00}, 0), img, true
+}
+
+// moduleData splits a module into sections and merges its data segments into an image.
+func moduleData(wasm []byte) (sections []wasmSection, di int, img *dataImage, ok bool) {
+	if len(wasm) < 8 {
+		return nil, 0, nil, false
+	}
+	di = -1
 	for p := 8; p < len(wasm); {
 		id := wasm[p]
 		size, n := binary.Uvarint(wasm[p+1:])
 		if n <= 0 || size > uint64(len(wasm)) {
-			return wasm, false
+			return nil, 0, nil, false
 		}
 		start := p + 1 + n
 		end := start + int(size)
 		if end > len(wasm) {
-			return wasm, false
+			return nil, 0, nil, false
 		}
-		sections = append(sections, section{id, start, end, p})
+		if id == 11 {
+			di = len(sections)
+		}
+		sections = append(sections, wasmSection{id, start, end, p})
 		p = end
 	}
-	di := -1
-	for i, s := range sections {
-		if s.id == 11 {
-			di = i
-		}
-	}
 	if di < 0 {
-		return wasm, false
+		return nil, 0, nil, false
 	}
 	segs, err := parseDataSegments(wasm[sections[di].start:sections[di].end])
 	if err != nil || len(segs) < 2 {
-		return wasm, false
+		return nil, 0, nil, false
 	}
 	lo, hi := segs[0].off, segs[0].off
 	for _, s := range segs {
 		end := uint64(s.off) + uint64(len(s.data))
 		if end > 1<<32 {
-			return wasm, false
+			return nil, 0, nil, false
 		}
 		lo = min(lo, s.off)
 		hi = max(hi, uint32(end))
 	}
 	if hi-lo > 256<<20 {
-		return wasm, false // sparse data far apart: one block would waste memory
+		return nil, 0, nil, false // sparse data far apart: one block would waste memory
 	}
 	block := make([]byte, hi-lo)
 	for _, s := range segs {
 		copy(block[s.off-lo:], s.data)
 	}
-	// One active segment: flags 0, i32.const lo, end, the bytes.
-	content := []byte{0x01, 0x00, 0x41}
-	content = appendSleb32(content, int32(lo))
-	content = append(content, 0x0b)
-	content = binary.AppendUvarint(content, uint64(len(block)))
-	content = append(content, block...)
+	return sections, di, &dataImage{off: lo, block: block}, true
+}
 
-	out = make([]byte, 0, len(wasm))
+// rebuildData returns wasm with the data section's content replaced and the data count
+// section, if any, set to count.
+func rebuildData(wasm []byte, sections []wasmSection, di int, content []byte, count byte) []byte {
+	out := make([]byte, 0, len(wasm))
 	out = append(out, wasm[:8]...)
 	for i, s := range sections {
 		switch {
@@ -80,13 +110,13 @@ func mergeDataSegments(wasm []byte) (out []byte, ok bool) {
 			out = append(out, 11)
 			out = binary.AppendUvarint(out, uint64(len(content)))
 			out = append(out, content...)
-		case s.id == 12: // data count must match the new number of segments
-			out = append(out, 12, 1, 1)
+		case s.id == 12:
+			out = append(out, 12, 1, count)
 		default:
 			out = append(out, wasm[s.hdr:s.end]...)
 		}
 	}
-	return out, true
+	return out
 }
 
 var errUnsupportedData = errors.New("unsupported data segment")

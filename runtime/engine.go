@@ -47,7 +47,7 @@ type Engine struct {
 
 	mu       sync.Mutex
 	closed   bool
-	compiled map[[32]byte]wazero.CompiledModule // by sha256 of the wasm bytes
+	compiled map[[32]byte]*compiled // by sha256 of the wasm bytes
 }
 
 // EngineOption configures NewEngine.
@@ -107,7 +107,7 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 		cache.Close(ctx)
 		return nil, err
 	}
-	return &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]wazero.CompiledModule{}}, nil
+	return &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}}, nil
 }
 
 // Runtime exposes the wazero runtime so host modules (imports) can be defined on it.
@@ -125,6 +125,11 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	e.closed = true
 	err := e.rt.Close(ctx)
+	for _, c := range e.compiled {
+		if c.image != nil {
+			c.image.close()
+		}
+	}
 	return errors.Join(err, e.cache.Close(ctx))
 }
 
@@ -133,70 +138,114 @@ type Module struct {
 	Capsule  string
 	Artifact string
 	Role     manifest.Role
-	compiled wazero.CompiledModule
+	*compiled
+}
+
+// compiled is a module's machine code and how its instances' memory starts.
+type compiled struct {
+	module   wazero.CompiledModule
 	minPages uint32
+	// image, when set, is the module's initial data, mapped copy-on-write into each
+	// instance; the compiled module then has no data segments. data is the same bytes,
+	// for an allocator that cannot map (it copies them instead).
+	image *memImage
+	data  *dataImage
 }
 
 // Compile compiles wasm for the artifact of capsule; machine code comes from the cache
 // when the same bytes were compiled before.
 func (e *Engine) Compile(ctx context.Context, capsule, artifact string, role manifest.Role, wasm []byte) (*Module, error) {
-	cm, err := e.compile(ctx, wasm)
+	c, err := e.compile(ctx, wasm)
 	if err != nil {
 		return nil, errs.Wrap(err, CodeCompile, "runtime", fmt.Sprintf("artifact %s: the module does not compile", artifact),
 			"rebuild it for WASI preview1 (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)")
 	}
-	m := &Module{Capsule: capsule, Artifact: artifact, Role: role, compiled: cm}
-	for _, mem := range cm.ExportedMemories() {
-		m.minPages = max(m.minPages, mem.Min())
-	}
-	for _, mem := range cm.ImportedMemories() {
-		m.minPages = max(m.minPages, mem.Min())
-	}
-	return m, nil
+	return &Module{Capsule: capsule, Artifact: artifact, Role: role, compiled: c}, nil
 }
 
 // compile returns the compiled form of wasm, compiling it only the first time these bytes
 // are seen by this engine: a re-stage (a config reload) of unchanged artifacts skips
 // wazero's decoding and validation, which it does even on an on-disk cache hit. Compiled
 // modules live as long as the engine.
-func (e *Engine) compile(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+func (e *Engine) compile(ctx context.Context, wasm []byte) (*compiled, error) {
 	key := sha256.Sum256(wasm)
 	e.mu.Lock()
-	cm, ok := e.compiled[key]
+	c, ok := e.compiled[key]
 	e.mu.Unlock()
 	if ok {
-		return cm, nil
+		return c, nil
 	}
-	cm, err := e.compileMerged(ctx, wasm)
+	c, err := e.compileFast(ctx, wasm)
 	if err != nil {
 		return nil, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if prev, ok := e.compiled[key]; ok {
-		cm.Close(ctx) // another stage compiled the same bytes meanwhile
+		c.module.Close(ctx) // another stage compiled the same bytes meanwhile
+		if c.image != nil {
+			c.image.close()
+		}
 		return prev, nil
 	}
-	e.compiled[key] = cm
-	return cm, nil
+	e.compiled[key] = c
+	return c, nil
 }
 
-// compileMerged compiles wasm with its data segments merged (mergeDataSegments); should
-// the rewritten module not compile, the original is compiled so the error is the
-// module's own.
-func (e *Engine) compileMerged(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
-	if merged, ok := mergeDataSegments(wasm); ok {
-		if cm, err := e.rt.CompileModule(ctx, merged); err == nil {
-			return cm, nil
+// compileFast compiles wasm so its instances start fast: its data segments become a
+// copy-on-write memory image (stripDataSegments), or else one merged segment
+// (mergeDataSegments). Should a rewritten module not compile, the original is compiled,
+// so an error is the module's own.
+func (e *Engine) compileFast(ctx context.Context, wasm []byte) (*compiled, error) {
+	if imagesSupported {
+		if stripped, data, ok := stripDataSegments(wasm); ok {
+			if cm, err := e.rt.CompileModule(ctx, stripped); err == nil {
+				c := newCompiled(cm)
+				fits := len(cm.ImportedMemories()) == 0 && uint64(data.off)+uint64(len(data.block)) <= uint64(c.minPages)*pageSize
+				if img, err := newMemImage(data); fits && err == nil {
+					c.image, c.data = img, data
+					return c, nil
+				} else if err == nil {
+					img.close()
+				}
+				cm.Close(ctx)
+			}
 		}
 	}
-	return e.rt.CompileModule(ctx, wasm)
+	if merged, ok := mergeDataSegments(wasm); ok {
+		if cm, err := e.rt.CompileModule(ctx, merged); err == nil {
+			return newCompiled(cm), nil
+		}
+	}
+	cm, err := e.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, err
+	}
+	return newCompiled(cm), nil
+}
+
+// allocator returns the memory allocator an instance of c must be created with: it caps
+// memory at limit and lays down the module's initial data when the module has an image
+// (instantiating without it would start the guest with its data missing).
+func (c *compiled) allocator(limit uint64) *limitedAllocator {
+	return &limitedAllocator{limit: limit, image: c.image, data: c.data}
+}
+
+func newCompiled(cm wazero.CompiledModule) *compiled {
+	c := &compiled{module: cm}
+	for _, mem := range cm.ExportedMemories() {
+		c.minPages = max(c.minPages, mem.Min())
+	}
+	for _, mem := range cm.ImportedMemories() {
+		c.minPages = max(c.minPages, mem.Min())
+	}
+	return c
 }
 
 // Exports lists the module's exported function names.
 func (m *Module) Exports() []string {
 	var out []string
-	for name := range m.compiled.ExportedFunctions() {
+	for name := range m.module.ExportedFunctions() {
 		out = append(out, name)
 	}
 	return out
@@ -241,7 +290,7 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		ctx, cancel = context.WithTimeout(ctx, g.Deadline)
 		defer cancel()
 	}
-	alloc := &limitedAllocator{limit: uint64(limitPages) * pageSize}
+	alloc := mod.allocator(uint64(limitPages) * pageSize)
 	ctx = experimental.WithMemoryAllocator(ctx, alloc)
 	defer func() {
 		reason := ""
@@ -270,7 +319,7 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 	if g.Stderr != nil {
 		cfg = cfg.WithStderr(g.Stderr)
 	}
-	m, err := e.rt.InstantiateModule(ctx, mod.compiled, cfg)
+	m, err := e.rt.InstantiateModule(ctx, mod.module, cfg)
 	if err != nil {
 		return err
 	}
@@ -309,16 +358,19 @@ func splitEnv(kv string) (string, string) {
 // It gives per-capsule limits within one shared runtime (wazero's WithMemoryLimitPages
 // is runtime-wide).
 type limitedAllocator struct {
-	limit   uint64
-	mu      sync.Mutex
-	refused bool
+	limit    uint64
+	image    *memImage  // mapped at the bottom of memory, when the module has one
+	data     *dataImage // the same bytes, copied in when mapping is not possible
+	imageErr error      // why the image could not be mapped, if it could not
+	mu       sync.Mutex
+	refused  bool
 }
 
 func (a *limitedAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
 	if m, ok := newMmapMemory(a); ok {
 		return m
 	}
-	return &limitedMemory{a: a}
+	return &limitedMemory{a: a, data: a.data}
 }
 
 func (a *limitedAllocator) refuse() {
@@ -334,8 +386,9 @@ func (a *limitedAllocator) wasRefused() bool {
 }
 
 type limitedMemory struct {
-	a   *limitedAllocator
-	buf []byte
+	a    *limitedAllocator
+	buf  []byte
+	data *dataImage // copied in at the first allocation, for modules without data segments
 }
 
 func (m *limitedMemory) Reallocate(size uint64) []byte {
@@ -351,6 +404,13 @@ func (m *limitedMemory) Reallocate(size uint64) []byte {
 	newCap := max(size, min(uint64(cap(m.buf))*2, m.a.limit))
 	nb := make([]byte, size, newCap)
 	copy(nb, m.buf)
+	if d := m.data; d != nil {
+		m.data = nil
+		if uint64(d.off)+uint64(len(d.block)) > size {
+			return nil // cannot happen: compile checked the image fits the initial memory
+		}
+		copy(nb[d.off:], d.block)
+	}
 	m.buf = nb
 	return nb
 }

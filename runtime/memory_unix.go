@@ -24,6 +24,14 @@ func newMmapMemory(a *limitedAllocator) (experimental.LinearMemory, bool) {
 	if err != nil {
 		return nil, false
 	}
+	if a.image != nil {
+		if err := a.image.mapOnto(buf); err != nil {
+			// The module has no data segments of its own: without its image it cannot start.
+			syscall.Munmap(buf)
+			a.imageErr = err
+			return nil, false
+		}
+	}
 	return &mmapMemory{a: a, buf: buf}, true
 }
 

@@ -58,7 +58,7 @@ func parseExport(name string) (iface, version, fn string, ok bool) {
 // CheckWorld accepted it.
 func (m *Module) RunExport(world string) string {
 	want := worlds[world].export
-	for name := range m.compiled.ExportedFunctions() {
+	for name := range m.module.ExportedFunctions() {
 		if iface, _, fn, ok := parseExport(name); ok && iface == want && fn == "run" {
 			return name
 		}
@@ -77,7 +77,7 @@ func (m *Module) CheckWorld(world string) error {
 	}
 	var problems errs.List
 	found := false
-	for name := range m.compiled.ExportedFunctions() {
+	for name := range m.module.ExportedFunctions() {
 		iface, ver, fn, ok := parseExport(name)
 		if !ok {
 			continue
@@ -106,7 +106,7 @@ func (m *Module) CheckWorld(world string) error {
 		allowed[i] = true
 	}
 	var bad []string
-	for _, f := range m.compiled.ImportedFunctions() {
+	for _, f := range m.module.ImportedFunctions() {
 		mod, _, _ := f.Import()
 		if mod == "wasi_snapshot_preview1" || allowed[mod] {
 			continue

@@ -1,0 +1,68 @@
+//go:build linux
+
+package runtime
+
+import (
+	"fmt"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// memImage is a module's initial memory contents (its data segments) in a sealed memfd.
+// Each instance maps it copy-on-write at the bottom of its linear memory, so starting an
+// instance copies nothing: pages are shared until the guest writes them.
+type memImage struct {
+	fd   int
+	size uint64 // bytes of the file: the data's offset plus its length
+}
+
+// newMemImage writes img into a fresh memfd and seals it against change.
+func newMemImage(img *dataImage) (*memImage, error) {
+	fd, err := unix.MemfdCreate("capsulegate-image", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	size := uint64(img.off) + uint64(len(img.block))
+	if err := unix.Ftruncate(fd, int64(size)); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("ftruncate: %w", err)
+	}
+	for done := 0; done < len(img.block); {
+		n, err := unix.Pwrite(fd, img.block[done:], int64(img.off)+int64(done))
+		if err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("pwrite: %w", err)
+		}
+		done += n
+	}
+	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	return &memImage{fd: fd, size: size}, nil
+}
+
+// mapOnto maps the image copy-on-write over the start of buf, a mapping at least
+// roundUp(size) long.
+func (m *memImage) mapOnto(buf []byte) error {
+	length := roundUpPage(m.size)
+	if length > uint64(len(buf)) {
+		return fmt.Errorf("image of %d bytes does not fit a %d-byte memory", m.size, len(buf))
+	}
+	_, err := unix.MmapPtr(m.fd, 0, unsafe.Pointer(&buf[0]), uintptr(length),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
+	return err
+}
+
+func (m *memImage) close() { unix.Close(m.fd) }
+
+// imagesSupported reports whether this platform maps memory images.
+const imagesSupported = true
+
+func roundUpPage(n uint64) uint64 {
+	p := uint64(os.Getpagesize())
+	return (n + p - 1) / p * p
+}

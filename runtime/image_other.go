@@ -1,0 +1,16 @@
+//go:build !linux
+
+package runtime
+
+import "errors"
+
+// memImage is unused where memfd is unavailable: modules keep their data segments.
+type memImage struct{ size uint64 }
+
+const imagesSupported = false
+
+func newMemImage(*dataImage) (*memImage, error) { return nil, errors.New("memory images need linux") }
+
+func (m *memImage) mapOnto([]byte) error { return errors.New("memory images need linux") }
+
+func (m *memImage) close() {}
