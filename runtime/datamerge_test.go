@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"path/filepath"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
@@ -69,4 +71,49 @@ func dataSection(t *testing.T, wasm []byte) []byte {
 	}
 	t.Fatal("no data section")
 	return nil
+}
+
+// TestMemoryImageKeepsMemory: a Go guest instantiated from its stripped module with the
+// engine's allocator (copy-on-write image, or the copying fallback) starts with memory
+// byte-for-byte equal to the original module's.
+func TestMemoryImageKeepsMemory(t *testing.T) {
+	orig := guestbuild.Wasm(t, "../internal/testguests/echo")
+	ctx := context.Background()
+	plain := func() []byte {
+		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+		defer rt.Close(ctx)
+		wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+		m, err := rt.InstantiateWithConfig(ctx, orig, wazero.NewModuleConfig().WithStartFunctions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := m.Memory().Read(0, m.Memory().Size())
+		return bytes.Clone(b)
+	}()
+	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	mod, err := e.Compile(ctx, "cap", "echo", "tool", orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if imagesSupported && mod.image == nil {
+		t.Fatal("no memory image for a Go guest")
+	}
+	for _, mode := range []string{"mapped", "copied", "heap"} {
+		alloc := mod.allocator(64 << 20)
+		switch mode {
+		case "copied":
+			alloc.image = nil // the copying fallback into a mapping
+		case "heap":
+			alloc.image, alloc.limit = nil, 1<<32+pageSize // too large to map: the heap fallback
+		}
+		m, err := e.Runtime().InstantiateModule(experimental.WithMemoryAllocator(ctx, alloc), mod.module, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := m.Memory().Read(0, m.Memory().Size())
+		if !bytes.Equal(got, plain) {
+			t.Errorf("%s: memory differs from the original module's", mode)
+		}
+		m.Close(ctx)
+	}
 }

@@ -24,13 +24,20 @@ func newMmapMemory(a *limitedAllocator) (experimental.LinearMemory, bool) {
 	if err != nil {
 		return nil, false
 	}
-	if a.image != nil {
+	switch {
+	case a.image != nil:
 		if err := a.image.mapOnto(buf); err != nil {
-			// The module has no data segments of its own: without its image it cannot start.
+			// The module has no data segments of its own: fall back to copying its data.
 			syscall.Munmap(buf)
 			a.imageErr = err
 			return nil, false
 		}
+	case a.data != nil:
+		if uint64(a.data.off)+uint64(len(a.data.block)) > uint64(len(buf)) {
+			syscall.Munmap(buf)
+			return nil, false
+		}
+		copy(buf[a.data.off:], a.data.block)
 	}
 	return &mmapMemory{a: a, buf: buf}, true
 }
