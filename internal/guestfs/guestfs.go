@@ -390,25 +390,17 @@ func (s *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (e
 }
 
 // Lstat implements experimentalsys.FS.
-func (s *FS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {
-	name, trailing, errno := clean(p)
-	if errno != 0 {
-		return sys.Stat_t{}, errno
-	}
-	fi, err := s.root.Lstat(withSlash(name, trailing))
-	if err != nil {
-		return sys.Stat_t{}, toErrno(err)
-	}
-	return sys.NewStat_t(fi), 0
-}
+func (s *FS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) { return s.stat(p, s.root.Lstat) }
 
 // Stat implements experimentalsys.FS.
-func (s *FS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
+func (s *FS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) { return s.stat(p, s.root.Stat) }
+
+func (s *FS) stat(p string, statFn func(string) (fs.FileInfo, error)) (sys.Stat_t, experimentalsys.Errno) {
 	name, trailing, errno := clean(p)
 	if errno != 0 {
 		return sys.Stat_t{}, errno
 	}
-	fi, err := s.root.Stat(withSlash(name, trailing))
+	fi, err := statFn(withSlash(name, trailing))
 	if err != nil {
 		return sys.Stat_t{}, toErrno(err)
 	}
