@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/guestfs"
@@ -65,39 +66,91 @@ func (e *Engine) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOpti
 	if err != nil {
 		return nil, err
 	}
-	res := &RunResult{SessionID: id, Capsule: m.Name, Workdir: layout.Work, Records: layout.Root}
-	fail := func(err error) (*RunResult, error) {
-		res.Status, res.Result = StateFailed, "error: "+err.Error()
-		if werr := os.WriteFile(filepath.Join(layout.Work, "out", "result.txt"), []byte(res.Result+"\n"), 0o644); werr != nil {
-			return nil, errors.Join(err, werr)
+	var sinks []Sink
+	if m.Trace.Capture != "none" {
+		trace, err := NewTraceSink(layout.Trace, m.Trace.Capture == "content")
+		if err != nil {
+			return nil, err
 		}
-		return res, nil
+		defer trace.Close()
+		sinks = append(sinks, trace)
 	}
+	stream := NewStream(id, sinks...)
+	start := time.Now()
+	sessEvt, _ := stream.Emit(EventSessionStart, "", sessionStart(staged), nil)
+	taskID, ctxID := NewID("tsk_"), NewID("ctx_")
+	taskEvt, _ := stream.Emit(EventTaskStart, sessEvt, TaskStart{TaskID: taskID, ContextID: ctxID, Source: "cli", InputBytes: len(opts.Task)},
+		map[string]string{"input": opts.Task})
+
+	res := &RunResult{SessionID: id, Capsule: m.Name, Workdir: layout.Work, Records: layout.Root}
+	sess, runErr := e.runTask(ctx, staged, layout, id, opts, stream, taskEvt)
+	if runErr != nil {
+		res.Status, res.Result = StateFailed, "error: "+runErr.Error()
+		if werr := os.WriteFile(filepath.Join(layout.Work, "out", "result.txt"), []byte(res.Result+"\n"), 0o644); werr != nil {
+			return nil, errors.Join(runErr, werr)
+		}
+	} else {
+		res.Status = StateCompleted
+		res.Result, runErr = readResult(layout.Work)
+		if runErr != nil {
+			res.Status, res.Result = StateFailed, "error: the capsule finished but wrote no out/result.txt: "+runErr.Error()
+		}
+	}
+	stream.Emit(EventTaskEnd, taskEvt, TaskEnd{TaskID: taskID, State: res.Status, DurationMS: time.Since(start).Milliseconds()},
+		map[string]string{"output": res.Result})
+	end := SessionEnd{Tasks: 1, ExitStatus: res.Status, DurationMS: time.Since(start).Milliseconds()}
+	if sess != nil {
+		end.ToolCalls, end.Denials = int(sess.toolCalls.Load()), int(sess.denials.Load())
+	}
+	stream.Emit(EventSessionEnd, sessEvt, end, nil)
+	if err := stream.Err(); err != nil {
+		return nil, err // a trace that cannot be written fails the session loudly
+	}
+	return res, nil
+}
+
+// runTask prepares the session's files and runs the script capsule's task.
+func (e *Engine) runTask(ctx context.Context, staged *Staged, layout *Layout, id string, opts RunOptions, stream *Stream, taskEvt string) (*session, error) {
+	m := staged.Manifest
 	if opts.Task != "" {
 		if err := os.WriteFile(filepath.Join(layout.Work, "task.md"), []byte(opts.Task), 0o644); err != nil {
-			return fail(err)
+			return nil, err
 		}
 	}
 	if err := os.WriteFile(filepath.Join(layout.Work, "MURMUR.md"), murmurMD(staged, id), 0o444); err != nil {
-		return fail(err)
+		return nil, err
 	}
-	sess, err := e.newSession(staged, layout, id, opts)
+	sess, err := e.newSession(staged, layout, id, opts, stream, taskEvt)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	defer sess.close()
 	if err := e.RunScript(ctx, staged.Script, sess.grants(m.Name, RoleCapsule), sess.host(m.Name)); err != nil {
 		if said := sess.lastWords(m.Name + ".stderr.log"); said != "" {
 			err = fmt.Errorf("%w; the guest's stderr ended with: %s", err, said)
 		}
-		return fail(err)
+		return sess, err
 	}
-	out, err := readResult(layout.Work)
-	if err != nil {
-		return fail(fmt.Errorf("the capsule finished but wrote no out/result.txt: %w", err))
+	return sess, nil
+}
+
+// sessionStart describes a staged capsule for the trace: its tools and effective grants
+// (names, never values).
+func sessionStart(s *Staged) SessionStart {
+	m := s.Manifest
+	st := SessionStart{Capsule: m.Name, Version: m.Version, SandboxTier: "wasm", ToolsDeclared: []string{},
+		Grants: Grant{Network: []string{}, Env: append([]string{}, m.Capabilities.Env.Allow...),
+			FilesystemScope: m.Capabilities.Filesystem.Scope, MemoryBytes: m.Capabilities.Limits.MemoryBytes,
+			DeadlineSeconds: m.Deadline(manifest.RoleTool).Seconds()}}
+	for _, a := range m.Artifacts {
+		if a.Runtime == manifest.RoleTool || a.Runtime == manifest.RoleSkill {
+			st.ToolsDeclared = append(st.ToolsDeclared, a.Name)
+		}
 	}
-	res.Status, res.Result = StateCompleted, out
-	return res, nil
+	for _, r := range m.Capabilities.NetworkRules {
+		st.Grants.Network = append(st.Grants.Network, r.String())
+	}
+	return st
 }
 
 // session holds what the guests of one session share.
@@ -111,9 +164,14 @@ type session struct {
 
 	mu      sync.Mutex
 	writers map[string]*cappedFile
+
+	stream    *Stream
+	taskEvt   string // the current task's event, parent of its tool calls
+	toolCalls atomic.Int64
+	denials   atomic.Int64
 }
 
-func (e *Engine) newSession(s *Staged, l *Layout, id string, ro RunOptions) (*session, error) {
+func (e *Engine) newSession(s *Staged, l *Layout, id string, ro RunOptions, stream *Stream, taskEvt string) (*session, error) {
 	m := s.Manifest
 	root := filepath.Join(l.Work, filepath.FromSlash(m.Capabilities.Filesystem.Scope))
 	if err := os.MkdirAll(root, 0o755); err != nil {
@@ -132,10 +190,12 @@ func (e *Engine) newSession(s *Staged, l *Layout, id string, ro RunOptions) (*se
 		lookup = os.LookupEnv
 	}
 	sess := &session{e: e, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
-		writers: map[string]*cappedFile{}}
+		writers: map[string]*cappedFile{}, stream: stream, taskEvt: taskEvt}
 	sess.http = &HTTPHost{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: e.metrics,
 		OnDeny: func(who, host string, port int, err error) {
+			sess.denials.Add(1)
 			fmt.Fprintf(sess.log("bootstrap.log"), "%s network_denied who=%s host=%s port=%d: %v\n", time.Now().UTC().Format(time.RFC3339), who, host, port, err)
+			stream.Emit(EventNetworkDenied, taskEvt, NetworkDenied{Who: who, Host: host, Port: port, Check: err.Error()}, nil)
 		}}
 	sess.http.Init()
 	return sess, nil
@@ -169,7 +229,26 @@ func (s *session) invoke(ctx context.Context, name string, in abi.ToolInput) (ab
 	if mod == nil || mod.Role != manifest.RoleTool {
 		return abi.ToolResult{}, fmt.Errorf("tool-registry: no wasm tool named %q is declared in the manifest (declared: %s)", name, strings.Join(s.toolNames(), ", "))
 	}
-	return s.e.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.host(name), in)
+	start := time.Now()
+	out, err := s.e.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.host(name), in)
+	s.toolCalls.Add(1)
+	rec := ToolCall{ToolName: name, Kind: "wasm", InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
+		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds()}
+	var ge *GuestError
+	if errors.As(err, &ge) {
+		rec.Status, rec.Trap = "error", ge.Reason
+	} else if err != nil {
+		rec.Status = "error"
+	}
+	s.stream.Emit(EventToolCall, s.taskEvt, rec, map[string]string{"input": value(in.Data), "output": value(out.Data)})
+	return out, err
+}
+
+func value(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 func (s *session) toolNames() []string {

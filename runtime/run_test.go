@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,9 +27,12 @@ func TestRunOnceScriptCapsule(t *testing.T) {
 		tool       string // TESTGUEST_TOOL on the host
 		wantStatus string
 		wantResult string
+		wantEvents []string
 	}{
-		{"completes", "", StateCompleted, "hello"},
-		{"undeclared tool fails the task", "nope", StateFailed, `no wasm tool named "nope" is declared`},
+		{"completes", "", StateCompleted, "hello",
+			[]string{EventSessionStart, EventTaskStart, EventToolCall, EventTaskEnd, EventSessionEnd}},
+		{"undeclared tool fails the task", "nope", StateFailed, `no wasm tool named "nope" is declared`,
+			[]string{EventSessionStart, EventTaskStart, EventTaskEnd, EventSessionEnd}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,6 +68,53 @@ func TestRunOnceScriptCapsule(t *testing.T) {
 			if task, _ := os.ReadFile(filepath.Join(res.Workdir, "task.md")); string(task) != "say hello" {
 				t.Errorf("task.md = %q", task)
 			}
+			checkTrace(t, filepath.Join(res.Records, "trace.jsonl"), tt.wantEvents, tt.wantStatus)
 		})
+	}
+}
+
+// checkTrace asserts the trace holds exactly the wanted events, in order, with the common
+// fields, valid parent links (session → task → tool call) and no content under capture meta.
+func checkTrace(t *testing.T, path string, want []string, state string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("trace has %d events, want %v:\n%s", len(lines), want, data)
+	}
+	ids := map[string]string{} // event id → type
+	var session string
+	for i, line := range lines {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		typ, _ := ev["event_type"].(string)
+		id, _ := ev["event_id"].(string)
+		if typ != want[i] || !strings.HasPrefix(id, "evt_") || ev["timestamp"] == nil {
+			t.Fatalf("event %d = %v, want type %s", i, ev, want[i])
+		}
+		if session == "" {
+			session, _ = ev["session_id"].(string)
+		}
+		if ev["session_id"] != session || !strings.HasPrefix(session, "ses_") {
+			t.Errorf("event %d session_id = %v", i, ev["session_id"])
+		}
+		parent, _ := ev["parent_id"].(string)
+		wantParent := map[string]string{EventSessionStart: "", EventTaskStart: EventSessionStart, EventToolCall: EventTaskStart,
+			EventTaskEnd: EventTaskStart, EventSessionEnd: EventSessionStart}[typ]
+		if ids[parent] != wantParent || (typ == EventSessionStart) != (ev["parent_id"] == nil) {
+			t.Errorf("event %s has parent %q (%s), want a %q", typ, parent, ids[parent], wantParent)
+		}
+		if _, ok := ev["input"]; ok {
+			t.Errorf("capture meta kept content: %v", ev)
+		}
+		if typ == EventTaskEnd && ev["state"] != state {
+			t.Errorf("task_end state = %v, want %s", ev["state"], state)
+		}
+		ids[id] = typ
 	}
 }

@@ -1,0 +1,213 @@
+package runtime
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+// CodeTrace fails a session whose trace cannot be written: events are never dropped.
+const CodeTrace = "E-RUN-012"
+
+// Event types of the session stream (SPEC §8).
+const (
+	EventSessionStart  = "session_start"
+	EventTaskStart     = "task_start"
+	EventToolCall      = "tool_call"
+	EventNetworkDenied = "network_denied"
+	EventTaskEnd       = "task_end"
+	EventSessionEnd    = "session_end"
+)
+
+// Event is one thing that happened in a session. Data is the event's own fields (a
+// struct from this file); Content holds inputs and outputs, kept only when the trace
+// captures content.
+type Event struct {
+	Type      string
+	ID        string
+	ParentID  string // "" only for session_start
+	SessionID string
+	Time      time.Time
+	Data      any
+	Content   map[string]string
+}
+
+// SessionStart opens a session.
+type SessionStart struct {
+	Capsule       string   `json:"capsule"`
+	Version       string   `json:"version"`
+	Model         string   `json:"model,omitempty"`
+	MaxTurns      int      `json:"max_turns,omitempty"`
+	ToolsDeclared []string `json:"tools_declared"`
+	SandboxTier   string   `json:"sandbox_tier"`
+	Grants        Grant    `json:"grants"`
+}
+
+// Grant is the effective grants of a session, as the trace records them: names, never
+// values.
+type Grant struct {
+	Network         []string `json:"network"`
+	Env             []string `json:"env"`
+	FilesystemScope string   `json:"filesystem_scope"`
+	MemoryBytes     int64    `json:"memory_bytes"`
+	DeadlineSeconds float64  `json:"deadline_seconds"`
+}
+
+// TaskStart opens a task.
+type TaskStart struct {
+	TaskID     string `json:"task_id"`
+	ContextID  string `json:"context_id"`
+	Source     string `json:"source"`
+	InputBytes int    `json:"input_bytes"`
+}
+
+// ToolCall records one tool call.
+type ToolCall struct {
+	Turn        int    `json:"turn"`
+	ToolName    string `json:"tool_name"`
+	Kind        string `json:"kind"`
+	InputBytes  int    `json:"input_bytes"`
+	OutputBytes int    `json:"output_bytes"`
+	Status      string `json:"status"`
+	DurationMS  int64  `json:"duration_ms"`
+	Trap        string `json:"trap,omitempty"`
+}
+
+// NetworkDenied records a refused connection.
+type NetworkDenied struct {
+	Who   string `json:"who"`
+	Host  string `json:"host"`
+	Port  int    `json:"port"`
+	Check string `json:"rule_check"`
+}
+
+// TaskEnd closes a task.
+type TaskEnd struct {
+	TaskID     string `json:"task_id"`
+	State      string `json:"state"`
+	Turns      int    `json:"turns"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// SessionEnd closes a session.
+type SessionEnd struct {
+	Tasks      int    `json:"tasks"`
+	ToolCalls  int    `json:"tool_calls"`
+	Denials    int    `json:"network_denials"`
+	ExitStatus string `json:"exit_status"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// Sink receives a session's events, in order. An error fails the session.
+type Sink interface {
+	Event(e *Event) error
+}
+
+// Stream is a session's one event stream: the runtime emits, sinks (trace, metrics,
+// progress, later SSE and hooks) consume; nothing calls a sink directly.
+type Stream struct {
+	sessionID string
+	sinks     []Sink
+
+	mu  sync.Mutex
+	err error
+}
+
+// NewStream returns the stream of session id feeding sinks.
+func NewStream(id string, sinks ...Sink) *Stream { return &Stream{sessionID: id, sinks: sinks} }
+
+// Emit sends an event of type typ under parent and returns its id. After a sink failed,
+// Emit returns that failure and sends nothing more.
+func (s *Stream) Emit(typ, parent string, data any, content map[string]string) (string, error) {
+	e := &Event{Type: typ, ID: NewID("evt_"), ParentID: parent, SessionID: s.sessionID, Time: time.Now(), Data: data, Content: content}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return e.ID, s.err
+	}
+	for _, sink := range s.sinks {
+		if err := sink.Event(e); err != nil {
+			s.err = err
+			return e.ID, err
+		}
+	}
+	return e.ID, nil
+}
+
+// Err returns the first sink failure, if any.
+func (s *Stream) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// TraceSink appends each event as one JSON line to trace.jsonl and flushes it.
+type TraceSink struct {
+	f       *os.File
+	w       *bufio.Writer
+	content bool
+}
+
+// NewTraceSink opens path for appending; content keeps inputs and outputs
+// (trace.capture: content), otherwise only sizes are kept.
+func NewTraceSink(path string, content bool) (*TraceSink, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, errs.Wrap(err, CodeTrace, "runtime", "cannot open the trace "+path, "check that work_root is writable")
+	}
+	return &TraceSink{f: f, w: bufio.NewWriter(f), content: content}, nil
+}
+
+// Event writes e as {"event_type", "event_id", "parent_id", "session_id", "timestamp", …}.
+func (t *TraceSink) Event(e *Event) error {
+	line := map[string]any{}
+	if e.Data != nil {
+		b, err := json.Marshal(e.Data)
+		if err != nil {
+			return errs.Wrap(err, CodeTrace, "runtime", "cannot encode a trace event", "")
+		}
+		if err := json.Unmarshal(b, &line); err != nil {
+			return errs.Wrap(err, CodeTrace, "runtime", "cannot encode a trace event", "")
+		}
+	}
+	line["event_type"] = e.Type
+	line["event_id"] = e.ID
+	line["session_id"] = e.SessionID
+	line["timestamp"] = e.Time.UnixMilli()
+	if e.ParentID == "" {
+		line["parent_id"] = nil
+	} else {
+		line["parent_id"] = e.ParentID
+	}
+	if t.content {
+		for k, v := range e.Content {
+			line[k] = v
+		}
+	}
+	b, err := json.Marshal(line)
+	if err != nil {
+		return errs.Wrap(err, CodeTrace, "runtime", "cannot encode a trace event", "")
+	}
+	b = append(b, '\n')
+	if _, err := t.w.Write(b); err != nil {
+		return errs.Wrap(err, CodeTrace, "runtime", "cannot write the trace "+t.f.Name(), "free disk space; the session stops rather than lose events")
+	}
+	if err := t.w.Flush(); err != nil {
+		return errs.Wrap(err, CodeTrace, "runtime", "cannot write the trace "+t.f.Name(), "free disk space; the session stops rather than lose events")
+	}
+	return nil
+}
+
+// Close closes the trace file.
+func (t *TraceSink) Close() error {
+	if err := t.w.Flush(); err != nil {
+		t.f.Close()
+		return fmt.Errorf("flush trace: %w", err)
+	}
+	return t.f.Close()
+}
