@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/netpolicy"
@@ -60,7 +62,38 @@ type HTTPHost struct {
 	// OnDeny is told of every refusal, after it is counted (for the trace and logs).
 	OnDeny func(who, host string, port int, err error)
 
+	// Sleep waits between provider retries; nil waits on a timer (tests pass a fake clock).
+	Sleep func(ctx context.Context, d time.Duration) error
+
 	client *http.Client
+}
+
+// ProviderTries is how many times a request to a credentialed provider endpoint is sent
+// when it answers 429 or 5xx.
+const ProviderTries = 3
+
+// backoff is the wait before retry number try+1: 0.5 s doubling, ±50 % jitter, capped at
+// 8 s; a Retry-After in seconds (up to 30) wins.
+func backoff(try int, retryAfter string) time.Duration {
+	if n, err := strconv.Atoi(strings.TrimSpace(retryAfter)); err == nil && n >= 0 && n <= 30 {
+		return time.Duration(n) * time.Second
+	}
+	base := min(500*time.Millisecond<<(try-1), 8*time.Second)
+	return base/2 + time.Duration(rand.Int64N(int64(base)))
+}
+
+func (h *HTTPHost) sleep(ctx context.Context, d time.Duration) error {
+	if h.Sleep != nil {
+		return h.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Init builds the host's HTTP client; call it once before Send.
@@ -113,29 +146,49 @@ func (h *HTTPHost) Send(ctx context.Context, who string, req OutgoingRequest) (*
 	if method == "" {
 		method = http.MethodGet
 	}
-	hr, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(req.Body))
-	if err != nil {
-		return nil, fmt.Errorf("invalid request: %v", err)
-	}
-	for _, kv := range req.Headers {
-		hr.Header.Add(kv[0], kv[1])
-	}
+	var creds [][2]string
 	for _, c := range h.Credentials {
 		if strings.HasPrefix(u.String(), strings.TrimSuffix(c.Endpoint, "/")+"/") || u.String() == c.Endpoint {
-			for _, kv := range c.Headers {
-				hr.Header.Set(kv[0], kv[1])
-			}
+			creds = append(creds, c.Headers...)
 		}
 	}
-	resp, err := h.client.Do(hr)
-	if err != nil {
-		if e := errs.Find(err, netpolicy.CodeRestricted); e != nil {
-			return nil, h.deny(who, host, port, e)
+	// A provider behind a credentialed endpoint may shed load: 429 and 5xx are retried
+	// with jittered backoff before the guest sees the error (SPEC §5.4).
+	tries := 1
+	if len(creds) > 0 {
+		tries = ProviderTries
+	}
+	var resp *http.Response
+	for try := 1; ; try++ {
+		hr, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(req.Body))
+		if err != nil {
+			return nil, fmt.Errorf("invalid request: %v", err)
 		}
-		if e := errs.Find(err, netpolicy.CodeNotAllowed); e != nil {
-			return nil, h.deny(who, host, port, e)
+		for _, kv := range req.Headers {
+			hr.Header.Add(kv[0], kv[1])
 		}
-		return nil, fmt.Errorf("request to %s failed: %v", u.Host, unwrapURLError(err))
+		for _, kv := range creds {
+			hr.Header.Set(kv[0], kv[1])
+		}
+		resp, err = h.client.Do(hr)
+		if err != nil {
+			if e := errs.Find(err, netpolicy.CodeRestricted); e != nil {
+				return nil, h.deny(who, host, port, e)
+			}
+			if e := errs.Find(err, netpolicy.CodeNotAllowed); e != nil {
+				return nil, h.deny(who, host, port, e)
+			}
+			return nil, fmt.Errorf("request to %s failed: %v", u.Host, unwrapURLError(err))
+		}
+		if try >= tries || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500) {
+			break
+		}
+		wait := backoff(try, resp.Header.Get("Retry-After"))
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if err := h.sleep(ctx, wait); err != nil {
+			return nil, fmt.Errorf("request to %s: %v while waiting to retry after status %d", u.Host, err, resp.StatusCode)
+		}
 	}
 	defer resp.Body.Close()
 	maxResp := h.MaxResponseBody

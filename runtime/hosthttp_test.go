@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -111,5 +113,74 @@ func TestHTTPHostSend(t *testing.T) {
 	// The credential reached the endpoint it is for.
 	if _, err := h.Send(ctx, "d", OutgoingRequest{Method: "GET", URL: srv.URL + "/v1/x"}); err != nil || gotAuth != "sk-sentinel" {
 		t.Errorf("credential not added: %q %v", gotAuth, err)
+	}
+}
+
+// TestProviderRetries: a credentialed provider endpoint answering 429/5xx is retried with
+// backoff (on a fake clock: no real sleeps); other hosts are not retried.
+func TestProviderRetries(t *testing.T) {
+	var (
+		mu       sync.Mutex
+		hits     int
+		statuses []int
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		st := statuses[min(hits, len(statuses)-1)]
+		hits++
+		mu.Unlock()
+		if st == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "2")
+		}
+		w.WriteHeader(st)
+		io.WriteString(w, http.StatusText(st))
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	rules, _ := netpolicy.ParseRules([]string{"127.0.0.1:" + u.Port()})
+	tests := []struct {
+		name     string
+		statuses []int
+		path     string
+		want     uint16
+		hits     int
+		waits    int
+	}{
+		{"500 three times fails after the retries", []int{500}, "/v1/messages", 500, 3, 2},
+		{"one 429 then success", []int{429, 200}, "/v1/messages", 200, 2, 1},
+		{"503 then 502 then success", []int{503, 502, 200}, "/v1/messages", 200, 3, 2},
+		{"4xx is not retried", []int{400}, "/v1/messages", 400, 1, 0},
+		{"no retries outside the provider endpoint", []int{500}, "/elsewhere", 500, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mu.Lock()
+			hits, statuses = 0, tt.statuses
+			mu.Unlock()
+			var waits []time.Duration
+			h := &HTTPHost{Capsule: "cap", Rules: rules,
+				Credentials: []Credential{{Endpoint: srv.URL + "/v1", Headers: [][2]string{{"x-api-key", "k"}}}},
+				Sleep:       func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }}
+			h.Init()
+			resp, err := h.Send(context.Background(), "driver", OutgoingRequest{Method: "POST", URL: srv.URL + tt.path, Body: []byte("{}")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			got := hits
+			mu.Unlock()
+			if resp.Status != tt.want || got != tt.hits || len(waits) != tt.waits {
+				t.Fatalf("status %d after %d hits and waits %v", resp.Status, got, waits)
+			}
+			for i, w := range waits {
+				if tt.statuses[min(i, len(tt.statuses)-1)] == http.StatusTooManyRequests {
+					if w != 2*time.Second {
+						t.Errorf("Retry-After not honoured: %v", w)
+					}
+				} else if lo, hi := 250*time.Millisecond<<i, 750*time.Millisecond<<i; w < lo || w > hi {
+					t.Errorf("wait %d = %v, want within [%v, %v]", i, w, lo, hi)
+				}
+			}
+		})
 	}
 }
