@@ -22,12 +22,13 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "capsule",
-		Usage: "<run|install|verify|pack|publish> …",
+		Usage: "<run|install|verify|pack|publish|replay> …",
 		Short: "Manages Murmur capsules and their artifacts",
 		Long: `
 Manages Murmur capsules: runs one task of a capsule (run), resolves and pins its
 artifacts (install), checks them against murmur.lock (verify), builds artifact
-packages (pack) and adds them to a registry (publish).
+packages (pack), adds them to a registry (publish), and serves recorded model
+answers from cassettes for tests and demos without a key (replay).
 
 Every subcommand takes --registry <dir> (default: $CAPSULE_REGISTRY, else
 ~/.capsulegate/registry) and --json. Exit codes: 0 ok, 1 refused, 2 usage.`,
@@ -67,6 +68,7 @@ Every subcommand takes --registry <dir> (default: $CAPSULE_REGISTRY, else
 						plat, _ := cmd.Flags().GetString("platform")
 						return cli.Publish(ctx, e, c, args[0], plat)
 					}), "platform", "", "the platform of a native artifact: linux-x86_64, linux-aarch64, darwin-x86_64, darwin-aarch64"),
+				replayCommand(),
 			)
 		},
 	})

@@ -1,0 +1,133 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/capsulegate/capsulegate/internal/cli"
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/replay"
+)
+
+func init() {
+	caddy.RegisterModule(ReplayHandler{})
+	httpcaddyfile.RegisterHandlerDirective("capsule_replay", parseReplayCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("capsule_replay", httpcaddyfile.Before, "respond")
+}
+
+// ReplayHandler is the HTTP handler http.handlers.capsule_replay: a stand-in model
+// provider answering from the cassettes in a folder (SPEC §5.5). Requests to paths other
+// than …/v1/messages and …/v1/chat/completions go to the next handler.
+type ReplayHandler struct {
+	// Cassettes is the folder holding the *.json cassettes.
+	Cassettes string `json:"cassettes,omitempty"`
+
+	h      *replay.Handler
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (ReplayHandler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.capsule_replay",
+		New: func() caddy.Module { return new(ReplayHandler) },
+	}
+}
+
+// Provision loads the cassettes; a bad one fails the config with its coded message.
+func (rh *ReplayHandler) Provision(ctx caddy.Context) error {
+	rh.logger = ctx.Logger().Named("capsule.replay")
+	lib, err := replay.Load(rh.Cassettes)
+	if err != nil {
+		return err
+	}
+	rh.h = lib.Handler()
+	rh.logger.Info("cassettes loaded", zap.String("dir", rh.Cassettes), zap.Int("conversations", lib.Conversations()))
+	return nil
+}
+
+// ServeHTTP answers provider API requests from the cassettes.
+func (rh *ReplayHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if _, ok := replay.ProviderForPath(r.URL.Path); !ok {
+		return next.ServeHTTP(w, r)
+	}
+	rh.h.ServeHTTP(w, r)
+	return nil
+}
+
+// UnmarshalCaddyfile reads `capsule_replay <cassette-dir>`.
+func (rh *ReplayHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive name
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	rh.Cassettes = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if d.NextBlock(0) {
+		return d.Errf("capsule_replay takes no block, got %q", d.Val())
+	}
+	return nil
+}
+
+func parseReplayCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	rh := new(ReplayHandler)
+	err := rh.UnmarshalCaddyfile(h.Dispenser)
+	return rh, err
+}
+
+// replayCommand is `caddy capsule replay <cassette-dir> --listen <addr>`.
+func replayCommand() *cobra.Command {
+	c := sub("replay <cassette-dir>", "Serves a stand-in model provider answering from cassettes, until interrupted", 1,
+		func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+			ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
+			defer stop()
+			addr, _ := cmd.Flags().GetString("listen")
+			return runReplay(ctx, e, c, args[0], addr)
+		})
+	c.Flags().String("listen", "127.0.0.1:8089", "the address to serve on")
+	return c
+}
+
+// runReplay loads the cassettes and serves them on addr until ctx ends.
+func runReplay(ctx context.Context, e *cli.Env, c cli.Common, dir, addr string) int {
+	lib, err := replay.Load(dir)
+	if err == nil {
+		err = replay.Serve(ctx, lib, addr, func(a net.Addr) {
+			fmt.Fprintf(e.Stderr, "capsule replay: serving %d conversation(s) from %s on http://%s\n", lib.Conversations(), dir, a)
+		})
+	}
+	if err == nil {
+		return cli.ExitOK
+	}
+	if c.JSON {
+		json.NewEncoder(e.Stdout).Encode(map[string]any{"ok": false,
+			"errors": []map[string]string{{"code": errs.Code(err), "message": err.Error()}}})
+	} else {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(e.Stderr, "error:", line)
+		}
+	}
+	return cli.ExitRefused
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*ReplayHandler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*ReplayHandler)(nil)
+	_ caddyfile.Unmarshaler       = (*ReplayHandler)(nil)
+)
