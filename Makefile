@@ -13,7 +13,9 @@ GUEST_SRCS := $(shell grep -rl --include=main.go '^//go:build wasip1' internal/t
 GUEST_DIRS := $(patsubst %/main.go,%,$(GUEST_SRCS))
 GUEST_BUILD = GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath
 SDK_SRCS := $(shell find wit/guest -name '*.go')
-EXAMPLE_WASM := examples/artifacts/wordcount/wordcount.wasm examples/capsules/wordcount/capsule.wasm
+DRIVERS := anthropic-messages openai-chat
+EXAMPLE_WASM := examples/artifacts/wordcount/wordcount.wasm examples/capsules/wordcount/capsule.wasm \
+	$(foreach d,$(DRIVERS),examples/drivers/$(d)/artifact/$(d).wasm)
 WORK_ROOT := $(CURDIR)/bin/work
 
 .PHONY: all run test gateway guests publish examples fuzz bench vet fmt-check clean
@@ -40,11 +42,18 @@ examples/artifacts/wordcount/wordcount.wasm: $(wildcard examples/guests/wordcoun
 examples/capsules/wordcount/capsule.wasm: $(wildcard examples/guests/wordcount-capsule/*.go) $(SDK_SRCS)
 	$(GUEST_BUILD) -o $@ ./examples/guests/wordcount-capsule
 
+DRIVER_SRCS := $(wildcard examples/drivers/*/*.go examples/drivers/internal/*/*.go)
+examples/drivers/anthropic-messages/artifact/anthropic-messages.wasm: $(DRIVER_SRCS) $(SDK_SRCS)
+	$(GUEST_BUILD) -o $@ ./examples/drivers/anthropic-messages
+
+examples/drivers/openai-chat/artifact/openai-chat.wasm: $(DRIVER_SRCS) $(SDK_SRCS)
+	$(GUEST_BUILD) -o $@ ./examples/drivers/openai-chat
+
 ## publish: pack every example artifact and publish it into examples/registry
 publish: gateway $(EXAMPLE_WASM)
 	@mkdir -p $(BIN)/artifacts $(REGISTRY)
-	@for d in examples/artifacts/*/; do \
-		n=$$(basename $$d); \
+	@for d in examples/artifacts/*/ examples/drivers/*/artifact/; do \
+		n=$$(echo $$d | tr / _); \
 		$(CADDY) capsule pack $$d --output $(BIN)/artifacts/$$n.mur.zip || exit 1; \
 		$(CADDY) capsule publish $(BIN)/artifacts/$$n.mur.zip --registry $(REGISTRY) || exit 1; \
 	done
