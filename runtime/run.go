@@ -58,9 +58,6 @@ func (e *Engine) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOpti
 	if err != nil {
 		return nil, err
 	}
-	if m.IsAgent() {
-		return nil, fmt.Errorf("runtime: capsule %s is an agent capsule; this release runs script capsules only", m.Name)
-	}
 	id := NewID("ses_")
 	layout, err := NewLayout(opts.WorkRoot, m.Name, id, opts.Workdir)
 	if err != nil {
@@ -83,9 +80,9 @@ func (e *Engine) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOpti
 		map[string]string{"input": opts.Task})
 
 	res := &RunResult{SessionID: id, Capsule: m.Name, Workdir: layout.Work, Records: layout.Root}
-	sess, runErr := e.runTask(ctx, staged, layout, id, opts, stream, taskEvt)
+	sess, state, runErr := e.runTask(ctx, staged, layout, id, opts, stream, taskEvt)
 	if runErr != nil {
-		res.Status, res.Result = StateFailed, "error: "+runErr.Error()
+		res.Status, res.Result = state, "error: "+runErr.Error()
 		if werr := os.WriteFile(filepath.Join(layout.Work, "out", "result.txt"), []byte(res.Result+"\n"), 0o644); werr != nil {
 			return nil, errors.Join(runErr, werr)
 		}
@@ -109,29 +106,47 @@ func (e *Engine) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOpti
 	return res, nil
 }
 
-// runTask prepares the session's files and runs the script capsule's task.
-func (e *Engine) runTask(ctx context.Context, staged *Staged, layout *Layout, id string, opts RunOptions, stream *Stream, taskEvt string) (*session, error) {
+// runTask prepares the session's files and runs the task: the script capsule's module, or
+// the agent loop. It returns the task's state.
+func (e *Engine) runTask(ctx context.Context, staged *Staged, layout *Layout, id string, opts RunOptions, stream *Stream, taskEvt string) (*session, string, error) {
 	m := staged.Manifest
 	if opts.Task != "" {
 		if err := os.WriteFile(filepath.Join(layout.Work, "task.md"), []byte(opts.Task), 0o644); err != nil {
-			return nil, err
+			return nil, StateFailed, err
 		}
 	}
 	if err := os.WriteFile(filepath.Join(layout.Work, "MURMUR.md"), murmurMD(staged, id), 0o444); err != nil {
-		return nil, err
+		return nil, StateFailed, err
 	}
 	sess, err := e.newSession(staged, layout, id, opts, stream, taskEvt)
 	if err != nil {
-		return nil, err
+		return nil, StateFailed, err
 	}
 	defer sess.close()
+	if m.IsAgent() {
+		lookup := opts.LookupEnv
+		if lookup == nil {
+			lookup = os.LookupEnv
+		}
+		if err := sess.driverSetup(lookup); err != nil {
+			return sess, StateFailed, err
+		}
+		result, state, err := sess.agentTask(ctx, opts.Task)
+		if err != nil {
+			return sess, state, err
+		}
+		if err := os.WriteFile(filepath.Join(layout.Work, "out", "result.txt"), []byte(result+"\n"), 0o644); err != nil {
+			return sess, StateFailed, err
+		}
+		return sess, state, nil
+	}
 	if err := e.RunScript(ctx, staged.Script, sess.grants(m.Name, RoleCapsule), sess.host(m.Name)); err != nil {
 		if said := sess.lastWords(m.Name + ".stderr.log"); said != "" {
 			err = fmt.Errorf("%w; the guest's stderr ended with: %s", err, said)
 		}
-		return sess, err
+		return sess, StateFailed, err
 	}
-	return sess, nil
+	return sess, StateCompleted, nil
 }
 
 // sessionStart describes a staged capsule for the trace: its tools and effective grants
@@ -150,6 +165,9 @@ func sessionStart(s *Staged) SessionStart {
 	for _, r := range m.Capabilities.NetworkRules {
 		st.Grants.Network = append(st.Grants.Network, r.String())
 	}
+	if m.Inference != nil {
+		st.Model, st.MaxTurns = m.Inference.Model, m.Inference.MaxTurns
+	}
 	return st
 }
 
@@ -165,10 +183,14 @@ type session struct {
 	mu      sync.Mutex
 	writers map[string]*cappedFile
 
-	stream    *Stream
-	taskEvt   string // the current task's event, parent of its tool calls
-	toolCalls atomic.Int64
-	denials   atomic.Int64
+	stream  *Stream
+	taskEvt string // the current task's event, parent of its tool calls
+	// driverEnv and driverHTTP are what an agent capsule's driver gets beyond the grants
+	// every guest has: the MURMUR_INFERENCE_* values, and its gateway endpoint with the key.
+	driverEnv  []string
+	driverHTTP *HTTPHost
+	toolCalls  atomic.Int64
+	denials    atomic.Int64
 }
 
 func (e *Engine) newSession(s *Staged, l *Layout, id string, ro RunOptions, stream *Stream, taskEvt string) (*session, error) {
@@ -225,6 +247,11 @@ func (s *session) host(who string) *Host {
 
 // invoke serves murmur:tool-registry/invoke: manifest-declared wasm tools only.
 func (s *session) invoke(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
+	return s.invokeAt(ctx, 0, name, in)
+}
+
+// invokeAt runs a declared wasm tool for turn (0 outside an agent loop) and records it.
+func (s *session) invokeAt(ctx context.Context, turn int, name string, in abi.ToolInput) (abi.ToolResult, error) {
 	mod := s.staged.Modules[name]
 	if mod == nil || mod.Role != manifest.RoleTool {
 		return abi.ToolResult{}, fmt.Errorf("tool-registry: no wasm tool named %q is declared in the manifest (declared: %s)", name, strings.Join(s.toolNames(), ", "))
@@ -232,7 +259,7 @@ func (s *session) invoke(ctx context.Context, name string, in abi.ToolInput) (ab
 	start := time.Now()
 	out, err := s.e.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.host(name), in)
 	s.toolCalls.Add(1)
-	rec := ToolCall{ToolName: name, Kind: "wasm", InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
+	rec := ToolCall{Turn: turn, ToolName: name, Kind: "wasm", InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
 		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds()}
 	var ge *GuestError
 	if errors.As(err, &ge) {

@@ -1,0 +1,300 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/netpolicy"
+	"github.com/capsulegate/capsulegate/wit/abi"
+)
+
+// StateMaxTurns ends an agent task that used up inference.max_turns.
+const StateMaxTurns = "max_turns_reached"
+
+// EventInference records one driver turn.
+const EventInference = "inference"
+
+// Inference is one turn of the model.
+type Inference struct {
+	Turn         int      `json:"turn"`
+	InputTokens  int      `json:"input_tokens"`
+	OutputTokens int      `json:"output_tokens"`
+	StopReason   string   `json:"stop_reason"`
+	Tools        []string `json:"tool_names"`
+	DurationMS   int64    `json:"duration_ms"`
+	Error        string   `json:"error,omitempty"`
+}
+
+// The driver JSON of SPEC §5.1, host side.
+type (
+	agentBlock struct {
+		Type  string          `json:"type"`
+		Text  string          `json:"text,omitempty"`
+		ID    string          `json:"id,omitempty"`
+		Name  string          `json:"name,omitempty"`
+		Input json.RawMessage `json:"input,omitempty"`
+	}
+	agentMessage struct {
+		Role       string       `json:"role"`
+		Content    []agentBlock `json:"content"`
+		ToolCallID string       `json:"tool_call_id,omitempty"`
+		IsError    bool         `json:"is_error,omitempty"`
+	}
+	agentTool struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}
+	driverRequest struct {
+		Model     string         `json:"model"`
+		MaxTokens int            `json:"max_tokens"`
+		System    string         `json:"system"`
+		Messages  []agentMessage `json:"messages"`
+		Tools     []agentTool    `json:"tools"`
+	}
+	driverResponse struct {
+		StopReason string       `json:"stop_reason"`
+		Content    []agentBlock `json:"content"`
+		Usage      struct {
+			InputTokens  int `json:"input_tokens"`
+			OutputTokens int `json:"output_tokens"`
+		} `json:"usage"`
+		Error string `json:"error"`
+	}
+)
+
+// agentTask runs the agent loop of SPEC §5.1 once: driver turn, dispatch of every tool
+// call, results appended, until end_turn, max_tokens or max_turns. It returns the final
+// text and the task state.
+func (s *session) agentTask(ctx context.Context, task string) (result, state string, err error) {
+	m := s.staged.Manifest
+	inf := m.Inference
+	driver := s.staged.Modules[inf.Driver.Artifact]
+	if driver == nil {
+		return "", StateFailed, fmt.Errorf("driver %s is not a wasm driver this release can run", inf.Driver.Artifact)
+	}
+	system, err := s.systemPrompt()
+	if err != nil {
+		return "", StateFailed, err
+	}
+	tools := s.offeredTools()
+	msgs := []agentMessage{{Role: "user", Content: []agentBlock{{Type: "text", Text: task}}}}
+	for turn := 1; turn <= inf.MaxTurns; turn++ {
+		req, _ := json.Marshal(driverRequest{Model: inf.Model, MaxTokens: inf.MaxTokens, System: system, Messages: msgs, Tools: tools})
+		start := time.Now()
+		resp, err := s.callDriver(ctx, driver, string(req))
+		ev := Inference{Turn: turn, DurationMS: time.Since(start).Milliseconds()}
+		if err != nil {
+			ev.StopReason, ev.Error = "error", err.Error()
+			s.stream.Emit(EventInference, s.taskEvt, ev, nil)
+			return "", StateFailed, err
+		}
+		ev.InputTokens, ev.OutputTokens, ev.StopReason = resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.StopReason
+		for _, b := range resp.Content {
+			if b.Type == "tool_call" {
+				ev.Tools = append(ev.Tools, b.Name)
+			}
+		}
+		s.stream.Emit(EventInference, s.taskEvt, ev, map[string]string{"output": string(mustJSON(resp.Content))})
+		msgs = append(msgs, agentMessage{Role: "assistant", Content: resp.Content})
+		switch resp.StopReason {
+		case "end_turn", "max_tokens":
+			return finalText(resp.Content), StateCompleted, nil
+		case "tool_call":
+			for _, b := range resp.Content {
+				if b.Type != "tool_call" {
+					continue
+				}
+				text, isErr := s.dispatch(ctx, turn, b)
+				msgs = append(msgs, agentMessage{Role: "tool", ToolCallID: b.ID, IsError: isErr, Content: []agentBlock{{Type: "text", Text: text}}})
+			}
+		case "error":
+			return "", StateFailed, fmt.Errorf("driver %s: %s", inf.Driver.Artifact, resp.Error)
+		default:
+			return "", StateFailed, fmt.Errorf("driver %s answered stop_reason %q", inf.Driver.Artifact, resp.StopReason)
+		}
+	}
+	return "", StateMaxTurns, fmt.Errorf("the task used all %d turns (inference.max_turns) without a final answer", inf.MaxTurns)
+}
+
+// callDriver runs one driver turn and parses its answer.
+func (s *session) callDriver(ctx context.Context, driver *Module, req string) (*driverResponse, error) {
+	g := s.grants(driver.Artifact, manifest.RoleDriver)
+	g.Env = append(append([]string(nil), g.Env...), s.driverEnv...)
+	out, err := s.e.CallTool(ctx, driver, g, &Host{Who: driver.Artifact, HTTP: s.driverHTTP}, abi.ToolInput{Data: &req})
+	if err != nil {
+		return nil, err
+	}
+	if out.Status != abi.StatusPassed {
+		return nil, fmt.Errorf("driver %s answered %s: %s", driver.Artifact, out.Status, value(out.Summary))
+	}
+	var resp driverResponse
+	if err := json.Unmarshal([]byte(value(out.Data)), &resp); err != nil {
+		return nil, fmt.Errorf("driver %s returned data that is not the driver JSON (%v): %q", driver.Artifact, err, clip(value(out.Data)))
+	}
+	return &resp, nil
+}
+
+// dispatch runs one tool call (SPEC §5.1 order: native, shell, skill, wasm tool) and
+// returns the text the model sees and whether it is an error.
+func (s *session) dispatch(ctx context.Context, turn int, call agentBlock) (string, bool) {
+	m := s.staged.Manifest
+	for _, b := range m.Capabilities.Shell.Allow {
+		if b == call.Name {
+			return fmt.Sprintf("tool %s: shell tools run in a later release of this gateway", call.Name), true
+		}
+	}
+	for _, a := range s.staged.Artifacts {
+		if a.Name == call.Name && a.Role == manifest.RoleSkill {
+			s.stream.Emit(EventToolCall, s.taskEvt, ToolCall{Turn: turn, ToolName: call.Name, Kind: "skill", OutputBytes: len(a.Text), Status: "passed"}, nil)
+			if a.Text != nil {
+				return string(a.Text), false
+			}
+			text, err := a.Archive.ReadFile(a.Archive.Payload().Path)
+			if err != nil {
+				return "skill " + call.Name + ": " + err.Error(), true
+			}
+			return string(text), false
+		}
+	}
+	input := string(call.Input)
+	if input == "" {
+		input = "{}"
+	}
+	out, err := s.invokeAt(ctx, turn, call.Name, abi.ToolInput{Data: &input})
+	if err != nil {
+		return err.Error(), true
+	}
+	text := value(out.Data)
+	if text == "" {
+		text = value(out.Summary)
+	}
+	return text, out.Status != abi.StatusPassed
+}
+
+// offeredTools lists what the model may call, sorted by name (SPEC §5.1).
+func (s *session) offeredTools() []agentTool {
+	var tools []agentTool
+	emptyObject := json.RawMessage(`{"type":"object","properties":{}}`)
+	for _, a := range s.staged.Artifacts {
+		if a.Role != manifest.RoleTool && a.Role != manifest.RoleSkill {
+			continue
+		}
+		t := agentTool{Name: a.Name, Parameters: emptyObject}
+		if a.Archive != nil {
+			am := a.Archive.Manifest()
+			t.Description = am.Description
+			if a.Role == manifest.RoleTool && am.InputSchema != nil {
+				t.Parameters = mustJSON(am.InputSchema)
+			}
+		}
+		if a.Role == manifest.RoleSkill && t.Description == "" {
+			t.Description = "Returns the skill's text: " + a.Name
+		}
+		tools = append(tools, t)
+	}
+	for _, b := range s.staged.Manifest.Capabilities.Shell.Allow {
+		tools = append(tools, agentTool{Name: b, Description: "Runs " + b + " in the workdir",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)})
+	}
+	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
+	return tools
+}
+
+// systemPrompt reads inference.system_prompt, _file or _artifact.
+func (s *session) systemPrompt() (string, error) {
+	m := s.staged.Manifest
+	inf := m.Inference
+	switch {
+	case inf.SystemPrompt != "":
+		return inf.SystemPrompt, nil
+	case inf.SystemPromptFile != "":
+		data, err := os.ReadFile(filepath.Join(m.Dir, inf.SystemPromptFile))
+		if err != nil {
+			return "", fmt.Errorf("system_prompt_file: %w", err)
+		}
+		return string(data), nil
+	case inf.SystemPromptArtifact != "":
+		for _, a := range s.staged.Artifacts {
+			if a.Name == inf.SystemPromptArtifact {
+				if a.Text != nil {
+					return string(a.Text), nil
+				}
+				text, err := a.Archive.ReadFile(a.Archive.Payload().Path)
+				return string(text), err
+			}
+		}
+	}
+	return "", nil
+}
+
+// driverSetup prepares what the driver alone gets: the MURMUR_INFERENCE_* environment and
+// an HTTP host that may reach its gateway endpoint, adding the key to those requests.
+func (s *session) driverSetup(lookup func(string) (string, bool)) error {
+	m := s.staged.Manifest
+	inf := m.Inference
+	d := m.Artifact(inf.Driver.Artifact)
+	endpoint, key := "", ""
+	if d != nil && d.Gateway != nil {
+		endpoint, key = strings.TrimSuffix(d.Gateway.Endpoint, "/"), d.Gateway.APIKey
+	}
+	cfg := "{}"
+	if inf.Driver.Config != nil {
+		cfg = string(mustJSON(inf.Driver.Config))
+	}
+	s.driverEnv = []string{"MURMUR_INFERENCE_TRANSPORT=" + inf.Transport, "MURMUR_INFERENCE_MODEL=" + inf.Model,
+		"MURMUR_INFERENCE_ENDPOINT=" + endpoint, "MURMUR_INFERENCE_DRIVER=" + inf.Driver.Artifact, "MURMUR_INFERENCE_DRIVER_CONFIG=" + cfg}
+	rules := append(netpolicy.Rules(nil), m.Capabilities.NetworkRules...)
+	var creds []Credential
+	if endpoint != "" {
+		u, err := url.Parse(endpoint)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("driver %s: gateway endpoint %q is not a URL", inf.Driver.Artifact, endpoint)
+		}
+		r, err := netpolicy.ParseRule(u.Scheme + "://" + u.Host)
+		if err != nil {
+			return fmt.Errorf("driver %s: gateway endpoint %q: %w", inf.Driver.Artifact, endpoint, err)
+		}
+		rules = append(rules, r)
+		if key != "" {
+			creds = append(creds, Credential{Endpoint: endpoint, Headers: keyHeaders(inf.Driver.Artifact, key)})
+		}
+	}
+	s.driverHTTP = &HTTPHost{Capsule: m.Name, Rules: rules, Metrics: s.e.metrics, Credentials: creds, OnDeny: s.http.OnDeny}
+	s.driverHTTP.Init()
+	return nil
+}
+
+// keyHeaders are how a provider expects its key: Anthropic's x-api-key, else a bearer token.
+func keyHeaders(driver, key string) [][2]string {
+	if strings.Contains(driver, "anthropic") {
+		return [][2]string{{"x-api-key", key}}
+	}
+	return [][2]string{{"Authorization", "Bearer " + key}}
+}
+
+func finalText(content []agentBlock) string {
+	var parts []string
+	for _, b := range content {
+		if b.Type == "text" && b.Text != "" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
+}

@@ -1,0 +1,122 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/replay"
+)
+
+const agentCassette = `{"provider": "anthropic-messages", "conversations": [
+ {"match": "echo hi", "turns": [
+   {"id": "m1", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "tool_use",
+    "content": [{"type": "text", "text": "Let me echo."}, {"type": "tool_use", "id": "tu_1", "name": "echo", "input": {"text": "hi"}}],
+    "usage": {"input_tokens": 10, "output_tokens": 5}},
+   {"id": "m2", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "end_turn",
+    "content": [{"type": "text", "text": "The echo said hi."}], "usage": {"input_tokens": 20, "output_tokens": 6}}]},
+ {"match": "call a ghost", "turns": [
+   {"id": "g1", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "tool_use",
+    "content": [{"type": "tool_use", "id": "tu_9", "name": "ghost", "input": {}}], "usage": {"input_tokens": 1, "output_tokens": 1}},
+   {"id": "g2", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "end_turn",
+    "content": [{"type": "text", "text": "No ghost."}], "usage": {"input_tokens": 1, "output_tokens": 1}}]}]}`
+
+// TestAgentCapsule runs the agent loop end to end: the Anthropic driver guest against the
+// replay provider, the echo wasm tool, the key added host-side and never visible.
+func TestAgentCapsule(t *testing.T) {
+	ctx := context.Background()
+	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
+	publishWasm(t, reg, "anthropic-messages", "driver", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
+	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
+	cassettes := t.TempDir()
+	os.WriteFile(filepath.Join(cassettes, "agent.json"), []byte(agentCassette), 0o644)
+	lib, err := replay.Load(cassettes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "sk-test-SENTINEL-7f3a"
+	var mu sync.Mutex
+	var keys []string
+	h := lib.Handler()
+	h.OnRequest = func(r *http.Request, _ []byte) { mu.Lock(); keys = append(keys, r.Header.Get("x-api-key")); mu.Unlock() }
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	tests := []struct {
+		name, task, turns string
+		wantStatus, want  string
+		inferences        int
+	}{
+		{"tool call then answer", "please echo hi", "10", StateCompleted, "The echo said hi.", 2},
+		{"undeclared tool is an error result, the loop goes on", "call a ghost", "10", StateCompleted, "No ghost.", 2},
+		{"max_turns", "please echo hi", "1", StateMaxTurns, "error: the task used all 1 turns", 1},
+		{"cassette miss reaches the user", "something unknown", "10", StateFailed, "cassette", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, "tone.md"), []byte("be brief"), 0o644)
+			mpath := filepath.Join(dir, "murmur.yaml")
+			os.WriteFile(mpath, []byte(`name: agent
+version: 1.0.0
+artifacts:
+  - {name: anthropic-messages, version: 1.0.0, runtime: driver, gateway: {endpoint: "${EP}", api_key: "${TEST_KEY}"}}
+  - {name: echo, version: 1.0.0}
+  - {name: tone, runtime: skill, source: tone.md}
+inference:
+  driver: {artifact: anthropic-messages}
+  model: claude-test
+  max_turns: `+tt.turns+`
+  system_prompt_artifact: tone
+capabilities:
+  limits: {memory_bytes: 134217728, deadline_seconds: 60}
+`), 0o644)
+			env := map[string]string{"EP": srv.URL, "TEST_KEY": key}
+			m, err := manifest.Load(mpath, manifest.WithLookupEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, WorkRoot: t.TempDir(), Task: tt.task})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != tt.wantStatus || !strings.Contains(res.Result, tt.want) {
+				t.Fatalf("result = %+v", res)
+			}
+			trace, _ := os.ReadFile(filepath.Join(res.Records, "trace.jsonl"))
+			if n := strings.Count(string(trace), `"event_type":"inference"`); n != tt.inferences {
+				t.Errorf("%d inference events, want %d", n, tt.inferences)
+			}
+			// The key reached the provider and nothing the session wrote holds it.
+			filepath.WalkDir(res.Records, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					if data, _ := os.ReadFile(p); bytes.Contains(data, []byte(key)) {
+						t.Errorf("the key leaked into %s", p)
+					}
+				}
+				return nil
+			})
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range keys {
+		if k != key {
+			t.Fatalf("provider saw key %q", k)
+		}
+	}
+	if len(keys) == 0 {
+		t.Fatal("the provider saw no request")
+	}
+}
