@@ -1,6 +1,7 @@
 # capsulegate — `make run` builds everything and serves the examples; `make test` runs
 # every test. Both work on a fresh clone with Go and a C compiler (for -race).
 
+SHELL     := /bin/bash
 GO        ?= go
 BIN       := bin
 CADDY     := $(BIN)/caddy
@@ -64,14 +65,20 @@ examples: publish
 		$(CADDY) capsule install $$m --registry $(REGISTRY) || exit 1; \
 	done
 
-## run: build everything, run the example script capsule once and verify the example capsules
-## (the A2A gateway arrives in a later release)
+## run: build everything, verify the example capsules, then run them once each: the
+## script capsule, and the hello agent against the replay provider (no key, no network)
+REPLAY_ADDR := 127.0.0.1:8089
 run: examples
 	@for m in examples/capsules/*/murmur.yaml; do \
 		$(CADDY) capsule verify $$m --registry $(REGISTRY) || exit 1; \
 	done
 	$(CADDY) capsule run examples/capsules/wordcount/murmur.yaml --registry $(REGISTRY) --work-root $(WORK_ROOT) \
 		--task "Count the words of this sentence, please."
+	@$(CADDY) capsule replay examples/cassettes --listen $(REPLAY_ADDR) & pid=$$!; \
+	trap 'kill $$pid 2>/dev/null' EXIT; \
+	for i in $$(seq 1 100); do (echo > /dev/tcp/$(subst :,/,$(REPLAY_ADDR))) 2>/dev/null && break; sleep 0.1; done; \
+	$(CADDY) capsule run examples/capsules/hello/murmur.yaml --registry $(REGISTRY) --work-root $(WORK_ROOT) \
+		--task "Say hello, then count the words in: the quick brown fox"
 
 ## test: formatting, vet and every test with the race detector
 test: fmt-check vet

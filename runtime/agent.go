@@ -13,6 +13,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
+	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -154,15 +155,16 @@ func (s *session) dispatch(ctx context.Context, turn int, call agentBlock) (stri
 	}
 	for _, a := range s.staged.Artifacts {
 		if a.Name == call.Name && a.Role == manifest.RoleSkill {
-			s.stream.Emit(EventToolCall, s.taskEvt, ToolCall{Turn: turn, ToolName: call.Name, Kind: "skill", OutputBytes: len(a.Text), Status: "passed"}, nil)
-			if a.Text != nil {
-				return string(a.Text), false
+			text, err := skillText(a)
+			rec := ToolCall{Turn: turn, ToolName: call.Name, Kind: "skill", OutputBytes: len(text), Status: "passed"}
+			if err != nil {
+				rec.Status = "error"
 			}
-			text, err := a.Archive.ReadFile(a.Archive.Payload().Path)
+			s.stream.Emit(EventToolCall, s.taskEvt, rec, map[string]string{"output": text})
 			if err != nil {
 				return "skill " + call.Name + ": " + err.Error(), true
 			}
-			return string(text), false
+			return text, false
 		}
 	}
 	input := string(call.Input)
@@ -225,15 +227,20 @@ func (s *session) systemPrompt() (string, error) {
 	case inf.SystemPromptArtifact != "":
 		for _, a := range s.staged.Artifacts {
 			if a.Name == inf.SystemPromptArtifact {
-				if a.Text != nil {
-					return string(a.Text), nil
-				}
-				text, err := a.Archive.ReadFile(a.Archive.Payload().Path)
-				return string(text), err
+				return skillText(a)
 			}
 		}
 	}
 	return "", nil
+}
+
+// skillText is a skill's text, from its local source or its archive's skill.md.
+func skillText(a registry.Resolved) (string, error) {
+	if a.Text != nil {
+		return string(a.Text), nil
+	}
+	text, err := a.Archive.ReadFile(a.Archive.Payload().Path)
+	return string(text), err
 }
 
 // driverSetup prepares what the driver alone gets: the MURMUR_INFERENCE_* environment and
