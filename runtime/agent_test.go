@@ -49,7 +49,11 @@ func TestAgentCapsule(t *testing.T) {
 	var mu sync.Mutex
 	var keys []string
 	h := lib.Handler()
-	h.OnRequest = func(r *http.Request, _ []byte) { mu.Lock(); keys = append(keys, r.Header.Get("x-api-key")); mu.Unlock() }
+	h.OnRequest = func(r *http.Request, _ []byte) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("x-api-key"))
+		mu.Unlock()
+	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
