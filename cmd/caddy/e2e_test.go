@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -256,5 +258,88 @@ func TestRunScriptCapsule(t *testing.T) {
 	r = capsule(t, home, "run", manifestPath, "--registry", reg, "--work-root", workRoot)
 	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, `no wasm tool named "echo"`) {
 		t.Fatalf("failing task: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestRunAgentCapsuleAgainstReplay drives the hello example as a user would: the replay
+// provider from the binary, then `caddy capsule run` of the agent capsule.
+func TestRunAgentCapsuleAgainstReplay(t *testing.T) {
+	tmp := t.TempDir()
+	home := filepath.Join(tmp, "home")
+	reg := filepath.Join(tmp, "registry")
+	os.MkdirAll(home, 0o755)
+	for name, src := range map[string]string{
+		"anthropic-messages": "../../examples/drivers/anthropic-messages",
+		"wordcount":          "../../examples/guests/wordcount",
+	} {
+		art := filepath.Join(tmp, "art-"+name)
+		if name == "wordcount" {
+			copyDir(t, "../../examples/artifacts/wordcount", art)
+		} else {
+			copyDir(t, "../../examples/drivers/anthropic-messages/artifact", art)
+		}
+		os.WriteFile(filepath.Join(art, name+".wasm"), guestbuild.Wasm(t, src), 0o644)
+		zip := filepath.Join(tmp, name+".mur.zip")
+		if r := capsule(t, home, "pack", art, "--output", zip); r.code != 0 {
+			t.Fatalf("pack %s: %s", name, r.stderr)
+		}
+		if r := capsule(t, home, "publish", zip, "--registry", reg); r.code != 0 {
+			t.Fatalf("publish %s: %s", name, r.stderr)
+		}
+	}
+	zip := filepath.Join(tmp, "greeting.mur.zip")
+	capsule(t, home, "pack", "../../examples/artifacts/greeting", "--output", zip)
+	capsule(t, home, "publish", zip, "--registry", reg)
+
+	// The replay provider on a free port; its ready line names the address.
+	ctx, cancel := context.WithCancel(context.Background())
+	replayCmd := exec.CommandContext(ctx, caddyBin, "capsule", "replay", "../../examples/cassettes", "--listen", "127.0.0.1:0")
+	replayCmd.Env = []string{"HOME=" + home}
+	stderr, _ := replayCmd.StderrPipe()
+	if err := replayCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); replayCmd.Wait() }()
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("replay did not start: %v", err)
+	}
+	i := strings.Index(line, "http://")
+	if i < 0 {
+		t.Fatalf("ready line: %q", line)
+	}
+	endpoint := strings.TrimSpace(line[i:])
+
+	capDir := filepath.Join(tmp, "hello")
+	copyDir(t, "../../examples/capsules/hello", capDir)
+	os.Remove(filepath.Join(capDir, "murmur.lock"))
+	m, _ := os.ReadFile(filepath.Join(capDir, "murmur.yaml"))
+	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte(strings.Replace(string(m), "http://127.0.0.1:8089", endpoint, 1)), 0o644)
+	workRoot := filepath.Join(tmp, "work")
+	r := capsule(t, home, "run", filepath.Join(capDir, "murmur.yaml"), "--registry", reg, "--work-root", workRoot,
+		"--task", "Say hello, then count the words in: the quick brown fox", "--json")
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var out struct {
+		Status, Result, Records string
+	}
+	json.Unmarshal([]byte(r.stdout), &out)
+	if out.Status != "completed" || !strings.Contains(out.Result, "has 4 words") {
+		t.Fatalf("run --json = %s", r.stdout)
+	}
+	trace, _ := os.ReadFile(filepath.Join(out.Records, "trace.jsonl"))
+	for _, ev := range []string{"session_start", "task_start", "inference", "tool_call", "task_end", "session_end"} {
+		if !strings.Contains(string(trace), `"event_type":"`+ev+`"`) {
+			t.Errorf("trace lacks %s", ev)
+		}
+	}
+	if !strings.Contains(string(trace), `"kind":"wasm"`) {
+		t.Error("trace lacks the wasm tool call")
+	}
+	// A task the cassette does not know fails with the provider's 404 message.
+	r = capsule(t, home, "run", filepath.Join(capDir, "murmur.yaml"), "--registry", reg, "--work-root", workRoot, "--task", "an unknown question")
+	if r.code != 1 || !strings.Contains(r.stdout, "404") {
+		t.Fatalf("cassette miss: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
