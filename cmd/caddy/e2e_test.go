@@ -92,8 +92,11 @@ func TestPackPublishInstallVerify(t *testing.T) {
 	reg := filepath.Join(tmp, "registry")
 	capDir := filepath.Join(tmp, "hello")
 	os.MkdirAll(home, 0o755)
-	copyDir(t, "../../examples/capsules/hello", capDir)
-	os.Remove(filepath.Join(capDir, "murmur.lock")) // a lock a developer's `make run` left there
+	// A capsule of two skills: the greeting from the registry, the tone from a local file.
+	os.MkdirAll(filepath.Join(capDir, "skills"), 0o755)
+	os.WriteFile(filepath.Join(capDir, "skills", "tone.md"), []byte("# Tone\nBe brief.\n"), 0o644)
+	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte("name: skills\nversion: 1.0.0\nartifacts:\n"+
+		"  - {name: greeting, version: 1.0.0, runtime: skill}\n  - {name: tone, runtime: skill, source: skills/tone.md}\n"), 0o644)
 	zipPath := filepath.Join(tmp, "greeting.mur.zip")
 	manifestPath := filepath.Join(capDir, "murmur.yaml")
 	lockPath := filepath.Join(capDir, "murmur.lock")
