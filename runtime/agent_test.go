@@ -124,3 +124,66 @@ capabilities:
 		t.Fatal("the provider saw no request")
 	}
 }
+
+const openAICassette = `{"provider": "openai-chat", "conversations": [
+ {"match": "echo hi", "turns": [
+   {"id": "c1", "object": "chat.completion", "model": "gpt-test", "choices": [{"index": 0, "finish_reason": "tool_calls",
+     "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "echo", "arguments": "{\"text\":\"hi\"}"}}]}}],
+    "usage": {"prompt_tokens": 10, "completion_tokens": 5}},
+   {"id": "c2", "object": "chat.completion", "model": "gpt-test", "choices": [{"index": 0, "finish_reason": "stop",
+     "message": {"role": "assistant", "content": "The echo said hi."}}], "usage": {"prompt_tokens": 20, "completion_tokens": 6}}]}]}`
+
+// TestAgentCapsuleOpenAI runs the same loop with the openai-chat driver and an
+// OpenAI-format cassette; the key arrives as a bearer token.
+func TestAgentCapsuleOpenAI(t *testing.T) {
+	ctx := context.Background()
+	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
+	publishWasm(t, reg, "openai-chat", "driver", guestbuild.Wasm(t, "../examples/drivers/openai-chat"))
+	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
+	cassettes := t.TempDir()
+	os.WriteFile(filepath.Join(cassettes, "openai.json"), []byte(openAICassette), 0o644)
+	lib, err := replay.Load(cassettes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var auth []string
+	h := lib.Handler()
+	h.OnRequest = func(r *http.Request, _ []byte) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	dir := t.TempDir()
+	mpath := filepath.Join(dir, "murmur.yaml")
+	os.WriteFile(mpath, []byte(`name: agent
+version: 1.0.0
+artifacts:
+  - {name: openai-chat, version: 1.0.0, runtime: driver, gateway: {endpoint: "`+srv.URL+`", api_key: "sk-test-openai"}}
+  - {name: echo, version: 1.0.0}
+inference:
+  driver: {artifact: openai-chat}
+  model: gpt-test
+capabilities:
+  limits: {memory_bytes: 134217728, deadline_seconds: 60}
+`), 0o644)
+	m, err := manifest.Load(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, WorkRoot: t.TempDir(), Task: "please echo hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != StateCompleted || res.Result != "The echo said hi." {
+		t.Fatalf("result = %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(auth) != 2 || auth[0] != "Bearer sk-test-openai" {
+		t.Fatalf("provider saw Authorization %v", auth)
+	}
+}
