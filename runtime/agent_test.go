@@ -35,27 +35,9 @@ const agentCassette = `{"provider": "anthropic-messages", "conversations": [
 // replay provider, the echo wasm tool, the key added host-side and never visible.
 func TestAgentCapsule(t *testing.T) {
 	ctx := context.Background()
-	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
-	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
-	publishWasm(t, reg, "anthropic-messages", "driver", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
-	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
-	cassettes := t.TempDir()
-	os.WriteFile(filepath.Join(cassettes, "agent.json"), []byte(agentCassette), 0o644)
-	lib, err := replay.Load(cassettes)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const key = "sk-test-SENTINEL-7f3a"
-	var mu sync.Mutex
-	var keys []string
-	h := lib.Handler()
-	h.OnRequest = func(r *http.Request, _ []byte) {
-		mu.Lock()
-		keys = append(keys, r.Header.Get("x-api-key"))
-		mu.Unlock()
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	f := newAgentFixture(t, "anthropic-messages", agentCassette, "x-api-key")
+	e, reg, srv := f.e, f.reg, f.srv
 
 	tests := []struct {
 		name, task, turns string
@@ -113,8 +95,7 @@ capabilities:
 			})
 		})
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	keys := f.headers()
 	for _, k := range keys {
 		if k != key {
 			t.Fatalf("provider saw key %q", k)
@@ -137,26 +118,8 @@ const openAICassette = `{"provider": "openai-chat", "conversations": [
 // OpenAI-format cassette; the key arrives as a bearer token.
 func TestAgentCapsuleOpenAI(t *testing.T) {
 	ctx := context.Background()
-	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
-	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
-	publishWasm(t, reg, "openai-chat", "driver", guestbuild.Wasm(t, "../examples/drivers/openai-chat"))
-	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
-	cassettes := t.TempDir()
-	os.WriteFile(filepath.Join(cassettes, "openai.json"), []byte(openAICassette), 0o644)
-	lib, err := replay.Load(cassettes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var auth []string
-	h := lib.Handler()
-	h.OnRequest = func(r *http.Request, _ []byte) {
-		mu.Lock()
-		auth = append(auth, r.Header.Get("Authorization"))
-		mu.Unlock()
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	f := newAgentFixture(t, "openai-chat", openAICassette, "Authorization")
+	e, reg, srv := f.e, f.reg, f.srv
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "murmur.yaml")
 	os.WriteFile(mpath, []byte(`name: agent
@@ -181,9 +144,48 @@ capabilities:
 	if res.Status != StateCompleted || res.Result != "The echo said hi." {
 		t.Fatalf("result = %+v", res)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(auth) != 2 || auth[0] != "Bearer sk-test-openai" {
+	if auth := f.headers(); len(auth) != 2 || auth[0] != "Bearer sk-test-openai" {
 		t.Fatalf("provider saw Authorization %v", auth)
 	}
+}
+
+// agentFixture is an engine, a registry holding the driver and the echo tool, and a
+// replay server for cassette whose requests' header named header are recorded.
+type agentFixture struct {
+	e   *Engine
+	reg *registry.Local
+	srv *httptest.Server
+
+	mu   sync.Mutex
+	seen []string
+}
+
+func newAgentFixture(t *testing.T, driver, cassette, header string) *agentFixture {
+	t.Helper()
+	f := &agentFixture{}
+	f.e, _ = newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	f.reg = registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
+	publishWasm(t, f.reg, driver, "driver", guestbuild.Wasm(t, "../examples/drivers/"+driver))
+	publishWasm(t, f.reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
+	cassettes := t.TempDir()
+	os.WriteFile(filepath.Join(cassettes, "c.json"), []byte(cassette), 0o644)
+	lib, err := replay.Load(cassettes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := lib.Handler()
+	h.OnRequest = func(r *http.Request, _ []byte) {
+		f.mu.Lock()
+		f.seen = append(f.seen, r.Header.Get(header))
+		f.mu.Unlock()
+	}
+	f.srv = httptest.NewServer(h)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *agentFixture) headers() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.seen...)
 }
