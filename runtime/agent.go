@@ -245,7 +245,7 @@ func skillText(a registry.Resolved) (string, error) {
 
 // driverSetup prepares what the driver alone gets: the MURMUR_INFERENCE_* environment and
 // an HTTP host that may reach its gateway endpoint, adding the key to those requests.
-func (s *session) driverSetup(lookup func(string) (string, bool)) error {
+func (s *session) driverSetup() error {
 	m := s.staged.Manifest
 	inf := m.Inference
 	d := m.Artifact(inf.Driver.Artifact)

@@ -242,15 +242,6 @@ func newCompiled(cm wazero.CompiledModule) *compiled {
 	return c
 }
 
-// Exports lists the module's exported function names.
-func (m *Module) Exports() []string {
-	var out []string
-	for name := range m.module.ExportedFunctions() {
-		out = append(out, name)
-	}
-	return out
-}
-
 // Grants are what one call may use, built from the manifest only.
 type Grants struct {
 	// FS is the guest's root directory "/" (nil: no filesystem at all).
@@ -358,12 +349,11 @@ func splitEnv(kv string) (string, string) {
 // It gives per-capsule limits within one shared runtime (wazero's WithMemoryLimitPages
 // is runtime-wide).
 type limitedAllocator struct {
-	limit    uint64
-	image    *memImage  // mapped at the bottom of memory, when the module has one
-	data     *dataImage // the same bytes, copied in when mapping is not possible
-	imageErr error      // why the image could not be mapped, if it could not
-	mu       sync.Mutex
-	refused  bool
+	limit   uint64
+	image   *memImage  // mapped at the bottom of memory, when the module has one
+	data    *dataImage // the same bytes, copied in when mapping is not possible
+	mu      sync.Mutex
+	refused bool
 }
 
 func (a *limitedAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {

@@ -26,10 +26,9 @@ func newMmapMemory(a *limitedAllocator) (experimental.LinearMemory, bool) {
 	}
 	switch {
 	case a.image != nil:
-		if err := a.image.mapOnto(buf); err != nil {
+		if a.image.mapOnto(buf) != nil {
 			// The module has no data segments of its own: fall back to copying its data.
 			syscall.Munmap(buf)
-			a.imageErr = err
 			return nil, false
 		}
 	case a.data != nil:

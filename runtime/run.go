@@ -124,11 +124,7 @@ func (e *Engine) runTask(ctx context.Context, staged *Staged, layout *Layout, id
 	}
 	defer sess.close()
 	if m.IsAgent() {
-		lookup := opts.LookupEnv
-		if lookup == nil {
-			lookup = os.LookupEnv
-		}
-		if err := sess.driverSetup(lookup); err != nil {
+		if err := sess.driverSetup(); err != nil {
 			return sess, StateFailed, err
 		}
 		result, state, err := sess.agentTask(ctx, opts.Task)

@@ -126,8 +126,3 @@ func errorObjects(err error) []errorObject {
 	}
 	return []errorObject{{Message: err.Error()}}
 }
-
-// UsageError is a wrong command line; it maps to ExitUsage.
-type UsageError struct{ Msg string }
-
-func (u *UsageError) Error() string { return u.Msg }

@@ -409,10 +409,7 @@ func (s *FS) stat(p string, statFn func(string) (fs.FileInfo, error)) (sys.Stat_
 
 // Mkdir implements experimentalsys.FS.
 func (s *FS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
-	if s.readOnly {
-		return experimentalsys.EROFS
-	}
-	name, _, errno := clean(p)
+	name, _, errno := s.cleanWritable(p)
 	if errno != 0 {
 		return errno
 	}
@@ -425,10 +422,7 @@ func (s *FS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
 // Chmod implements experimentalsys.FS. Only the permission bits (0o777) are
 // applied; a symbolic link is followed, in-root only.
 func (s *FS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
-	if s.readOnly {
-		return experimentalsys.EROFS
-	}
-	name, trailing, errno := clean(p)
+	name, trailing, errno := s.cleanWritable(p)
 	if errno != 0 {
 		return errno
 	}
@@ -441,14 +435,19 @@ func (s *FS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 // cleanPair cleans both paths of a two-name mutation (rename, link), refusing it on a
 // read-only filesystem.
 func (s *FS) cleanPair(a, b string) (aName string, aSlash bool, bName string, bSlash bool, errno experimentalsys.Errno) {
-	if s.readOnly {
-		return "", false, "", false, experimentalsys.EROFS
-	}
-	if aName, aSlash, errno = clean(a); errno != 0 {
+	if aName, aSlash, errno = s.cleanWritable(a); errno != 0 {
 		return
 	}
 	bName, bSlash, errno = clean(b)
 	return
+}
+
+// cleanWritable cleans the path of a mutation, refusing it on a read-only filesystem.
+func (s *FS) cleanWritable(p string) (name string, trailing bool, errno experimentalsys.Errno) {
+	if s.readOnly {
+		return "", false, experimentalsys.EROFS
+	}
+	return clean(p)
 }
 
 // Rename implements experimentalsys.FS with rename(2) semantics.
@@ -494,10 +493,7 @@ func (s *FS) Rename(from, to string) experimentalsys.Errno {
 
 // Rmdir implements experimentalsys.FS: only a directory is removed.
 func (s *FS) Rmdir(p string) experimentalsys.Errno {
-	if s.readOnly {
-		return experimentalsys.EROFS
-	}
-	name, _, errno := clean(p)
+	name, _, errno := s.cleanWritable(p)
 	if errno != 0 {
 		return errno
 	}
@@ -524,10 +520,7 @@ func (s *FS) rmdir(name string) experimentalsys.Errno {
 // Unlink implements experimentalsys.FS: a directory is refused with EISDIR;
 // a symbolic link is removed, not its target.
 func (s *FS) Unlink(p string) experimentalsys.Errno {
-	if s.readOnly {
-		return experimentalsys.EROFS
-	}
-	name, trailing, errno := clean(p)
+	name, trailing, errno := s.cleanWritable(p)
 	if errno != 0 {
 		return errno
 	}
@@ -560,10 +553,7 @@ func (s *FS) Link(oldPath, newPath string) experimentalsys.Errno {
 // be relative and, read from linkName's directory, stay inside the root:
 // anything else is refused with EPERM (see the package documentation).
 func (s *FS) Symlink(target, linkName string) experimentalsys.Errno {
-	if s.readOnly {
-		return experimentalsys.EROFS
-	}
-	name, trailing, errno := clean(linkName)
+	name, trailing, errno := s.cleanWritable(linkName)
 	if errno != 0 {
 		return errno
 	}
@@ -600,10 +590,7 @@ func (s *FS) Readlink(p string) (string, experimentalsys.Errno) {
 // Utimens implements experimentalsys.FS; a symbolic link is followed,
 // in-root only. UTIME_OMIT keeps a time.
 func (s *FS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
-	if s.readOnly {
-		return experimentalsys.EROFS
-	}
-	name, trailing, errno := clean(p)
+	name, trailing, errno := s.cleanWritable(p)
 	if errno != 0 {
 		return errno
 	}
