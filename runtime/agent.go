@@ -75,7 +75,7 @@ type (
 // agentTask runs the agent loop of SPEC §5.1 once: driver turn, dispatch of every tool
 // call, results appended, until end_turn, max_tokens or max_turns. It returns the final
 // text and the task state.
-func (s *session) agentTask(ctx context.Context, task string) (result, state string, err error) {
+func (s *session) agentTask(ctx context.Context, task string, history []Turn) (result, state string, err error) {
 	m := s.staged.Manifest
 	inf := m.Inference
 	driver := s.staged.Modules[inf.Driver.Artifact]
@@ -87,8 +87,14 @@ func (s *session) agentTask(ctx context.Context, task string) (result, state str
 		return "", StateFailed, err
 	}
 	tools := s.offeredTools()
-	msgs := []agentMessage{{Role: "user", Content: []agentBlock{{Type: "text", Text: task}}}}
+	var msgs []agentMessage
+	for _, h := range history {
+		msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: h.User}}},
+			agentMessage{Role: "assistant", Content: []agentBlock{{Type: "text", Text: h.Agent}}})
+	}
+	msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: task}}})
 	for turn := 1; turn <= inf.MaxTurns; turn++ {
+		s.turns = turn
 		req, _ := json.Marshal(driverRequest{Model: inf.Model, MaxTokens: inf.MaxTokens, System: system, Messages: msgs, Tools: tools})
 		start := time.Now()
 		resp, err := s.callDriver(ctx, driver, string(req))
@@ -105,6 +111,9 @@ func (s *session) agentTask(ctx context.Context, task string) (result, state str
 			}
 		}
 		s.stream.Emit(EventInference, s.taskEvt, ev, map[string]string{"output": string(mustJSON(resp.Content))})
+		if text := finalText(resp.Content); text != "" {
+			s.stream.Emit(EventChunk, s.taskEvt, Chunk{TaskID: s.taskID, Text: text}, nil)
+		}
 		msgs = append(msgs, agentMessage{Role: "assistant", Content: resp.Content})
 		switch resp.StopReason {
 		case "end_turn", "max_tokens":
@@ -275,7 +284,7 @@ func (s *session) driverSetup() error {
 			creds = append(creds, Credential{Endpoint: endpoint, Headers: keyHeaders(inf.Driver.Artifact, key)})
 		}
 	}
-	s.driverHTTP = &HTTPHost{Capsule: m.Name, Rules: rules, Metrics: s.e.metrics, Credentials: creds, OnDeny: s.http.OnDeny}
+	s.driverHTTP = &HTTPHost{Capsule: m.Name, Rules: rules, Metrics: s.e.metrics, Credentials: creds, OnDeny: s.http.OnDeny, Sleep: s.http.Sleep}
 	s.driverHTTP.Init()
 	return nil
 }

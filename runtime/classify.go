@@ -20,6 +20,9 @@ const (
 	ReasonTrap        = "trap"         // a wasm trap (unreachable, out-of-bounds access, …)
 	ReasonExit        = "exit"         // the guest called proc_exit
 	ReasonABI         = "abi"          // the guest broke the canonical ABI (bad pointer, length, UTF-8, …)
+	// ReasonCanceled is a call its caller stopped (an A2A cancel): not the guest's fault,
+	// so it is counted as a call status and never as a trap.
+	ReasonCanceled = "canceled"
 )
 
 // GuestError is a classified guest failure.
@@ -56,6 +59,9 @@ func classify(ctx context.Context, err error, alloc *limitedAllocator) string {
 	case errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeDeadlineExceeded,
 		errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return ReasonDeadline
+	case errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeContextCanceled,
+		errors.Is(ctx.Err(), context.Canceled):
+		return ReasonCanceled
 	case errors.As(err, &exit):
 		return ReasonExit
 	}

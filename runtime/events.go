@@ -139,6 +139,25 @@ func (s *Stream) Emit(typ, parent string, data any, content map[string]string) (
 	return e.ID, nil
 }
 
+// Attach adds a sink for a while (an SSE subscriber of one task) and returns the function
+// that removes it again.
+func (s *Stream) Attach(sink Sink) (detach func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sinks = append(s.sinks[:len(s.sinks):len(s.sinks)], sink)
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		kept := make([]Sink, 0, len(s.sinks))
+		for _, k := range s.sinks {
+			if k != sink {
+				kept = append(kept, k)
+			}
+		}
+		s.sinks = kept
+	}
+}
+
 // Err returns the first sink failure, if any.
 func (s *Stream) Err() error {
 	s.mu.Lock()
@@ -165,6 +184,9 @@ func NewTraceSink(path string, content bool) (*TraceSink, error) {
 
 // Event writes e as {"event_type", "event_id", "parent_id", "session_id", "timestamp", …}.
 func (t *TraceSink) Event(e *Event) error {
+	if e.Type == EventChunk {
+		return nil // streaming detail for live subscribers; inference and task_end hold the text
+	}
 	line := map[string]any{}
 	if e.Data != nil {
 		b, err := json.Marshal(e.Data)

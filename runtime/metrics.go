@@ -20,6 +20,9 @@ type Metrics struct {
 	Duration *prometheus.HistogramVec
 	Denied   *prometheus.CounterVec
 	Stage    *prometheus.HistogramVec
+	// Inference counts driver turns by the stop reason the model gave ("error" when the
+	// turn failed).
+	Inference *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not registered).
@@ -49,9 +52,23 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Time to stage a capsule: resolve, verify and compile its artifacts.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"capsule"}),
+		Inference: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_inference_requests_total",
+			Help: "Driver turns of agent capsules, by stop reason.",
+		}, []string{"capsule", "stop_reason"}),
 	}
+	if err := m.Register(reg); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Register adds the collectors to reg (nil: nothing). The gateway calls it again with
+// the registry of each new Caddy config, so the counters survive a reload; a collector
+// already registered there under our name is adopted, not an error.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
 	if reg == nil {
-		return m, nil
+		return nil
 	}
 	var err error
 	m.Traps, err = register(reg, m.Traps)
@@ -67,10 +84,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if err == nil {
 		m.Stage, err = register(reg, m.Stage)
 	}
-	if err != nil {
-		return nil, errs.Wrap(err, CodeMetrics, "runtime", "cannot register the guest metrics", "remove the conflicting collector from the registry")
+	if err == nil {
+		m.Inference, err = register(reg, m.Inference)
 	}
-	return m, nil
+	if err != nil {
+		return errs.Wrap(err, CodeMetrics, "runtime", "cannot register the guest metrics", "remove the conflicting collector from the registry")
+	}
+	return nil
 }
 
 // register adds c to reg, or returns the collector already registered under its name.
@@ -93,8 +113,31 @@ func (m *Metrics) observe(mod *Module, reason string, d time.Duration) {
 	status := "ok"
 	if reason != "" {
 		status = reason
+	}
+	if reason != "" && reason != ReasonCanceled {
 		m.Traps.WithLabelValues(mod.Capsule, mod.Artifact, role, reason).Inc()
 	}
 	m.Calls.WithLabelValues(mod.Capsule, mod.Artifact, role, status).Inc()
 	m.Duration.WithLabelValues(mod.Capsule, role).Observe(d.Seconds())
+}
+
+// metricsSink counts a session's events on the Prometheus collectors: one sink of the
+// stream like any other, so the loop never touches a counter.
+type metricsSink struct {
+	m       *Metrics
+	capsule string
+}
+
+// knownStops bounds the stop_reason label: anything a driver invents is "other".
+var knownStops = map[string]bool{"end_turn": true, "tool_call": true, "max_tokens": true, "error": true}
+
+func (s metricsSink) Event(e *Event) error {
+	if inf, ok := e.Data.(Inference); ok && e.Type == EventInference {
+		stop := inf.StopReason
+		if !knownStops[stop] {
+			stop = "other"
+		}
+		s.m.Inference.WithLabelValues(s.capsule, stop).Inc()
+	}
+	return nil
 }

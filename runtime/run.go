@@ -38,6 +38,11 @@ type RunOptions struct {
 	// LookupEnv reads the host environment for env.allow; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 	Progress  func(registry.Progress)
+	// Sleep waits between provider retries; nil waits on a real timer (tests pass a fake clock).
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Sinks receive the session's events besides the trace and the metrics (the CLI's
+	// progress lines).
+	Sinks []Sink
 }
 
 // RunResult is the outcome of a one-shot run; its fields are the --json output.
@@ -58,91 +63,17 @@ func (e *Engine) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOpti
 	if err != nil {
 		return nil, err
 	}
-	id := NewID("ses_")
-	layout, err := NewLayout(opts.WorkRoot, m.Name, id, opts.Workdir)
+	sess, err := e.openSession(staged, sessionOptions{WorkRoot: opts.WorkRoot, Workdir: opts.Workdir, LookupEnv: opts.LookupEnv,
+		Sleep: opts.Sleep, Sinks: opts.Sinks})
 	if err != nil {
 		return nil, err
 	}
-	var sinks []Sink
-	if m.Trace.Capture != "none" {
-		trace, err := NewTraceSink(layout.Trace, m.Trace.Capture == "content")
-		if err != nil {
-			return nil, err
-		}
-		defer trace.Close()
-		sinks = append(sinks, trace)
-	}
-	stream := NewStream(id, sinks...)
-	start := time.Now()
-	sessEvt, _ := stream.Emit(EventSessionStart, "", sessionStart(staged), nil)
-	taskID, ctxID := NewID("tsk_"), NewID("ctx_")
-	taskEvt, _ := stream.Emit(EventTaskStart, sessEvt, TaskStart{TaskID: taskID, ContextID: ctxID, Source: "cli", InputBytes: len(opts.Task)},
-		map[string]string{"input": opts.Task})
-
-	res := &RunResult{SessionID: id, Capsule: m.Name, Workdir: layout.Work, Records: layout.Root}
-	sess, state, runErr := e.runTask(ctx, staged, layout, id, opts, stream, taskEvt)
-	if runErr != nil {
-		res.Status, res.Result = state, "error: "+runErr.Error()
-		if werr := os.WriteFile(filepath.Join(layout.Work, "out", "result.txt"), []byte(res.Result+"\n"), 0o644); werr != nil {
-			return nil, errors.Join(runErr, werr)
-		}
-	} else {
-		res.Status = StateCompleted
-		res.Result, runErr = readResult(layout.Work)
-		if runErr != nil {
-			res.Status, res.Result = StateFailed, "error: the capsule finished but wrote no out/result.txt: "+runErr.Error()
-		}
-	}
-	stream.Emit(EventTaskEnd, taskEvt, TaskEnd{TaskID: taskID, State: res.Status, DurationMS: time.Since(start).Milliseconds()},
-		map[string]string{"output": res.Result})
-	end := SessionEnd{Tasks: 1, ExitStatus: res.Status, DurationMS: time.Since(start).Milliseconds()}
-	if sess != nil {
-		end.ToolCalls, end.Denials = int(sess.toolCalls.Load()), int(sess.denials.Load())
-	}
-	stream.Emit(EventSessionEnd, sessEvt, end, nil)
-	if err := stream.Err(); err != nil {
+	out := sess.run(ctx, TaskRequest{Source: "cli", Text: opts.Task})
+	if err := sess.end(out.State); err != nil {
 		return nil, err // a trace that cannot be written fails the session loudly
 	}
-	return res, nil
-}
-
-// runTask prepares the session's files and runs the task: the script capsule's module, or
-// the agent loop. It returns the task's state.
-func (e *Engine) runTask(ctx context.Context, staged *Staged, layout *Layout, id string, opts RunOptions, stream *Stream, taskEvt string) (*session, string, error) {
-	m := staged.Manifest
-	if opts.Task != "" {
-		if err := os.WriteFile(filepath.Join(layout.Work, "task.md"), []byte(opts.Task), 0o644); err != nil {
-			return nil, StateFailed, err
-		}
-	}
-	if err := os.WriteFile(filepath.Join(layout.Work, "MURMUR.md"), murmurMD(staged, id), 0o444); err != nil {
-		return nil, StateFailed, err
-	}
-	sess, err := e.newSession(staged, layout, id, opts, stream, taskEvt)
-	if err != nil {
-		return nil, StateFailed, err
-	}
-	defer sess.close()
-	if m.IsAgent() {
-		if err := sess.driverSetup(); err != nil {
-			return sess, StateFailed, err
-		}
-		result, state, err := sess.agentTask(ctx, opts.Task)
-		if err != nil {
-			return sess, state, err
-		}
-		if err := os.WriteFile(filepath.Join(layout.Work, "out", "result.txt"), []byte(result+"\n"), 0o644); err != nil {
-			return sess, StateFailed, err
-		}
-		return sess, state, nil
-	}
-	if err := e.RunScript(ctx, staged.Script, sess.grants(m.Name, RoleCapsule), sess.host(m.Name)); err != nil {
-		if said := sess.lastWords(m.Name + ".stderr.log"); said != "" {
-			err = fmt.Errorf("%w; the guest's stderr ended with: %s", err, said)
-		}
-		return sess, StateFailed, err
-	}
-	return sess, StateCompleted, nil
+	return &RunResult{SessionID: sess.id, Capsule: m.Name, Status: out.State, Result: out.Result,
+		Workdir: sess.layout.Work, Records: sess.layout.Root}, nil
 }
 
 // sessionStart describes a staged capsule for the trace: its tools and effective grants
@@ -179,8 +110,19 @@ type session struct {
 	mu      sync.Mutex
 	writers map[string]*cappedFile
 
+	id      string
+	layout  *Layout
+	start   time.Time
+	trace   *TraceSink
+	sessEvt string // session_start, parent of every task
+	tasks   int
+
 	stream  *Stream
 	taskEvt string // the current task's event, parent of its tool calls
+	taskID  string
+	// requestInput asks the current task's A2A client for input; nil outside A2A.
+	requestInput func(ctx context.Context, prompt string) (string, error)
+	turns        int // driver turns of the current task
 	// driverEnv and driverHTTP are what an agent capsule's driver gets beyond the grants
 	// every guest has: the MURMUR_INFERENCE_* values, and its gateway endpoint with the key.
 	driverEnv  []string
@@ -189,8 +131,42 @@ type session struct {
 	denials    atomic.Int64
 }
 
-func (e *Engine) newSession(s *Staged, l *Layout, id string, ro RunOptions, stream *Stream, taskEvt string) (*session, error) {
+// sessionOptions configure a session of a staged capsule.
+type sessionOptions struct {
+	WorkRoot, Workdir string
+	LookupEnv         func(string) (string, bool)
+	Sleep             func(ctx context.Context, d time.Duration) error
+	Sinks             []Sink
+}
+
+// openSession creates the session's folders, its event stream (trace, metrics and the
+// caller's sinks) and what its guests share, and emits session_start. On failure nothing
+// is left open.
+func (e *Engine) openSession(s *Staged, o sessionOptions) (_ *session, err error) {
 	m := s.Manifest
+	id := NewID("ses_")
+	l, err := NewLayout(o.WorkRoot, m.Name, id, o.Workdir)
+	if err != nil {
+		return nil, err
+	}
+	sinks := []Sink{metricsSink{m: e.metrics, capsule: m.Name}}
+	var trace *TraceSink
+	if m.Trace.Capture != "none" {
+		if trace, err = NewTraceSink(l.Trace, m.Trace.Capture == "content"); err != nil {
+			return nil, err
+		}
+		sinks = append(sinks, trace)
+	}
+	sinks = append(sinks, o.Sinks...)
+	stream := NewStream(id, sinks...)
+	defer func() {
+		if err != nil && trace != nil {
+			trace.Close()
+		}
+	}()
+	if err := os.WriteFile(filepath.Join(l.Work, "MURMUR.md"), murmurMD(s, id), 0o444); err != nil {
+		return nil, err
+	}
 	root := filepath.Join(l.Work, filepath.FromSlash(m.Capabilities.Filesystem.Scope))
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
@@ -203,20 +179,41 @@ func (e *Engine) newSession(s *Staged, l *Layout, id string, ro RunOptions, stre
 	if err != nil {
 		return nil, err
 	}
-	lookup := ro.LookupEnv
+	lookup := o.LookupEnv
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
 	sess := &session{e: e, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
-		writers: map[string]*cappedFile{}, stream: stream, taskEvt: taskEvt}
-	sess.http = &HTTPHost{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: e.metrics,
+		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace}
+	sess.http = &HTTPHost{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: e.metrics, Sleep: o.Sleep,
 		OnDeny: func(who, host string, port int, err error) {
 			sess.denials.Add(1)
 			fmt.Fprintf(sess.log("bootstrap.log"), "%s network_denied who=%s host=%s port=%d: %v\n", time.Now().UTC().Format(time.RFC3339), who, host, port, err)
-			stream.Emit(EventNetworkDenied, taskEvt, NetworkDenied{Who: who, Host: host, Port: port, Check: err.Error()}, nil)
+			stream.Emit(EventNetworkDenied, sess.taskEvt, NetworkDenied{Who: who, Host: host, Port: port, Check: err.Error()}, nil)
 		}}
 	sess.http.Init()
+	if m.IsAgent() {
+		if err := sess.driverSetup(); err != nil {
+			sess.close()
+			return nil, err
+		}
+	}
+	sess.sessEvt, _ = stream.Emit(EventSessionStart, "", sessionStart(s), nil)
 	return sess, nil
+}
+
+// end emits session_end and closes the session; it returns the first sink failure.
+func (s *session) end(status string) error {
+	s.stream.Emit(EventSessionEnd, s.sessEvt, SessionEnd{Tasks: s.tasks, ExitStatus: status,
+		ToolCalls: int(s.toolCalls.Load()), Denials: int(s.denials.Load()), DurationMS: time.Since(s.start).Milliseconds()}, nil)
+	s.close()
+	err := s.stream.Err()
+	if s.trace != nil {
+		if cerr := s.trace.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 func (s *session) close() {
@@ -238,7 +235,7 @@ func (s *session) grants(artifact string, role manifest.Role) Grants {
 // host is the host side a guest of the session reaches: declared wasm tools, the
 // network within the capsule's rules.
 func (s *session) host(who string) *Host {
-	return &Host{Who: who, HTTP: s.http, Invoke: s.invoke}
+	return &Host{Who: who, HTTP: s.http, Invoke: s.invoke, Events: chunkEvents{s}, RequestInput: s.requestInput}
 }
 
 // invoke serves murmur:tool-registry/invoke: manifest-declared wasm tools only.

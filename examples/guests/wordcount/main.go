@@ -1,7 +1,9 @@
 //go:build wasip1
 
 // Command wordcount is an example wasm tool: it counts the words, lines and bytes of
-// the text it is given as input data.
+// the text it is given as input data. Given no text, it asks the client for one (over
+// A2A the task turns input-required until the answer comes), and it streams a progress
+// line as it goes.
 package main
 
 import (
@@ -16,6 +18,10 @@ import (
 func init() {
 	tool.Handle(func(in tool.Input) tool.Result {
 		text := guest.Value(in.Data)
+		if strings.TrimSpace(text) == "" {
+			text = guest.RequestInput("Which text should I count the words of?")
+		}
+		guest.EmitChunk(fmt.Sprintf("Counting the words of %d bytes of text…\n", len(text)))
 		words := len(strings.Fields(text))
 		lines := strings.Count(text, "\n")
 		if text != "" && !strings.HasSuffix(text, "\n") {

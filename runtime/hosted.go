@@ -1,0 +1,78 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/registry"
+)
+
+// HostOptions configure a capsule the gateway hosts.
+type HostOptions struct {
+	Registry  registry.Registry
+	WorkRoot  string
+	LookupEnv func(string) (string, bool)
+	Progress  func(registry.Progress)
+	// Sinks receive every event of the capsule's session besides trace and metrics.
+	Sinks []Sink
+}
+
+// Hosted is a staged capsule served by the gateway: one long-lived session whose tasks
+// arrive over A2A and run one at a time, since they share the session's workdir.
+type Hosted struct {
+	staged *Staged
+	sess   *session
+
+	mu     sync.Mutex // held while a task runs
+	closed bool
+}
+
+// Host stages m and opens its session; tasks then run through RunTask until Close.
+func (e *Engine) Host(ctx context.Context, m *manifest.Manifest, opts HostOptions) (*Hosted, error) {
+	staged, err := e.Stage(ctx, m, StageOptions{Registry: opts.Registry, Progress: opts.Progress})
+	if err != nil {
+		return nil, err
+	}
+	sess, err := e.openSession(staged, sessionOptions{WorkRoot: opts.WorkRoot, LookupEnv: opts.LookupEnv, Sinks: opts.Sinks})
+	if err != nil {
+		return nil, err
+	}
+	return &Hosted{staged: staged, sess: sess}, nil
+}
+
+// Staged returns the staged capsule.
+func (h *Hosted) Staged() *Staged { return h.staged }
+
+// SessionID returns the id of the capsule's session (its records folder's name).
+func (h *Hosted) SessionID() string { return h.sess.id }
+
+// Layout returns where the session's workdir and records are.
+func (h *Hosted) Layout() *Layout { return h.sess.layout }
+
+// RunTask runs one task to its end. A canceled ctx stops the running guest and ends the
+// task canceled. A task that arrives while another runs waits for it: admission (single,
+// queue) is the A2A layer's job.
+func (h *Hosted) RunTask(ctx context.Context, req TaskRequest) TaskOutcome {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return TaskOutcome{TaskID: req.TaskID, State: StateFailed, Result: "error: the capsule was unloaded"}
+	}
+	if req.Source == "" {
+		req.Source = "a2a"
+	}
+	return h.sess.run(ctx, req)
+}
+
+// Close waits for the running task, then ends the session (session_end) and closes its
+// files; later tasks fail.
+func (h *Hosted) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	return h.sess.end(StateCompleted)
+}

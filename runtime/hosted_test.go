@@ -1,0 +1,167 @@
+package runtime
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/registry"
+)
+
+// recordSink keeps the events a task's subscriber saw.
+type recordSink struct {
+	mu     sync.Mutex
+	events []*Event
+	seen   chan string // event types, as they arrive
+}
+
+func (r *recordSink) Event(e *Event) error {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	if r.seen != nil {
+		r.seen <- e.Type
+	}
+	return nil
+}
+
+func (r *recordSink) chunks() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, e := range r.events {
+		if c, ok := e.Data.(Chunk); ok {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
+}
+
+// hostGatewayCapsule hosts the gateway test script capsule.
+func hostGatewayCapsule(t *testing.T, e *Engine) *Hosted {
+	t.Helper()
+	dir := t.TempDir()
+	mpath := filepath.Join(dir, "murmur.yaml")
+	reg := registry.NewLocal(t.TempDir())
+	publishWasm(t, reg, "gatetool", "tool", guestbuild.Wasm(t, "../internal/testguests/gatetool"))
+	os.WriteFile(mpath, []byte("name: hosted\nversion: 2.0.0\nartifacts:\n  - {name: gatetool, version: 1.0.0}\ncapabilities:\n  limits: {memory_bytes: 134217728, deadline_seconds: 120}\nlifecycle: {conversation: threaded}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../internal/testguests/gateway"), 0o644)
+	m, err := manifest.Load(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.Host(context.Background(), m, HostOptions{Registry: reg, WorkRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestHostedTasks runs several tasks through one hosted session: each gets its own
+// answer and chunk stream, input is asked through the request's hook, and a canceled
+// task stops its guest without counting a trap.
+func TestHostedTasks(t *testing.T) {
+	e, reg := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	h := hostGatewayCapsule(t, e)
+
+	answer := func(ctx context.Context, prompt string) (string, error) { return "yes to " + prompt, nil }
+	tests := []struct {
+		name       string
+		text       string
+		input      func(context.Context, string) (string, error)
+		wantState  string
+		wantResult string
+		wantChunks string
+	}{
+		{"echo", "hello", nil, StateCompleted, "hello (version 2.0.0)", "echo: hello\n"},
+		{"second task, own answer", "again", nil, StateCompleted, "again (version 2.0.0)", "echo: again\n"},
+		{"input asked", "ask", answer, StateCompleted, "answered yes to what should I say? (version 2.0.0)", "echo: answered yes to what should I say?\n"},
+		{"input outside A2A", "ask", nil, StateFailed, "request-input called outside an A2A task", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sink := &recordSink{}
+			out := h.RunTask(context.Background(), TaskRequest{Text: tt.text, Sink: sink, RequestInput: tt.input})
+			if out.State != tt.wantState || !strings.Contains(out.Result, tt.wantResult) {
+				t.Fatalf("outcome = %+v", out)
+			}
+			if got := sink.chunks(); got != tt.wantChunks {
+				t.Errorf("chunks = %q, want %q", got, tt.wantChunks)
+			}
+			if tt.wantState == StateCompleted {
+				own, err := os.ReadFile(filepath.Join(h.Layout().Work, "out", "result_"+out.TaskID+".txt"))
+				if err != nil || strings.TrimSpace(string(own)) != tt.wantResult {
+					t.Errorf("threaded result file = %q, %v", own, err)
+				}
+			}
+		})
+	}
+
+	t.Run("cancel stops a spinning guest", func(t *testing.T) {
+		trapsBefore := sumCounter(t, e.metrics.Traps)
+		ctx, cancel := context.WithCancel(context.Background())
+		sink := &recordSink{seen: make(chan string, 16)}
+		done := make(chan TaskOutcome)
+		go func() { done <- h.RunTask(ctx, TaskRequest{Text: "spin", Sink: sink}) }()
+		for typ := range sink.seen {
+			if typ == EventChunk {
+				break
+			}
+		}
+		cancel()
+		out := <-done
+		if out.State != StateCanceled {
+			t.Fatalf("outcome = %+v", out)
+		}
+		if n := sumCounter(t, e.metrics.Traps); n != trapsBefore {
+			t.Errorf("a cancel counted %v traps", n-trapsBefore)
+		}
+		if n := testutil.ToFloat64(e.metrics.Calls.WithLabelValues("hosted", "gatetool", "tool", ReasonCanceled)); n != 1 {
+			t.Errorf("canceled calls = %v", n)
+		}
+		// The session goes on: the next task is served.
+		if out := h.RunTask(context.Background(), TaskRequest{Text: "after"}); out.State != StateCompleted {
+			t.Errorf("task after cancel = %+v", out)
+		}
+	})
+	_ = reg
+
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if out := h.RunTask(context.Background(), TaskRequest{Text: "late"}); out.State != StateFailed {
+		t.Errorf("task after Close = %+v", out)
+	}
+	trace, _ := os.ReadFile(filepath.Join(h.Layout().Root, "trace.jsonl"))
+	if n := strings.Count(string(trace), `"event_type":"task_end"`); n != 6 {
+		t.Errorf("trace has %d task_end events, want 6", n)
+	}
+	if !strings.Contains(string(trace), `"event_type":"session_end"`) || strings.Contains(string(trace), `"event_type":"chunk"`) {
+		t.Errorf("trace:\n%s", trace)
+	}
+}
+
+// sumCounter adds up every series of a counter vector.
+func sumCounter(t *testing.T, c *prometheus.CounterVec) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	var sum float64
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		sum += pb.GetCounter().GetValue()
+	}
+	return sum
+}

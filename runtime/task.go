@@ -1,0 +1,139 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// StateCanceled ends a task its client canceled.
+const StateCanceled = "canceled"
+
+// EventChunk carries text a task streams as it works: a guest's murmur:stream/events
+// chunks and each model turn's text. SSE subscribers read it; the trace leaves it out,
+// since the inference and task_end events already hold the text.
+const EventChunk = "chunk"
+
+// Chunk is the data of an EventChunk.
+type Chunk struct {
+	TaskID   string `json:"task_id"`
+	Text     string `json:"text"`
+	Thinking bool   `json:"thinking,omitempty"`
+}
+
+// TaskRequest is one task for a session: the CLI's --task, or an A2A message.
+type TaskRequest struct {
+	TaskID, ContextID string // generated when empty
+	Source            string // "cli", "a2a" or "task_md"
+	Text              string
+	// History holds the earlier turns of a threaded conversation, oldest first.
+	History []Turn
+	// Sink receives this task's events while it runs (an SSE subscriber); nil for none.
+	Sink Sink
+	// RequestInput asks the A2A client for input (murmur:task/task); nil outside A2A.
+	RequestInput func(ctx context.Context, prompt string) (string, error)
+}
+
+// Turn is one finished exchange of a threaded conversation.
+type Turn struct{ User, Agent string }
+
+// TaskOutcome is how a task ended.
+type TaskOutcome struct {
+	TaskID string
+	State  string // completed, failed, canceled or max_turns_reached
+	Result string // the answer, or "error: …" when the task did not complete
+	Turns  int
+}
+
+// run runs one task of the session to its end: task_start, the script capsule's module or
+// the agent loop, the result file, task_end. The only task loop there is: the CLI and the
+// gateway both come through here.
+func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
+	if req.TaskID == "" {
+		req.TaskID = NewID("tsk_")
+	}
+	if req.ContextID == "" {
+		req.ContextID = NewID("ctx_")
+	}
+	if req.Sink != nil {
+		defer s.stream.Attach(req.Sink)()
+	}
+	start := time.Now()
+	s.taskID, s.requestInput, s.turns = req.TaskID, req.RequestInput, 0
+	s.taskEvt, _ = s.stream.Emit(EventTaskStart, s.sessEvt, TaskStart{TaskID: req.TaskID, ContextID: req.ContextID, Source: req.Source,
+		InputBytes: len(req.Text)}, map[string]string{"input": req.Text})
+	out := TaskOutcome{TaskID: req.TaskID, State: StateCompleted}
+	result, state, err := s.execute(ctx, req)
+	switch {
+	case err != nil && errors.Is(ctx.Err(), context.Canceled):
+		out.State, out.Result = StateCanceled, "error: the task was canceled"
+	case err != nil:
+		out.State, out.Result = state, "error: "+err.Error()
+	default:
+		out.Result = result
+	}
+	if werr := s.writeResult(req.TaskID, out.Result); werr != nil && out.State == StateCompleted {
+		out.State, out.Result = StateFailed, "error: "+werr.Error()
+	}
+	out.Turns = s.turns
+	s.tasks++
+	s.stream.Emit(EventTaskEnd, s.taskEvt, TaskEnd{TaskID: req.TaskID, State: out.State, Turns: out.Turns,
+		DurationMS: time.Since(start).Milliseconds()}, map[string]string{"output": out.Result})
+	s.requestInput = nil
+	return out
+}
+
+// execute writes task.md and runs the task: the agent loop, or the script capsule's run,
+// whose answer is the out/result.txt it wrote.
+func (s *session) execute(ctx context.Context, req TaskRequest) (result, state string, err error) {
+	m := s.staged.Manifest
+	task := filepath.Join(s.layout.Work, "task.md")
+	if err := os.WriteFile(task, []byte(req.Text), 0o644); err != nil {
+		return "", StateFailed, err
+	}
+	if m.IsAgent() {
+		return s.agentTask(ctx, req.Text, req.History)
+	}
+	// A stale answer of the previous task must not pass for this one's.
+	if err := os.Remove(filepath.Join(s.layout.Work, "out", "result.txt")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", StateFailed, err
+	}
+	if err := s.e.RunScript(ctx, s.staged.Script, s.grants(m.Name, RoleCapsule), s.host(m.Name)); err != nil {
+		if said := s.lastWords(m.Name + ".stderr.log"); said != "" {
+			err = fmt.Errorf("%w; the guest's stderr ended with: %s", err, said)
+		}
+		return "", StateFailed, err
+	}
+	result, err = readResult(s.layout.Work)
+	if err != nil {
+		return "", StateFailed, fmt.Errorf("the capsule finished but wrote no out/result.txt: %w", err)
+	}
+	return result, StateCompleted, nil
+}
+
+// writeResult records the task's answer in out/result.txt, and in out/result_<task>.txt
+// too when the conversation is threaded, so earlier answers stay readable (SPEC §6.1).
+func (s *session) writeResult(taskID, text string) error {
+	out := filepath.Join(s.layout.Work, "out")
+	if err := os.WriteFile(filepath.Join(out, "result.txt"), []byte(text+"\n"), 0o644); err != nil {
+		return err
+	}
+	if s.staged.Manifest.Lifecycle.Conversation == "threaded" {
+		return os.WriteFile(filepath.Join(out, "result_"+taskID+".txt"), []byte(text+"\n"), 0o644)
+	}
+	return nil
+}
+
+// chunkEvents turns a guest's murmur:stream/events into the session's chunk events.
+type chunkEvents struct{ s *session }
+
+func (c chunkEvents) Chunk(thinking bool, text string) {
+	c.s.stream.Emit(EventChunk, c.s.taskEvt, Chunk{TaskID: c.s.taskID, Text: text, Thinking: thinking}, nil)
+}
+
+// ToolCallStarted and ToolCallInputBytes are progress hints the tool_call event covers.
+func (chunkEvents) ToolCallStarted(string, string)    {}
+func (chunkEvents) ToolCallInputBytes(string, uint64) {}
