@@ -50,11 +50,16 @@ func InstallLock(ctx context.Context, m *manifest.Manifest, opts Options) (*Reso
 }
 
 // VerifyLock resolves the manifest's artifacts strictly against the lock beside it
-// (SPEC §3.3) and writes nothing. opts.Lock and opts.Mode are ignored.
+// (SPEC §3.3), or against opts.LockPath when set, and writes nothing. opts.Lock and
+// opts.Mode are ignored.
 func VerifyLock(ctx context.Context, m *manifest.Manifest, opts Options) (*Resolution, error) {
 	var lock *Lock
 	if needsLock(m) {
-		l, err := ReadLock(LockPath(m.File))
+		path := opts.LockPath
+		if path == "" {
+			path = LockPath(m.File)
+		}
+		l, err := ReadLock(path)
 		if err != nil {
 			return nil, err
 		}

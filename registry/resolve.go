@@ -75,6 +75,8 @@ type Options struct {
 	Mode     Mode
 	Platform string // defaults to HostPlatform()
 	Progress func(Progress)
+	// LockPath is the lock VerifyLock reads; "" means murmur.lock beside the manifest.
+	LockPath string
 }
 
 // Resolve fetches every artifact the manifest names, checks it against the lock (SPEC

@@ -14,6 +14,7 @@ type HostOptions struct {
 	WorkRoot  string
 	LookupEnv func(string) (string, bool)
 	Progress  func(registry.Progress)
+	Lock      string // verify against this lock instead of the one beside the manifest
 	// Sinks receive every event of the capsule's session besides trace and metrics.
 	Sinks []Sink
 }
@@ -30,7 +31,7 @@ type Hosted struct {
 
 // Host stages m and opens its session; tasks then run through RunTask until Close.
 func (e *Engine) Host(ctx context.Context, m *manifest.Manifest, opts HostOptions) (*Hosted, error) {
-	staged, err := e.Stage(ctx, m, StageOptions{Registry: opts.Registry, Progress: opts.Progress})
+	staged, err := e.Stage(ctx, m, StageOptions{Registry: opts.Registry, Progress: opts.Progress, Lock: opts.Lock})
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,9 @@ type StageOptions struct {
 	Registry registry.Registry
 	Platform string // default: the host's
 	Progress func(registry.Progress)
+	// Lock is a lock file to verify against instead of murmur.lock beside the manifest;
+	// it must exist (a gateway never writes a lock it was pointed at).
+	Lock string
 }
 
 // Stage resolves and verifies every artifact (writing murmur.lock when there is none,
@@ -43,12 +46,12 @@ type StageOptions struct {
 // the wasm modules and checks each against its world and the memory limit.
 func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOptions) (*Staged, error) {
 	start := time.Now()
-	ropts := registry.Options{Registry: opts.Registry, Platform: opts.Platform, Progress: opts.Progress}
+	ropts := registry.Options{Registry: opts.Registry, Platform: opts.Platform, Progress: opts.Progress, LockPath: opts.Lock}
 	var (
 		res *registry.Resolution
 		err error
 	)
-	if _, statErr := os.Stat(registry.LockPath(m.File)); statErr == nil {
+	if _, statErr := os.Stat(registry.LockPath(m.File)); statErr == nil || opts.Lock != "" {
 		res, err = registry.VerifyLock(ctx, m, ropts)
 	} else {
 		res, _, err = registry.InstallLock(ctx, m, ropts)
