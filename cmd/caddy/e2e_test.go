@@ -4,16 +4,24 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/replay"
 )
 
 // caddyBin is the real binary, built once for this test run from this package.
@@ -344,5 +352,227 @@ func TestRunAgentCapsuleAgainstReplay(t *testing.T) {
 	r = capsule(t, home, "run", filepath.Join(capDir, "murmur.yaml"), "--registry", reg, "--work-root", workRoot, "--task", "an unknown question")
 	if r.code != 1 || !strings.Contains(r.stdout, "404") {
 		t.Fatalf("cassette miss: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// capsuleEnv is capsule with extra KEY=VALUE variables in the binary's environment.
+func capsuleEnv(t *testing.T, home string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(caddyBin, append([]string{"capsule"}, args...)...)
+	cmd.Env = append([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+// TestRunAgentCapsuleOpenAI is the hello run with the openai-chat driver and the
+// OpenAI-format cassette, its key a sentinel from the environment: the binary exits 0
+// with the cassette's answer, the trace links every event to its parent, the provider
+// receives the key (checked there) and nothing the run wrote or printed holds it; with
+// max_turns 1 the same task ends max_turns_reached and the binary exits 1.
+func TestRunAgentCapsuleOpenAI(t *testing.T) {
+	tmp := t.TempDir()
+	home := filepath.Join(tmp, "home")
+	reg := filepath.Join(tmp, "registry")
+	os.MkdirAll(home, 0o755)
+	for name, src := range map[string][2]string{
+		"openai-chat": {"../../examples/drivers/openai-chat/artifact", "../../examples/drivers/openai-chat"},
+		"wordcount":   {"../../examples/artifacts/wordcount", "../../examples/guests/wordcount"},
+		"greeting":    {"../../examples/artifacts/greeting", ""},
+	} {
+		art := filepath.Join(tmp, "art-"+name)
+		copyDir(t, src[0], art)
+		if src[1] != "" {
+			os.WriteFile(filepath.Join(art, name+".wasm"), guestbuild.Wasm(t, src[1]), 0o644)
+		}
+		zip := filepath.Join(tmp, name+".mur.zip")
+		for _, args := range [][]string{{"pack", art, "--output", zip}, {"publish", zip, "--registry", reg}} {
+			if r := capsule(t, home, args...); r.code != 0 {
+				t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+			}
+		}
+	}
+
+	// The replay provider in this process, serving the example cassettes, so the key it
+	// receives can be checked.
+	lib, err := replay.Load("../../examples/cassettes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		auth []string
+	)
+	h := lib.Handler()
+	h.OnRequest = func(r *http.Request, _ []byte) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	key := make([]byte, 8)
+	rand.Read(key)
+	sentinel := "sk-test-SENTINEL-" + hex.EncodeToString(key)
+	hello, _ := os.ReadFile("../../examples/capsules/hello/murmur.yaml")
+	yaml := string(hello)
+	for _, r := range [][2]string{
+		{"anthropic-messages", "openai-chat"},
+		{"endpoint: http://127.0.0.1:8089", "endpoint: " + srv.URL + "\n      api_key: ${TEST_KEY}"},
+		{"model: claude-sonnet-4-5", "model: gpt-4o-mini"},
+	} {
+		if !strings.Contains(yaml, r[0]) {
+			t.Fatalf("the hello manifest no longer has %q", r[0])
+		}
+		yaml = strings.ReplaceAll(yaml, r[0], r[1])
+	}
+	writeCapsule := func(name, yaml string) string {
+		dir := filepath.Join(tmp, name)
+		copyDir(t, "../../examples/capsules/hello", dir)
+		os.Remove(filepath.Join(dir, "murmur.lock"))
+		os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(yaml), 0o644)
+		return filepath.Join(dir, "murmur.yaml")
+	}
+	const (
+		task  = "Say hello, then count the words in: the quick brown fox"
+		final = `Hello, I'm hello. "the quick brown fox" has 4 words.`
+	)
+	workRoot := filepath.Join(tmp, "work")
+	env := []string{"TEST_KEY=" + sentinel}
+	noKey := func(what, s string) {
+		if strings.Contains(s, sentinel) {
+			t.Errorf("the key is in %s", what)
+		}
+	}
+
+	r := capsuleEnv(t, home, env, "run", writeCapsule("hello-openai", yaml), "--registry", reg, "--work-root", workRoot, "--task", task, "--json")
+	noKey("stdout", r.stdout)
+	noKey("stderr", r.stderr)
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var out struct {
+		Status, Result, Workdir, Records string
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Status != "completed" || out.Result != final {
+		t.Fatalf("run --json (%v): %s", err, r.stdout)
+	}
+	if got, _ := os.ReadFile(filepath.Join(out.Workdir, "out", "result.txt")); string(got) != final+"\n" {
+		t.Errorf("out/result.txt = %q, want the cassette's final answer", got)
+	}
+	checkAgentTrace(t, filepath.Join(out.Records, "trace.jsonl"))
+	mu.Lock()
+	if len(auth) != 2 || auth[0] != "Bearer "+sentinel || auth[1] != auth[0] {
+		t.Errorf("the provider saw Authorization %q, want the key as a bearer token on both turns", auth)
+	}
+	mu.Unlock()
+
+	// The same task with one turn: the model still wants a tool, so the turns run out.
+	short := strings.Replace(yaml, "max_turns: 5", "max_turns: 1", 1)
+	r = capsuleEnv(t, home, env, "run", writeCapsule("hello-short", short), "--registry", reg, "--work-root", workRoot, "--task", task, "--json")
+	noKey("stdout", r.stdout)
+	noKey("stderr", r.stderr)
+	if r.code != 1 {
+		t.Fatalf("max_turns run: exit %d, want 1\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Status != "max_turns_reached" || !strings.HasPrefix(out.Result, "error: ") {
+		t.Fatalf("max_turns run --json (%v): %s", err, r.stdout)
+	}
+	if got, _ := os.ReadFile(filepath.Join(out.Workdir, "out", "result.txt")); string(got) != out.Result+"\n" {
+		t.Errorf("out/result.txt = %q, want %q", got, out.Result)
+	}
+
+	// Nothing either run wrote holds the key: workdirs, MURMUR.md, traces, logs.
+	var files int
+	filepath.WalkDir(workRoot, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		files++
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+		noKey(p, string(data))
+		return nil
+	})
+	if files < 8 { // per run at least trace.jsonl, MURMUR.md, task.md, out/result.txt
+		t.Errorf("walked only %d files under %s", files, workRoot)
+	}
+}
+
+// checkAgentTrace checks the trace of one hello run: every line carries the common fields,
+// every parent_id names an earlier event of the right kind, and the events are those of
+// two turns with a skill and a wasm tool call between them.
+func checkAgentTrace(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evtID := regexp.MustCompile(`^evt_[0-9a-f]{32}$`)
+	typeOf := map[string]string{} // event_id → event_type
+	var seq []string
+	session := ""
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var ev struct {
+			Type      string  `json:"event_type"`
+			ID        string  `json:"event_id"`
+			Parent    *string `json:"parent_id"`
+			Session   string  `json:"session_id"`
+			Timestamp int64   `json:"timestamp"`
+			Turn      int     `json:"turn"`
+			Kind      string  `json:"kind"`
+			ToolName  string  `json:"tool_name"`
+			State     string  `json:"state"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("line %d: %v: %s", i+1, err, line)
+		}
+		if session == "" {
+			session = ev.Session
+		}
+		if !evtID.MatchString(ev.ID) || typeOf[ev.ID] != "" || !strings.HasPrefix(ev.Session, "ses_") || ev.Session != session || ev.Timestamp < 1e12 {
+			t.Errorf("line %d: bad id, session or timestamp: %s", i+1, line)
+		}
+		parent := ""
+		if ev.Parent != nil {
+			parent = typeOf[*ev.Parent]
+			if parent == "" {
+				t.Errorf("line %d: parent_id %q names no earlier event", i+1, *ev.Parent)
+			}
+		}
+		wantParent := map[string][]string{
+			"session_start": {""}, "task_start": {"session_start"}, "inference": {"task_start"},
+			"tool_call": {"task_start", "inference"}, "task_end": {"task_start"}, "session_end": {"session_start"},
+		}[ev.Type]
+		if (ev.Type == "session_start") != (ev.Parent == nil) || (wantParent != nil && !slices.Contains(wantParent, parent)) {
+			t.Errorf("line %d: %s has parent %q, want one of %q", i+1, ev.Type, parent, wantParent)
+		}
+		typeOf[ev.ID] = ev.Type
+		switch ev.Type {
+		case "inference":
+			seq = append(seq, fmt.Sprintf("inference %d", ev.Turn))
+		case "tool_call":
+			seq = append(seq, fmt.Sprintf("tool_call %s %s", ev.Kind, ev.ToolName))
+		case "task_end":
+			seq = append(seq, "task_end "+ev.State)
+		case "session_start", "task_start", "session_end":
+			seq = append(seq, ev.Type)
+		}
+	}
+	want := []string{"session_start", "task_start", "inference 1", "tool_call skill greeting", "tool_call wasm wordcount",
+		"inference 2", "task_end completed", "session_end"}
+	if !slices.Equal(seq, want) {
+		t.Errorf("trace events\n got %q\nwant %q", seq, want)
 	}
 }
