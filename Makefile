@@ -19,18 +19,27 @@ EXAMPLE_WASM := examples/artifacts/wordcount/wordcount.wasm examples/capsules/wo
 	$(foreach d,$(DRIVERS),examples/drivers/$(d)/artifact/$(d).wasm)
 WORK_ROOT := $(CURDIR)/bin/work
 
-.PHONY: all run test gateway guests publish examples fuzz bench vet fmt-check clean
+.PHONY: all run demo test caddy gateway guests publish examples fuzz bench vet fmt-check clean
 
 all: guests examples
 
-## gateway: build Caddy with capsulegate's modules into bin/caddy
-gateway:
+## caddy: build Caddy with capsulegate's modules into bin/caddy from cmd/caddy (offline,
+## from the module cache; what every other target uses)
+caddy:
 	$(GO) build -o $(CADDY) ./cmd/caddy
+
+## gateway: build a custom Caddy with xcaddy v0.4.5 from xcaddy.json (Caddy version +
+## this module) into bin/caddy-xcaddy, as an operator would for their own gateway
+XCADDY_CADDY := $(shell sed -n 's/.*"caddy_version": *"\([^"]*\)".*/\1/p' xcaddy.json)
+gateway:
+	@mkdir -p $(BIN)
+	$(GO) run github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5 build $(XCADDY_CADDY) \
+		--with github.com/capsulegate/capsulegate@v0.0.0=$(CURDIR) --output $(BIN)/caddy-xcaddy
 
 ## guests: build every wasm guest from source (example guests where the examples need
 ## them, test guests into bin/guests/), then pack every example artifact and publish it
 ## into examples/registry
-guests: gateway $(EXAMPLE_WASM)
+guests: caddy $(EXAMPLE_WASM)
 	@for d in $(GUEST_DIRS); do \
 		out=$(BIN)/guests/$$(basename $$d).wasm; mkdir -p $(BIN)/guests; \
 		$(GUEST_BUILD) -o $$out ./$$d || exit 1; \
@@ -51,7 +60,7 @@ examples/drivers/openai-chat/artifact/openai-chat.wasm: $(DRIVER_SRCS) $(SDK_SRC
 	$(GUEST_BUILD) -o $@ ./examples/drivers/openai-chat
 
 ## publish: pack every example artifact and publish it into examples/registry
-publish: gateway $(EXAMPLE_WASM)
+publish: caddy $(EXAMPLE_WASM)
 	@mkdir -p $(BIN)/artifacts $(REGISTRY)
 	@for d in examples/artifacts/*/ examples/drivers/*/artifact/; do \
 		n=$$(echo $$d | tr / _); \
@@ -65,13 +74,20 @@ examples: publish
 		$(CADDY) capsule install $$m --registry $(REGISTRY) || exit 1; \
 	done
 
-## run: build everything, verify the example capsules, then run them once each: the
-## script capsule, and the hello agent against the replay provider (no key, no network)
-REPLAY_ADDR := 127.0.0.1:8089
+## run: build everything, verify the example capsules, and serve them with
+## Caddyfile.example on 127.0.0.1:8080 (A2A), the replay provider on 127.0.0.1:8089 and
+## metrics at /metrics — no key, no network. Ctrl-C stops it.
 run: examples
 	@for m in examples/capsules/*/murmur.yaml; do \
 		$(CADDY) capsule verify $$m --registry $(REGISTRY) || exit 1; \
 	done
+	@echo "serving: curl -s http://127.0.0.1:8080/agents/hello/.well-known/agent-card.json (README has the A2A calls)"
+	$(CADDY) run --config Caddyfile.example --adapter caddyfile
+
+## demo: run each example capsule once from the command line (no gateway): the script
+## capsule, then the hello agent against a replay server
+REPLAY_ADDR := 127.0.0.1:8089
+demo: examples
 	$(CADDY) capsule run examples/capsules/wordcount/murmur.yaml --registry $(REGISTRY) --work-root $(WORK_ROOT) \
 		--task "Count the words of this sentence, please."
 	@$(CADDY) capsule replay examples/cassettes --listen $(REPLAY_ADDR) & pid=$$!; \

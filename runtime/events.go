@@ -144,19 +144,24 @@ func (s *Stream) Emit(typ, parent string, data any, content map[string]string) (
 func (s *Stream) Attach(sink Sink) (detach func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sinks = append(s.sinks[:len(s.sinks):len(s.sinks)], sink)
+	// Sinks may be func types, which do not compare: remove by the wrapper's identity.
+	w := &attached{sink}
+	s.sinks = append(s.sinks[:len(s.sinks):len(s.sinks)], w)
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		kept := make([]Sink, 0, len(s.sinks))
 		for _, k := range s.sinks {
-			if k != sink {
+			if a, ok := k.(*attached); !ok || a != w {
 				kept = append(kept, k)
 			}
 		}
 		s.sinks = kept
 	}
 }
+
+// attached is a sink added by Attach.
+type attached struct{ Sink }
 
 // Err returns the first sink failure, if any.
 func (s *Stream) Err() error {

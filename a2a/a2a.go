@@ -1,0 +1,161 @@
+// Package a2a serves the A2A (Agent2Agent) protocol for one hosted capsule as a plain
+// http.Handler: the agent card, JSON-RPC 2.0 in the 0.3 and 1.0 dialects, SSE streams,
+// and the task registry and queue (SPEC §9). It knows nothing of Caddy or of how tasks
+// run: an Executor does that. docs/a2a.md describes the wire behaviour.
+package a2a
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+// Codes of the configuration refusals NewHandler and Update return (docs/errors.md).
+const (
+	CodeNoExecutor  = "E-A2A-001"
+	CodeAcceptance  = "E-A2A-002"
+	CodeRange       = "E-A2A-003"
+	CodeCard        = "E-A2A-004"
+	CodeMetrics     = "E-A2A-005"
+	CodeBearerToken = "E-A2A-006"
+)
+
+// Acceptance values of Lifecycle.Acceptance (SPEC §2.5 task_acceptance).
+const (
+	AcceptNone   = "none"
+	AcceptSingle = "single"
+	AcceptQueue  = "queue"
+)
+
+// ErrInputTimeout is returned by Job.Input when no answer came within
+// Lifecycle.InputTimeout; the task has then already failed with "input-timeout".
+var ErrInputTimeout = errors.New("a2a: input-timeout")
+
+// DefaultMaxBody is the request body limit when Config.MaxBody is 0.
+const DefaultMaxBody = 1 << 20
+
+// Executor runs the tasks of one capsule (the runtime implements it).
+type Executor interface {
+	Execute(ctx context.Context, job *Job) Outcome
+}
+
+// Job is one task handed to an Executor.
+type Job struct {
+	TaskID, ContextID string
+	// Text is the text parts of the user's message, joined with "\n".
+	Text string
+	// History holds the earlier completed turns of this context, oldest first, when the
+	// conversation is threaded; nil when stateless.
+	History []Turn
+	// Chunk streams text the capsule produces as it works to the task's SSE subscribers.
+	Chunk func(text string)
+	// Input moves the task to input-required with prompt and blocks until the client
+	// answers (a message with this task id, or any message in this context id while the
+	// task waits). It returns the answer's text, or an error when ctx ends or the input
+	// timeout passes (ErrInputTimeout; the task has then failed with "input-timeout").
+	Input func(ctx context.Context, prompt string) (string, error)
+}
+
+// Turn is one completed exchange of a threaded conversation.
+type Turn struct{ User, Agent string }
+
+// Outcome is how Execute ended.
+type Outcome struct {
+	// State is "completed" or "failed"; anything else counts as failed. The handler
+	// itself decides "canceled" when it canceled ctx, and then ignores the outcome.
+	State string
+	// Text is the answer (the task's artifact) or the error message (its status message).
+	Text string
+}
+
+// Card is what the agent card says about the capsule.
+type Card struct {
+	Name, Description, Version string
+	Skills                     []Skill
+}
+
+// Skill is one skill listed on the agent card.
+type Skill struct {
+	ID, Name, Description string
+	Tags                  []string
+}
+
+// Lifecycle is how the capsule admits tasks (SPEC §2.5, read as hosted).
+type Lifecycle struct {
+	// Acceptance is "none", "single" (the default when empty) or "queue".
+	Acceptance string
+	// QueueDepth is how many tasks may wait beyond the running one under "queue"
+	// (0 means 1).
+	QueueDepth int
+	// InputTimeout bounds the wait for an answer to input-required; 0 waits forever.
+	InputTimeout time.Duration
+	// Threaded keeps completed turns per context id and hands them to Job.History.
+	Threaded bool
+}
+
+// Config configures a Handler.
+type Config struct {
+	Card      Card
+	Executor  Executor
+	Lifecycle Lifecycle
+	// MaxBody caps request bodies; larger ones are answered 413 before parsing
+	// (0 = DefaultMaxBody).
+	MaxBody int64
+	// Bearer is the token every JSON-RPC request must carry ("" = no auth). The card
+	// stays public and declares the scheme.
+	Bearer  string
+	Metrics *Metrics
+	Logger  *slog.Logger
+}
+
+// normalize validates cfg and fills in its defaults.
+func normalize(cfg Config) (Config, error) {
+	var list errs.List
+	bad := func(code, msg, fix string) { list = append(list, errs.New(code, "a2a", msg, fix)) }
+	if cfg.Executor == nil {
+		bad(CodeNoExecutor, "no executor configured", "pass the runtime's executor in Config.Executor")
+	}
+	if cfg.Card.Name == "" {
+		bad(CodeCard, "the agent card has no name", "set Card.Name to the capsule's name")
+	}
+	for i, s := range cfg.Card.Skills {
+		if s.ID == "" || s.Name == "" {
+			bad(CodeCard, fmt.Sprintf("card skill %d has no id or no name", i), "give every skill an id and a name")
+		}
+	}
+	switch cfg.Lifecycle.Acceptance {
+	case "":
+		cfg.Lifecycle.Acceptance = AcceptSingle
+	case AcceptNone, AcceptSingle, AcceptQueue:
+	default:
+		bad(CodeAcceptance, fmt.Sprintf("task acceptance %q is not none, single or queue", cfg.Lifecycle.Acceptance), "use none, single or queue")
+	}
+	if cfg.Lifecycle.QueueDepth < 0 {
+		bad(CodeRange, fmt.Sprintf("queue depth %d is negative", cfg.Lifecycle.QueueDepth), "write a positive queue depth")
+	} else if cfg.Lifecycle.QueueDepth == 0 {
+		cfg.Lifecycle.QueueDepth = 1
+	}
+	if cfg.Lifecycle.InputTimeout < 0 {
+		bad(CodeRange, fmt.Sprintf("input timeout %s is negative", cfg.Lifecycle.InputTimeout), "write a positive timeout, or 0 to wait forever")
+	}
+	if cfg.MaxBody < 0 {
+		bad(CodeRange, fmt.Sprintf("max body %d is negative", cfg.MaxBody), "write a positive size, or 0 for 1 MiB")
+	} else if cfg.MaxBody == 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if strings.ContainsFunc(cfg.Bearer, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		bad(CodeBearerToken, "the bearer token holds whitespace or control characters", "use a token of visible characters only")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(list) > 0 {
+		return cfg, list
+	}
+	return cfg, nil
+}

@@ -1,0 +1,158 @@
+package a2a
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+)
+
+func getCard(t *testing.T, srv *httptest.Server, path string, headers map[string]string) (*http.Response, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
+		req.Header.Set(k, v)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var card map[string]any
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, &card); err != nil {
+			t.Fatalf("card is not JSON: %v: %s", err, body)
+		}
+	}
+	return resp, card
+}
+
+func TestCard(t *testing.T) {
+	_, srv := newServer(t, Config{Executor: &echoExec{}})
+	for _, tc := range []struct {
+		name, path string
+		headers    map[string]string
+		wantURL    string
+	}{
+		{"agent-card.json", prefix + "/.well-known/agent-card.json", nil, endpoint(srv)},
+		{"agent.json", prefix + "/.well-known/agent.json", nil, endpoint(srv)},
+		{"public host and scheme", prefix + "/.well-known/agent-card.json",
+			map[string]string{"Host": "gw.example.com:8443", "X-Forwarded-Proto": "https"}, "https://gw.example.com:8443/agents/hello/"},
+		{"other prefix", "/x/y/.well-known/agent-card.json", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, card := getCard(t, srv, tc.path, tc.headers)
+			if tc.wantURL == "" {
+				if resp.StatusCode != http.StatusNotFound {
+					t.Fatalf("a path outside the mount: HTTP %d", resp.StatusCode)
+				}
+				return
+			}
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("HTTP %d", resp.StatusCode)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+			if resp.Header.Get("ETag") == "" || resp.Header.Get("Cache-Control") == "" {
+				t.Errorf("no ETag or Cache-Control: %v", resp.Header)
+			}
+			want := map[string]any{
+				"name": "hello", "description": "greets people", "version": "1.2.3",
+				"url": tc.wantURL, "protocolVersion": "0.3.0", "preferredTransport": "JSONRPC",
+			}
+			for k, v := range want {
+				if card[k] != v {
+					t.Errorf("%s = %v, want %v", k, card[k], v)
+				}
+			}
+			ifaces := card["supportedInterfaces"].([]any)
+			var versions []string
+			for _, i := range ifaces {
+				m := i.(map[string]any)
+				if m["url"] != tc.wantURL || m["protocolBinding"] != "JSONRPC" {
+					t.Errorf("interface %v", m)
+				}
+				versions = append(versions, m["protocolVersion"].(string))
+			}
+			if !slices.Equal(versions, []string{"1.0", "0.3"}) {
+				t.Errorf("interface versions %v", versions)
+			}
+			caps := card["capabilities"].(map[string]any)
+			if caps["streaming"] != true || caps["pushNotifications"] != false {
+				t.Errorf("capabilities %v", caps)
+			}
+			if mustJSON(card["defaultInputModes"]) != `["text/plain"]` || mustJSON(card["defaultOutputModes"]) != `["text/plain"]` {
+				t.Errorf("modes %v %v", card["defaultInputModes"], card["defaultOutputModes"])
+			}
+			if got := mustJSON(card["skills"]); got != `[{"description":"says hello","id":"greet","name":"Greet","tags":["demo"]}]` {
+				t.Errorf("skills %s", got)
+			}
+			if card["securitySchemes"] != nil {
+				t.Errorf("securitySchemes without auth: %v", card["securitySchemes"])
+			}
+		})
+	}
+}
+
+func TestCardETag(t *testing.T) {
+	_, srv := newServer(t, Config{Executor: &echoExec{}})
+	path := prefix + "/.well-known/agent-card.json"
+	resp, _ := getCard(t, srv, path, nil)
+	etag := resp.Header.Get("ETag")
+	for _, tc := range []struct {
+		name, inm string
+		want      int
+	}{
+		{"same", etag, http.StatusNotModified},
+		{"weak", "W/" + etag, http.StatusNotModified},
+		{"in a list", `"x", ` + etag, http.StatusNotModified},
+		{"other", `"x"`, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, _ := getCard(t, srv, path, map[string]string{"If-None-Match": tc.inm})
+			if resp.StatusCode != tc.want {
+				t.Fatalf("HTTP %d, want %d", resp.StatusCode, tc.want)
+			}
+		})
+	}
+	// The card names the URL the client used, so another host gets another ETag.
+	other, _ := getCard(t, srv, path, map[string]string{"Host": "other.example"})
+	if other.Header.Get("ETag") == etag {
+		t.Error("cards for two hosts share an ETag")
+	}
+}
+
+func TestCardDeclaresBearer(t *testing.T) {
+	_, srv := newServer(t, Config{Executor: &echoExec{}, Bearer: "s3cret"})
+	resp, card := getCard(t, srv, prefix+"/.well-known/agent-card.json", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the card must stay public: HTTP %d", resp.StatusCode)
+	}
+	scheme := card["securitySchemes"].(map[string]any)["bearer"].(map[string]any)
+	if scheme["type"] != "http" || scheme["scheme"] != "bearer" {
+		t.Errorf("0.3 scheme %v", scheme)
+	}
+	if v1 := scheme["httpAuthSecurityScheme"].(map[string]any); v1["scheme"] != "Bearer" {
+		t.Errorf("1.0 scheme %v", v1)
+	}
+	if mustJSON(card["security"]) != `[{"bearer":[]}]` {
+		t.Errorf("security %v", card["security"])
+	}
+	if mustJSON(card["securityRequirements"]) != `[{"schemes":{"bearer":{"list":[]}}}]` {
+		t.Errorf("securityRequirements %v", card["securityRequirements"])
+	}
+}

@@ -1,0 +1,341 @@
+package a2a
+
+import (
+	"container/list"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults of the task registry and streams.
+const (
+	replayEvents  = 512              // per-task replay buffer (SPEC §9)
+	keepFinished  = 1000             // finished tasks kept per handler, least recently used dropped
+	heartbeatTick = 15 * time.Second // SSE keep-alive comment
+)
+
+// Handler serves A2A for one capsule. Its zero value is not usable: call NewHandler.
+type Handler struct {
+	mu       sync.Mutex
+	cfg      Config
+	spec     *runSpec
+	tasks    map[string]*task
+	finished *list.List // terminal tasks, most recently used first
+	running  *task      // the task holding the capsule's one slot
+	queue    []*task    // admitted tasks waiting for the slot, oldest first
+	waiting  map[string]*task
+	turns    turnStore
+	closing  bool
+	idle     chan struct{} // closed when shutting down and no task holds or waits for the slot
+	base     context.Context
+	stop     context.CancelFunc
+
+	ringSize    int
+	maxFinished int
+	heartbeat   time.Duration
+}
+
+// NewHandler validates cfg and returns a Handler serving it.
+func NewHandler(cfg Config) (*Handler, error) {
+	cfg, err := normalize(cfg)
+	if err != nil {
+		return nil, err
+	}
+	base, stop := context.WithCancel(context.Background())
+	h := &Handler{
+		cfg: cfg, spec: specOf(cfg),
+		tasks: map[string]*task{}, finished: list.New(), waiting: map[string]*task{},
+		turns: newTurnStore(),
+		base:  base, stop: stop,
+		ringSize: replayEvents, maxFinished: keepFinished, heartbeat: heartbeatTick,
+	}
+	h.slotMetricsLocked()
+	return h, nil
+}
+
+func specOf(cfg Config) *runSpec {
+	return &runSpec{
+		exec: cfg.Executor, metrics: cfg.Metrics, capsule: cfg.Card.Name,
+		inputTimeout: cfg.Lifecycle.InputTimeout, threaded: cfg.Lifecycle.Threaded,
+		logger: cfg.Logger,
+	}
+}
+
+// Update swaps card, executor, lifecycle and auth for tasks admitted from now on.
+// Tasks admitted before finish with the executor they were admitted with and stay
+// visible (tasks/get, resubscribe): a config reload replaces a capsule without dropping
+// work. The capsule's one slot is shared across the swap, so old and new tasks never
+// run at the same time.
+func (h *Handler) Update(cfg Config) error {
+	cfg, err := normalize(cfg)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cfg, h.spec = cfg, specOf(cfg)
+	h.slotMetricsLocked()
+	return nil
+}
+
+// Shutdown stops admitting tasks, waits until the admitted ones (running, waiting for
+// input, queued) have ended or ctx ends, then cancels those left. Streams and task
+// reads keep working while it waits.
+func (h *Handler) Shutdown(ctx context.Context) error {
+	h.mu.Lock()
+	h.closing = true
+	if h.running == nil && len(h.queue) == 0 {
+		h.mu.Unlock()
+		h.stop()
+		return nil
+	}
+	if h.idle == nil {
+		h.idle = make(chan struct{})
+	}
+	idle := h.idle
+	h.mu.Unlock()
+	select {
+	case <-idle:
+		h.stop()
+		return nil
+	case <-ctx.Done():
+	}
+	h.mu.Lock()
+	now := time.Now()
+	for _, t := range slices.Clone(h.queue) {
+		t.mu.Lock()
+		h.cancelLocked(t, "canceled: the capsule is shutting down", now)
+		t.mu.Unlock()
+	}
+	if t := h.running; t != nil {
+		t.mu.Lock()
+		if !terminal(t.st.State) {
+			h.cancelLocked(t, "canceled: the capsule is shutting down", now)
+		}
+		t.mu.Unlock()
+	}
+	h.mu.Unlock()
+	h.stop()
+	return fmt.Errorf("a2a: shutdown: canceled the tasks still admitted: %w", ctx.Err())
+}
+
+// config returns the current configuration.
+func (h *Handler) config() Config {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cfg
+}
+
+// ServeHTTP serves the card at <prefix>/.well-known/agent-card.json (and agent.json)
+// and JSON-RPC on POST to any other path under the prefix.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if prefix, ok := cardPrefix(r); ok {
+		h.serveCard(w, r, prefix)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		http.Error(w, "this is an A2A JSON-RPC endpoint: POST a JSON-RPC 2.0 request; the agent card is at .well-known/agent-card.json", http.StatusMethodNotAllowed)
+		return
+	}
+	cfg := h.config()
+	if !authorized(r, cfg.Bearer) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="capsule"`)
+		http.Error(w, "unauthorized: this agent needs a bearer token (Authorization: Bearer <token>), see the agent card's securitySchemes", http.StatusUnauthorized)
+		return
+	}
+	body, err := readBody(w, r, cfg.MaxBody)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, fmt.Sprintf("request body over %d bytes", cfg.MaxBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "cannot read the request body", http.StatusBadRequest)
+		return
+	}
+	h.serveRPC(w, r, body)
+}
+
+// authorized compares the bearer token in constant time; hashing first hides the
+// token's length too.
+func authorized(r *http.Request, token string) bool {
+	if token == "" {
+		return true
+	}
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	a, b := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// readBody reads at most limit bytes, refusing a larger declared length before
+// reading anything.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+}
+
+// serveRPC dispatches one JSON-RPC request.
+func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request, body []byte) {
+	req, rerr := parseRequest(body)
+	if rerr != nil {
+		writeJSON(w, response(req.id, nil, rerr))
+		return
+	}
+	d, ok := parseVersion(r.Header.Get("A2A-Version"))
+	if !ok {
+		h.reply(w, streamsInAny(req.method), req.id, nil, errVersion(r.Header.Get("A2A-Version")))
+		return
+	}
+	m, rerr := lookupMethod(d, req.method)
+	if rerr != nil {
+		h.reply(w, streamsInAny(req.method), req.id, nil, rerr)
+		return
+	}
+	switch m {
+	case mSend, mStream:
+		h.rpcSend(w, r, d, req, m == mStream)
+	case mGet:
+		h.rpcGet(w, d, req)
+	case mList:
+		h.rpcList(w, d, req)
+	case mCancel:
+		h.rpcCancel(w, d, req)
+	case mSubscribe:
+		h.rpcSubscribe(w, r, d, req)
+	default:
+		h.reply(w, false, req.id, nil, errUnsupported(req.method+" is not offered: this agent has no push notifications and no extended card"))
+	}
+}
+
+// reply answers with one result or error, as JSON or, for streaming methods, as a
+// one-event SSE stream (SDK clients of streaming methods read only SSE).
+func (h *Handler) reply(w http.ResponseWriter, stream bool, id json.RawMessage, result any, rerr *rpcError) {
+	if !stream {
+		writeJSON(w, response(id, result, rerr))
+		return
+	}
+	s, err := startSSE(w)
+	if err != nil {
+		writeJSON(w, response(id, nil, newRPCError(codeInternal, "Internal error", err.Error(), nil)))
+		return
+	}
+	_ = s.write(0, "", response(id, result, rerr))
+	_ = s.flush()
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "cannot encode the response", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (h *Handler) rpcSend(w http.ResponseWriter, r *http.Request, d dialect, req rpcRequest, stream bool) {
+	in, rerr := d.parseSend(req.params)
+	if rerr != nil {
+		h.reply(w, stream, req.id, nil, rerr)
+		return
+	}
+	t, sub, rerr := h.send(in, stream)
+	if rerr != nil {
+		h.reply(w, stream, req.id, nil, rerr)
+		return
+	}
+	if stream {
+		h.stream(w, r, d, req.id, sub)
+		return
+	}
+	if in.blocking && !waitSettled(r.Context(), t) {
+		return // the client went away
+	}
+	writeJSON(w, response(req.id, d.sendResult(t.snapshot(), in.historyLength), nil))
+}
+
+func (h *Handler) rpcGet(w http.ResponseWriter, d dialect, req rpcRequest) {
+	p, rerr := parseTaskParams(req.params)
+	if rerr != nil {
+		h.reply(w, false, req.id, nil, rerr)
+		return
+	}
+	t := h.lookup(p.ID)
+	if t == nil {
+		h.reply(w, false, req.id, nil, errTaskNotFound(p.ID))
+		return
+	}
+	writeJSON(w, response(req.id, d.task(t.snapshot(), p.HistoryLength, true), nil))
+}
+
+func (h *Handler) rpcCancel(w http.ResponseWriter, d dialect, req rpcRequest) {
+	p, rerr := parseTaskParams(req.params)
+	if rerr != nil {
+		h.reply(w, false, req.id, nil, rerr)
+		return
+	}
+	snap, rerr := h.cancel(p.ID)
+	if rerr != nil {
+		h.reply(w, false, req.id, nil, rerr)
+		return
+	}
+	writeJSON(w, response(req.id, d.task(snap, p.HistoryLength, true), nil))
+}
+
+// rpcSubscribe serves tasks/resubscribe and SubscribeToTask: the task's current state,
+// then its events as they happen. A finished task answers 0.3 with its final state
+// alone, and 1.0 with the error A2A 1.0 prescribes.
+func (h *Handler) rpcSubscribe(w http.ResponseWriter, r *http.Request, d dialect, req rpcRequest) {
+	p, rerr := parseTaskParams(req.params)
+	if rerr != nil {
+		h.reply(w, true, req.id, nil, rerr)
+		return
+	}
+	t := h.lookup(p.ID)
+	if t == nil {
+		h.reply(w, true, req.id, nil, errTaskNotFound(p.ID))
+		return
+	}
+	t.mu.Lock()
+	if st := t.st.State; d == v10 && terminal(st) {
+		t.mu.Unlock()
+		h.reply(w, true, req.id, nil, errUnsupported(fmt.Sprintf("task %s is already %s; read it with GetTask", t.id, st)))
+		return
+	}
+	sub := t.subscribeSnapshotLocked()
+	t.mu.Unlock()
+	h.stream(w, r, d, req.id, sub)
+}
+
+// waitSettled blocks until t is terminal or waits for input; false if ctx ended first.
+func waitSettled(ctx context.Context, t *task) bool {
+	for {
+		t.mu.Lock()
+		st, changed := t.st.State, t.changed
+		t.mu.Unlock()
+		if settled(st) {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}

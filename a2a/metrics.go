@@ -1,0 +1,99 @@
+package a2a
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+// Metrics are the task collectors of SPEC §10. Labels carry only the capsule name and
+// the task state, never ids.
+type Metrics struct {
+	// Tasks counts tasks that reached a terminal state: completed, failed, canceled,
+	// rejected.
+	Tasks *prometheus.CounterVec
+	// InFlight is 1 while a task holds the capsule's slot (running or waiting for input).
+	InFlight *prometheus.GaugeVec
+	// QueueDepth is the number of admitted tasks waiting for the slot.
+	QueueDepth *prometheus.GaugeVec
+}
+
+// NewMetrics creates the collectors and registers them on reg (nil: not registered).
+// Collectors already registered there under the same names, as after a Caddy reload
+// re-provisions, are reused rather than refused.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		Tasks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_tasks_total",
+			Help: "A2A tasks that reached a terminal state, by state.",
+		}, []string{"capsule", "state"}),
+		InFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "capsule_tasks_in_flight",
+			Help: "A2A tasks holding the capsule's slot (running or waiting for input).",
+		}, []string{"capsule"}),
+		QueueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "capsule_task_queue_depth",
+			Help: "A2A tasks admitted and waiting for the capsule's slot.",
+		}, []string{"capsule"}),
+	}
+	if err := m.Register(reg); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Register adds the collectors to reg (nil: nothing); a collector already registered
+// there under one of our names is adopted, so counts survive a reload.
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
+	}
+	var err error
+	m.Tasks, err = adopt(reg, m.Tasks)
+	if err == nil {
+		m.InFlight, err = adopt(reg, m.InFlight)
+	}
+	if err == nil {
+		m.QueueDepth, err = adopt(reg, m.QueueDepth)
+	}
+	if err != nil {
+		return errs.Wrap(err, CodeMetrics, "a2a", "cannot register the task metrics", "remove the conflicting collector from the registry")
+	}
+	return nil
+}
+
+// adopt registers c on reg, or returns the collector already registered in its place.
+func adopt[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}
+
+// ended counts a task that reached terminal state.
+func (m *Metrics) ended(capsule, state string) {
+	if m != nil {
+		m.Tasks.WithLabelValues(capsule, state).Inc()
+	}
+}
+
+// slot records whether the capsule's slot is taken and how many tasks wait for it.
+func (m *Metrics) slot(capsule string, running bool, queued int) {
+	if m == nil {
+		return
+	}
+	inFlight := 0.0
+	if running {
+		inFlight = 1
+	}
+	m.InFlight.WithLabelValues(capsule).Set(inFlight)
+	m.QueueDepth.WithLabelValues(capsule).Set(float64(queued))
+}

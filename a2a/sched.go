@@ -1,0 +1,424 @@
+package a2a
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"time"
+)
+
+// send takes a user message: the answer to a task waiting for input (named by taskId,
+// or by contextId while one of its tasks waits), or a new task that starts, queues or
+// is rejected by the lifecycle. With stream set it also opens the response's
+// subscription, before any event of the interaction can be missed.
+func (h *Handler) send(in incoming, stream bool) (*task, *subscription, *rpcError) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	if in.taskID != "" {
+		t := h.tasks[in.taskID]
+		if t == nil {
+			return nil, nil, errTaskNotFound(in.taskID)
+		}
+		if in.contextID != "" && in.contextID != t.contextID {
+			return nil, nil, errInvalidParams(fmt.Sprintf("message.contextId %q is not the context %q of task %s", in.contextID, t.contextID, t.id))
+		}
+		h.touchLocked(t)
+		return h.answerLocked(t, in, stream, now)
+	}
+	if t := h.waiting[in.contextID]; in.contextID != "" && t != nil {
+		return h.answerLocked(t, in, stream, now)
+	}
+	return h.admitLocked(in, stream, now)
+}
+
+// answerLocked hands the message to the task's pending Input call.
+func (h *Handler) answerLocked(t *task, in incoming, stream bool, now time.Time) (*task, *subscription, *rpcError) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st := t.st.State; st != stateInputRequired || t.answer == nil {
+		if terminal(st) {
+			return nil, nil, errUnsupported(fmt.Sprintf("task %s is %s and takes no more messages; send without taskId to start a new task", t.id, st))
+		}
+		return nil, nil, errUnsupported(fmt.Sprintf("task %s is %s, not waiting for input", t.id, st))
+	}
+	t.history = append(t.history, message{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: t.contextID})
+	t.answer <- in.text // buffered: Input receives it even if it is just timing out
+	t.answer = nil
+	delete(h.waiting, t.contextID)
+	t.setStatusLocked(status{State: stateWorking, Time: now}, now)
+	var sub *subscription
+	if stream {
+		sub = t.subscribeSnapshotLocked()
+	}
+	return t, sub, nil
+}
+
+// admitLocked creates a task and starts, queues or rejects it.
+func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *subscription, *rpcError) {
+	lc := h.cfg.Lifecycle
+	if lc.Acceptance == AcceptNone {
+		return nil, nil, errUnsupported("this capsule takes no A2A tasks (lifecycle task_acceptance: none)")
+	}
+	contextID := in.contextID
+	if contextID == "" {
+		contextID = newID("ctx_")
+	}
+	t := newTask(newID("tsk_"), contextID, in.text, h.spec, h.ringSize, now)
+	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID}}
+	var reason string
+	switch {
+	case h.closing:
+		reason = "rejected: the capsule is shutting down; retry later"
+	case h.running == nil:
+	case lc.Acceptance == AcceptQueue && len(h.queue) < lc.QueueDepth:
+	case lc.Acceptance == AcceptQueue:
+		reason = fmt.Sprintf("rejected: the capsule is busy and its queue is full (queue_depth %d); retry later", lc.QueueDepth)
+	default:
+		reason = "rejected: the capsule is busy with another task (task_acceptance: single); retry when it ends"
+	}
+	h.tasks[t.id] = t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if reason != "" {
+		msg := agentMessage(t, reason)
+		t.st = status{State: stateRejected, Msg: &msg, Time: now}
+		t.history = append(t.history, msg)
+	} else {
+		t.st = status{State: stateSubmitted, Time: now}
+	}
+	t.publishLocked(event{kind: evTask, task: t.snapshotLocked()}, now)
+	var sub *subscription
+	if stream {
+		sub = t.subscribeLocked(1)
+	}
+	switch {
+	case reason != "":
+		t.spec.metrics.ended(t.spec.capsule, stateRejected)
+		h.retireLocked(t)
+		t.freeRingLocked()
+	case h.running == nil:
+		h.startLocked(t, now)
+	default:
+		h.queue = append(h.queue, t)
+		h.slotMetricsLocked()
+	}
+	return t, sub, nil
+}
+
+// agentMessage is a message from the agent in t's context.
+func agentMessage(t *task, text string) message {
+	return message{ID: newID("msg_"), Role: "agent", Text: text, TaskID: t.id, ContextID: t.contextID}
+}
+
+// startLocked gives t the slot and runs it.
+func (h *Handler) startLocked(t *task, now time.Time) {
+	h.running = t
+	h.slotMetricsLocked()
+	t.ctx, t.cancel = context.WithCancel(h.base)
+	t.setStatusLocked(status{State: stateWorking, Time: now}, now)
+	job := &Job{TaskID: t.id, ContextID: t.contextID, Text: t.text}
+	if t.spec.threaded {
+		job.History = h.turns.get(t.contextID)
+	}
+	job.Chunk = func(text string) { h.chunk(t, text) }
+	job.Input = func(ctx context.Context, prompt string) (string, error) { return h.input(ctx, t, prompt) }
+	h.cfg.Logger.Debug("a2a task started", "task", t.id, "context", t.contextID)
+	go h.execute(t.ctx, t, job)
+}
+
+// execute runs the job, records its outcome and hands the slot on, all in one
+// critical section: whoever sees the task end also finds the slot free.
+func (h *Handler) execute(ctx context.Context, t *task, job *Job) {
+	out := callExecutor(ctx, t.spec, job)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	t.mu.Lock()
+	h.finishLocked(t, out, now)
+	t.mu.Unlock()
+	t.cancel()
+	h.releaseLocked(t, now)
+}
+
+// callExecutor runs Execute, turning a panic into a failed outcome: a broken executor
+// must not take the gateway down.
+func callExecutor(ctx context.Context, spec *runSpec, job *Job) (out Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = Outcome{State: stateFailed, Text: fmt.Sprintf("internal error: the executor panicked: %v", r)}
+			spec.logger.Error("a2a executor panicked", "task", job.TaskID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+		}
+	}()
+	out = spec.exec.Execute(ctx, job)
+	if out.State != stateCompleted && out.State != stateFailed {
+		spec.logger.Warn("a2a executor returned an unknown state; the task fails", "task", job.TaskID, "state", out.State)
+	}
+	return out
+}
+
+// finishLocked records the outcome, unless the handler already ended the task
+// (canceled, input-timeout): then Execute's result is ignored.
+func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
+	if terminal(t.st.State) {
+		return
+	}
+	if t.answer != nil {
+		t.answer = nil
+		if h.waiting[t.contextID] == t {
+			delete(h.waiting, t.contextID)
+		}
+	}
+	if out.State == stateCompleted {
+		a := artifact{ID: "answer", Name: "answer", Text: out.Text}
+		t.artifacts = append(t.artifacts, a)
+		t.publishLocked(event{kind: evArtifact, art: a, last: true}, now)
+		t.setStatusLocked(status{State: stateCompleted, Time: now}, now)
+		if t.spec.threaded {
+			h.turns.add(t.contextID, Turn{User: t.text, Agent: out.Text})
+		}
+	} else {
+		text := out.Text
+		if text == "" {
+			text = "the task failed"
+		}
+		msg := agentMessage(t, text)
+		t.setStatusLocked(status{State: stateFailed, Msg: &msg, Time: now}, now)
+	}
+	t.spec.metrics.ended(t.spec.capsule, t.st.State)
+	t.spec.logger.Debug("a2a task ended", "task", t.id, "state", t.st.State, "duration", now.Sub(t.created))
+	h.retireLocked(t)
+	t.freeRingLocked()
+}
+
+// releaseLocked frees the slot t held and starts the oldest queued task.
+func (h *Handler) releaseLocked(t *task, now time.Time) {
+	if h.running != t {
+		return
+	}
+	h.running = nil
+	if len(h.queue) > 0 {
+		next := h.queue[0]
+		h.queue = h.queue[1:]
+		next.mu.Lock()
+		h.startLocked(next, now)
+		next.mu.Unlock()
+	}
+	h.slotMetricsLocked()
+	h.checkIdleLocked()
+}
+
+func (h *Handler) checkIdleLocked() {
+	if h.idle != nil && h.running == nil && len(h.queue) == 0 {
+		close(h.idle)
+		h.idle = nil
+	}
+}
+
+func (h *Handler) slotMetricsLocked() {
+	h.spec.metrics.slot(h.spec.capsule, h.running != nil, len(h.queue))
+}
+
+// chunk streams text the capsule produced as a working status update carrying an
+// agent message. Chunks are progress, not state: they are not kept in the task.
+func (h *Handler) chunk(t *task, text string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.st.State != stateWorking {
+		return
+	}
+	now := time.Now()
+	msg := agentMessage(t, text)
+	t.publishLocked(event{kind: evStatus, status: status{State: stateWorking, Msg: &msg, Time: now}}, now)
+}
+
+// input implements Job.Input.
+func (h *Handler) input(ctx context.Context, t *task, prompt string) (string, error) {
+	h.mu.Lock()
+	t.mu.Lock()
+	if st := t.st.State; st != stateWorking {
+		t.mu.Unlock()
+		h.mu.Unlock()
+		return "", fmt.Errorf("a2a: task %s is %s and cannot ask for input", t.id, st)
+	}
+	answer := make(chan string, 1)
+	t.answer = answer
+	now := time.Now()
+	msg := agentMessage(t, prompt)
+	t.setStatusLocked(status{State: stateInputRequired, Msg: &msg, Time: now}, now)
+	h.waiting[t.contextID] = t
+	taskCtx, timeout := t.ctx, t.spec.inputTimeout
+	t.mu.Unlock()
+	h.mu.Unlock()
+
+	var expired <-chan time.Time
+	if timeout > 0 {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
+	var err error
+	select {
+	case text := <-answer:
+		return text, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-taskCtx.Done():
+		err = taskCtx.Err()
+	case <-expired:
+		err = ErrInputTimeout
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.answer != answer { // answered, or canceled, meanwhile
+		select {
+		case text := <-answer:
+			return text, nil
+		default:
+			return "", fmt.Errorf("a2a: waiting for input: %w", err)
+		}
+	}
+	t.answer = nil
+	if h.waiting[t.contextID] == t {
+		delete(h.waiting, t.contextID)
+	}
+	if errors.Is(err, ErrInputTimeout) {
+		now := time.Now()
+		msg := agentMessage(t, "input-timeout")
+		t.setStatusLocked(status{State: stateFailed, Msg: &msg, Time: now}, now)
+		t.spec.metrics.ended(t.spec.capsule, stateFailed)
+		h.retireLocked(t)
+		t.freeRingLocked()
+		t.cancel() // the guest stops; its slot frees when Execute returns
+		return "", err
+	}
+	return "", fmt.Errorf("a2a: waiting for input: %w", err)
+}
+
+// cancel serves tasks/cancel and CancelTask.
+func (h *Handler) cancel(id string) (*snapshot, *rpcError) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tasks[id]
+	if t == nil {
+		return nil, errTaskNotFound(id)
+	}
+	h.touchLocked(t)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st := t.st.State; terminal(st) {
+		return nil, errNotCancelable(id, st)
+	}
+	h.cancelLocked(t, "canceled by the client", time.Now())
+	return t.snapshotLocked(), nil
+}
+
+// cancelLocked ends a task canceled at once. A queued task leaves the queue; a running
+// one has its context canceled but keeps the slot until Execute returns, so a guest
+// that is slow to stop never runs beside the next task.
+func (h *Handler) cancelLocked(t *task, reason string, now time.Time) {
+	queued := t.st.State == stateSubmitted
+	if t.answer != nil {
+		t.answer = nil
+		if h.waiting[t.contextID] == t {
+			delete(h.waiting, t.contextID)
+		}
+	}
+	msg := agentMessage(t, reason)
+	t.setStatusLocked(status{State: stateCanceled, Msg: &msg, Time: now}, now)
+	t.spec.metrics.ended(t.spec.capsule, stateCanceled)
+	h.retireLocked(t)
+	t.freeRingLocked()
+	if queued {
+		h.queue = slices.DeleteFunc(h.queue, func(q *task) bool { return q == t })
+		h.slotMetricsLocked()
+		h.checkIdleLocked()
+	} else if t.cancel != nil {
+		t.cancel()
+	}
+}
+
+// lookup returns the task with id, or nil, and marks it recently used.
+func (h *Handler) lookup(id string) *task {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t := h.tasks[id]
+	if t != nil {
+		h.touchLocked(t)
+	}
+	return t
+}
+
+// retireLocked files a task that reached a terminal state among the finished ones,
+// forgetting the least recently used beyond maxFinished.
+func (h *Handler) retireLocked(t *task) {
+	if t.lru == nil {
+		t.lru = h.finished.PushFront(t)
+	}
+	for h.finished.Len() > h.maxFinished {
+		old := h.finished.Remove(h.finished.Back()).(*task)
+		old.lru = nil
+		delete(h.tasks, old.id)
+	}
+}
+
+func (h *Handler) touchLocked(t *task) {
+	if t.lru != nil {
+		h.finished.MoveToFront(t.lru)
+	}
+}
+
+// Bounds of threaded conversation history, so a chatty client cannot grow it forever.
+const (
+	maxContexts = 1000 // contexts kept, least recently used dropped
+	maxTurns    = 100  // turns kept per context, oldest dropped
+)
+
+// turnStore keeps the completed turns of threaded conversations per context id.
+type turnStore struct {
+	byID map[string]*list.Element
+	lru  *list.List // of *contextTurns, most recently used first
+}
+
+type contextTurns struct {
+	id    string
+	turns []Turn
+}
+
+func newTurnStore() turnStore {
+	return turnStore{byID: map[string]*list.Element{}, lru: list.New()}
+}
+
+// get returns a copy of the context's turns, oldest first (empty, not nil).
+func (s *turnStore) get(id string) []Turn {
+	e := s.byID[id]
+	if e == nil {
+		return []Turn{}
+	}
+	s.lru.MoveToFront(e)
+	return slices.Clone(e.Value.(*contextTurns).turns)
+}
+
+func (s *turnStore) add(id string, t Turn) {
+	e := s.byID[id]
+	if e == nil {
+		e = s.lru.PushFront(&contextTurns{id: id})
+		s.byID[id] = e
+		for s.lru.Len() > maxContexts {
+			old := s.lru.Remove(s.lru.Back()).(*contextTurns)
+			delete(s.byID, old.id)
+		}
+	}
+	s.lru.MoveToFront(e)
+	c := e.Value.(*contextTurns)
+	c.turns = append(c.turns, t)
+	if len(c.turns) > maxTurns {
+		c.turns = slices.Delete(c.turns, 0, len(c.turns)-maxTurns)
+	}
+}

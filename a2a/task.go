@@ -1,0 +1,249 @@
+package a2a
+
+import (
+	"container/list"
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Task states, spelled as in A2A 0.3; the 1.0 dialect renders them TASK_STATE_*.
+const (
+	stateSubmitted     = "submitted"
+	stateWorking       = "working"
+	stateInputRequired = "input-required"
+	stateCompleted     = "completed"
+	stateFailed        = "failed"
+	stateCanceled      = "canceled"
+	stateRejected      = "rejected"
+)
+
+// terminal reports whether a task in state s can no longer change.
+func terminal(s string) bool {
+	return s == stateCompleted || s == stateFailed || s == stateCanceled || s == stateRejected
+}
+
+// settled reports whether a blocking send returns at state s: terminal or interrupted.
+func settled(s string) bool { return terminal(s) || s == stateInputRequired }
+
+// message is one A2A message, dialect-neutral.
+type message struct {
+	ID, Role, Text    string // role: "user" or "agent"
+	TaskID, ContextID string
+}
+
+// status is a task's status at one moment.
+type status struct {
+	State string
+	Msg   *message
+	Time  time.Time
+}
+
+// artifact is one task output; every artifact here is a single text part.
+type artifact struct{ ID, Name, Text string }
+
+// snapshot is an immutable copy of a task, taken under its lock for encoding.
+type snapshot struct {
+	ID, ContextID string
+	Status        status
+	Artifacts     []artifact
+	History       []message
+	Updated       time.Time
+}
+
+type eventKind uint8
+
+const (
+	evTask     eventKind = iota // a whole task: the first event of a task, resyncs
+	evStatus                    // TaskStatusUpdateEvent
+	evArtifact                  // TaskArtifactUpdateEvent
+	evLagged                    // the notice a subscriber gets when it fell behind
+)
+
+// event is one entry of a task's stream. seq numbers are per task, from 1, and become
+// the SSE ids.
+type event struct {
+	seq    uint64
+	kind   eventKind
+	task   *snapshot // evTask
+	status status    // evStatus, evLagged (the current status)
+	final  bool      // evStatus, evTask: the interaction ends here (terminal or input-required)
+	art    artifact  // evArtifact
+	append bool      // evArtifact
+	last   bool      // evArtifact
+	missed uint64    // evLagged: events skipped, replaced by the resync that follows
+}
+
+// ends reports whether a stream stops after writing e.
+func (e event) ends() bool {
+	switch e.kind {
+	case evStatus:
+		return e.final
+	case evTask:
+		return e.final || terminal(e.task.Status.State)
+	}
+	return false
+}
+
+// runSpec is what a task runs with, captured at admission so that Update affects only
+// tasks admitted after it.
+type runSpec struct {
+	exec         Executor
+	metrics      *Metrics
+	capsule      string
+	inputTimeout time.Duration
+	threaded     bool
+	logger       *slog.Logger
+}
+
+// task is one A2A task. Fields under mu change as it runs; the handler's lock, when
+// both are needed, is taken first.
+type task struct {
+	id, contextID string
+	text          string // the first message's text, for Job.Text and threaded turns
+	spec          *runSpec
+	lru           *list.Element // in Handler.finished once terminal (Handler.mu)
+
+	mu        sync.Mutex
+	st        status
+	history   []message
+	artifacts []artifact
+	created   time.Time
+	updated   time.Time
+	ring      []event // the last ringSize events; freed once terminal and unwatched
+	ringSize  int
+	ringFreed bool
+	seq       uint64        // newest event's seq
+	changed   chan struct{} // closed and replaced on every event
+	subs      int           // open subscriptions
+	ctx       context.Context
+	cancel    context.CancelFunc // set while admitted to run
+	answer    chan string        // non-nil while input-required
+}
+
+func newTask(id, contextID, text string, spec *runSpec, ringSize int, now time.Time) *task {
+	return &task{
+		id: id, contextID: contextID, text: text, spec: spec,
+		created: now, updated: now, ringSize: ringSize,
+		changed: make(chan struct{}),
+	}
+}
+
+// publishLocked appends e to the task's stream and wakes its watchers.
+func (t *task) publishLocked(e event, now time.Time) {
+	t.seq++
+	e.seq = t.seq
+	t.updated = now
+	if !t.ringFreed {
+		if len(t.ring) < t.ringSize {
+			t.ring = append(t.ring, e)
+		} else {
+			t.ring[(e.seq-1)%uint64(t.ringSize)] = e
+		}
+	}
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// freeRingLocked drops the replay buffer of a finished task nobody watches: a later
+// subscriber starts from a snapshot and never needs it, and a thousand finished tasks
+// should not each hold 512 events.
+func (t *task) freeRingLocked() {
+	if t.subs == 0 && terminal(t.st.State) {
+		t.ring, t.ringFreed = nil, true
+	}
+}
+
+// setStatusLocked records a new status and publishes it; final marks the end of the
+// interaction (terminal states and input-required).
+func (t *task) setStatusLocked(st status, now time.Time) {
+	t.st = st
+	if st.Msg != nil {
+		t.history = append(t.history, *st.Msg)
+	}
+	t.publishLocked(event{kind: evStatus, status: st, final: settled(st.State)}, now)
+}
+
+// oldestLocked is the seq of the oldest event still in the ring.
+func (t *task) oldestLocked() uint64 {
+	if t.seq < uint64(len(t.ring)) {
+		return 1
+	}
+	return t.seq - uint64(len(t.ring)) + 1
+}
+
+// snapshotLocked copies the task for encoding.
+func (t *task) snapshotLocked() *snapshot {
+	return &snapshot{
+		ID: t.id, ContextID: t.contextID, Status: t.st,
+		Artifacts: slices.Clone(t.artifacts), History: slices.Clone(t.history),
+		Updated: t.updated,
+	}
+}
+
+// snapshot copies the task for encoding.
+func (t *task) snapshot() *snapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.snapshotLocked()
+}
+
+// subscription reads one task's stream for one SSE response.
+type subscription struct {
+	t       *task
+	next    uint64  // seq of the next event to deliver from the ring
+	pending []event // delivered before the ring: the snapshot a resubscribe starts with
+	closed  bool
+}
+
+// subscribeLocked opens a subscription that delivers the events from seq from on.
+func (t *task) subscribeLocked(from uint64) *subscription {
+	t.subs++
+	return &subscription{t: t, next: from}
+}
+
+// subscribeSnapshotLocked opens a subscription that starts with the task's current
+// state, then delivers the events that follow it.
+func (t *task) subscribeSnapshotLocked() *subscription {
+	t.subs++
+	snap := event{seq: t.seq, kind: evTask, task: t.snapshotLocked()}
+	return &subscription{t: t, next: t.seq + 1, pending: []event{snap}}
+}
+
+// pull returns the events the subscriber has not had yet, and a channel closed when
+// there are more. A subscriber that fell out of the ring gets a lagged notice and then
+// the current state instead of the events it missed: never a silent gap.
+func (s *subscription) pull() ([]event, <-chan struct{}) {
+	t := s.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := s.pending
+	s.pending = nil
+	if s.next <= t.seq && s.next < t.oldestLocked() {
+		snap := event{seq: t.seq, kind: evTask, task: t.snapshotLocked(),
+			// The resync stands for everything up to now, so it ends the stream where
+			// the skipped events would have: at a terminal state or input-required.
+			final: settled(t.st.State)}
+		out = append(out, event{seq: s.next, kind: evLagged, status: t.st, missed: t.seq - s.next + 1}, snap)
+		s.next = t.seq + 1
+	}
+	for ; s.next <= t.seq; s.next++ {
+		out = append(out, t.ring[(s.next-1)%uint64(t.ringSize)])
+	}
+	return out, t.changed
+}
+
+// close ends the subscription and frees the ring of a finished task nobody watches.
+func (s *subscription) close() {
+	t := s.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	t.subs--
+	t.freeRingLocked()
+}

@@ -1,0 +1,353 @@
+package a2a
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// dialect is the A2A protocol version a request speaks, chosen by its A2A-Version
+// header: the two differ in method names, enum spellings and how stream events and
+// parts are told apart (kind fields in 0.3, wrapper members in 1.0).
+type dialect uint8
+
+const (
+	v03 dialect = iota
+	v10
+)
+
+func (d dialect) String() string {
+	if d == v10 {
+		return "1.0"
+	}
+	return "0.3"
+}
+
+// parseVersion maps the A2A-Version header to a dialect: empty or 0.3[.x] is 0.3,
+// 1.0[.x] is 1.0 (patch versions never matter, A2A §3.6).
+func parseVersion(h string) (dialect, bool) {
+	h = strings.TrimSpace(h)
+	switch {
+	case h == "" || h == "0.3" || strings.HasPrefix(h, "0.3."):
+		return v03, true
+	case h == "1.0" || strings.HasPrefix(h, "1.0."):
+		return v10, true
+	}
+	return 0, false
+}
+
+// wireState renders a state: "input-required" in 0.3, "TASK_STATE_INPUT_REQUIRED" in 1.0.
+func (d dialect) wireState(s string) string {
+	if d == v10 {
+		return "TASK_STATE_" + strings.ToUpper(strings.ReplaceAll(s, "-", "_"))
+	}
+	return s
+}
+
+// parseState reads a state in either spelling; "" for unknown or unspecified.
+func parseState(s string) string {
+	s = strings.TrimPrefix(s, "TASK_STATE_")
+	s = strings.ToLower(strings.ReplaceAll(s, "_", "-"))
+	switch s {
+	case stateSubmitted, stateWorking, stateInputRequired, stateCompleted, stateFailed, stateCanceled, stateRejected:
+		return s
+	}
+	return ""
+}
+
+func (d dialect) wireRole(r string) string {
+	if d == v10 {
+		return "ROLE_" + strings.ToUpper(r)
+	}
+	return r
+}
+
+// Wire shapes. Kind fields are set in 0.3 and left empty (omitted) in 1.0.
+
+type wirePart struct {
+	Kind string `json:"kind,omitempty"`
+	Text string `json:"text"`
+}
+
+type wireMessage struct {
+	Kind      string     `json:"kind,omitempty"`
+	MessageID string     `json:"messageId"`
+	ContextID string     `json:"contextId,omitempty"`
+	TaskID    string     `json:"taskId,omitempty"`
+	Role      string     `json:"role"`
+	Parts     []wirePart `json:"parts"`
+}
+
+type wireStatus struct {
+	State     string       `json:"state"`
+	Message   *wireMessage `json:"message,omitempty"`
+	Timestamp string       `json:"timestamp,omitempty"`
+}
+
+type wireArtifact struct {
+	ArtifactID string     `json:"artifactId"`
+	Name       string     `json:"name,omitempty"`
+	Parts      []wirePart `json:"parts"`
+}
+
+type wireTask struct {
+	Kind      string         `json:"kind,omitempty"`
+	ID        string         `json:"id"`
+	ContextID string         `json:"contextId"`
+	Status    wireStatus     `json:"status"`
+	Artifacts []wireArtifact `json:"artifacts,omitempty"`
+	History   []wireMessage  `json:"history,omitempty"`
+}
+
+type wireStatusUpdate struct {
+	Kind      string         `json:"kind,omitempty"`
+	TaskID    string         `json:"taskId"`
+	ContextID string         `json:"contextId"`
+	Status    wireStatus     `json:"status"`
+	Final     *bool          `json:"final,omitempty"` // 0.3 only; 1.0 ends the stream instead
+	Metadata  map[string]any `json:"metadata,omitempty"`
+}
+
+type wireArtifactUpdate struct {
+	Kind      string       `json:"kind,omitempty"`
+	TaskID    string       `json:"taskId"`
+	ContextID string       `json:"contextId"`
+	Artifact  wireArtifact `json:"artifact"`
+	Append    bool         `json:"append,omitempty"`
+	LastChunk bool         `json:"lastChunk,omitempty"`
+}
+
+// wireStream is the 1.0 StreamResponse: exactly one member set.
+type wireStream struct {
+	Task           *wireTask           `json:"task,omitempty"`
+	StatusUpdate   *wireStatusUpdate   `json:"statusUpdate,omitempty"`
+	ArtifactUpdate *wireArtifactUpdate `json:"artifactUpdate,omitempty"`
+}
+
+// timestamp is ISO 8601 UTC with milliseconds, as A2A 1.0 asks (and 0.3 accepts).
+func timestamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func (d dialect) kind(k string) string {
+	if d == v10 {
+		return ""
+	}
+	return k
+}
+
+func (d dialect) parts(text string) []wirePart {
+	return []wirePart{{Kind: d.kind("text"), Text: text}}
+}
+
+func (d dialect) message(m message) wireMessage {
+	return wireMessage{
+		Kind: d.kind("message"), MessageID: m.ID, ContextID: m.ContextID, TaskID: m.TaskID,
+		Role: d.wireRole(m.Role), Parts: d.parts(m.Text),
+	}
+}
+
+func (d dialect) status(s status) wireStatus {
+	w := wireStatus{State: d.wireState(s.State), Timestamp: timestamp(s.Time)}
+	if s.Msg != nil {
+		m := d.message(*s.Msg)
+		w.Message = &m
+	}
+	return w
+}
+
+func (d dialect) artifact(a artifact) wireArtifact {
+	return wireArtifact{ArtifactID: a.ID, Name: a.Name, Parts: d.parts(a.Text)}
+}
+
+// task renders a snapshot; historyLength nil keeps all history, 0 none, n the last n.
+func (d dialect) task(s *snapshot, historyLength *int, withArtifacts bool) *wireTask {
+	w := &wireTask{Kind: d.kind("task"), ID: s.ID, ContextID: s.ContextID, Status: d.status(s.Status)}
+	if withArtifacts {
+		for _, a := range s.Artifacts {
+			w.Artifacts = append(w.Artifacts, d.artifact(a))
+		}
+	}
+	hist := s.History
+	if historyLength != nil && *historyLength < len(hist) {
+		hist = hist[len(hist)-*historyLength:]
+	}
+	for _, m := range hist {
+		w.History = append(w.History, d.message(m))
+	}
+	return w
+}
+
+// sendResult is the result of message/send (a Task) or SendMessage ({"task": Task}).
+func (d dialect) sendResult(s *snapshot, historyLength *int) any {
+	t := d.task(s, historyLength, true)
+	if d == v10 {
+		return wireStream{Task: t}
+	}
+	return t
+}
+
+// event renders one stream event as the result of a JSON-RPC response.
+func (d dialect) event(e event, taskID, contextID string) any {
+	var (
+		task *wireTask
+		su   *wireStatusUpdate
+		au   *wireArtifactUpdate
+	)
+	switch e.kind {
+	case evTask:
+		task = d.task(e.task, nil, true)
+	case evStatus, evLagged:
+		su = &wireStatusUpdate{Kind: d.kind("status-update"), TaskID: taskID, ContextID: contextID, Status: d.status(e.status)}
+		if d == v03 {
+			final := e.kind == evStatus && e.final
+			su.Final = &final
+		}
+		if e.kind == evLagged {
+			su.Metadata = map[string]any{"lagged": map[string]any{"missed": e.missed, "firstMissedId": e.seq}}
+		}
+	case evArtifact:
+		au = &wireArtifactUpdate{
+			Kind: d.kind("artifact-update"), TaskID: taskID, ContextID: contextID,
+			Artifact: d.artifact(e.art), Append: e.append, LastChunk: e.last,
+		}
+	}
+	if d == v10 {
+		return wireStream{Task: task, StatusUpdate: su, ArtifactUpdate: au}
+	}
+	switch {
+	case task != nil:
+		return task
+	case su != nil:
+		return su
+	}
+	return au
+}
+
+// Incoming shapes: lenient about what either dialect might send.
+
+type inPart struct {
+	Kind string  `json:"kind"`
+	Text *string `json:"text"`
+}
+
+type inMessage struct {
+	MessageID string   `json:"messageId"`
+	ContextID string   `json:"contextId"`
+	TaskID    string   `json:"taskId"`
+	Role      string   `json:"role"`
+	Parts     []inPart `json:"parts"`
+}
+
+type sendParams struct {
+	Message       *inMessage `json:"message"`
+	Configuration *struct {
+		Blocking                   *bool           `json:"blocking"`          // 0.3
+		ReturnImmediately          bool            `json:"returnImmediately"` // 1.0
+		HistoryLength              *int            `json:"historyLength"`
+		PushNotificationConfig     json.RawMessage `json:"pushNotificationConfig"`     // 0.3
+		TaskPushNotificationConfig json.RawMessage `json:"taskPushNotificationConfig"` // 1.0
+	} `json:"configuration"`
+}
+
+// incoming is a checked user message.
+type incoming struct {
+	text, messageID, taskID, contextID string
+	blocking                           bool
+	historyLength                      *int
+}
+
+// maxIDLen bounds client-chosen ids (context and task), which end up in logs and maps.
+const maxIDLen = 256
+
+// parseSend checks the params of message/send, message/stream, SendMessage and
+// SendStreamingMessage.
+func (d dialect) parseSend(raw json.RawMessage) (incoming, *rpcError) {
+	var p sendParams
+	if err := strictUnmarshal(raw, &p); err != nil {
+		return incoming{}, errInvalidParams(err.Error())
+	}
+	if p.Message == nil {
+		return incoming{}, errInvalidParams("params.message is required")
+	}
+	m := p.Message
+	in := incoming{messageID: m.MessageID, taskID: m.TaskID, contextID: m.ContextID, blocking: true}
+	if m.MessageID == "" {
+		return in, errInvalidParams("message.messageId is required")
+	}
+	switch m.Role {
+	case "", "user", "ROLE_USER":
+	default:
+		return in, errInvalidParams(fmt.Sprintf("message.role %q: only user messages can be sent to an agent", m.Role))
+	}
+	for _, id := range []string{m.TaskID, m.ContextID} {
+		if len(id) > maxIDLen || strings.ContainsFunc(id, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return in, errInvalidParams(fmt.Sprintf("message taskId and contextId must be at most %d printable characters", maxIDLen))
+		}
+	}
+	var texts []string
+	for _, part := range m.Parts {
+		if part.Text != nil && (part.Kind == "" || part.Kind == "text") {
+			texts = append(texts, *part.Text)
+		}
+	}
+	if len(texts) == 0 {
+		return in, errInvalidParams("message has no text part; this agent reads text/plain")
+	}
+	in.text = strings.Join(texts, "\n")
+	if c := p.Configuration; c != nil {
+		push := c.PushNotificationConfig
+		if d == v10 {
+			push = c.TaskPushNotificationConfig
+		}
+		if len(push) > 0 && string(push) != "null" {
+			return in, errUnsupported("push notifications are not supported; poll the task or stream it")
+		}
+		if c.HistoryLength != nil && *c.HistoryLength < 0 {
+			return in, errInvalidParams("configuration.historyLength must not be negative")
+		}
+		in.historyLength = c.HistoryLength
+		if d == v03 && c.Blocking != nil {
+			in.blocking = *c.Blocking
+		}
+		if d == v10 {
+			in.blocking = !c.ReturnImmediately
+		}
+	}
+	return in, nil
+}
+
+// taskParams are the params of the task methods: get, cancel, resubscribe.
+type taskParams struct {
+	ID            string `json:"id"`
+	HistoryLength *int   `json:"historyLength"`
+}
+
+func parseTaskParams(raw json.RawMessage) (taskParams, *rpcError) {
+	var p taskParams
+	if err := strictUnmarshal(raw, &p); err != nil {
+		return p, errInvalidParams(err.Error())
+	}
+	if p.ID == "" {
+		return p, errInvalidParams("params.id is required")
+	}
+	if p.HistoryLength != nil && *p.HistoryLength < 0 {
+		return p, errInvalidParams("historyLength must not be negative")
+	}
+	return p, nil
+}
+
+// strictUnmarshal decodes params, which must be a JSON object.
+func strictUnmarshal(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || raw[0] != '{' {
+		return fmt.Errorf("params must be an object")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("params: %w", err)
+	}
+	return nil
+}

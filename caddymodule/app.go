@@ -1,0 +1,173 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"go.uber.org/zap"
+
+	"github.com/capsulegate/capsulegate/a2a"
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime"
+)
+
+// CodeAppConfig refuses a capsule app or handler configuration that cannot work.
+const CodeAppConfig = "E-RUN-020"
+
+func init() {
+	caddy.RegisterModule(App{})
+	httpcaddyfile.RegisterGlobalOption("capsule", parseAppCaddyfile)
+}
+
+// App is the Caddy app "capsule": where artifacts come from, where sessions live, and
+// the one wazero engine every hosted capsule runs on.
+type App struct {
+	// Registry is the local registry folder (default: $CAPSULE_REGISTRY, else
+	// <caddy data dir>/capsule/registry).
+	Registry string `json:"registry,omitempty"`
+	// WorkRoot holds the sessions (default: <caddy data dir>/capsule/work).
+	WorkRoot string `json:"work_root,omitempty"`
+	// CacheDir holds compiled modules (default: <caddy data dir>/capsule/cache).
+	CacheDir string `json:"cache_dir,omitempty"`
+
+	engine  *runtime.Engine
+	reg     registry.Registry
+	metrics *a2a.Metrics
+	logger  *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "capsule", New: func() caddy.Module { return new(App) }}
+}
+
+// engines keeps one engine per cache folder across config reloads: compiled modules
+// and their memory images outlive a reload, so an unchanged capsule costs nothing.
+var engines = caddy.NewUsagePool()
+
+// taskMetrics are the A2A task collectors, one set for the process so the counters
+// survive reloads (each config registers them on its own registry).
+var taskMetrics = func() *a2a.Metrics {
+	m, err := a2a.NewMetrics(nil)
+	if err != nil {
+		panic(err) // unregistered collectors cannot fail
+	}
+	return m
+}()
+
+type pooledEngine struct{ *runtime.Engine }
+
+func (p pooledEngine) Destruct() error { return p.Engine.Close(context.Background()) }
+
+// Provision fills in the defaults, takes the shared engine and registers the metrics on
+// this config's registry.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger().Named("capsule.runtime")
+	data := filepath.Join(caddy.AppDataDir(), "capsule")
+	if a.Registry == "" {
+		a.Registry = os.Getenv("CAPSULE_REGISTRY")
+	}
+	if a.Registry == "" {
+		a.Registry = filepath.Join(data, "registry")
+	}
+	if strings.Contains(a.Registry, "://") {
+		return errs.New(CodeAppConfig, "caddy", fmt.Sprintf("capsule registry %q is remote; this release serves local-directory registries only", a.Registry),
+			"mirror the artifacts into a local folder and name it in `capsule { registry <dir> }`")
+	}
+	if a.WorkRoot == "" {
+		a.WorkRoot = filepath.Join(data, "work")
+	}
+	if a.CacheDir == "" {
+		a.CacheDir = filepath.Join(data, "cache")
+	}
+	for _, p := range []*string{&a.Registry, &a.WorkRoot, &a.CacheDir} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return errs.Wrap(err, CodeAppConfig, "caddy", "cannot resolve "+*p, "use an absolute path")
+		}
+		*p = abs
+	}
+	v, _, err := engines.LoadOrNew(a.CacheDir, func() (caddy.Destructor, error) {
+		e, err := runtime.NewEngine(context.Background(), runtime.WithCacheDir(a.CacheDir))
+		if err != nil {
+			return nil, err
+		}
+		return pooledEngine{e}, nil
+	})
+	if err != nil {
+		return err
+	}
+	a.engine = v.(pooledEngine).Engine
+	reg := ctx.GetMetricsRegistry()
+	if err := a.engine.Metrics().Register(reg); err != nil {
+		return err
+	}
+	a.metrics = taskMetrics
+	if err := taskMetrics.Register(reg); err != nil {
+		return err
+	}
+	a.reg = registry.NewLocal(a.Registry)
+	return nil
+}
+
+// Start does nothing: capsules start when their handlers are provisioned.
+func (a *App) Start() error { return nil }
+
+// Stop does nothing: each handler lets its capsule go in its Cleanup.
+func (a *App) Stop() error { return nil }
+
+// Cleanup releases the shared engine.
+func (a *App) Cleanup() error {
+	_, err := engines.Delete(a.CacheDir)
+	return err
+}
+
+// parseAppCaddyfile reads the global option
+//
+//	capsule {
+//	    registry  <dir>
+//	    work_root <dir>
+//	    cache_dir <dir>
+//	}
+func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
+	a := new(App)
+	d.Next()
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		var dst *string
+		switch d.Val() {
+		case "registry":
+			dst = &a.Registry
+		case "work_root":
+			dst = &a.WorkRoot
+		case "cache_dir":
+			dst = &a.CacheDir
+		default:
+			return nil, d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir)", d.Val())
+		}
+		if !d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		*dst = d.Val()
+		if d.NextArg() {
+			return nil, d.ArgErr()
+		}
+	}
+	return httpcaddyfile.App{Name: "capsule", Value: caddyconfig.JSON(a, nil)}, nil
+}
+
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)

@@ -1,0 +1,403 @@
+package caddymodule
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/capsulegate/capsulegate/a2a"
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime"
+)
+
+// CodeHandlerConfig refuses a capsule handler whose settings cannot work.
+const CodeHandlerConfig = "E-RUN-021"
+
+func init() {
+	caddy.RegisterModule(Handler{})
+	httpcaddyfile.RegisterHandlerDirective("capsule", parseHandlerCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("capsule", httpcaddyfile.Before, "respond")
+}
+
+// Handler is http.handlers.capsule: it hosts one capsule in-process and serves A2A for
+// it (SPEC §9) under the route it is mounted on.
+type Handler struct {
+	// Manifest is the capsule's murmur.yaml.
+	Manifest string `json:"manifest"`
+	// Lock verifies against this lock instead of murmur.lock beside the manifest.
+	Lock string `json:"lock,omitempty"`
+	// AuthBearerEnv names the environment variable holding the bearer token clients must
+	// send; empty means no auth.
+	AuthBearerEnv string `json:"auth_bearer_env,omitempty"`
+	// MaxBody caps request bodies in bytes (default 1 MiB).
+	MaxBody int64 `json:"max_body,omitempty"`
+	// QueueDepth overrides lifecycle.queue_depth.
+	QueueDepth int `json:"queue_depth,omitempty"`
+
+	key    string
+	entry  *hostedCapsule
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.capsule", New: func() caddy.Module { return new(Handler) }}
+}
+
+// capsules keeps hosted capsules across config reloads, by manifest path: a reload that
+// leaves a capsule unchanged keeps its session, tasks and staged modules.
+var capsules = caddy.NewUsagePool()
+
+// hostedCapsule is one capsule the gateway serves: its A2A handler (which owns the task
+// registry and outlives re-stages) and the staged capsule new tasks run on.
+type hostedCapsule struct {
+	mu     sync.Mutex
+	print  string // fingerprint of what was staged
+	hosted *runtime.Hosted
+	a2a    *a2a.Handler
+	logger *zap.Logger
+}
+
+// Destruct lets running tasks finish for a while, then stops them and ends the session.
+func (c *hostedCapsule) Destruct() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := c.a2a.Shutdown(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cerr := c.hosted.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Provision stages the capsule, or, after a reload, re-stages it only when its files
+// changed; tasks in flight finish on the capsule they started on.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger().Named("capsule.a2a")
+	v, err := ctx.App("capsule")
+	if err != nil {
+		return err
+	}
+	app := v.(*App)
+	if h.Manifest == "" {
+		return errs.New(CodeHandlerConfig, "caddy", "the capsule handler names no manifest", "write `capsule <path/to/murmur.yaml>`")
+	}
+	path, err := filepath.Abs(h.Manifest)
+	if err != nil {
+		return errs.Wrap(err, CodeHandlerConfig, "caddy", "cannot resolve "+h.Manifest, "use an absolute path")
+	}
+	if h.Lock != "" {
+		if h.Lock, err = filepath.Abs(h.Lock); err != nil {
+			return errs.Wrap(err, CodeHandlerConfig, "caddy", "cannot resolve "+h.Lock, "use an absolute path")
+		}
+	}
+	token := ""
+	if h.AuthBearerEnv != "" {
+		if token = os.Getenv(h.AuthBearerEnv); token == "" {
+			return errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("auth bearer %s: the environment variable %s is unset or empty", h.AuthBearerEnv, h.AuthBearerEnv),
+				"export the token in "+h.AuthBearerEnv+" before starting Caddy, or drop the auth subdirective")
+		}
+	}
+	if h.MaxBody < 0 || h.QueueDepth < 0 {
+		return errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("max_body %d / queue_depth %d: negative", h.MaxBody, h.QueueDepth), "use positive values")
+	}
+	m, err := manifest.Load(path)
+	if err != nil {
+		return err
+	}
+	stage := func() (*runtime.Hosted, error) {
+		start := time.Now()
+		hosted, err := app.engine.Host(ctx, m, runtime.HostOptions{Registry: app.reg, WorkRoot: app.WorkRoot, Lock: h.Lock})
+		if err != nil {
+			return nil, err
+		}
+		h.logger.Info("capsule staged", zap.String("capsule", m.Name), zap.String("version", m.Version),
+			zap.String("session", hosted.SessionID()), zap.Duration("took", time.Since(start)))
+		return hosted, nil
+	}
+	h.key = path
+	v, loaded, err := capsules.LoadOrNew(h.key, func() (caddy.Destructor, error) {
+		hosted, err := stage()
+		if err != nil {
+			return nil, err
+		}
+		// After staging, which writes a missing lock: the next reload must see the same files.
+		print, err := fingerprint(path, h.Lock, app)
+		if err != nil {
+			hosted.Close()
+			return nil, err
+		}
+		ah, err := a2a.NewHandler(h.a2aConfig(m, hosted, token, app))
+		if err != nil {
+			hosted.Close()
+			return nil, err
+		}
+		return &hostedCapsule{print: print, hosted: hosted, a2a: ah, logger: h.logger}, nil
+	})
+	if err != nil {
+		h.key = ""
+		return err
+	}
+	h.entry = v.(*hostedCapsule)
+	if !loaded {
+		return nil
+	}
+	c := h.entry
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	print, err := fingerprint(path, h.Lock, app)
+	if err != nil {
+		return err
+	}
+	if c.print == print {
+		// Unchanged files: keep the staged capsule; handler settings may still change.
+		return c.a2a.Update(h.a2aConfig(m, c.hosted, token, app))
+	}
+	hosted, err := stage()
+	if err != nil {
+		return err
+	}
+	if print, err = fingerprint(path, h.Lock, app); err != nil {
+		hosted.Close()
+		return err
+	}
+	if err := c.a2a.Update(h.a2aConfig(m, hosted, token, app)); err != nil {
+		hosted.Close()
+		return err
+	}
+	old := c.hosted
+	c.hosted, c.print = hosted, print
+	// The old session ends once the task running on it (if any) has finished.
+	go func() {
+		if err := old.Close(); err != nil {
+			h.logger.Warn("closing the previous version's session", zap.String("capsule", m.Name), zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+// a2aConfig describes the capsule to the A2A layer.
+func (h *Handler) a2aConfig(m *manifest.Manifest, hosted *runtime.Hosted, token string, app *App) a2a.Config {
+	card := a2a.Card{Name: m.Name, Version: m.Version, Description: describe(m)}
+	for _, a := range hosted.Staged().Artifacts {
+		if a.Role != manifest.RoleTool && a.Role != manifest.RoleSkill {
+			continue
+		}
+		desc := ""
+		if a.Archive != nil {
+			desc = a.Archive.Manifest().Description
+		}
+		card.Skills = append(card.Skills, a2a.Skill{ID: a.Name, Name: a.Name, Description: desc, Tags: []string{string(a.Role)}})
+	}
+	lc := m.Lifecycle
+	depth := lc.QueueDepth
+	if h.QueueDepth > 0 {
+		depth = h.QueueDepth
+	}
+	return a2a.Config{
+		Card:     card,
+		Executor: executor{hosted},
+		Lifecycle: a2a.Lifecycle{Acceptance: lc.TaskAcceptance, QueueDepth: depth,
+			InputTimeout: time.Duration(lc.InputTimeoutSecs) * time.Second, Threaded: lc.Conversation == "threaded"},
+		MaxBody: h.MaxBody,
+		Bearer:  token,
+		Metrics: app.metrics,
+		Logger:  slogFrom(h.logger),
+	}
+}
+
+func describe(m *manifest.Manifest) string {
+	if m.IsAgent() {
+		return fmt.Sprintf("Murmur agent capsule %s %s (model %s), hosted by capsulegate", m.Name, m.Version, m.Inference.Model)
+	}
+	return fmt.Sprintf("Murmur script capsule %s %s, hosted by capsulegate", m.Name, m.Version)
+}
+
+// ServeHTTP answers A2A for the capsule.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	h.entry.a2a.ServeHTTP(w, r)
+	return nil
+}
+
+// Cleanup lets go of the capsule; the last config using it ends it.
+func (h *Handler) Cleanup() error {
+	if h.key == "" {
+		return nil
+	}
+	_, err := capsules.Delete(h.key)
+	return err
+}
+
+// fingerprint hashes what staging reads from disk — every file in the capsule's folder
+// (manifest, lock, capsule.wasm, skills, prompt files), an explicit lock, and the app's
+// registry and work root — so a reload re-stages exactly the capsules that changed.
+func fingerprint(manifestPath, lock string, app *App) (string, error) {
+	sum := sha256.New()
+	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00", app.Registry, app.WorkRoot)
+	add := func(path string) error {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fmt.Fprintf(sum, "%s\x00", path)
+		_, err = io.Copy(sum, f)
+		return err
+	}
+	files := 0
+	err := filepath.WalkDir(filepath.Dir(manifestPath), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		if files++; files > 1000 {
+			return fmt.Errorf("more than 1000 files")
+		}
+		return add(p)
+	})
+	if err == nil && lock != "" {
+		err = add(lock)
+	}
+	if err != nil {
+		return "", errs.Wrap(err, CodeHandlerConfig, "caddy", "cannot read the capsule folder of "+manifestPath,
+			"keep each capsule in its own folder holding only its files")
+	}
+	return hex.EncodeToString(sum.Sum(nil)), nil
+}
+
+// executor runs A2A tasks on a hosted capsule.
+type executor struct{ hosted *runtime.Hosted }
+
+// Execute runs the job as one task of the capsule's session.
+func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
+	var history []runtime.Turn
+	for _, t := range job.History {
+		history = append(history, runtime.Turn{User: t.User, Agent: t.Agent})
+	}
+	req := runtime.TaskRequest{TaskID: job.TaskID, ContextID: job.ContextID, Source: "a2a", Text: job.Text,
+		History: history, RequestInput: job.Input}
+	if job.Chunk != nil {
+		req.Sink = chunkSink(job.Chunk)
+	}
+	out := x.hosted.RunTask(ctx, req)
+	state := "failed"
+	if out.State == runtime.StateCompleted {
+		state = "completed"
+	}
+	return a2a.Outcome{State: state, Text: out.Result}
+}
+
+// chunkSink passes a task's streamed text to its A2A subscribers.
+type chunkSink func(string)
+
+// Event forwards chunk events; the rest of the stream is for the trace and metrics.
+func (f chunkSink) Event(e *runtime.Event) error {
+	if c, ok := e.Data.(runtime.Chunk); ok && !c.Thinking {
+		f(c.Text)
+	}
+	return nil
+}
+
+// parseHandlerCaddyfile reads
+//
+//	capsule <manifest> {
+//	    lock        <path>
+//	    auth bearer <ENV_NAME>
+//	    max_body    <size>
+//	    queue_depth <n>
+//	}
+func parseHandlerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	c := new(Handler)
+	d := h.Dispenser
+	d.Next()
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	c.Manifest = d.Val()
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "lock":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			c.Lock = d.Val()
+		case "auth":
+			if !d.NextArg() || d.Val() != "bearer" {
+				return nil, d.Errf("auth takes `bearer <ENV_NAME>` (the only scheme)")
+			}
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			c.AuthBearerEnv = d.Val()
+		case "max_body":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			n, err := humanize.ParseBytes(d.Val())
+			if err != nil || n == 0 || n > 1<<40 {
+				return nil, d.Errf("max_body %q: want a size such as 1MiB", d.Val())
+			}
+			c.MaxBody = int64(n)
+		case "queue_depth":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n <= 0 {
+				return nil, d.Errf("queue_depth %q: want an integer > 0", d.Val())
+			}
+			c.QueueDepth = n
+		default:
+			return nil, d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth)", d.Val())
+		}
+		if d.NextArg() {
+			return nil, d.ArgErr()
+		}
+	}
+	return c, nil
+}
+
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler       = (*Handler)(nil)
+)
+
+// UnmarshalCaddyfile lets the handler be configured from a Caddyfile block too.
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	parsed, err := parseHandlerCaddyfile(httpcaddyfile.Helper{Dispenser: d})
+	if err != nil {
+		return err
+	}
+	*h = *parsed.(*Handler)
+	return nil
+}
+
+// slogFrom gives the A2A layer, which knows nothing of Caddy, a slog view of our zap
+// logger, keeping its name.
+func slogFrom(l *zap.Logger) *slog.Logger {
+	return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName(l.Name())))
+}

@@ -1,0 +1,357 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
+)
+
+// gateway is a real `caddy run` of Caddyfile.example (ports rewritten to free ones) plus
+// test capsules for the lifecycle cases, serving from a folder laid out like the repo.
+type gateway struct {
+	dir, home   string
+	base        string // http://127.0.0.1:<port>
+	admin       string // 127.0.0.1:<port>
+	caddyfile   string
+	cmd         *exec.Cmd
+	logs        *syncBuffer
+	httpClient  *http.Client
+	metricsPort string
+}
+
+// syncBuffer collects a process's output while tests read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// publish packs the artifact folder src (after writing wasm into it as <name>.wasm when
+// given) and publishes it into reg with the binary.
+func publish(t *testing.T, home, reg, src, name string, wasm []byte) {
+	t.Helper()
+	tmp := t.TempDir()
+	art := filepath.Join(tmp, name)
+	copyDir(t, src, art)
+	if wasm != nil {
+		os.WriteFile(filepath.Join(art, name+".wasm"), wasm, 0o644)
+	}
+	zip := filepath.Join(tmp, name+".mur.zip")
+	for _, args := range [][]string{{"pack", art, "--output", zip}, {"publish", zip, "--registry", reg}} {
+		if r := capsule(t, home, args...); r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+		}
+	}
+}
+
+// gateCapsule writes a test script capsule (internal/testguests/gateway invoking the
+// gatetool tool) into dir with the given lifecycle and limits.
+func gateCapsule(t *testing.T, dir, name, version, extra string) {
+	t.Helper()
+	os.MkdirAll(dir, 0o755)
+	m := fmt.Sprintf("name: %s\nversion: %s\nartifacts:\n  - {name: gatetool, version: 1.0.0}\n%s", name, version, extra)
+	if err := os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../../internal/testguests/gateway"), 0o644)
+}
+
+const gateLimits = "capabilities:\n  limits: {memory_bytes: 134217728, deadline_seconds: 300}\n"
+
+// startGateway lays out the examples, the registry and the test capsules, rewrites
+// Caddyfile.example to free ports and runs the real binary on it.
+func startGateway(t *testing.T) *gateway {
+	t.Helper()
+	g := &gateway{dir: t.TempDir(), logs: &syncBuffer{}, httpClient: &http.Client{Timeout: 60 * time.Second}}
+	g.home = filepath.Join(g.dir, "home")
+	os.MkdirAll(g.home, 0o755)
+	reg := filepath.Join(g.dir, "examples", "registry")
+	publish(t, g.home, reg, "../../examples/artifacts/wordcount", "wordcount", guestbuild.Wasm(t, "../../examples/guests/wordcount"))
+	publish(t, g.home, reg, "../../examples/artifacts/greeting", "greeting", nil)
+	publish(t, g.home, reg, "../../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../../examples/drivers/anthropic-messages"))
+	gt := filepath.Join(t.TempDir(), "gatetool")
+	os.MkdirAll(gt, 0o755)
+	os.WriteFile(filepath.Join(gt, "murmur.yaml"), []byte("name: gatetool\nversion: 1.0.0\nruntime: tool\ndescription: echoes, spins or asks\n"), 0o644)
+	publish(t, g.home, reg, gt, "gatetool", guestbuild.Wasm(t, "../../internal/testguests/gatetool"))
+
+	copyDir(t, "../../examples/capsules/hello", filepath.Join(g.dir, "examples", "capsules", "hello"))
+	copyDir(t, "../../examples/capsules/wordcount", filepath.Join(g.dir, "examples", "capsules", "wordcount"))
+	copyDir(t, "../../examples/cassettes", filepath.Join(g.dir, "examples", "cassettes"))
+	for _, lock := range []string{"hello", "wordcount"} {
+		os.Remove(filepath.Join(g.dir, "examples", "capsules", lock, "murmur.lock"))
+	}
+	os.WriteFile(filepath.Join(g.dir, "examples", "capsules", "wordcount", "capsule.wasm"),
+		guestbuild.Wasm(t, "../../examples/guests/wordcount-capsule"), 0o644)
+
+	port, replayPort, adminPort := freePort(t), freePort(t), freePort(t)
+	g.base, g.admin = "http://127.0.0.1:"+port, "127.0.0.1:"+adminPort
+	hello := filepath.Join(g.dir, "examples", "capsules", "hello", "murmur.yaml")
+	hm, _ := os.ReadFile(hello)
+	os.WriteFile(hello, bytes.ReplaceAll(hm, []byte("127.0.0.1:8089"), []byte("127.0.0.1:"+replayPort)), 0o644)
+
+	gateCapsule(t, filepath.Join(g.dir, "gate", "queue"), "gate-queue", "1.0.0", gateLimits+"lifecycle: {task_acceptance: queue}\n")
+	gateCapsule(t, filepath.Join(g.dir, "gate", "single"), "gate-single", "1.0.0", gateLimits+"lifecycle: {task_acceptance: single}\n")
+	gateCapsule(t, filepath.Join(g.dir, "gate", "auth"), "gate-auth", "1.0.0", gateLimits)
+	gateCapsule(t, filepath.Join(g.dir, "gate", "deadline"), "gate-deadline", "1.0.0", "capabilities:\n  limits: {memory_bytes: 134217728, deadline_seconds: 1}\n")
+	gateCapsule(t, filepath.Join(g.dir, "gate", "reload"), "gate-reload", "1.0.0", gateLimits+"lifecycle: {task_acceptance: queue, queue_depth: 4}\n")
+
+	example, err := os.ReadFile("../../Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf := strings.ReplaceAll(string(example), "127.0.0.1:8080", "127.0.0.1:"+port)
+	cf = strings.ReplaceAll(cf, "127.0.0.1:8089", "127.0.0.1:"+replayPort)
+	cf = strings.Replace(cf, "{\n", "{\n\tadmin "+g.admin+"\n", 1)
+	// The test capsules join the example site, before its catch-all.
+	gates := `	handle /agents/gate-queue/* {
+		capsule gate/queue/murmur.yaml {
+			queue_depth 2
+		}
+	}
+	handle /agents/gate-single/* {
+		capsule gate/single/murmur.yaml
+	}
+	handle /agents/gate-auth/* {
+		capsule gate/auth/murmur.yaml {
+			auth bearer GATE_TOKEN
+		}
+	}
+	handle /agents/gate-deadline/* {
+		capsule gate/deadline/murmur.yaml
+	}
+	handle /agents/gate-reload/* {
+		capsule gate/reload/murmur.yaml
+	}
+
+	handle {
+		respond`
+	cf = strings.Replace(cf, "\thandle {\n\t\trespond", gates, 1)
+	g.caddyfile = filepath.Join(g.dir, "Caddyfile")
+	os.WriteFile(g.caddyfile, []byte(cf), 0o644)
+
+	g.cmd = exec.Command(caddyBin, "run", "--config", g.caddyfile, "--adapter", "caddyfile")
+	g.cmd.Dir = g.dir
+	g.cmd.Env = []string{"HOME=" + g.home, "PATH=" + os.Getenv("PATH"), "GATE_TOKEN=s3cret-token",
+		"XDG_DATA_HOME=" + filepath.Join(g.dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(g.dir, "config")}
+	pr, pw := io.Pipe()
+	g.cmd.Stdout, g.cmd.Stderr = g.logs, io.MultiWriter(g.logs, pw)
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		g.cmd.Process.Signal(os.Interrupt)
+		g.cmd.Wait()
+		pw.Close()
+		if t.Failed() {
+			t.Logf("caddy output:\n%s", g.logs.String())
+		}
+	})
+	// Caddy says when it serves; a config it refuses ends the process instead.
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "serving initial configuration") {
+				ready <- nil
+				io.Copy(io.Discard, pr)
+				return
+			}
+		}
+		ready <- fmt.Errorf("caddy ended before serving")
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			g.cmd.Wait()
+			t.Fatalf("%v:\n%s", err, g.logs.String())
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("caddy did not serve within 3 minutes:\n%s", g.logs.String())
+	}
+	return g
+}
+
+// rpcReply is a JSON-RPC response.
+type rpcReply struct {
+	status int
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// call posts one JSON-RPC request to the capsule at path with the A2A version header
+// (none when version is "") and extra headers.
+func (g *gateway) call(t *testing.T, path, version, method string, params any, headers ...string) rpcReply {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	resp := g.post(t, path, version, body, headers...)
+	defer resp.Body.Close()
+	var r rpcReply
+	data, _ := io.ReadAll(resp.Body)
+	r.status = resp.StatusCode
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(data, &r); err != nil {
+			t.Fatalf("%s %s: %v: %s", path, method, err, data)
+		}
+	}
+	return r
+}
+
+func (g *gateway) post(t *testing.T, path, version string, body []byte, headers ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, g.base+path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if version != "" {
+		req.Header.Set("A2A-Version", version)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := g.httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct {
+	id    int
+	event string
+	data  json.RawMessage
+}
+
+// stream posts a streaming JSON-RPC request and returns its events as they arrive.
+func (g *gateway) stream(t *testing.T, path, version, method string, params any) <-chan sseEvent {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	resp := g.post(t, path, version, body)
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || !strings.HasPrefix(ct, "text/event-stream") {
+		data, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s: status %d, content type %q: %s", method, resp.StatusCode, ct, data)
+	}
+	ch := make(chan sseEvent, 1024)
+	go func() {
+		defer resp.Body.Close()
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 4<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.data != nil {
+					ch <- ev
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "id:"):
+				ev.id, _ = strconv.Atoi(strings.TrimSpace(line[3:]))
+			case strings.HasPrefix(line, "event:"):
+				ev.event = strings.TrimSpace(line[6:])
+			case strings.HasPrefix(line, "data:"):
+				ev.data = json.RawMessage(strings.TrimSpace(line[5:]))
+			}
+		}
+	}()
+	return ch
+}
+
+// msg03 and msg10 are a user message with one text part in each dialect.
+func msg03(text string, ids ...string) map[string]any {
+	m := map[string]any{"kind": "message", "messageId": fmt.Sprintf("m-%d", time.Now().UnixNano()), "role": "user",
+		"parts": []any{map[string]any{"kind": "text", "text": text}}}
+	if len(ids) > 0 && ids[0] != "" {
+		m["taskId"] = ids[0]
+	}
+	if len(ids) > 1 && ids[1] != "" {
+		m["contextId"] = ids[1]
+	}
+	return m
+}
+
+func msg10(text string) map[string]any {
+	return map[string]any{"messageId": fmt.Sprintf("m-%d", time.Now().UnixNano()), "role": "ROLE_USER",
+		"parts": []any{map[string]any{"text": text}}}
+}
+
+// task03 is the part of a 0.3 Task the tests read.
+type task03 struct {
+	Kind      string `json:"kind"`
+	ID        string `json:"id"`
+	ContextID string `json:"contextId"`
+	Status    struct {
+		State   string          `json:"state"`
+		Message json.RawMessage `json:"message"`
+	} `json:"status"`
+	Artifacts []struct {
+		Parts []struct {
+			Text string `json:"text"`
+		} `json:"parts"`
+	} `json:"artifacts"`
+}
+
+// String shows the task readably in failures.
+func (tk task03) String() string {
+	return fmt.Sprintf("task %s (%s) %s: status message %s, answer %q", tk.ID, tk.ContextID, tk.Status.State, tk.Status.Message, tk.text())
+}
+
+func (tk task03) text() string {
+	var b strings.Builder
+	for _, a := range tk.Artifacts {
+		for _, p := range a.Parts {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+func decodeTask(t *testing.T, r rpcReply) task03 {
+	t.Helper()
+	if r.Error != nil || r.status != 200 {
+		t.Fatalf("reply: status %d, error %+v", r.status, r.Error)
+	}
+	var tk task03
+	if err := json.Unmarshal(r.Result, &tk); err != nil {
+		t.Fatalf("%v: %s", err, r.Result)
+	}
+	return tk
+}

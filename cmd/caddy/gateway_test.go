@@ -1,0 +1,476 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestGateway drives the built binary serving Caddyfile.example (plus test capsules for
+// the lifecycle cases) over HTTP exactly as an A2A client would.
+func TestGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the gateway")
+	}
+	g := startGateway(t)
+
+	t.Run("agent card at both paths names the public URL", func(t *testing.T) {
+		var etag string
+		for _, p := range []string{"/agents/hello/.well-known/agent-card.json", "/agents/hello/.well-known/agent.json"} {
+			resp, err := g.httpClient.Get(g.base + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var card struct {
+				Name, Version, URL, ProtocolVersion, PreferredTransport string
+				SupportedInterfaces                                     []struct{ URL, ProtocolBinding, ProtocolVersion string }
+				Capabilities                                            struct{ Streaming bool }
+				Skills                                                  []struct{ ID string }
+			}
+			if err := json.Unmarshal(data, &card); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%s: %d %v %s", p, resp.StatusCode, err, data)
+			}
+			if card.Name != "hello" || card.URL != g.base+"/agents/hello/" || card.ProtocolVersion != "0.3.0" ||
+				card.PreferredTransport != "JSONRPC" || !card.Capabilities.Streaming || len(card.SupportedInterfaces) < 2 {
+				t.Errorf("%s: card = %s", p, data)
+			}
+			for _, si := range card.SupportedInterfaces {
+				if si.URL != g.base+"/agents/hello/" || si.ProtocolBinding != "JSONRPC" {
+					t.Errorf("interface %+v", si)
+				}
+			}
+			if resp.Header.Get("ETag") == "" || resp.Header.Get("Cache-Control") == "" {
+				t.Errorf("%s: headers %v", p, resp.Header)
+			}
+			etag = resp.Header.Get("ETag")
+		}
+		req, _ := http.NewRequest("GET", g.base+"/agents/hello/.well-known/agent-card.json", nil)
+		req.Header.Set("If-None-Match", etag)
+		resp, err := g.httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotModified {
+			t.Errorf("If-None-Match: %d", resp.StatusCode)
+		}
+	})
+
+	t.Run("0.3 message/send completes the agent task", func(t *testing.T) {
+		tk := decodeTask(t, g.call(t, "/agents/hello/", "", "message/send",
+			map[string]any{"message": msg03("Say hello, then count the words in: the quick brown fox")}))
+		if tk.Status.State != "completed" || !strings.Contains(tk.text(), "has 4 words") {
+			t.Fatalf("task = %+v", tk)
+		}
+		got := decodeTask(t, g.call(t, "/agents/hello/", "", "tasks/get", map[string]any{"id": tk.ID}))
+		if got.ID != tk.ID || got.Status.State != "completed" || !strings.Contains(got.text(), "has 4 words") {
+			t.Errorf("tasks/get = %+v", got)
+		}
+	})
+
+	t.Run("1.0 SendMessage", func(t *testing.T) {
+		r := g.call(t, "/agents/wordcount/", "1.0", "SendMessage", map[string]any{"message": msg10("one two three")})
+		var res struct{ Task task03 }
+		if r.Error != nil || json.Unmarshal(r.Result, &res) != nil {
+			t.Fatalf("reply %+v %s", r.Error, r.Result)
+		}
+		if res.Task.Status.State != "TASK_STATE_COMPLETED" || !strings.Contains(res.Task.text(), "3 words") {
+			t.Fatalf("result = %s", r.Result)
+		}
+		r = g.call(t, "/agents/wordcount/", "1.0", "GetTask", map[string]any{"id": res.Task.ID})
+		if r.Error != nil || !strings.Contains(string(r.Result), "TASK_STATE_COMPLETED") {
+			t.Errorf("GetTask: %+v %s", r.Error, r.Result)
+		}
+	})
+
+	t.Run("message/stream: working, chunks, artifact, completed", func(t *testing.T) {
+		var kinds []string
+		last, chunks, artifact := 0, "", ""
+		final := ""
+		for ev := range g.stream(t, "/agents/wordcount/", "", "message/stream", map[string]any{"message": msg03("one two three four")}) {
+			if ev.id <= last {
+				t.Errorf("event id %d after %d", ev.id, last)
+			}
+			last = ev.id
+			var r struct {
+				Result struct {
+					Kind   string
+					Final  bool
+					Status struct {
+						State   string
+						Message *struct{ Parts []struct{ Text string } }
+					}
+					Artifact struct{ Parts []struct{ Text string } }
+				}
+			}
+			json.Unmarshal(ev.data, &r)
+			kinds = append(kinds, r.Result.Kind+":"+r.Result.Status.State)
+			if m := r.Result.Status.Message; m != nil && r.Result.Status.State == "working" {
+				for _, p := range m.Parts {
+					chunks += p.Text
+				}
+			}
+			for _, p := range r.Result.Artifact.Parts {
+				artifact += p.Text
+			}
+			if r.Result.Final {
+				final = r.Result.Status.State
+			}
+		}
+		if !strings.Contains(chunks, "Counting the words") || !strings.Contains(artifact, "4 words") || final != "completed" {
+			t.Fatalf("events %v; chunks %q; artifact %q; final %q", kinds, chunks, artifact, final)
+		}
+		if !strings.Contains(strings.Join(kinds, " "), "working") {
+			t.Errorf("no working state in %v", kinds)
+		}
+	})
+
+	t.Run("input-required round trip", func(t *testing.T) {
+		tk := decodeTask(t, g.call(t, "/agents/wordcount/", "", "message/send", map[string]any{"message": msg03("")}))
+		if tk.Status.State != "input-required" || !strings.Contains(string(tk.Status.Message), "Which text") {
+			t.Fatalf("task = %+v", tk)
+		}
+		done := decodeTask(t, g.call(t, "/agents/wordcount/", "", "message/send",
+			map[string]any{"message": msg03("a b c d e", tk.ID, tk.ContextID)}))
+		if done.ID != tk.ID || done.Status.State != "completed" || !strings.Contains(done.text(), "5 words") {
+			t.Fatalf("answered task = %+v", done)
+		}
+	})
+
+	t.Run("tasks/cancel stops the running guest", func(t *testing.T) {
+		id := startSpinning(t, g, "/agents/gate-queue/")
+		tk := decodeTask(t, g.call(t, "/agents/gate-queue/", "", "tasks/cancel", map[string]any{"id": id}))
+		if tk.Status.State != "canceled" {
+			t.Fatalf("cancel = %+v", tk)
+		}
+		// The canceled call is counted only once the guest has returned: it stopped.
+		waitMetric(t, g, `capsule_guest_calls_total{artifact="gatetool",capsule="gate-queue",role="tool",status="canceled"}`, 1)
+		r := g.call(t, "/agents/gate-queue/", "", "tasks/cancel", map[string]any{"id": id})
+		if r.Error == nil || r.Error.Code != -32002 {
+			t.Errorf("cancel of a canceled task: %+v", r.Error)
+		}
+	})
+
+	t.Run("queue_depth 2: five concurrent sends", func(t *testing.T) {
+		var wg sync.WaitGroup
+		tasks := make([]task03, 5)
+		for i := range tasks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tasks[i] = decodeTask(t, g.call(t, "/agents/gate-queue/", "", "message/send",
+					map[string]any{"message": msg03("spin"), "configuration": map[string]any{"blocking": false}}))
+			}()
+		}
+		wg.Wait()
+		count := map[string]int{}
+		for _, tk := range tasks {
+			count[tk.Status.State]++
+		}
+		if count["rejected"] != 2 || count["submitted"]+count["working"] != 3 || count["submitted"] < 2 {
+			t.Fatalf("states = %v", count)
+		}
+		for _, tk := range tasks {
+			if tk.Status.State != "rejected" {
+				g.call(t, "/agents/gate-queue/", "", "tasks/cancel", map[string]any{"id": tk.ID})
+			}
+		}
+	})
+
+	t.Run("single: a concurrent second send is rejected, a later one served", func(t *testing.T) {
+		id := startSpinning(t, g, "/agents/gate-single/")
+		second := decodeTask(t, g.call(t, "/agents/gate-single/", "", "message/send", map[string]any{"message": msg03("hi")}))
+		if second.Status.State != "rejected" {
+			t.Fatalf("second = %+v", second)
+		}
+		decodeTask(t, g.call(t, "/agents/gate-single/", "", "tasks/cancel", map[string]any{"id": id}))
+		// The slot frees once the canceled guest has returned; the next send may still
+		// meet it busy, so it is retried until served (bounded).
+		for i := 0; ; i++ {
+			later := decodeTask(t, g.call(t, "/agents/gate-single/", "", "message/send", map[string]any{"message": msg03("hi")}))
+			if later.Status.State == "completed" {
+				break
+			}
+			if i == 50 || later.Status.State != "rejected" {
+				t.Fatalf("later = %+v", later)
+			}
+		}
+	})
+
+	t.Run("resubscribe mid-task: current state, then the rest", func(t *testing.T) {
+		var id, ctxID string
+		for ev := range g.stream(t, "/agents/gate-queue/", "", "message/stream", map[string]any{"message": msg03("ask")}) {
+			var r struct{ Result task03 }
+			json.Unmarshal(ev.data, &r)
+			if r.Result.ID != "" {
+				id, ctxID = r.Result.ID, r.Result.ContextID
+			}
+			if r.Result.Kind == "" {
+				var su struct {
+					Result struct{ TaskID, ContextID string }
+				}
+				json.Unmarshal(ev.data, &su)
+				id, ctxID = su.Result.TaskID, su.Result.ContextID
+			}
+		}
+		if id == "" {
+			t.Fatal("no task id in the stream")
+		}
+		sub := g.stream(t, "/agents/gate-queue/", "", "tasks/resubscribe", map[string]any{"id": id})
+		first := <-sub
+		var cur struct{ Result task03 }
+		json.Unmarshal(first.data, &cur)
+		if cur.Result.ID != id || cur.Result.Status.State != "input-required" {
+			t.Fatalf("first resubscribe event = %s", first.data)
+		}
+		done := decodeTask(t, g.call(t, "/agents/gate-queue/", "", "message/send", map[string]any{"message": msg03("yes", id, ctxID)}))
+		if done.Status.State != "completed" || !strings.Contains(done.text(), "answered yes") {
+			t.Fatalf("answered = %+v", done)
+		}
+		final := ""
+		for ev := range sub {
+			var r struct {
+				Result struct {
+					Final  bool
+					Status struct{ State string }
+				}
+			}
+			json.Unmarshal(ev.data, &r)
+			if r.Result.Final {
+				final = r.Result.Status.State
+			}
+		}
+		if final != "completed" {
+			t.Errorf("resubscriber's final state %q", final)
+		}
+	})
+
+	t.Run("bearer auth", func(t *testing.T) {
+		params := map[string]any{"message": msg03("hi")}
+		for _, tt := range []struct {
+			name    string
+			headers []string
+			want    int
+		}{
+			{"missing", nil, 401},
+			{"wrong", []string{"Authorization", "Bearer nope"}, 401},
+			{"right", []string{"Authorization", "Bearer s3cret-token"}, 200},
+		} {
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": params})
+			resp := g.post(t, "/agents/gate-auth/", "", body, tt.headers...)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want || (tt.want == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer")) {
+				t.Errorf("%s: %d %v", tt.name, resp.StatusCode, resp.Header)
+			}
+		}
+	})
+
+	t.Run("protocol errors", func(t *testing.T) {
+		resp := g.post(t, "/agents/wordcount/", "", bytes.Repeat([]byte("x"), 2<<20))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("2 MiB body: %d", resp.StatusCode)
+		}
+		for _, tt := range []struct {
+			body    string
+			version string
+			code    int
+		}{
+			{`{"jsonrpc": "2.0", "id": 1, "method": `, "", -32700},
+			{`{"jsonrpc": "2.0", "id": 1, "method": "tasks/explode", "params": {}}`, "", -32601},
+			{`{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}}`, "", -32601},
+			{`{"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {}}`, "9.9", -32009},
+			{`{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "tsk_nope"}}`, "", -32001},
+		} {
+			resp := g.post(t, "/agents/wordcount/", tt.version, []byte(tt.body))
+			var r rpcReply
+			json.NewDecoder(resp.Body).Decode(&r)
+			resp.Body.Close()
+			if r.Error == nil || r.Error.Code != tt.code {
+				t.Errorf("%s: error %+v, want %d", tt.body, r.Error, tt.code)
+			}
+		}
+	})
+
+	t.Run("deadline trap counted", func(t *testing.T) {
+		tk := decodeTask(t, g.call(t, "/agents/gate-deadline/", "", "message/send", map[string]any{"message": msg03("spin")}))
+		if tk.Status.State != "failed" || !strings.Contains(string(tk.Status.Message), "deadline") {
+			t.Fatalf("task = %+v %s", tk, tk.Status.Message)
+		}
+		waitMetric(t, g, `capsule_guest_traps_total{artifact="gatetool",capsule="gate-deadline",reason="deadline",role="tool"}`, 1)
+		scrapeWithPrometheus(t, g)
+	})
+
+	t.Run("reload: in-flight task finishes on the old version, unchanged capsules stay", func(t *testing.T) {
+		var id, ctxID string
+		for ev := range g.stream(t, "/agents/gate-reload/", "", "message/stream", map[string]any{"message": msg03("ask")}) {
+			var su struct {
+				Result struct{ ID, TaskID, ContextID string }
+			}
+			json.Unmarshal(ev.data, &su)
+			id, ctxID = firstOf(su.Result.ID, su.Result.TaskID, id), firstOf(su.Result.ContextID, ctxID)
+		}
+		stagedBefore := metricValue(t, g, `capsule_stage_duration_seconds_count{capsule="wordcount"}`)
+		mpath := filepath.Join(g.dir, "gate", "reload", "murmur.yaml")
+		m, _ := os.ReadFile(mpath)
+		os.WriteFile(mpath, bytes.Replace(m, []byte("version: 1.0.0"), []byte("version: 1.0.1"), 1), 0o644)
+		// --force: the Caddyfile itself is unchanged, only the capsule's files are.
+		reload := exec.Command(caddyBin, "reload", "--force", "--config", g.caddyfile, "--adapter", "caddyfile", "--address", g.admin)
+		reload.Dir, reload.Env = g.dir, g.cmd.Env
+		if out, err := reload.CombinedOutput(); err != nil {
+			t.Fatalf("caddy reload: %v\n%s", err, out)
+		}
+		done := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send", map[string]any{"message": msg03("old", id, ctxID)}))
+		if done.Status.State != "completed" || !strings.Contains(done.text(), "answered old (version 1.0.0)") {
+			t.Fatalf("in-flight task = %+v", done)
+		}
+		fresh := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send", map[string]any{"message": msg03("new")}))
+		if fresh.Status.State != "completed" || !strings.Contains(fresh.text(), "new (version 1.0.1)") {
+			t.Fatalf("new task = %+v", fresh)
+		}
+		if after := metricValue(t, g, `capsule_stage_duration_seconds_count{capsule="wordcount"}`); after != stagedBefore || after != 1 {
+			t.Errorf("wordcount staged %v times before the reload, %v after", stagedBefore, after)
+		}
+		if n := metricValue(t, g, `capsule_stage_duration_seconds_count{capsule="gate-reload"}`); n != 2 {
+			t.Errorf("gate-reload staged %v times", n)
+		}
+	})
+}
+
+func firstOf(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// startSpinning starts a "spin" task on the capsule at path and returns its id once the
+// guest runs (its "spinning" chunk arrived).
+func startSpinning(t *testing.T, g *gateway, path string) string {
+	t.Helper()
+	id := ""
+	for ev := range g.stream(t, path, "", "message/stream", map[string]any{"message": msg03("spin")}) {
+		var r struct {
+			Result struct {
+				ID, TaskID string
+				Status     struct {
+					Message *struct{ Parts []struct{ Text string } }
+				}
+			}
+		}
+		json.Unmarshal(ev.data, &r)
+		id = firstOf(r.Result.ID, r.Result.TaskID, id)
+		if m := r.Result.Status.Message; m != nil && len(m.Parts) > 0 && strings.Contains(m.Parts[0].Text, "spinning") {
+			return id // the stream's connection closes with the test; the task goes on
+		}
+	}
+	t.Fatalf("the spin task on %s never ran", path)
+	return ""
+}
+
+var metricLine = regexp.MustCompile(`^(\S+) (\S+)$`)
+
+// metricValue scrapes /metrics once and returns the value of the series (0 if absent).
+func metricValue(t *testing.T, g *gateway, series string) float64 {
+	t.Helper()
+	resp, err := g.httpClient.Get(g.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %d: %.2000s", resp.StatusCode, data)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if m := metricLine.FindStringSubmatch(line); m != nil && m[1] == series {
+			v, _ := strconv.ParseFloat(m[2], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// waitMetric scrapes until the series reaches want: counters are bumped by the request
+// goroutine just after it answered, so the first scrape may race with it.
+func waitMetric(t *testing.T, g *gateway, series string, want float64) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if metricValue(t, g, series) >= want {
+			return
+		}
+		if resp, err := g.httpClient.Get(g.base + "/agents/hello/.well-known/agent-card.json"); err == nil {
+			resp.Body.Close() // a round trip paces the loop
+		}
+	}
+	t.Fatalf("%s never reached %v", series, want)
+}
+
+// scrapeWithPrometheus runs a real Prometheus server scraping the gateway and asks its
+// query API for the deadline traps.
+func scrapeWithPrometheus(t *testing.T, g *gateway) {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		if os.Getenv("CAPSULEGATE_REQUIRE_PROMETHEUS") != "" {
+			t.Fatal("prometheus is not installed; .ci/run installs the Debian package")
+		}
+		t.Skip("prometheus is not installed (apt-get install prometheus); .ci/run installs it and requires this test")
+	}
+	dir := t.TempDir()
+	port := freePort(t)
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: capsulegate\n    metrics_path: /metrics\n    static_configs:\n      - targets: ['%s']\n",
+		strings.TrimPrefix(g.base, "http://"))
+	os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644)
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address=127.0.0.1:"+port)
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	query := "http://127.0.0.1:" + port + "/api/v1/query?query=" + url.QueryEscape(`capsule_guest_traps_total{reason="deadline"}`)
+	// Prometheus scrapes on its own clock: ask until the sample is there (bounded).
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		resp, err := http.Get(query)
+		if err != nil {
+			continue
+		}
+		var r struct {
+			Status string
+			Data   struct {
+				Result []struct {
+					Metric map[string]string
+					Value  []any
+				}
+			}
+		}
+		json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		for _, s := range r.Data.Result {
+			if len(s.Value) == 2 {
+				if v, _ := strconv.ParseFloat(fmt.Sprint(s.Value[1]), 64); v >= 1 && s.Metric["capsule"] == "gate-deadline" {
+					return
+				}
+			}
+		}
+	}
+	t.Fatalf("Prometheus never reported capsule_guest_traps_total{reason=\"deadline\"} >= 1:\n%s", logs.String())
+}
