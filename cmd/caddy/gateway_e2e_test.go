@@ -95,7 +95,10 @@ const gateLimits = "capabilities:\n  limits: {memory_bytes: 134217728, deadline_
 
 // startGateway lays out the examples, the registry and the test capsules, rewrites
 // Caddyfile.example to free ports and runs the real binary on it.
-func startGateway(t *testing.T) *gateway {
+func startGateway(t *testing.T) *gateway { return startGatewayWith(t, caddyBin) }
+
+// startGatewayWith is startGateway with another Caddy binary (the one xcaddy built).
+func startGatewayWith(t *testing.T, bin string) *gateway {
 	t.Helper()
 	g := &gateway{dir: t.TempDir(), logs: &syncBuffer{}, httpClient: &http.Client{Timeout: 60 * time.Second}}
 	g.home = filepath.Join(g.dir, "home")
@@ -164,7 +167,7 @@ func startGateway(t *testing.T) *gateway {
 	g.caddyfile = filepath.Join(g.dir, "Caddyfile")
 	os.WriteFile(g.caddyfile, []byte(cf), 0o644)
 
-	g.cmd = exec.Command(caddyBin, "run", "--config", g.caddyfile, "--adapter", "caddyfile")
+	g.cmd = exec.Command(bin, "run", "--config", g.caddyfile, "--adapter", "caddyfile")
 	g.cmd.Dir = g.dir
 	g.cmd.Env = []string{"HOME=" + g.home, "PATH=" + os.Getenv("PATH"), "GATE_TOKEN=s3cret-token",
 		"XDG_DATA_HOME=" + filepath.Join(g.dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(g.dir, "config")}

@@ -139,6 +139,8 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("official clients", func(t *testing.T) { officialClients(t, g) })
+
 	t.Run("input-required round trip", func(t *testing.T) {
 		tk := decodeTask(t, g.call(t, "/agents/wordcount/", "", "message/send", map[string]any{"message": msg03("")}))
 		if tk.Status.State != "input-required" || !strings.Contains(string(tk.Status.Message), "Which text") {
