@@ -1,0 +1,14 @@
+// Package shell runs shell tools (SPEC §6.2) and native tools (§6.3) as subprocesses
+// confined by the strongest sandbox tier the host supports (§6.4).
+//
+// Go cannot run code between fork and exec, so the sandbox is applied by re-executing
+// the gateway's own binary as a wrapper: MaybeWrapper (also called from this package's
+// init) turns a process started with the wrapper marker into the wrapper and never
+// returns. In the sealed tier an outer stage creates user, mount, network, pid, IPC and
+// UTS namespaces, builds a minimal root (system folders read-only, the workdir
+// read-write, a private /tmp, /dev and /proc), brings up loopback and forwards
+// 127.0.0.1:3128 (HTTP proxy) and 127.0.0.1:53 (DNS) to Unix sockets the gateway
+// bridges to the netpolicy proxy and resolver. An inner stage sets resource limits,
+// no_new_privs, drops every capability, applies Landlock and a seccomp deny-list, and
+// executes the tool with the scrubbed environment. See docs/sandbox.md.
+package shell

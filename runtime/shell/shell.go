@@ -1,0 +1,489 @@
+package shell
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+// OutputCap is how much of each output stream a result keeps (SPEC §6.2).
+const OutputCap = 16 << 10
+
+// Caps on what the gateway keeps of a command: the full log of one stream, and the stdout
+// of a native tool (its result).
+const (
+	maxFullLog      = 256 << 20
+	maxNativeOutput = 8 << 20
+)
+
+// Inside the sealed tier the proxy and resolver answer on fixed loopback ports.
+const (
+	innerProxyPort = 3128
+	innerDNSPort   = 53
+)
+
+// sandboxPATH is every subprocess's PATH, and where shell.allow names are looked up.
+const sandboxPATH = "/usr/local/bin:/usr/bin:/bin"
+
+// Limits are the resource limits of every subprocess (SPEC §6.4); zero means the default.
+type Limits struct {
+	Processes    int64 // RLIMIT_NPROC, counted per sandbox in the sealed tier; default 128
+	OpenFiles    int64 // RLIMIT_NOFILE; default 1024
+	FileSize     int64 // RLIMIT_FSIZE in bytes; default 4 GiB
+	CPUSeconds   int64 // RLIMIT_CPU per process; default 3600
+	AddressSpace int64 // RLIMIT_AS in bytes; default 2 GiB
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int64, d int64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.Processes, 128)
+	def(&l.OpenFiles, 1024)
+	def(&l.FileSize, 4<<30)
+	def(&l.CPUSeconds, 3600)
+	def(&l.AddressSpace, 2<<30)
+	return l
+}
+
+// Config describes one session's sandbox.
+type Config struct {
+	Workdir     string   // the accessible workdir: every command's working directory and the only writable place
+	Records     string   // the session's records folder: holds the sandbox's sockets, never visible to tools
+	Env         []string // the environment, scrubbed by the caller (SPEC §5.3); HOME, PATH, TMPDIR and proxy variables are set here
+	Allow       []string // shell.allow: bare binary names, looked up on /usr/local/bin:/usr/bin:/bin
+	ProxyAddr   string   // host:port of the netpolicy proxy on host loopback; "" = no network
+	DNSAddr     string   // host:port of the pinning resolver's TCP listener; "" = no DNS; used with ProxyAddr
+	MinTier     string   // "" or the weakest tier the capsule accepts: "env-only", "scoped", "sealed"
+	Limits      Limits   // resource limits; zero fields take the SPEC §6.4 defaults
+	WrapperPath string   // the binary that calls MaybeWrapper; "" = this executable
+
+	probe func(wrapper, workdir, private string) TierReport // tests simulate hosts with it
+	tier  string                                            // tests force a weaker tier with it
+}
+
+// Result is the outcome of one tool call.
+type Result struct {
+	Text     string            // what the model reads
+	Status   string            // "passed", "failed" or "error"
+	Metadata map[string]string // full_output_path when output was cut; summary for native tools
+	Binary   string            // the shell binary or native tool name
+	Command  string            // the command as the trace records it, at most 200 bytes
+	ExitCode int               // 128+signal when killed; -1 when it never ran
+	Bytes    int64             // bytes the command wrote to stdout and stderr
+	Duration time.Duration
+}
+
+// Sandbox runs one session's shell and native tools.
+type Sandbox struct {
+	cfg     Config
+	report  TierReport
+	wrapper string
+	private string            // records/sandbox-<id>: sockets, the sealed root's mountpoint, spill files
+	paths   map[string]string // shell.allow name -> absolute path; "" when not found
+	missing []string
+	env     []string
+
+	mu      sync.Mutex
+	bridges []*bridge
+	closed  bool
+}
+
+// New detects and checks the tier, starts the network bridges and returns the sandbox;
+// it refuses (E-SEC-001) when the host cannot give cfg.MinTier.
+func New(cfg Config) (*Sandbox, error) {
+	cfg.Limits = cfg.Limits.withDefaults()
+	if cfg.MinTier != "" && rank(cfg.MinTier) == 0 {
+		return nil, errs.New(CodeConfig, part, fmt.Sprintf("unknown sandbox tier %q", cfg.MinTier), `write "sealed", "scoped" or "env-only"`)
+	}
+	for _, d := range []struct{ name, path string }{{"workdir", cfg.Workdir}, {"records folder", cfg.Records}} {
+		if !filepath.IsAbs(d.path) {
+			return nil, errs.New(CodeConfig, part, fmt.Sprintf("the %s %q is not an absolute path", d.name, d.path), "pass an absolute path")
+		}
+		if st, err := os.Stat(d.path); err != nil || !st.IsDir() {
+			return nil, errs.New(CodeConfig, part, fmt.Sprintf("the %s %q is not a folder", d.name, d.path), "create it before the sandbox")
+		}
+	}
+	for _, a := range []struct{ name, addr string }{{"ProxyAddr", cfg.ProxyAddr}, {"DNSAddr", cfg.DNSAddr}} {
+		if a.addr == "" {
+			continue
+		}
+		if _, p, err := net.SplitHostPort(a.addr); err != nil || p == "0" {
+			return nil, errs.New(CodeConfig, part, fmt.Sprintf("%s %q is not host:port", a.name, a.addr), "pass the listener's address, e.g. 127.0.0.1:3128")
+		}
+	}
+	// The sealed root rebuilds the workdir's path literally: no links in it.
+	for _, p := range []*string{&cfg.Workdir, &cfg.Records} {
+		real, err := filepath.EvalSymlinks(*p)
+		if err != nil {
+			return nil, errs.Wrap(err, CodeConfig, part, "cannot resolve "+*p, "pass an existing folder")
+		}
+		*p = real
+	}
+	if rel, err := filepath.Rel(cfg.Workdir, cfg.Records); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		return nil, errs.New(CodeConfig, part, fmt.Sprintf("the records folder %q is inside the workdir", cfg.Records), "keep the records outside the workdir")
+	}
+	s := &Sandbox{cfg: cfg, wrapper: cfg.WrapperPath, paths: map[string]string{}}
+	if s.wrapper == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, errs.Wrap(err, CodeConfig, part, "cannot find this binary to run the sandbox wrapper", "set Config.WrapperPath")
+		}
+		s.wrapper = exe
+	}
+	id := make([]byte, 6)
+	rand.Read(id)
+	s.private = filepath.Join(cfg.Records, "sandbox-"+hex.EncodeToString(id))
+	if err := os.Mkdir(s.private, 0o700); err != nil {
+		return nil, errs.Wrap(err, CodeBridge, part, "cannot create the sandbox's folder in the records folder", "check that the records folder is writable")
+	}
+	if err := os.Mkdir(filepath.Join(s.private, "root"), 0o700); err != nil {
+		os.RemoveAll(s.private)
+		return nil, errs.Wrap(err, CodeBridge, part, "cannot create the sandbox's folder in the records folder", "check that the records folder is writable")
+	}
+	probe := cfg.probe
+	if probe == nil {
+		probe = probeHost
+	}
+	s.report = probe(s.wrapper, cfg.Workdir, s.private)
+	if cfg.tier != "" && rank(cfg.tier) < rank(s.report.Tier) {
+		s.report.Tier = cfg.tier
+		s.report.Reasons = append(s.report.Reasons, "a weaker tier was forced by the caller")
+	}
+	if err := checkMinTier(s.report, cfg.MinTier); err != nil {
+		os.RemoveAll(s.private)
+		return nil, err
+	}
+	for _, name := range cfg.Allow {
+		p := lookPath(name)
+		s.paths[name] = p
+		if p == "" {
+			s.missing = append(s.missing, name)
+		}
+	}
+	home := filepath.Join(cfg.Workdir, ".capsule-home")
+	if err := mkdirIn(cfg.Workdir, ".capsule-home/tmp"); err != nil {
+		os.RemoveAll(s.private)
+		return nil, errs.Wrap(err, CodeConfig, part, "cannot create the subprocesses' HOME "+home, "check that the workdir is writable")
+	}
+	s.env = s.buildEnv(home)
+	if s.report.Tier == TierSealed {
+		if err := s.startBridges(); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Tier returns the tier every command of this sandbox runs in.
+func (s *Sandbox) Tier() string { return s.report.Tier }
+
+// Report returns the tier detection behind Tier.
+func (s *Sandbox) Report() TierReport { return s.report }
+
+// Warnings lists what the operator should see at launch (stderr and logs/bootstrap.log):
+// W-SEC-001 for a tier weaker than sealed, W-SEC-002 for an allowed binary that is not
+// installed, W-SEC-003 (SPEC §6.4). The network counts as allowed when ProxyAddr is set.
+func (s *Sandbox) Warnings() []*errs.Error {
+	return warnings(s.report, s.cfg.Allow, s.missing, s.cfg.ProxyAddr != "")
+}
+
+// Close stops the network bridges and removes the sandbox's folder from the records.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	bridges := s.bridges
+	s.bridges, s.closed = nil, true
+	s.mu.Unlock()
+	for _, b := range bridges {
+		b.close()
+	}
+	return os.RemoveAll(s.private)
+}
+
+// buildEnv returns the subprocess environment: the caller's, without the names this
+// package owns, then those names. NO_PROXY is never set: every destination, localhost
+// too, is the network policy's to decide (a rule may name localhost:PORT).
+func (s *Sandbox) buildEnv(home string) []string {
+	owned := []string{"HOME", "PATH", "TMPDIR", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+		"http_proxy", "https_proxy", "all_proxy", "no_proxy", stageEnv}
+	var env []string
+	for _, kv := range s.cfg.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(owned, k) {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PATH="+sandboxPATH, "HOME="+home, "TMPDIR="+filepath.Join(home, "tmp"))
+	if s.cfg.ProxyAddr != "" {
+		proxy := "http://" + s.cfg.ProxyAddr
+		if s.report.Tier == TierSealed {
+			proxy = "http://127.0.0.1:" + strconv.Itoa(innerProxyPort)
+		}
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+			env = append(env, k+"="+proxy, strings.ToLower(k)+"="+proxy)
+		}
+	}
+	return env
+}
+
+// lookPath finds name on the sandbox's PATH: the only folders a sealed subprocess sees.
+func lookPath(name string) string {
+	if name == "" || strings.ContainsRune(name, '/') {
+		return ""
+	}
+	for _, dir := range filepath.SplitList(sandboxPATH) {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+// RunShell runs a shell tool call (SPEC §6.2): input is {"command": "..."}. Interpreters
+// get `-c <command>` (node: `-e`); other binaries get the command split into words with
+// shell quoting rules and no shell, a leading word naming the binary itself dropped. A
+// refusal the model should read (bad input, a binary not in shell.allow) is a result
+// with status "error"; an error return means the sandbox itself failed (E-SEC-003).
+func (s *Sandbox) RunShell(ctx context.Context, binary string, input []byte) (Result, error) {
+	res := Result{Binary: binary, Status: "error", ExitCode: -1, Metadata: map[string]string{}}
+	var in struct {
+		Command *string `json:"command"`
+	}
+	if err := json.Unmarshal(input, &in); err != nil || in.Command == nil || strings.TrimSpace(*in.Command) == "" {
+		res.Text = fmt.Sprintf(`tool %s: the input must be {"command": "<non-empty command>"}`, binary)
+		return res, nil
+	}
+	command := *in.Command
+	res.Command = clip(command, 200)
+	path, allowed := s.paths[binary]
+	switch {
+	case !allowed:
+		res.Text = fmt.Sprintf("tool %s: %q is not in capabilities.shell.allow (allowed: %s)", binary, binary, strings.Join(s.cfg.Allow, ", "))
+		return res, nil
+	case path == "":
+		res.Text = fmt.Sprintf("tool %s: %q is not installed on the sandbox's PATH (%s)", binary, binary, sandboxPATH)
+		return res, nil
+	}
+	var argv []string
+	switch {
+	case binary == "node":
+		argv = []string{binary, "-e", command}
+	case slices.Contains(interpreters, binary):
+		argv = []string{binary, "-c", command}
+	default:
+		words, err := splitWords(command)
+		if err != nil {
+			res.Text = fmt.Sprintf("tool %s: %v", binary, err)
+			return res, nil
+		}
+		if len(words) > 0 && (words[0] == binary || words[0] == path) {
+			words = words[1:]
+		}
+		argv = append([]string{binary}, words...)
+	}
+	out, err := s.run(ctx, &runSpec{Path: path, Args: argv}, nil, OutputCap)
+	if err != nil {
+		return res, err
+	}
+	defer out.cleanup()
+	res.ExitCode, res.Bytes, res.Duration, res.Status = out.exitCode, out.stdout.total+out.stderr.total, out.duration, "passed"
+	var logRel string
+	if out.stdout.cut() || out.stderr.cut() {
+		rel, err := s.writeFullLog(command, out)
+		if err != nil {
+			res.Metadata["full_output_error"] = err.Error()
+		} else {
+			logRel = rel
+			res.Metadata["full_output_path"] = rel
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "$ %s\nExit code: %d\nStdout:\n", command, res.ExitCode)
+	writeStream(&b, &out.stdout, logRel)
+	b.WriteString("Stderr:\n")
+	writeStream(&b, &out.stderr, logRel)
+	if out.killed != "" {
+		fmt.Fprintf(&b, "[killed: %s]\n", out.killed)
+		res.Status = "error"
+	}
+	res.Text = strings.TrimSuffix(b.String(), "\n")
+	return res, nil
+}
+
+// writeStream appends a stream's kept bytes and, when it was cut, where the rest is.
+func writeStream(b *strings.Builder, c *capture, logRel string) {
+	b.Write(c.head)
+	if len(c.head) > 0 && c.head[len(c.head)-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	if c.cut() {
+		where := "the full output could not be saved"
+		if logRel != "" {
+			where = "full output in " + logRel
+		}
+		fmt.Fprintf(b, "[output cut at %d of %d bytes; %s]\n", len(c.head), c.total, where)
+	}
+}
+
+// writeFullLog writes the complete output to work/logs/shell-<time>.log through an
+// os.Root, so a link the tool planted there cannot redirect the gateway's write.
+func (s *Sandbox) writeFullLog(command string, out *outcome) (string, error) {
+	if err := mkdirIn(s.cfg.Workdir, "logs"); err != nil {
+		return "", err
+	}
+	root, err := os.OpenRoot(s.cfg.Workdir)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
+	var f *os.File
+	var rel string
+	for i := 1; ; i++ {
+		rel = "logs/shell-" + stamp + ".log"
+		if i > 1 {
+			rel = fmt.Sprintf("logs/shell-%s-%d.log", stamp, i)
+		}
+		f, err = root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err == nil || !os.IsExist(err) || i == 100 {
+			break
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(f, "$ %s\nExit code: %d\nStdout:\n", command, out.exitCode)
+	err1 := out.stdout.writeAll(f)
+	fmt.Fprintf(f, "\nStderr:\n")
+	err2 := out.stderr.writeAll(f)
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	if err1 != nil {
+		return "", err1
+	}
+	if err2 != nil {
+		return "", err2
+	}
+	return rel, nil
+}
+
+// RunNative runs the native tool name, the binary at path (tools/<name>/<name>), with
+// {"data": data, "log_path": <workdir>/logs/<name>-<time>.log} on stdin (SPEC §6.3). Its
+// stdout is read as {"status","summary","data"}; any other stdout is passed through as
+// the data. The binary's folder is visible to the tool, read-only.
+func (s *Sandbox) RunNative(ctx context.Context, name, path string, data json.RawMessage) (Result, error) {
+	res := Result{Binary: name, Command: name, Status: "error", ExitCode: -1, Metadata: map[string]string{}}
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() || !filepath.IsAbs(path) {
+		res.Text = fmt.Sprintf("native tool %s: its binary %q is missing", name, path)
+		return res, nil
+	}
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	mkdirIn(s.cfg.Workdir, "logs") // the tool finds out itself if its log cannot be written
+	logPath := filepath.Join(s.cfg.Workdir, "logs", name+"-"+time.Now().UTC().Format("20060102T150405.000000000Z")+".log")
+	stdin, err := json.Marshal(struct {
+		Data    json.RawMessage `json:"data"`
+		LogPath string          `json:"log_path"`
+	}{data, logPath})
+	if err != nil {
+		res.Text = fmt.Sprintf("native tool %s: the input is not JSON: %v", name, err)
+		return res, nil
+	}
+	out, err := s.run(ctx, &runSpec{Path: path, Args: []string{name}, ReadOnly: []string{filepath.Dir(path)}}, stdin, maxNativeOutput)
+	if err != nil {
+		return res, err
+	}
+	defer out.cleanup()
+	res.ExitCode, res.Bytes, res.Duration = out.exitCode, out.stdout.total+out.stderr.total, out.duration
+	switch {
+	case out.killed != "":
+		res.Text = fmt.Sprintf("native tool %s was killed: %s", name, out.killed)
+		return res, nil
+	case out.stdout.cut():
+		res.Text = fmt.Sprintf("native tool %s wrote %d bytes to stdout, more than the %d a result may hold", name, out.stdout.total, maxNativeOutput)
+		return res, nil
+	}
+	var reply struct {
+		Status  string          `json:"status"`
+		Summary string          `json:"summary"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(out.stdout.head, &reply); err == nil && (reply.Status == "passed" || reply.Status == "failed" || reply.Status == "error") {
+		res.Status = reply.Status
+		res.Metadata["summary"] = reply.Summary
+		var str string
+		if json.Unmarshal(reply.Data, &str) == nil {
+			res.Text = str
+		} else if len(reply.Data) > 0 && string(reply.Data) != "null" {
+			res.Text = string(reply.Data)
+		}
+		if res.Text == "" {
+			res.Text = reply.Summary
+		}
+		return res, nil
+	}
+	res.Text, res.Status = string(out.stdout.head), "passed"
+	if out.exitCode != 0 {
+		res.Status = "error"
+		res.Text = fmt.Sprintf("native tool %s exited with code %d\nStdout:\n%s\nStderr:\n%s", name, out.exitCode, out.stdout.head, out.stderr.head)
+	}
+	return res, nil
+}
+
+// mkdirIn creates rel inside dir through an os.Root: links a tool planted in the
+// workdir cannot send the gateway's writes elsewhere.
+func mkdirIn(dir, rel string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return root.MkdirAll(rel, 0o755)
+}
+
+// clip cuts s to at most n bytes without splitting a UTF-8 sequence.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// run fills in what every command of this sandbox shares and runs spec.
+func (s *Sandbox) run(ctx context.Context, spec *runSpec, stdin []byte, stdoutCap int) (*outcome, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, errs.New(CodeStart, part, "the sandbox is closed", "run commands before closing the session")
+	}
+	spec.Tier, spec.Env, spec.Workdir, spec.Limits, spec.Private = s.report.Tier, s.env, s.cfg.Workdir, s.cfg.Limits, s.private
+	spec.Network, spec.DNS = s.cfg.ProxyAddr != "", s.cfg.ProxyAddr != "" && s.cfg.DNSAddr != ""
+	if spec.Network && spec.Tier == TierScoped {
+		_, p, _ := net.SplitHostPort(s.cfg.ProxyAddr)
+		spec.ProxyPort, _ = strconv.Atoi(p)
+	}
+	spec.RootMode = os.Geteuid() == 0
+	return execSpec(ctx, s.wrapper, spec, stdin, stdoutCap, s.private)
+}
