@@ -36,4 +36,5 @@ const (
 	CodeShellEmpty    = "E-CAP-005" // shell.allow written as an empty list
 	CodeLimit         = "E-CAP-006" // a limit or resource ≤ 0
 	CodeStripGlob     = "E-CAP-007" // shell.strip_env glob malformed
+	CodeMinTier       = "E-CAP-008" // shell.min_tier is not a sandbox tier
 )

@@ -76,6 +76,9 @@ type Capabilities struct {
 	Shell struct {
 		Allow    []string `yaml:"allow"`
 		StripEnv []string `yaml:"strip_env"`
+		// MinTier is the weakest sandbox tier the capsule accepts for its shell and native
+		// tools (SPEC §6.4): "env-only", "scoped" or "sealed"; empty accepts any.
+		MinTier string `yaml:"min_tier"`
 	} `yaml:"shell"`
 	Env struct {
 		Allow []string `yaml:"allow"`

@@ -62,6 +62,7 @@ func TestRules(t *testing.T) {
 		{"shell relative path", base + "capabilities:\n  shell:\n    allow: [./run]\n", CodeShellName, ":5:13"},
 		{"shell empty", base + "capabilities:\n  shell:\n    allow: []\n", CodeShellEmpty, ":5:12"},
 		{"strip_env glob", base + "capabilities:\n  shell:\n    strip_env: [\"A*B\"]\n", CodeStripGlob, ":5:17"},
+		{"min_tier unknown", base + "capabilities:\n  shell:\n    min_tier: strong\n", CodeMinTier, ":5:15"},
 		{"env credential exact", base + "capabilities:\n  env:\n    allow: [LANG, GITHUB_TOKEN]\n", CodeCredentialEnv, ":5:19"},
 		{"env credential glob", base + "capabilities:\n  env:\n    allow: [MY_SERVICE_API_KEY]\n", CodeCredentialEnv, ":5:13"},
 		{"env credential aws", base + "capabilities:\n  env:\n    allow: [AWS_REGION]\n", CodeCredentialEnv, ":5:13"},

@@ -222,6 +222,12 @@ func (v *validator) capabilities() {
 				"write the name only (e.g. git, not /usr/bin/git): it is looked up on the sandbox's PATH")
 		}
 	}
+	switch c.Shell.MinTier {
+	case "", "env-only", "scoped", "sealed":
+	default:
+		v.fail("capabilities.shell.min_tier", CodeMinTier, fmt.Sprintf("%q is not a sandbox tier", c.Shell.MinTier),
+			"write env-only, scoped or sealed (strongest), or remove the key to accept any tier")
+	}
 	for i, g := range c.Shell.StripEnv {
 		if !validStripGlob(g) {
 			v.fail(fmt.Sprintf("capabilities.shell.strip_env[%d]", i), CodeStripGlob, fmt.Sprintf("%q is not a valid glob: a variable name with `*` only at the start and/or end", g),

@@ -110,7 +110,7 @@ func (s *session) agentTask(ctx context.Context, task string, history []Turn) (r
 				ev.Tools = append(ev.Tools, b.Name)
 			}
 		}
-		s.stream.Emit(EventInference, s.taskEvt, ev, map[string]string{"output": string(mustJSON(resp.Content))})
+		s.turnEvt, _ = s.stream.Emit(EventInference, s.taskEvt, ev, map[string]string{"output": string(mustJSON(resp.Content))})
 		if text := finalText(resp.Content); text != "" {
 			s.stream.Emit(EventChunk, s.taskEvt, Chunk{TaskID: s.taskID, Text: text}, nil)
 		}
@@ -157,9 +157,14 @@ func (s *session) callDriver(ctx context.Context, driver *Module, req string) (*
 // returns the text the model sees and whether it is an error.
 func (s *session) dispatch(ctx context.Context, turn int, call agentBlock) (string, bool) {
 	m := s.staged.Manifest
+	if s.sub != nil {
+		if path, ok := s.sub.natives[call.Name]; ok {
+			return s.runSubprocess(ctx, turn, call, path)
+		}
+	}
 	for _, b := range m.Capabilities.Shell.Allow {
 		if b == call.Name {
-			return fmt.Sprintf("tool %s: shell tools run in a later release of this gateway", call.Name), true
+			return s.runSubprocess(ctx, turn, call, "")
 		}
 	}
 	for _, a := range s.staged.Artifacts {
@@ -169,7 +174,7 @@ func (s *session) dispatch(ctx context.Context, turn int, call agentBlock) (stri
 			if err != nil {
 				rec.Status = "error"
 			}
-			s.stream.Emit(EventToolCall, s.taskEvt, rec, map[string]string{"output": text})
+			s.stream.Emit(EventToolCall, s.parent(), rec, map[string]string{"output": text})
 			if err != nil {
 				return "skill " + call.Name + ": " + err.Error(), true
 			}

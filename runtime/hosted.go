@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"io"
 	"sync"
 
 	"github.com/capsulegate/capsulegate/manifest"
@@ -17,6 +18,9 @@ type HostOptions struct {
 	Lock      string // verify against this lock instead of the one beside the manifest
 	// Sinks receive every event of the capsule's session besides trace and metrics.
 	Sinks []Sink
+	// DNSUpstream and Stderr are as in RunOptions.
+	DNSUpstream string
+	Stderr      io.Writer
 }
 
 // Hosted is a staged capsule served by the gateway: one long-lived session whose tasks
@@ -35,7 +39,8 @@ func (e *Engine) Host(ctx context.Context, m *manifest.Manifest, opts HostOption
 	if err != nil {
 		return nil, err
 	}
-	sess, err := e.openSession(staged, sessionOptions{WorkRoot: opts.WorkRoot, LookupEnv: opts.LookupEnv, Sinks: opts.Sinks})
+	sess, err := e.openSession(staged, sessionOptions{WorkRoot: opts.WorkRoot, LookupEnv: opts.LookupEnv, Sinks: opts.Sinks,
+		DNSUpstream: opts.DNSUpstream, Stderr: opts.Stderr})
 	if err != nil {
 		return nil, err
 	}

@@ -43,6 +43,11 @@ type RunOptions struct {
 	// Sinks receive the session's events besides the trace and the metrics (the CLI's
 	// progress lines).
 	Sinks []Sink
+	// DNSUpstream is the upstream DNS server of the shell tools' pinning resolver
+	// ("host:port"); "" uses the host's first nameserver.
+	DNSUpstream string
+	// Stderr receives the sandbox tier and W-SEC warnings at launch; nil: bootstrap.log only.
+	Stderr io.Writer
 }
 
 // RunResult is the outcome of a one-shot run; its fields are the --json output.
@@ -64,7 +69,7 @@ func (e *Engine) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOpti
 		return nil, err
 	}
 	sess, err := e.openSession(staged, sessionOptions{WorkRoot: opts.WorkRoot, Workdir: opts.Workdir, LookupEnv: opts.LookupEnv,
-		Sleep: opts.Sleep, Sinks: opts.Sinks})
+		Sleep: opts.Sleep, Sinks: opts.Sinks, DNSUpstream: opts.DNSUpstream, Stderr: opts.Stderr})
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +127,9 @@ type session struct {
 	taskID  string
 	// requestInput asks the current task's A2A client for input; nil outside A2A.
 	requestInput func(ctx context.Context, prompt string) (string, error)
-	turns        int // driver turns of the current task
+	turns        int    // driver turns of the current task
+	turnEvt      string // the current turn's inference event, parent of its tool calls
+	sub          *subprocesses
 	// driverEnv and driverHTTP are what an agent capsule's driver gets beyond the grants
 	// every guest has: the MURMUR_INFERENCE_* values, and its gateway endpoint with the key.
 	driverEnv  []string
@@ -137,6 +144,9 @@ type sessionOptions struct {
 	LookupEnv         func(string) (string, bool)
 	Sleep             func(ctx context.Context, d time.Duration) error
 	Sinks             []Sink
+	DNSUpstream       string    // the subprocesses' upstream DNS server; "" = the host's
+	WrapperPath       string    // the binary the shell sandbox re-executes; "" = this one
+	Stderr            io.Writer // where the sandbox tier and W-SEC warnings are announced
 }
 
 // openSession creates the session's folders, its event stream (trace, metrics and the
@@ -186,11 +196,7 @@ func (e *Engine) openSession(s *Staged, o sessionOptions) (_ *session, err error
 	sess := &session{e: e, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace}
 	sess.http = &HTTPHost{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: e.metrics, Sleep: o.Sleep,
-		OnDeny: func(who, host string, port int, err error) {
-			sess.denials.Add(1)
-			fmt.Fprintf(sess.log("bootstrap.log"), "%s network_denied who=%s host=%s port=%d: %v\n", time.Now().UTC().Format(time.RFC3339), who, host, port, err)
-			stream.Emit(EventNetworkDenied, sess.taskEvt, NetworkDenied{Who: who, Host: host, Port: port, Check: err.Error()}, nil)
-		}}
+		OnDeny: func(who, host string, port int, err error) { sess.denied(who, "guest", host, port, err) }}
 	sess.http.Init()
 	if m.IsAgent() {
 		if err := sess.driverSetup(); err != nil {
@@ -198,7 +204,15 @@ func (e *Engine) openSession(s *Staged, o sessionOptions) (_ *session, err error
 			return nil, err
 		}
 	}
-	sess.sessEvt, _ = stream.Emit(EventSessionStart, "", sessionStart(s), nil)
+	if err := sess.openSubprocesses(o); err != nil {
+		sess.close()
+		return nil, err
+	}
+	start := sessionStart(s)
+	if sess.sub != nil {
+		start.SandboxTier = "wasm+" + sess.sub.sb.Tier()
+	}
+	sess.sessEvt, _ = stream.Emit(EventSessionStart, "", start, nil)
 	return sess, nil
 }
 
@@ -216,7 +230,30 @@ func (s *session) end(status string) error {
 	return err
 }
 
+// denied records a refused connection: counted, logged to bootstrap.log and traced.
+// Guest denials are counted in Prometheus by the HTTP host itself.
+func (s *session) denied(who, source, host string, port int, err error) {
+	s.denials.Add(1)
+	if source != "guest" {
+		s.e.metrics.Denied.WithLabelValues(s.staged.Manifest.Name, source).Inc()
+	}
+	fmt.Fprintf(s.log("bootstrap.log"), "%s network_denied who=%s source=%s host=%s port=%d: %v\n", time.Now().UTC().Format(time.RFC3339), who, source, host, port, err)
+	s.stream.Emit(EventNetworkDenied, s.parent(), NetworkDenied{Who: who, Host: host, Port: port, Check: err.Error()}, nil)
+}
+
+// parent is the event a tool call or denial hangs under: the current model turn, or the
+// task outside the agent loop.
+func (s *session) parent() string {
+	if s.turnEvt != "" {
+		return s.turnEvt
+	}
+	return s.taskEvt
+}
+
 func (s *session) close() {
+	if s.sub != nil {
+		s.sub.close()
+	}
 	s.fs.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -260,7 +297,7 @@ func (s *session) invokeAt(ctx context.Context, turn int, name string, in abi.To
 	} else if err != nil {
 		rec.Status = "error"
 	}
-	s.stream.Emit(EventToolCall, s.taskEvt, rec, map[string]string{"input": value(in.Data), "output": value(out.Data)})
+	s.stream.Emit(EventToolCall, s.parent(), rec, map[string]string{"input": value(in.Data), "output": value(out.Data)})
 	return out, err
 }
 

@@ -62,7 +62,7 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 		defer s.stream.Attach(req.Sink)()
 	}
 	start := time.Now()
-	s.taskID, s.requestInput, s.turns = req.TaskID, req.RequestInput, 0
+	s.taskID, s.requestInput, s.turns, s.turnEvt = req.TaskID, req.RequestInput, 0, ""
 	s.taskEvt, _ = s.stream.Emit(EventTaskStart, s.sessEvt, TaskStart{TaskID: req.TaskID, ContextID: req.ContextID, Source: req.Source,
 		InputBytes: len(req.Text)}, map[string]string{"input": req.Text})
 	out := TaskOutcome{TaskID: req.TaskID, State: StateCompleted}
@@ -82,7 +82,7 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 	s.tasks++
 	s.stream.Emit(EventTaskEnd, s.taskEvt, TaskEnd{TaskID: req.TaskID, State: out.State, Turns: out.Turns,
 		DurationMS: time.Since(start).Milliseconds()}, map[string]string{"output": out.Result})
-	s.requestInput = nil
+	s.requestInput, s.turnEvt = nil, ""
 	return out
 }
 

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -42,7 +43,7 @@ func Run(ctx context.Context, e *Env, c Common, manifestPath string, f RunFlags)
 	}
 	defer engine.Close(context.WithoutCancel(ctx))
 	res, err := engine.RunOnce(ctx, m, runtime.RunOptions{Registry: opts.Registry, Progress: opts.Progress,
-		WorkRoot: f.WorkRoot, Workdir: f.Workdir, Task: task})
+		WorkRoot: f.WorkRoot, Workdir: f.Workdir, Task: task, Stderr: e.Stderr, Sinks: []runtime.Sink{progressSink{e.Stderr}}})
 	e.progress.done()
 	if err != nil {
 		return e.fail(c, err)
@@ -57,4 +58,30 @@ func Run(ctx context.Context, e *Env, c Common, manifestPath string, f RunFlags)
 		return ExitRefused
 	}
 	return ExitOK
+}
+
+// progressSink prints one stderr line per model turn, tool call, shell command and
+// denial, so a person watching a run sees it move; the trace has the full record.
+type progressSink struct{ w io.Writer }
+
+// Event prints the events a person follows.
+func (p progressSink) Event(ev *runtime.Event) error {
+	switch d := ev.Data.(type) {
+	case runtime.Inference:
+		line := fmt.Sprintf("turn %d: %s (%d ms)", d.Turn, d.StopReason, d.DurationMS)
+		if len(d.Tools) > 0 {
+			line += " → " + strings.Join(d.Tools, ", ")
+		}
+		if d.Error != "" {
+			line += ": " + d.Error
+		}
+		fmt.Fprintln(p.w, line)
+	case runtime.ToolCall:
+		fmt.Fprintf(p.w, "  %s %s: %s (%d ms)\n", d.Kind, d.ToolName, d.Status, d.DurationMS)
+	case runtime.ShellRun:
+		fmt.Fprintf(p.w, "  $ %s (exit %d)\n", d.Command, d.ExitCode)
+	case runtime.NetworkDenied:
+		fmt.Fprintf(p.w, "  network denied: %s → %s:%d\n", d.Who, d.Host, d.Port)
+	}
+	return nil
 }

@@ -1,0 +1,92 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/capsulegate/capsulegate/runtime/shell"
+)
+
+// TestAgentShellTools runs an agent whose model asks for shell commands, through the
+// real loop, dispatcher and sandbox: a read of /etc/shadow is refused, curl reaches the
+// allowlisted local host through the session's proxy, and a host not allowed is refused
+// by the proxy, denied in the trace and counted.
+func TestAgentShellTools(t *testing.T) {
+	if rep := shell.DetectTier(); rep.Tier == shell.TierEnvOnly {
+		t.Skipf("this host only gives the env-only sandbox tier (%v): nothing would confine the commands", rep.Reasons)
+	}
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "hello from the allowed host")
+	}))
+	defer origin.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(origin.URL, "http://"))
+
+	call := func(id, name, command string) string {
+		return fmt.Sprintf(`{"id": %q, "type": "message", "role": "assistant", "model": "m-test", "stop_reason": "tool_use",
+ "content": [{"type": "tool_use", "id": "tu_%s", "name": %q, "input": {"command": %q}}], "usage": {"input_tokens": 1, "output_tokens": 1}}`, id, id, name, command)
+	}
+	cassette := `{"provider": "anthropic-messages", "conversations": [{"match": "use the shell", "turns": [` +
+		call("s1", "bash", "cat /etc/shadow; echo home=$HOME") + `,` +
+		call("s2", "curl", "curl -s -m 20 http://localhost:"+port+"/") + `,` +
+		call("s3", "curl", "curl -s -m 20 -o /dev/null -w code=%{http_code} http://not-allowed.test/") + `,
+ {"id": "s4", "type": "message", "role": "assistant", "model": "m-test", "stop_reason": "end_turn",
+  "content": [{"type": "text", "text": "done"}], "usage": {"input_tokens": 1, "output_tokens": 1}}]}]}`
+	p := newProvider(t, cassette)
+	e, reg := agentRig(t, map[string][2]string{
+		"anthropic-messages": {"driver", "../examples/drivers/anthropic-messages"},
+		"echo":               {"tool", "../internal/testguests/echo"},
+	})
+	lookup := func(k string) (string, bool) { return map[string]string{"TEST_KEY": "k"}[k], k == "TEST_KEY" }
+	m := agentManifest(t, "anthropic-messages", p.srv.URL, "10",
+		"  shell: {allow: [bash, curl]}\n  network: {allow: [\"localhost:"+port+"\"]}\n", lookup)
+
+	var stderr strings.Builder
+	res, err := e.RunOnce(context.Background(), m, RunOptions{Registry: reg, WorkRoot: t.TempDir(), Task: "please use the shell",
+		LookupEnv: lookup, Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != StateCompleted || res.Result != "done" {
+		t.Fatalf("result = %+v", res)
+	}
+	seen := p.seen()
+	if len(seen) != 4 {
+		t.Fatalf("%d provider requests", len(seen))
+	}
+	for i, want := range []string{"home=", "hello from the allowed host", "code=403"} {
+		if body := string(seen[i+1].body); !strings.Contains(body, want) {
+			t.Errorf("request %d lacks %q: %.600s", i+2, want, body)
+		}
+	}
+	if body := string(seen[1].body); strings.Contains(body, "root:") || !strings.Contains(body, "Exit code:") {
+		t.Errorf("/etc/shadow was readable, or the result is not a shell result: %.600s", body)
+	}
+	if !strings.Contains(stderr.String(), "sandbox tier") {
+		t.Errorf("the tier was not announced: %q", stderr.String())
+	}
+	counts := map[string]int{}
+	var tier string
+	for _, ev := range traceEvents(t, res.Records) {
+		typ := ev["event_type"].(string)
+		counts[typ]++
+		if typ == EventSessionStart {
+			tier, _ = ev["sandbox_tier"].(string)
+		}
+		if typ == EventToolCall && ev["kind"] != "shell" {
+			t.Errorf("tool call %v", ev)
+		}
+	}
+	if !strings.HasPrefix(tier, "wasm+") || counts[EventShell] != 3 || counts[EventToolCall] != 3 || counts[EventNetworkDenied] < 1 {
+		t.Errorf("tier %q, events %v", tier, counts)
+	}
+	if n := testutil.ToFloat64(e.metrics.Denied.WithLabelValues("agent", "proxy")); n < 1 {
+		t.Errorf("proxy denials counted: %v", n)
+	}
+}
