@@ -37,6 +37,9 @@ type App struct {
 	WorkRoot string `json:"work_root,omitempty"`
 	// CacheDir holds compiled modules (default: <caddy data dir>/capsule/cache).
 	CacheDir string `json:"cache_dir,omitempty"`
+	// DNSUpstream is the DNS server ("host:port") the shell tools' pinning resolver
+	// asks; empty means the host's first nameserver.
+	DNSUpstream string `json:"dns_upstream,omitempty"`
 
 	engine  *runtime.Engine
 	reg     registry.Registry
@@ -136,6 +139,7 @@ func (a *App) Cleanup() error {
 //	    registry  <dir>
 //	    work_root <dir>
 //	    cache_dir <dir>
+//	    dns_upstream <host:port>
 //	}
 func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 	a := new(App)
@@ -152,8 +156,10 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 			dst = &a.WorkRoot
 		case "cache_dir":
 			dst = &a.CacheDir
+		case "dns_upstream":
+			dst = &a.DNSUpstream
 		default:
-			return nil, d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir)", d.Val())
+			return nil, d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, dns_upstream)", d.Val())
 		}
 		if !d.NextArg() {
 			return nil, d.ArgErr()

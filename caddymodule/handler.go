@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -127,7 +128,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	stage := func() (*runtime.Hosted, error) {
 		start := time.Now()
-		hosted, err := app.engine.Host(ctx, m, runtime.HostOptions{Registry: app.reg, WorkRoot: app.WorkRoot, Lock: h.Lock})
+		hosted, err := app.engine.Host(ctx, m, runtime.HostOptions{Registry: app.reg, WorkRoot: app.WorkRoot, Lock: h.Lock,
+			DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}})
 		if err != nil {
 			return nil, err
 		}
@@ -253,7 +255,7 @@ func (h *Handler) Cleanup() error {
 // registry and work root — so a reload re-stages exactly the capsules that changed.
 func fingerprint(manifestPath, lock string, app *App) (string, error) {
 	sum := sha256.New()
-	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00", app.Registry, app.WorkRoot)
+	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00dns=%s\x00", app.Registry, app.WorkRoot, app.DNSUpstream)
 	add := func(path string) error {
 		f, err := os.Open(path)
 		if err != nil {
@@ -400,4 +402,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // logger, keeping its name.
 func slogFrom(l *zap.Logger) *slog.Logger {
 	return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName(l.Name())))
+}
+
+// zapLines logs each line written to it, so what the runtime announces at launch (the
+// sandbox tier, W-SEC warnings) lands in Caddy's log.
+type zapLines struct{ l *zap.Logger }
+
+func (z zapLines) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if strings.Contains(line, "W-SEC-") {
+			z.l.Warn(line)
+		} else {
+			z.l.Info(line)
+		}
+	}
+	return len(p), nil
 }

@@ -10,7 +10,15 @@ import (
 // env.allow that are set on the host and not credential-shaped, in manifest order; then
 // the runtime's own values (KEY=VALUE), which replace anything of the same name. Host
 // values named MURMUR_* never pass through env.allow: those names belong to the runtime.
+// A host value that holds a driver's gateway key is never passed either, whatever its
+// variable is called: keys stay in the host (SPEC §5.6).
 func GuestEnv(m *manifest.Manifest, lookup func(string) (string, bool), own []string) []string {
+	keys := map[string]bool{}
+	for _, a := range m.Artifacts {
+		if a.Gateway != nil && a.Gateway.APIKey != "" {
+			keys[a.Gateway.APIKey] = true
+		}
+	}
 	vals := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -24,7 +32,7 @@ func GuestEnv(m *manifest.Manifest, lookup func(string) (string, bool), own []st
 		if strings.HasPrefix(name, "MURMUR_") || manifest.CredentialShaped(name, caps.Shell.StripEnv) {
 			continue
 		}
-		if v, ok := lookup(name); ok {
+		if v, ok := lookup(name); ok && !holdsKey(v, keys) {
 			set(name, v)
 		}
 	}
@@ -47,4 +55,14 @@ func RuntimeEnv(m *manifest.Manifest, sessionID, capsuleURL string) []string {
 		"MURMUR_SESSION_ID=" + sessionID,
 		"MURMUR_CAPSULE_URL=" + capsuleURL,
 	}
+}
+
+// holdsKey reports whether v contains one of the gateway keys.
+func holdsKey(v string, keys map[string]bool) bool {
+	for k := range keys {
+		if strings.Contains(v, k) {
+			return true
+		}
+	}
+	return false
 }

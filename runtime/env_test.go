@@ -29,4 +29,15 @@ func TestGuestEnv(t *testing.T) {
 			t.Errorf("credential passed: %s", kv)
 		}
 	}
+	// A variable holding a driver's gateway key never passes, whatever its name.
+	keyed, err := manifest.Parse([]byte("name: c\nversion: 1.0.0\nartifacts:\n  - {name: d, version: 1.0.0, runtime: driver, gateway: {endpoint: \"http://127.0.0.1:1\", api_key: sk-test-9}}\n"+
+		"inference: {driver: {artifact: d}, model: m}\ncapabilities:\n  env:\n    allow: [TEST_KEY, PLAIN]\n"), "m.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"TEST_KEY": "sk-test-9", "PLAIN": "p"}
+	got = GuestEnv(keyed, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, nil)
+	if fmt.Sprint(got) != "[PLAIN=p]" {
+		t.Errorf("env with a key-holding variable = %v", got)
+	}
 }
