@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
@@ -67,16 +69,9 @@ func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpti
 	}
 	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*Module{}}
 	var problems errs.List
-	add := func(err error) {
-		var l errs.List
-		if errors.As(err, &l) {
-			problems = append(problems, l...)
-		} else if err != nil {
-			problems = append(problems, errs.Wrap(err, CodeCompile, "runtime", "staging failed", ""))
-		}
-	}
+	add := func(err error) { problems = append(problems, asProblems(err)...) }
 	limit := m.Capabilities.Limits.MemoryBytes
-	compile := func(name string, role manifest.Role, world string, wasm []byte) *Module {
+	compile := func(name string, role manifest.Role, world string, wasm []byte, add func(error)) *Module {
 		mod, err := e.Compile(ctx, m.Name, name, role, wasm)
 		if err != nil {
 			add(err)
@@ -93,6 +88,19 @@ func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpti
 		}
 		return mod
 	}
+	// Compile the modules side by side: on a warm cache each still costs wazero a full
+	// decode and validation, so a capsule with several artifacts stages in about the time
+	// of its largest one when there are cores for it. Results are gathered in manifest
+	// order so errors read the same every time.
+	type job struct {
+		name  string
+		role  manifest.Role
+		world string
+		wasm  []byte
+		err   error
+		mod   *Module
+	}
+	var jobs []*job
 	for _, a := range res.Artifacts {
 		if a.Archive == nil || (a.Role != manifest.RoleTool && a.Role != manifest.RoleDriver) {
 			continue // skills are text; hooks arrive with a later release
@@ -102,16 +110,45 @@ func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpti
 			continue // native tools run as sandboxed subprocesses, not here
 		}
 		wasm, err := a.Archive.ReadFile(p.Path)
-		if err != nil {
-			add(err)
-			continue
-		}
-		if mod := compile(a.Name, a.Role, string(a.Role), wasm); mod != nil {
-			s.Modules[a.Name] = mod
-		}
+		jobs = append(jobs, &job{name: a.Name, role: a.Role, world: string(a.Role), wasm: wasm, err: err})
 	}
 	if scriptWasm != nil {
-		s.Script = compile(m.Name, RoleCapsule, ScriptWorld, scriptWasm)
+		jobs = append(jobs, &job{name: m.Name, role: RoleCapsule, world: ScriptWorld, wasm: scriptWasm})
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		sema = make(chan struct{}, goruntime.GOMAXPROCS(0))
+	)
+	for _, j := range jobs {
+		if j.err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sema <- struct{}{}
+			defer func() { <-sema }()
+			var perr errs.List
+			mod := compile(j.name, j.role, j.world, j.wasm, func(err error) { perr = append(perr, asProblems(err)...) })
+			mu.Lock()
+			j.mod = mod
+			if len(perr) > 0 {
+				j.err = perr
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, j := range jobs {
+		switch {
+		case j.err != nil:
+			add(j.err)
+		case j.role == RoleCapsule:
+			s.Script = j.mod
+		default:
+			s.Modules[j.name] = j.mod
+		}
 	}
 	if len(problems) > 0 {
 		return nil, problems
@@ -148,4 +185,16 @@ func readScriptModule(m *manifest.Manifest) ([]byte, error) {
 		return nil, errs.Wrap(err, CodeScriptModule, "runtime", "cannot read "+p, "check its permissions")
 	}
 	return data, nil
+}
+
+// asProblems turns a staging error into the list of refusals it holds.
+func asProblems(err error) errs.List {
+	var l errs.List
+	if errors.As(err, &l) {
+		return l
+	}
+	if err != nil {
+		return errs.List{errs.Wrap(err, CodeCompile, "runtime", "staging failed", "")}
+	}
+	return nil
 }
