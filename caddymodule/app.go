@@ -45,6 +45,7 @@ type App struct {
 	reg     registry.Registry
 	metrics *a2a.Metrics
 	logger  *zap.Logger
+	netLog  *zap.Logger
 }
 
 // CaddyModule returns the Caddy module information.
@@ -74,6 +75,7 @@ func (p pooledEngine) Destruct() error { return p.Engine.Close(context.Backgroun
 // this config's registry.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger().Named("capsule.runtime")
+	a.netLog = ctx.Logger().Named("capsule.netpolicy")
 	data := filepath.Join(caddy.AppDataDir(), "capsule")
 	if a.Registry == "" {
 		a.Registry = os.Getenv("CAPSULE_REGISTRY")

@@ -129,7 +129,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	stage := func() (*runtime.Hosted, error) {
 		start := time.Now()
 		hosted, err := app.engine.Host(ctx, m, runtime.HostOptions{Registry: app.reg, WorkRoot: app.WorkRoot, Lock: h.Lock,
-			DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}})
+			DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog)})
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"io"
+	"log/slog"
 	"sync"
 
 	"github.com/capsulegate/capsulegate/manifest"
@@ -21,6 +22,8 @@ type HostOptions struct {
 	// DNSUpstream and Stderr are as in RunOptions.
 	DNSUpstream string
 	Stderr      io.Writer
+	// NetLogger receives the policy proxy's log (denials); nil discards it.
+	NetLogger *slog.Logger
 }
 
 // Hosted is a staged capsule served by the gateway: one long-lived session whose tasks
@@ -40,7 +43,7 @@ func (e *Engine) Host(ctx context.Context, m *manifest.Manifest, opts HostOption
 		return nil, err
 	}
 	sess, err := e.openSession(staged, sessionOptions{WorkRoot: opts.WorkRoot, LookupEnv: opts.LookupEnv, Sinks: opts.Sinks,
-		DNSUpstream: opts.DNSUpstream, Stderr: opts.Stderr})
+		DNSUpstream: opts.DNSUpstream, Stderr: opts.Stderr, NetLogger: opts.NetLogger})
 	if err != nil {
 		return nil, err
 	}

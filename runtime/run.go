@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -147,6 +148,7 @@ type sessionOptions struct {
 	DNSUpstream       string    // the subprocesses' upstream DNS server; "" = the host's
 	WrapperPath       string    // the binary the shell sandbox re-executes; "" = this one
 	Stderr            io.Writer // where the sandbox tier and W-SEC warnings are announced
+	NetLogger         *slog.Logger
 }
 
 // openSession creates the session's folders, its event stream (trace, metrics and the

@@ -6,8 +6,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/miekg/dns"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -88,5 +92,78 @@ func TestAgentShellTools(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(e.metrics.Denied.WithLabelValues("agent", "proxy")); n < 1 {
 		t.Errorf("proxy denials counted: %v", n)
+	}
+}
+
+// TestAgentShellDNS asks, from a shell command the model requested, for names through the
+// sandbox's resolver: an upstream that rebinds (first a public address, then loopback)
+// is pinned to its first answer for the whole session; an allowlisted name resolving to
+// the metadata address and a name no rule names are refused.
+func TestAgentShellDNS(t *testing.T) {
+	if rep := shell.DetectTier(); rep.Tier != shell.TierSealed {
+		t.Skipf("the sandbox's own resolver needs the sealed tier; this host gives %s (%v)", rep.Tier, rep.Reasons)
+	}
+	var mu sync.Mutex
+	asked := map[string]int{}
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		name := strings.ToLower(q.Question[0].Name)
+		if q.Question[0].Qtype == dns.TypeA {
+			mu.Lock()
+			asked[name]++
+			n := asked[name]
+			mu.Unlock()
+			addr := map[string]string{"rebind.test.": "93.184.216.34", "meta.test.": "169.254.169.254"}[name]
+			if name == "rebind.test." && n > 1 {
+				addr = "127.0.0.1" // the rebinding answer, never to be used
+			}
+			if addr != "" {
+				rr, _ := dns.NewRR(name + " 1 IN A " + addr)
+				m.Answer = append(m.Answer, rr)
+			}
+		}
+		w.WriteMsg(m)
+	})}
+	go upstream.ActivateAndServe()
+	defer upstream.Shutdown()
+
+	command := "getent ahostsv4 rebind.test | head -1; getent ahostsv4 rebind.test | head -1; " +
+		"getent ahostsv4 meta.test || echo meta=refused; getent ahostsv4 other.test || echo other=refused"
+	cassette := `{"provider": "anthropic-messages", "conversations": [{"match": "resolve", "turns": [
+ {"id": "d1", "type": "message", "role": "assistant", "model": "m-test", "stop_reason": "tool_use",
+  "content": [{"type": "tool_use", "id": "tu_d1", "name": "bash", "input": {"command": ` + strconv.Quote(command) + `}}], "usage": {"input_tokens": 1, "output_tokens": 1}},
+ {"id": "d2", "type": "message", "role": "assistant", "model": "m-test", "stop_reason": "end_turn",
+  "content": [{"type": "text", "text": "resolved"}], "usage": {"input_tokens": 1, "output_tokens": 1}}]}]}`
+	p := newProvider(t, cassette)
+	e, reg := agentRig(t, map[string][2]string{
+		"anthropic-messages": {"driver", "../examples/drivers/anthropic-messages"},
+		"echo":               {"tool", "../internal/testguests/echo"},
+	})
+	lookup := func(k string) (string, bool) { return map[string]string{"TEST_KEY": "k"}[k], k == "TEST_KEY" }
+	m := agentManifest(t, "anthropic-messages", p.srv.URL, "10",
+		"  shell: {allow: [bash]}\n  network: {allow: [rebind.test, meta.test]}\n", lookup)
+	res, err := e.RunOnce(context.Background(), m, RunOptions{Registry: reg, WorkRoot: t.TempDir(), Task: "please resolve",
+		LookupEnv: lookup, DNSUpstream: pc.LocalAddr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := p.seen()
+	if res.Status != StateCompleted || len(seen) != 2 {
+		t.Fatalf("result %+v after %d requests", res, len(seen))
+	}
+	body := string(seen[1].body)
+	if strings.Count(body, "93.184.216.34") != 2 || strings.Contains(body, "127.0.0.1") ||
+		!strings.Contains(body, "meta=refused") || !strings.Contains(body, "other=refused") {
+		t.Fatalf("the command saw: %.2000s (asked %v)", body[strings.Index(body, "tool_result"):], asked)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if asked["rebind.test."] != 1 || asked["other.test."] != 0 { // one A question, ever: the answer is pinned
+		t.Errorf("upstream asked %v", asked)
 	}
 }
