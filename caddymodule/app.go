@@ -69,13 +69,30 @@ var taskMetrics = func() *a2a.Metrics {
 
 type pooledEngine struct{ *runtime.Engine }
 
+// acquireEngine returns the engine of cacheDir, starting it if need be; each call holds
+// it until a matching engines.Delete(cacheDir).
+func acquireEngine(cacheDir string) (*runtime.Engine, error) {
+	v, _, err := engines.LoadOrNew(cacheDir, func() (caddy.Destructor, error) {
+		e, err := runtime.NewEngine(context.Background(), runtime.WithCacheDir(cacheDir))
+		if err != nil {
+			return nil, err
+		}
+		return pooledEngine{e}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(pooledEngine).Engine, nil
+}
+
 func (p pooledEngine) Destruct() error { return p.Engine.Close(context.Background()) }
 
 // Provision fills in the defaults, takes the shared engine and registers the metrics on
 // this config's registry.
 func (a *App) Provision(ctx caddy.Context) error {
-	a.logger = ctx.Logger().Named("capsule.runtime")
-	a.netLog = ctx.Logger().Named("capsule.netpolicy")
+	// The loggers SPEC §11 names, whatever module asks for them.
+	a.logger = caddy.Log().Named("capsule.runtime")
+	a.netLog = caddy.Log().Named("capsule.netpolicy")
 	data := filepath.Join(caddy.AppDataDir(), "capsule")
 	if a.Registry == "" {
 		a.Registry = os.Getenv("CAPSULE_REGISTRY")
@@ -100,17 +117,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		*p = abs
 	}
-	v, _, err := engines.LoadOrNew(a.CacheDir, func() (caddy.Destructor, error) {
-		e, err := runtime.NewEngine(context.Background(), runtime.WithCacheDir(a.CacheDir))
-		if err != nil {
-			return nil, err
-		}
-		return pooledEngine{e}, nil
-	})
+	engine, err := acquireEngine(a.CacheDir)
 	if err != nil {
 		return err
 	}
-	a.engine = v.(pooledEngine).Engine
+	a.engine = engine
 	reg := ctx.GetMetricsRegistry()
 	if err := a.engine.Metrics().Register(reg); err != nil {
 		return err

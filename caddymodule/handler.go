@@ -69,13 +69,34 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 var capsules = caddy.NewUsagePool()
 
 // hostedCapsule is one capsule the gateway serves: its A2A handler (which owns the task
-// registry and outlives re-stages) and the staged capsule new tasks run on.
+// registry and outlives re-stages) and the staged version new tasks run on.
 type hostedCapsule struct {
 	mu     sync.Mutex
 	print  string // fingerprint of what was staged
-	hosted *runtime.Hosted
+	cur    *version
 	a2a    *a2a.Handler
 	logger *zap.Logger
+}
+
+// version is one staged version of a capsule: its session, and a hold on the engine it
+// runs on, which a reload may replace (cache_dir changed) while tasks still run here.
+type version struct {
+	hosted   *runtime.Hosted
+	cacheDir string
+}
+
+// close ends the version's session once its running task is done, then lets go of the
+// engine.
+func (v *version) close() error {
+	err := v.hosted.Close()
+	engines.Delete(v.cacheDir)
+	return err
+}
+
+func (c *hostedCapsule) current() *version {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur
 }
 
 // Destruct lets running tasks finish for a while, then stops them and ends the session.
@@ -85,7 +106,7 @@ func (c *hostedCapsule) Destruct() error {
 	err := c.a2a.Shutdown(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cerr := c.hosted.Close(); err == nil {
+	if cerr := c.cur.close(); err == nil {
 		err = cerr
 	}
 	return err
@@ -94,7 +115,7 @@ func (c *hostedCapsule) Destruct() error {
 // Provision stages the capsule, or, after a reload, re-stages it only when its files
 // changed; tasks in flight finish on the capsule they started on.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	h.logger = ctx.Logger().Named("capsule.a2a")
+	h.logger = caddy.Log().Named("capsule.a2a")
 	v, err := ctx.App("capsule")
 	if err != nil {
 		return err
@@ -126,35 +147,41 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	stage := func() (*runtime.Hosted, error) {
+	stage := func() (*version, error) {
 		start := time.Now()
-		hosted, err := app.engine.Host(ctx, m, runtime.HostOptions{Registry: app.reg, WorkRoot: app.WorkRoot, Lock: h.Lock,
+		engine, err := acquireEngine(app.CacheDir)
+		if err != nil {
+			return nil, err
+		}
+		hosted, err := engine.Host(ctx, m, runtime.HostOptions{Registry: app.reg, WorkRoot: app.WorkRoot, Lock: h.Lock,
 			DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog)})
 		if err != nil {
+			engines.Delete(app.CacheDir)
 			return nil, err
 		}
 		h.logger.Info("capsule staged", zap.String("capsule", m.Name), zap.String("version", m.Version),
 			zap.String("session", hosted.SessionID()), zap.Duration("took", time.Since(start)))
-		return hosted, nil
+		return &version{hosted: hosted, cacheDir: app.CacheDir}, nil
 	}
 	h.key = path
 	v, loaded, err := capsules.LoadOrNew(h.key, func() (caddy.Destructor, error) {
-		hosted, err := stage()
+		ver, err := stage()
 		if err != nil {
 			return nil, err
 		}
 		// After staging, which writes a missing lock: the next reload must see the same files.
 		print, err := fingerprint(path, h.Lock, app)
 		if err != nil {
-			hosted.Close()
+			ver.close()
 			return nil, err
 		}
-		ah, err := a2a.NewHandler(h.a2aConfig(m, hosted, token, app))
-		if err != nil {
-			hosted.Close()
+		c := &hostedCapsule{print: print, cur: ver, logger: h.logger}
+		if c.a2a, err = a2a.NewHandler(h.a2aConfig(m, c, ver, token, app)); err != nil {
+			ver.close()
 			return nil, err
 		}
-		return &hostedCapsule{print: print, hosted: hosted, a2a: ah, logger: h.logger}, nil
+		runTaskFile(m, ver, h.logger)
+		return c, nil
 	})
 	if err != nil {
 		h.key = ""
@@ -173,35 +200,54 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if c.print == print {
 		// Unchanged files: keep the staged capsule; handler settings may still change.
-		return c.a2a.Update(h.a2aConfig(m, c.hosted, token, app))
+		return c.a2a.Update(h.a2aConfig(m, c, c.cur, token, app))
 	}
-	hosted, err := stage()
+	ver, err := stage()
 	if err != nil {
 		return err
 	}
 	if print, err = fingerprint(path, h.Lock, app); err != nil {
-		hosted.Close()
+		ver.close()
 		return err
 	}
-	if err := c.a2a.Update(h.a2aConfig(m, hosted, token, app)); err != nil {
-		hosted.Close()
+	if err := c.a2a.Update(h.a2aConfig(m, c, ver, token, app)); err != nil {
+		ver.close()
 		return err
 	}
-	old := c.hosted
-	c.hosted, c.print = hosted, print
-	// The old session ends once the task running on it (if any) has finished.
+	old := c.cur
+	old.hosted.Retire() // before anything waiting in the queue can start on it
+	c.cur, c.print = ver, print
+	runTaskFile(m, ver, h.logger)
+	// The old session ends once the task running on it (if any) has finished; tasks
+	// admitted to it that had not started by then run on the new version.
 	go func() {
-		if err := old.Close(); err != nil {
+		if err := old.close(); err != nil {
 			h.logger.Warn("closing the previous version's session", zap.String("capsule", m.Name), zap.Error(err))
 		}
 	}()
 	return nil
 }
 
+// runTaskFile runs the task.md beside the manifest of a capsule that takes no A2A tasks
+// (task_acceptance: none, SPEC §2.5), once per staged version.
+func runTaskFile(m *manifest.Manifest, v *version, logger *zap.Logger) {
+	if m.Lifecycle.TaskAcceptance != "none" {
+		return
+	}
+	task, err := os.ReadFile(filepath.Join(m.Dir, "task.md"))
+	if err != nil {
+		return
+	}
+	go func() {
+		out := v.hosted.RunTask(context.Background(), runtime.TaskRequest{Source: "task_md", Text: string(task)})
+		logger.Info("task.md finished", zap.String("capsule", m.Name), zap.String("state", out.State), zap.String("task", out.TaskID))
+	}()
+}
+
 // a2aConfig describes the capsule to the A2A layer.
-func (h *Handler) a2aConfig(m *manifest.Manifest, hosted *runtime.Hosted, token string, app *App) a2a.Config {
+func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, token string, app *App) a2a.Config {
 	card := a2a.Card{Name: m.Name, Version: m.Version, Description: describe(m)}
-	for _, a := range hosted.Staged().Artifacts {
+	for _, a := range v.hosted.Staged().Artifacts {
 		if a.Role != manifest.RoleTool && a.Role != manifest.RoleSkill {
 			continue
 		}
@@ -218,7 +264,7 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, hosted *runtime.Hosted, token 
 	}
 	return a2a.Config{
 		Card:     card,
-		Executor: executor{hosted},
+		Executor: executor{c: c, v: v},
 		Lifecycle: a2a.Lifecycle{Acceptance: lc.TaskAcceptance, QueueDepth: depth,
 			InputTimeout: time.Duration(lc.InputTimeoutSecs) * time.Second, Threaded: lc.Conversation == "threaded"},
 		MaxBody: h.MaxBody,
@@ -255,7 +301,7 @@ func (h *Handler) Cleanup() error {
 // registry and work root — so a reload re-stages exactly the capsules that changed.
 func fingerprint(manifestPath, lock string, app *App) (string, error) {
 	sum := sha256.New()
-	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00dns=%s\x00", app.Registry, app.WorkRoot, app.DNSUpstream)
+	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00dns=%s\x00cache=%s\x00", app.Registry, app.WorkRoot, app.DNSUpstream, app.CacheDir)
 	add := func(path string) error {
 		f, err := os.Open(path)
 		if err != nil {
@@ -286,8 +332,12 @@ func fingerprint(manifestPath, lock string, app *App) (string, error) {
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
 
-// executor runs A2A tasks on a hosted capsule.
-type executor struct{ hosted *runtime.Hosted }
+// executor runs A2A tasks on the version of a capsule they were admitted to, or, when
+// that version was replaced before the task started, on the current one.
+type executor struct {
+	c *hostedCapsule
+	v *version
+}
 
 // Execute runs the job as one task of the capsule's session.
 func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
@@ -300,7 +350,16 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	if job.Chunk != nil {
 		req.Sink = chunkSink(job.Chunk)
 	}
-	out := x.hosted.RunTask(ctx, req)
+	v := x.v
+	out, ok := v.hosted.TryRunTask(ctx, req)
+	for !ok {
+		next := x.c.current()
+		if next == v {
+			return a2a.Outcome{State: "failed", Text: "error: the capsule was unloaded"}
+		}
+		v = next
+		out, ok = v.hosted.TryRunTask(ctx, req)
+	}
 	state := "failed"
 	if out.State == runtime.StateCompleted {
 		state = "completed"

@@ -103,10 +103,17 @@ func BenchmarkRawWazeroCall(b *testing.B) {
 // BenchmarkToolCall is the product's full call: the guest environment built from the
 // manifest's policy, a guestfs root, the memory limit and deadline, a fresh instance,
 // the canonical ABI both ways, cabi_post, classification and metrics.
+// "snapshot" starts each instance from the init snapshot (the default); "initialize"
+// runs _initialize in every call (WithoutInitSnapshots).
 func BenchmarkToolCall(b *testing.B) {
+	b.Run("snapshot", func(b *testing.B) { benchToolCall(b) })
+	b.Run("initialize", func(b *testing.B) { benchToolCall(b, WithoutInitSnapshots()) })
+}
+
+func benchToolCall(b *testing.B, opts ...EngineOption) {
 	ctx := context.Background()
 	wasm := benchToolWasm(b)
-	e, err := NewEngine(ctx, WithCacheDir(filepath.Join(b.TempDir(), "cache")), WithMetrics(prometheus.NewRegistry()))
+	e, err := NewEngine(ctx, append([]EngineOption{WithCacheDir(filepath.Join(b.TempDir(), "cache")), WithMetrics(prometheus.NewRegistry())}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

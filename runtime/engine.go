@@ -48,15 +48,22 @@ type Engine struct {
 	mu       sync.Mutex
 	closed   bool
 	compiled map[[32]byte]*compiled // by sha256 of the wasm bytes
+	// snapshots starts instances from init snapshots (snapshot.go).
+	snapshots bool
 }
 
 // EngineOption configures NewEngine.
 type EngineOption func(*engineConfig)
 
 type engineConfig struct {
-	cacheDir   string
-	registerer prometheus.Registerer
+	cacheDir    string
+	registerer  prometheus.Registerer
+	noSnapshots bool
 }
+
+// WithoutInitSnapshots makes every call run the guest's _initialize, instead of starting
+// instances from the state a first _initialize left (see snapshot.go).
+func WithoutInitSnapshots() EngineOption { return func(c *engineConfig) { c.noSnapshots = true } }
 
 // WithCacheDir keeps compiled machine code in dir, keyed by module content, so a restart
 // does not recompile. Without it the cache lives in memory only.
@@ -107,7 +114,7 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 		cache.Close(ctx)
 		return nil, err
 	}
-	return &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}}, nil
+	return &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}, snapshots: !cfg.noSnapshots}, nil
 }
 
 // Runtime exposes the wazero runtime so host modules (imports) can be defined on it.
@@ -150,6 +157,10 @@ type compiled struct {
 	// for an allocator that cannot map (it copies them instead).
 	image *memImage
 	data  *dataImage
+	// snapGlobals counts the mutable globals exportGlobals exported (0: no init
+	// snapshots for this module); snaps holds its snapshots.
+	snapGlobals int
+	snaps       snapshots
 }
 
 // Compile compiles wasm for the artifact of capsule; machine code comes from the cache
@@ -199,8 +210,15 @@ func (e *Engine) compile(ctx context.Context, wasm []byte) (*compiled, error) {
 func (e *Engine) compileFast(ctx context.Context, wasm []byte) (*compiled, error) {
 	if imagesSupported {
 		if stripped, data, ok := stripDataSegments(wasm); ok {
+			nglobals := 0
+			if e.snapshots {
+				if exported, n, ok := exportGlobals(stripped); ok {
+					stripped, nglobals = exported, n
+				}
+			}
 			if cm, err := e.rt.CompileModule(ctx, stripped); err == nil {
 				c := newCompiled(cm)
+				c.snapGlobals = nglobals
 				fits := len(cm.ImportedMemories()) == 0 && uint64(data.off)+uint64(len(data.block)) <= uint64(c.minPages)*pageSize
 				if img, err := newMemImage(data); fits && err == nil {
 					c.image, c.data = img, data
@@ -281,8 +299,19 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		ctx, cancel = context.WithTimeout(ctx, g.Deadline)
 		defer cancel()
 	}
-	alloc := mod.allocator(uint64(limitPages) * pageSize)
-	ctx = experimental.WithMemoryAllocator(ctx, alloc)
+	limit := uint64(limitPages) * pageSize
+	alloc := mod.allocator(limit)
+	var (
+		snapKey [32]byte
+		snap    *snapshot
+	)
+	if mod.snapGlobals > 0 {
+		snapKey = snapshotKey(g, limit)
+		if snap = mod.snaps.get(snapKey); snap != nil {
+			alloc.image, alloc.data, alloc.snapshot = snap.image, nil, true // start from the state _initialize left
+		}
+	}
+	callCtx := ctx
 	defer func() {
 		reason := ""
 		if err != nil {
@@ -295,7 +324,7 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under the same deadline
 		WithSysWalltime().WithSysNanotime().
-		WithNanosleep(func(ns int64) { sleepCtx(ctx, time.Duration(ns)) }).
+		WithNanosleep(func(ns int64) { sleepCtx(callCtx, time.Duration(ns)) }).
 		WithRandSource(randReader{})
 	if g.FS != nil {
 		cfg = cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(g.FS, "/"))
@@ -310,14 +339,33 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 	if g.Stderr != nil {
 		cfg = cfg.WithStderr(g.Stderr)
 	}
+	ctx = experimental.WithMemoryAllocator(callCtx, alloc)
 	m, err := e.rt.InstantiateModule(ctx, mod.module, cfg)
+	if err == nil && snap != nil && alloc.unmapped {
+		// The snapshot could not be mapped (no address space left for the mapping):
+		// start this instance the ordinary way instead.
+		m.Close(context.WithoutCancel(ctx))
+		snap, alloc = nil, mod.allocator(limit)
+		ctx = experimental.WithMemoryAllocator(callCtx, alloc)
+		m, err = e.rt.InstantiateModule(ctx, mod.module, cfg)
+	}
 	if err != nil {
 		return err
 	}
 	defer m.Close(context.WithoutCancel(ctx))
-	if f := m.ExportedFunction("_initialize"); f != nil {
+	if snap != nil {
+		if err := snap.restore(m); err != nil {
+			return err
+		}
+	} else if f := m.ExportedFunction("_initialize"); f != nil {
 		if _, err := f.Call(ctx); err != nil {
 			return err
+		}
+		if mod.snapGlobals > 0 {
+			// A failed capture only means the next call runs _initialize again.
+			if s, err := mod.capture(m); err == nil {
+				mod.snaps.put(snapKey, s)
+			}
 		}
 	}
 	return fn(ctx, &Instance{Module: m, mod: mod})
@@ -349,16 +397,22 @@ func splitEnv(kv string) (string, string) {
 // It gives per-capsule limits within one shared runtime (wazero's WithMemoryLimitPages
 // is runtime-wide).
 type limitedAllocator struct {
-	limit   uint64
-	image   *memImage  // mapped at the bottom of memory, when the module has one
-	data    *dataImage // the same bytes, copied in when mapping is not possible
-	mu      sync.Mutex
-	refused bool
+	limit uint64
+	image *memImage  // mapped at the bottom of memory, when the module has one
+	data  *dataImage // the same bytes, copied in when mapping is not possible
+	// snapshot marks an image that is an init snapshot: it can only be mapped, so when
+	// mapping fails unmapped is set and the caller starts the instance without it.
+	snapshot, unmapped bool
+	mu                 sync.Mutex
+	refused            bool
 }
 
 func (a *limitedAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
 	if m, ok := newMmapMemory(a); ok {
 		return m
+	}
+	if a.snapshot {
+		a.unmapped = true
 	}
 	return &limitedMemory{a: a, data: a.data}
 }

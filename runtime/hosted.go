@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
@@ -32,8 +33,9 @@ type Hosted struct {
 	staged *Staged
 	sess   *session
 
-	mu     sync.Mutex // held while a task runs
-	closed bool
+	mu      sync.Mutex // held while a task runs
+	closed  bool
+	retired atomic.Bool // takes no new task; the running one finishes
 }
 
 // Host stages m and opens its session; tasks then run through RunTask until Close.
@@ -63,16 +65,34 @@ func (h *Hosted) Layout() *Layout { return h.sess.layout }
 // task canceled. A task that arrives while another runs waits for it: admission (single,
 // queue) is the A2A layer's job.
 func (h *Hosted) RunTask(ctx context.Context, req TaskRequest) TaskOutcome {
+	out, ok := h.TryRunTask(ctx, req)
+	if !ok {
+		return TaskOutcome{TaskID: req.TaskID, State: StateFailed, Result: "error: the capsule was unloaded"}
+	}
+	return out
+}
+
+// TryRunTask is RunTask that reports false, running nothing, when the capsule was closed
+// before the task could start (a reload replaced it), so the caller can run the task on
+// the capsule that replaced it.
+func (h *Hosted) TryRunTask(ctx context.Context, req TaskRequest) (TaskOutcome, bool) {
+	if h.retired.Load() {
+		return TaskOutcome{}, false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
-		return TaskOutcome{TaskID: req.TaskID, State: StateFailed, Result: "error: the capsule was unloaded"}
+	if h.closed || h.retired.Load() {
+		return TaskOutcome{}, false
 	}
 	if req.Source == "" {
 		req.Source = "a2a"
 	}
-	return h.sess.run(ctx, req)
+	return h.sess.run(ctx, req), true
 }
+
+// Retire makes the capsule take no new task from now on (TryRunTask reports false) while
+// the task running on it, if any, goes on: a reload replaced it.
+func (h *Hosted) Retire() { h.retired.Store(true) }
 
 // Close waits for the running task, then ends the session (session_end) and closes its
 // files; later tasks fail.

@@ -135,6 +135,20 @@ func TestHostedTasks(t *testing.T) {
 	})
 	_ = reg
 
+	t.Run("retired: no new task, the session stays open for the running one", func(t *testing.T) {
+		h2 := hostGatewayCapsule(t, e)
+		h2.Retire()
+		if _, ok := h2.TryRunTask(context.Background(), TaskRequest{Text: "hi"}); ok {
+			t.Error("a retired capsule started a task")
+		}
+		if out := h2.RunTask(context.Background(), TaskRequest{Text: "hi"}); out.State != StateFailed {
+			t.Errorf("RunTask on a retired capsule = %+v", out)
+		}
+		if err := h2.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}

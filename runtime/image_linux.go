@@ -66,3 +66,52 @@ func roundUpPage(n uint64) uint64 {
 	p := uint64(os.Getpagesize())
 	return (n + p - 1) / p * p
 }
+
+// newSparseImage seals a copy of buf (a whole linear memory) into a memfd, writing only
+// its pages that are not all zero: holes read as zero and take no memory.
+func newSparseImage(buf []byte) (*memImage, error) {
+	fd, err := unix.MemfdCreate("capsulegate-snapshot", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	if err := unix.Ftruncate(fd, int64(len(buf))); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("ftruncate: %w", err)
+	}
+	const page = 4096
+	for off := 0; off < len(buf); off += page {
+		p := buf[off:min(off+page, len(buf))]
+		if allZero(p) {
+			continue
+		}
+		for done := 0; done < len(p); {
+			n, err := unix.Pwrite(fd, p[done:], int64(off+done))
+			if err != nil {
+				unix.Close(fd)
+				return nil, fmt.Errorf("pwrite: %w", err)
+			}
+			done += n
+		}
+	}
+	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("seal: %w", err)
+	}
+	return &memImage{fd: fd, size: uint64(len(buf))}, nil
+}
+
+func allZero(p []byte) bool {
+	for len(p) >= 8 {
+		if *(*uint64)(unsafe.Pointer(&p[0])) != 0 {
+			return false
+		}
+		p = p[8:]
+	}
+	for _, b := range p {
+		if b != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -326,6 +326,16 @@ func TestGateway(t *testing.T) {
 			json.Unmarshal(ev.data, &su)
 			id, ctxID = firstOf(su.Result.ID, su.Result.TaskID, id), firstOf(su.Result.ContextID, ctxID)
 		}
+		// Two tasks wait in the queue behind it: admitted to this version, not started.
+		var queued []string
+		for _, text := range []string{"q1", "q2"} {
+			tk := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send",
+				map[string]any{"message": msg03(text), "configuration": map[string]any{"blocking": false}}))
+			if tk.Status.State != "submitted" {
+				t.Fatalf("queued task = %v", tk)
+			}
+			queued = append(queued, tk.ID)
+		}
 		stagedBefore := metricValue(t, g, `capsule_stage_duration_seconds_count{capsule="wordcount"}`)
 		mpath := filepath.Join(g.dir, "gate", "reload", "murmur.yaml")
 		m, _ := os.ReadFile(mpath)
@@ -339,6 +349,31 @@ func TestGateway(t *testing.T) {
 		done := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send", map[string]any{"message": msg03("old", id, ctxID)}))
 		if done.Status.State != "completed" || !strings.Contains(done.text(), "answered old (version 1.0.0)") {
 			t.Fatalf("in-flight task = %+v", done)
+		}
+		// The queued tasks had not started when their version was replaced: they run on the new one.
+		for i, id := range queued {
+			final := ""
+			for ev := range g.stream(t, "/agents/gate-reload/", "", "tasks/resubscribe", map[string]any{"id": id}) {
+				var r struct{ Result task03 }
+				json.Unmarshal(ev.data, &r)
+				if r.Result.Kind == "task" && (r.Result.Status.State == "completed" || r.Result.Status.State == "failed") {
+					final = r.Result.String()
+				}
+				var su struct {
+					Result struct {
+						Final  bool
+						Status struct{ State string }
+					}
+				}
+				json.Unmarshal(ev.data, &su)
+				if su.Result.Final {
+					final = su.Result.Status.State
+				}
+			}
+			got := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "tasks/get", map[string]any{"id": id}))
+			if got.Status.State != "completed" || !strings.Contains(got.text(), fmt.Sprintf("q%d (version 1.0.1)", i+1)) {
+				t.Fatalf("queued task %d = %v (stream ended %s)", i+1, got, final)
+			}
 		}
 		fresh := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send", map[string]any{"message": msg03("new")}))
 		if fresh.Status.State != "completed" || !strings.Contains(fresh.text(), "new (version 1.0.1)") {

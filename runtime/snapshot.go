@@ -1,0 +1,318 @@
+package runtime
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tetratelabs/wazero/api"
+)
+
+// Init snapshots. A Go guest spends most of a short call starting its runtime inside
+// _initialize. Every instance of a module with the same environment and filesystem shape
+// reaches the same state there, so the engine runs _initialize once per (module, grants)
+// and keeps what it produced — the linear memory, as a sealed copy-on-write image, and the
+// mutable globals — and starts later instances from it without running _initialize.
+// Each call still gets a fresh instance: nothing a call does reaches the next one.
+// What instances of one snapshot share is what _initialize computed: the Go runtime's
+// hash and scheduler seeds, its start time, the environment it read.
+
+// snapGlobalPrefix names the exports exportGlobals adds; guests cannot see exports.
+const snapGlobalPrefix = "\x00capsulegate:global:"
+
+// maxSnapshots bounds the snapshots kept per compiled module (one per session shape).
+const maxSnapshots = 16
+
+// snapshot is a module's state right after _initialize, for one set of grants.
+type snapshot struct {
+	image   *memImage
+	pages   uint32
+	globals []uint64 // by snapGlobals index
+}
+
+// snapshots are the init snapshots of one compiled module, by grants key.
+type snapshots struct {
+	mu    sync.Mutex
+	byKey map[[32]byte]*snapshot
+	order [][32]byte
+}
+
+func (s *snapshots) get(key [32]byte) *snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byKey[key]
+}
+
+func (s *snapshots) put(key [32]byte, snap *snapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byKey == nil {
+		s.byKey = map[[32]byte]*snapshot{}
+	}
+	if _, ok := s.byKey[key]; ok {
+		snap.image.close()
+		return
+	}
+	if len(s.order) == maxSnapshots {
+		// Instances mapping the evicted image keep their mapping; only the fd goes.
+		old := s.order[0]
+		s.byKey[old].image.close()
+		delete(s.byKey, old)
+		s.order = s.order[1:]
+	}
+	s.byKey[key] = snap
+	s.order = append(s.order, key)
+}
+
+// snapshotKey identifies what _initialize can observe of the grants: the environment,
+// whether there is a filesystem, and the memory limit.
+func snapshotKey(g Grants, limit uint64) [32]byte {
+	h := sha256.New()
+	for _, kv := range g.Env {
+		h.Write([]byte(kv))
+		h.Write([]byte{0})
+	}
+	fmt.Fprintf(h, "fs=%t limit=%d", g.FS != nil, limit)
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// capture takes the snapshot of inst, which has just run _initialize.
+func (c *compiled) capture(inst api.Module) (*snapshot, error) {
+	mem := inst.Memory()
+	if mem == nil {
+		return nil, errors.New("no memory")
+	}
+	size := mem.Size()
+	buf, ok := mem.Read(0, size)
+	if !ok {
+		return nil, errors.New("memory not readable")
+	}
+	snap := &snapshot{pages: size / pageSize}
+	for i := range c.snapGlobals {
+		g := inst.ExportedGlobal(snapGlobalName(i))
+		if g == nil {
+			return nil, fmt.Errorf("global %d not exported", i)
+		}
+		snap.globals = append(snap.globals, g.Get())
+	}
+	img, err := newSparseImage(buf)
+	if err != nil {
+		return nil, err
+	}
+	snap.image = img
+	return snap, nil
+}
+
+// restore brings a fresh instance, created over the snapshot's memory image, to the
+// snapshot: its memory size and its globals.
+func (snap *snapshot) restore(inst api.Module) error {
+	mem := inst.Memory()
+	if have := mem.Size() / pageSize; have < snap.pages {
+		if _, ok := mem.Grow(snap.pages - have); !ok {
+			return fmt.Errorf("cannot grow memory to the snapshot's %d pages", snap.pages)
+		}
+	}
+	for i, v := range snap.globals {
+		g, ok := inst.ExportedGlobal(snapGlobalName(i)).(api.MutableGlobal)
+		if !ok {
+			return fmt.Errorf("global %d is not mutable", i)
+		}
+		g.Set(v)
+	}
+	return nil
+}
+
+func snapGlobalName(i int) string { return fmt.Sprintf("%s%d", snapGlobalPrefix, i) }
+
+// exportGlobals returns wasm with every mutable global it defines exported under
+// snapGlobalPrefix, so the host can read and set them; it reports how many it exported.
+// A module it cannot parse is returned unchanged with ok false.
+func exportGlobals(wasm []byte) (out []byte, n int, ok bool) {
+	if len(wasm) < 8 {
+		return wasm, 0, false
+	}
+	var (
+		imported  int
+		mutable   []int // indexes (in the global index space) of defined mutable globals
+		exportSec = -1
+		sections  []wasmSection
+	)
+	for p := 8; p < len(wasm); {
+		id := wasm[p]
+		size, k := binary.Uvarint(wasm[p+1:])
+		if k <= 0 || size > uint64(len(wasm)) {
+			return wasm, 0, false
+		}
+		start := p + 1 + k
+		end := start + int(size)
+		if end > len(wasm) {
+			return wasm, 0, false
+		}
+		body := wasm[start:end]
+		var err error
+		switch id {
+		case 2:
+			imported, err = countImportedGlobals(body)
+		case 6:
+			mutable, err = mutableGlobals(body, imported)
+		case 7:
+			exportSec = len(sections)
+		}
+		if err != nil {
+			return wasm, 0, false
+		}
+		sections = append(sections, wasmSection{id, start, end, p})
+		p = end
+	}
+	if exportSec < 0 || len(mutable) == 0 {
+		return wasm, 0, false
+	}
+	es := sections[exportSec]
+	body := wasm[es.start:es.end]
+	count, k := binary.Uvarint(body)
+	if k <= 0 {
+		return wasm, 0, false
+	}
+	var nb []byte
+	nb = binary.AppendUvarint(nb, count+uint64(len(mutable)))
+	nb = append(nb, body[k:]...)
+	for i, idx := range mutable {
+		name := snapGlobalName(i)
+		nb = binary.AppendUvarint(nb, uint64(len(name)))
+		nb = append(nb, name...)
+		nb = append(nb, 0x03)
+		nb = binary.AppendUvarint(nb, uint64(idx))
+	}
+	var b bytes.Buffer
+	b.Write(wasm[:8])
+	for i, s := range sections {
+		if i != exportSec {
+			b.Write(wasm[s.hdr:s.end])
+			continue
+		}
+		b.WriteByte(7)
+		b.Write(binary.AppendUvarint(nil, uint64(len(nb))))
+		b.Write(nb)
+	}
+	return b.Bytes(), len(mutable), true
+}
+
+var errWasm = errors.New("unexpected module encoding")
+
+type wasmReader struct {
+	b []byte
+	p int
+}
+
+func (r *wasmReader) u() uint64 {
+	v, k := binary.Uvarint(r.b[min(r.p, len(r.b)):])
+	if k <= 0 {
+		r.p = len(r.b) + 1
+		return 0
+	}
+	r.p += k
+	return v
+}
+
+func (r *wasmReader) byte() byte {
+	if r.p >= len(r.b) {
+		r.p = len(r.b) + 1
+		return 0
+	}
+	r.p++
+	return r.b[r.p-1]
+}
+
+func (r *wasmReader) skip(n uint64) {
+	if n > uint64(len(r.b)) {
+		r.p = len(r.b) + 1
+		return
+	}
+	r.p += int(n)
+}
+
+func (r *wasmReader) bad() bool { return r.p > len(r.b) }
+
+// limits skips a table's or memory's limits.
+func (r *wasmReader) limits() {
+	flags := r.byte()
+	r.u()
+	if flags&1 != 0 {
+		r.u()
+	}
+}
+
+func countImportedGlobals(body []byte) (int, error) {
+	r := &wasmReader{b: body}
+	n := r.u()
+	globals := 0
+	for i := uint64(0); i < n && !r.bad(); i++ {
+		r.skip(r.u()) // module
+		r.skip(r.u()) // name
+		switch r.byte() {
+		case 0x00:
+			r.u()
+		case 0x01:
+			r.byte()
+			r.limits()
+		case 0x02:
+			r.limits()
+		case 0x03:
+			r.byte()
+			r.byte()
+			globals++
+		default:
+			return 0, errWasm
+		}
+	}
+	if r.bad() {
+		return 0, errWasm
+	}
+	return globals, nil
+}
+
+func mutableGlobals(body []byte, imported int) ([]int, error) {
+	r := &wasmReader{b: body}
+	n := r.u()
+	var out []int
+	for i := uint64(0); i < n && !r.bad(); i++ {
+		r.byte() // value type
+		if r.byte() == 1 {
+			out = append(out, imported+int(i))
+		}
+		if err := skipConstExpr(r); err != nil {
+			return nil, err
+		}
+	}
+	if r.bad() {
+		return nil, errWasm
+	}
+	return out, nil
+}
+
+// skipConstExpr skips a constant expression up to its end opcode.
+func skipConstExpr(r *wasmReader) error {
+	for !r.bad() {
+		switch op := r.byte(); op {
+		case 0x0b:
+			return nil
+		case 0x41, 0x42, 0x23, 0xd2: // i32.const, i64.const (LEB), global.get, ref.func
+			r.u()
+		case 0x43:
+			r.skip(4)
+		case 0x44:
+			r.skip(8)
+		case 0xd0:
+			r.byte()
+		case 0x6a, 0x6b, 0x6c, 0x7c, 0x7d, 0x7e: // extended-const arithmetic
+		default:
+			return errWasm
+		}
+	}
+	return errWasm
+}
