@@ -346,6 +346,8 @@ func TestGateway(t *testing.T) {
 		if out, err := reload.CombinedOutput(); err != nil {
 			t.Fatalf("caddy reload: %v\n%s", err, out)
 		}
+		// The reload closed the old server's idle connections; a POST on one would not be retried.
+		g.httpClient.CloseIdleConnections()
 		done := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send", map[string]any{"message": msg03("old", id, ctxID)}))
 		if done.Status.State != "completed" || !strings.Contains(done.text(), "answered old (version 1.0.0)") {
 			t.Fatalf("in-flight task = %+v", done)
