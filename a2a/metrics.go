@@ -1,11 +1,10 @@
 package a2a
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/internal/promreg"
 )
 
 // Metrics are the task collectors of SPEC §10. Labels carry only the capsule name and
@@ -51,31 +50,17 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 		return nil
 	}
 	var err error
-	m.Tasks, err = adopt(reg, m.Tasks)
+	m.Tasks, err = promreg.Adopt(reg, m.Tasks)
 	if err == nil {
-		m.InFlight, err = adopt(reg, m.InFlight)
+		m.InFlight, err = promreg.Adopt(reg, m.InFlight)
 	}
 	if err == nil {
-		m.QueueDepth, err = adopt(reg, m.QueueDepth)
+		m.QueueDepth, err = promreg.Adopt(reg, m.QueueDepth)
 	}
 	if err != nil {
 		return errs.Wrap(err, CodeMetrics, "a2a", "cannot register the task metrics", "remove the conflicting collector from the registry")
 	}
 	return nil
-}
-
-// adopt registers c on reg, or returns the collector already registered in its place.
-func adopt[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }
 
 // ended counts a task that reached terminal state.

@@ -29,14 +29,15 @@ func newMemImage(img *dataImage) (*memImage, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("ftruncate: %w", err)
 	}
-	for done := 0; done < len(img.block); {
-		n, err := unix.Pwrite(fd, img.block[done:], int64(img.off)+int64(done))
-		if err != nil {
-			unix.Close(fd)
-			return nil, fmt.Errorf("pwrite: %w", err)
-		}
-		done += n
+	if err := pwriteAll(fd, img.block, int64(img.off)); err != nil {
+		unix.Close(fd)
+		return nil, err
 	}
+	return seal(fd, size)
+}
+
+// seal makes the memfd immutable, so no mapping of it can ever change, and wraps it.
+func seal(fd int, size uint64) (*memImage, error) {
 	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
 		unix.Close(fd)
@@ -84,21 +85,12 @@ func newSparseImage(buf []byte) (*memImage, error) {
 		if allZero(p) {
 			continue
 		}
-		for done := 0; done < len(p); {
-			n, err := unix.Pwrite(fd, p[done:], int64(off+done))
-			if err != nil {
-				unix.Close(fd)
-				return nil, fmt.Errorf("pwrite: %w", err)
-			}
-			done += n
+		if err := pwriteAll(fd, p, int64(off)); err != nil {
+			unix.Close(fd)
+			return nil, err
 		}
 	}
-	seals := unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("seal: %w", err)
-	}
-	return &memImage{fd: fd, size: uint64(len(buf))}, nil
+	return seal(fd, uint64(len(buf)))
 }
 
 func allZero(p []byte) bool {
@@ -114,4 +106,16 @@ func allZero(p []byte) bool {
 		}
 	}
 	return true
+}
+
+// pwriteAll writes all of p at off.
+func pwriteAll(fd int, p []byte, off int64) error {
+	for done := 0; done < len(p); {
+		n, err := unix.Pwrite(fd, p[done:], off+int64(done))
+		if err != nil {
+			return fmt.Errorf("pwrite: %w", err)
+		}
+		done += n
+	}
+	return nil
 }

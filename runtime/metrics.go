@@ -1,12 +1,12 @@
 package runtime
 
 import (
-	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/internal/promreg"
 )
 
 // CodeMetrics refuses a registry that holds a different collector under our names.
@@ -71,40 +71,26 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 		return nil
 	}
 	var err error
-	m.Traps, err = register(reg, m.Traps)
+	m.Traps, err = promreg.Adopt(reg, m.Traps)
 	if err == nil {
-		m.Calls, err = register(reg, m.Calls)
+		m.Calls, err = promreg.Adopt(reg, m.Calls)
 	}
 	if err == nil {
-		m.Duration, err = register(reg, m.Duration)
+		m.Duration, err = promreg.Adopt(reg, m.Duration)
 	}
 	if err == nil {
-		m.Denied, err = register(reg, m.Denied)
+		m.Denied, err = promreg.Adopt(reg, m.Denied)
 	}
 	if err == nil {
-		m.Stage, err = register(reg, m.Stage)
+		m.Stage, err = promreg.Adopt(reg, m.Stage)
 	}
 	if err == nil {
-		m.Inference, err = register(reg, m.Inference)
+		m.Inference, err = promreg.Adopt(reg, m.Inference)
 	}
 	if err != nil {
 		return errs.Wrap(err, CodeMetrics, "runtime", "cannot register the guest metrics", "remove the conflicting collector from the registry")
 	}
 	return nil
-}
-
-// register adds c to reg, or returns the collector already registered under its name.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing, nil
-			}
-		}
-		return c, err
-	}
-	return c, nil
 }
 
 // observe counts one call; reason is "" for success.

@@ -54,19 +54,7 @@ type result struct {
 // capsule runs `caddy capsule args…` with a clean environment and returns its outcome.
 func capsule(t *testing.T, home string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(caddyBin, append([]string{"capsule"}, args...)...)
-	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, out.String(), errb.String()}
+	return capsuleEnv(t, home, nil, args...)
 }
 
 func copyDir(t *testing.T, src, dst string) {
