@@ -54,3 +54,24 @@ func TestInitSnapshots(t *testing.T) {
 		})
 	}
 }
+
+// FuzzExportGlobals feeds the global-exporting rewrite arbitrary bytes (modules come from
+// registries, so their encoding is hostile): it never panics, leaves what it cannot parse
+// untouched, and what it rewrites still has the header and grows only by the exports.
+func FuzzExportGlobals(f *testing.F) {
+	f.Add(guestbuild.Wasm(f, "../internal/testguests/counter"))
+	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
+	f.Add([]byte("\x00asm\x01\x00\x00\x00\x06\x06\x01\x7f\x01\x41\x00\x0b\x07\x01\x00"))
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		out, n, ok := exportGlobals(wasm)
+		if !ok {
+			if string(out) != string(wasm) || n != 0 {
+				t.Fatal("an unparsed module was changed")
+			}
+			return
+		}
+		if n == 0 || len(out) <= len(wasm) || string(out[:8]) != string(wasm[:8]) {
+			t.Fatalf("rewrite: %d globals, %d → %d bytes", n, len(wasm), len(out))
+		}
+	})
+}
