@@ -93,6 +93,15 @@ func (h *Handler) Update(cfg Config) error {
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	h.closing = true
+	// A task waiting for input would hold the shutdown for its whole grace period for an
+	// answer that is not coming: it ends now.
+	if t := h.running; t != nil {
+		t.mu.Lock()
+		if t.st.State == stateInputRequired {
+			h.cancelLocked(t, "canceled: the capsule is shutting down while the task waited for input", time.Now())
+		}
+		t.mu.Unlock()
+	}
 	if h.running == nil && len(h.queue) == 0 {
 		h.mu.Unlock()
 		h.stop()

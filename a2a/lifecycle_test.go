@@ -346,6 +346,22 @@ func TestShutdown(t *testing.T) {
 		}
 		waitState(t, srv, task.ID, "completed")
 	})
+	t.Run("a task waiting for input ends at once", func(t *testing.T) {
+		e := &inputExec{errs: make(chan error, 1)}
+		h, srv := newServer(t, Config{Executor: e})
+		asked := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("x")})))
+		if asked.Status.State != "input-required" {
+			t.Fatalf("task %+v", asked)
+		}
+		// No grace: Shutdown returns without its context ever ending.
+		if err := h.Shutdown(context.Background()); err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		if err := recv(t, e.errs); err == nil {
+			t.Error("Input returned no error")
+		}
+		waitState(t, srv, asked.ID, "canceled")
+	})
 	t.Run("cancels at the deadline", func(t *testing.T) {
 		b := newBlocking()
 		h, srv := newServer(t, Config{Executor: b, Lifecycle: Lifecycle{Acceptance: AcceptQueue, QueueDepth: 1}})
