@@ -40,6 +40,9 @@ type App struct {
 	// DNSUpstream is the DNS server ("host:port") the shell tools' pinning resolver
 	// asks; empty means the host's first nameserver.
 	DNSUpstream string `json:"dns_upstream,omitempty"`
+	// DisableInitSnapshots makes every guest call run the guest's _initialize instead of
+	// starting from the state the session's first call left (docs/guests.md).
+	DisableInitSnapshots bool `json:"disable_init_snapshots,omitempty"`
 
 	engine  *runtime.Engine
 	reg     registry.Registry
@@ -69,11 +72,25 @@ var taskMetrics = func() *a2a.Metrics {
 
 type pooledEngine struct{ *runtime.Engine }
 
-// acquireEngine returns the engine of cacheDir, starting it if need be; each call holds
-// it until a matching engines.Delete(cacheDir).
-func acquireEngine(cacheDir string) (*runtime.Engine, error) {
-	v, _, err := engines.LoadOrNew(cacheDir, func() (caddy.Destructor, error) {
-		e, err := runtime.NewEngine(context.Background(), runtime.WithCacheDir(cacheDir))
+// engineKey names the engine an app uses in the engines pool: one per cache folder and
+// init-snapshot setting.
+func (a *App) engineKey() string {
+	if a.DisableInitSnapshots {
+		return a.CacheDir + "\x00no-init-snapshots"
+	}
+	return a.CacheDir
+}
+
+// acquireEngine returns the app's engine, starting it if need be; each call holds it
+// until a matching engines.Delete(a.engineKey()).
+func (a *App) acquireEngine() (*runtime.Engine, error) {
+	cacheDir, snapshots := a.CacheDir, !a.DisableInitSnapshots
+	v, _, err := engines.LoadOrNew(a.engineKey(), func() (caddy.Destructor, error) {
+		opts := []runtime.EngineOption{runtime.WithCacheDir(cacheDir)}
+		if !snapshots {
+			opts = append(opts, runtime.WithoutInitSnapshots())
+		}
+		e, err := runtime.NewEngine(context.Background(), opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -117,7 +134,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		*p = abs
 	}
-	engine, err := acquireEngine(a.CacheDir)
+	engine, err := a.acquireEngine()
 	if err != nil {
 		return err
 	}
@@ -142,7 +159,7 @@ func (a *App) Stop() error { return nil }
 
 // Cleanup releases the shared engine.
 func (a *App) Cleanup() error {
-	_, err := engines.Delete(a.CacheDir)
+	_, err := engines.Delete(a.engineKey())
 	return err
 }
 
@@ -153,6 +170,7 @@ func (a *App) Cleanup() error {
 //	    work_root <dir>
 //	    cache_dir <dir>
 //	    dns_upstream <host:port>
+//	    init_snapshots on|off
 //	}
 func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 	a := new(App)
@@ -171,8 +189,14 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 			dst = &a.CacheDir
 		case "dns_upstream":
 			dst = &a.DNSUpstream
+		case "init_snapshots":
+			if !d.NextArg() || (d.Val() != "on" && d.Val() != "off") {
+				return nil, d.Errf("init_snapshots takes on or off")
+			}
+			a.DisableInitSnapshots = d.Val() == "off"
+			continue
 		default:
-			return nil, d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, dns_upstream)", d.Val())
+			return nil, d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, dns_upstream, init_snapshots)", d.Val())
 		}
 		if !d.NextArg() {
 			return nil, d.ArgErr()

@@ -81,15 +81,15 @@ type hostedCapsule struct {
 // version is one staged version of a capsule: its session, and a hold on the engine it
 // runs on, which a reload may replace (cache_dir changed) while tasks still run here.
 type version struct {
-	hosted   *runtime.Hosted
-	cacheDir string
+	hosted    *runtime.Hosted
+	engineKey string
 }
 
 // close ends the version's session once its running task is done, then lets go of the
 // engine.
 func (v *version) close() error {
 	err := v.hosted.Close()
-	engines.Delete(v.cacheDir)
+	engines.Delete(v.engineKey)
 	return err
 }
 
@@ -149,19 +149,19 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	stage := func() (*version, error) {
 		start := time.Now()
-		engine, err := acquireEngine(app.CacheDir)
+		engine, err := app.acquireEngine()
 		if err != nil {
 			return nil, err
 		}
 		hosted, err := engine.Host(ctx, m, runtime.HostOptions{Registry: app.reg, WorkRoot: app.WorkRoot, Lock: h.Lock,
 			DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog)})
 		if err != nil {
-			engines.Delete(app.CacheDir)
+			engines.Delete(app.engineKey())
 			return nil, err
 		}
 		h.logger.Info("capsule staged", zap.String("capsule", m.Name), zap.String("version", m.Version),
 			zap.String("session", hosted.SessionID()), zap.Duration("took", time.Since(start)))
-		return &version{hosted: hosted, cacheDir: app.CacheDir}, nil
+		return &version{hosted: hosted, engineKey: app.engineKey()}, nil
 	}
 	h.key = path
 	v, loaded, err := capsules.LoadOrNew(h.key, func() (caddy.Destructor, error) {
@@ -301,7 +301,7 @@ func (h *Handler) Cleanup() error {
 // registry and work root — so a reload re-stages exactly the capsules that changed.
 func fingerprint(manifestPath, lock string, app *App) (string, error) {
 	sum := sha256.New()
-	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00dns=%s\x00cache=%s\x00", app.Registry, app.WorkRoot, app.DNSUpstream, app.CacheDir)
+	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00dns=%s\x00engine=%s\x00", app.Registry, app.WorkRoot, app.DNSUpstream, app.engineKey())
 	add := func(path string) error {
 		f, err := os.Open(path)
 		if err != nil {
