@@ -43,6 +43,9 @@ type App struct {
 	// DisableInitSnapshots makes every guest call run the guest's _initialize instead of
 	// starting from the state the session's first call left (docs/guests.md).
 	DisableInitSnapshots bool `json:"disable_init_snapshots,omitempty"`
+	// InstanceReuse keeps guest instances warm between calls of the same session, reset
+	// to their init snapshot (faster; an open file can outlive a call: docs/guests.md).
+	InstanceReuse bool `json:"instance_reuse,omitempty"`
 
 	engine  *runtime.Engine
 	reg     registry.Registry
@@ -75,8 +78,11 @@ type pooledEngine struct{ *runtime.Engine }
 // engineKey names the engine an app uses in the engines pool: one per cache folder and
 // init-snapshot setting.
 func (a *App) engineKey() string {
-	if a.DisableInitSnapshots {
+	switch {
+	case a.DisableInitSnapshots:
 		return a.CacheDir + "\x00no-init-snapshots"
+	case a.InstanceReuse:
+		return a.CacheDir + "\x00instance-reuse"
 	}
 	return a.CacheDir
 }
@@ -84,11 +90,13 @@ func (a *App) engineKey() string {
 // acquireEngine returns the app's engine, starting it if need be; each call holds it
 // until a matching engines.Delete(a.engineKey()).
 func (a *App) acquireEngine() (*runtime.Engine, error) {
-	cacheDir, snapshots := a.CacheDir, !a.DisableInitSnapshots
+	cacheDir, snapshots, reuse := a.CacheDir, !a.DisableInitSnapshots, a.InstanceReuse
 	v, _, err := engines.LoadOrNew(a.engineKey(), func() (caddy.Destructor, error) {
 		opts := []runtime.EngineOption{runtime.WithCacheDir(cacheDir)}
 		if !snapshots {
 			opts = append(opts, runtime.WithoutInitSnapshots())
+		} else if reuse {
+			opts = append(opts, runtime.WithInstanceReuse())
 		}
 		e, err := runtime.NewEngine(context.Background(), opts...)
 		if err != nil {
@@ -171,6 +179,7 @@ func (a *App) Cleanup() error {
 //	    cache_dir <dir>
 //	    dns_upstream <host:port>
 //	    init_snapshots on|off
+//	    instance_reuse on|off
 //	}
 func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 	a := new(App)
@@ -189,14 +198,19 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 			dst = &a.CacheDir
 		case "dns_upstream":
 			dst = &a.DNSUpstream
-		case "init_snapshots":
+		case "init_snapshots", "instance_reuse":
+			opt := d.Val()
 			if !d.NextArg() || (d.Val() != "on" && d.Val() != "off") {
-				return nil, d.Errf("init_snapshots takes on or off")
+				return nil, d.Errf("%s takes on or off", opt)
 			}
-			a.DisableInitSnapshots = d.Val() == "off"
+			if opt == "init_snapshots" {
+				a.DisableInitSnapshots = d.Val() == "off"
+			} else {
+				a.InstanceReuse = d.Val() == "on"
+			}
 			continue
 		default:
-			return nil, d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, dns_upstream, init_snapshots)", d.Val())
+			return nil, d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, dns_upstream, init_snapshots, instance_reuse)", d.Val())
 		}
 		if !d.NextArg() {
 			return nil, d.ArgErr()

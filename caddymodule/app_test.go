@@ -19,6 +19,8 @@ func TestParseAppCaddyfile(t *testing.T) {
 		{"all", "capsule {\n registry /r\n work_root /w\n cache_dir /c\n dns_upstream 127.0.0.1:53\n init_snapshots off\n}",
 			App{Registry: "/r", WorkRoot: "/w", CacheDir: "/c", DNSUpstream: "127.0.0.1:53", DisableInitSnapshots: true}, ""},
 		{"snapshots on", "capsule {\n init_snapshots on\n}", App{}, ""},
+		{"reuse", "capsule {\n instance_reuse on\n}", App{InstanceReuse: true}, ""},
+		{"bad reuse", "capsule {\n instance_reuse yes\n}", App{}, "instance_reuse takes on or off"},
 		{"bad snapshots", "capsule {\n init_snapshots maybe\n}", App{}, "init_snapshots takes on or off"},
 		{"unknown", "capsule {\n registri /r\n}", App{}, `unknown capsule option "registri"`},
 		{"missing value", "capsule {\n registry\n}", App{}, "wrong argument count"},
@@ -40,7 +42,8 @@ func TestParseAppCaddyfile(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.Registry != tt.want.Registry || got.WorkRoot != tt.want.WorkRoot || got.CacheDir != tt.want.CacheDir ||
-				got.DNSUpstream != tt.want.DNSUpstream || got.DisableInitSnapshots != tt.want.DisableInitSnapshots {
+				got.DNSUpstream != tt.want.DNSUpstream || got.DisableInitSnapshots != tt.want.DisableInitSnapshots ||
+				got.InstanceReuse != tt.want.InstanceReuse {
 				t.Errorf("app = %+v, want %+v", got, tt.want)
 			}
 		})

@@ -104,10 +104,12 @@ func BenchmarkRawWazeroCall(b *testing.B) {
 // manifest's policy, a guestfs root, the memory limit and deadline, a fresh instance,
 // the canonical ABI both ways, cabi_post, classification and metrics.
 // "snapshot" starts each instance from the init snapshot (the default); "initialize"
-// runs _initialize in every call (WithoutInitSnapshots).
+// runs _initialize in every call (WithoutInitSnapshots); "reuse" resets a warm instance
+// to the snapshot instead of instantiating (WithInstanceReuse).
 func BenchmarkToolCall(b *testing.B) {
 	b.Run("snapshot", func(b *testing.B) { benchToolCall(b) })
 	b.Run("initialize", func(b *testing.B) { benchToolCall(b, WithoutInitSnapshots()) })
+	b.Run("reuse", func(b *testing.B) { benchToolCall(b, WithInstanceReuse()) })
 }
 
 func benchToolCall(b *testing.B, opts ...EngineOption) {

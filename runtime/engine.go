@@ -50,6 +50,8 @@ type Engine struct {
 	compiled map[[32]byte]*compiled // by sha256 of the wasm bytes
 	// snapshots starts instances from init snapshots (snapshot.go).
 	snapshots bool
+	// reuse keeps instances warm between calls (reuse.go).
+	reuse bool
 }
 
 // EngineOption configures NewEngine.
@@ -59,11 +61,17 @@ type engineConfig struct {
 	cacheDir    string
 	registerer  prometheus.Registerer
 	noSnapshots bool
+	reuse       bool
 }
 
 // WithoutInitSnapshots makes every call run the guest's _initialize, instead of starting
 // instances from the state a first _initialize left (see snapshot.go).
 func WithoutInitSnapshots() EngineOption { return func(c *engineConfig) { c.noSnapshots = true } }
+
+// WithInstanceReuse keeps instances that ended a call cleanly and resets them to their
+// init snapshot for the next call with the same grants, instead of instantiating anew
+// (see reuse.go for what carries over). It needs init snapshots.
+func WithInstanceReuse() EngineOption { return func(c *engineConfig) { c.reuse = true } }
 
 // WithCacheDir keeps compiled machine code in dir, keyed by module content, so a restart
 // does not recompile. Without it the cache lives in memory only.
@@ -114,7 +122,7 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 		cache.Close(ctx)
 		return nil, err
 	}
-	return &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}, snapshots: !cfg.noSnapshots}, nil
+	return &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}, snapshots: !cfg.noSnapshots, reuse: cfg.reuse && !cfg.noSnapshots}, nil
 }
 
 // Runtime exposes the wazero runtime so host modules (imports) can be defined on it.
@@ -161,6 +169,7 @@ type compiled struct {
 	// snapshots for this module); snaps holds its snapshots.
 	snapGlobals int
 	snaps       snapshots
+	warm        warmPool
 }
 
 // Compile compiles wasm for the artifact of capsule; machine code comes from the cache
@@ -311,7 +320,22 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 			alloc.image, alloc.data, alloc.snapshot = snap.image, nil, true // start from the state _initialize left
 		}
 	}
+	cctx := &callCtx{}
+	cctx.set(ctx)
 	callCtx := ctx
+	var (
+		warm    *warmInstance
+		warmK   [32]byte
+		reusing = e.reuse && snap != nil
+	)
+	if reusing {
+		warmK = warmKey(snapKey, g)
+		if warm = mod.warm.get(warmK); warm != nil {
+			alloc = warm.alloc
+			alloc.clearRefused()
+			warm.calls.set(ctx)
+		}
+	}
 	defer func() {
 		reason := ""
 		if err != nil {
@@ -320,11 +344,17 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		}
 		e.metrics.observe(mod, reason, time.Since(start))
 	}()
+	if warm != nil {
+		ctx = experimental.WithMemoryAllocator(callCtx, alloc)
+		err = fn(ctx, &Instance{Module: warm.m, mod: mod})
+		e.release(ctx, mod, warmK, warm, snap, err)
+		return err
+	}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under the same deadline
 		WithSysWalltime().WithSysNanotime().
-		WithNanosleep(func(ns int64) { sleepCtx(callCtx, time.Duration(ns)) }).
+		WithNanosleep(func(ns int64) { sleepCtx(cctx.get(), time.Duration(ns)) }).
 		WithRandSource(randReader{})
 	if g.FS != nil {
 		cfg = cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(g.FS, "/"))
@@ -352,7 +382,13 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 	if err != nil {
 		return err
 	}
-	defer m.Close(context.WithoutCancel(ctx))
+	if reusing && snap != nil {
+		// Kept warm after the call if it ends cleanly; closed otherwise.
+		w := &warmInstance{m: m, alloc: alloc, calls: cctx}
+		defer func() { e.release(ctx, mod, warmK, w, snap, err) }()
+	} else {
+		defer m.Close(context.WithoutCancel(ctx))
+	}
 	if snap != nil {
 		if err := snap.restore(m); err != nil {
 			return err
@@ -369,6 +405,17 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		}
 	}
 	return fn(ctx, &Instance{Module: m, mod: mod})
+}
+
+// release returns a warm-capable instance to its pool after a call that succeeded, reset
+// to the snapshot, or closes it.
+func (e *Engine) release(ctx context.Context, mod *Module, key [32]byte, w *warmInstance, snap *snapshot, err error) {
+	ctx = context.WithoutCancel(ctx)
+	if err != nil || !w.reset(snap) {
+		w.m.Close(ctx)
+		return
+	}
+	mod.warm.put(ctx, key, w)
 }
 
 // sleepCtx serves a guest's sleep; it ends early when the call's deadline passes, so a
@@ -403,12 +450,14 @@ type limitedAllocator struct {
 	// snapshot marks an image that is an init snapshot: it can only be mapped, so when
 	// mapping fails unmapped is set and the caller starts the instance without it.
 	snapshot, unmapped bool
+	mapped             *mmapMemory // the memory, when it is one mapping (reusable)
 	mu                 sync.Mutex
 	refused            bool
 }
 
 func (a *limitedAllocator) Allocate(capacity, maxBytes uint64) experimental.LinearMemory {
 	if m, ok := newMmapMemory(a); ok {
+		a.mapped = m.(*mmapMemory)
 		return m
 	}
 	if a.snapshot {
@@ -420,6 +469,13 @@ func (a *limitedAllocator) Allocate(capacity, maxBytes uint64) experimental.Line
 func (a *limitedAllocator) refuse() {
 	a.mu.Lock()
 	a.refused = true
+	a.mu.Unlock()
+}
+
+// clearRefused forgets a refusal, for a warm instance starting its next call.
+func (a *limitedAllocator) clearRefused() {
+	a.mu.Lock()
+	a.refused = false
 	a.mu.Unlock()
 }
 

@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
@@ -24,6 +26,7 @@ func TestInitSnapshots(t *testing.T) {
 	}{
 		{"snapshots", nil, true},
 		{"initialize every call", []EngineOption{WithoutInitSnapshots()}, false},
+		{"warm instances", []EngineOption{WithInstanceReuse()}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e, _ := newEngine(t, append([]EngineOption{WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero"))}, tt.opts...)...)
@@ -51,6 +54,15 @@ func TestInitSnapshots(t *testing.T) {
 			if want := map[bool]int{true: 2, false: 0}[tt.snap]; n != want {
 				t.Errorf("%d snapshots kept, want %d", n, want)
 			}
+			mod.warm.mu.Lock()
+			warm := 0
+			for _, l := range mod.warm.byKey {
+				warm += len(l)
+			}
+			mod.warm.mu.Unlock()
+			if reuse := e.reuse; (warm > 0) != reuse {
+				t.Errorf("%d warm instances kept with reuse %v", warm, reuse)
+			}
 		})
 	}
 }
@@ -74,4 +86,50 @@ func FuzzExportGlobals(f *testing.F) {
 			t.Fatalf("rewrite: %d globals, %d → %d bytes", n, len(wasm), len(out))
 		}
 	})
+}
+
+// TestWarmInstanceLimits runs a guest on warm instances: a call that sleeps past its
+// deadline is stopped by that call's deadline (not the first call's), a call that fails
+// does not return its instance to the pool, and the next call is served.
+func TestWarmInstanceLimits(t *testing.T) {
+	ctx := context.Background()
+	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")), WithInstanceReuse())
+	mod, err := e.Compile(ctx, "c", "spin", manifest.RoleTool, guestbuild.Wasm(t, "../internal/testguests/hostile-spin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(data string, deadline time.Duration) error {
+		_, err := e.CallTool(ctx, mod, Grants{MemoryBytes: 128 << 20, Deadline: deadline}, &Host{}, abi.ToolInput{Data: &data})
+		return err
+	}
+	warm := func() int {
+		mod.warm.mu.Lock()
+		defer mod.warm.mu.Unlock()
+		n := 0
+		for _, l := range mod.warm.byKey {
+			n += len(l)
+		}
+		return n
+	}
+	for i := range 3 { // snapshot, then warm instances
+		if err := call("hi", time.Minute); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if warm() != 1 {
+		t.Fatalf("%d warm instances after clean calls, want 1", warm())
+	}
+	var ge *GuestError
+	if err := call("sleep 60", 200*time.Millisecond); !errors.As(err, &ge) || ge.Reason != ReasonDeadline {
+		t.Fatalf("sleep past the deadline on a warm instance: %v", err)
+	}
+	if err := call("spin", 200*time.Millisecond); !errors.As(err, &ge) || ge.Reason != ReasonDeadline {
+		t.Fatalf("spin past the deadline: %v", err)
+	}
+	if warm() != 0 {
+		t.Errorf("%d warm instances kept after failed calls", warm())
+	}
+	if err := call("hi", time.Minute); err != nil {
+		t.Fatalf("call after failures: %v", err)
+	}
 }
