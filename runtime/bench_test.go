@@ -251,4 +251,18 @@ func BenchmarkStageThreeArtifacts(b *testing.B) {
 			e.Close(ctx)
 		}
 	})
+	// "new-engine" is the stage alone on a freshly started engine (warm on-disk cache):
+	// the restart case without the engine's own start.
+	b.Run("new-engine", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			e := newEngine()
+			b.StartTimer()
+			stage(e)
+			b.StopTimer()
+			e.Close(ctx)
+			b.StartTimer()
+		}
+	})
 }
