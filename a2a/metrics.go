@@ -1,6 +1,8 @@
 package a2a
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
@@ -49,14 +51,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	var err error
-	m.Tasks, err = promreg.Adopt(reg, m.Tasks)
-	if err == nil {
-		m.InFlight, err = promreg.Adopt(reg, m.InFlight)
-	}
-	if err == nil {
-		m.QueueDepth, err = promreg.Adopt(reg, m.QueueDepth)
-	}
+	err := errors.Join(promreg.Into(reg, &m.Tasks), promreg.Into(reg, &m.InFlight), promreg.Into(reg, &m.QueueDepth))
 	if err != nil {
 		return errs.Wrap(err, CodeMetrics, "a2a", "cannot register the task metrics", "remove the conflicting collector from the registry")
 	}

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,23 +71,8 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	var err error
-	m.Traps, err = promreg.Adopt(reg, m.Traps)
-	if err == nil {
-		m.Calls, err = promreg.Adopt(reg, m.Calls)
-	}
-	if err == nil {
-		m.Duration, err = promreg.Adopt(reg, m.Duration)
-	}
-	if err == nil {
-		m.Denied, err = promreg.Adopt(reg, m.Denied)
-	}
-	if err == nil {
-		m.Stage, err = promreg.Adopt(reg, m.Stage)
-	}
-	if err == nil {
-		m.Inference, err = promreg.Adopt(reg, m.Inference)
-	}
+	err := errors.Join(promreg.Into(reg, &m.Traps), promreg.Into(reg, &m.Calls), promreg.Into(reg, &m.Duration),
+		promreg.Into(reg, &m.Denied), promreg.Into(reg, &m.Stage), promreg.Into(reg, &m.Inference))
 	if err != nil {
 		return errs.Wrap(err, CodeMetrics, "runtime", "cannot register the guest metrics", "remove the conflicting collector from the registry")
 	}

@@ -22,3 +22,10 @@ func Adopt[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
 	}
 	return c, nil
 }
+
+// Into adopts *p on reg and points *p at the collector that counts from now on.
+func Into[C prometheus.Collector](reg prometheus.Registerer, p *C) error {
+	c, err := Adopt(reg, *p)
+	*p = c
+	return err
+}

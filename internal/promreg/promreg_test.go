@@ -22,3 +22,15 @@ func TestAdopt(t *testing.T) {
 		t.Fatal("a different collector under the same name was accepted")
 	}
 }
+
+func TestInto(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	first := prometheus.NewCounter(prometheus.CounterOpts{Name: "y_total", Help: "y"})
+	if err := reg.Register(first); err != nil {
+		t.Fatal(err)
+	}
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "y_total", Help: "y"})
+	if err := Into(reg, &c); err != nil || c != first {
+		t.Fatalf("Into left %v, %v; want the registered collector", c, err)
+	}
+}
