@@ -322,7 +322,7 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 	}
 	cctx := &callCtx{}
 	cctx.set(ctx)
-	callCtx := ctx
+	baseCtx := ctx // the call's context, before the allocator is attached
 	var (
 		warm    *warmInstance
 		warmK   [32]byte
@@ -345,7 +345,7 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		e.metrics.observe(mod, reason, time.Since(start))
 	}()
 	if warm != nil {
-		ctx = experimental.WithMemoryAllocator(callCtx, alloc)
+		ctx = experimental.WithMemoryAllocator(baseCtx, alloc)
 		err = fn(ctx, &Instance{Module: warm.m, mod: mod})
 		e.release(ctx, mod, warmK, warm, snap, err)
 		return err
@@ -369,14 +369,14 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 	if g.Stderr != nil {
 		cfg = cfg.WithStderr(g.Stderr)
 	}
-	ctx = experimental.WithMemoryAllocator(callCtx, alloc)
+	ctx = experimental.WithMemoryAllocator(baseCtx, alloc)
 	m, err := e.rt.InstantiateModule(ctx, mod.module, cfg)
 	if err == nil && snap != nil && alloc.unmapped {
 		// The snapshot could not be mapped (no address space left for the mapping):
 		// start this instance the ordinary way instead.
 		m.Close(context.WithoutCancel(ctx))
 		snap, alloc = nil, mod.allocator(limit)
-		ctx = experimental.WithMemoryAllocator(callCtx, alloc)
+		ctx = experimental.WithMemoryAllocator(baseCtx, alloc)
 		m, err = e.rt.InstantiateModule(ctx, mod.module, cfg)
 	}
 	if err != nil {
