@@ -49,6 +49,9 @@ type Job struct {
 	TaskID, ContextID string
 	// Text is the text parts of the user's message, joined with "\n".
 	Text string
+	// URL is the capsule's public A2A endpoint as the client that sent the task reached
+	// it (scheme, host and route prefix), for MURMUR_CAPSULE_URL.
+	URL string
 	// History holds the earlier completed turns of this context, oldest first, when the
 	// conversation is threaded; nil when stateless.
 	History []Turn

@@ -264,6 +264,7 @@ func (h *Handler) rpcSend(w http.ResponseWriter, r *http.Request, d dialect, req
 		h.reply(w, stream, req.id, nil, rerr)
 		return
 	}
+	in.url = endpointURL(r, strings.TrimSuffix(r.URL.EscapedPath(), "/"))
 	t, sub, rerr := h.send(in, stream)
 	if rerr != nil {
 		h.reply(w, stream, req.id, nil, rerr)

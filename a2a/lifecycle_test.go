@@ -453,3 +453,15 @@ func TestTurnStoreBounded(t *testing.T) {
 		t.Fatalf("the oldest context survived: %d contexts", len(s.byID))
 	}
 }
+
+// TestJobURL hands the executor the endpoint as the client reached it, for the capsule's
+// MURMUR_CAPSULE_URL.
+func TestJobURL(t *testing.T) {
+	b := newBlocking()
+	_, srv := newServer(t, Config{Executor: b})
+	call(t, srv, "", "message/send", map[string]any{"message": msg03("x"), "configuration": map[string]any{"blocking": false}})
+	if job := recv(t, b.started); job.URL != endpoint(srv) {
+		t.Errorf("job URL %q, want %q", job.URL, endpoint(srv))
+	}
+	b.release <- "done"
+}

@@ -68,6 +68,7 @@ func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *
 		contextID = newID("ctx_")
 	}
 	t := newTask(newID("tsk_"), contextID, in.text, h.spec, h.ringSize, now)
+	t.url = in.url
 	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID}}
 	var reason string
 	switch {
@@ -120,7 +121,7 @@ func (h *Handler) startLocked(t *task, now time.Time) {
 	h.slotMetricsLocked()
 	t.ctx, t.cancel = context.WithCancel(h.base)
 	t.setStatusLocked(status{State: stateWorking, Time: now}, now)
-	job := &Job{TaskID: t.id, ContextID: t.contextID, Text: t.text}
+	job := &Job{TaskID: t.id, ContextID: t.contextID, Text: t.text, URL: t.url}
 	if t.spec.threaded {
 		job.History = h.turns.get(t.contextID)
 	}

@@ -103,6 +103,7 @@ type runSpec struct {
 type task struct {
 	id, contextID string
 	text          string // the first message's text, for Job.Text and threaded turns
+	url           string // the endpoint URL the creating request reached, for Job.URL
 	spec          *runSpec
 	lru           *list.Element // in Handler.finished once terminal (Handler.mu)
 

@@ -257,6 +257,7 @@ type sendParams struct {
 // incoming is a checked user message.
 type incoming struct {
 	text, messageID, taskID, contextID string
+	url                                string // the endpoint as this request reached it
 	blocking                           bool
 	historyLength                      *int
 }

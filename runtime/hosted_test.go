@@ -87,19 +87,23 @@ func TestHostedTasks(t *testing.T) {
 		{"input asked", "ask", answer, StateCompleted, "answered yes to what should I say? (version 2.0.0)", "echo: answered yes to what should I say?\n"},
 		{"input outside A2A", "ask", nil, StateFailed, "request-input called outside an A2A task", ""},
 	}
+	urls := map[string]string{"echo": "http://gw.example/agents/hosted/"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sink := &recordSink{}
-			out := h.RunTask(context.Background(), TaskRequest{Text: tt.text, Sink: sink, RequestInput: tt.input})
+			out := h.RunTask(context.Background(), TaskRequest{Text: tt.text, Sink: sink, RequestInput: tt.input, CapsuleURL: urls[tt.name]})
 			if out.State != tt.wantState || !strings.Contains(out.Result, tt.wantResult) {
 				t.Fatalf("outcome = %+v", out)
+			}
+			if u := urls[tt.name]; u != "" && !strings.Contains(out.Result, "at "+u) {
+				t.Errorf("the guest did not see MURMUR_CAPSULE_URL %s: %q", u, out.Result)
 			}
 			if got := sink.chunks(); got != tt.wantChunks {
 				t.Errorf("chunks = %q, want %q", got, tt.wantChunks)
 			}
 			if tt.wantState == StateCompleted {
 				own, err := os.ReadFile(filepath.Join(h.Layout().Work, "out", "result_"+out.TaskID+".txt"))
-				if err != nil || strings.TrimSpace(string(own)) != tt.wantResult {
+				if err != nil || !strings.HasPrefix(strings.TrimSpace(string(own)), tt.wantResult) {
 					t.Errorf("threaded result file = %q, %v", own, err)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -35,6 +36,9 @@ type TaskRequest struct {
 	Sink Sink
 	// RequestInput asks the A2A client for input (murmur:task/task); nil outside A2A.
 	RequestInput func(ctx context.Context, prompt string) (string, error)
+	// CapsuleURL is the capsule's public A2A URL as this task's client reached it; its
+	// guests see it as MURMUR_CAPSULE_URL (SPEC §5.3). Empty outside the gateway.
+	CapsuleURL string
 }
 
 // Turn is one finished exchange of a threaded conversation.
@@ -63,6 +67,7 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 	}
 	start := time.Now()
 	s.taskID, s.requestInput, s.turns, s.turnEvt = req.TaskID, req.RequestInput, 0, ""
+	s.setCapsuleURL(req.CapsuleURL)
 	s.taskEvt, _ = s.stream.Emit(EventTaskStart, s.sessEvt, TaskStart{TaskID: req.TaskID, ContextID: req.ContextID, Source: req.Source,
 		InputBytes: len(req.Text)}, map[string]string{"input": req.Text})
 	out := TaskOutcome{TaskID: req.TaskID, State: StateCompleted}
@@ -137,3 +142,21 @@ func (c chunkEvents) Chunk(thinking bool, text string) {
 // ToolCallStarted and ToolCallInputBytes are progress hints the tool_call event covers.
 func (chunkEvents) ToolCallStarted(string, string)    {}
 func (chunkEvents) ToolCallInputBytes(string, uint64) {}
+
+// setCapsuleURL makes url the MURMUR_CAPSULE_URL of the session's guests from now on;
+// the gateway learns it from each task's request.
+func (s *session) setCapsuleURL(url string) {
+	if url == "" {
+		return
+	}
+	for i, kv := range s.env {
+		if strings.HasPrefix(kv, "MURMUR_CAPSULE_URL=") {
+			if kv[len("MURMUR_CAPSULE_URL="):] != url {
+				env := append([]string(nil), s.env...) // calls in flight keep the slice they have
+				env[i] = "MURMUR_CAPSULE_URL=" + url
+				s.env = env
+			}
+			return
+		}
+	}
+}

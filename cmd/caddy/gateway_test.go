@@ -378,7 +378,7 @@ func TestGateway(t *testing.T) {
 			}
 		}
 		fresh := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send", map[string]any{"message": msg03("new")}))
-		if fresh.Status.State != "completed" || !strings.Contains(fresh.text(), "new (version 1.0.1)") {
+		if fresh.Status.State != "completed" || !strings.Contains(fresh.text(), "new (version 1.0.1) at "+g.base+"/agents/gate-reload/") {
 			t.Fatalf("new task = %+v", fresh)
 		}
 		if after := metricValue(t, g, `capsule_stage_duration_seconds_count{capsule="wordcount"}`); after != stagedBefore || after != 1 {

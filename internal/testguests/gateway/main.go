@@ -2,7 +2,7 @@
 
 // Command gateway is a script capsule for the gateway's tests: it hands its task text to
 // the gatetool tool and writes the tool's answer, with MURMUR_CAPSULE_VERSION so reload
-// tests can tell which version ran.
+// tests can tell which version ran, and MURMUR_CAPSULE_URL when it has one.
 package main
 
 import (
@@ -28,6 +28,9 @@ func init() {
 			return fmt.Errorf("gatetool: %s", guest.Value(res.Summary))
 		}
 		answer := fmt.Sprintf("%s (version %s)", guest.Value(res.Data), os.Getenv("MURMUR_CAPSULE_VERSION"))
+		if url := os.Getenv("MURMUR_CAPSULE_URL"); url != "" {
+			answer += " at " + url
+		}
 		return os.WriteFile("/out/result.txt", []byte(answer), 0o644)
 	})
 }
