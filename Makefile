@@ -19,7 +19,7 @@ EXAMPLE_WASM := examples/artifacts/wordcount/wordcount.wasm examples/capsules/wo
 	$(foreach d,$(DRIVERS),examples/drivers/$(d)/artifact/$(d).wasm)
 WORK_ROOT := $(CURDIR)/bin/work
 
-.PHONY: all run demo test caddy gateway guests publish examples fuzz bench vet fmt-check clean
+.PHONY: all run demo test jsdeps caddy gateway guests publish examples fuzz bench vet fmt-check clean
 
 all: guests examples
 
@@ -97,8 +97,14 @@ demo: examples
 		--task "Say hello, then count the words in: the quick brown fox"
 
 ## test: formatting, vet and every test with the race detector
-test: fmt-check vet
+test: fmt-check vet jsdeps
 	$(GO) test -race -count=1 ./...
+
+## jsdeps: the official A2A JS SDK for the client tests, installed once before the test
+## packages run (two of them use it, in parallel)
+jsdeps:
+	@if command -v node >/dev/null && [ ! -f a2a/testdata/jsclient/node_modules/@a2a-js/sdk/package.json ]; then \
+		cd a2a/testdata/jsclient && npm ci --no-audit --no-fund; fi
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
