@@ -80,7 +80,9 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 	default:
 		out.Result = result
 	}
-	if werr := s.writeResult(req.TaskID, out.Result); werr != nil && out.State == StateCompleted {
+	// A script capsule that completed wrote out/result.txt itself; it is left as written.
+	own := err == nil && !s.staged.Manifest.IsAgent()
+	if werr := s.writeResult(req.TaskID, out.Result, !own); werr != nil && out.State == StateCompleted {
 		out.State, out.Result = StateFailed, "error: "+werr.Error()
 	}
 	out.Turns = s.turns
@@ -119,12 +121,15 @@ func (s *session) execute(ctx context.Context, req TaskRequest) (result, state s
 	return result, StateCompleted, nil
 }
 
-// writeResult records the task's answer in out/result.txt, and in out/result_<task>.txt
-// too when the conversation is threaded, so earlier answers stay readable (SPEC §6.1).
-func (s *session) writeResult(taskID, text string) error {
+// writeResult records the task's answer in out/result.txt (when main), and in
+// out/result_<task>.txt too when the conversation is threaded, so earlier answers stay
+// readable (SPEC §6.1).
+func (s *session) writeResult(taskID, text string, main bool) error {
 	out := filepath.Join(s.layout.Work, "out")
-	if err := os.WriteFile(filepath.Join(out, "result.txt"), []byte(text+"\n"), 0o644); err != nil {
-		return err
+	if main {
+		if err := os.WriteFile(filepath.Join(out, "result.txt"), []byte(text+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	if s.staged.Manifest.Lifecycle.Conversation == "threaded" {
 		return os.WriteFile(filepath.Join(out, "result_"+taskID+".txt"), []byte(text+"\n"), 0o644)
