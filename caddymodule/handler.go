@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -229,19 +230,26 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 }
 
 // runTaskFile runs the task.md beside the manifest of a capsule that takes no A2A tasks
-// (task_acceptance: none, SPEC §2.5), once per staged version.
-func runTaskFile(m *manifest.Manifest, v *version, logger *zap.Logger) {
+// (task_acceptance: none, SPEC §2.5), once per staged version, in the background. The
+// channel gets its outcome; it is nil when there is nothing to run.
+func runTaskFile(m *manifest.Manifest, v *version, logger *zap.Logger) <-chan runtime.TaskOutcome {
 	if m.Lifecycle.TaskAcceptance != "none" {
-		return
+		return nil
 	}
 	task, err := os.ReadFile(filepath.Join(m.Dir, "task.md"))
 	if err != nil {
-		return
+		if !errors.Is(err, fs.ErrNotExist) {
+			logger.Warn("cannot read task.md", zap.String("capsule", m.Name), zap.Error(err))
+		}
+		return nil
 	}
+	done := make(chan runtime.TaskOutcome, 1)
 	go func() {
 		out := v.hosted.RunTask(context.Background(), runtime.TaskRequest{Source: "task_md", Text: string(task)})
 		logger.Info("task.md finished", zap.String("capsule", m.Name), zap.String("state", out.State), zap.String("task", out.TaskID))
+		done <- out
 	}()
+	return done
 }
 
 // a2aConfig describes the capsule to the A2A layer.
