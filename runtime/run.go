@@ -161,6 +161,12 @@ func (e *Engine) openSession(s *Staged, o sessionOptions) (_ *session, err error
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			// A refused session leaves nothing behind (a --workdir of the user's stays).
+			os.RemoveAll(l.Root)
+		}
+	}()
 	sinks := []Sink{metricsSink{m: e.metrics, capsule: m.Name}}
 	var trace *TraceSink
 	if m.Trace.Capture != "none" {
@@ -191,10 +197,10 @@ func (e *Engine) openSession(s *Staged, o sessionOptions) (_ *session, err error
 	if err != nil {
 		return nil, err
 	}
-	lookup := o.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
 	}
+	lookup := o.LookupEnv
 	sess := &session{e: e, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace}
 	sess.http = &HTTPHost{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: e.metrics, Sleep: o.Sleep,

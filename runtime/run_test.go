@@ -118,3 +118,32 @@ func checkTrace(t *testing.T, path string, want []string, state string) {
 		ids[id] = typ
 	}
 }
+
+// TestRefusedSessionLeavesNothing: a session refused after its folders were made (here its
+// filesystem.scope cannot be created in the user's --workdir) removes its records, and
+// keeps the user's folder.
+func TestRefusedSessionLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
+	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte("name: refused\nversion: 1.0.0\nartifacts:\n  - {name: echo, version: 1.0.0}\ncapabilities:\n  filesystem: {scope: data}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../internal/testguests/script"), 0o644)
+	m, err := manifest.Load(filepath.Join(dir, "murmur.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	workdir := t.TempDir()
+	os.WriteFile(filepath.Join(workdir, "data"), []byte("a file where the scope folder should be"), 0o644)
+	workRoot := t.TempDir()
+	if _, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, WorkRoot: workRoot, Workdir: workdir, Task: "x"}); err == nil {
+		t.Fatal("the session was not refused")
+	}
+	if left, _ := os.ReadDir(filepath.Join(workRoot, "refused")); len(left) != 0 {
+		t.Errorf("records left behind: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(workdir, "data")); err != nil {
+		t.Errorf("the user's workdir lost its file: %v", err)
+	}
+}

@@ -124,12 +124,8 @@ func (s *session) announce(stderr io.Writer, line string) {
 // terminal type, which tools read to format output.
 func (s *session) subprocessEnv(o sessionOptions) []string {
 	env := append([]string(nil), s.env...)
-	lookup := o.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
 	for _, k := range []string{"LANG", "LC_ALL", "TERM"} {
-		if v, ok := lookup(k); ok {
+		if v, ok := o.LookupEnv(k); ok { // set by openSession
 			env = append(env, k+"="+v)
 		}
 	}
