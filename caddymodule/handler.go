@@ -72,11 +72,10 @@ var capsules = caddy.NewUsagePool()
 // hostedCapsule is one capsule the gateway serves: its A2A handler (which owns the task
 // registry and outlives re-stages) and the staged version new tasks run on.
 type hostedCapsule struct {
-	mu     sync.Mutex
-	print  string // fingerprint of what was staged
-	cur    *version
-	a2a    *a2a.Handler
-	logger *zap.Logger
+	mu    sync.Mutex
+	print string // fingerprint of what was staged
+	cur   *version
+	a2a   *a2a.Handler
 }
 
 // version is one staged version of a capsule: its session, and a hold on the engine it
@@ -176,7 +175,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			ver.close()
 			return nil, err
 		}
-		c := &hostedCapsule{print: print, cur: ver, logger: h.logger}
+		c := &hostedCapsule{print: print, cur: ver}
 		if c.a2a, err = a2a.NewHandler(h.a2aConfig(m, c, ver, token, app)); err != nil {
 			ver.close()
 			return nil, err

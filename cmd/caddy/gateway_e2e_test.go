@@ -23,14 +23,13 @@ import (
 // gateway is a real `caddy run` of Caddyfile.example (ports rewritten to free ones) plus
 // test capsules for the lifecycle cases, serving from a folder laid out like the repo.
 type gateway struct {
-	dir, home   string
-	base        string // http://127.0.0.1:<port>
-	admin       string // 127.0.0.1:<port>
-	caddyfile   string
-	cmd         *exec.Cmd
-	logs        *syncBuffer
-	httpClient  *http.Client
-	metricsPort string
+	dir, home  string
+	base       string // http://127.0.0.1:<port>
+	admin      string // 127.0.0.1:<port>
+	caddyfile  string
+	cmd        *exec.Cmd
+	logs       *syncBuffer
+	httpClient *http.Client
 }
 
 // syncBuffer collects a process's output while tests read it.
