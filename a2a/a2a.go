@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -23,7 +25,11 @@ const (
 	CodeCard        = "E-A2A-004"
 	CodeMetrics     = "E-A2A-005"
 	CodeBearerToken = "E-A2A-006"
+	CodePublicURL   = "E-A2A-007"
 )
+
+// CardV10 is Config.CardVersion for a card with the A2A 1.0 fields only.
+const CardV10 = "1.0"
 
 // Acceptance values of Lifecycle.Acceptance (SPEC §2.5 task_acceptance).
 const (
@@ -111,8 +117,19 @@ type Config struct {
 	MaxBody int64
 	// Bearer is the token every JSON-RPC request must carry ("" = no auth). The card
 	// stays public and declares the scheme.
-	Bearer  string
-	Metrics *Metrics
+	Bearer string
+	// PublicURL, when set, is the endpoint URL the card and Job.URL name whatever the
+	// request says: for layouts the request cannot reveal.
+	PublicURL string
+	// Origin returns the URL the client sent r to (scheme, host, path as the client wrote
+	// them, before proxies and route rewrites); nil, or a nil result, means
+	// RequestOrigin(r, nil, false): the request as the handler sees it, forwarded headers
+	// ignored.
+	Origin func(r *http.Request) *url.URL
+	// CardVersion "1.0" serves the strict 1.0 card to every client; "" serves it to
+	// clients asking for 1.0 and the mixed 0.3 + 1.0 card to the rest.
+	CardVersion string
+	Metrics     *Metrics
 	Logger  *slog.Logger
 }
 
@@ -153,6 +170,20 @@ func normalize(cfg Config) (Config, error) {
 	}
 	if strings.ContainsFunc(cfg.Bearer, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		bad(CodeBearerToken, "the bearer token holds whitespace or control characters", "use a token of visible characters only")
+	}
+	if cfg.PublicURL != "" {
+		u, err := url.Parse(cfg.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			bad(CodePublicURL, fmt.Sprintf("public URL %q is not an absolute http or https URL without query, fragment or user", cfg.PublicURL),
+				"write the URL clients post to, such as https://agents.example.com/hello/")
+		} else if u.Path == "" {
+			cfg.PublicURL += "/"
+		}
+	}
+	switch cfg.CardVersion {
+	case "", CardV10:
+	default:
+		bad(CodeCard, fmt.Sprintf("card version %q is not served", cfg.CardVersion), `use "1.0" for the strict 1.0 card, or leave it empty`)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Card paths, relative to the capsule's route prefix.
@@ -40,7 +41,8 @@ type cardCapabilities struct {
 
 // cardJSON is the agent card: the A2A 1.0 fields, plus the 0.3 fields (url,
 // protocolVersion, preferredTransport, additionalInterfaces, security) so that a 0.3
-// client reads the same document (SPEC §9).
+// client reads the same document (docs/a2a.md, "Agent card"). The strict 1.0 card leaves
+// the 0.3 fields out.
 type cardJSON struct {
 	Name                 string            `json:"name"`
 	Description          string            `json:"description"`
@@ -53,28 +55,29 @@ type cardJSON struct {
 	SecuritySchemes      map[string]any    `json:"securitySchemes,omitempty"`
 	SecurityRequirements []any             `json:"securityRequirements,omitempty"`
 	Security             []map[string]any  `json:"security,omitempty"`
-	URL                  string            `json:"url"`
-	ProtocolVersion      string            `json:"protocolVersion"`
-	PreferredTransport   string            `json:"preferredTransport"`
-	AdditionalInterfaces []cardInterface03 `json:"additionalInterfaces"`
+	URL                  string            `json:"url,omitempty"`
+	ProtocolVersion      string            `json:"protocolVersion,omitempty"`
+	PreferredTransport   string            `json:"preferredTransport,omitempty"`
+	AdditionalInterfaces []cardInterface03 `json:"additionalInterfaces,omitempty"`
 }
 
-// buildCard renders the card for a request whose JSON-RPC endpoint is url.
-func buildCard(cfg Config, url string) []byte {
+// buildCard renders the card for a request whose JSON-RPC endpoint is url; strict
+// leaves out the 0.3 top-level fields.
+func buildCard(cfg Config, url string, strict bool) []byte {
 	c := cardJSON{
 		Name: cfg.Card.Name, Description: cfg.Card.Description, Version: cfg.Card.Version,
 		SupportedInterfaces: []cardInterface{
 			{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0"},
 			{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "0.3"},
 		},
-		Capabilities:         cardCapabilities{Streaming: true},
-		DefaultInputModes:    []string{"text/plain"},
-		DefaultOutputModes:   []string{"text/plain"},
-		Skills:               []cardSkill{},
-		URL:                  url,
-		ProtocolVersion:      "0.3.0",
-		PreferredTransport:   "JSONRPC",
-		AdditionalInterfaces: []cardInterface03{{URL: url, Transport: "JSONRPC"}},
+		Capabilities:       cardCapabilities{Streaming: true},
+		DefaultInputModes:  []string{"text/plain"},
+		DefaultOutputModes: []string{"text/plain"},
+		Skills:             []cardSkill{},
+	}
+	if !strict {
+		c.URL, c.ProtocolVersion, c.PreferredTransport = url, "0.3.0", "JSONRPC"
+		c.AdditionalInterfaces = []cardInterface03{{URL: url, Transport: "JSONRPC"}}
 	}
 	for _, s := range cfg.Card.Skills {
 		tags := s.Tags
@@ -85,50 +88,58 @@ func buildCard(cfg Config, url string) []byte {
 	}
 	if cfg.Bearer != "" {
 		const desc = "a bearer token in the Authorization header"
-		// One object in both shapes: 0.3 readers switch on "type", 1.0 (protobuf JSON)
-		// readers on the oneof member; each ignores the other's fields.
-		c.SecuritySchemes = map[string]any{"bearer": map[string]any{
-			"type": "http", "scheme": "bearer", "description": desc,
-			"httpAuthSecurityScheme": map[string]any{"scheme": "Bearer", "description": desc},
-		}}
-		c.Security = []map[string]any{{"bearer": []string{}}}
+		scheme := map[string]any{"httpAuthSecurityScheme": map[string]any{"scheme": "Bearer", "description": desc}}
+		if !strict {
+			// One object in both shapes: 0.3 readers switch on "type", 1.0 (protobuf
+			// JSON) readers on the oneof member; each ignores the other's fields.
+			scheme["type"], scheme["scheme"], scheme["description"] = "http", "bearer", desc
+			c.Security = []map[string]any{{"bearer": []string{}}}
+		}
+		c.SecuritySchemes = map[string]any{"bearer": scheme}
 		c.SecurityRequirements = []any{map[string]any{"schemes": map[string]any{"bearer": map[string]any{"list": []string{}}}}}
 	}
 	b, _ := json.Marshal(c) // plain structs of strings: cannot fail
 	return b
 }
 
-// endpointURL is the public URL of the capsule's JSON-RPC endpoint as this request
-// reached it: scheme from TLS or X-Forwarded-Proto, the Host header, the route prefix.
-func endpointURL(r *http.Request, escapedPrefix string) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
+// requestVersion is the A2A version a request asks for: the A2A-Version header, else
+// the A2A-Version query parameter (A2A 1.0 allows either).
+func requestVersion(r *http.Request) string {
+	if v := r.Header.Get("A2A-Version"); v != "" {
+		return v
 	}
-	if p := r.Header.Get("X-Forwarded-Proto"); p != "" {
-		p, _, _ = strings.Cut(p, ",")
-		if p = strings.ToLower(strings.TrimSpace(p)); p == "http" || p == "https" {
-			scheme = p
-		}
-	}
-	return scheme + "://" + r.Host + escapedPrefix + "/"
+	return r.URL.Query().Get("A2A-Version")
 }
 
-// serveCard answers GET and HEAD for the card, with an ETag so clients can revalidate.
-func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request, escapedPrefix string) {
+// strictCard reports whether r gets the 1.0-only card: the operator chose it, or the
+// client asked for 1.0.
+func strictCard(r *http.Request, cfg Config) bool {
+	if cfg.CardVersion == CardV10 {
+		return true
+	}
+	d, ok := parseVersion(requestVersion(r))
+	return ok && d == v10
+}
+
+// serveCard answers GET and HEAD for the card, with an ETag and Last-Modified so clients
+// can revalidate.
+func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		http.Error(w, "the agent card is read with GET", http.StatusMethodNotAllowed)
 		return
 	}
-	body := buildCard(h.config(), endpointURL(r, escapedPrefix))
+	cfg, modified := h.cardConfig()
+	body := buildCard(cfg, h.endpoint(r, cfg), strictCard(r, cfg))
 	sum := sha256.Sum256(body)
 	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
 	hd := w.Header()
 	hd.Set("ETag", etag)
+	hd.Set("Last-Modified", modified.UTC().Format(http.TimeFormat))
 	hd.Set("Cache-Control", "public, max-age=60")
-	hd.Set("Vary", "X-Forwarded-Proto")
-	if etagMatches(r.Header.Get("If-None-Match"), etag) {
+	// The card names the URL the client used and speaks the version it asked for.
+	hd.Set("Vary", "Host, X-Forwarded-Proto, X-Forwarded-Host, X-Forwarded-Prefix, A2A-Version")
+	if notModified(r, etag, modified) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
@@ -138,6 +149,16 @@ func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request, escapedPrefi
 	if r.Method == http.MethodGet {
 		_, _ = w.Write(body)
 	}
+}
+
+// notModified applies If-None-Match, or, when the client sent none, If-Modified-Since
+// (RFC 9110 §13.1.3).
+func notModified(r *http.Request, etag string, modified time.Time) bool {
+	if inm := r.Header.Get("If-None-Match"); inm != "" {
+		return etagMatches(inm, etag)
+	}
+	ims, err := http.ParseTime(r.Header.Get("If-Modified-Since"))
+	return err == nil && !modified.Truncate(time.Second).After(ims)
 }
 
 // etagMatches applies If-None-Match's weak comparison.
@@ -151,9 +172,9 @@ func etagMatches(header, etag string) bool {
 	return false
 }
 
-// cardPrefix returns the escaped route prefix when the request asks for the card.
-func cardPrefix(r *http.Request) (string, bool) {
-	p := r.URL.EscapedPath()
+// cardPrefix returns what precedes the card's well-known path in the escaped path p,
+// and whether p names the card at all.
+func cardPrefix(p string) (string, bool) {
 	for _, suffix := range []string{cardPath, oldCardPath} {
 		if strings.HasSuffix(p, suffix) {
 			return strings.TrimSuffix(p, suffix), true

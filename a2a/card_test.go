@@ -49,8 +49,11 @@ func TestCard(t *testing.T) {
 	}{
 		{"agent-card.json", prefix + "/.well-known/agent-card.json", nil, endpoint(srv)},
 		{"agent.json", prefix + "/.well-known/agent.json", nil, endpoint(srv)},
-		{"public host and scheme", prefix + "/.well-known/agent-card.json",
-			map[string]string{"Host": "gw.example.com:8443", "X-Forwarded-Proto": "https"}, "https://gw.example.com:8443/agents/hello/"},
+		{"public host", prefix + "/.well-known/agent-card.json",
+			map[string]string{"Host": "gw.example.com:8443"}, "http://gw.example.com:8443/agents/hello/"},
+		{"forwarded headers of an untrusted client", prefix + "/.well-known/agent-card.json",
+			map[string]string{"Host": "gw.example.com", "X-Forwarded-Proto": "https", "X-Forwarded-Host": "evil.example", "X-Forwarded-Prefix": "/evil"},
+			"http://gw.example.com/agents/hello/"},
 		{"other prefix", "/x/y/.well-known/agent-card.json", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -34,6 +34,10 @@ type Handler struct {
 	queue    []*task    // admitted tasks waiting for the slot, oldest first
 	waiting  map[string]*task
 	turns    turnStore
+	// cardTime is when what the card says last changed (its Last-Modified); cardKey is
+	// what it was computed from.
+	cardTime time.Time
+	cardKey  string
 	closing  bool
 	idle     chan struct{} // closed when shutting down and no task holds or waits for the slot
 	base     context.Context
@@ -58,8 +62,22 @@ func NewHandler(cfg Config) (*Handler, error) {
 		base:  base, stop: stop,
 		ringSize: replayEvents, maxFinished: keepFinished, heartbeat: heartbeatTick,
 	}
+	h.cardKey, h.cardTime = cardKeyOf(cfg), time.Now()
 	h.slotMetricsLocked()
 	return h, nil
+}
+
+// cardKeyOf sums up the settings the card shows, so Update can tell whether it changed.
+func cardKeyOf(cfg Config) string {
+	b, _ := json.Marshal([]any{cfg.Card, cfg.Bearer != "", cfg.PublicURL, cfg.CardVersion})
+	return string(b)
+}
+
+// cardConfig returns the current configuration and when the card last changed.
+func (h *Handler) cardConfig() (Config, time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cfg, h.cardTime
 }
 
 func specOf(cfg Config) *runSpec {
@@ -83,6 +101,9 @@ func (h *Handler) Update(cfg Config) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cfg, h.spec = cfg, specOf(cfg)
+	if key := cardKeyOf(cfg); key != h.cardKey {
+		h.cardKey, h.cardTime = key, time.Now()
+	}
 	h.slotMetricsLocked()
 	return nil
 }
@@ -147,8 +168,8 @@ func (h *Handler) config() Config {
 // ServeHTTP serves the card at <prefix>/.well-known/agent-card.json (and agent.json)
 // and JSON-RPC on POST to any other path under the prefix.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if prefix, ok := cardPrefix(r); ok {
-		h.serveCard(w, r, prefix)
+	if _, ok := cardPrefix(r.URL.EscapedPath()); ok {
+		h.serveCard(w, r)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -198,21 +219,28 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 }
 
-// serveRPC dispatches one JSON-RPC request.
+// serveRPC dispatches one JSON-RPC request. The dialect comes first, from the
+// A2A-Version header or query parameter, so that every error is shaped for its reader.
 func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request, body []byte) {
-	req, rerr := parseRequest(body)
-	if rerr != nil {
-		writeJSON(w, response(req.id, nil, rerr))
+	d, ok := parseVersion(requestVersion(r))
+	req, notify, rerr := parseRequest(body)
+	if notify {
+		// A notification: JSON-RPC answers none, and A2A defines no method that acts
+		// without answering, so nothing runs.
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	d, ok := parseVersion(r.Header.Get("A2A-Version"))
 	if !ok {
-		h.reply(w, streamsInAny(req.method), req.id, nil, errVersion(r.Header.Get("A2A-Version")))
+		h.reply(w, v10, streamsInAny(req.method), req.id, nil, errVersion(requestVersion(r)))
+		return
+	}
+	if rerr != nil {
+		writeJSON(w, d.response(req.id, nil, rerr))
 		return
 	}
 	m, rerr := lookupMethod(d, req.method)
 	if rerr != nil {
-		h.reply(w, streamsInAny(req.method), req.id, nil, rerr)
+		h.reply(w, d, streamsInAny(req.method), req.id, nil, rerr)
 		return
 	}
 	switch m {
@@ -226,24 +254,26 @@ func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request, body []byte) 
 		h.rpcCancel(w, d, req)
 	case mSubscribe:
 		h.rpcSubscribe(w, r, d, req)
+	case mPush:
+		h.reply(w, d, false, req.id, nil, errPushNotSupported(req.method+": this agent offers no push notifications (its card says capabilities.pushNotifications false); poll the task or stream it"))
 	default:
-		h.reply(w, false, req.id, nil, errUnsupported(req.method+" is not offered: this agent has no push notifications and no extended card"))
+		h.reply(w, d, false, req.id, nil, errNoExtendedCard(req.method+": this agent has no extended card; its public card at .well-known/agent-card.json is all there is"))
 	}
 }
 
 // reply answers with one result or error, as JSON or, for streaming methods, as a
 // one-event SSE stream (SDK clients of streaming methods read only SSE).
-func (h *Handler) reply(w http.ResponseWriter, stream bool, id json.RawMessage, result any, rerr *rpcError) {
+func (h *Handler) reply(w http.ResponseWriter, d dialect, stream bool, id json.RawMessage, result any, rerr *rpcError) {
 	if !stream {
-		writeJSON(w, response(id, result, rerr))
+		writeJSON(w, d.response(id, result, rerr))
 		return
 	}
 	s, err := startSSE(w)
 	if err != nil {
-		writeJSON(w, response(id, nil, newRPCError(codeInternal, "Internal error", err.Error(), nil)))
+		writeJSON(w, d.response(id, nil, newRPCError(codeInternal, "Internal error", err.Error(), nil)))
 		return
 	}
-	_ = s.write(0, "", response(id, result, rerr))
+	_ = s.write(0, "", d.response(id, result, rerr))
 	_ = s.flush()
 }
 
@@ -261,13 +291,13 @@ func writeJSON(w http.ResponseWriter, v any) {
 func (h *Handler) rpcSend(w http.ResponseWriter, r *http.Request, d dialect, req rpcRequest, stream bool) {
 	in, rerr := d.parseSend(req.params)
 	if rerr != nil {
-		h.reply(w, stream, req.id, nil, rerr)
+		h.reply(w, d, stream, req.id, nil, rerr)
 		return
 	}
-	in.url = endpointURL(r, strings.TrimSuffix(r.URL.EscapedPath(), "/"))
+	in.url = h.endpoint(r, h.config())
 	t, sub, rerr := h.send(in, stream)
 	if rerr != nil {
-		h.reply(w, stream, req.id, nil, rerr)
+		h.reply(w, d, stream, req.id, nil, rerr)
 		return
 	}
 	if stream {
@@ -277,55 +307,56 @@ func (h *Handler) rpcSend(w http.ResponseWriter, r *http.Request, d dialect, req
 	if in.blocking && !waitSettled(r.Context(), t) {
 		return // the client went away
 	}
-	writeJSON(w, response(req.id, d.sendResult(t.snapshot(), in.historyLength), nil))
+	writeJSON(w, d.response(req.id, d.sendResult(t.snapshot(), in.historyLength), nil))
 }
 
 func (h *Handler) rpcGet(w http.ResponseWriter, d dialect, req rpcRequest) {
 	p, rerr := parseTaskParams(req.params)
 	if rerr != nil {
-		h.reply(w, false, req.id, nil, rerr)
+		h.reply(w, d, false, req.id, nil, rerr)
 		return
 	}
 	t := h.lookup(p.ID)
 	if t == nil {
-		h.reply(w, false, req.id, nil, errTaskNotFound(p.ID))
+		h.reply(w, d, false, req.id, nil, errTaskNotFound(p.ID))
 		return
 	}
-	writeJSON(w, response(req.id, d.task(t.snapshot(), p.HistoryLength, true), nil))
+	writeJSON(w, d.response(req.id, d.task(t.snapshot(), p.HistoryLength, true), nil))
 }
 
 func (h *Handler) rpcCancel(w http.ResponseWriter, d dialect, req rpcRequest) {
 	p, rerr := parseTaskParams(req.params)
 	if rerr != nil {
-		h.reply(w, false, req.id, nil, rerr)
+		h.reply(w, d, false, req.id, nil, rerr)
 		return
 	}
 	snap, rerr := h.cancel(p.ID)
 	if rerr != nil {
-		h.reply(w, false, req.id, nil, rerr)
+		h.reply(w, d, false, req.id, nil, rerr)
 		return
 	}
-	writeJSON(w, response(req.id, d.task(snap, p.HistoryLength, true), nil))
+	writeJSON(w, d.response(req.id, d.task(snap, p.HistoryLength, true), nil))
 }
 
 // rpcSubscribe serves tasks/resubscribe and SubscribeToTask: the task's current state,
 // then its events as they happen. A finished task answers 0.3 with its final state
-// alone, and 1.0 with the error A2A 1.0 prescribes.
+// alone; 1.0 refuses it with UnsupportedOperationError as a plain JSON-RPC response, not
+// a stream, as A2A 1.0 prescribes for a task in a terminal state.
 func (h *Handler) rpcSubscribe(w http.ResponseWriter, r *http.Request, d dialect, req rpcRequest) {
 	p, rerr := parseTaskParams(req.params)
 	if rerr != nil {
-		h.reply(w, true, req.id, nil, rerr)
+		h.reply(w, d, true, req.id, nil, rerr)
 		return
 	}
 	t := h.lookup(p.ID)
 	if t == nil {
-		h.reply(w, true, req.id, nil, errTaskNotFound(p.ID))
+		h.reply(w, d, true, req.id, nil, errTaskNotFound(p.ID))
 		return
 	}
 	t.mu.Lock()
 	if st := t.st.State; d == v10 && terminal(st) {
 		t.mu.Unlock()
-		h.reply(w, true, req.id, nil, errUnsupported(fmt.Sprintf("task %s is already %s; read it with GetTask", t.id, st)))
+		h.reply(w, d, false, req.id, nil, errUnsupported(fmt.Sprintf("task %s is already %s and sends no more events; read it with GetTask", t.id, st)))
 		return
 	}
 	sub := t.subscribeSnapshotLocked()

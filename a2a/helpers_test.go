@@ -127,9 +127,32 @@ func newServer(t *testing.T, cfg Config) (*Handler, *httptest.Server) {
 func endpoint(srv *httptest.Server) string { return srv.URL + prefix + "/" }
 
 type rpcErr struct {
-	Code    int            `json:"code"`
-	Message string         `json:"message"`
-	Data    map[string]any `json:"data"`
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// errInfo is google.rpc.ErrorInfo as 1.0 errors carry it in data.
+type errInfo struct {
+	Type     string            `json:"@type"`
+	Reason   string            `json:"reason"`
+	Domain   string            `json:"domain"`
+	Metadata map[string]string `json:"metadata"`
+}
+
+// detail returns the error's detail from data in either dialect's shape: the 0.3
+// object's "error" member or the 1.0 ErrorInfo's metadata.detail ("" if neither).
+func (e *rpcErr) detail() string {
+	var obj map[string]any
+	if json.Unmarshal(e.Data, &obj) == nil {
+		s, _ := obj["error"].(string)
+		return s
+	}
+	var infos []errInfo
+	if json.Unmarshal(e.Data, &infos) == nil && len(infos) == 1 {
+		return infos[0].Metadata["detail"]
+	}
+	return ""
 }
 
 type rpcResp struct {

@@ -40,12 +40,12 @@ func (h *Handler) rpcList(w http.ResponseWriter, d dialect, req rpcRequest) {
 	var p listParams
 	if len(req.params) > 0 && string(req.params) != "null" {
 		if err := strictUnmarshal(req.params, &p); err != nil {
-			h.reply(w, false, req.id, nil, errInvalidParams(err.Error()))
+			h.reply(w, d, false, req.id, nil, errInvalidParams(err.Error()))
 			return
 		}
 	}
 	res, rerr := h.list(d, p)
-	h.reply(w, false, req.id, res, rerr)
+	h.reply(w, d, false, req.id, res, rerr)
 }
 
 func (h *Handler) list(d dialect, p listParams) (*listResult, *rpcError) {

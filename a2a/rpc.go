@@ -6,33 +6,87 @@ import (
 	"fmt"
 )
 
-// JSON-RPC and A2A error codes (SPEC §9).
+// JSON-RPC and A2A error codes (docs/a2a.md, "Errors").
 const (
-	codeParse          = -32700
-	codeInvalidRequest = -32600
-	codeMethodNotFound = -32601
-	codeInvalidParams  = -32602
-	codeInternal       = -32603
-	codeTaskNotFound   = -32001
-	codeNotCancelable  = -32002
-	codeUnsupported    = -32004
-	codeVersion        = -32009
+	codeParse            = -32700
+	codeInvalidRequest   = -32600
+	codeMethodNotFound   = -32601
+	codeInvalidParams    = -32602
+	codeInternal         = -32603
+	codeTaskNotFound     = -32001
+	codeNotCancelable    = -32002
+	codePushNotSupported = -32003
+	codeUnsupported      = -32004
+	codeContentType      = -32005
+	codeNoExtendedCard   = -32007
+	codeVersion          = -32009
 )
 
-// rpcError is a JSON-RPC error object. The message names the error and what was wrong;
-// data.error repeats the detail, which is where the Go SDK looks for it.
-type rpcError struct {
-	Code    int            `json:"code"`
-	Message string         `json:"message"`
-	Data    map[string]any `json:"data,omitempty"`
+// reasons are the google.rpc.ErrorInfo reasons of A2A 1.0 errors: the error's name in
+// upper snake case without "Error".
+var reasons = map[int]string{
+	codeParse:            "PARSE_ERROR",
+	codeInvalidRequest:   "INVALID_REQUEST",
+	codeMethodNotFound:   "METHOD_NOT_FOUND",
+	codeInvalidParams:    "INVALID_PARAMS",
+	codeInternal:         "INTERNAL_ERROR",
+	codeTaskNotFound:     "TASK_NOT_FOUND",
+	codeNotCancelable:    "TASK_NOT_CANCELABLE",
+	codePushNotSupported: "PUSH_NOTIFICATION_NOT_SUPPORTED",
+	codeUnsupported:      "UNSUPPORTED_OPERATION",
+	codeContentType:      "CONTENT_TYPE_NOT_SUPPORTED",
+	codeNoExtendedCard:   "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+	codeVersion:          "VERSION_NOT_SUPPORTED",
 }
 
-func newRPCError(code int, name, detail string, data map[string]any) *rpcError {
-	if data == nil {
-		data = map[string]any{}
+// rpcError is a JSON-RPC error object. The message names the error and what was wrong;
+// Data carries the detail in the shape of the request's dialect (see in).
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+
+	detail string
+	meta   map[string]any
+}
+
+func newRPCError(code int, name, detail string, meta map[string]any) *rpcError {
+	return &rpcError{Code: code, Message: name + ": " + detail, detail: detail, meta: meta}
+}
+
+// errorInfo is google.rpc.ErrorInfo in its JSON form, as A2A 1.0 puts it in error.data.
+type errorInfo struct {
+	Type     string            `json:"@type"`
+	Reason   string            `json:"reason"`
+	Domain   string            `json:"domain"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// in renders the error for dialect d: 1.0 clients read error.data as a list holding a
+// google.rpc.ErrorInfo (its metadata the detail and the error's fields, as strings);
+// 0.3 clients read an object whose "error" member is the detail (where the Go SDK
+// looks for it).
+func (e *rpcError) in(d dialect) *rpcError {
+	c := *e
+	if d == v10 {
+		md := map[string]string{"detail": e.detail}
+		for k, v := range e.meta {
+			if s, ok := v.(string); ok {
+				md[k] = s
+			} else {
+				b, _ := json.Marshal(v)
+				md[k] = string(b)
+			}
+		}
+		c.Data = []errorInfo{{Type: "type.googleapis.com/google.rpc.ErrorInfo", Reason: reasons[e.Code], Domain: "a2a-protocol.org", Metadata: md}}
+		return &c
 	}
-	data["error"] = detail
-	return &rpcError{Code: code, Message: name + ": " + detail, Data: data}
+	data := map[string]any{"error": e.detail}
+	for k, v := range e.meta {
+		data[k] = v
+	}
+	c.Data = data
+	return &c
 }
 
 func errParse(detail string) *rpcError {
@@ -49,6 +103,18 @@ func errInvalidParams(detail string) *rpcError {
 
 func errUnsupported(detail string) *rpcError {
 	return newRPCError(codeUnsupported, "Unsupported operation", detail, nil)
+}
+
+func errPushNotSupported(detail string) *rpcError {
+	return newRPCError(codePushNotSupported, "Push notifications not supported", detail, nil)
+}
+
+func errContentType(detail, mediaType string) *rpcError {
+	return newRPCError(codeContentType, "Content type not supported", detail, map[string]any{"mediaType": mediaType})
+}
+
+func errNoExtendedCard(detail string) *rpcError {
+	return newRPCError(codeNoExtendedCard, "Extended agent card not configured", detail, nil)
 }
 
 func errTaskNotFound(id string) *rpcError {
@@ -73,8 +139,14 @@ type rpcRequest struct {
 var nullID = json.RawMessage("null")
 
 // parseRequest checks the JSON-RPC envelope. Batches are refused: a batch cannot mix
-// with SSE answers, and no A2A client sends one.
-func parseRequest(body []byte) (rpcRequest, *rpcError) {
+// with SSE answers, and no A2A client sends one. A request without an id is a
+// notification (notify true): it is checked like any other but never answered.
+func parseRequest(body []byte) (req rpcRequest, notify bool, rerr *rpcError) {
+	req, rerr = parseEnvelope(body)
+	return req, req.id == nil, rerr
+}
+
+func parseEnvelope(body []byte) (rpcRequest, *rpcError) {
 	req := rpcRequest{id: nullID}
 	body = bytes.TrimSpace(body)
 	if !json.Valid(body) {
@@ -94,8 +166,6 @@ func parseRequest(body []byte) (rpcRequest, *rpcError) {
 		default:
 			return req, errInvalidRequest("id must be a string, a number or null")
 		}
-	} else {
-		return req, errInvalidRequest("id is required: notifications are not supported")
 	}
 	var version string
 	if err := json.Unmarshal(env["jsonrpc"], &version); err != nil || version != "2.0" {
@@ -105,6 +175,9 @@ func parseRequest(body []byte) (rpcRequest, *rpcError) {
 		return req, errInvalidRequest("method must be a non-empty string")
 	}
 	req.params = env["params"]
+	if _, ok := env["id"]; !ok {
+		req.id = nil
+	}
 	return req, nil
 }
 
@@ -116,9 +189,13 @@ type rpcResponse struct {
 	Error   *rpcError       `json:"error,omitempty"`
 }
 
-func response(id json.RawMessage, result any, rerr *rpcError) rpcResponse {
+// response answers request id in dialect d.
+func (d dialect) response(id json.RawMessage, result any, rerr *rpcError) rpcResponse {
+	if id == nil {
+		id = nullID
+	}
 	if rerr != nil {
-		return rpcResponse{JSONRPC: "2.0", ID: id, Error: rerr}
+		return rpcResponse{JSONRPC: "2.0", ID: id, Error: rerr.in(d)}
 	}
 	return rpcResponse{JSONRPC: "2.0", ID: id, Result: result}
 }
@@ -133,7 +210,8 @@ const (
 	mList
 	mCancel
 	mSubscribe
-	mUnsupported // known A2A methods this agent does not offer (push, extended card)
+	mPush        // push-notification config methods: this agent offers no push
+	mExtCard     // the extended card: this agent has none
 )
 
 // streams reports whether the method answers with SSE, errors included.
@@ -146,11 +224,11 @@ var methods = [2]map[string]method{
 		"tasks/get":                           mGet,
 		"tasks/cancel":                        mCancel,
 		"tasks/resubscribe":                   mSubscribe,
-		"tasks/pushNotificationConfig/set":    mUnsupported,
-		"tasks/pushNotificationConfig/get":    mUnsupported,
-		"tasks/pushNotificationConfig/list":   mUnsupported,
-		"tasks/pushNotificationConfig/delete": mUnsupported,
-		"agent/getAuthenticatedExtendedCard":  mUnsupported,
+		"tasks/pushNotificationConfig/set":    mPush,
+		"tasks/pushNotificationConfig/get":    mPush,
+		"tasks/pushNotificationConfig/list":   mPush,
+		"tasks/pushNotificationConfig/delete": mPush,
+		"agent/getAuthenticatedExtendedCard":  mExtCard,
 	},
 	v10: {
 		"SendMessage":                      mSend,
@@ -159,13 +237,13 @@ var methods = [2]map[string]method{
 		"ListTasks":                        mList,
 		"CancelTask":                       mCancel,
 		"SubscribeToTask":                  mSubscribe,
-		"CreateTaskPushNotificationConfig": mUnsupported,
-		"SetTaskPushNotificationConfig":    mUnsupported,
-		"GetTaskPushNotificationConfig":    mUnsupported,
-		"ListTaskPushNotificationConfigs":  mUnsupported,
-		"ListTaskPushNotificationConfig":   mUnsupported,
-		"DeleteTaskPushNotificationConfig": mUnsupported,
-		"GetExtendedAgentCard":             mUnsupported,
+		"CreateTaskPushNotificationConfig": mPush,
+		"SetTaskPushNotificationConfig":    mPush,
+		"GetTaskPushNotificationConfig":    mPush,
+		"ListTaskPushNotificationConfigs":  mPush,
+		"ListTaskPushNotificationConfig":   mPush,
+		"DeleteTaskPushNotificationConfig": mPush,
+		"GetExtendedAgentCard":             mExtCard,
 	},
 }
 

@@ -115,7 +115,6 @@ func TestRPCErrors(t *testing.T) {
 		{"no jsonrpc", "", `{"id": 1, "method": "tasks/get", "params": {"id": "x"}}`, codeInvalidRequest},
 		{"wrong jsonrpc", "", `{"jsonrpc": "1.0", "id": 1, "method": "tasks/get", "params": {"id": "x"}}`, codeInvalidRequest},
 		{"object id", "", `{"jsonrpc": "2.0", "id": {}, "method": "tasks/get", "params": {"id": "x"}}`, codeInvalidRequest},
-		{"notification", "", `{"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": "x"}}`, codeInvalidRequest},
 		{"unknown method", "", string(request("tasks/frobnicate", map[string]any{})), codeMethodNotFound},
 		{"1.0 method in 0.3", "", string(request("GetTask", map[string]any{"id": "x"})), codeMethodNotFound},
 		{"0.3 method in 1.0", "1.0", string(request("tasks/get", map[string]any{"id": "x"})), codeMethodNotFound},
@@ -123,17 +122,21 @@ func TestRPCErrors(t *testing.T) {
 		{"garbage version", "latest", string(valid), codeVersion},
 		{"params not an object", "", string(request("message/send", []int{1})), codeInvalidParams},
 		{"no message", "", string(request("message/send", map[string]any{})), codeInvalidParams},
-		{"no text part", "", string(request("message/send", map[string]any{"message": map[string]any{
-			"messageId": "m1", "role": "user", "parts": []map[string]any{{"kind": "data", "data": map[string]any{}}}}})), codeInvalidParams},
+		{"data part", "", string(request("message/send", map[string]any{"message": map[string]any{
+			"messageId": "m1", "role": "user", "parts": []map[string]any{{"kind": "data", "data": map[string]any{}}}}})), codeContentType},
+		{"no parts", "", string(request("message/send", map[string]any{"message": map[string]any{
+			"messageId": "m1", "role": "user", "parts": []map[string]any{}}})), codeInvalidParams},
 		{"no messageId", "", string(request("message/send", map[string]any{"message": map[string]any{
 			"role": "user", "parts": []map[string]any{{"kind": "text", "text": "x"}}}})), codeInvalidParams},
 		{"agent role", "", string(request("message/send", map[string]any{"message": map[string]any{
 			"messageId": "m1", "role": "agent", "parts": []map[string]any{{"kind": "text", "text": "x"}}}})), codeInvalidParams},
 		{"get without id", "", string(request("tasks/get", map[string]any{})), codeInvalidParams},
 		{"push config in send", "", string(request("message/send", map[string]any{"message": msg03("hi"),
-			"configuration": map[string]any{"pushNotificationConfig": map[string]any{"url": "https://x"}}})), codeUnsupported},
-		{"push methods", "", string(request("tasks/pushNotificationConfig/set", map[string]any{})), codeUnsupported},
-		{"1.0 push methods", "1.0", string(request("CreateTaskPushNotificationConfig", map[string]any{})), codeUnsupported},
+			"configuration": map[string]any{"pushNotificationConfig": map[string]any{"url": "https://x"}}})), codePushNotSupported},
+		{"push methods", "", string(request("tasks/pushNotificationConfig/set", map[string]any{})), codePushNotSupported},
+		{"1.0 push methods", "1.0", string(request("CreateTaskPushNotificationConfig", map[string]any{})), codePushNotSupported},
+		{"extended card", "", string(request("agent/getAuthenticatedExtendedCard", map[string]any{})), codeNoExtendedCard},
+		{"1.0 extended card", "1.0", string(request("GetExtendedAgentCard", map[string]any{})), codeNoExtendedCard},
 		{"unknown task", "", string(request("message/send", map[string]any{"message": msg03("hi", "taskId=tsk_nope")})), codeTaskNotFound},
 		{"cancel unknown", "1.0", string(request("CancelTask", map[string]any{"id": "tsk_nope"})), codeTaskNotFound},
 	} {
@@ -150,7 +153,7 @@ func TestRPCErrors(t *testing.T) {
 			if r.Error == nil || r.Error.Code != tc.code {
 				t.Fatalf("want error %d, got %s", tc.code, body)
 			}
-			if r.Error.Message == "" || r.Error.Data["error"] == nil {
+			if r.Error.Message == "" || r.Error.detail() == "" {
 				t.Errorf("error without a message: %s", body)
 			}
 		})

@@ -67,7 +67,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, d dialect, id j
 	defer sub.close()
 	s, err := startSSE(w)
 	if err != nil {
-		writeJSON(w, response(id, nil, newRPCError(codeInternal, "Internal error", err.Error(), nil)))
+		writeJSON(w, d.response(id, nil, newRPCError(codeInternal, "Internal error", err.Error(), nil)))
 		return
 	}
 	tick := time.NewTicker(h.heartbeat)
@@ -79,7 +79,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, d dialect, id j
 			if e.kind == evLagged {
 				name = "lagged"
 			}
-			if s.write(e.seq, name, response(id, d.event(e, sub.t.id, sub.t.contextID), nil)) != nil {
+			if s.write(e.seq, name, d.response(id, d.event(e, sub.t.id, sub.t.contextID), nil)) != nil {
 				return
 			}
 			if e.ends() {

@@ -231,8 +231,13 @@ func (d dialect) event(e event, taskID, contextID string) any {
 // Incoming shapes: lenient about what either dialect might send.
 
 type inPart struct {
-	Kind string  `json:"kind"`
-	Text *string `json:"text"`
+	Kind      string          `json:"kind"` // 0.3: text, file or data
+	Text      *string         `json:"text"`
+	File      json.RawMessage `json:"file"`      // 0.3 FilePart
+	Data      json.RawMessage `json:"data"`      // 0.3 DataPart, 1.0 data member
+	Raw       json.RawMessage `json:"raw"`       // 1.0 bytes member
+	URL       json.RawMessage `json:"url"`       // 1.0 url member
+	MediaType string          `json:"mediaType"` // 1.0
 }
 
 type inMessage struct {
@@ -280,24 +285,24 @@ func (d dialect) parseSend(raw json.RawMessage) (incoming, *rpcError) {
 	if m.MessageID == "" {
 		return in, errInvalidParams("message.messageId is required")
 	}
-	switch m.Role {
-	case "", "user", "ROLE_USER":
-	default:
-		return in, errInvalidParams(fmt.Sprintf("message.role %q: only user messages can be sent to an agent", m.Role))
+	if rerr := d.checkRole(m.Role); rerr != nil {
+		return in, rerr
 	}
 	for _, id := range []string{m.TaskID, m.ContextID} {
 		if len(id) > maxIDLen || strings.ContainsFunc(id, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 			return in, errInvalidParams(fmt.Sprintf("message taskId and contextId must be at most %d printable characters", maxIDLen))
 		}
 	}
-	var texts []string
-	for _, part := range m.Parts {
-		if part.Text != nil && (part.Kind == "" || part.Kind == "text") {
-			texts = append(texts, *part.Text)
-		}
+	if len(m.Parts) == 0 {
+		return in, errInvalidParams("message.parts is empty; send at least one text part")
 	}
-	if len(texts) == 0 {
-		return in, errInvalidParams("message has no text part; this agent reads text/plain")
+	texts := make([]string, 0, len(m.Parts))
+	for i, part := range m.Parts {
+		text, rerr := d.partText(i, part)
+		if rerr != nil {
+			return in, rerr
+		}
+		texts = append(texts, text)
 	}
 	in.text = strings.Join(texts, "\n")
 	if c := p.Configuration; c != nil {
@@ -306,7 +311,7 @@ func (d dialect) parseSend(raw json.RawMessage) (incoming, *rpcError) {
 			push = c.TaskPushNotificationConfig
 		}
 		if len(push) > 0 && string(push) != "null" {
-			return in, errUnsupported("push notifications are not supported; poll the task or stream it")
+			return in, errPushNotSupported("this agent offers no push notifications (configuration." + map[dialect]string{v03: "pushNotificationConfig", v10: "taskPushNotificationConfig"}[d] + "); poll the task or stream it")
 		}
 		if c.HistoryLength != nil && *c.HistoryLength < 0 {
 			return in, errInvalidParams("configuration.historyLength must not be negative")
@@ -320,6 +325,81 @@ func (d dialect) parseSend(raw json.RawMessage) (incoming, *rpcError) {
 		}
 	}
 	return in, nil
+}
+
+// checkRole accepts a user message: role "user" in 0.3, "ROLE_USER" in 1.0.
+func (d dialect) checkRole(role string) *rpcError {
+	want := d.wireRole("user")
+	switch role {
+	case want:
+		return nil
+	case "":
+		return errInvalidParams(fmt.Sprintf("message.role is required; send %q", want))
+	case "user", "ROLE_USER":
+		return errInvalidParams(fmt.Sprintf("message.role %q is spelled %q in A2A %s", role, want, d))
+	case "agent", "ROLE_AGENT":
+		return errInvalidParams(fmt.Sprintf("message.role %q: only user messages can be sent to an agent", role))
+	}
+	return errInvalidParams(fmt.Sprintf("message.role %q is not a role; send %q", role, want))
+}
+
+// partText returns the text of message part i, or why it cannot be taken: a malformed
+// part is invalid params, a well-formed part of a kind or media type the capsule does
+// not read (files, data, non-text media) is ContentTypeNotSupportedError.
+func (d dialect) partText(i int, p inPart) (string, *rpcError) {
+	field := fmt.Sprintf("message.parts[%d]", i)
+	if d == v03 {
+		switch p.Kind {
+		case "text":
+			if p.Text == nil {
+				return "", errInvalidParams(field + `.text is required for kind "text"`)
+			}
+			return *p.Text, nil
+		case "file", "data":
+			return "", errContentType(fmt.Sprintf("%s is a %s part; this agent reads text parts only (defaultInputModes text/plain)", field, p.Kind), p.Kind)
+		case "":
+			return "", errInvalidParams(field + `.kind is required: "text", "file" or "data"`)
+		}
+		return "", errInvalidParams(fmt.Sprintf(`%s.kind %q is not a part kind: "text", "file" or "data"`, field, p.Kind))
+	}
+	if p.Kind != "" {
+		return "", errInvalidParams(fmt.Sprintf("%s.kind is an A2A 0.3 field; 1.0 parts hold one of text, raw, url or data", field))
+	}
+	members := 0
+	for _, present := range []bool{p.Text != nil, isSet(p.Raw), isSet(p.URL), isSet(p.Data)} {
+		if present {
+			members++
+		}
+	}
+	switch {
+	case members == 0:
+		return "", errInvalidParams(field + " holds none of text, raw, url or data")
+	case members > 1:
+		return "", errInvalidParams(field + " holds more than one of text, raw, url and data")
+	case p.Text == nil:
+		return "", errContentType(fmt.Sprintf("%s is not a text part; this agent reads text only (defaultInputModes text/plain)", field), firstNonEmpty(p.MediaType, "application/octet-stream"))
+	}
+	if mt := p.MediaType; mt != "" && !isTextPlain(mt) {
+		return "", errContentType(fmt.Sprintf("%s.mediaType %q: this agent reads text/plain only", field, mt), mt)
+	}
+	return *p.Text, nil
+}
+
+func isSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
+// isTextPlain accepts text/plain with any parameters (charset).
+func isTextPlain(mt string) bool {
+	base, _, _ := strings.Cut(mt, ";")
+	return strings.EqualFold(strings.TrimSpace(base), "text/plain")
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // taskParams are the params of the task methods: get, cancel, resubscribe.

@@ -36,7 +36,7 @@ const CodeHandlerConfig = "E-RUN-021"
 
 func init() {
 	caddy.RegisterModule(Handler{})
-	httpcaddyfile.RegisterHandlerDirective("capsule", parseHandlerCaddyfile)
+	registerPathDirective("capsule", parseHandlerCaddyfile)
 	httpcaddyfile.RegisterDirectiveOrder("capsule", httpcaddyfile.Before, "respond")
 }
 

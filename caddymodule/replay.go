@@ -24,7 +24,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(ReplayHandler{})
-	httpcaddyfile.RegisterHandlerDirective("capsule_replay", parseReplayCaddyfile)
+	registerPathDirective("capsule_replay", parseReplayCaddyfile)
 	httpcaddyfile.RegisterDirectiveOrder("capsule_replay", httpcaddyfile.Before, "respond")
 }
 
