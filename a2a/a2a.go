@@ -172,13 +172,11 @@ func normalize(cfg Config) (Config, error) {
 		bad(CodeBearerToken, "the bearer token holds whitespace or control characters", "use a token of visible characters only")
 	}
 	if cfg.PublicURL != "" {
-		u, err := url.Parse(cfg.PublicURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			bad(CodePublicURL, fmt.Sprintf("public URL %q is not an absolute http or https URL without query, fragment or user", cfg.PublicURL),
-				"write the URL clients post to, such as https://agents.example.com/hello/")
-		} else if u.Path == "" {
-			cfg.PublicURL += "/"
+		u, err := CheckPublicURL(cfg.PublicURL)
+		if err != nil {
+			list = append(list, err.(*errs.Error))
 		}
+		cfg.PublicURL = u
 	}
 	switch cfg.CardVersion {
 	case "", CardV10:
@@ -192,4 +190,18 @@ func normalize(cfg Config) (Config, error) {
 		return cfg, list
 	}
 	return cfg, nil
+}
+
+// CheckPublicURL validates a public endpoint URL (Config.PublicURL) and returns it
+// normalised: an empty path becomes "/".
+func CheckPublicURL(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return s, errs.New(CodePublicURL, "a2a", fmt.Sprintf("public URL %q is not an absolute http or https URL without query, fragment or user", s),
+			"write the URL clients post to, such as https://agents.example.com/hello/")
+	}
+	if u.Path == "" {
+		s += "/"
+	}
+	return s, nil
 }

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,6 +55,12 @@ type Handler struct {
 	MaxBody int64 `json:"max_body,omitempty"`
 	// QueueDepth overrides lifecycle.queue_depth.
 	QueueDepth int `json:"queue_depth,omitempty"`
+	// PublicURL is the endpoint URL the card and MURMUR_CAPSULE_URL name, whatever the
+	// request says (default: the URL the client used, docs/operators.md "Behind a proxy").
+	PublicURL string `json:"public_url,omitempty"`
+	// CardVersion "1.0" serves the strict A2A 1.0 card to every client (default: the
+	// strict card to clients asking for 1.0, the mixed 0.3 + 1.0 card to the rest).
+	CardVersion string `json:"card_version,omitempty"`
 
 	key    string
 	entry  *hostedCapsule
@@ -142,6 +149,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	if h.MaxBody < 0 || h.QueueDepth < 0 {
 		return errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("max_body %d / queue_depth %d: negative", h.MaxBody, h.QueueDepth), "use positive values")
+	}
+	if h.PublicURL != "" {
+		if _, err := a2a.CheckPublicURL(h.PublicURL); err != nil {
+			return err
+		}
 	}
 	m, err := manifest.Load(path)
 	if err != nil {
@@ -274,11 +286,26 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		Executor: executor{c: c, v: v},
 		Lifecycle: a2a.Lifecycle{Acceptance: lc.TaskAcceptance, QueueDepth: depth,
 			InputTimeout: time.Duration(lc.InputTimeoutSecs) * time.Second, Threaded: lc.Conversation == "threaded"},
-		MaxBody: h.MaxBody,
-		Bearer:  token,
-		Metrics: app.metrics,
-		Logger:  slogFrom(h.logger),
+		MaxBody:     h.MaxBody,
+		Bearer:      token,
+		PublicURL:   h.PublicURL,
+		Origin:      clientOrigin,
+		CardVersion: h.CardVersion,
+		Metrics:     app.metrics,
+		Logger:      slogFrom(h.logger),
 	}
+}
+
+// clientOrigin is the URL the client sent r to: the request as Caddy first received it,
+// before a route stripped or rewrote its path, with X-Forwarded-Proto, -Host and -Prefix
+// applied only when the peer is one of the server's trusted_proxies.
+func clientOrigin(r *http.Request) *url.URL {
+	orig := r.URL
+	if or, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && or.URL != nil {
+		orig = or.URL
+	}
+	trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool)
+	return a2a.RequestOrigin(r, orig, trusted)
 }
 
 func describe(m *manifest.Manifest) string {
@@ -392,6 +419,8 @@ func (f chunkSink) Event(e *runtime.Event) error {
 //	    auth bearer <ENV_NAME>
 //	    max_body    <size>
 //	    queue_depth <n>
+//	    public_url  <url>
+//	    card        1.0
 //	}
 func parseHandlerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	c := new(Handler)
@@ -428,6 +457,16 @@ func parseHandlerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 				return nil, d.Errf("max_body %q: want a size such as 1MiB", d.Val())
 			}
 			c.MaxBody = int64(n)
+		case "public_url":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			c.PublicURL = d.Val()
+		case "card":
+			if !d.NextArg() || d.Val() != a2a.CardV10 {
+				return nil, d.Errf("card takes 1.0 (serve the strict A2A 1.0 card to every client); leave it out for the default")
+			}
+			c.CardVersion = d.Val()
 		case "queue_depth":
 			if !d.NextArg() {
 				return nil, d.ArgErr()
@@ -438,7 +477,7 @@ func parseHandlerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 			}
 			c.QueueDepth = n
 		default:
-			return nil, d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth)", d.Val())
+			return nil, d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, public_url, card)", d.Val())
 		}
 		if d.NextArg() {
 			return nil, d.ArgErr()

@@ -30,8 +30,9 @@ type HostOptions struct {
 // Hosted is a staged capsule served by the gateway: one long-lived session whose tasks
 // arrive over A2A and run one at a time, since they share the session's workdir.
 type Hosted struct {
-	staged *Staged
-	sess   *session
+	staged  *Staged
+	sess    *session
+	metrics *Metrics
 
 	mu      sync.Mutex // held while a task runs
 	closed  bool
@@ -49,7 +50,8 @@ func (e *Engine) Host(ctx context.Context, m *manifest.Manifest, opts HostOption
 	if err != nil {
 		return nil, err
 	}
-	return &Hosted{staged: staged, sess: sess}, nil
+	e.metrics.staged(staged.modules())
+	return &Hosted{staged: staged, sess: sess, metrics: e.metrics}, nil
 }
 
 // Staged returns the staged capsule.
@@ -103,5 +105,6 @@ func (h *Hosted) Close() error {
 		return nil
 	}
 	h.closed = true
+	h.metrics.unstaged(h.staged.modules())
 	return h.sess.end(StateCompleted)
 }

@@ -183,3 +183,62 @@ func sumCounter(t *testing.T, c *prometheus.CounterVec) float64 {
 	}
 	return sum
 }
+
+// TestHostedMetricsFromZero: hosting a capsule creates every trap and call series of its
+// modules at zero; closing the last version carrying them deletes them; a second
+// version of the same capsule keeps them alive while it lives.
+func TestHostedMetricsFromZero(t *testing.T) {
+	e, reg := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	series := func() map[string]float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if n := mf.GetName(); n != "capsule_guest_traps_total" && n != "capsule_guest_calls_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				key := mf.GetName() + "{" + labels["capsule"] + "," + labels["artifact"] + "," + labels["role"] + "," + labels["reason"] + labels["status"] + "}"
+				out[key] = m.GetCounter().GetValue()
+			}
+		}
+		return out
+	}
+	first := hostGatewayCapsule(t, e)
+	got := series()
+	for _, mod := range [][2]string{{"gatetool", "tool"}, {"hosted", "capsule"}} {
+		for _, r := range trapReasons {
+			if v, ok := got["capsule_guest_traps_total{hosted,"+mod[0]+","+mod[1]+","+r+"}"]; !ok || v != 0 {
+				t.Errorf("trap series %v/%s: present %v value %v", mod, r, ok, v)
+			}
+		}
+		for _, st := range callStatuses {
+			if _, ok := got["capsule_guest_calls_total{hosted,"+mod[0]+","+mod[1]+","+st+"}"]; !ok {
+				t.Errorf("call series %v/%s missing", mod, st)
+			}
+		}
+	}
+	if want := 2 * (len(trapReasons) + len(callStatuses)); len(got) != want {
+		t.Errorf("%d series, want %d: %v", len(got), want, got)
+	}
+	second := hostGatewayCapsule(t, e) // a reload's new version, same labels
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(series()); n != 2*(len(trapReasons)+len(callStatuses)) {
+		t.Errorf("closing the old version while the new one lives left %d series", n)
+	}
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := series(); len(left) != 0 {
+		t.Errorf("series after the last version closed: %v", left)
+	}
+}

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,9 @@ const CodeMetrics = "E-RUN-006"
 // Metrics are the guest collectors of SPEC §10. Labels carry only bounded values:
 // capsule and artifact names from manifests, roles, reasons and statuses.
 type Metrics struct {
+	mu     sync.Mutex
+	live   map[[3]string]int // (capsule, artifact, role) → staged modules carrying those labels
+
 	Traps    *prometheus.CounterVec
 	Calls    *prometheus.CounterVec
 	Duration *prometheus.HistogramVec
@@ -77,6 +81,54 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 		return errs.Wrap(err, CodeMetrics, "runtime", "cannot register the guest metrics", "remove the conflicting collector from the registry")
 	}
 	return nil
+}
+
+// trapReasons are every reason label of capsule_guest_traps_total; callStatuses every
+// status of capsule_guest_calls_total.
+var (
+	trapReasons  = []string{ReasonDeadline, ReasonMemoryLimit, ReasonTrap, ReasonExit, ReasonABI}
+	callStatuses = append([]string{"ok", ReasonCanceled}, trapReasons...)
+)
+
+// staged creates the trap and call series of each module at zero, so that rate() and
+// absent() see a staged artifact before its first call (docs/operators.md, "Metrics");
+// unstaged deletes them again once no staged module carries their labels.
+func (m *Metrics) staged(mods []*Module) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.live == nil {
+		m.live = map[[3]string]int{}
+	}
+	for _, mod := range mods {
+		key := [3]string{mod.Capsule, mod.Artifact, string(mod.Role)}
+		if m.live[key]++; m.live[key] > 1 {
+			continue
+		}
+		for _, r := range trapReasons {
+			m.Traps.WithLabelValues(key[0], key[1], key[2], r)
+		}
+		for _, st := range callStatuses {
+			m.Calls.WithLabelValues(key[0], key[1], key[2], st)
+		}
+	}
+}
+
+func (m *Metrics) unstaged(mods []*Module) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, mod := range mods {
+		key := [3]string{mod.Capsule, mod.Artifact, string(mod.Role)}
+		if m.live[key]--; m.live[key] > 0 {
+			continue
+		}
+		delete(m.live, key)
+		for _, r := range trapReasons {
+			m.Traps.DeleteLabelValues(key[0], key[1], key[2], r)
+		}
+		for _, st := range callStatuses {
+			m.Calls.DeleteLabelValues(key[0], key[1], key[2], st)
+		}
+	}
 }
 
 // observe counts one call; reason is "" for success.

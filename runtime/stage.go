@@ -157,6 +157,19 @@ func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpti
 	return s, nil
 }
 
+// modules returns every compiled module of the capsule: its tools and drivers, and a
+// script capsule's own.
+func (s *Staged) modules() []*Module {
+	mods := make([]*Module, 0, len(s.Modules)+1)
+	for _, m := range s.Modules {
+		mods = append(mods, m)
+	}
+	if s.Script != nil {
+		mods = append(mods, s.Script)
+	}
+	return mods
+}
+
 // readScriptModule finds a script capsule's module: capsule.wasm beside the manifest,
 // else exactly one *.wasm there (SPEC §1).
 func readScriptModule(m *manifest.Manifest) ([]byte, error) {
