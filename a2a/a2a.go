@@ -130,7 +130,7 @@ type Config struct {
 	// clients asking for 1.0 and the mixed 0.3 + 1.0 card to the rest.
 	CardVersion string
 	Metrics     *Metrics
-	Logger  *slog.Logger
+	Logger      *slog.Logger
 }
 
 // normalize validates cfg and fills in its defaults.

@@ -210,8 +210,8 @@ const (
 	mList
 	mCancel
 	mSubscribe
-	mPush        // push-notification config methods: this agent offers no push
-	mExtCard     // the extended card: this agent has none
+	mPush    // push-notification config methods: this agent offers no push
+	mExtCard // the extended card: this agent has none
 )
 
 // streams reports whether the method answers with SSE, errors included.

@@ -17,8 +17,8 @@ const CodeMetrics = "E-RUN-006"
 // Metrics are the guest collectors of SPEC §10. Labels carry only bounded values:
 // capsule and artifact names from manifests, roles, reasons and statuses.
 type Metrics struct {
-	mu     sync.Mutex
-	live   map[[3]string]int // (capsule, artifact, role) → staged modules carrying those labels
+	mu   sync.Mutex
+	live map[[3]string]int // (capsule, artifact, role) → staged modules carrying those labels
 
 	Traps    *prometheus.CounterVec
 	Calls    *prometheus.CounterVec
