@@ -35,6 +35,8 @@ type decoder struct {
 	nodes   int
 	budget  bool // set once maxNodes was exceeded, to report it once
 	literal bool // no ${NAME} interpolation (artifact manifests)
+	// noKeys leaves gateway keys unresolved (WithoutGatewayKeys).
+	noKeys bool
 }
 
 func newDecoder(file string, env func(string) (string, bool)) *decoder {
@@ -418,6 +420,11 @@ func (d *decoder) interpolate(n *yaml.Node, path, s string) (string, bool) {
 				"use an UPPER_SNAKE_CASE variable name such as ${MY_ENDPOINT}")
 			return "", false
 		}
+		if d.noKeys && isKeyPath(path) {
+			// A key is read only to run; here it is not needed, set or not.
+			s = s[i+end+1:]
+			continue
+		}
 		val, ok := d.env(name)
 		if !ok {
 			d.fail(n, path, CodeUnsetEnv, fmt.Sprintf("environment variable %s is not set (referenced as ${%s})", name, name),
@@ -427,6 +434,12 @@ func (d *decoder) interpolate(n *yaml.Node, path, s string) (string, bool) {
 		b.WriteString(val)
 		s = s[i+end+1:]
 	}
+}
+
+// isKeyPath reports whether a key path names a gateway API key: a driver's
+// gateway.api_key or the older inference.api_key.
+func isKeyPath(path string) bool {
+	return path == "inference.api_key" || strings.HasPrefix(path, "artifacts[") && strings.HasSuffix(path, "].gateway.api_key")
 }
 
 // validEnvName reports whether s is UPPER_SNAKE_CASE: [A-Z][A-Z0-9_]*.

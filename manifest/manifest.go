@@ -160,11 +160,19 @@ type Option func(*options)
 
 type options struct {
 	lookupEnv func(string) (string, bool)
+	noKeys    bool
 }
 
 // WithLookupEnv replaces os.LookupEnv as the source of ${NAME} values.
 func WithLookupEnv(f func(string) (string, bool)) Option {
 	return func(o *options) { o.lookupEnv = f }
+}
+
+// WithoutGatewayKeys reads the manifest for work that never sends a model request
+// (install, verify): a ${NAME} in a gateway api_key is not looked up, so its variable
+// may be unset, and the key reads as empty. Only staging to run needs the key.
+func WithoutGatewayKeys() Option {
+	return func(o *options) { o.noKeys = true }
 }
 
 // Load reads and parses the manifest at path.
@@ -206,6 +214,7 @@ func Parse(data []byte, file string, opts ...Option) (*Manifest, error) {
 		return nil, errs.New(CodeTooLarge, "manifest", fmt.Sprintf("%s is %d bytes, over the %d-byte limit", file, len(data), MaxFileSize), "keep manifests small")
 	}
 	d := newDecoder(file, o.lookupEnv)
+	d.noKeys = o.noKeys
 	root := d.parseYAML(data)
 	if root == nil {
 		return nil, d.errs

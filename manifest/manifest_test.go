@@ -317,3 +317,42 @@ func TestGatewayKeyNeverPrinted(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutGatewayKeys: install and verify read a manifest whose key variable is unset;
+// every other ${NAME} is still required, and without the option the key is too.
+func TestWithoutGatewayKeys(t *testing.T) {
+	driver := func(gateway string) string {
+		return base + "artifacts:\n  - name: d\n    version: 1.0.0\n    runtime: driver\n    gateway: " + gateway + "\n" +
+			"inference: {driver: {artifact: d}, model: m}\n"
+	}
+	for _, tc := range []struct {
+		name, yaml string
+		opts       []Option
+		code       string // "" = parses
+		key        string // then: the key as read
+	}{
+		{"key unset, keys not needed", driver(`{endpoint: "http://127.0.0.1:1", api_key: "${KEY}"}`), []Option{WithoutGatewayKeys()}, "", ""},
+		{"legacy inference.api_key unset", base + "artifacts:\n  - {name: d, version: 1.0.0, runtime: driver}\ninference: {driver: {artifact: d}, model: m, endpoint: \"http://127.0.0.1:1\", api_key: \"Bearer ${KEY}\"}\n",
+			[]Option{WithoutGatewayKeys()}, "", "Bearer "},
+		{"key unset, needed", driver(`{endpoint: "http://127.0.0.1:1", api_key: "${KEY}"}`), nil, CodeUnsetEnv, ""},
+		{"endpoint variable still required", driver(`{endpoint: "${ENDPOINT}", api_key: "${KEY}"}`), []Option{WithoutGatewayKeys()}, CodeUnsetEnv, ""},
+		{"version variable still required", "name: hello\nversion: \"${VERSION}\"\n", []Option{WithoutGatewayKeys()}, CodeUnsetEnv, ""},
+		{"key syntax still checked", driver(`{endpoint: "http://127.0.0.1:1", api_key: "${key}"}`), []Option{WithoutGatewayKeys()}, CodeInterpSyntax, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Parse([]byte(tc.yaml), "m.yaml", append(tc.opts, env(map[string]string{}))...)
+			if tc.code == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g := m.Artifact("d").Gateway; g == nil || g.APIKey != tc.key {
+					t.Errorf("gateway %v, want key %q", g, tc.key)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.code) {
+				t.Fatalf("error %v, want %s", err, tc.code)
+			}
+		})
+	}
+}

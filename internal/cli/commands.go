@@ -40,8 +40,8 @@ func artifactsJSON(res *registry.Resolution) []artifactJSON {
 
 // prepare loads the capsule manifest (printing its warnings) and the resolve options
 // for the chosen registry, with progress reported on stderr.
-func (e *Env) prepare(c Common, path string) (*manifest.Manifest, registry.Options, error) {
-	m, err := manifest.Load(path)
+func (e *Env) prepare(c Common, path string, mopts ...manifest.Option) (*manifest.Manifest, registry.Options, error) {
+	m, err := manifest.Load(path, mopts...)
 	if err != nil {
 		return nil, registry.Options{}, err
 	}
@@ -56,7 +56,8 @@ func (e *Env) prepare(c Common, path string) (*manifest.Manifest, registry.Optio
 
 // Install resolves a capsule's artifacts and writes murmur.lock beside its manifest.
 func Install(ctx context.Context, e *Env, c Common, manifestPath string) int {
-	m, opts, err := e.prepare(c, manifestPath)
+	// Pinning never talks to a model: a CI job that pins needs no production key.
+	m, opts, err := e.prepare(c, manifestPath, manifest.WithoutGatewayKeys())
 	if err != nil {
 		return e.fail(c, err)
 	}
@@ -84,7 +85,7 @@ func Install(ctx context.Context, e *Env, c Common, manifestPath string) int {
 
 // Verify checks a capsule's artifacts against its lock and the registry; it writes nothing.
 func Verify(ctx context.Context, e *Env, c Common, manifestPath string) int {
-	m, opts, err := e.prepare(c, manifestPath)
+	m, opts, err := e.prepare(c, manifestPath, manifest.WithoutGatewayKeys())
 	if err != nil {
 		return e.fail(c, err)
 	}
