@@ -120,6 +120,7 @@ fuzz:
 	$(GO) test ./registry -run '^$$' -fuzz '^FuzzOpenArchive$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./registry -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzExportGlobals$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
 
 ## bench: the benchmarks quoted in docs/benchmarks.md
 bench:
