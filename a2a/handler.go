@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -223,6 +224,13 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 // A2A-Version header or query parameter, so that every error is shaped for its reader.
 func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request, body []byte) {
 	d, ok := parseVersion(requestVersion(r))
+	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSONType(ct) {
+		if !ok {
+			d = v10
+		}
+		writeJSON(w, d.response(nil, nil, errContentType(fmt.Sprintf("Content-Type %q: JSON-RPC requests are application/json", ct), ct)))
+		return
+	}
 	req, notify, rerr := parseRequest(body)
 	if notify {
 		// A notification: JSON-RPC answers none, and A2A defines no method that acts
@@ -259,6 +267,12 @@ func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request, body []byte) 
 	default:
 		h.reply(w, d, false, req.id, nil, errNoExtendedCard(req.method+": this agent has no extended card; its public card at .well-known/agent-card.json is all there is"))
 	}
+}
+
+// isJSONType accepts application/json and any application/*+json, with parameters.
+func isJSONType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
 // reply answers with one result or error, as JSON or, for streaming methods, as a
