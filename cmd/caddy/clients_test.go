@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,17 +17,21 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 )
 
-// officialClients drives the gateway's wordcount capsule with the official A2A SDKs: Go
-// (a2a-go v0.3) and JavaScript (@a2a-js/sdk 0.3, run with node), send and stream each.
-func officialClients(t *testing.T, g *gateway) {
+// officialClients drives a wordcount capsule whose agent URL (ending in "/") is agent
+// with the official A2A SDKs: Go (a2a-go v0.3) and JavaScript (@a2a-js/sdk 0.3, run with
+// node), send and stream each. Both follow the card, so its URL must be right.
+func officialClients(t *testing.T, hc *http.Client, agent string) {
 	t.Run("a2a-go SDK", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		card, err := agentcard.NewResolver(g.httpClient).Resolve(ctx, g.base+"/agents/wordcount/")
+		card, err := agentcard.NewResolver(hc).Resolve(ctx, agent)
 		if err != nil {
 			t.Fatalf("resolving the card: %v", err)
 		}
-		client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(g.httpClient))
+		if card.URL != agent {
+			t.Errorf("card URL %s, want %s", card.URL, agent)
+		}
+		client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +83,7 @@ func officialClients(t *testing.T, g *gateway) {
 			}
 		}
 		var stdout, stderr bytes.Buffer
-		cmd := exec.CommandContext(ctx, node, "client.mjs", g.base+"/agents/wordcount/.well-known/agent-card.json")
+		cmd := exec.CommandContext(ctx, node, "client.mjs", agent+".well-known/agent-card.json")
 		cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("node client.mjs: %v\n%s\n%s", err, stdout.Bytes(), stderr.Bytes())
@@ -98,7 +103,7 @@ func officialClients(t *testing.T, g *gateway) {
 		if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 			t.Fatalf("%v: %s", err, stdout.Bytes())
 		}
-		if out.Card.Name != "wordcount" || out.Card.URL != g.base+"/agents/wordcount/" {
+		if out.Card.Name != "wordcount" || out.Card.URL != agent {
 			t.Errorf("card %+v", out.Card)
 		}
 		if out.Send.Status.State != "completed" || len(out.Send.Artifacts) != 1 || len(out.Send.Artifacts[0].Parts) == 0 ||

@@ -23,9 +23,14 @@ import (
 // gateway is a real `caddy run` of Caddyfile.example (ports rewritten to free ones) plus
 // test capsules for the lifecycle cases, serving from a folder laid out like the repo.
 type gateway struct {
-	dir, home  string
-	base       string // http://127.0.0.1:<port>
-	admin      string // 127.0.0.1:<port>
+	dir, home string
+	base      string // http://127.0.0.1:<port>
+	replay    string // the replay provider's port
+	admin     string // 127.0.0.1:<port>
+	// layouts are the wordcount capsule's agent URLs in the deployment layouts the
+	// gateway also serves (see layoutSites).
+	layouts    map[string]string
+	backPort   string // the site a front proxy forwards to, trusting it (startFront)
 	caddyfile  string
 	cmd        *exec.Cmd
 	logs       *syncBuffer
@@ -121,7 +126,7 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 		guestbuild.Wasm(t, "../../examples/guests/wordcount-capsule"), 0o644)
 
 	port, replayPort, adminPort := freePort(t), freePort(t), freePort(t)
-	g.base, g.admin = "http://127.0.0.1:"+port, "127.0.0.1:"+adminPort
+	g.base, g.admin, g.replay = "http://127.0.0.1:"+port, "127.0.0.1:"+adminPort, replayPort
 	hello := filepath.Join(g.dir, "examples", "capsules", "hello", "murmur.yaml")
 	hm, _ := os.ReadFile(hello)
 	os.WriteFile(hello, bytes.ReplaceAll(hm, []byte("127.0.0.1:8089"), []byte("127.0.0.1:"+replayPort)), 0o644)
@@ -138,7 +143,8 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	}
 	cf := strings.ReplaceAll(string(example), "127.0.0.1:8080", "127.0.0.1:"+port)
 	cf = strings.ReplaceAll(cf, "127.0.0.1:8089", "127.0.0.1:"+replayPort)
-	cf = strings.Replace(cf, "{\n", "{\n\tadmin "+g.admin+"\n", 1)
+	layouts, trusted := layoutSites(t, g)
+	cf = strings.Replace(cf, "{\n", "{\n\tadmin "+g.admin+"\n"+trusted, 1) + layouts
 	// The test capsules join the example site, before its catch-all.
 	gates := `	handle /agents/gate-queue/* {
 		capsule gate/queue/murmur.yaml {
@@ -170,17 +176,93 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	g.cmd.Dir = g.dir
 	g.cmd.Env = []string{"HOME=" + g.home, "PATH=" + os.Getenv("PATH"), "GATE_TOKEN=s3cret-token",
 		"XDG_DATA_HOME=" + filepath.Join(g.dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(g.dir, "config")}
+	waitServing(t, g.cmd, g.logs)
+	return g
+}
+
+// layoutSites returns the sites that serve the wordcount capsule in the layouts users
+// deploy, each on its own port: under handle_path (an absolute manifest path, one
+// argument), under uri strip_prefix, and — for a front proxy — under handle_path on a
+// server whose trusted_proxies is loopback; trusted is the global servers option.
+func layoutSites(t *testing.T, g *gateway) (sites, trusted string) {
+	manifest := filepath.Join(g.dir, "examples", "capsules", "wordcount", "murmur.yaml")
+	hp, sp := freePort(t), freePort(t)
+	g.backPort = freePort(t)
+	g.layouts = map[string]string{
+		"handle_path":      "http://127.0.0.1:" + hp + "/agents/hp/",
+		"uri strip_prefix": "http://127.0.0.1:" + sp + "/agents/sp/",
+	}
+	sites = fmt.Sprintf(`
+http://127.0.0.1:%s {
+	handle_path /agents/hp/* {
+		capsule %s
+	}
+}
+
+http://127.0.0.1:%s {
+	route /agents/sp/* {
+		uri strip_prefix /agents/sp
+		capsule * examples/capsules/wordcount/murmur.yaml
+	}
+}
+
+http://127.0.0.1:%s {
+	handle_path /agents/bp/* {
+		capsule examples/capsules/wordcount/murmur.yaml
+	}
+}
+`, hp, manifest, sp, g.backPort)
+	trusted = fmt.Sprintf("\tservers 127.0.0.1:%s {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}\n", g.backPort)
+	return sites, trusted
+}
+
+// startFront runs a second Caddy as the front proxy an operator puts before the
+// gateway: it serves /edge/* on its own port, strips that prefix, rewrites Host to the
+// back end's and says where the client was with X-Forwarded-Host/-Proto (Caddy's own)
+// and X-Forwarded-Prefix. It returns the wordcount agent's URL as clients see it.
+func startFront(t *testing.T, g *gateway) string {
+	t.Helper()
+	port := freePort(t)
+	dir := t.TempDir()
+	cf := fmt.Sprintf(`{
+	admin off
+	default_bind 127.0.0.1
+}
+
+http://127.0.0.1:%s {
+	handle_path /edge/* {
+		reverse_proxy 127.0.0.1:%s {
+			header_up Host {upstream_hostport}
+			header_up X-Forwarded-Prefix /edge
+		}
+	}
+}
+`, port, g.backPort)
+	path := filepath.Join(dir, "Caddyfile")
+	os.WriteFile(path, []byte(cf), 0o644)
+	logs := &syncBuffer{}
+	cmd := exec.Command(caddyBin, "run", "--config", path, "--adapter", "caddyfile")
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config")}
+	waitServing(t, cmd, logs)
+	return "http://127.0.0.1:" + port + "/edge/agents/bp/"
+}
+
+// waitServing starts cmd and returns once Caddy says it serves its configuration; the
+// test's cleanup interrupts it.
+func waitServing(t *testing.T, cmd *exec.Cmd, logs *syncBuffer) {
+	t.Helper()
 	pr, pw := io.Pipe()
-	g.cmd.Stdout, g.cmd.Stderr = g.logs, io.MultiWriter(g.logs, pw)
-	if err := g.cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = logs, io.MultiWriter(logs, pw)
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		g.cmd.Process.Signal(os.Interrupt)
-		g.cmd.Wait()
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
 		pw.Close()
 		if t.Failed() {
-			t.Logf("caddy output:\n%s", g.logs.String())
+			t.Logf("%s output:\n%s", filepath.Base(cmd.Path), logs.String())
 		}
 	})
 	// Caddy says when it serves; a config it refuses ends the process instead.
@@ -200,13 +282,12 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	select {
 	case err := <-ready:
 		if err != nil {
-			g.cmd.Wait()
-			t.Fatalf("%v:\n%s", err, g.logs.String())
+			cmd.Wait()
+			t.Fatalf("%v:\n%s", err, logs.String())
 		}
 	case <-time.After(3 * time.Minute):
-		t.Fatalf("caddy did not serve within 3 minutes:\n%s", g.logs.String())
+		t.Fatalf("caddy did not serve within 3 minutes:\n%s", logs.String())
 	}
-	return g
 }
 
 // rpcReply is a JSON-RPC response.

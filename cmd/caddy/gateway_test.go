@@ -2,15 +2,19 @@ package main
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +29,59 @@ func TestGateway(t *testing.T) {
 		t.Skip("builds and runs the gateway")
 	}
 	g := startGateway(t)
+
+	// Before any task runs: every staged artifact already has its series at zero.
+	t.Run("metrics from zero", func(t *testing.T) {
+		metrics := scrape(t, g)
+		for _, a := range []struct{ capsule, artifact, role string }{
+			{"hello", "anthropic-messages", "driver"}, {"hello", "wordcount", "tool"},
+			{"wordcount", "wordcount", "capsule"}, {"gate-queue", "gatetool", "tool"}, {"gate-queue", "gate-queue", "capsule"},
+		} {
+			for _, reason := range []string{"deadline", "memory_limit", "trap", "exit", "abi"} {
+				series := fmt.Sprintf(`capsule_guest_traps_total{artifact=%q,capsule=%q,reason=%q,role=%q}`, a.artifact, a.capsule, reason, a.role)
+				if v, ok := metrics[series]; !ok || v != 0 {
+					t.Errorf("%s: present %v, value %v", series, ok, v)
+				}
+			}
+			series := fmt.Sprintf(`capsule_guest_calls_total{artifact=%q,capsule=%q,role=%q,status="ok"}`, a.artifact, a.capsule, a.role)
+			if v, ok := metrics[series]; !ok || v != 0 {
+				t.Errorf("%s: present %v, value %v", series, ok, v)
+			}
+		}
+	})
+
+	t.Run("listens on 127.0.0.1 only", func(t *testing.T) {
+		u, _ := url.Parse(g.base)
+		for _, port := range []string{u.Port(), g.replay} {
+			addrs := listeners(t, port)
+			if len(addrs) == 0 {
+				t.Fatalf("nothing listens on port %s", port)
+			}
+			for _, a := range addrs {
+				if a != "127.0.0.1" {
+					t.Errorf("port %s listens on %s", port, a)
+				}
+			}
+		}
+	})
+
+	t.Run("deployment layouts with the official clients", func(t *testing.T) {
+		layouts := maps.Clone(g.layouts)
+		layouts["behind a front Caddy"] = startFront(t, g)
+		for _, name := range slices.Sorted(maps.Keys(layouts)) {
+			agent := layouts[name]
+			t.Run(name, func(t *testing.T) {
+				// A client's own forwarded headers change nothing: the route's server does
+				// not trust it, and the front proxy replaces or sets them.
+				for _, h := range []map[string]string{nil, {"X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "https", "X-Forwarded-Prefix": "/evil"}} {
+					if got := cardURL(t, g, agent+".well-known/agent-card.json", h); got != agent {
+						t.Errorf("headers %v: card url %s, want %s", h, got, agent)
+					}
+				}
+				officialClients(t, g.httpClient, agent)
+			})
+		}
+	})
 
 	t.Run("agent card at both paths names the public URL", func(t *testing.T) {
 		var etag string
@@ -139,7 +196,7 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
-	t.Run("official clients", func(t *testing.T) { officialClients(t, g) })
+	t.Run("official clients", func(t *testing.T) { officialClients(t, g.httpClient, g.base+"/agents/wordcount/") })
 
 	t.Run("input-required round trip", func(t *testing.T) {
 		tk := decodeTask(t, g.call(t, "/agents/wordcount/", "", "message/send", map[string]any{"message": msg03("")}))
@@ -424,6 +481,81 @@ func startSpinning(t *testing.T, g *gateway, path string) string {
 }
 
 var metricLine = regexp.MustCompile(`^(\S+) (\S+)$`)
+
+// scrape reads /metrics once into series → value.
+func scrape(t *testing.T, g *gateway) map[string]float64 {
+	t.Helper()
+	resp, err := g.httpClient.Get(g.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %d: %.2000s", resp.StatusCode, data)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if m := metricLine.FindStringSubmatch(line); m != nil {
+			out[m[1]], _ = strconv.ParseFloat(m[2], 64)
+		}
+	}
+	return out
+}
+
+// cardURL reads the card at u with extra headers and returns its url field.
+func cardURL(t *testing.T, g *gateway, u string, headers map[string]string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := g.httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var card struct{ URL string }
+	if err := json.NewDecoder(resp.Body).Decode(&card); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%s: HTTP %d %v", u, resp.StatusCode, err)
+	}
+	return card.URL
+}
+
+// listeners returns the local addresses of the TCP sockets listening on port, read from
+// /proc/net/tcp and tcp6 (what ss -ltn shows).
+func listeners(t *testing.T, port string) []string {
+	t.Helper()
+	p, _ := strconv.Atoi(port)
+	want := fmt.Sprintf(":%04X", p)
+	var addrs []string
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) < 4 || fields[3] != "0A" || !strings.HasSuffix(fields[1], want) { // 0A: LISTEN
+				continue
+			}
+			addrs = append(addrs, procAddr(strings.TrimSuffix(fields[1], want)))
+		}
+	}
+	return addrs
+}
+
+// procAddr turns /proc/net/tcp's hex address (little-endian 32-bit words) into an IP.
+func procAddr(h string) string {
+	b, err := hex.DecodeString(h)
+	if err != nil {
+		return h
+	}
+	for i := 0; i+4 <= len(b); i += 4 {
+		b[i], b[i+1], b[i+2], b[i+3] = b[i+3], b[i+2], b[i+1], b[i]
+	}
+	return net.IP(b).String()
+}
 
 // metricValue scrapes /metrics once and returns the value of the series (0 if absent).
 func metricValue(t *testing.T, g *gateway, series string) float64 {

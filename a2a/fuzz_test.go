@@ -1,0 +1,84 @@
+package a2a
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// FuzzDecodeRequest feeds arbitrary bodies through the JSON-RPC decoding of both
+// dialects: the envelope, the method lookup and every params parser. Nothing may panic;
+// every refusal is a known code; every answer, error or not, encodes as JSON.
+func FuzzDecodeRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi","mediaType":"text/plain"}]},"configuration":{"returnImmediately":true,"historyLength":2}}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"message/stream","params":{"message":{"messageId":"m","role":"user","parts":[{"kind":"file","file":{"uri":"x"}}]},"configuration":{"blocking":false,"pushNotificationConfig":{"url":"x"}}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"GetTask","params":{"id":"tsk_1","historyLength":-1}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"ListTasks","params":{"pageSize":5,"status":"TASK_STATE_WORKING","pageToken":"abc","statusTimestampAfter":"2025-01-01T00:00:00Z"}}`,
+		`{"jsonrpc":"2.0","method":"tasks/cancel","params":{"id":"t"}}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"tasks/get"}]`,
+		`{"jsonrpc":"2.0","id":{},"method":""}`,
+		`{"jsonrpc":"2.0","id":1e400,"method":"SendMessage","params":{"message":{"parts":[{"raw":"aGk=","url":"u"}]}}}`,
+		`"hello"`, ``, `{`, `null`,
+	} {
+		f.Add([]byte(seed), false)
+		f.Add([]byte(seed), true)
+	}
+	known := map[int]bool{}
+	for code := range reasons {
+		known[code] = true
+	}
+	f.Fuzz(func(t *testing.T, body []byte, v1 bool) {
+		d := v03
+		if v1 {
+			d = v10
+		}
+		req, notify, rerr := parseRequest(body)
+		if notify && rerr != nil {
+			t.Fatalf("a notification with an error: %v", rerr)
+		}
+		check := func(result any, rerr *rpcError) {
+			if rerr != nil && !known[rerr.Code] {
+				t.Fatalf("unknown code %d: %s", rerr.Code, rerr.Message)
+			}
+			b, err := json.Marshal(d.response(req.id, result, rerr))
+			if err != nil || !json.Valid(b) {
+				t.Fatalf("answer does not encode: %v: %s", err, b)
+			}
+		}
+		if rerr != nil {
+			check(nil, rerr)
+			return
+		}
+		m, rerr := lookupMethod(d, req.method)
+		if rerr != nil {
+			check(nil, rerr)
+			return
+		}
+		switch m {
+		case mSend, mStream:
+			in, rerr := d.parseSend(req.params)
+			if rerr == nil && (in.messageID == "" || len(in.taskID) > maxIDLen || len(in.contextID) > maxIDLen) {
+				t.Fatalf("accepted a send without messageId or with an overlong id: %+v", in)
+			}
+			check(nil, rerr)
+		case mGet, mCancel, mSubscribe:
+			p, rerr := parseTaskParams(req.params)
+			if rerr == nil && p.ID == "" {
+				t.Fatal("accepted task params without id")
+			}
+			check(nil, rerr)
+		case mList:
+			var p listParams
+			if len(req.params) > 0 && string(req.params) != "null" {
+				if err := strictUnmarshal(req.params, &p); err != nil {
+					check(nil, errInvalidParams(err.Error()))
+					return
+				}
+			}
+			h := &Handler{tasks: map[string]*task{}}
+			res, rerr := h.list(d, p)
+			check(res, rerr)
+		}
+	})
+}
