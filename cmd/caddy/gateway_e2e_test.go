@@ -180,38 +180,51 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	return g
 }
 
-// layoutSites returns the sites that serve the wordcount capsule in the layouts users
-// deploy, each on its own port: under handle_path (an absolute manifest path, one
-// argument), under uri strip_prefix, and — for a front proxy — under handle_path on a
-// server whose trusted_proxies is loopback; trusted is the global servers option.
+// layoutSites returns the sites that serve the wordcount capsule (at <base>/agents/wc/)
+// and the gate-url capsule, whose answer names MURMUR_CAPSULE_URL (at <base>/agents/url/),
+// in the layouts users deploy, each on its own port: under handle_path (wordcount by an
+// absolute manifest path, one argument), under uri strip_prefix, and — for a front proxy —
+// under handle_path on a server whose trusted_proxies is loopback. g.layouts gets each
+// layout's base URL; trusted is the global servers option.
 func layoutSites(t *testing.T, g *gateway) (sites, trusted string) {
-	manifest := filepath.Join(g.dir, "examples", "capsules", "wordcount", "murmur.yaml")
+	wordcount := filepath.Join(g.dir, "examples", "capsules", "wordcount", "murmur.yaml")
+	gateCapsule(t, filepath.Join(g.dir, "gate", "url"), "gate-url", "1.0.0", gateLimits+"lifecycle: {task_acceptance: queue, queue_depth: 4}\n")
 	hp, sp := freePort(t), freePort(t)
 	g.backPort = freePort(t)
 	g.layouts = map[string]string{
-		"handle_path":      "http://127.0.0.1:" + hp + "/agents/hp/",
-		"uri strip_prefix": "http://127.0.0.1:" + sp + "/agents/sp/",
+		"handle_path":      "http://127.0.0.1:" + hp,
+		"uri strip_prefix": "http://127.0.0.1:" + sp,
 	}
 	sites = fmt.Sprintf(`
-http://127.0.0.1:%s {
-	handle_path /agents/hp/* {
-		capsule %s
+http://127.0.0.1:%[1]s {
+	handle_path /agents/wc/* {
+		capsule %[4]s
+	}
+	handle_path /agents/url/* {
+		capsule gate/url/murmur.yaml
 	}
 }
 
-http://127.0.0.1:%s {
-	route /agents/sp/* {
-		uri strip_prefix /agents/sp
+http://127.0.0.1:%[2]s {
+	route /agents/wc/* {
+		uri strip_prefix /agents/wc
 		capsule * examples/capsules/wordcount/murmur.yaml
 	}
-}
-
-http://127.0.0.1:%s {
-	handle_path /agents/bp/* {
-		capsule examples/capsules/wordcount/murmur.yaml
+	route /agents/url/* {
+		uri strip_prefix /agents/url
+		capsule gate/url/murmur.yaml
 	}
 }
-`, hp, manifest, sp, g.backPort)
+
+http://127.0.0.1:%[3]s {
+	handle_path /agents/wc/* {
+		capsule examples/capsules/wordcount/murmur.yaml
+	}
+	handle_path /agents/url/* {
+		capsule gate/url/murmur.yaml
+	}
+}
+`, hp, sp, g.backPort, wordcount)
 	trusted = fmt.Sprintf("\tservers 127.0.0.1:%s {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}\n", g.backPort)
 	return sites, trusted
 }
@@ -219,7 +232,7 @@ http://127.0.0.1:%s {
 // startFront runs a second Caddy as the front proxy an operator puts before the
 // gateway: it serves /edge/* on its own port, strips that prefix, rewrites Host to the
 // back end's and says where the client was with X-Forwarded-Host/-Proto (Caddy's own)
-// and X-Forwarded-Prefix. It returns the wordcount agent's URL as clients see it.
+// and X-Forwarded-Prefix. It returns the base URL clients use.
 func startFront(t *testing.T, g *gateway) string {
 	t.Helper()
 	port := freePort(t)
@@ -245,7 +258,7 @@ http://127.0.0.1:%s {
 	cmd.Dir = dir
 	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config")}
 	waitServing(t, cmd, logs)
-	return "http://127.0.0.1:" + port + "/edge/agents/bp/"
+	return "http://127.0.0.1:" + port + "/edge"
 }
 
 // waitServing starts cmd and returns once Caddy says it serves its configuration; the
@@ -320,7 +333,11 @@ func (g *gateway) call(t *testing.T, path, version, method string, params any, h
 
 func (g *gateway) post(t *testing.T, path, version string, body []byte, headers ...string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, g.base+path, bytes.NewReader(body))
+	u := path // a path on the main site, or a whole URL
+	if !strings.HasPrefix(u, "http") {
+		u = g.base + path
+	}
+	req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if version != "" {
 		req.Header.Set("A2A-Version", version)

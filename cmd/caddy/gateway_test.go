@@ -69,7 +69,7 @@ func TestGateway(t *testing.T) {
 		layouts := maps.Clone(g.layouts)
 		layouts["behind a front Caddy"] = startFront(t, g)
 		for _, name := range slices.Sorted(maps.Keys(layouts)) {
-			agent := layouts[name]
+			agent, urlAgent := layouts[name]+"/agents/wc/", layouts[name]+"/agents/url/"
 			t.Run(name, func(t *testing.T) {
 				// A client's own forwarded headers change nothing: the route's server does
 				// not trust it, and the front proxy replaces or sets them.
@@ -77,6 +77,12 @@ func TestGateway(t *testing.T) {
 					if got := cardURL(t, g, agent+".well-known/agent-card.json", h); got != agent {
 						t.Errorf("headers %v: card url %s, want %s", h, got, agent)
 					}
+				}
+				// The guest's MURMUR_CAPSULE_URL is the same URL (the gate guest names it).
+				tk := decodeTask(t, g.call(t, urlAgent, "", "message/send", map[string]any{"message": msg03("hi")},
+					"X-Forwarded-Host", "evil.example", "X-Forwarded-Prefix", "/evil"))
+				if !strings.Contains(tk.text(), "at "+urlAgent) {
+					t.Errorf("MURMUR_CAPSULE_URL: the guest answered %q, want it to name %s", tk.text(), urlAgent)
 				}
 				officialClients(t, g.httpClient, agent)
 			})
