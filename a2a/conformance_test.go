@@ -3,7 +3,6 @@ package a2a
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,20 +14,7 @@ import (
 // content type and body.
 func rawPost(t *testing.T, srv *httptest.Server, query string, headers map[string]string, body string) (int, string, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, endpoint(srv)+query, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := postTo(t, srv, endpoint(srv)+query, headers, []byte(body))
 	return resp.StatusCode, resp.Header.Get("Content-Type"), b
 }
 

@@ -165,7 +165,13 @@ type rpcResp struct {
 // post sends body to the endpoint with headers and returns the response and its body.
 func post(t *testing.T, srv *httptest.Server, headers map[string]string, body []byte) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, endpoint(srv), bytes.NewReader(body))
+	return postTo(t, srv, endpoint(srv), headers, body)
+}
+
+// postTo is post to any URL of srv (a query on the endpoint, say).
+func postTo(t *testing.T, srv *httptest.Server, url string, headers map[string]string, body []byte) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

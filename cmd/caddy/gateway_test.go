@@ -566,22 +566,7 @@ func procAddr(h string) string {
 // metricValue scrapes /metrics once and returns the value of the series (0 if absent).
 func metricValue(t *testing.T, g *gateway, series string) float64 {
 	t.Helper()
-	resp, err := g.httpClient.Get(g.base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("/metrics: %d: %.2000s", resp.StatusCode, data)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if m := metricLine.FindStringSubmatch(line); m != nil && m[1] == series {
-			v, _ := strconv.ParseFloat(m[2], 64)
-			return v
-		}
-	}
-	return 0
+	return scrape(t, g)[series]
 }
 
 // waitMetric scrapes until the series reaches want: counters are bumped by the request
