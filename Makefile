@@ -119,7 +119,7 @@ fuzz:
 	$(GO) test ./netpolicy -run '^$$' -fuzz '^FuzzParseRule$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./registry -run '^$$' -fuzz '^FuzzOpenArchive$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./registry -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./runtime -run '^$$' -fuzz '^FuzzExportGlobals$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime/wasm -run '^$$' -fuzz '^FuzzExportGlobals$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
 
 ## bench: the benchmarks quoted in docs/benchmarks.md

@@ -17,6 +17,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // CodeAppConfig refuses a capsule app or handler configuration that cannot work.
@@ -47,7 +48,7 @@ type App struct {
 	// to their init snapshot (faster; an open file can outlive a call: docs/guests.md).
 	InstanceReuse bool `json:"instance_reuse,omitempty"`
 
-	engine  *runtime.Engine
+	engine  *runtime.Runtime
 	reg     registry.Registry
 	metrics *a2a.Metrics
 	logger  *zap.Logger
@@ -73,7 +74,7 @@ var taskMetrics = func() *a2a.Metrics {
 	return m
 }()
 
-type pooledEngine struct{ *runtime.Engine }
+type pooledEngine struct{ *runtime.Runtime }
 
 // engineKey names the engine an app uses in the engines pool: one per cache folder and
 // init-snapshot setting.
@@ -89,16 +90,16 @@ func (a *App) engineKey() string {
 
 // acquireEngine returns the app's engine, starting it if need be; each call holds it
 // until a matching engines.Delete(a.engineKey()).
-func (a *App) acquireEngine() (*runtime.Engine, error) {
+func (a *App) acquireEngine() (*runtime.Runtime, error) {
 	cacheDir, snapshots, reuse := a.CacheDir, !a.DisableInitSnapshots, a.InstanceReuse
 	v, _, err := engines.LoadOrNew(a.engineKey(), func() (caddy.Destructor, error) {
-		opts := []runtime.EngineOption{runtime.WithCacheDir(cacheDir)}
+		opts := []wasm.EngineOption{wasm.WithCacheDir(cacheDir)}
 		if !snapshots {
-			opts = append(opts, runtime.WithoutInitSnapshots())
+			opts = append(opts, wasm.WithoutInitSnapshots())
 		} else if reuse {
-			opts = append(opts, runtime.WithInstanceReuse())
+			opts = append(opts, wasm.WithInstanceReuse())
 		}
-		e, err := runtime.NewEngine(context.Background(), opts...)
+		e, err := runtime.New(context.Background(), opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -107,10 +108,10 @@ func (a *App) acquireEngine() (*runtime.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return v.(pooledEngine).Engine, nil
+	return v.(pooledEngine).Runtime, nil
 }
 
-func (p pooledEngine) Destruct() error { return p.Engine.Close(context.Background()) }
+func (p pooledEngine) Destruct() error { return p.Runtime.Close(context.Background()) }
 
 // Provision fills in the defaults, takes the shared engine and registers the metrics on
 // this config's registry.
@@ -148,7 +149,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.engine = engine
 	reg := ctx.GetMetricsRegistry()
-	if err := a.engine.Metrics().Register(reg); err != nil {
+	if err := a.engine.Register(reg); err != nil {
 		return err
 	}
 	a.metrics = taskMetrics

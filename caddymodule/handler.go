@@ -165,7 +165,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		hosted, err := engine.Host(ctx, m, runtime.HostOptions{Registry: app.reg, WorkRoot: app.WorkRoot, Lock: h.Lock,
+		hosted, err := engine.Serve(ctx, m, runtime.ServeOptions{Registry: app.reg, WorkRoot: app.WorkRoot, Lock: h.Lock,
 			DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog)})
 		if err != nil {
 			engines.Delete(app.engineKey())

@@ -13,6 +13,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // TestRunTaskFile runs the task.md of a capsule that takes no A2A tasks, once, as a
@@ -31,7 +32,7 @@ func TestRunTaskFile(t *testing.T) {
 	if _, err := reg.Publish(ctx, data, ""); err != nil {
 		t.Fatal(err)
 	}
-	e, err := runtime.NewEngine(ctx, runtime.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, err := runtime.New(ctx, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestRunTaskFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			hosted, err := e.Host(ctx, m, runtime.HostOptions{Registry: reg, WorkRoot: t.TempDir()})
+			hosted, err := e.Serve(ctx, m, runtime.ServeOptions{Registry: reg, WorkRoot: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}

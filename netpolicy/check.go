@@ -17,12 +17,12 @@ import (
 func (rs Rules) Check(scheme, host string, port int, addrs []netip.Addr) (Rule, error) {
 	name, ip, p := canonicalHost(host)
 	if p != nil {
-		return Rule{}, p.at(fmt.Sprintf("network policy: host %q", clip(host)))
+		return Rule{}, p.at(fmt.Sprintf("network policy: host %q", short(host)))
 	}
 	nscheme, nport, ok := normalizeRequest(scheme, port)
 	if !ok {
 		if nscheme == "" && scheme != "" {
-			return Rule{}, errs.New(CodeScheme, Part, fmt.Sprintf("network policy: scheme %q is not supported (only http and https)", clip(scheme)), "reach the host over http or https")
+			return Rule{}, errs.New(CodeScheme, Part, fmt.Sprintf("network policy: scheme %q is not supported (only http and https)", short(scheme)), "reach the host over http or https")
 		}
 		return Rule{}, errs.New(CodePort, Part, fmt.Sprintf("network policy: port %d is not in 1–65535", port), "connect to a port in 1–65535")
 	}

@@ -1,8 +1,7 @@
 package netpolicy
 
 import (
-	"unicode/utf8"
-
+	"github.com/capsulegate/capsulegate/internal/clip"
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
@@ -42,15 +41,5 @@ func (p *problem) at(subject string) *errs.Error {
 	return errs.Wrap(p.cause, p.code, Part, subject+": "+p.what, p.fix)
 }
 
-// clip shortens a value quoted in a message, so a hostile host cannot flood logs and traces.
-func clip(s string) string {
-	const max = 100
-	if len(s) <= max {
-		return s
-	}
-	i := max
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
-}
+// short shortens a value quoted in a message, so a hostile host cannot flood logs and traces.
+func short(s string) string { return clip.String(s, 100) }

@@ -27,7 +27,7 @@ const (
 func CanonicalHost(host string) (name string, ip netip.Addr, err error) {
 	name, ip, p := canonicalHost(host)
 	if p != nil {
-		return "", netip.Addr{}, p.at(fmt.Sprintf("network policy: host %q", clip(host)))
+		return "", netip.Addr{}, p.at(fmt.Sprintf("network policy: host %q", short(host)))
 	}
 	return name, ip, nil
 }
@@ -91,12 +91,12 @@ func finishName(name string) (string, netip.Addr, *problem) {
 			return "", netip.Addr{}, &problem{code: CodeHost, what: "has an empty label (\"..\" or a leading \".\")", fix: "remove the extra dot"}
 		}
 		if len(label) > maxLabel {
-			return "", netip.Addr{}, &problem{code: CodeHost, what: fmt.Sprintf("label %q is over the DNS limit of %d bytes", clip(label), maxLabel), fix: "use a shorter label"}
+			return "", netip.Addr{}, &problem{code: CodeHost, what: fmt.Sprintf("label %q is over the DNS limit of %d bytes", short(label), maxLabel), fix: "use a shorter label"}
 		}
 		for i := 0; i < len(label); i++ {
 			if c := label[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
 				// The IDNA profile only hands back LDH labels; this guards the invariant.
-				return "", netip.Addr{}, &problem{code: CodeHost, what: fmt.Sprintf("label %q has a character outside a-z, 0-9 and '-'", clip(label)), fix: "use letters, digits and '-'"}
+				return "", netip.Addr{}, &problem{code: CodeHost, what: fmt.Sprintf("label %q has a character outside a-z, 0-9 and '-'", short(label)), fix: "use letters, digits and '-'"}
 			}
 		}
 	}
@@ -146,7 +146,7 @@ func parseIPv6(s string) (string, netip.Addr, *problem) {
 	}
 	ip, err := netip.ParseAddr(s)
 	if err != nil || !ip.Is6() {
-		return "", netip.Addr{}, &problem{code: CodeIPv6, what: fmt.Sprintf("%q is not a valid IPv6 address", clip(s)), fix: "write a valid IPv6 address in brackets, e.g. [2001:db8::1], or an IPv4 address without brackets", cause: err}
+		return "", netip.Addr{}, &problem{code: CodeIPv6, what: fmt.Sprintf("%q is not a valid IPv6 address", short(s)), fix: "write a valid IPv6 address in brackets, e.g. [2001:db8::1], or an IPv4 address without brackets", cause: err}
 	}
 	ip = ip.Unmap()
 	return ip.String(), ip, nil

@@ -141,7 +141,7 @@ func TestHostLengthLimit(t *testing.T) {
 	if name, _, err := CanonicalHost(strings.Repeat("\u00ad", 300) + "example.com"); err != nil || name != "example.com" {
 		t.Errorf("CanonicalHost = %q, %v", name, err)
 	}
-	if got := clip(strings.Repeat("ü", 80)); len(got) > 100+len("…") || !strings.HasSuffix(got, "ü…") {
+	if got := short(strings.Repeat("ü", 80)); len(got) > 100+len("…") || !strings.HasSuffix(got, "ü…") {
 		t.Errorf("clip = %q", got)
 	}
 }

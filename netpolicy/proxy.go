@@ -141,20 +141,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 	if !r.URL.IsAbs() || r.URL.Host == "" {
 		p.refuse(w, http.StatusBadRequest, errs.New(CodeNotProxyRequest, Part,
-			fmt.Sprintf("proxy: %s %q is not a proxy request (the target must be an absolute URL)", r.Method, clip(r.RequestURI)),
+			fmt.Sprintf("proxy: %s %q is not a proxy request (the target must be an absolute URL)", r.Method, short(r.RequestURI)),
 			"send requests through the proxy by setting HTTP_PROXY and HTTPS_PROXY, not to it"))
 		return
 	}
 	if r.URL.Scheme != "http" {
 		p.refuse(w, http.StatusBadRequest, errs.New(CodeProxyScheme, Part,
-			fmt.Sprintf("proxy: %s %s://%s: the proxy forwards only http URLs", r.Method, clip(r.URL.Scheme), clip(r.URL.Host)),
+			fmt.Sprintf("proxy: %s %s://%s: the proxy forwards only http URLs", r.Method, short(r.URL.Scheme), short(r.URL.Host)),
 			"for https, let the client open a CONNECT tunnel (set HTTPS_PROXY to the proxy)"))
 		return
 	}
 	host, port, ok := splitTarget(r.URL.Host, 80)
 	if !ok {
 		p.refuse(w, http.StatusBadRequest, errs.New(CodeNotProxyRequest, Part,
-			fmt.Sprintf("proxy: %q is not a valid host[:port]", clip(r.URL.Host)), "request a URL such as http://host:8080/path"))
+			fmt.Sprintf("proxy: %q is not a valid host[:port]", short(r.URL.Host)), "request a URL such as http://host:8080/path"))
 		return
 	}
 	// The scheme is known here, so check it: the dialer sees host:port only.
@@ -210,7 +210,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	host, port, ok := splitTarget(r.Host, 0)
 	if !ok {
 		p.refuse(w, http.StatusBadRequest, errs.New(CodeNotProxyRequest, Part,
-			fmt.Sprintf("proxy: CONNECT %q: the target must be host:port", clip(r.Host)), "CONNECT to host:port, e.g. api.example.com:443"))
+			fmt.Sprintf("proxy: CONNECT %q: the target must be host:port", short(r.Host)), "CONNECT to host:port, e.g. api.example.com:443"))
 		return
 	}
 	if _, err := p.rules.Check("", host, port, nil); err != nil {
@@ -286,7 +286,7 @@ func (p *Proxy) dial(ctx context.Context, network, addr string) (net.Conn, error
 	if p.isOwn(c) {
 		c.Close()
 		return nil, errs.New(CodeProxyLoop, Part,
-			fmt.Sprintf("proxy: %s is the proxy itself", clip(addr)),
+			fmt.Sprintf("proxy: %s is the proxy itself", short(addr)),
 			"address the real destination; the proxy only forwards to other hosts")
 	}
 	return c, nil
@@ -369,7 +369,7 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, host string, port i
 		return // the client went away
 	}
 	target := net.JoinHostPort(host, strconv.Itoa(port))
-	e := errs.Wrap(err, CodeBadGateway, Part, fmt.Sprintf("proxy: could not reach %s", clip(target)),
+	e := errs.Wrap(err, CodeBadGateway, Part, fmt.Sprintf("proxy: could not reach %s", short(target)),
 		"check that the host is up and serves that port; the network rules allowed it")
 	p.log.Info("proxy: upstream failed", "target", target, "code", CodeBadGateway, "err", err)
 	p.refuse(w, http.StatusBadGateway, e)
@@ -384,7 +384,7 @@ func (p *Proxy) deny(w http.ResponseWriter, r *http.Request, host string, port i
 	if name, _, cerr := CanonicalHost(host); cerr == nil {
 		host = name
 	} else {
-		host = clip(host)
+		host = short(host)
 	}
 	p.log.Info("network denied", "source", SourceProxy, "method", r.Method, "host", host, "port", port, "code", e.Code, "err", e.Error())
 	if p.onDeny != nil {

@@ -112,7 +112,7 @@ func NewResolver(cfg ResolverConfig) (*PinningResolver, error) {
 	}
 	host, port, err := net.SplitHostPort(r.upstream)
 	if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-		return nil, errs.Wrap(err, CodeConfig, Part, fmt.Sprintf("resolver: upstream %q is not host:port", clip(r.upstream)), "write the upstream DNS server as host:port, e.g. 192.0.2.53:53")
+		return nil, errs.Wrap(err, CodeConfig, Part, fmt.Sprintf("resolver: upstream %q is not host:port", short(r.upstream)), "write the upstream DNS server as host:port, e.g. 192.0.2.53:53")
 	}
 	return r, nil
 }
@@ -186,7 +186,7 @@ func (r *PinningResolver) reply(q *dns.Msg) *dns.Msg {
 	asked := strings.TrimSuffix(qq.Name, ".")
 	name, ip, err := CanonicalHost(asked)
 	if err != nil {
-		r.deny(clip(asked), err)
+		r.deny(short(asked), err)
 		m.Rcode = dns.RcodeRefused
 		return m
 	}

@@ -27,7 +27,7 @@ type Rule struct {
 func ParseRule(s string) (Rule, error) {
 	r, p := parseRule(s)
 	if p != nil {
-		return Rule{}, p.at(fmt.Sprintf("network rule %q", clip(s)))
+		return Rule{}, p.at(fmt.Sprintf("network rule %q", short(s)))
 	}
 	return r, nil
 }
@@ -54,11 +54,11 @@ func parseRule(s string) (Rule, *problem) {
 			return r, &problem{code: CodeScheme, what: "the scheme before \"://\" is missing", fix: "use https://host, http://host, or a bare host for both"}
 		}
 		if r.Scheme != "http" && r.Scheme != "https" {
-			return r, &problem{code: CodeScheme, what: fmt.Sprintf("scheme %q is not supported (only http and https)", clip(s[:i])), fix: "use https://host, http://host, or a bare host for both"}
+			return r, &problem{code: CodeScheme, what: fmt.Sprintf("scheme %q is not supported (only http and https)", short(s[:i])), fix: "use https://host, http://host, or a bare host for both"}
 		}
 		rest = s[i+3:]
 	} else if i := strings.IndexByte(s, ':'); i > 0 && isHTTPScheme(s[:i]) && !isDigits(cut(s[i+1:], "/?#")) {
-		return r, &problem{code: CodeScheme, what: fmt.Sprintf("scheme %q is not followed by \"//\"", clip(s[:i])), fix: fmt.Sprintf("write %s://host", strings.ToLower(s[:i]))}
+		return r, &problem{code: CodeScheme, what: fmt.Sprintf("scheme %q is not followed by \"//\"", short(s[:i])), fix: fmt.Sprintf("write %s://host", strings.ToLower(s[:i]))}
 	}
 
 	auth, tail := rest, ""
@@ -66,7 +66,7 @@ func parseRule(s string) (Rule, *problem) {
 		auth, tail = rest[:i], rest[i:]
 	}
 	if i := strings.LastIndexByte(auth, '@'); i >= 0 {
-		return r, &problem{code: CodeUserinfo, what: fmt.Sprintf("userinfo %q is not allowed", clip(auth[:i+1])), fix: "remove everything up to and including '@'; credentials never belong in a network rule"}
+		return r, &problem{code: CodeUserinfo, what: fmt.Sprintf("userinfo %q is not allowed", short(auth[:i+1])), fix: "remove everything up to and including '@'; credentials never belong in a network rule"}
 	}
 	if p := checkTail(tail); p != nil {
 		return r, p
@@ -127,15 +127,15 @@ func checkTail(tail string) *problem {
 	t := tail
 	if strings.HasPrefix(t, "/") {
 		if len(t) > 1 && t[1] != '?' && t[1] != '#' {
-			return &problem{code: CodePath, what: fmt.Sprintf("path %q is not allowed; rules name hosts, not URLs", clip(cut(t, "?#"))), fix: "remove the path; a rule allows the whole host"}
+			return &problem{code: CodePath, what: fmt.Sprintf("path %q is not allowed; rules name hosts, not URLs", short(cut(t, "?#"))), fix: "remove the path; a rule allows the whole host"}
 		}
 		t = t[1:]
 	}
 	switch {
 	case strings.HasPrefix(t, "?"):
-		return &problem{code: CodeQuery, what: fmt.Sprintf("query %q is not allowed", clip(cut(t, "#"))), fix: "remove everything from '?'"}
+		return &problem{code: CodeQuery, what: fmt.Sprintf("query %q is not allowed", short(cut(t, "#"))), fix: "remove everything from '?'"}
 	case strings.HasPrefix(t, "#"):
-		return &problem{code: CodeFragment, what: fmt.Sprintf("fragment %q is not allowed", clip(t)), fix: "remove everything from '#'"}
+		return &problem{code: CodeFragment, what: fmt.Sprintf("fragment %q is not allowed", short(t)), fix: "remove everything from '#'"}
 	}
 	return nil
 }
@@ -152,7 +152,7 @@ func splitHostPort(auth string) (host, port string, hasPort bool, p *problem) {
 			return host, "", false, nil
 		}
 		if after[0] != ':' {
-			return "", "", false, &problem{code: CodeIPv6, what: fmt.Sprintf("unexpected %q after the IPv6 literal", clip(after)), fix: "write [2001:db8::1] or [2001:db8::1]:8443"}
+			return "", "", false, &problem{code: CodeIPv6, what: fmt.Sprintf("unexpected %q after the IPv6 literal", short(after)), fix: "write [2001:db8::1] or [2001:db8::1]:8443"}
 		}
 		return host, after[1:], true, nil
 	}
@@ -163,7 +163,7 @@ func splitHostPort(auth string) (host, port string, hasPort bool, p *problem) {
 		i := strings.IndexByte(auth, ':')
 		return auth[:i], auth[i+1:], true, nil
 	}
-	return "", "", false, &problem{code: CodeIPv6Brackets, what: fmt.Sprintf("%q has more than one ':'; an IPv6 address must be written in brackets", clip(auth)), fix: "write [2001:db8::1] or [2001:db8::1]:8443"}
+	return "", "", false, &problem{code: CodeIPv6Brackets, what: fmt.Sprintf("%q has more than one ':'; an IPv6 address must be written in brackets", short(auth)), fix: "write [2001:db8::1] or [2001:db8::1]:8443"}
 }
 
 // parsePort parses a decimal port in 1–65535.
@@ -173,7 +173,7 @@ func parsePort(s string) (int, *problem) {
 			return n, nil
 		}
 	}
-	return 0, &problem{code: CodePort, what: fmt.Sprintf("port %q is not a number in 1–65535", clip(s)), fix: "write a decimal port such as 443, or leave it out for the scheme's default"}
+	return 0, &problem{code: CodePort, what: fmt.Sprintf("port %q is not a number in 1–65535", short(s)), fix: "write a decimal port such as 443, or leave it out for the scheme's default"}
 }
 
 // checkBreadth refuses a wildcard over a single label or an ICANN public suffix
@@ -235,7 +235,7 @@ func ParseRules(entries []string) (Rules, error) {
 	for i, s := range entries {
 		r, p := parseRule(s)
 		if p != nil {
-			e := p.at(fmt.Sprintf("network rule %q", clip(s)))
+			e := p.at(fmt.Sprintf("network rule %q", short(s)))
 			e.Path = fmt.Sprintf("[%d]", i)
 			list = append(list, e)
 			continue

@@ -176,7 +176,7 @@ func TestParseRuleInvalid(t *testing.T) {
 		t.Run(tt.in, func(t *testing.T) {
 			_, err := ParseRule(tt.in)
 			assertCode(t, err, tt.code)
-			if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("network rule %q", clip(tt.in))) {
+			if err != nil && !strings.Contains(err.Error(), fmt.Sprintf("network rule %q", short(tt.in))) {
 				t.Errorf("error %q does not name the rule", err)
 			}
 		})

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/capsulegate/capsulegate/internal/clip"
 )
 
 // MaxBody is the default cap on a request body.
@@ -161,10 +163,10 @@ func (l *Library) find(provider, first string, turn int) (json.RawMessage, strin
 			return c.Turns[turn], ""
 		}
 		return nil, fmt.Sprintf("cassette miss: conversation %q in %s has %d turn(s), the request asks for turn %d (%d assistant messages) for %q",
-			c.Match, c.file, len(c.Turns), turn, turn, clip(first))
+			c.Match, c.file, len(c.Turns), turn, turn, short(first))
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "cassette miss: no %s conversation matches %q (turn %d)", provider, clip(first), turn)
+	fmt.Fprintf(&b, "cassette miss: no %s conversation matches %q (turn %d)", provider, short(first), turn)
 	if len(convs) == 0 {
 		fmt.Fprintf(&b, "; no %s cassette is loaded from %s", provider, l.dir)
 		return nil, b.String()
@@ -175,22 +177,12 @@ func (l *Library) find(provider, first string, turn int) (json.RawMessage, strin
 			fmt.Fprintf(&b, " … and %d more", len(convs)-maxListed)
 			break
 		}
-		fmt.Fprintf(&b, " %s %q (%d turns);", c.file, clip(c.Match), len(c.Turns))
+		fmt.Fprintf(&b, " %s %q (%d turns);", c.file, short(c.Match), len(c.Turns))
 	}
 	return nil, strings.TrimSuffix(b.String(), ";")
 }
 
-func clip(s string) string {
-	if len(s) <= clipLen {
-		return s
-	}
-	// Cut on a rune boundary.
-	i := clipLen
-	for i > 0 && s[i]&0xC0 == 0x80 {
-		i--
-	}
-	return s[:i] + "…"
-}
+func short(s string) string { return clip.String(s, clipLen) }
 
 // writeError writes an error in the provider's shape.
 func writeError(w http.ResponseWriter, provider string, status int, typ, msg string) {

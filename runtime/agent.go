@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capsulegate/capsulegate/internal/clip"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/registry"
@@ -136,10 +139,10 @@ func (s *session) agentTask(ctx context.Context, task string, history []Turn) (r
 }
 
 // callDriver runs one driver turn and parses its answer.
-func (s *session) callDriver(ctx context.Context, driver *Module, req string) (*driverResponse, error) {
+func (s *session) callDriver(ctx context.Context, driver *wasm.Module, req string) (*driverResponse, error) {
 	g := s.grants(driver.Artifact, manifest.RoleDriver)
 	g.Env = append(append([]string(nil), g.Env...), s.driverEnv...)
-	out, err := s.e.CallTool(ctx, driver, g, &Host{Who: driver.Artifact, HTTP: s.driverHTTP}, abi.ToolInput{Data: &req})
+	out, err := s.rt.engine.CallTool(ctx, driver, g, &wasm.Imports{Who: driver.Artifact, HTTP: s.driverHTTP}, abi.ToolInput{Data: &req})
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +151,7 @@ func (s *session) callDriver(ctx context.Context, driver *Module, req string) (*
 	}
 	var resp driverResponse
 	if err := json.Unmarshal([]byte(value(out.Data)), &resp); err != nil {
-		return nil, fmt.Errorf("driver %s returned data that is not the driver JSON (%v): %q", driver.Artifact, err, clip(value(out.Data)))
+		return nil, fmt.Errorf("driver %s returned data that is not the driver JSON (%v): %q", driver.Artifact, err, clip.String(value(out.Data), 200))
 	}
 	return &resp, nil
 }
@@ -274,7 +277,7 @@ func (s *session) driverSetup() error {
 	s.driverEnv = []string{"MURMUR_INFERENCE_TRANSPORT=" + inf.Transport, "MURMUR_INFERENCE_MODEL=" + inf.Model,
 		"MURMUR_INFERENCE_ENDPOINT=" + endpoint, "MURMUR_INFERENCE_DRIVER=" + inf.Driver.Artifact, "MURMUR_INFERENCE_DRIVER_CONFIG=" + cfg}
 	rules := append(netpolicy.Rules(nil), m.Capabilities.NetworkRules...)
-	var creds []Credential
+	var creds []wasm.Credential
 	if endpoint != "" {
 		u, err := url.Parse(endpoint)
 		if err != nil || u.Host == "" {
@@ -286,10 +289,10 @@ func (s *session) driverSetup() error {
 		}
 		rules = append(rules, r)
 		if key != "" {
-			creds = append(creds, Credential{Endpoint: endpoint, Headers: keyHeaders(inf.Driver.Artifact, key)})
+			creds = append(creds, wasm.Credential{Endpoint: endpoint, Headers: keyHeaders(inf.Driver.Artifact, key)})
 		}
 	}
-	s.driverHTTP = &HTTPHost{Capsule: m.Name, Rules: rules, Metrics: s.e.metrics, Credentials: creds, OnDeny: s.http.OnDeny, Sleep: s.http.Sleep}
+	s.driverHTTP = &wasm.Outgoing{Capsule: m.Name, Rules: rules, Metrics: s.rt.engine.Metrics(), Credentials: creds, OnDeny: s.http.OnDeny, Sleep: s.http.Sleep}
 	s.driverHTTP.Init()
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/replay"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 const agentCassette = `{"provider": "anthropic-messages", "conversations": [
@@ -152,7 +153,7 @@ capabilities:
 // agentFixture is an engine, a registry holding the driver and the echo tool, and a
 // replay server for cassette whose requests' header named header are recorded.
 type agentFixture struct {
-	e   *Engine
+	e   *Runtime
 	reg *registry.Local
 	srv *httptest.Server
 
@@ -163,7 +164,7 @@ type agentFixture struct {
 func newAgentFixture(t *testing.T, driver, cassette, header string) *agentFixture {
 	t.Helper()
 	f := &agentFixture{}
-	f.e, _ = newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	f.e, _ = newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	f.reg = registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, f.reg, driver, "driver", guestbuild.Wasm(t, "../examples/drivers/"+driver))
 	publishWasm(t, f.reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))

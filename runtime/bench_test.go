@@ -19,6 +19,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/wasmtest"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -104,23 +105,23 @@ func BenchmarkRawWazeroCall(b *testing.B) {
 // manifest's policy, a guestfs root, the memory limit and deadline, a fresh instance,
 // the canonical ABI both ways, cabi_post, classification and metrics.
 // "snapshot" starts each instance from the init snapshot (the default); "initialize"
-// runs _initialize in every call (WithoutInitSnapshots); "reuse" resets a warm instance
-// to the snapshot instead of instantiating (WithInstanceReuse).
+// runs _initialize in every call (wasm.WithoutInitSnapshots); "reuse" resets a warm instance
+// to the snapshot instead of instantiating (wasm.WithInstanceReuse).
 func BenchmarkToolCall(b *testing.B) {
 	b.Run("snapshot", func(b *testing.B) { benchToolCall(b) })
-	b.Run("initialize", func(b *testing.B) { benchToolCall(b, WithoutInitSnapshots()) })
-	b.Run("reuse", func(b *testing.B) { benchToolCall(b, WithInstanceReuse()) })
+	b.Run("initialize", func(b *testing.B) { benchToolCall(b, wasm.WithoutInitSnapshots()) })
+	b.Run("reuse", func(b *testing.B) { benchToolCall(b, wasm.WithInstanceReuse()) })
 }
 
-func benchToolCall(b *testing.B, opts ...EngineOption) {
+func benchToolCall(b *testing.B, opts ...wasm.EngineOption) {
 	ctx := context.Background()
-	wasm := benchToolWasm(b)
-	e, err := NewEngine(ctx, append([]EngineOption{WithCacheDir(filepath.Join(b.TempDir(), "cache")), WithMetrics(prometheus.NewRegistry())}, opts...)...)
+	code := benchToolWasm(b)
+	e, err := wasm.NewEngine(ctx, append([]wasm.EngineOption{wasm.WithCacheDir(filepath.Join(b.TempDir(), "cache")), wasm.WithMetrics(prometheus.NewRegistry())}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer e.Close(ctx)
-	mod, err := e.Compile(ctx, "bench", "benchtool", manifest.RoleTool, wasm)
+	mod, err := e.Compile(ctx, "bench", "benchtool", manifest.RoleTool, code)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -138,14 +139,14 @@ func benchToolCall(b *testing.B, opts ...EngineOption) {
 	hostEnv := map[string]string{"LANG": "C.UTF-8", "AWS_SECRET_ACCESS_KEY": "x"}
 	lookup := func(k string) (string, bool) { v, ok := hostEnv[k]; return v, ok }
 	own := RuntimeEnv(m, "ses_bench", "http://127.0.0.1:8080/capsules/bench")
-	host := &Host{Who: "benchtool"}
+	host := &wasm.Imports{Who: "benchtool"}
 	data := benchInput
 	in := abi.ToolInput{Data: &data}
 
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		g := Grants{
+		g := wasm.Grants{
 			FS:          gfs,
 			Env:         GuestEnv(m, lookup, own),
 			MemoryBytes: manifest.DefaultMemoryBytes,
@@ -212,8 +213,8 @@ func BenchmarkStageThreeArtifacts(b *testing.B) {
 		b.Fatal(err)
 	}
 	cacheDir := filepath.Join(b.TempDir(), "cache")
-	stage := func(e *Engine) {
-		s, err := e.Stage(ctx, m, StageOptions{Registry: reg})
+	stage := func(r *Runtime) {
+		s, err := r.Stage(ctx, m, StageOptions{Registry: reg})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -221,8 +222,8 @@ func BenchmarkStageThreeArtifacts(b *testing.B) {
 			b.Fatalf("staged %d modules, want 3", len(s.Modules))
 		}
 	}
-	newEngine := func() *Engine {
-		e, err := NewEngine(ctx, WithCacheDir(cacheDir), WithMetrics(prometheus.NewRegistry()))
+	newEngine := func() *Runtime {
+		e, err := New(ctx, wasm.WithCacheDir(cacheDir))
 		if err != nil {
 			b.Fatal(err)
 		}

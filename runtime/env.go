@@ -37,7 +37,7 @@ func GuestEnv(m *manifest.Manifest, lookup func(string) (string, bool), own []st
 		}
 	}
 	for _, kv := range own {
-		k, v := splitEnv(kv)
+		k, v, _ := strings.Cut(kv, "=")
 		set(k, v)
 	}
 	out := make([]string, 0, len(order))

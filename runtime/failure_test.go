@@ -19,6 +19,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/replay"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // The agent loop's failure paths (SPEC §5.1, §5.4, §5.5), each through a whole RunOnce:
@@ -126,9 +127,9 @@ func first(status int, body string) fault {
 }
 
 // agentRig is an engine and a registry holding the named guests, published as role.
-func agentRig(tb testing.TB, guests map[string][2]string) (*Engine, *registry.Local) {
+func agentRig(tb testing.TB, guests map[string][2]string) (*Runtime, *registry.Local) {
 	tb.Helper()
-	e, err := NewEngine(context.Background(), WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, err := New(context.Background(), wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestAgentFailurePaths(t *testing.T) {
 		{name: "unparsable provider data fails the task quoting it", task: "please echo hi", fault: always(200, "this is not json {"),
 			wantStatus: StateFailed, wantResult: []string{"error: driver anthropic-messages: ", "malformed response body", "this is not json {"}, requests: 1},
 		{name: "provider 500 three times fails after the retries", task: "please echo hi", fault: always(500, err500),
-			wantStatus: StateFailed, wantResult: []string{"error: ", "HTTP 500", "upstream exploded"}, requests: ProviderTries, waits: ProviderTries - 1,
+			wantStatus: StateFailed, wantResult: []string{"error: ", "HTTP 500", "upstream exploded"}, requests: wasm.ProviderTries, waits: wasm.ProviderTries - 1,
 			check: func(t *testing.T, _ string, _ []exchange, waits []time.Duration) {
 				// 0.5 s doubling, ±50 % jitter (hosthttp.go backoff).
 				for i, w := range waits {

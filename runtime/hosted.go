@@ -9,10 +9,11 @@ import (
 
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
-// HostOptions configure a capsule the gateway hosts.
-type HostOptions struct {
+// ServeOptions configure a capsule the gateway hosts.
+type ServeOptions struct {
 	Registry  registry.Registry
 	WorkRoot  string
 	LookupEnv func(string) (string, bool)
@@ -32,26 +33,27 @@ type HostOptions struct {
 type Hosted struct {
 	staged  *Staged
 	sess    *session
-	metrics *Metrics
+	metrics *wasm.Metrics
 
 	mu      sync.Mutex // held while a task runs
 	closed  bool
 	retired atomic.Bool // takes no new task; the running one finishes
 }
 
-// Host stages m and opens its session; tasks then run through RunTask until Close.
-func (e *Engine) Host(ctx context.Context, m *manifest.Manifest, opts HostOptions) (*Hosted, error) {
-	staged, err := e.Stage(ctx, m, StageOptions{Registry: opts.Registry, Progress: opts.Progress, Lock: opts.Lock})
+// Serve stages m and opens its session for the gateway; tasks then run through RunTask
+// until Close.
+func (r *Runtime) Serve(ctx context.Context, m *manifest.Manifest, opts ServeOptions) (*Hosted, error) {
+	staged, err := r.Stage(ctx, m, StageOptions{Registry: opts.Registry, Progress: opts.Progress, Lock: opts.Lock})
 	if err != nil {
 		return nil, err
 	}
-	sess, err := e.openSession(staged, sessionOptions{WorkRoot: opts.WorkRoot, LookupEnv: opts.LookupEnv, Sinks: opts.Sinks,
+	sess, err := r.openSession(staged, sessionOptions{WorkRoot: opts.WorkRoot, LookupEnv: opts.LookupEnv, Sinks: opts.Sinks,
 		DNSUpstream: opts.DNSUpstream, Stderr: opts.Stderr, NetLogger: opts.NetLogger})
 	if err != nil {
 		return nil, err
 	}
-	e.metrics.staged(staged.modules())
-	return &Hosted{staged: staged, sess: sess, metrics: e.metrics}, nil
+	r.engine.Metrics().Staged(staged.modules())
+	return &Hosted{staged: staged, sess: sess, metrics: r.engine.Metrics()}, nil
 }
 
 // Staged returns the staged capsule.
@@ -105,6 +107,6 @@ func (h *Hosted) Close() error {
 		return nil
 	}
 	h.closed = true
-	h.metrics.unstaged(h.staged.modules())
+	h.metrics.Unstaged(h.staged.modules())
 	return h.sess.end(StateCompleted)
 }

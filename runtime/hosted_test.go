@@ -15,6 +15,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // recordSink keeps the events a task's subscriber saw.
@@ -47,7 +48,7 @@ func (r *recordSink) chunks() string {
 }
 
 // hostGatewayCapsule hosts the gateway test script capsule.
-func hostGatewayCapsule(t *testing.T, e *Engine) *Hosted {
+func hostGatewayCapsule(t *testing.T, e *Runtime) *Hosted {
 	t.Helper()
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "murmur.yaml")
@@ -59,7 +60,7 @@ func hostGatewayCapsule(t *testing.T, e *Engine) *Hosted {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := e.Host(context.Background(), m, HostOptions{Registry: reg, WorkRoot: t.TempDir()})
+	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, WorkRoot: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func hostGatewayCapsule(t *testing.T, e *Engine) *Hosted {
 // answer and chunk stream, input is asked through the request's hook, and a canceled
 // task stops its guest without counting a trap.
 func TestHostedTasks(t *testing.T) {
-	e, reg := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, reg := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	h := hostGatewayCapsule(t, e)
 
 	answer := func(ctx context.Context, prompt string) (string, error) { return "yes to " + prompt, nil }
@@ -111,7 +112,7 @@ func TestHostedTasks(t *testing.T) {
 	}
 
 	t.Run("cancel stops a spinning guest", func(t *testing.T) {
-		trapsBefore := sumCounter(t, e.metrics.Traps)
+		trapsBefore := sumCounter(t, e.engine.Metrics().Traps)
 		ctx, cancel := context.WithCancel(context.Background())
 		sink := &recordSink{seen: make(chan string, 16)}
 		done := make(chan TaskOutcome)
@@ -126,10 +127,10 @@ func TestHostedTasks(t *testing.T) {
 		if out.State != StateCanceled {
 			t.Fatalf("outcome = %+v", out)
 		}
-		if n := sumCounter(t, e.metrics.Traps); n != trapsBefore {
+		if n := sumCounter(t, e.engine.Metrics().Traps); n != trapsBefore {
 			t.Errorf("a cancel counted %v traps", n-trapsBefore)
 		}
-		if n := testutil.ToFloat64(e.metrics.Calls.WithLabelValues("hosted", "gatetool", "tool", ReasonCanceled)); n != 1 {
+		if n := testutil.ToFloat64(e.engine.Metrics().Calls.WithLabelValues("hosted", "gatetool", "tool", wasm.ReasonCanceled)); n != 1 {
 			t.Errorf("canceled calls = %v", n)
 		}
 		// The session goes on: the next task is served.
@@ -188,7 +189,7 @@ func sumCounter(t *testing.T, c *prometheus.CounterVec) float64 {
 // modules at zero; closing the last version carrying them deletes them; a second
 // version of the same capsule keeps them alive while it lives.
 func TestHostedMetricsFromZero(t *testing.T) {
-	e, reg := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, reg := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	series := func() map[string]float64 {
 		t.Helper()
 		mfs, err := reg.Gather()
@@ -211,6 +212,8 @@ func TestHostedMetricsFromZero(t *testing.T) {
 		}
 		return out
 	}
+	trapReasons := []string{"deadline", "memory_limit", "trap", "exit", "abi"}
+	callStatuses := append([]string{"ok", "canceled"}, trapReasons...)
 	first := hostGatewayCapsule(t, e)
 	got := series()
 	for _, mod := range [][2]string{{"gatetool", "tool"}, {"hosted", "capsule"}} {

@@ -2,7 +2,7 @@ package runtime_test
 
 // The hostile-guest acceptance of the sandbox: each hostile guest is a real Go guest
 // built from source in internal/testguests/hostile-*, compiled and run through the real
-// runtime (Engine.CallTool / Engine.RunScript with guestfs, GuestEnv and HTTPHost). Each
+// runtime (wasm.Engine.CallTool / RunScript with guestfs, GuestEnv and wasm.Outgoing). Each
 // case asserts the classified outcome, the counter it must move (exactly once), that no
 // other trap counter moved, and that the next call of the same module on the same
 // Engine succeeds.
@@ -33,20 +33,21 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
 const hostileCapsule = "hostile"
 
-var hostileReasons = []string{runtime.ReasonDeadline, runtime.ReasonMemoryLimit, runtime.ReasonTrap, runtime.ReasonExit, runtime.ReasonABI}
+var hostileReasons = []string{wasm.ReasonDeadline, wasm.ReasonMemoryLimit, wasm.ReasonTrap, wasm.ReasonExit, wasm.ReasonABI}
 
 // hostileEngine starts an Engine whose compiled code is cached under the guest build
 // cache, so a Go guest is compiled by wazero once, not on every run.
-func hostileEngine(t *testing.T) *runtime.Engine {
+func hostileEngine(t *testing.T) *wasm.Engine {
 	t.Helper()
 	ctx := context.Background()
-	e, err := runtime.NewEngine(ctx, runtime.WithMetrics(prometheus.NewRegistry()),
-		runtime.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "runtime-hostile")))
+	e, err := wasm.NewEngine(ctx, wasm.WithMetrics(prometheus.NewRegistry()),
+		wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "runtime-hostile")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +57,11 @@ func hostileEngine(t *testing.T) *runtime.Engine {
 
 // hostileGuest builds internal/testguests/<dir>, compiles it and checks it against its
 // world, as staging does.
-func hostileGuest(t *testing.T, e *runtime.Engine, dir string, role manifest.Role) *runtime.Module {
+func hostileGuest(t *testing.T, e *wasm.Engine, dir string, role manifest.Role) *wasm.Module {
 	t.Helper()
 	world := string(role)
-	if role == runtime.RoleCapsule {
-		world = runtime.ScriptWorld
+	if role == wasm.RoleCapsule {
+		world = wasm.ScriptWorld
 	}
 	mod, err := e.Compile(context.Background(), hostileCapsule, dir, role, guestbuild.Wasm(t, "../internal/testguests/"+dir))
 	if err != nil {
@@ -85,7 +86,7 @@ func hostileFS(t *testing.T, dir string) *guestfs.FS {
 
 type trapCounts map[string]float64
 
-func countTraps(e *runtime.Engine, mod *runtime.Module) trapCounts {
+func countTraps(e *wasm.Engine, mod *wasm.Module) trapCounts {
 	c := trapCounts{}
 	for _, r := range hostileReasons {
 		c[r] = testutil.ToFloat64(e.Metrics().Traps.WithLabelValues(mod.Capsule, mod.Artifact, string(mod.Role), r))
@@ -95,7 +96,7 @@ func countTraps(e *runtime.Engine, mod *runtime.Module) trapCounts {
 
 // assertTraps checks that, since before, the trap counter of reason went up by exactly
 // one and no other reason moved (reason "": none moved).
-func assertTraps(t *testing.T, e *runtime.Engine, mod *runtime.Module, before trapCounts, reason string) {
+func assertTraps(t *testing.T, e *wasm.Engine, mod *wasm.Module, before trapCounts, reason string) {
 	t.Helper()
 	after := countTraps(e, mod)
 	for _, r := range hostileReasons {
@@ -109,18 +110,18 @@ func assertTraps(t *testing.T, e *runtime.Engine, mod *runtime.Module, before tr
 	}
 }
 
-// assertGuestError checks err is a *runtime.GuestError of reason with code E-RUN-003
+// assertGuestError checks err is a *wasm.GuestError of reason with code E-RUN-003
 // naming the artifact, and that its message says says.
-func assertGuestError(t *testing.T, err error, mod *runtime.Module, reason, says string) {
+func assertGuestError(t *testing.T, err error, mod *wasm.Module, reason, says string) {
 	t.Helper()
-	var ge *runtime.GuestError
+	var ge *wasm.GuestError
 	if !errors.As(err, &ge) {
-		t.Fatalf("want a *runtime.GuestError (%s), got %v", reason, err)
+		t.Fatalf("want a *wasm.GuestError (%s), got %v", reason, err)
 	}
 	if ge.Reason != reason {
 		t.Fatalf("reason = %s, want %s: %v", ge.Reason, reason, err)
 	}
-	if errs.Code(err) != runtime.CodeGuest || ge.Artifact != mod.Artifact || ge.Capsule != hostileCapsule || !strings.Contains(err.Error(), mod.Artifact) {
+	if errs.Code(err) != wasm.CodeGuest || ge.Artifact != mod.Artifact || ge.Capsule != hostileCapsule || !strings.Contains(err.Error(), mod.Artifact) {
 		t.Errorf("error lacks its code, capsule or artifact: %v", err)
 	}
 	if !strings.Contains(err.Error(), says) {
@@ -130,7 +131,7 @@ func assertGuestError(t *testing.T, err error, mod *runtime.Module, reason, says
 
 // callOK makes a well-behaved call of mod and fails t unless it passes: the call that
 // must succeed after every hostile one.
-func callOK(t *testing.T, e *runtime.Engine, mod *runtime.Module, g runtime.Grants, h *runtime.Host, in abi.ToolInput) abi.ToolResult {
+func callOK(t *testing.T, e *wasm.Engine, mod *wasm.Module, g wasm.Grants, h *wasm.Imports, in abi.ToolInput) abi.ToolResult {
 	t.Helper()
 	before := testutil.ToFloat64(e.Metrics().Calls.WithLabelValues(mod.Capsule, mod.Artifact, string(mod.Role), "ok"))
 	res, err := e.CallTool(context.Background(), mod, g, h, in)
@@ -156,8 +157,8 @@ func deref(s *string) string {
 func some(s string) *string { return &s }
 
 // baseGrants are generous enough for a Go guest under -race; tests narrow them.
-func baseGrants(gfs *guestfs.FS) runtime.Grants {
-	return runtime.Grants{FS: gfs, MemoryBytes: 256 << 20, Deadline: 30 * time.Second}
+func baseGrants(gfs *guestfs.FS) wasm.Grants {
+	return wasm.Grants{FS: gfs, MemoryBytes: 256 << 20, Deadline: 30 * time.Second}
 }
 
 // TestHostileFilesystem: the guest reads /etc/passwd by absolute path, by ../ traversal
@@ -396,13 +397,13 @@ func TestHostileNetwork(t *testing.T) {
 	}
 	e := hostileEngine(t)
 	mod := hostileGuest(t, e, "hostile-net", manifest.RoleTool)
-	httpHost := &runtime.HTTPHost{Capsule: hostileCapsule, Rules: rules, Metrics: e.Metrics(),
+	httpHost := &wasm.Outgoing{Capsule: hostileCapsule, Rules: rules, Metrics: e.Metrics(),
 		Resolver: hostileResolver{
 			"api.example.com":  {netip.MustParseAddr("127.0.0.1")}, // allowed name, rebinding to loopback
 			"evil.example.com": {netip.MustParseAddr("127.0.0.1")}, // not allowed, would reach the forbidden server
 		}}
 	httpHost.Init()
-	host := &runtime.Host{HTTP: httpHost, Who: "hostile-net"}
+	host := &wasm.Imports{HTTP: httpHost, Who: "hostile-net"}
 	g := baseGrants(hostileFS(t, t.TempDir()))
 	denied := func() float64 { return testutil.ToFloat64(e.Metrics().Denied.WithLabelValues(hostileCapsule, "guest")) }
 
@@ -473,12 +474,12 @@ func TestHostileEndlessLoop(t *testing.T) {
 	start := time.Now()
 	_, err := e.CallTool(context.Background(), mod, spin, nil, abi.ToolInput{Data: some("spin")})
 	elapsed := time.Since(start)
-	assertGuestError(t, err, mod, runtime.ReasonDeadline, "deadline")
+	assertGuestError(t, err, mod, wasm.ReasonDeadline, "deadline")
 	if elapsed > deadline+time.Second {
 		t.Errorf("stopped after %v, over deadline + 1s", elapsed)
 	}
 	t.Logf("stopped after %v (deadline %v)", elapsed, deadline)
-	assertTraps(t, e, mod, before, runtime.ReasonDeadline)
+	assertTraps(t, e, mod, before, wasm.ReasonDeadline)
 	callOK(t, e, mod, spin, nil, abi.ToolInput{Data: some("ok")})
 }
 
@@ -496,9 +497,9 @@ func TestHostileMemoryGrowth(t *testing.T) {
 	before := countTraps(e, mod)
 	start := time.Now()
 	_, err := e.CallTool(context.Background(), mod, grow, nil, abi.ToolInput{Data: some("grow")})
-	assertGuestError(t, err, mod, runtime.ReasonMemoryLimit, "memory_limit")
+	assertGuestError(t, err, mod, wasm.ReasonMemoryLimit, "memory_limit")
 	t.Logf("refused after %v; guest stderr starts %.80q", time.Since(start), stderr.String())
-	assertTraps(t, e, mod, before, runtime.ReasonMemoryLimit)
+	assertTraps(t, e, mod, before, wasm.ReasonMemoryLimit)
 	callOK(t, e, mod, g, nil, abi.ToolInput{Data: some("ok")})
 }
 
@@ -538,7 +539,7 @@ func TestHostileABI(t *testing.T) {
 			bad.Env = []string{"HOSTILE_ABI=" + tt.mode}
 			before := countTraps(e, mod)
 			res, err := e.CallTool(context.Background(), mod, bad, nil, tt.in)
-			assertGuestError(t, err, mod, runtime.ReasonABI, tt.says)
+			assertGuestError(t, err, mod, wasm.ReasonABI, tt.says)
 			t.Logf("%.300s", err)
 			if !errors.Is(err, abi.ErrABI) {
 				t.Errorf("not an abi.ErrABI: %v", err)
@@ -546,7 +547,7 @@ func TestHostileABI(t *testing.T) {
 			if res.Status != 0 || res.Summary != nil || res.Data != nil {
 				t.Errorf("a partial result escaped: %+v", res)
 			}
-			assertTraps(t, e, mod, before, runtime.ReasonABI)
+			assertTraps(t, e, mod, before, wasm.ReasonABI)
 			ok := callOK(t, e, mod, g, nil, abi.ToolInput{Data: some("well-formed")})
 			if deref(ok.Summary) != "ok" || deref(ok.Data) != "well-formed" {
 				t.Errorf("the next call: summary %q data %q", deref(ok.Summary), deref(ok.Data))
@@ -562,16 +563,16 @@ func TestHostileABI(t *testing.T) {
 // another ("descend"), which must all succeed in one call without trapping or leaking.
 // Invokes only nest when the host's Invoke callback re-enters a guest — here it runs
 // the same capsule again for the tool "self", which means to recurse 1,000 deep
-// ("recurse"). The runtime caps that nesting at runtime.MaxInvokeDepth (8): the Invoke
+// ("recurse"). The runtime caps that nesting at wasm.MaxInvokeDepth (8): the Invoke
 // callback runs 8 times, the capsule runs 9 times (levels 0–8), and the invoke at level
 // 8 returns an err string the guest sees and records — not a trap. No trap is counted,
 // and the gateway stays healthy for the next call.
 func TestHostileInvoke(t *testing.T) {
 	e := hostileEngine(t)
-	mod := hostileGuest(t, e, "hostile-invoke", runtime.RoleCapsule)
+	mod := hostileGuest(t, e, "hostile-invoke", wasm.RoleCapsule)
 	ctx := context.Background()
 	okCalls := func() float64 {
-		return testutil.ToFloat64(e.Metrics().Calls.WithLabelValues(hostileCapsule, mod.Artifact, string(runtime.RoleCapsule), "ok"))
+		return testutil.ToFloat64(e.Metrics().Calls.WithLabelValues(hostileCapsule, mod.Artifact, string(wasm.RoleCapsule), "ok"))
 	}
 
 	t.Run("descend 1000 frames, invoking at each", func(t *testing.T) {
@@ -579,7 +580,7 @@ func TestHostileInvoke(t *testing.T) {
 		g := baseGrants(hostileFS(t, work))
 		g.Env = []string{"HOSTILE_INVOKE=descend"}
 		var invokes atomic.Int64
-		host := &runtime.Host{Invoke: func(_ context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
+		host := &wasm.Imports{Invoke: func(_ context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
 			invokes.Add(1)
 			if name != "echo" {
 				return abi.ToolResult{}, fmt.Errorf("no tool %q", name)
@@ -602,13 +603,13 @@ func TestHostileInvoke(t *testing.T) {
 	t.Run("host re-enters: nesting capped at MaxInvokeDepth", func(t *testing.T) {
 		work := t.TempDir()
 		gfs := hostileFS(t, work)
-		grants := func(depth string) runtime.Grants {
+		grants := func(depth string) wasm.Grants {
 			g := baseGrants(gfs)
 			g.Env = []string{"HOSTILE_INVOKE=recurse", "HOSTILE_DEPTH=" + depth}
 			return g
 		}
 		var entries atomic.Int64
-		host := &runtime.Host{}
+		host := &wasm.Imports{}
 		host.Invoke = func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
 			entries.Add(1)
 			if name != "self" || in.Data == nil {
@@ -627,28 +628,28 @@ func TestHostileInvoke(t *testing.T) {
 		if err := e.RunScript(ctx, mod, grants("0"), host); err != nil {
 			t.Fatal(err)
 		}
-		if n := entries.Load(); n != runtime.MaxInvokeDepth {
-			t.Errorf("the Invoke callback ran %d times, want %d", n, runtime.MaxInvokeDepth)
+		if n := entries.Load(); n != wasm.MaxInvokeDepth {
+			t.Errorf("the Invoke callback ran %d times, want %d", n, wasm.MaxInvokeDepth)
 		}
 		b, _ := os.ReadFile(filepath.Join(work, "out", "levels.txt"))
 		var want []string
-		for i := 0; i <= runtime.MaxInvokeDepth; i++ {
+		for i := 0; i <= wasm.MaxInvokeDepth; i++ {
 			want = append(want, "enter "+strconv.Itoa(i))
 		}
-		want = append(want, fmt.Sprintf("%d: err: tool-registry: invoke nested more than %d deep", runtime.MaxInvokeDepth, runtime.MaxInvokeDepth))
+		want = append(want, fmt.Sprintf("%d: err: tool-registry: invoke nested more than %d deep", wasm.MaxInvokeDepth, wasm.MaxInvokeDepth))
 		if got := strings.Split(strings.TrimSpace(string(b)), "\n"); !slices.Equal(got, want) {
 			t.Errorf("levels.txt:\n%s\nwant:\n%s", b, strings.Join(want, "\n"))
 		}
 		assertTraps(t, e, mod, before, "")
-		if got := okCalls(); got != beforeOK+runtime.MaxInvokeDepth+1 {
-			t.Errorf("capsule_guest_calls_total{status=ok} went %v → %v, want +%d", beforeOK, got, runtime.MaxInvokeDepth+1)
+		if got := okCalls(); got != beforeOK+wasm.MaxInvokeDepth+1 {
+			t.Errorf("capsule_guest_calls_total{status=ok} went %v → %v, want +%d", beforeOK, got, wasm.MaxInvokeDepth+1)
 		}
 	})
 
 	t.Run("next call succeeds", func(t *testing.T) {
 		g := baseGrants(hostileFS(t, t.TempDir()))
 		before := okCalls()
-		if err := e.RunScript(ctx, mod, g, &runtime.Host{}); err != nil {
+		if err := e.RunScript(ctx, mod, g, &wasm.Imports{}); err != nil {
 			t.Fatal(err)
 		}
 		if got := okCalls(); got != before+1 {
@@ -671,10 +672,10 @@ func TestHostileSleep(t *testing.T) {
 	start := time.Now()
 	_, err := e.CallTool(context.Background(), mod, g, nil, abi.ToolInput{Data: some("sleep 5")})
 	elapsed := time.Since(start)
-	assertGuestError(t, err, mod, runtime.ReasonDeadline, "deadline")
+	assertGuestError(t, err, mod, wasm.ReasonDeadline, "deadline")
 	if elapsed > deadline+time.Second {
 		t.Errorf("a guest sleeping 5 s under a %v deadline held the call for %v", deadline, elapsed)
 	}
-	assertTraps(t, e, mod, before, runtime.ReasonDeadline)
+	assertTraps(t, e, mod, before, wasm.ReasonDeadline)
 	callOK(t, e, mod, g, nil, abi.ToolInput{Data: some("ok")})
 }

@@ -2,8 +2,8 @@ package runtime
 
 import (
 	"errors"
-	"sync"
-	"time"
+
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -11,47 +11,17 @@ import (
 	"github.com/capsulegate/capsulegate/internal/promreg"
 )
 
-// CodeMetrics refuses a registry that holds a different collector under our names.
-const CodeMetrics = "E-RUN-006"
-
-// Metrics are the guest collectors of SPEC §10. Labels carry only bounded values:
-// capsule and artifact names from manifests, roles, reasons and statuses.
+// Metrics are the session collectors (docs/operators.md "Metrics and alerts"); the guest
+// collectors are the engine's (wasm.Metrics).
 type Metrics struct {
-	mu   sync.Mutex
-	live map[[3]string]int // (capsule, artifact, role) → staged modules carrying those labels
-
-	Traps    *prometheus.CounterVec
-	Calls    *prometheus.CounterVec
-	Duration *prometheus.HistogramVec
-	Denied   *prometheus.CounterVec
-	Stage    *prometheus.HistogramVec
+	Stage *prometheus.HistogramVec
 	// Inference counts driver turns by the stop reason the model gave ("error" when the
 	// turn failed).
 	Inference *prometheus.CounterVec
 }
 
-// NewMetrics creates the collectors and registers them on reg (nil: not registered).
-// A collector that is already registered — Caddy builds a new registry on each reload
-// and registers the same collectors again — is reused, not an error.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{
-		Traps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "capsule_guest_traps_total",
-			Help: "Guest calls that failed, by reason: deadline, memory_limit, trap, exit, abi.",
-		}, []string{"capsule", "artifact", "role", "reason"}),
-		Calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "capsule_guest_calls_total",
-			Help: "Guest calls, by outcome status (ok or the failure reason).",
-		}, []string{"capsule", "artifact", "role", "status"}),
-		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "capsule_guest_call_duration_seconds",
-			Help:    "Wall-clock duration of guest calls, instantiation included.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 600},
-		}, []string{"capsule", "role"}),
-		Denied: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "capsule_network_denied_total",
-			Help: "Connections refused by the network policy, by source: guest, proxy, dns.",
-		}, []string{"capsule", "source"}),
+func newMetrics() *Metrics {
+	return &Metrics{
 		Stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "capsule_stage_duration_seconds",
 			Help:    "Time to stage a capsule: resolve, verify and compile its artifacts.",
@@ -62,87 +32,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Driver turns of agent capsules, by stop reason.",
 		}, []string{"capsule", "stop_reason"}),
 	}
-	if err := m.Register(reg); err != nil {
-		return nil, err
-	}
-	return m, nil
 }
 
-// Register adds the collectors to reg (nil: nothing). The gateway calls it again with
-// the registry of each new Caddy config, so the counters survive a reload; a collector
-// already registered there under our name is adopted, not an error.
-func (m *Metrics) Register(reg prometheus.Registerer) error {
+// register adds the collectors to reg (nil: nothing); one already there is adopted, as
+// wasm.Metrics.Register does.
+func (m *Metrics) register(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	err := errors.Join(promreg.Into(reg, &m.Traps), promreg.Into(reg, &m.Calls), promreg.Into(reg, &m.Duration),
-		promreg.Into(reg, &m.Denied), promreg.Into(reg, &m.Stage), promreg.Into(reg, &m.Inference))
-	if err != nil {
-		return errs.Wrap(err, CodeMetrics, "runtime", "cannot register the guest metrics", "remove the conflicting collector from the registry")
+	if err := errors.Join(promreg.Into(reg, &m.Stage), promreg.Into(reg, &m.Inference)); err != nil {
+		return errs.Wrap(err, wasm.CodeMetrics, "runtime", "cannot register the session metrics", "remove the conflicting collector from the registry")
 	}
 	return nil
-}
-
-// trapReasons are every reason label of capsule_guest_traps_total; callStatuses every
-// status of capsule_guest_calls_total.
-var (
-	trapReasons  = []string{ReasonDeadline, ReasonMemoryLimit, ReasonTrap, ReasonExit, ReasonABI}
-	callStatuses = append([]string{"ok", ReasonCanceled}, trapReasons...)
-)
-
-// staged creates the trap and call series of each module at zero, so that rate() and
-// absent() see a staged artifact before its first call (docs/operators.md, "Metrics");
-// unstaged deletes them again once no staged module carries their labels.
-func (m *Metrics) staged(mods []*Module) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.live == nil {
-		m.live = map[[3]string]int{}
-	}
-	for _, mod := range mods {
-		key := [3]string{mod.Capsule, mod.Artifact, string(mod.Role)}
-		if m.live[key]++; m.live[key] > 1 {
-			continue
-		}
-		for _, r := range trapReasons {
-			m.Traps.WithLabelValues(key[0], key[1], key[2], r)
-		}
-		for _, st := range callStatuses {
-			m.Calls.WithLabelValues(key[0], key[1], key[2], st)
-		}
-	}
-}
-
-func (m *Metrics) unstaged(mods []*Module) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, mod := range mods {
-		key := [3]string{mod.Capsule, mod.Artifact, string(mod.Role)}
-		if m.live[key]--; m.live[key] > 0 {
-			continue
-		}
-		delete(m.live, key)
-		for _, r := range trapReasons {
-			m.Traps.DeleteLabelValues(key[0], key[1], key[2], r)
-		}
-		for _, st := range callStatuses {
-			m.Calls.DeleteLabelValues(key[0], key[1], key[2], st)
-		}
-	}
-}
-
-// observe counts one call; reason is "" for success.
-func (m *Metrics) observe(mod *Module, reason string, d time.Duration) {
-	role := string(mod.Role)
-	status := "ok"
-	if reason != "" {
-		status = reason
-	}
-	if reason != "" && reason != ReasonCanceled {
-		m.Traps.WithLabelValues(mod.Capsule, mod.Artifact, role, reason).Inc()
-	}
-	m.Calls.WithLabelValues(mod.Capsule, mod.Artifact, role, status).Inc()
-	m.Duration.WithLabelValues(mod.Capsule, role).Observe(d.Seconds())
 }
 
 // metricsSink counts a session's events on the Prometheus collectors: one sink of the

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+
 	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
@@ -64,12 +66,12 @@ type RunResult struct {
 // RunOnce stages the capsule, creates a session, runs its task to the end and returns
 // the outcome. A refusal before the session exists is returned as an error and leaves no
 // workdir; a task that fails still returns a result, with Status failed.
-func (e *Engine) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOptions) (*RunResult, error) {
-	staged, err := e.Stage(ctx, m, StageOptions{Registry: opts.Registry, Progress: opts.Progress})
+func (r *Runtime) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOptions) (*RunResult, error) {
+	staged, err := r.Stage(ctx, m, StageOptions{Registry: opts.Registry, Progress: opts.Progress})
 	if err != nil {
 		return nil, err
 	}
-	sess, err := e.openSession(staged, sessionOptions{WorkRoot: opts.WorkRoot, Workdir: opts.Workdir, LookupEnv: opts.LookupEnv,
+	sess, err := r.openSession(staged, sessionOptions{WorkRoot: opts.WorkRoot, Workdir: opts.Workdir, LookupEnv: opts.LookupEnv,
 		Sleep: opts.Sleep, Sinks: opts.Sinks, DNSUpstream: opts.DNSUpstream, Stderr: opts.Stderr})
 	if err != nil {
 		return nil, err
@@ -106,11 +108,11 @@ func sessionStart(s *Staged) SessionStart {
 
 // session holds what the guests of one session share.
 type session struct {
-	e      *Engine
+	rt     *Runtime
 	staged *Staged
 	fs     *guestfs.FS
 	env    []string
-	http   *HTTPHost
+	http   *wasm.Outgoing
 	logs   string
 
 	mu      sync.Mutex
@@ -134,7 +136,7 @@ type session struct {
 	// driverEnv and driverHTTP are what an agent capsule's driver gets beyond the grants
 	// every guest has: the MURMUR_INFERENCE_* values, and its gateway endpoint with the key.
 	driverEnv  []string
-	driverHTTP *HTTPHost
+	driverHTTP *wasm.Outgoing
 	toolCalls  atomic.Int64
 	denials    atomic.Int64
 }
@@ -154,7 +156,7 @@ type sessionOptions struct {
 // openSession creates the session's folders, its event stream (trace, metrics and the
 // caller's sinks) and what its guests share, and emits session_start. On failure nothing
 // is left open.
-func (e *Engine) openSession(s *Staged, o sessionOptions) (_ *session, err error) {
+func (r *Runtime) openSession(s *Staged, o sessionOptions) (_ *session, err error) {
 	m := s.Manifest
 	id := NewID("ses_")
 	l, err := NewLayout(o.WorkRoot, m.Name, id, o.Workdir)
@@ -167,7 +169,7 @@ func (e *Engine) openSession(s *Staged, o sessionOptions) (_ *session, err error
 			os.RemoveAll(l.Root)
 		}
 	}()
-	sinks := []Sink{metricsSink{m: e.metrics, capsule: m.Name}}
+	sinks := []Sink{metricsSink{m: r.metrics, capsule: m.Name}}
 	var trace *TraceSink
 	if m.Trace.Capture != "none" {
 		if trace, err = NewTraceSink(l.Trace, m.Trace.Capture == "content"); err != nil {
@@ -201,9 +203,9 @@ func (e *Engine) openSession(s *Staged, o sessionOptions) (_ *session, err error
 		o.LookupEnv = os.LookupEnv
 	}
 	lookup := o.LookupEnv
-	sess := &session{e: e, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
+	sess := &session{rt: r, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace}
-	sess.http = &HTTPHost{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: e.metrics, Sleep: o.Sleep,
+	sess.http = &wasm.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
 		OnDeny: func(who, host string, port int, err error) { sess.denied(who, "guest", host, port, err) }}
 	sess.http.Init()
 	if m.IsAgent() {
@@ -243,7 +245,7 @@ func (s *session) end(status string) error {
 func (s *session) denied(who, source, host string, port int, err error) {
 	s.denials.Add(1)
 	if source != "guest" {
-		s.e.metrics.Denied.WithLabelValues(s.staged.Manifest.Name, source).Inc()
+		s.rt.engine.Metrics().Denied.WithLabelValues(s.staged.Manifest.Name, source).Inc()
 	}
 	fmt.Fprintf(s.log("bootstrap.log"), "%s network_denied who=%s source=%s host=%s port=%d: %v\n", time.Now().UTC().Format(time.RFC3339), who, source, host, port, err)
 	s.stream.Emit(EventNetworkDenied, s.parent(), NetworkDenied{Who: who, Host: host, Port: port, Check: err.Error()}, nil)
@@ -271,16 +273,16 @@ func (s *session) close() {
 }
 
 // grants are the call grants of one guest of the session, from the manifest only.
-func (s *session) grants(artifact string, role manifest.Role) Grants {
+func (s *session) grants(artifact string, role manifest.Role) wasm.Grants {
 	m := s.staged.Manifest
-	return Grants{FS: s.fs, Env: s.env, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(role),
+	return wasm.Grants{FS: s.fs, Env: s.env, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(role),
 		Stdout: s.log(artifact + ".stdout.log"), Stderr: s.log(artifact + ".stderr.log")}
 }
 
 // host is the host side a guest of the session reaches: declared wasm tools, the
 // network within the capsule's rules.
-func (s *session) host(who string) *Host {
-	return &Host{Who: who, HTTP: s.http, Invoke: s.invoke, Events: chunkEvents{s}, RequestInput: s.requestInput}
+func (s *session) host(who string) *wasm.Imports {
+	return &wasm.Imports{Who: who, HTTP: s.http, Invoke: s.invoke, Events: chunkEvents{s}, RequestInput: s.requestInput}
 }
 
 // invoke serves murmur:tool-registry/invoke: manifest-declared wasm tools only.
@@ -295,11 +297,11 @@ func (s *session) invokeAt(ctx context.Context, turn int, name string, in abi.To
 		return abi.ToolResult{}, fmt.Errorf("tool-registry: no wasm tool named %q is declared in the manifest (declared: %s)", name, strings.Join(s.toolNames(), ", "))
 	}
 	start := time.Now()
-	out, err := s.e.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.host(name), in)
+	out, err := s.rt.engine.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.host(name), in)
 	s.toolCalls.Add(1)
 	rec := ToolCall{Turn: turn, ToolName: name, Kind: "wasm", InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
 		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds()}
-	var ge *GuestError
+	var ge *wasm.GuestError
 	if errors.As(err, &ge) {
 		rec.Status, rec.Trap = "error", ge.Reason
 	} else if err != nil {

@@ -11,13 +11,14 @@ import (
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // TestRunOnceScriptCapsule runs the test script capsule end to end: stage from a
 // registry, a session workdir, the script invoking the echo wasm tool, the result file.
 func TestRunOnceScriptCapsule(t *testing.T) {
 	ctx := context.Background()
-	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
 	script := guestbuild.Wasm(t, "../internal/testguests/script")
@@ -124,7 +125,7 @@ func checkTrace(t *testing.T, path string, want []string, state string) {
 // keeps the user's folder.
 func TestRefusedSessionLeavesNothing(t *testing.T) {
 	ctx := context.Background()
-	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
 	dir := t.TempDir()

@@ -90,7 +90,7 @@ func TestAgentShellTools(t *testing.T) {
 	if !strings.HasPrefix(tier, "wasm+") || counts[EventShell] != 3 || counts[EventToolCall] != 3 || counts[EventNetworkDenied] < 1 {
 		t.Errorf("tier %q, events %v", tier, counts)
 	}
-	if n := testutil.ToFloat64(e.metrics.Denied.WithLabelValues("agent", "proxy")); n < 1 {
+	if n := testutil.ToFloat64(e.engine.Metrics().Denied.WithLabelValues("agent", "proxy")); n < 1 {
 		t.Errorf("proxy denials counted: %v", n)
 	}
 }

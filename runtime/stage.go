@@ -11,13 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 )
-
-// RoleCapsule labels a script capsule's own module in metrics and errors.
-const RoleCapsule manifest.Role = "capsule"
 
 // CodeScriptModule refuses a script capsule without exactly one module beside its manifest.
 const CodeScriptModule = "E-RUN-010"
@@ -28,9 +27,9 @@ type Staged struct {
 	Manifest  *manifest.Manifest
 	Artifacts []registry.Resolved
 	// Script is a script capsule's own module (nil for an agent capsule).
-	Script *Module
+	Script *wasm.Module
 	// Modules are the compiled wasm tools and drivers, by artifact name.
-	Modules map[string]*Module
+	Modules map[string]*wasm.Module
 }
 
 // StageOptions configure Stage.
@@ -46,7 +45,7 @@ type StageOptions struct {
 // Stage resolves and verifies every artifact (writing murmur.lock when there is none,
 // verifying against it when there is), then — only once every check passed — compiles
 // the wasm modules and checks each against its world and the memory limit.
-func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOptions) (*Staged, error) {
+func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOptions) (*Staged, error) {
 	start := time.Now()
 	ropts := registry.Options{Registry: opts.Registry, Platform: opts.Platform, Progress: opts.Progress, LockPath: opts.Lock}
 	var (
@@ -67,12 +66,12 @@ func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpti
 			return nil, err
 		}
 	}
-	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*Module{}}
+	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}}
 	var problems errs.List
 	add := func(err error) { problems = append(problems, asProblems(err)...) }
 	limit := m.Capabilities.Limits.MemoryBytes
-	compile := func(name string, role manifest.Role, world string, wasm []byte, add func(error)) *Module {
-		mod, err := e.Compile(ctx, m.Name, name, role, wasm)
+	compile := func(name string, role manifest.Role, world string, code []byte, add func(error)) *wasm.Module {
+		mod, err := r.engine.Compile(ctx, m.Name, name, role, code)
 		if err != nil {
 			add(err)
 			return nil
@@ -81,8 +80,8 @@ func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpti
 			add(err)
 			return nil
 		}
-		if need := int64(mod.minPages) * pageSize; need > limit {
-			add(errs.New(CodeMemoryFloor, "runtime", fmt.Sprintf("artifact %s needs %d bytes of memory to start, over limits.memory_bytes %d", name, need, limit),
+		if need := mod.MinMemory(); need > limit {
+			add(errs.New(wasm.CodeMemoryFloor, "runtime", fmt.Sprintf("artifact %s needs %d bytes of memory to start, over limits.memory_bytes %d", name, need, limit),
 				"raise capabilities.limits.memory_bytes"))
 			return nil
 		}
@@ -96,9 +95,9 @@ func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpti
 		name  string
 		role  manifest.Role
 		world string
-		wasm  []byte
+		code  []byte
 		err   error
-		mod   *Module
+		mod   *wasm.Module
 	}
 	var jobs []*job
 	for _, a := range res.Artifacts {
@@ -109,11 +108,11 @@ func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpti
 		if p.Kind != registry.PayloadWasm {
 			continue // native tools run as sandboxed subprocesses, not here
 		}
-		wasm, err := a.Archive.ReadFile(p.Path)
-		jobs = append(jobs, &job{name: a.Name, role: a.Role, world: string(a.Role), wasm: wasm, err: err})
+		code, err := a.Archive.ReadFile(p.Path)
+		jobs = append(jobs, &job{name: a.Name, role: a.Role, world: string(a.Role), code: code, err: err})
 	}
 	if scriptWasm != nil {
-		jobs = append(jobs, &job{name: m.Name, role: RoleCapsule, world: ScriptWorld, wasm: scriptWasm})
+		jobs = append(jobs, &job{name: m.Name, role: wasm.RoleCapsule, world: wasm.ScriptWorld, code: scriptWasm})
 	}
 	var (
 		wg   sync.WaitGroup
@@ -130,7 +129,7 @@ func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpti
 			sema <- struct{}{}
 			defer func() { <-sema }()
 			var perr errs.List
-			mod := compile(j.name, j.role, j.world, j.wasm, func(err error) { perr = append(perr, asProblems(err)...) })
+			mod := compile(j.name, j.role, j.world, j.code, func(err error) { perr = append(perr, asProblems(err)...) })
 			mu.Lock()
 			j.mod = mod
 			if len(perr) > 0 {
@@ -144,7 +143,7 @@ func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpti
 		switch {
 		case j.err != nil:
 			add(j.err)
-		case j.role == RoleCapsule:
+		case j.role == wasm.RoleCapsule:
 			s.Script = j.mod
 		default:
 			s.Modules[j.name] = j.mod
@@ -153,14 +152,14 @@ func (e *Engine) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpti
 	if len(problems) > 0 {
 		return nil, problems
 	}
-	e.metrics.Stage.WithLabelValues(m.Name).Observe(time.Since(start).Seconds())
+	r.metrics.Stage.WithLabelValues(m.Name).Observe(time.Since(start).Seconds())
 	return s, nil
 }
 
 // modules returns every compiled module of the capsule: its tools and drivers, and a
 // script capsule's own.
-func (s *Staged) modules() []*Module {
-	mods := make([]*Module, 0, len(s.Modules)+1)
+func (s *Staged) modules() []*wasm.Module {
+	mods := make([]*wasm.Module, 0, len(s.Modules)+1)
 	for _, m := range s.Modules {
 		mods = append(mods, m)
 	}
@@ -207,7 +206,7 @@ func asProblems(err error) errs.List {
 		return l
 	}
 	if err != nil {
-		return errs.List{errs.Wrap(err, CodeCompile, "runtime", "staging failed", "")}
+		return errs.List{errs.Wrap(err, wasm.CodeCompile, "runtime", "staging failed", "")}
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/wasmtest"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 func toolModule(export string, pages uint32) []byte {
@@ -36,7 +37,7 @@ func publishWasm(t *testing.T, reg *registry.Local, name, role string, wasm []by
 
 func TestStage(t *testing.T) {
 	ctx := context.Background()
-	e, _ := newEngine(t)
+	e, _ := newRuntime(t)
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "echo", "tool", toolModule("murmur:tool/run@0.1.0#run", 1))
 	publishWasm(t, reg, "future", "tool", toolModule("murmur:tool/run@0.3.0#run", 1))
@@ -56,8 +57,8 @@ func TestStage(t *testing.T) {
 		{"one other wasm is the module", "echo", map[string][]byte{"main.wasm": script}, "", "", ""},
 		{"no module", "echo", nil, "", CodeScriptModule, "no capsule.wasm"},
 		{"two modules", "echo", map[string][]byte{"a.wasm": script, "b.wasm": script}, "", CodeScriptModule, "a.wasm, b.wasm"},
-		{"unserved tool version", "future", map[string][]byte{"capsule.wasm": script}, "", CodeExportVersion, "murmur:tool/run@0.3.0#run"},
-		{"memory floor over the limit", "fat", map[string][]byte{"capsule.wasm": script}, "capabilities:\n  limits: {memory_bytes: 1048576}\n", CodeMemoryFloor, "fat"},
+		{"unserved tool version", "future", map[string][]byte{"capsule.wasm": script}, "", wasm.CodeExportVersion, "murmur:tool/run@0.3.0#run"},
+		{"memory floor over the limit", "fat", map[string][]byte{"capsule.wasm": script}, "capabilities:\n  limits: {memory_bytes: 1048576}\n", wasm.CodeMemoryFloor, "fat"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

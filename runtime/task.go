@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // StateCanceled ends a task its client canceled.
@@ -108,7 +110,7 @@ func (s *session) execute(ctx context.Context, req TaskRequest) (result, state s
 	if err := os.Remove(filepath.Join(s.layout.Work, "out", "result.txt")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", StateFailed, err
 	}
-	if err := s.e.RunScript(ctx, s.staged.Script, s.grants(m.Name, RoleCapsule), s.host(m.Name)); err != nil {
+	if err := s.rt.engine.RunScript(ctx, s.staged.Script, s.grants(m.Name, wasm.RoleCapsule), s.host(m.Name)); err != nil {
 		if said := s.lastWords(m.Name + ".stderr.log"); said != "" {
 			err = fmt.Errorf("%w; the guest's stderr ended with: %s", err, said)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/netpolicy"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -50,7 +51,7 @@ func benchCassette() string {
 //     dispatch, the trace and everything else the runtime does per turn.
 //   - driver-call, tool-call: the first turn's guest calls made bare through CallTool with
 //     a session's grants.
-//   - http-send: the driver's provider request sent bare through HTTPHost.Send, the host's
+//   - http-send: the driver's provider request sent bare through wasm.Outgoing.Send, the host's
 //     share of a driver call (an upper bound: the replay server's own work is in it).
 func BenchmarkAgentTurn(b *testing.B) {
 	ctx := context.Background()
@@ -65,7 +66,7 @@ func BenchmarkAgentTurn(b *testing.B) {
 	// guestTime is the total wall time of every guest call the engine has made.
 	guestTime := func() time.Duration {
 		ch := make(chan prometheus.Metric, 16)
-		go func() { e.Metrics().Duration.Collect(ch); close(ch) }()
+		go func() { e.engine.Metrics().Duration.Collect(ch); close(ch) }()
 		var sum float64
 		for c := range ch {
 			var pb dto.Metric
@@ -102,27 +103,27 @@ func BenchmarkAgentTurn(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hh := &HTTPHost{Capsule: m.Name, Rules: rules, Metrics: e.Metrics(),
-		Credentials: []Credential{{Endpoint: p.srv.URL, Headers: keyHeaders("anthropic-messages", key)}}}
+	hh := &wasm.Outgoing{Capsule: m.Name, Rules: rules, Metrics: e.engine.Metrics(),
+		Credentials: []wasm.Credential{{Endpoint: p.srv.URL, Headers: keyHeaders("anthropic-messages", key)}}}
 	hh.Init()
 	env := append(GuestEnv(m, func(string) (string, bool) { return "", false }, RuntimeEnv(m, "ses_bench", "")),
 		"MURMUR_INFERENCE_TRANSPORT=http", "MURMUR_INFERENCE_MODEL=m-test", "MURMUR_INFERENCE_ENDPOINT="+p.srv.URL,
 		"MURMUR_INFERENCE_DRIVER=anthropic-messages", "MURMUR_INFERENCE_DRIVER_CONFIG={}")
-	grants := Grants{FS: gfs, Env: env, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: time.Minute}
+	grants := wasm.Grants{FS: gfs, Env: env, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: time.Minute}
 	driverIn, _ := json.Marshal(driverRequest{Model: "m-test", MaxTokens: m.Inference.MaxTokens,
 		Messages: []agentMessage{{Role: "user", Content: []agentBlock{{Type: "text", Text: "bench many"}}}},
 		Tools:    []agentTool{{Name: "echo", Description: "test tool echo", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}})
 	driverCall := func() {
 		p.reset(nil)
 		in := string(driverIn)
-		out, err := e.CallTool(ctx, staged.Modules["anthropic-messages"], grants, &Host{Who: "anthropic-messages", HTTP: hh}, abi.ToolInput{Data: &in})
+		out, err := e.engine.CallTool(ctx, staged.Modules["anthropic-messages"], grants, &wasm.Imports{Who: "anthropic-messages", HTTP: hh}, abi.ToolInput{Data: &in})
 		if err != nil || out.Status != abi.StatusPassed || !strings.Contains(value(out.Data), `"stop_reason":"tool_call"`) {
 			b.Fatalf("driver call: %v %s %s", err, value(out.Summary), value(out.Data))
 		}
 	}
 	toolCall := func() {
 		in := `{"text":"hi"}`
-		out, err := e.CallTool(ctx, staged.Modules["echo"], grants, &Host{Who: "echo"}, abi.ToolInput{Data: &in})
+		out, err := e.engine.CallTool(ctx, staged.Modules["echo"], grants, &wasm.Imports{Who: "echo"}, abi.ToolInput{Data: &in})
 		if err != nil || value(out.Data) != in {
 			b.Fatalf("tool call: %v %+v", err, out)
 		}
@@ -130,7 +131,7 @@ func BenchmarkAgentTurn(b *testing.B) {
 	// The request the driver sends on the first turn, as the provider received it.
 	driverCall()
 	sent := p.seen()[0]
-	req := OutgoingRequest{Method: "POST", URL: p.srv.URL + "/v1/messages", Body: sent.body,
+	req := wasm.OutgoingRequest{Method: "POST", URL: p.srv.URL + "/v1/messages", Body: sent.body,
 		Headers: [][2]string{{"content-type", "application/json"}, {"anthropic-version", sent.header.Get("Anthropic-Version")}}}
 
 	b.Run("turn", func(b *testing.B) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/runtime"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // CodeTaskFile refuses a --task @file that cannot be read.
@@ -37,12 +38,12 @@ func Run(ctx context.Context, e *Env, c Common, manifestPath string, f RunFlags)
 		}
 		task = string(data)
 	}
-	engine, err := runtime.NewEngine(ctx, runtime.WithCacheDir(f.CacheDir))
+	rt, err := runtime.New(ctx, wasm.WithCacheDir(f.CacheDir))
 	if err != nil {
 		return e.fail(c, err)
 	}
-	defer engine.Close(context.WithoutCancel(ctx))
-	res, err := engine.RunOnce(ctx, m, runtime.RunOptions{Registry: opts.Registry, Progress: opts.Progress,
+	defer rt.Close(context.WithoutCancel(ctx))
+	res, err := rt.RunOnce(ctx, m, runtime.RunOptions{Registry: opts.Registry, Progress: opts.Progress,
 		WorkRoot: f.WorkRoot, Workdir: f.Workdir, Task: task, Stderr: e.Stderr, Sinks: []runtime.Sink{progressSink{e.Stderr}}})
 	e.progress.done()
 	if err != nil {

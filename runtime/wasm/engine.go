@@ -1,7 +1,9 @@
-// Package runtime stages and runs capsule guests: one wazero runtime per process with an
-// on-disk compilation cache, modules compiled once at stage, a fresh instance per call
-// with exactly the manifest's grants, and every failure classified and counted.
-package runtime
+// Package wasm is the engine capsule guests run on: one wazero runtime per process with
+// an on-disk compilation cache, modules compiled (and rewritten for fast starts) once,
+// a fresh instance per call with exactly the grants it is given, the guest's imports,
+// and every failure classified and counted. It knows modules and calls, not capsules'
+// sessions or tasks (package runtime).
+package wasm
 
 import (
 	"context"
@@ -111,7 +113,7 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 		cache.Close(ctx)
 		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot instantiate WASI preview1", "")
 	}
-	if err := defineHostModules(ctx, rt); err != nil {
+	if err := defineImports(ctx, rt); err != nil {
 		rt.Close(ctx)
 		cache.Close(ctx)
 		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot define the host interfaces", "")
@@ -124,9 +126,6 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 	}
 	return &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}, snapshots: !cfg.noSnapshots, reuse: cfg.reuse && !cfg.noSnapshots}, nil
 }
-
-// Runtime exposes the wazero runtime so host modules (imports) can be defined on it.
-func (e *Engine) Runtime() wazero.Runtime { return e.rt }
 
 // Metrics returns the engine's collectors.
 func (e *Engine) Metrics() *Metrics { return e.metrics }
@@ -171,6 +170,9 @@ type compiled struct {
 	snaps       snapshots
 	warm        warmPool
 }
+
+// MinMemory is the memory, in bytes, the module needs to start.
+func (m *Module) MinMemory() int64 { return int64(m.minPages) * pageSize }
 
 // Compile compiles wasm for the artifact of capsule; machine code comes from the cache
 // when the same bytes were compiled before.

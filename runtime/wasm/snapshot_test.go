@@ -1,4 +1,4 @@
-package runtime
+package wasm
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // its own grants — a different environment gets its own snapshot.
 func TestInitSnapshots(t *testing.T) {
 	ctx := context.Background()
-	wasm := guestbuild.Wasm(t, "../internal/testguests/counter")
+	wasm := guestbuild.Wasm(t, "../../internal/testguests/counter")
 	for _, tt := range []struct {
 		name string
 		opts []EngineOption
@@ -39,12 +39,12 @@ func TestInitSnapshots(t *testing.T) {
 			}
 			for i, env := range []string{"a", "a", "b", "a", "b"} {
 				g := Grants{Env: []string{"SNAP_TEST=" + env}, MemoryBytes: 128 << 20}
-				out, err := e.CallTool(ctx, mod, g, &Host{}, abi.ToolInput{})
+				out, err := e.CallTool(ctx, mod, g, &Imports{}, abi.ToolInput{})
 				if err != nil {
 					t.Fatalf("call %d: %v", i, err)
 				}
 				want := "calls=1 init-env=" + env + " env=" + env + " table[31]=961"
-				if got := value(out.Data); got != want {
+				if got := deref(out.Data); got != want {
 					t.Fatalf("call %d (env %s) = %q, want %q", i, env, got, want)
 				}
 			}
@@ -71,7 +71,7 @@ func TestInitSnapshots(t *testing.T) {
 // registries, so their encoding is hostile): it never panics, leaves what it cannot parse
 // untouched, and what it rewrites still has the header and grows only by the exports.
 func FuzzExportGlobals(f *testing.F) {
-	f.Add(guestbuild.Wasm(f, "../internal/testguests/counter"))
+	f.Add(guestbuild.Wasm(f, "../../internal/testguests/counter"))
 	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
 	f.Add([]byte("\x00asm\x01\x00\x00\x00\x06\x06\x01\x7f\x01\x41\x00\x0b\x07\x01\x00"))
 	f.Fuzz(func(t *testing.T, wasm []byte) {
@@ -94,12 +94,12 @@ func FuzzExportGlobals(f *testing.F) {
 func TestWarmInstanceLimits(t *testing.T) {
 	ctx := context.Background()
 	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")), WithInstanceReuse())
-	mod, err := e.Compile(ctx, "c", "spin", manifest.RoleTool, guestbuild.Wasm(t, "../internal/testguests/hostile-spin"))
+	mod, err := e.Compile(ctx, "c", "spin", manifest.RoleTool, guestbuild.Wasm(t, "../../internal/testguests/hostile-spin"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	call := func(data string, deadline time.Duration) error {
-		_, err := e.CallTool(ctx, mod, Grants{MemoryBytes: 128 << 20, Deadline: deadline}, &Host{}, abi.ToolInput{Data: &data})
+		_, err := e.CallTool(ctx, mod, Grants{MemoryBytes: 128 << 20, Deadline: deadline}, &Imports{}, abi.ToolInput{Data: &data})
 		return err
 	}
 	warm := func() int {

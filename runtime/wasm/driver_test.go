@@ -1,4 +1,4 @@
-package runtime
+package wasm
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 )
 
 // The shipped drivers (SPEC §5.4) are exercised end to end: the guest built from
-// examples/drivers, run as a driver through CallTool, its HTTP going through HTTPHost to a
+// examples/drivers, run as a driver through CallTool, its HTTP going through Outgoing to a
 // loopback replay server (SPEC §5.5) that checks the translated request.
 
 const driverKey = "sk-driver-sentinel-4f1c"
@@ -188,7 +188,7 @@ func TestDriverOpenAIChat(t *testing.T) { testDriver(t, openaiDriver) }
 func testDriver(t *testing.T, spec driverSpec) {
 	t.Parallel()
 	ctx := context.Background()
-	wasm := guestbuild.Wasm(t, "../examples/drivers/"+spec.name)
+	wasm := guestbuild.Wasm(t, "../../examples/drivers/"+spec.name)
 	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	mod, err := e.Compile(ctx, "drivercap", spec.name, manifest.RoleDriver, wasm)
 	if err != nil {
@@ -244,11 +244,11 @@ func testDriver(t *testing.T, spec driverSpec) {
 		keyHeader = [2]string{"Authorization", "Bearer " + driverKey}
 	}
 	var sleeps int
-	hh := &HTTPHost{Capsule: "drivercap", Rules: rules, Metrics: e.Metrics(),
+	hh := &Outgoing{Capsule: "drivercap", Rules: rules, Metrics: e.Metrics(),
 		Credentials: []Credential{{Endpoint: srv.URL, Headers: [][2]string{keyHeader}}},
 		Sleep:       func(context.Context, time.Duration) error { sleeps++; return nil }}
 	hh.Init()
-	host := &Host{HTTP: hh, Who: spec.name}
+	host := &Imports{HTTP: hh, Who: spec.name}
 
 	tests := []struct {
 		name, endpoint, input string
@@ -381,7 +381,7 @@ func driverDeref(s *string) string {
 // wasm driver of its own name.
 func TestDriverArtifactManifests(t *testing.T) {
 	for _, name := range []string{"anthropic-messages", "openai-chat"} {
-		file := filepath.Join("..", "examples", "drivers", name, "artifact", "murmur.yaml")
+		file := filepath.Join("..", "..", "examples", "drivers", name, "artifact", "murmur.yaml")
 		data, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)

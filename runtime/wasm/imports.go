@@ -1,4 +1,4 @@
-package runtime
+package wasm
 
 import (
 	"context"
@@ -14,40 +14,40 @@ import (
 // MaxInvokeDepth bounds nested tool-registry invokes within one call chain.
 const MaxInvokeDepth = 8
 
-// EventSink receives murmur:stream/events from guests.
-type EventSink interface {
+// Stream receives the guest's stream: murmur:stream/events.
+type Stream interface {
 	Chunk(thinking bool, text string)
 	ToolCallStarted(id, name string)
 	ToolCallInputBytes(id string, n uint64)
 }
 
-// Host is what the host imports of one call can reach: it travels in the call's context,
+// Imports is what the guest's imports can reach during one call: it travels in the call's context,
 // so the host modules are defined once per engine and serve every capsule.
-type Host struct {
+type Imports struct {
 	// Invoke runs a tool for murmur:tool-registry/invoke; nil refuses every invoke.
 	Invoke func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error)
 	// HTTP serves capsulegate:http/outgoing; nil refuses every request.
-	HTTP *HTTPHost
+	HTTP *Outgoing
 	// Events receives stream events; nil drops them.
-	Events EventSink
+	Events Stream
 	// RequestInput asks the A2A client for input; nil outside an A2A task.
 	RequestInput func(ctx context.Context, prompt string) (string, error)
 	// Who names the calling artifact in network-denial records.
 	Who string
 }
 
-type hostKey struct{}
+type importsKey struct{}
 type depthKey struct{}
 
-// WithHost returns ctx carrying h for the host imports of calls made with it.
-func WithHost(ctx context.Context, h *Host) context.Context {
-	return context.WithValue(ctx, hostKey{}, h)
+// WithImports returns ctx carrying h for the host imports of calls made with it.
+func WithImports(ctx context.Context, h *Imports) context.Context {
+	return context.WithValue(ctx, importsKey{}, h)
 }
 
-func hostFrom(ctx context.Context) *Host {
-	h, _ := ctx.Value(hostKey{}).(*Host)
+func importsFrom(ctx context.Context) *Imports {
+	h, _ := ctx.Value(importsKey{}).(*Imports)
 	if h == nil {
-		return &Host{}
+		return &Imports{}
 	}
 	return h
 }
@@ -55,46 +55,46 @@ func hostFrom(ctx context.Context) *Host {
 // ErrNoTask is the trap of murmur:task/task#request-input outside an A2A task.
 var ErrNoTask = errors.New("murmur:task/task#request-input called outside an A2A task: there is no client to ask")
 
-// defineHostModules instantiates the host side of every P1 import on rt.
-func defineHostModules(ctx context.Context, rt wazero.Runtime) error {
+// defineImports instantiates the host side of every P1 import on rt.
+func defineImports(ctx context.Context, rt wazero.Runtime) error {
 	type fn struct {
 		name string
 		f    *abi.Func
-		impl func(ctx context.Context, h *Host, args []any) ([]any, error)
+		impl func(ctx context.Context, h *Imports, args []any) ([]any, error)
 	}
 	modules := []struct {
 		module string
 		fns    []fn
 	}{
-		{abi.ModuleRegistry, []fn{{abi.ImportInvoke, abi.Invoke, hostInvoke}}},
-		{abi.ModuleHTTP, []fn{{abi.ImportSend, abi.HTTPSend, hostHTTPSend}}},
+		{abi.ModuleRegistry, []fn{{abi.ImportInvoke, abi.Invoke, importInvoke}}},
+		{abi.ModuleHTTP, []fn{{abi.ImportSend, abi.HTTPSend, importHTTPSend}}},
 		{abi.ModuleStream, []fn{
-			{abi.ImportEmitChunk, abi.EmitChunk, func(_ context.Context, h *Host, a []any) ([]any, error) {
+			{abi.ImportEmitChunk, abi.EmitChunk, func(_ context.Context, h *Imports, a []any) ([]any, error) {
 				if h.Events != nil {
 					h.Events.Chunk(false, a[0].(string))
 				}
 				return nil, nil
 			}},
-			{abi.ImportEmitThink, abi.EmitThink, func(_ context.Context, h *Host, a []any) ([]any, error) {
+			{abi.ImportEmitThink, abi.EmitThink, func(_ context.Context, h *Imports, a []any) ([]any, error) {
 				if h.Events != nil {
 					h.Events.Chunk(true, a[0].(string))
 				}
 				return nil, nil
 			}},
-			{abi.ImportCallStarted, abi.CallStarted, func(_ context.Context, h *Host, a []any) ([]any, error) {
+			{abi.ImportCallStarted, abi.CallStarted, func(_ context.Context, h *Imports, a []any) ([]any, error) {
 				if h.Events != nil {
 					h.Events.ToolCallStarted(a[0].(string), a[1].(string))
 				}
 				return nil, nil
 			}},
-			{abi.ImportInputBytes, abi.InputBytes, func(_ context.Context, h *Host, a []any) ([]any, error) {
+			{abi.ImportInputBytes, abi.InputBytes, func(_ context.Context, h *Imports, a []any) ([]any, error) {
 				if h.Events != nil {
 					h.Events.ToolCallInputBytes(a[0].(string), a[1].(uint64))
 				}
 				return nil, nil
 			}},
 		}},
-		{abi.ModuleTask, []fn{{abi.ImportRequest, abi.RequestIn, func(ctx context.Context, h *Host, a []any) ([]any, error) {
+		{abi.ModuleTask, []fn{{abi.ImportRequest, abi.RequestIn, func(ctx context.Context, h *Imports, a []any) ([]any, error) {
 			if h.RequestInput == nil {
 				return nil, ErrNoTask
 			}
@@ -124,7 +124,7 @@ func defineHostModules(ctx context.Context, rt wazero.Runtime) error {
 // impl, lower its results (into the guest's return area when they spill). A guest that
 // breaks the ABI, or an impl error, traps the guest; wazero returns the error (wrapped
 // with %w) from the guest's call, where it is classified.
-func importFunc(f *abi.Func, impl func(ctx context.Context, h *Host, args []any) ([]any, error)) api.GoModuleFunc {
+func importFunc(f *abi.Func, impl func(ctx context.Context, h *Imports, args []any) ([]any, error)) api.GoModuleFunc {
 	nParams, _ := f.ImportSignature()
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
 		mem := mod.Memory()
@@ -136,7 +136,7 @@ func importFunc(f *abi.Func, impl func(ctx context.Context, h *Host, args []any)
 		if err != nil {
 			panic(err)
 		}
-		results, err := impl(ctx, hostFrom(ctx), args)
+		results, err := impl(ctx, importsFrom(ctx), args)
 		if err != nil {
 			panic(err)
 		}
@@ -149,7 +149,7 @@ func importFunc(f *abi.Func, impl func(ctx context.Context, h *Host, args []any)
 	}
 }
 
-func hostInvoke(ctx context.Context, h *Host, a []any) ([]any, error) {
+func importInvoke(ctx context.Context, h *Imports, a []any) ([]any, error) {
 	name := a[0].(string)
 	in, err := abi.ToToolInput(a[1])
 	if err != nil {
@@ -173,7 +173,7 @@ func hostInvoke(ctx context.Context, h *Host, a []any) ([]any, error) {
 	return []any{res}, nil
 }
 
-func hostHTTPSend(ctx context.Context, h *Host, a []any) ([]any, error) {
+func importHTTPSend(ctx context.Context, h *Imports, a []any) ([]any, error) {
 	req, err := abi.ToHTTPRequest(a[0])
 	if err != nil {
 		return nil, err

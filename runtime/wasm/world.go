@@ -1,4 +1,4 @@
-package runtime
+package wasm
 
 import (
 	"fmt"
@@ -39,6 +39,9 @@ var (
 		string(manifest.RoleDriver): {[]string{"murmur:stream/events@0.1.0", "capsulegate:http/outgoing@0.1.0"}, "murmur:tool/run"},
 	}
 )
+
+// RoleCapsule labels a script capsule's own module in metrics and errors.
+const RoleCapsule manifest.Role = "capsule"
 
 // ScriptWorld names the world of a script capsule's own module in CheckWorld.
 const ScriptWorld = "script"

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package runtime
+package wasm
 
 import "github.com/tetratelabs/wazero/experimental"
 

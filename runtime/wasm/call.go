@@ -1,4 +1,4 @@
-package runtime
+package wasm
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 
 // CallTool runs one call of a tool or driver module's murmur:tool/run in a fresh
 // instance: lower the input, call, lift the result, then let the guest free it.
-func (e *Engine) CallTool(ctx context.Context, mod *Module, g Grants, h *Host, in abi.ToolInput) (abi.ToolResult, error) {
+func (e *Engine) CallTool(ctx context.Context, mod *Module, g Grants, h *Imports, in abi.ToolInput) (abi.ToolResult, error) {
 	var out abi.ToolResult
 	world := string(mod.Role)
 	export := mod.RunExport(world)
-	err := e.Call(WithHost(ctx, h), mod, g, func(ctx context.Context, inst *Instance) error {
+	err := e.Call(WithImports(ctx, h), mod, g, func(ctx context.Context, inst *Instance) error {
 		fn := inst.ExportedFunction(export)
 		if fn == nil {
 			return fmt.Errorf("%w: artifact %s exports no murmur:tool/run", abi.ErrABI, mod.Artifact)
@@ -48,9 +48,9 @@ func (e *Engine) CallTool(ctx context.Context, mod *Module, g Grants, h *Host, i
 }
 
 // RunScript runs a script capsule's murmur:capsule/run in a fresh instance.
-func (e *Engine) RunScript(ctx context.Context, mod *Module, g Grants, h *Host) error {
+func (e *Engine) RunScript(ctx context.Context, mod *Module, g Grants, h *Imports) error {
 	export := mod.RunExport(ScriptWorld)
-	return e.Call(WithHost(ctx, h), mod, g, func(ctx context.Context, inst *Instance) error {
+	return e.Call(WithImports(ctx, h), mod, g, func(ctx context.Context, inst *Instance) error {
 		fn := inst.ExportedFunction(export)
 		if fn == nil {
 			return fmt.Errorf("%w: capsule %s exports no murmur:capsule/run", abi.ErrABI, mod.Capsule)

@@ -1,4 +1,4 @@
-package runtime
+package wasm
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func TestHTTPHostSend(t *testing.T) {
 		t.Fatal(err)
 	}
 	var denials []string
-	h := &HTTPHost{Capsule: "cap", Rules: rules, Metrics: m, MaxRequestBody: 1024, MaxResponseBody: 1024,
+	h := &Outgoing{Capsule: "cap", Rules: rules, Metrics: m, MaxRequestBody: 1024, MaxResponseBody: 1024,
 		Resolver:    staticResolver{"api.example.com": {netip.MustParseAddr("127.0.0.1")}},
 		Credentials: []Credential{{Endpoint: srv.URL + "/v1", Headers: [][2]string{{"X-Api-Key", "sk-sentinel"}}}},
 		OnDeny:      func(who, host string, port int, err error) { denials = append(denials, who+" "+host) }}
@@ -158,7 +158,7 @@ func TestProviderRetries(t *testing.T) {
 			hits, statuses = 0, tt.statuses
 			mu.Unlock()
 			var waits []time.Duration
-			h := &HTTPHost{Capsule: "cap", Rules: rules,
+			h := &Outgoing{Capsule: "cap", Rules: rules,
 				Credentials: []Credential{{Endpoint: srv.URL + "/v1", Headers: [][2]string{{"x-api-key", "k"}}}},
 				Sleep:       func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }}
 			h.Init()

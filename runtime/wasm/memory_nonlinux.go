@@ -1,5 +1,5 @@
 //go:build unix && !linux
 
-package runtime
+package wasm
 
 const mapNoReserve = 0

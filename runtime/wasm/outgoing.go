@@ -1,4 +1,4 @@
-package runtime
+package wasm
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capsulegate/capsulegate/internal/clip"
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/netpolicy"
 )
@@ -48,10 +49,10 @@ type Credential struct {
 	Headers [][2]string
 }
 
-// HTTPHost serves capsulegate:http/outgoing for one capsule: every request is checked
+// Outgoing serves capsulegate:http/outgoing for one capsule: every request is checked
 // against the capsule's network rules before a connection is made, redirects are not
 // followed, and bodies are capped.
-type HTTPHost struct {
+type Outgoing struct {
 	Capsule         string
 	Rules           netpolicy.Rules
 	Resolver        netpolicy.Resolver // nil: the system resolver
@@ -82,7 +83,7 @@ func backoff(try int, retryAfter string) time.Duration {
 	return base/2 + time.Duration(rand.Int64N(int64(base)))
 }
 
-func (h *HTTPHost) sleep(ctx context.Context, d time.Duration) error {
+func (h *Outgoing) sleep(ctx context.Context, d time.Duration) error {
 	if h.Sleep != nil {
 		return h.Sleep(ctx, d)
 	}
@@ -97,7 +98,7 @@ func (h *HTTPHost) sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Init builds the host's HTTP client; call it once before Send.
-func (h *HTTPHost) Init() {
+func (h *Outgoing) Init() {
 	d := &netpolicy.Dialer{Rules: h.Rules, Resolver: h.Resolver}
 	h.client = &http.Client{
 		Transport: netpolicy.NewTransport(d),
@@ -109,19 +110,19 @@ func (h *HTTPHost) Init() {
 
 // Send performs req for the artifact who. A refusal or failure is the error string the
 // guest receives in result::err.
-func (h *HTTPHost) Send(ctx context.Context, who string, req OutgoingRequest) (*OutgoingResponse, error) {
+func (h *Outgoing) Send(ctx context.Context, who string, req OutgoingRequest) (*OutgoingResponse, error) {
 	u, err := url.Parse(req.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("invalid url %q: want an absolute http or https URL", clip(req.URL))
+		return nil, fmt.Errorf("invalid url %q: want an absolute http or https URL", clip.String(req.URL, 200))
 	}
 	if u.User != nil {
-		return nil, fmt.Errorf("invalid url %q: userinfo is not allowed; send credentials in headers", clip(req.URL))
+		return nil, fmt.Errorf("invalid url %q: userinfo is not allowed; send credentials in headers", clip.String(req.URL, 200))
 	}
 	host := u.Hostname()
 	port := 0
 	if p := u.Port(); p != "" {
 		if port, err = strconv.Atoi(p); err != nil {
-			return nil, fmt.Errorf("invalid url %q: bad port", clip(req.URL))
+			return nil, fmt.Errorf("invalid url %q: bad port", clip.String(req.URL, 200))
 		}
 	}
 	if port == 0 {
@@ -212,7 +213,7 @@ func (h *HTTPHost) Send(ctx context.Context, who string, req OutgoingRequest) (*
 }
 
 // deny counts a refusal and returns the guest-facing error of SPEC §4.2.
-func (h *HTTPHost) deny(who, host string, port int, cause error) error {
+func (h *Outgoing) deny(who, host string, port int, cause error) error {
 	if h.Metrics != nil {
 		h.Metrics.Denied.WithLabelValues(h.Capsule, "guest").Inc()
 	}
@@ -220,7 +221,7 @@ func (h *HTTPHost) deny(who, host string, port int, cause error) error {
 		h.OnDeny(who, host, port, cause)
 	}
 	// Name the host as the policy saw it: 0x7f000001 and [::ffff:127.0.0.1] are 127.0.0.1.
-	target := clip(host)
+	target := clip.String(host, 200)
 	if name, ip, err := netpolicy.CanonicalHost(host); err == nil {
 		target = name
 		if ip.IsValid() {
@@ -243,9 +244,3 @@ func unwrapURLError(err error) error {
 }
 
 // clip shortens a guest-supplied value quoted in a message.
-func clip(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "…"
-	}
-	return s
-}

@@ -1,4 +1,4 @@
-package runtime
+package wasm
 
 import (
 	"bytes"
@@ -99,7 +99,7 @@ type echoGuest struct {
 
 func newEchoGuest(tb testing.TB) *echoGuest {
 	tb.Helper()
-	wasm := guestbuild.Wasm(tb, "../internal/testguests/abiecho")
+	wasm := guestbuild.Wasm(tb, "../../internal/testguests/abiecho")
 	ctx := context.Background()
 	e, err := NewEngine(ctx, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero-engine")))
 	if err != nil {
@@ -407,7 +407,7 @@ func (s *valueSource) value(t *abi.Type) any {
 func (g *echoGuest) open(ctx context.Context, stderr *bytes.Buffer) (api.Module, error) {
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithStderr(stderr)
 	ctx = experimental.WithMemoryAllocator(ctx, g.mod.allocator(1<<32))
-	inst, err := g.e.Runtime().InstantiateModule(ctx, g.mod.module, cfg)
+	inst, err := g.e.rt.InstantiateModule(ctx, g.mod.module, cfg)
 	if err != nil {
 		return nil, err
 	}

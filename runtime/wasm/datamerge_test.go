@@ -1,4 +1,4 @@
-package runtime
+package wasm
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 // TestMergeDataSegmentsKeepsMemory: a Go guest's memory right after instantiation is
 // byte-for-byte the same with its data segments merged into one.
 func TestMergeDataSegmentsKeepsMemory(t *testing.T) {
-	orig := guestbuild.Wasm(t, "../internal/testguests/echo")
+	orig := guestbuild.Wasm(t, "../../internal/testguests/echo")
 	merged, ok := mergeDataSegments(orig)
 	if !ok {
 		t.Fatal("a Go guest's data segments were not merged")
@@ -77,7 +77,7 @@ func dataSection(t *testing.T, wasm []byte) []byte {
 // engine's allocator (copy-on-write image, or the copying fallback) starts with memory
 // byte-for-byte equal to the original module's.
 func TestMemoryImageKeepsMemory(t *testing.T) {
-	orig := guestbuild.Wasm(t, "../internal/testguests/echo")
+	orig := guestbuild.Wasm(t, "../../internal/testguests/echo")
 	ctx := context.Background()
 	plain := func() []byte {
 		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
@@ -106,7 +106,7 @@ func TestMemoryImageKeepsMemory(t *testing.T) {
 		case "heap":
 			alloc.image, alloc.limit = nil, 1<<32+pageSize // too large to map: the heap fallback
 		}
-		m, err := e.Runtime().InstantiateModule(experimental.WithMemoryAllocator(ctx, alloc), mod.module, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+		m, err := e.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, alloc), mod.module, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package runtime
+package wasm
 
 import (
 	"context"
@@ -185,4 +185,12 @@ func TestCheckWorld(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deref reads an optional string of a tool result.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -1,0 +1,46 @@
+// Package runtime runs capsules: it stages them (resolve, verify, compile on the wasm
+// engine), hosts them for the gateway and runs their sessions and tasks — the agent
+// loop, tool dispatch, subprocesses and the event stream with its sinks. The guests
+// themselves run on package runtime/wasm, which this package uses only through its
+// exported API (docs/architecture.md).
+package runtime
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+)
+
+// Runtime stages capsules and runs their sessions on one wasm engine. One per process;
+// Close releases the engine.
+type Runtime struct {
+	engine  *wasm.Engine
+	metrics *Metrics
+}
+
+// New starts the wasm engine with opts and returns a Runtime on it.
+func New(ctx context.Context, opts ...wasm.EngineOption) (*Runtime, error) {
+	e, err := wasm.NewEngine(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{engine: e, metrics: newMetrics()}, nil
+}
+
+// Engine returns the wasm engine the runtime's guests run on.
+func (r *Runtime) Engine() *wasm.Engine { return r.engine }
+
+// Register adds every collector, the engine's and the sessions', to reg. The gateway
+// calls it again with the registry of each new Caddy config, so counters survive a
+// reload.
+func (r *Runtime) Register(reg prometheus.Registerer) error {
+	if err := r.engine.Metrics().Register(reg); err != nil {
+		return err
+	}
+	return r.metrics.register(reg)
+}
+
+// Close releases the engine.
+func (r *Runtime) Close(ctx context.Context) error { return r.engine.Close(ctx) }
