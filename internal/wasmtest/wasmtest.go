@@ -2,6 +2,12 @@
 // bodies (a spin loop, a trap, a memory bomb) without a toolchain in the loop.
 package wasmtest
 
+import (
+	"encoding/binary"
+
+	"github.com/capsulegate/capsulegate/internal/wasmbin"
+)
+
 // Value types.
 const (
 	I32 byte = 0x7f
@@ -140,29 +146,6 @@ func vec(items [][]byte) []byte {
 
 func name(s string) []byte { return append(uleb(uint64(len(s))), s...) }
 
-func uleb(v uint64) []byte {
-	var out []byte
-	for {
-		b := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			b |= 0x80
-		}
-		out = append(out, b)
-		if v == 0 {
-			return out
-		}
-	}
-}
+func uleb(v uint64) []byte { return binary.AppendUvarint(nil, v) }
 
-func sleb(v int64) []byte {
-	var out []byte
-	for {
-		b := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && b&0x40 == 0) || (v == -1 && b&0x40 != 0) {
-			return append(out, b)
-		}
-		out = append(out, b|0x80)
-	}
-}
+func sleb(v int64) []byte { return wasmbin.AppendSigned(nil, v) }

@@ -3,19 +3,15 @@ package wasm
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
+
+	"github.com/capsulegate/capsulegate/internal/wasmbin"
 )
 
 // dataImage is a module's initial data as one block at a fixed offset.
 type dataImage struct {
 	off   uint32
 	block []byte
-}
-
-// wasmSection is one section of a module: content bounds and header start.
-type wasmSection struct {
-	id         byte
-	start, end int
-	hdr        int
 }
 
 // mergeDataSegments rewrites a module's active data segments with constant offsets into
@@ -32,7 +28,7 @@ func mergeDataSegments(wasm []byte) (out []byte, ok bool) {
 	}
 	// One active segment: flags 0, i32.const off, end, the bytes.
 	content := []byte{0x01, 0x00, 0x41}
-	content = appendSleb32(content, int32(img.off))
+	content = wasmbin.AppendSigned(content, int64(int32(img.off)))
 	content = append(content, 0x0b)
 	content = binary.AppendUvarint(content, uint64(len(img.block)))
 	content = append(content, img.block...)
@@ -51,32 +47,16 @@ func stripDataSegments(wasm []byte) (stripped []byte, img *dataImage, ok bool) {
 }
 
 // moduleData splits a module into sections and merges its data segments into an image.
-func moduleData(wasm []byte) (sections []wasmSection, di int, img *dataImage, ok bool) {
-	if len(wasm) < 8 {
+func moduleData(wasm []byte) (sections []wasmbin.Section, di int, img *dataImage, ok bool) {
+	sections, ok = wasmbin.Sections(wasm)
+	if !ok {
 		return nil, 0, nil, false
 	}
-	di = -1
-	for p := 8; p < len(wasm); {
-		id := wasm[p]
-		size, n := binary.Uvarint(wasm[p+1:])
-		if n <= 0 || size > uint64(len(wasm)) {
-			return nil, 0, nil, false
-		}
-		start := p + 1 + n
-		end := start + int(size)
-		if end > len(wasm) {
-			return nil, 0, nil, false
-		}
-		if id == 11 {
-			di = len(sections)
-		}
-		sections = append(sections, wasmSection{id, start, end, p})
-		p = end
-	}
+	di = slices.IndexFunc(sections, func(s wasmbin.Section) bool { return s.ID == wasmbin.SectionData })
 	if di < 0 {
 		return nil, 0, nil, false
 	}
-	segs, err := parseDataSegments(wasm[sections[di].start:sections[di].end])
+	segs, err := parseDataSegments(wasm[sections[di].Start:sections[di].End])
 	if err != nil || len(segs) < 2 {
 		return nil, 0, nil, false
 	}
@@ -101,22 +81,14 @@ func moduleData(wasm []byte) (sections []wasmSection, di int, img *dataImage, ok
 
 // rebuildData returns wasm with the data section's content replaced and the data count
 // section, if any, set to count.
-func rebuildData(wasm []byte, sections []wasmSection, di int, content []byte, count byte) []byte {
-	out := make([]byte, 0, len(wasm))
-	out = append(out, wasm[:8]...)
+func rebuildData(wasm []byte, sections []wasmbin.Section, di int, content []byte, count byte) []byte {
+	replace := map[int][]byte{di: content}
 	for i, s := range sections {
-		switch {
-		case i == di:
-			out = append(out, 11)
-			out = binary.AppendUvarint(out, uint64(len(content)))
-			out = append(out, content...)
-		case s.id == 12:
-			out = append(out, 12, 1, count)
-		default:
-			out = append(out, wasm[s.hdr:s.end]...)
+		if s.ID == wasmbin.SectionDataCount {
+			replace[i] = []byte{count}
 		}
 	}
-	return out
+	return wasmbin.Rebuild(wasm, sections, replace)
 }
 
 var errUnsupportedData = errors.New("unsupported data segment")
@@ -130,75 +102,31 @@ type dataSegment struct {
 // parseDataSegments reads a data section's segments, refusing anything but active
 // segments of memory 0 with an i32.const offset.
 func parseDataSegments(b []byte) ([]dataSegment, error) {
-	count, n := binary.Uvarint(b)
-	if n <= 0 {
-		return nil, errUnsupportedData
-	}
-	b = b[n:]
+	r := wasmbin.NewReader(b)
+	count := r.U()
 	segs := make([]dataSegment, 0, min(count, 1<<20))
-	for i := uint64(0); i < count; i++ {
-		flags, n := binary.Uvarint(b)
-		if n <= 0 {
-			return nil, errUnsupportedData
-		}
-		b = b[n:]
-		switch flags {
+	for i := uint64(0); i < count && !r.Bad(); i++ {
+		switch flags := r.U(); flags {
 		case 0:
 		case 2:
-			mem, n := binary.Uvarint(b)
-			if n <= 0 || mem != 0 {
+			if r.U() != 0 {
 				return nil, errUnsupportedData
 			}
-			b = b[n:]
 		default:
 			return nil, errUnsupportedData // passive
 		}
-		if len(b) < 1 || b[0] != 0x41 {
+		if r.Byte() != 0x41 {
 			return nil, errUnsupportedData
 		}
-		off, n := readSleb32(b[1:])
-		if n <= 0 || len(b) < 1+n+1 || b[1+n] != 0x0b {
+		off := r.S32()
+		if r.Byte() != 0x0b {
 			return nil, errUnsupportedData
 		}
-		b = b[2+n:]
-		size, n := binary.Uvarint(b)
-		if n <= 0 || size > uint64(len(b)-n) {
-			return nil, errUnsupportedData
-		}
-		segs = append(segs, dataSegment{off: uint32(off), data: b[n : n+int(size)]})
-		b = b[n+int(size):]
+		data := r.Bytes(r.U())
+		segs = append(segs, dataSegment{off: uint32(off), data: data})
 	}
-	if len(b) != 0 {
+	if r.Bad() || len(r.Rest()) != 0 {
 		return nil, errUnsupportedData
 	}
 	return segs, nil
-}
-
-func readSleb32(b []byte) (int32, int) {
-	var result int64
-	var shift uint
-	for i := 0; i < len(b) && i < 5; i++ {
-		c := b[i]
-		result |= int64(c&0x7f) << shift
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				result |= -1 << shift
-			}
-			return int32(result), i + 1
-		}
-	}
-	return 0, -1
-}
-
-func appendSleb32(b []byte, v int32) []byte {
-	x := int64(v)
-	for {
-		c := byte(x & 0x7f)
-		x >>= 7
-		if (x == 0 && c&0x40 == 0) || (x == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
 }

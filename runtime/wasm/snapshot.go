@@ -1,13 +1,13 @@
 package wasm
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/capsulegate/capsulegate/internal/wasmbin"
 	"github.com/tetratelabs/wazero/api"
 )
 
@@ -133,54 +133,42 @@ func snapGlobalName(i int) string { return fmt.Sprintf("%s%d", snapGlobalPrefix,
 // snapGlobalPrefix, so the host can read and set them; it reports how many it exported.
 // A module it cannot parse is returned unchanged with ok false.
 func exportGlobals(wasm []byte) (out []byte, n int, ok bool) {
-	if len(wasm) < 8 {
+	sections, ok := wasmbin.Sections(wasm)
+	if !ok {
 		return wasm, 0, false
 	}
 	var (
 		imported  int
 		mutable   []int // indexes (in the global index space) of defined mutable globals
 		exportSec = -1
-		sections  []wasmSection
 	)
-	for p := 8; p < len(wasm); {
-		id := wasm[p]
-		size, k := binary.Uvarint(wasm[p+1:])
-		if k <= 0 || size > uint64(len(wasm)) {
-			return wasm, 0, false
-		}
-		start := p + 1 + k
-		end := start + int(size)
-		if end > len(wasm) {
-			return wasm, 0, false
-		}
-		body := wasm[start:end]
+	for i, sec := range sections {
+		body := wasm[sec.Start:sec.End]
 		var err error
-		switch id {
-		case 2:
+		switch sec.ID {
+		case wasmbin.SectionImport:
 			imported, err = countImportedGlobals(body)
-		case 6:
+		case wasmbin.SectionGlobal:
 			mutable, err = mutableGlobals(body, imported)
-		case 7:
-			exportSec = len(sections)
+		case wasmbin.SectionExport:
+			exportSec = i
 		}
 		if err != nil {
 			return wasm, 0, false
 		}
-		sections = append(sections, wasmSection{id, start, end, p})
-		p = end
 	}
 	if exportSec < 0 || len(mutable) == 0 {
 		return wasm, 0, false
 	}
 	es := sections[exportSec]
-	body := wasm[es.start:es.end]
-	count, k := binary.Uvarint(body)
-	if k <= 0 {
+	r := wasmbin.NewReader(wasm[es.Start:es.End])
+	count := r.U()
+	if r.Bad() {
 		return wasm, 0, false
 	}
 	var nb []byte
 	nb = binary.AppendUvarint(nb, count+uint64(len(mutable)))
-	nb = append(nb, body[k:]...)
+	nb = append(nb, r.Rest()...)
 	for i, idx := range mutable {
 		name := snapGlobalName(i)
 		nb = binary.AppendUvarint(nb, uint64(len(name)))
@@ -188,131 +176,53 @@ func exportGlobals(wasm []byte) (out []byte, n int, ok bool) {
 		nb = append(nb, 0x03)
 		nb = binary.AppendUvarint(nb, uint64(idx))
 	}
-	var b bytes.Buffer
-	b.Write(wasm[:8])
-	for i, s := range sections {
-		if i != exportSec {
-			b.Write(wasm[s.hdr:s.end])
-			continue
-		}
-		b.WriteByte(7)
-		b.Write(binary.AppendUvarint(nil, uint64(len(nb))))
-		b.Write(nb)
-	}
-	return b.Bytes(), len(mutable), true
-}
-
-var errWasm = errors.New("unexpected module encoding")
-
-type wasmReader struct {
-	b []byte
-	p int
-}
-
-func (r *wasmReader) u() uint64 {
-	v, k := binary.Uvarint(r.b[min(r.p, len(r.b)):])
-	if k <= 0 {
-		r.p = len(r.b) + 1
-		return 0
-	}
-	r.p += k
-	return v
-}
-
-func (r *wasmReader) byte() byte {
-	if r.p >= len(r.b) {
-		r.p = len(r.b) + 1
-		return 0
-	}
-	r.p++
-	return r.b[r.p-1]
-}
-
-func (r *wasmReader) skip(n uint64) {
-	if n > uint64(len(r.b)) {
-		r.p = len(r.b) + 1
-		return
-	}
-	r.p += int(n)
-}
-
-func (r *wasmReader) bad() bool { return r.p > len(r.b) }
-
-// limits skips a table's or memory's limits.
-func (r *wasmReader) limits() {
-	flags := r.byte()
-	r.u()
-	if flags&1 != 0 {
-		r.u()
-	}
+	return wasmbin.Rebuild(wasm, sections, map[int][]byte{exportSec: nb}), len(mutable), true
 }
 
 func countImportedGlobals(body []byte) (int, error) {
-	r := &wasmReader{b: body}
-	n := r.u()
+	r := wasmbin.NewReader(body)
+	n := r.U()
 	globals := 0
-	for i := uint64(0); i < n && !r.bad(); i++ {
-		r.skip(r.u()) // module
-		r.skip(r.u()) // name
-		switch r.byte() {
+	for i := uint64(0); i < n && !r.Bad(); i++ {
+		r.Bytes(r.U()) // module
+		r.Bytes(r.U()) // name
+		switch r.Byte() {
 		case 0x00:
-			r.u()
+			r.U()
 		case 0x01:
-			r.byte()
-			r.limits()
+			r.Byte()
+			r.Limits()
 		case 0x02:
-			r.limits()
+			r.Limits()
 		case 0x03:
-			r.byte()
-			r.byte()
+			r.Byte()
+			r.Byte()
 			globals++
 		default:
-			return 0, errWasm
+			return 0, wasmbin.ErrMalformed
 		}
 	}
-	if r.bad() {
-		return 0, errWasm
+	if r.Bad() {
+		return 0, wasmbin.ErrMalformed
 	}
 	return globals, nil
 }
 
 func mutableGlobals(body []byte, imported int) ([]int, error) {
-	r := &wasmReader{b: body}
-	n := r.u()
+	r := wasmbin.NewReader(body)
+	n := r.U()
 	var out []int
-	for i := uint64(0); i < n && !r.bad(); i++ {
-		r.byte() // value type
-		if r.byte() == 1 {
+	for i := uint64(0); i < n && !r.Bad(); i++ {
+		r.Byte() // value type
+		if r.Byte() == 1 {
 			out = append(out, imported+int(i))
 		}
-		if err := skipConstExpr(r); err != nil {
+		if err := r.SkipConstExpr(); err != nil {
 			return nil, err
 		}
 	}
-	if r.bad() {
-		return nil, errWasm
+	if r.Bad() {
+		return nil, wasmbin.ErrMalformed
 	}
 	return out, nil
-}
-
-// skipConstExpr skips a constant expression up to its end opcode.
-func skipConstExpr(r *wasmReader) error {
-	for !r.bad() {
-		switch op := r.byte(); op {
-		case 0x0b:
-			return nil
-		case 0x41, 0x42, 0x23, 0xd2: // i32.const, i64.const (LEB), global.get, ref.func
-			r.u()
-		case 0x43:
-			r.skip(4)
-		case 0x44:
-			r.skip(8)
-		case 0xd0:
-			r.byte()
-		case 0x6a, 0x6b, 0x6c, 0x7c, 0x7d, 0x7e: // extended-const arithmetic
-		default:
-			return errWasm
-		}
-	}
-	return errWasm
 }
