@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
@@ -98,13 +99,16 @@ type Skill struct {
 type Lifecycle struct {
 	// Acceptance is "none", "single" (the default when empty) or "queue".
 	Acceptance string
-	// QueueDepth is how many tasks may wait beyond the running one under "queue"
-	// (0 means 1).
+	// QueueDepth is how many tasks of one context may wait beyond its running one under
+	// "queue" (0 means 1).
 	QueueDepth int
 	// InputTimeout bounds the wait for an answer to input-required; 0 waits forever.
 	InputTimeout time.Duration
 	// Threaded keeps completed turns per context id and hands them to Job.History.
 	Threaded bool
+	// Concurrency is how many tasks, each of its own context, run side by side; 0 means
+	// GOMAXPROCS. Acceptance and QueueDepth apply within one context.
+	Concurrency int
 }
 
 // Config configures a Handler.
@@ -159,6 +163,11 @@ func normalize(cfg Config) (Config, error) {
 		bad(CodeRange, fmt.Sprintf("queue depth %d is negative", cfg.Lifecycle.QueueDepth), "write a positive queue depth")
 	} else if cfg.Lifecycle.QueueDepth == 0 {
 		cfg.Lifecycle.QueueDepth = 1
+	}
+	if cfg.Lifecycle.Concurrency < 0 {
+		bad(CodeRange, fmt.Sprintf("concurrency %d is negative", cfg.Lifecycle.Concurrency), "write a positive number of tasks, or 0 for one per CPU")
+	} else if cfg.Lifecycle.Concurrency == 0 {
+		cfg.Lifecycle.Concurrency = runtime.GOMAXPROCS(0)
 	}
 	if cfg.Lifecycle.InputTimeout < 0 {
 		bad(CodeRange, fmt.Sprintf("input timeout %s is negative", cfg.Lifecycle.InputTimeout), "write a positive timeout, or 0 to wait forever")

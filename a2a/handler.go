@@ -11,7 +11,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,8 +30,7 @@ type Handler struct {
 	spec     *runSpec
 	tasks    map[string]*task
 	finished *list.List // terminal tasks, most recently used first
-	running  *task      // the task holding the capsule's one slot
-	queue    []*task    // admitted tasks waiting for the slot, oldest first
+	slots    slots      // who runs and who waits (slots.go)
 	waiting  map[string]*task
 	turns    turnStore
 	// cardTime is when what the card says last changed (its Last-Modified); cardKey is
@@ -58,7 +56,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	base, stop := context.WithCancel(context.Background())
 	h := &Handler{
 		cfg: cfg, spec: specOf(cfg),
-		tasks: map[string]*task{}, finished: list.New(), waiting: map[string]*task{},
+		tasks: map[string]*task{}, finished: list.New(), waiting: map[string]*task{}, slots: newSlots(),
 		turns: newTurnStore(),
 		base:  base, stop: stop,
 		ringSize: replayEvents, maxFinished: keepFinished, heartbeat: heartbeatTick,
@@ -117,14 +115,15 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	h.closing = true
 	// A task waiting for input would hold the shutdown for its whole grace period for an
 	// answer that is not coming: it ends now.
-	if t := h.running; t != nil {
+	now := time.Now()
+	h.slots.each(func(t *task) {
 		t.mu.Lock()
 		if t.st.State == stateInputRequired {
-			h.cancelLocked(t, "canceled: the capsule is shutting down while the task waited for input", time.Now())
+			h.cancelLocked(t, "canceled: the capsule is shutting down while the task waited for input", now)
 		}
 		t.mu.Unlock()
-	}
-	if h.running == nil && len(h.queue) == 0 {
+	})
+	if h.slots.idle() {
 		h.mu.Unlock()
 		h.stop()
 		return nil
@@ -141,19 +140,14 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	h.mu.Lock()
-	now := time.Now()
-	for _, t := range slices.Clone(h.queue) {
-		t.mu.Lock()
-		h.cancelLocked(t, "canceled: the capsule is shutting down", now)
-		t.mu.Unlock()
-	}
-	if t := h.running; t != nil {
+	now = time.Now()
+	h.slots.each(func(t *task) {
 		t.mu.Lock()
 		if !terminal(t.st.State) {
 			h.cancelLocked(t, "canceled: the capsule is shutting down", now)
 		}
 		t.mu.Unlock()
-	}
+	})
 	h.mu.Unlock()
 	h.stop()
 	return fmt.Errorf("a2a: shutdown: canceled the tasks still admitted: %w", ctx.Err())

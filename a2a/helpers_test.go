@@ -495,3 +495,7 @@ func mustJSON(v any) string {
 	}
 	return string(b)
 }
+
+// oneCtx puts a message in one fixed context: the lifecycle (single, queue) applies
+// within a context, so tests of it send every message there.
+const oneCtx = "contextId=ctx_one"

@@ -140,15 +140,15 @@ func TestAcceptanceSingle(t *testing.T) {
 	_, srv := newServer(t, Config{Executor: b, Metrics: metrics})
 	done := make(chan tObj, 1)
 	go func() {
-		done <- decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("one")})))
+		done <- decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("one", oneCtx)})))
 	}()
 	recv(t, b.started)
-	second := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("two")})))
+	second := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("two", oneCtx)})))
 	if second.Status.State != "rejected" || second.Status.Message == nil || !strings.Contains(text(second.Status.Message.Parts), "busy") {
 		t.Fatalf("concurrent send: %+v", second)
 	}
 	// A rejected stream is one task event, in its final state.
-	events := rest(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("three")}))
+	events := rest(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("three", oneCtx)}))
 	if len(events) != 1 || decode[tObj](t, events[0].Data.Result).Status.State != "rejected" {
 		t.Fatalf("rejected stream %+v", events)
 	}
@@ -158,7 +158,7 @@ func TestAcceptanceSingle(t *testing.T) {
 	}
 	// Whoever saw the first task end finds the slot free.
 	go func() {
-		done <- decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("four")})))
+		done <- decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("four", oneCtx)})))
 	}()
 	if job := recv(t, b.started); job.Text != "four" {
 		t.Fatalf("started %q", job.Text)
@@ -187,7 +187,7 @@ func TestAcceptanceQueue(t *testing.T) {
 	for i := range 5 {
 		go func() {
 			<-start
-			results <- decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03(fmt.Sprint("task ", i))})))
+			results <- decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03(fmt.Sprint("task ", i), oneCtx)})))
 		}()
 	}
 	close(start) // all five at once
@@ -233,7 +233,7 @@ func TestQueueFIFOAndCancelQueued(t *testing.T) {
 	async := map[string]any{"blocking": false}
 	var ids []string
 	for _, name := range []string{"a", "b", "c", "d"} {
-		task := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03(name), "configuration": async})))
+		task := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03(name, oneCtx), "configuration": async})))
 		want := "submitted"
 		if name == "a" {
 			want = "working"
@@ -294,7 +294,7 @@ func TestThreaded(t *testing.T) {
 func TestUpdateKeepsTasksInFlight(t *testing.T) {
 	old := newBlocking()
 	h, srv := newServer(t, Config{Executor: old, Lifecycle: Lifecycle{Acceptance: AcceptQueue, QueueDepth: 1}})
-	first := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("first"), "configuration": map[string]any{"blocking": false}})))
+	first := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("first", oneCtx), "configuration": map[string]any{"blocking": false}})))
 	recv(t, old.started)
 	card := testCard()
 	card.Description = "new and improved"
@@ -307,7 +307,7 @@ func TestUpdateKeepsTasksInFlight(t *testing.T) {
 	}
 	// A new task waits for the slot, then runs on the new executor; the old task
 	// finishes on the old one and stays readable.
-	second := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("second"), "configuration": map[string]any{"blocking": false}})))
+	second := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("second", oneCtx), "configuration": map[string]any{"blocking": false}})))
 	if second.Status.State != "submitted" {
 		t.Fatalf("second task %+v", second)
 	}
@@ -325,13 +325,13 @@ func TestShutdown(t *testing.T) {
 	t.Run("waits for running tasks", func(t *testing.T) {
 		b := newBlocking()
 		h, srv := newServer(t, Config{Executor: b})
-		task := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("x"), "configuration": map[string]any{"blocking": false}})))
+		task := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("x", oneCtx), "configuration": map[string]any{"blocking": false}})))
 		recv(t, b.started)
 		shut := make(chan error, 1)
 		go func() { shut <- h.Shutdown(context.Background()) }()
 		// New sends are refused while it drains; reads go on.
 		for {
-			r := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("y")})))
+			r := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("y", oneCtx)})))
 			if r.Status.State != "rejected" {
 				t.Fatalf("send during shutdown: %+v", r)
 			}
@@ -349,7 +349,7 @@ func TestShutdown(t *testing.T) {
 	t.Run("a task waiting for input ends at once", func(t *testing.T) {
 		e := &inputExec{errs: make(chan error, 1)}
 		h, srv := newServer(t, Config{Executor: e})
-		asked := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("x")})))
+		asked := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("x", oneCtx)})))
 		if asked.Status.State != "input-required" {
 			t.Fatalf("task %+v", asked)
 		}
@@ -366,9 +366,9 @@ func TestShutdown(t *testing.T) {
 		b := newBlocking()
 		h, srv := newServer(t, Config{Executor: b, Lifecycle: Lifecycle{Acceptance: AcceptQueue, QueueDepth: 1}})
 		async := map[string]any{"blocking": false}
-		running := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("x"), "configuration": async})))
+		running := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("x", oneCtx), "configuration": async})))
 		recv(t, b.started)
-		queued := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("y"), "configuration": async})))
+		queued := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("y", oneCtx), "configuration": async})))
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		if err := h.Shutdown(ctx); !errors.Is(err, context.Canceled) {
@@ -393,7 +393,7 @@ func TestSingleHammer(t *testing.T) {
 	for range n {
 		go func() {
 			<-start
-			r := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("x"), "configuration": map[string]any{"blocking": false}})))
+			r := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("x", oneCtx), "configuration": map[string]any{"blocking": false}})))
 			states <- r.Status.State
 		}()
 	}

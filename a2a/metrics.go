@@ -66,14 +66,10 @@ func (m *Metrics) ended(capsule, state string) {
 }
 
 // slot records whether the capsule's slot is taken and how many tasks wait for it.
-func (m *Metrics) slot(capsule string, running bool, queued int) {
+func (m *Metrics) slot(capsule string, inFlight, queued int) {
 	if m == nil {
 		return
 	}
-	inFlight := 0.0
-	if running {
-		inFlight = 1
-	}
-	m.InFlight.WithLabelValues(capsule).Set(inFlight)
+	m.InFlight.WithLabelValues(capsule).Set(float64(inFlight))
 	m.QueueDepth.WithLabelValues(capsule).Set(float64(queued))
 }

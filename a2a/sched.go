@@ -70,20 +70,9 @@ func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *
 	t := newTask(newID("tsk_"), contextID, in.text, h.spec, h.ringSize, now)
 	t.url = in.url
 	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID}}
-	var reason string
-	switch {
-	case h.closing:
-		reason = "rejected: the capsule is shutting down; retry later"
-	case h.running == nil:
-	case lc.Acceptance == AcceptQueue && len(h.queue) < lc.QueueDepth:
-	case lc.Acceptance == AcceptQueue:
-		reason = fmt.Sprintf("rejected: the capsule is busy and its queue is full (queue_depth %d); retry later", lc.QueueDepth)
-	default:
-		reason = "rejected: the capsule is busy with another task (task_acceptance: single); retry when it ends"
-	}
+	reason := h.refusalLocked(contextID)
 	h.tasks[t.id] = t
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if reason != "" {
 		msg := agentMessage(t, reason)
 		t.st = status{State: stateRejected, Msg: &msg, Time: now}
@@ -96,17 +85,15 @@ func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *
 	if stream {
 		sub = t.subscribeLocked(1)
 	}
-	switch {
-	case reason != "":
+	if reason != "" {
 		t.spec.metrics.ended(t.spec.capsule, stateRejected)
 		h.retireLocked(t)
 		t.freeRingLocked()
-	case h.running == nil:
-		h.startLocked(t, now)
-	default:
-		h.queue = append(h.queue, t)
-		h.slotMetricsLocked()
+		t.mu.Unlock()
+		return t, sub, nil
 	}
+	t.mu.Unlock()
+	h.placeLocked(t, now)
 	return t, sub, nil
 }
 
@@ -115,10 +102,10 @@ func agentMessage(t *task, text string) message {
 	return message{ID: newID("msg_"), Role: "agent", Text: text, TaskID: t.id, ContextID: t.contextID}
 }
 
-// startLocked gives t the slot and runs it.
+// startLocked gives t a concurrency slot and runs it; the caller holds h.mu and t.mu.
 func (h *Handler) startLocked(t *task, now time.Time) {
-	h.running = t
-	h.slotMetricsLocked()
+	h.slots.active++
+	t.holdsSlot = true
 	t.ctx, t.cancel = context.WithCancel(h.base)
 	t.setStatusLocked(status{State: stateWorking, Time: now}, now)
 	job := &Job{TaskID: t.id, ContextID: t.contextID, Text: t.text, URL: t.url}
@@ -193,34 +180,6 @@ func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
 	t.spec.logger.Debug("a2a task ended", "task", t.id, "state", t.st.State, "duration", now.Sub(t.created))
 	h.retireLocked(t)
 	t.freeRingLocked()
-}
-
-// releaseLocked frees the slot t held and starts the oldest queued task.
-func (h *Handler) releaseLocked(t *task, now time.Time) {
-	if h.running != t {
-		return
-	}
-	h.running = nil
-	if len(h.queue) > 0 {
-		next := h.queue[0]
-		h.queue = h.queue[1:]
-		next.mu.Lock()
-		h.startLocked(next, now)
-		next.mu.Unlock()
-	}
-	h.slotMetricsLocked()
-	h.checkIdleLocked()
-}
-
-func (h *Handler) checkIdleLocked() {
-	if h.idle != nil && h.running == nil && len(h.queue) == 0 {
-		close(h.idle)
-		h.idle = nil
-	}
-}
-
-func (h *Handler) slotMetricsLocked() {
-	h.spec.metrics.slot(h.spec.capsule, h.running != nil, len(h.queue))
 }
 
 // chunk streams text the capsule produced as a working status update carrying an
@@ -320,9 +279,9 @@ func (h *Handler) cancel(id string) (*snapshot, *rpcError) {
 	return t.snapshotLocked(), nil
 }
 
-// cancelLocked ends a task canceled at once. A queued task leaves the queue; a running
-// one has its context canceled but keeps the slot until Execute returns, so a guest
-// that is slow to stop never runs beside the next task.
+// cancelLocked ends a task canceled at once. A queued task leaves its queue; a running
+// one has its context canceled but keeps its slot until Execute returns, so a guest that
+// is slow to stop never runs beside the next task of its context.
 func (h *Handler) cancelLocked(t *task, reason string, now time.Time) {
 	queued := t.st.State == stateSubmitted
 	if t.answer != nil {
@@ -337,7 +296,7 @@ func (h *Handler) cancelLocked(t *task, reason string, now time.Time) {
 	h.retireLocked(t)
 	t.freeRingLocked()
 	if queued {
-		h.queue = slices.DeleteFunc(h.queue, func(q *task) bool { return q == t })
+		h.unqueueLocked(t)
 		h.slotMetricsLocked()
 		h.checkIdleLocked()
 	} else if t.cancel != nil {

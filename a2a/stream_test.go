@@ -109,10 +109,10 @@ func TestCancelHoldsSlot(t *testing.T) {
 	b.ignoreCtx = true
 	_, srv := newServer(t, Config{Executor: b})
 	first := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{
-		"message": msg03("one"), "configuration": map[string]any{"blocking": false}})))
+		"message": msg03("one", oneCtx), "configuration": map[string]any{"blocking": false}})))
 	recv(t, b.started)
 	ok(t, call(t, srv, "", "tasks/cancel", map[string]any{"id": first.ID}))
-	second := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("two")})))
+	second := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("two", oneCtx)})))
 	if second.Status.State != "rejected" {
 		t.Fatalf("a task ran beside a canceled one still executing: %+v", second)
 	}
@@ -126,7 +126,7 @@ func TestCancelHoldsSlot(t *testing.T) {
 	var third tObj
 	for i := 0; ; i++ {
 		third = decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{
-			"message": msg03("three"), "configuration": map[string]any{"blocking": false}})))
+			"message": msg03("three", oneCtx), "configuration": map[string]any{"blocking": false}})))
 		if third.Status.State != "rejected" {
 			break
 		}

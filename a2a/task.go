@@ -122,6 +122,7 @@ type task struct {
 	ctx       context.Context
 	cancel    context.CancelFunc // set while admitted to run
 	answer    chan string        // non-nil while input-required
+	holdsSlot bool               // holds one of the capsule's concurrency slots
 }
 
 func newTask(id, contextID, text string, spec *runSpec, ringSize int, now time.Time) *task {
