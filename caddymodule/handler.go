@@ -172,7 +172,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return nil, err
 		}
 		h.logger.Info("capsule staged", zap.String("capsule", m.Name), zap.String("version", m.Version),
-			zap.String("session", hosted.SessionID()), zap.Duration("took", time.Since(start)))
+			zap.Duration("took", time.Since(start)))
 		return &version{hosted: hosted, engineKey: app.engineKey()}, nil
 	}
 	h.key = path

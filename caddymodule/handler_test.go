@@ -74,10 +74,11 @@ func TestRunTaskFile(t *testing.T) {
 			if done == nil {
 				t.Fatal("task.md did not run")
 			}
-			if out := <-done; out.State != runtime.StateCompleted || !strings.Contains(out.Result, tt.want) {
+			out := <-done
+			if out.State != runtime.StateCompleted || !strings.Contains(out.Result, tt.want) {
 				t.Fatalf("outcome %+v", out)
 			}
-			trace, _ := os.ReadFile(filepath.Join(hosted.Layout().Root, "trace.jsonl"))
+			trace, _ := os.ReadFile(filepath.Join(out.Layout.Root, "trace.jsonl"))
 			if !strings.Contains(string(trace), `"source":"task_md"`) {
 				t.Errorf("trace: %s", trace)
 			}

@@ -41,6 +41,7 @@ type Event struct {
 type SessionStart struct {
 	Capsule       string   `json:"capsule"`
 	Version       string   `json:"version"`
+	ContextID     string   `json:"context_id,omitempty"`
 	Model         string   `json:"model,omitempty"`
 	MaxTurns      int      `json:"max_turns,omitempty"`
 	ToolsDeclared []string `json:"tools_declared"`

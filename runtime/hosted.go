@@ -1,15 +1,23 @@
 package runtime
 
 import (
+	"container/list"
 	"context"
 	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+)
+
+// Defaults of a hosted capsule's contexts (docs/architecture.md "Tasks and contexts").
+const (
+	DefaultContextIdle = 15 * time.Minute
+	DefaultMaxContexts = 1000
 )
 
 // ServeOptions configure a capsule the gateway hosts.
@@ -19,55 +27,73 @@ type ServeOptions struct {
 	LookupEnv func(string) (string, bool)
 	Progress  func(registry.Progress)
 	Lock      string // verify against this lock instead of the one beside the manifest
-	// Sinks receive every event of the capsule's session besides trace and metrics.
+	// Sinks receive every event of every context's session besides trace and metrics.
 	Sinks []Sink
 	// DNSUpstream and Stderr are as in RunOptions.
 	DNSUpstream string
 	Stderr      io.Writer
 	// NetLogger receives the policy proxy's log (denials); nil discards it.
 	NetLogger *slog.Logger
+	// ContextIdle ends a context's session after it ran no task for this long
+	// (0: DefaultContextIdle).
+	ContextIdle time.Duration
+	// MaxContexts bounds the contexts kept open; beyond it the least recently used idle
+	// one is ended (0: DefaultMaxContexts).
+	MaxContexts int
 }
 
-// Hosted is a staged capsule served by the gateway: one long-lived session whose tasks
-// arrive over A2A and run one at a time, since they share the session's workdir.
+// Hosted is a staged capsule served by the gateway. Its state lives in contexts: each
+// context (the A2A contextId) is a Murmur session of its own — workdir, records, trace,
+// subprocess sandbox — opened by its first task and ended when idle, evicted or when the
+// capsule closes. Tasks of one context run in order; contexts run side by side.
 type Hosted struct {
+	rt      *Runtime
 	staged  *Staged
-	sess    *session
+	opts    ServeOptions
 	metrics *wasm.Metrics
 
-	mu      sync.Mutex // held while a task runs
-	closed  bool
-	retired atomic.Bool // takes no new task; the running one finishes
+	mu       sync.Mutex
+	contexts map[string]*hostedContext
+	idle     *list.List // contexts running no task, least recently used first
+	closed   bool
+	retired  atomic.Bool // takes no new task; the running ones finish
 }
 
-// Serve stages m and opens its session for the gateway; tasks then run through RunTask
-// until Close.
+// hostedContext is one context's session and who is using it.
+type hostedContext struct {
+	id    string
+	sess  *session
+	run   sync.Mutex // held while a task of the context runs
+	users int        // tasks running or waiting to run here (h.mu)
+	elem  *list.Element
+	timer *time.Timer
+	ended bool
+}
+
+// Serve stages m for the gateway; tasks then run through RunTask until Close.
 func (r *Runtime) Serve(ctx context.Context, m *manifest.Manifest, opts ServeOptions) (*Hosted, error) {
 	staged, err := r.Stage(ctx, m, StageOptions{Registry: opts.Registry, Progress: opts.Progress, Lock: opts.Lock})
 	if err != nil {
 		return nil, err
 	}
-	sess, err := r.openSession(staged, sessionOptions{WorkRoot: opts.WorkRoot, LookupEnv: opts.LookupEnv, Sinks: opts.Sinks,
-		DNSUpstream: opts.DNSUpstream, Stderr: opts.Stderr, NetLogger: opts.NetLogger})
-	if err != nil {
-		return nil, err
+	if opts.ContextIdle <= 0 {
+		opts.ContextIdle = DefaultContextIdle
+	}
+	if opts.MaxContexts <= 0 {
+		opts.MaxContexts = DefaultMaxContexts
 	}
 	r.engine.Metrics().Staged(staged.modules())
-	return &Hosted{staged: staged, sess: sess, metrics: r.engine.Metrics()}, nil
+	return &Hosted{rt: r, staged: staged, opts: opts, metrics: r.engine.Metrics(),
+		contexts: map[string]*hostedContext{}, idle: list.New()}, nil
 }
 
 // Staged returns the staged capsule.
 func (h *Hosted) Staged() *Staged { return h.staged }
 
-// SessionID returns the id of the capsule's session (its records folder's name).
-func (h *Hosted) SessionID() string { return h.sess.id }
-
-// Layout returns where the session's workdir and records are.
-func (h *Hosted) Layout() *Layout { return h.sess.layout }
-
-// RunTask runs one task to its end. A canceled ctx stops the running guest and ends the
-// task canceled. A task that arrives while another runs waits for it: admission (single,
-// queue) is the A2A layer's job.
+// RunTask runs one task to its end in its context (req.ContextID; a new context when
+// empty), opening the context's session on its first task. A canceled ctx stops the
+// running guest and ends the task canceled. Tasks of one context wait for each other:
+// admission (single, queue, concurrency) is the A2A layer's job.
 func (h *Hosted) RunTask(ctx context.Context, req TaskRequest) TaskOutcome {
 	out, ok := h.TryRunTask(ctx, req)
 	if !ok {
@@ -77,36 +103,161 @@ func (h *Hosted) RunTask(ctx context.Context, req TaskRequest) TaskOutcome {
 }
 
 // TryRunTask is RunTask that reports false, running nothing, when the capsule was closed
-// before the task could start (a reload replaced it), so the caller can run the task on
-// the capsule that replaced it.
+// or retired before the task could start (a reload replaced it), so the caller can run
+// the task on the capsule that replaced it.
 func (h *Hosted) TryRunTask(ctx context.Context, req TaskRequest) (TaskOutcome, bool) {
-	if h.retired.Load() {
-		return TaskOutcome{}, false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed || h.retired.Load() {
-		return TaskOutcome{}, false
+	if req.ContextID == "" {
+		req.ContextID = NewID("ctx_")
 	}
 	if req.Source == "" {
 		req.Source = "a2a"
 	}
-	return h.sess.run(ctx, req), true
+	c := h.enter(req.ContextID)
+	if c == nil {
+		return TaskOutcome{}, false
+	}
+	defer h.leave(c)
+	c.run.Lock()
+	defer c.run.Unlock()
+	if h.retired.Load() {
+		return TaskOutcome{}, false
+	}
+	if c.sess == nil {
+		sess, err := h.rt.openSession(h.staged, sessionOptions{WorkRoot: h.opts.WorkRoot, LookupEnv: h.opts.LookupEnv,
+			Sinks: h.opts.Sinks, DNSUpstream: h.opts.DNSUpstream, Stderr: h.opts.Stderr, NetLogger: h.opts.NetLogger, ContextID: c.id})
+		if err != nil {
+			return TaskOutcome{TaskID: req.TaskID, State: StateFailed, Result: "error: " + err.Error()}, true
+		}
+		c.sess = sess
+	}
+	return c.sess.run(ctx, req), true
+}
+
+// enter finds or makes the context id and counts one more user of it; nil when the
+// capsule takes no more tasks.
+func (h *Hosted) enter(id string) *hostedContext {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || h.retired.Load() {
+		return nil
+	}
+	c := h.contexts[id]
+	if c == nil {
+		c = &hostedContext{id: id}
+		h.contexts[id] = c
+		h.evictLocked()
+	}
+	if c.elem != nil {
+		h.idle.Remove(c.elem)
+		c.elem = nil
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	c.users++
+	return c
+}
+
+// leave counts a user out; the last one files the context as idle and arms its timer.
+func (h *Hosted) leave(c *hostedContext) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.users--; c.users > 0 || c.ended {
+		return
+	}
+	if c.sess == nil { // its session never opened: nothing to keep
+		delete(h.contexts, c.id)
+		return
+	}
+	c.elem = h.idle.PushBack(c)
+	c.timer = time.AfterFunc(h.opts.ContextIdle, func() { h.expire(c) })
+}
+
+// expire ends a context that stayed idle for ContextIdle.
+func (h *Hosted) expire(c *hostedContext) {
+	h.mu.Lock()
+	if c.users > 0 || c.ended {
+		h.mu.Unlock()
+		return
+	}
+	h.dropLocked(c)
+	h.mu.Unlock()
+	c.end()
+}
+
+// evictLocked ends the least recently used idle contexts while there are too many.
+func (h *Hosted) evictLocked() {
+	for len(h.contexts) > h.opts.MaxContexts && h.idle.Len() > 0 {
+		c := h.idle.Front().Value.(*hostedContext)
+		h.dropLocked(c)
+		go c.end() // outside h.mu: ending writes session_end
+	}
+}
+
+// dropLocked forgets an idle context; the caller ends its session.
+func (h *Hosted) dropLocked(c *hostedContext) {
+	c.ended = true
+	if c.elem != nil {
+		h.idle.Remove(c.elem)
+		c.elem = nil
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	delete(h.contexts, c.id)
+}
+
+// end waits for the context's running task, if any, then ends its session
+// (session_end) and closes its files.
+func (c *hostedContext) end() error {
+	c.run.Lock()
+	defer c.run.Unlock()
+	if c.sess == nil {
+		return nil
+	}
+	sess := c.sess
+	c.sess = nil
+	return sess.end(StateCompleted)
+}
+
+// Contexts returns how many contexts have an open session or a task on the way.
+func (h *Hosted) Contexts() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.contexts)
 }
 
 // Retire makes the capsule take no new task from now on (TryRunTask reports false) while
-// the task running on it, if any, goes on: a reload replaced it.
+// the tasks running on it go on: a reload replaced it.
 func (h *Hosted) Retire() { h.retired.Store(true) }
 
-// Close waits for the running task, then ends the session (session_end) and closes its
-// files; later tasks fail.
+// Close takes no more tasks, waits for the running ones, then ends every context's
+// session (session_end) and closes its files. It returns the first error.
 func (h *Hosted) Close() error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return nil
 	}
 	h.closed = true
+	var all []*hostedContext
+	for _, c := range h.contexts {
+		c.ended = true
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		all = append(all, c)
+	}
+	h.contexts, h.idle = map[string]*hostedContext{}, list.New()
+	h.mu.Unlock()
+	var first error
+	for _, c := range all {
+		if err := c.end(); err != nil && first == nil {
+			first = err
+		}
+	}
 	h.metrics.Unstaged(h.staged.modules())
-	return h.sess.end(StateCompleted)
+	return first
 }

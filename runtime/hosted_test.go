@@ -50,24 +50,36 @@ func (r *recordSink) chunks() string {
 // hostGatewayCapsule hosts the gateway test script capsule.
 func hostGatewayCapsule(t *testing.T, e *Runtime) *Hosted {
 	t.Helper()
+	return hostGatewayCapsuleWith(t, e, "", ServeOptions{})
+}
+
+// hostGatewayCapsuleWith hosts it with a network.allow rule (when allow is set) and opts.
+func hostGatewayCapsuleWith(t *testing.T, e *Runtime, allow string, opts ServeOptions) *Hosted {
+	t.Helper()
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "murmur.yaml")
 	reg := registry.NewLocal(t.TempDir())
 	publishWasm(t, reg, "gatetool", "tool", guestbuild.Wasm(t, "../internal/testguests/gatetool"))
-	os.WriteFile(mpath, []byte("name: hosted\nversion: 2.0.0\nartifacts:\n  - {name: gatetool, version: 1.0.0}\ncapabilities:\n  limits: {memory_bytes: 134217728, deadline_seconds: 120}\nlifecycle: {conversation: threaded}\n"), 0o644)
+	network := ""
+	if allow != "" {
+		network = "  network: {allow: [\"" + allow + "\"]}\n"
+	}
+	os.WriteFile(mpath, []byte("name: hosted\nversion: 2.0.0\nartifacts:\n  - {name: gatetool, version: 1.0.0}\ncapabilities:\n"+network+
+		"  limits: {memory_bytes: 134217728, deadline_seconds: 120}\nlifecycle: {conversation: threaded}\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../internal/testguests/gateway"), 0o644)
 	m, err := manifest.Load(mpath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, WorkRoot: t.TempDir()})
+	opts.Registry, opts.WorkRoot = reg, t.TempDir()
+	h, err := e.Serve(context.Background(), m, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
 }
 
-// TestHostedTasks runs several tasks through one hosted session: each gets its own
+// TestHostedTasks runs several tasks in one context (one session): each gets its own
 // answer and chunk stream, input is asked through the request's hook, and a canceled
 // task stops its guest without counting a trap.
 func TestHostedTasks(t *testing.T) {
@@ -89,10 +101,17 @@ func TestHostedTasks(t *testing.T) {
 		{"input outside A2A", "ask", nil, StateFailed, "request-input called outside an A2A task", ""},
 	}
 	urls := map[string]string{"echo": "http://gw.example/agents/hosted/"}
+	const ctxID = "ctx_hosted"
+	var layout *Layout
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sink := &recordSink{}
-			out := h.RunTask(context.Background(), TaskRequest{Text: tt.text, Sink: sink, RequestInput: tt.input, CapsuleURL: urls[tt.name]})
+			out := h.RunTask(context.Background(), TaskRequest{ContextID: ctxID, Text: tt.text, Sink: sink, RequestInput: tt.input, CapsuleURL: urls[tt.name]})
+			if layout == nil {
+				layout = out.Layout
+			} else if out.Layout != layout {
+				t.Errorf("a task of the same context ran in another session (%s)", out.Session)
+			}
 			if out.State != tt.wantState || !strings.Contains(out.Result, tt.wantResult) {
 				t.Fatalf("outcome = %+v", out)
 			}
@@ -103,7 +122,7 @@ func TestHostedTasks(t *testing.T) {
 				t.Errorf("chunks = %q, want %q", got, tt.wantChunks)
 			}
 			if tt.wantState == StateCompleted {
-				own, err := os.ReadFile(filepath.Join(h.Layout().Work, "out", "result_"+out.TaskID+".txt"))
+				own, err := os.ReadFile(filepath.Join(out.Layout.Work, "out", "result_"+out.TaskID+".txt"))
 				if err != nil || !strings.HasPrefix(strings.TrimSpace(string(own)), tt.wantResult) {
 					t.Errorf("threaded result file = %q, %v", own, err)
 				}
@@ -116,7 +135,7 @@ func TestHostedTasks(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		sink := &recordSink{seen: make(chan string, 16)}
 		done := make(chan TaskOutcome)
-		go func() { done <- h.RunTask(ctx, TaskRequest{Text: "spin", Sink: sink}) }()
+		go func() { done <- h.RunTask(ctx, TaskRequest{ContextID: ctxID, Text: "spin", Sink: sink}) }()
 		for typ := range sink.seen {
 			if typ == EventChunk {
 				break
@@ -134,7 +153,7 @@ func TestHostedTasks(t *testing.T) {
 			t.Errorf("canceled calls = %v", n)
 		}
 		// The session goes on: the next task is served.
-		if out := h.RunTask(context.Background(), TaskRequest{Text: "after"}); out.State != StateCompleted {
+		if out := h.RunTask(context.Background(), TaskRequest{ContextID: ctxID, Text: "after"}); out.State != StateCompleted {
 			t.Errorf("task after cancel = %+v", out)
 		}
 	})
@@ -160,7 +179,7 @@ func TestHostedTasks(t *testing.T) {
 	if out := h.RunTask(context.Background(), TaskRequest{Text: "late"}); out.State != StateFailed {
 		t.Errorf("task after Close = %+v", out)
 	}
-	trace, _ := os.ReadFile(filepath.Join(h.Layout().Root, "trace.jsonl"))
+	trace, _ := os.ReadFile(filepath.Join(layout.Root, "trace.jsonl"))
 	if n := strings.Count(string(trace), `"event_type":"task_end"`); n != 6 {
 		t.Errorf("trace has %d task_end events, want 6", n)
 	}

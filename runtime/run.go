@@ -151,6 +151,7 @@ type sessionOptions struct {
 	WrapperPath       string    // the binary the shell sandbox re-executes; "" = this one
 	Stderr            io.Writer // where the sandbox tier and W-SEC warnings are announced
 	NetLogger         *slog.Logger
+	ContextID         string // the A2A context the session serves (gateway only)
 }
 
 // openSession creates the session's folders, its event stream (trace, metrics and the
@@ -219,6 +220,7 @@ func (r *Runtime) openSession(s *Staged, o sessionOptions) (_ *session, err erro
 		return nil, err
 	}
 	start := sessionStart(s)
+	start.ContextID = o.ContextID
 	if sess.sub != nil {
 		start.SandboxTier = "wasm+" + sess.sub.sb.Tier()
 	}

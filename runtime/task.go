@@ -52,6 +52,9 @@ type TaskOutcome struct {
 	State  string // completed, failed, canceled or max_turns_reached
 	Result string // the answer, or "error: …" when the task did not complete
 	Turns  int
+	// Session and Layout name the session the task ran in and its folders.
+	Session string
+	Layout  *Layout
 }
 
 // run runs one task of the session to its end: task_start, the script capsule's module or
@@ -72,7 +75,7 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 	s.setCapsuleURL(req.CapsuleURL)
 	s.taskEvt, _ = s.stream.Emit(EventTaskStart, s.sessEvt, TaskStart{TaskID: req.TaskID, ContextID: req.ContextID, Source: req.Source,
 		InputBytes: len(req.Text)}, map[string]string{"input": req.Text})
-	out := TaskOutcome{TaskID: req.TaskID, State: StateCompleted}
+	out := TaskOutcome{TaskID: req.TaskID, State: StateCompleted, Session: s.id, Layout: s.layout}
 	result, state, err := s.execute(ctx, req)
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.Canceled):

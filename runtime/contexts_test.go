@@ -1,0 +1,177 @@
+package runtime
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+)
+
+// barrier answers GET /<group>?wait=<duration> with "together" once two requests of the
+// group are in, or with "alone" when wait passed first.
+type barrier struct {
+	mu     sync.Mutex
+	groups map[string]chan struct{}
+	count  map[string]int
+}
+
+func (b *barrier) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	wait, err := time.ParseDuration(r.URL.Query().Get("wait"))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	b.mu.Lock()
+	g := r.URL.Path
+	if b.groups[g] == nil {
+		b.groups[g] = make(chan struct{})
+	}
+	all := b.groups[g]
+	if b.count[g]++; b.count[g] == 2 {
+		close(all)
+	}
+	b.mu.Unlock()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-all:
+		w.Write([]byte("together"))
+	case <-t.C:
+		b.mu.Lock()
+		b.count[g]-- // gone: a later request must not count it
+		b.mu.Unlock()
+		w.Write([]byte("alone"))
+	}
+}
+
+// TestHostedContexts: two contexts run side by side (their guests meet at a barrier only
+// both can reach), each in its own session and workdir; two tasks of one context run in
+// order (the second reaches the barrier only after the first gave up); session start and
+// end are on each context's stream.
+func TestHostedContexts(t *testing.T) {
+	srv := httptest.NewServer(&barrier{groups: map[string]chan struct{}{}, count: map[string]int{}})
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	h := hostGatewayCapsuleWith(t, e, "http://127.0.0.1:"+port, ServeOptions{})
+	defer h.Close()
+
+	runPair := func(ctxA, ctxB, group, wait string) [2]TaskOutcome {
+		var outs [2]TaskOutcome
+		var wg sync.WaitGroup
+		for i, c := range []string{ctxA, ctxB} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outs[i] = h.RunTask(context.Background(), TaskRequest{ContextID: c, Text: "barrier " + srv.URL + "/" + group + "?wait=" + wait})
+			}()
+		}
+		wg.Wait()
+		return outs
+	}
+
+	side := runPair("ctx_a", "ctx_b", "side", "60s")
+	for _, out := range side {
+		if out.State != StateCompleted || !strings.HasPrefix(out.Result, "together") {
+			t.Fatalf("contexts did not run side by side: %+v", out)
+		}
+	}
+	if side[0].Session == side[1].Session || side[0].Layout.Work == side[1].Layout.Work {
+		t.Errorf("two contexts share a session or workdir: %s %s", side[0].Layout.Work, side[1].Layout.Work)
+	}
+	// A correct run always answers alone twice; a context running both at once would
+	// meet itself at the barrier.
+	order := runPair("ctx_c", "ctx_c", "order", "300ms")
+	for _, out := range order {
+		if out.State != StateCompleted || !strings.HasPrefix(out.Result, "alone") {
+			t.Fatalf("two tasks of one context ran at once: %+v", out)
+		}
+	}
+	if order[0].Session != order[1].Session {
+		t.Errorf("one context ran in two sessions: %s %s", order[0].Session, order[1].Session)
+	}
+	if n := h.Contexts(); n != 3 {
+		t.Errorf("%d contexts open, want 3", n)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	trace, err := os.ReadFile(filepath.Join(order[0].Layout.Root, "trace.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(trace)), "\n")
+	var kinds []string
+	for _, l := range lines {
+		for _, k := range []string{"session_start", "task_start", "task_end", "session_end"} {
+			if strings.Contains(l, `"event_type":"`+k+`"`) {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	want := "session_start task_start task_end task_start task_end session_end"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Errorf("context trace: %s\nwant %s", got, want)
+	}
+	if !strings.Contains(lines[0], `"context_id":"ctx_c"`) {
+		t.Errorf("session_start does not name its context: %s", lines[0])
+	}
+}
+
+// TestContextIdleAndEviction: an idle context's session ends after ContextIdle; beyond
+// MaxContexts the least recently used idle context ends to make room.
+func TestContextIdleAndEviction(t *testing.T) {
+	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	ended := make(chan string, 8)
+	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{MaxContexts: 2, ContextIdle: time.Hour, Sinks: []Sink{endSink(ended)}})
+	defer h.Close()
+	for _, c := range []string{"ctx_1", "ctx_2", "ctx_3"} {
+		if out := h.RunTask(context.Background(), TaskRequest{ContextID: c, Text: "hi"}); out.State != StateCompleted {
+			t.Fatalf("%s: %+v", c, out)
+		}
+	}
+	if id := recvString(t, ended); id != "ses" {
+		t.Fatalf("ended %q", id)
+	}
+	if n := h.Contexts(); n != 2 {
+		t.Errorf("%d contexts open after eviction, want 2", n)
+	}
+
+	h2 := hostGatewayCapsuleWith(t, e, "", ServeOptions{ContextIdle: time.Millisecond, Sinks: []Sink{endSink(ended)}})
+	defer h2.Close()
+	h2.RunTask(context.Background(), TaskRequest{ContextID: "ctx_idle", Text: "hi"})
+	recvString(t, ended) // the idle timer ended it; it was forgotten before its session_end
+	if n := h2.Contexts(); n != 0 {
+		t.Errorf("%d contexts open after the idle timeout", n)
+	}
+}
+
+// endSink reports every session_end it sees.
+type endSink chan string
+
+func (s endSink) Event(e *Event) error {
+	if e.Type == EventSessionEnd {
+		s <- "ses"
+	}
+	return nil
+}
+
+func recvString(t *testing.T, c <-chan string) string {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(time.Minute):
+		t.Fatal("timed out")
+		return ""
+	}
+}
