@@ -171,7 +171,16 @@ func (a *App) Cleanup() error {
 	return err
 }
 
-// parseAppCaddyfile reads the global option
+// parseAppCaddyfile builds the app from the global option; see UnmarshalCaddyfile.
+func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
+	a := new(App)
+	if err := a.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "capsule", Value: caddyconfig.JSON(a, nil)}, nil
+}
+
+// UnmarshalCaddyfile reads the global option
 //
 //	capsule {
 //	    registry  <dir>
@@ -181,11 +190,10 @@ func (a *App) Cleanup() error {
 //	    init_snapshots on|off
 //	    instance_reuse on|off
 //	}
-func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
-	a := new(App)
-	d.Next()
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the option's name
 	if d.NextArg() {
-		return nil, d.ArgErr()
+		return d.ArgErr()
 	}
 	for d.NextBlock(0) {
 		var dst *string
@@ -201,30 +209,35 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 		case "init_snapshots", "instance_reuse":
 			opt := d.Val()
 			if !d.NextArg() || (d.Val() != "on" && d.Val() != "off") {
-				return nil, d.Errf("%s takes on or off", opt)
+				return d.Errf("%s takes on or off", opt)
 			}
 			if opt == "init_snapshots" {
 				a.DisableInitSnapshots = d.Val() == "off"
 			} else {
 				a.InstanceReuse = d.Val() == "on"
 			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
 			continue
 		default:
-			return nil, d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, dns_upstream, init_snapshots, instance_reuse)", d.Val())
+			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, dns_upstream, init_snapshots, instance_reuse)", d.Val())
 		}
 		if !d.NextArg() {
-			return nil, d.ArgErr()
+			return d.ArgErr()
 		}
 		*dst = d.Val()
 		if d.NextArg() {
-			return nil, d.ArgErr()
+			return d.ArgErr()
 		}
 	}
-	return httpcaddyfile.App{Name: "capsule", Value: caddyconfig.JSON(a, nil)}, nil
+	return nil
 }
 
+// Interface guards
 var (
-	_ caddy.App          = (*App)(nil)
-	_ caddy.Provisioner  = (*App)(nil)
-	_ caddy.CleanerUpper = (*App)(nil)
+	_ caddy.App             = (*App)(nil)
+	_ caddy.Provisioner     = (*App)(nil)
+	_ caddy.CleanerUpper    = (*App)(nil)
+	_ caddyfile.Unmarshaler = (*App)(nil)
 )

@@ -412,7 +412,16 @@ func (f chunkSink) Event(e *runtime.Event) error {
 	return nil
 }
 
-// parseHandlerCaddyfile reads
+// parseHandlerCaddyfile builds the handler from the capsule directive; see
+// UnmarshalCaddyfile.
+func parseHandlerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	c := new(Handler)
+	err := c.UnmarshalCaddyfile(h.Dispenser)
+	return c, err
+}
+
+// UnmarshalCaddyfile reads the directive (its matcher, if any, already taken by
+// registerPathDirective)
 //
 //	capsule <manifest> {
 //	    lock        <path>
@@ -422,84 +431,65 @@ func (f chunkSink) Event(e *runtime.Event) error {
 //	    public_url  <url>
 //	    card        1.0
 //	}
-func parseHandlerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	c := new(Handler)
-	d := h.Dispenser
-	d.Next()
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive's name
 	if !d.NextArg() {
-		return nil, d.ArgErr()
+		return d.ArgErr()
 	}
-	c.Manifest = d.Val()
+	h.Manifest = d.Val()
 	if d.NextArg() {
-		return nil, d.ArgErr()
+		return d.ArgErr()
 	}
 	for d.NextBlock(0) {
 		switch d.Val() {
 		case "lock":
 			if !d.NextArg() {
-				return nil, d.ArgErr()
+				return d.ArgErr()
 			}
-			c.Lock = d.Val()
+			h.Lock = d.Val()
 		case "auth":
 			if !d.NextArg() || d.Val() != "bearer" {
-				return nil, d.Errf("auth takes `bearer <ENV_NAME>` (the only scheme)")
+				return d.Errf("auth takes `bearer <ENV_NAME>` (the only scheme)")
 			}
 			if !d.NextArg() {
-				return nil, d.ArgErr()
+				return d.ArgErr()
 			}
-			c.AuthBearerEnv = d.Val()
+			h.AuthBearerEnv = d.Val()
 		case "max_body":
 			if !d.NextArg() {
-				return nil, d.ArgErr()
+				return d.ArgErr()
 			}
 			n, err := humanize.ParseBytes(d.Val())
 			if err != nil || n == 0 || n > 1<<40 {
-				return nil, d.Errf("max_body %q: want a size such as 1MiB", d.Val())
+				return d.Errf("max_body %q: want a size such as 1MiB", d.Val())
 			}
-			c.MaxBody = int64(n)
+			h.MaxBody = int64(n)
 		case "public_url":
 			if !d.NextArg() {
-				return nil, d.ArgErr()
+				return d.ArgErr()
 			}
-			c.PublicURL = d.Val()
+			h.PublicURL = d.Val()
 		case "card":
 			if !d.NextArg() || d.Val() != a2a.CardV10 {
-				return nil, d.Errf("card takes 1.0 (serve the strict A2A 1.0 card to every client); leave it out for the default")
+				return d.Errf("card takes 1.0 (serve the strict A2A 1.0 card to every client); leave it out for the default")
 			}
-			c.CardVersion = d.Val()
+			h.CardVersion = d.Val()
 		case "queue_depth":
 			if !d.NextArg() {
-				return nil, d.ArgErr()
+				return d.ArgErr()
 			}
 			n, err := strconv.Atoi(d.Val())
 			if err != nil || n <= 0 {
-				return nil, d.Errf("queue_depth %q: want an integer > 0", d.Val())
+				return d.Errf("queue_depth %q: want an integer > 0", d.Val())
 			}
-			c.QueueDepth = n
+			h.QueueDepth = n
 		default:
-			return nil, d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, public_url, card)", d.Val())
+			return d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, public_url, card)", d.Val())
 		}
 		if d.NextArg() {
-			return nil, d.ArgErr()
+			return d.ArgErr()
 		}
 	}
-	return c, nil
-}
-
-var (
-	_ caddy.Provisioner           = (*Handler)(nil)
-	_ caddy.CleanerUpper          = (*Handler)(nil)
-	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
-	_ caddyfile.Unmarshaler       = (*Handler)(nil)
-)
-
-// UnmarshalCaddyfile lets the handler be configured from a Caddyfile block too.
-func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	parsed, err := parseHandlerCaddyfile(httpcaddyfile.Helper{Dispenser: d})
-	if err != nil {
-		return err
-	}
-	*h = *parsed.(*Handler)
 	return nil
 }
 
@@ -523,3 +513,11 @@ func (z zapLines) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler       = (*Handler)(nil)
+)

@@ -68,7 +68,8 @@ func (rh *ReplayHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	return nil
 }
 
-// UnmarshalCaddyfile reads `capsule_replay <cassette-dir>`.
+// UnmarshalCaddyfile reads `capsule_replay <cassette-dir>` (its matcher, if any, already
+// taken by registerPathDirective).
 func (rh *ReplayHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
 	if !d.NextArg() {
@@ -84,6 +85,8 @@ func (rh *ReplayHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
+// parseReplayCaddyfile builds the handler from the capsule_replay directive; see
+// UnmarshalCaddyfile.
 func parseReplayCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	rh := new(ReplayHandler)
 	err := rh.UnmarshalCaddyfile(h.Dispenser)
