@@ -40,11 +40,13 @@ type App struct {
 	// DNSUpstream is the DNS server ("host:port") the shell tools' pinning resolver
 	// asks; empty means the host's first nameserver.
 	DNSUpstream string `json:"dns_upstream,omitempty"`
-	// DisableInitSnapshots makes every guest call run the guest's _initialize instead of
-	// starting from the state the session's first call left (docs/guests.md).
-	DisableInitSnapshots bool `json:"disable_init_snapshots,omitempty"`
+	// InitSnapshots starts each guest call from the state the session's first call's
+	// _initialize left (absent means true); false runs _initialize in every call
+	// (docs/guests.md). The Caddyfile's init_snapshots on|off.
+	InitSnapshots *bool `json:"init_snapshots,omitempty"`
 	// InstanceReuse keeps guest instances warm between calls of the same session, reset
 	// to their init snapshot (faster; an open file can outlive a call: docs/guests.md).
+	// The Caddyfile's instance_reuse on|off.
 	InstanceReuse bool `json:"instance_reuse,omitempty"`
 
 	engine  *runtime.Engine
@@ -75,11 +77,14 @@ var taskMetrics = func() *a2a.Metrics {
 
 type pooledEngine struct{ *runtime.Engine }
 
+// initSnapshots reports whether guest calls start from init snapshots (the default).
+func (a *App) initSnapshots() bool { return a.InitSnapshots == nil || *a.InitSnapshots }
+
 // engineKey names the engine an app uses in the engines pool: one per cache folder and
 // init-snapshot setting.
 func (a *App) engineKey() string {
 	switch {
-	case a.DisableInitSnapshots:
+	case !a.initSnapshots():
 		return a.CacheDir + "\x00no-init-snapshots"
 	case a.InstanceReuse:
 		return a.CacheDir + "\x00instance-reuse"
@@ -90,7 +95,7 @@ func (a *App) engineKey() string {
 // acquireEngine returns the app's engine, starting it if need be; each call holds it
 // until a matching engines.Delete(a.engineKey()).
 func (a *App) acquireEngine() (*runtime.Engine, error) {
-	cacheDir, snapshots, reuse := a.CacheDir, !a.DisableInitSnapshots, a.InstanceReuse
+	cacheDir, snapshots, reuse := a.CacheDir, a.initSnapshots(), a.InstanceReuse
 	v, _, err := engines.LoadOrNew(a.engineKey(), func() (caddy.Destructor, error) {
 		opts := []runtime.EngineOption{runtime.WithCacheDir(cacheDir)}
 		if !snapshots {
@@ -211,10 +216,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.NextArg() || (d.Val() != "on" && d.Val() != "off") {
 				return d.Errf("%s takes on or off", opt)
 			}
+			on := d.Val() == "on"
 			if opt == "init_snapshots" {
-				a.DisableInitSnapshots = d.Val() == "off"
+				a.InitSnapshots = &on
 			} else {
-				a.InstanceReuse = d.Val() == "on"
+				a.InstanceReuse = on
 			}
 			if d.NextArg() {
 				return d.ArgErr()

@@ -11,13 +11,14 @@ import (
 
 // TestParseAppCaddyfile reads the global `capsule { … }` option into the app's JSON.
 func TestParseAppCaddyfile(t *testing.T) {
+	off := false
 	tests := []struct {
 		name, in string
 		want     App
 		err      string
 	}{
 		{"all", "capsule {\n registry /r\n work_root /w\n cache_dir /c\n dns_upstream 127.0.0.1:53\n init_snapshots off\n}",
-			App{Registry: "/r", WorkRoot: "/w", CacheDir: "/c", DNSUpstream: "127.0.0.1:53", DisableInitSnapshots: true}, ""},
+			App{Registry: "/r", WorkRoot: "/w", CacheDir: "/c", DNSUpstream: "127.0.0.1:53", InitSnapshots: &off}, ""},
 		{"snapshots on", "capsule {\n init_snapshots on\n}", App{}, ""},
 		{"reuse", "capsule {\n instance_reuse on\n}", App{InstanceReuse: true}, ""},
 		{"bad reuse", "capsule {\n instance_reuse yes\n}", App{}, "instance_reuse takes on or off"},
@@ -42,7 +43,7 @@ func TestParseAppCaddyfile(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.Registry != tt.want.Registry || got.WorkRoot != tt.want.WorkRoot || got.CacheDir != tt.want.CacheDir ||
-				got.DNSUpstream != tt.want.DNSUpstream || got.DisableInitSnapshots != tt.want.DisableInitSnapshots ||
+				got.DNSUpstream != tt.want.DNSUpstream || got.initSnapshots() != tt.want.initSnapshots() ||
 				got.InstanceReuse != tt.want.InstanceReuse {
 				t.Errorf("app = %+v, want %+v", got, tt.want)
 			}

@@ -29,7 +29,7 @@ func TestPathDirectives(t *testing.T) {
 		{name: "named matcher and path", body: "@api path /api/*\ncapsule @api hello/murmur.yaml",
 			matcher: `[{"path":["/api/*"]}]`, handler: `{"handler":"capsule","manifest":"hello/murmur.yaml"}`},
 		{name: "options", body: "capsule /srv/hello/murmur.yaml {\n\tpublic_url https://agents.example.com/hello/\n\tcard 1.0\n\tqueue_depth 3\n}",
-			handler: `{"card_version":"1.0","handler":"capsule","manifest":"/srv/hello/murmur.yaml","public_url":"https://agents.example.com/hello/","queue_depth":3}`},
+			handler: `{"card":"1.0","handler":"capsule","manifest":"/srv/hello/murmur.yaml","public_url":"https://agents.example.com/hello/","queue_depth":3}`},
 		{name: "replay absolute", body: "capsule_replay /srv/cassettes",
 			handler: `{"cassettes":"/srv/cassettes","handler":"capsule_replay"}`},
 		{name: "replay with matcher", body: "capsule_replay /v1/* /srv/cassettes",

@@ -48,9 +48,8 @@ type Handler struct {
 	Manifest string `json:"manifest"`
 	// Lock verifies against this lock instead of murmur.lock beside the manifest.
 	Lock string `json:"lock,omitempty"`
-	// AuthBearerEnv names the environment variable holding the bearer token clients must
-	// send; empty means no auth.
-	AuthBearerEnv string `json:"auth_bearer_env,omitempty"`
+	// Auth makes clients authenticate; nil means no auth.
+	Auth *Auth `json:"auth,omitempty"`
 	// MaxBody caps request bodies in bytes (default 1 MiB).
 	MaxBody int64 `json:"max_body,omitempty"`
 	// QueueDepth overrides lifecycle.queue_depth.
@@ -58,13 +57,21 @@ type Handler struct {
 	// PublicURL is the endpoint URL the card and MURMUR_CAPSULE_URL name, whatever the
 	// request says (default: the URL the client used, docs/operators.md "Behind a proxy").
 	PublicURL string `json:"public_url,omitempty"`
-	// CardVersion "1.0" serves the strict A2A 1.0 card to every client (default: the
-	// strict card to clients asking for 1.0, the mixed 0.3 + 1.0 card to the rest).
-	CardVersion string `json:"card_version,omitempty"`
+	// Card "1.0" serves the strict A2A 1.0 card to every client (default: the strict
+	// card to clients asking for 1.0, the mixed 0.3 + 1.0 card to the rest).
+	Card string `json:"card,omitempty"`
 
 	key    string
 	entry  *hostedCapsule
 	logger *zap.Logger
+}
+
+// Auth is how clients of a capsule authenticate.
+type Auth struct {
+	// BearerEnv names the environment variable of the Caddy process holding the token
+	// every JSON-RPC request must carry as "Authorization: Bearer <token>". The name, not
+	// the token, is in the config.
+	BearerEnv string `json:"bearer_env,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -141,10 +148,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 	token := ""
-	if h.AuthBearerEnv != "" {
-		if token = os.Getenv(h.AuthBearerEnv); token == "" {
-			return errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("auth bearer %s: the environment variable %s is unset or empty", h.AuthBearerEnv, h.AuthBearerEnv),
-				"export the token in "+h.AuthBearerEnv+" before starting Caddy, or drop the auth subdirective")
+	if h.Auth != nil {
+		env := h.Auth.BearerEnv
+		if token = os.Getenv(env); token == "" {
+			return errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("auth bearer_env %s: the environment variable %s is unset or empty", env, env),
+				"export the token in "+env+" before starting Caddy, or drop the auth subdirective")
 		}
 	}
 	if h.MaxBody < 0 || h.QueueDepth < 0 {
@@ -290,7 +298,7 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		Bearer:      token,
 		PublicURL:   h.PublicURL,
 		Origin:      clientOrigin,
-		CardVersion: h.CardVersion,
+		CardVersion: h.Card,
 		Metrics:     app.metrics,
 		Logger:      slogFrom(h.logger),
 	}
@@ -425,7 +433,7 @@ func parseHandlerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //
 //	capsule <manifest> {
 //	    lock        <path>
-//	    auth bearer <ENV_NAME>
+//	    auth bearer_env <ENV_NAME>
 //	    max_body    <size>
 //	    queue_depth <n>
 //	    public_url  <url>
@@ -448,13 +456,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.Lock = d.Val()
 		case "auth":
-			if !d.NextArg() || d.Val() != "bearer" {
-				return d.Errf("auth takes `bearer <ENV_NAME>` (the only scheme)")
+			if !d.NextArg() || d.Val() != "bearer_env" {
+				return d.Errf("auth takes `bearer_env <ENV_NAME>`, the variable holding the bearer token (formerly `auth bearer <ENV_NAME>`)")
 			}
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
-			h.AuthBearerEnv = d.Val()
+			h.Auth = &Auth{BearerEnv: d.Val()}
 		case "max_body":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -473,7 +481,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.NextArg() || d.Val() != a2a.CardV10 {
 				return d.Errf("card takes 1.0 (serve the strict A2A 1.0 card to every client); leave it out for the default")
 			}
-			h.CardVersion = d.Val()
+			h.Card = d.Val()
 		case "queue_depth":
 			if !d.NextArg() {
 				return d.ArgErr()

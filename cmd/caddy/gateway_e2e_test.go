@@ -156,7 +156,7 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	}
 	handle /agents/gate-auth/* {
 		capsule gate/auth/murmur.yaml {
-			auth bearer GATE_TOKEN
+			auth bearer_env GATE_TOKEN
 		}
 	}
 	handle /agents/gate-deadline/* {
