@@ -120,9 +120,10 @@ func (p pooledEngine) Destruct() error { return p.Engine.Close(context.Backgroun
 // Provision fills in the defaults, takes the shared engine and registers the metrics on
 // this config's registry.
 func (a *App) Provision(ctx caddy.Context) error {
-	// The loggers SPEC §11 names, whatever module asks for them.
-	a.logger = caddy.Log().Named("capsule.runtime")
-	a.netLog = caddy.Log().Named("capsule.netpolicy")
+	// The module's logger is "capsule": these are "capsule.runtime" and
+	// "capsule.netpolicy" (docs/operators.md, "Sessions and logs").
+	a.logger = ctx.Logger().Named("runtime")
+	a.netLog = ctx.Logger().Named("netpolicy")
 	data := filepath.Join(caddy.AppDataDir(), "capsule")
 	if a.Registry == "" {
 		a.Registry = os.Getenv("CAPSULE_REGISTRY")

@@ -129,12 +129,14 @@ func (c *hostedCapsule) Destruct() error {
 // Provision stages the capsule, or, after a reload, re-stages it only when its files
 // changed; tasks in flight finish on the capsule they started on.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	h.logger = caddy.Log().Named("capsule.a2a")
 	v, err := ctx.App("capsule")
 	if err != nil {
 		return err
 	}
 	app := v.(*App)
+	// Named from the app's logger, "capsule.a2a" (docs/operators.md, "Sessions and
+	// logs"), so that a log's include or exclude of "capsule" covers it too.
+	h.logger = ctx.Logger(app).Named("a2a")
 	if h.Manifest == "" {
 		return errs.New(CodeHandlerConfig, "caddy", "the capsule handler names no manifest", "write `capsule <path/to/murmur.yaml>`")
 	}

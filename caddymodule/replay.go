@@ -49,7 +49,7 @@ func (ReplayHandler) CaddyModule() caddy.ModuleInfo {
 
 // Provision loads the cassettes; a bad one fails the config with its coded message.
 func (rh *ReplayHandler) Provision(ctx caddy.Context) error {
-	rh.logger = ctx.Logger().Named("capsule.replay")
+	rh.logger = ctx.Logger() // "http.handlers.capsule_replay"
 	lib, err := replay.Load(rh.Cassettes)
 	if err != nil {
 		return err
