@@ -3,8 +3,10 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/a2a"
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
 )
@@ -120,6 +123,11 @@ func (p pooledEngine) Destruct() error { return p.Engine.Close(context.Backgroun
 // Provision fills in the defaults, takes the shared engine and registers the metrics on
 // this config's registry.
 func (a *App) Provision(ctx caddy.Context) error {
+	// Caddy validates after provisioning; a bad value must refuse the config before the
+	// engine starts.
+	if err := a.Validate(); err != nil {
+		return err
+	}
 	// The module's logger is "capsule": these are "capsule.runtime" and
 	// "capsule.netpolicy" (docs/operators.md, "Sessions and logs").
 	a.logger = ctx.Logger().Named("runtime")
@@ -165,14 +173,39 @@ func (a *App) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// Validate refuses the settings that cannot work, all at once, reading nothing.
+func (a *App) Validate() error {
+	var list errs.List
+	if a.DNSUpstream != "" {
+		// The rule the resolver applies when a session starts, checked at load.
+		host, port, err := net.SplitHostPort(a.DNSUpstream)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			list = append(list, errs.New(netpolicy.CodeConfig, "caddy", fmt.Sprintf("dns_upstream %q is not host:port", a.DNSUpstream),
+				"write the DNS server as host:port, such as 192.0.2.53:53"))
+		}
+	}
+	if a.InstanceReuse && !a.initSnapshots() {
+		list = append(list, errs.New(CodeAppConfig, "caddy", "instance_reuse on needs init_snapshots on: instances are reset to their init snapshot",
+			"drop one of the two options"))
+	}
+	if len(list) > 0 {
+		return list
+	}
+	return nil
+}
+
 // Start does nothing: capsules start when their handlers are provisioned.
 func (a *App) Start() error { return nil }
 
 // Stop does nothing: each handler lets its capsule go in its Cleanup.
 func (a *App) Stop() error { return nil }
 
-// Cleanup releases the shared engine.
+// Cleanup releases the shared engine, if Provision got as far as taking it.
 func (a *App) Cleanup() error {
+	if a.engine == nil {
+		return nil
+	}
+	a.engine = nil
 	_, err := engines.Delete(a.engineKey())
 	return err
 }
@@ -245,6 +278,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 var (
 	_ caddy.App             = (*App)(nil)
 	_ caddy.Provisioner     = (*App)(nil)
+	_ caddy.Validator       = (*App)(nil)
 	_ caddy.CleanerUpper    = (*App)(nil)
 	_ caddyfile.Unmarshaler = (*App)(nil)
 )

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,6 +130,11 @@ func (c *hostedCapsule) Destruct() error {
 // Provision stages the capsule, or, after a reload, re-stages it only when its files
 // changed; tasks in flight finish on the capsule they started on.
 func (h *Handler) Provision(ctx caddy.Context) error {
+	// Caddy validates after provisioning; a bad value must refuse the config before
+	// staging, which may write the capsule's lock.
+	if err := h.Validate(); err != nil {
+		return err
+	}
 	v, err := ctx.App("capsule")
 	if err != nil {
 		return err
@@ -137,9 +143,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	// Named from the app's logger, "capsule.a2a" (docs/operators.md, "Sessions and
 	// logs"), so that a log's include or exclude of "capsule" covers it too.
 	h.logger = ctx.Logger(app).Named("a2a")
-	if h.Manifest == "" {
-		return errs.New(CodeHandlerConfig, "caddy", "the capsule handler names no manifest", "write `capsule <path/to/murmur.yaml>`")
-	}
 	path, err := filepath.Abs(h.Manifest)
 	if err != nil {
 		return errs.Wrap(err, CodeHandlerConfig, "caddy", "cannot resolve "+h.Manifest, "use an absolute path")
@@ -155,14 +158,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if token = os.Getenv(env); token == "" {
 			return errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("auth bearer_env %s: the environment variable %s is unset or empty", env, env),
 				"export the token in "+env+" before starting Caddy, or drop the auth subdirective")
-		}
-	}
-	if h.MaxBody < 0 || h.QueueDepth < 0 {
-		return errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("max_body %d / queue_depth %d: negative", h.MaxBody, h.QueueDepth), "use positive values")
-	}
-	if h.PublicURL != "" {
-		if _, err := a2a.CheckPublicURL(h.PublicURL); err != nil {
-			return err
 		}
 	}
 	m, err := manifest.Load(path)
@@ -247,6 +242,41 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			h.logger.Warn("closing the previous version's session", zap.String("capsule", m.Name), zap.Error(err))
 		}
 	}()
+	return nil
+}
+
+// envName is what an environment variable's name looks like.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate refuses the settings that cannot work, all at once, reading nothing.
+func (h *Handler) Validate() error {
+	var list errs.List
+	bad := func(code, msg, fix string) { list = append(list, errs.New(code, "caddy", msg, fix)) }
+	if h.Manifest == "" {
+		bad(CodeHandlerConfig, "the capsule handler names no manifest", "write `capsule <path/to/murmur.yaml>` (JSON: \"manifest\")")
+	}
+	if h.Auth != nil && !envName.MatchString(h.Auth.BearerEnv) {
+		// The value is not repeated: it may be the token itself, written by mistake.
+		bad(CodeHandlerConfig, "auth bearer_env is not an environment variable name",
+			"name the variable that holds the token, such as HELLO_TOKEN, never the token itself")
+	}
+	if h.MaxBody < 0 {
+		bad(CodeHandlerConfig, fmt.Sprintf("max_body %d is negative", h.MaxBody), "write a positive size, or leave it out for 1 MiB")
+	}
+	if h.QueueDepth < 0 {
+		bad(CodeHandlerConfig, fmt.Sprintf("queue_depth %d is negative", h.QueueDepth), "write a positive depth, or leave it out for the manifest's")
+	}
+	if h.PublicURL != "" {
+		if _, err := a2a.CheckPublicURL(h.PublicURL); err != nil {
+			list = append(list, err.(*errs.Error))
+		}
+	}
+	if h.Card != "" && h.Card != a2a.CardV10 {
+		bad(a2a.CodeCard, fmt.Sprintf("card %q is not served", h.Card), "write 1.0 for the strict A2A 1.0 card, or leave it out")
+	}
+	if len(list) > 0 {
+		return list
+	}
 	return nil
 }
 
@@ -527,6 +557,7 @@ func (z zapLines) Write(p []byte) (int, error) {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
 	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 	_ caddyfile.Unmarshaler       = (*Handler)(nil)

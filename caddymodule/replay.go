@@ -49,6 +49,9 @@ func (ReplayHandler) CaddyModule() caddy.ModuleInfo {
 
 // Provision loads the cassettes; a bad one fails the config with its coded message.
 func (rh *ReplayHandler) Provision(ctx caddy.Context) error {
+	if err := rh.Validate(); err != nil { // Caddy validates only after provisioning
+		return err
+	}
 	rh.logger = ctx.Logger() // "http.handlers.capsule_replay"
 	lib, err := replay.Load(rh.Cassettes)
 	if err != nil {
@@ -56,6 +59,15 @@ func (rh *ReplayHandler) Provision(ctx caddy.Context) error {
 	}
 	rh.h = lib.Handler()
 	rh.logger.Info("cassettes loaded", zap.String("dir", rh.Cassettes), zap.Int("conversations", lib.Conversations()))
+	return nil
+}
+
+// Validate refuses a handler that names no cassette folder.
+func (rh *ReplayHandler) Validate() error {
+	if rh.Cassettes == "" {
+		return errs.New(replay.CodeDir, "caddy", "the capsule_replay handler names no cassette folder",
+			"write `capsule_replay <cassette-dir>` (JSON: \"cassettes\")")
+	}
 	return nil
 }
 
@@ -131,6 +143,7 @@ func runReplay(ctx context.Context, e *cli.Env, c cli.Common, dir, addr string) 
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*ReplayHandler)(nil)
+	_ caddy.Validator             = (*ReplayHandler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ReplayHandler)(nil)
 	_ caddyfile.Unmarshaler       = (*ReplayHandler)(nil)
 )
