@@ -234,20 +234,25 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	for d.NextBlock(0) {
-		var dst *string
-		switch d.Val() {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		if !d.NextArg() {
+			if opt == "init_snapshots" || opt == "instance_reuse" {
+				return d.Errf("%s takes on or off", opt)
+			}
+			return d.ArgErr()
+		}
+		switch opt {
 		case "registry":
-			dst = &a.Registry
+			a.Registry = d.Val()
 		case "work_root":
-			dst = &a.WorkRoot
+			a.WorkRoot = d.Val()
 		case "cache_dir":
-			dst = &a.CacheDir
+			a.CacheDir = d.Val()
 		case "dns_upstream":
-			dst = &a.DNSUpstream
+			a.DNSUpstream = d.Val()
 		case "init_snapshots", "instance_reuse":
-			opt := d.Val()
-			if !d.NextArg() || (d.Val() != "on" && d.Val() != "off") {
+			if d.Val() != "on" && d.Val() != "off" {
 				return d.Errf("%s takes on or off", opt)
 			}
 			on := d.Val() == "on"
@@ -256,20 +261,24 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			} else {
 				a.InstanceReuse = on
 			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			continue
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, dns_upstream, init_snapshots, instance_reuse)", d.Val())
+			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, dns_upstream, init_snapshots, instance_reuse)", opt)
 		}
-		if !d.NextArg() {
-			return d.ArgErr()
+		if err := lineDone(d, opt); err != nil {
+			return err
 		}
-		*dst = d.Val()
-		if d.NextArg() {
-			return d.ArgErr()
-		}
+	}
+	return nil
+}
+
+// lineDone refuses anything after the arguments of subdirective sub: another argument,
+// or a block.
+func lineDone(d *caddyfile.Dispenser, sub string) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if d.NextBlock(d.Nesting()) {
+		return d.Errf("%s takes no block", sub)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // TestAppCaddyfile reads the global `capsule { … }` option into the app's JSON, each
-// option under the same name.
+// option under the same name; its mistakes are rows of TestDirectiveErrors.
 func TestAppCaddyfile(t *testing.T) {
 	for _, tt := range []struct{ name, in, want string }{
 		{"empty", "capsule", `{}`},

@@ -480,8 +480,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	for d.NextBlock(0) {
-		switch d.Val() {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		switch sub {
 		case "lock":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -524,10 +525,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.QueueDepth = n
 		default:
-			return d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, public_url, card)", d.Val())
+			return d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, public_url, card)", sub)
 		}
-		if d.NextArg() {
-			return d.ArgErr()
+		if err := lineDone(d, sub); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -88,13 +88,7 @@ func (rh *ReplayHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.ArgErr()
 	}
 	rh.Cassettes = d.Val()
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	if d.NextBlock(0) {
-		return d.Errf("capsule_replay takes no block, got %q", d.Val())
-	}
-	return nil
+	return lineDone(d, "capsule_replay")
 }
 
 // parseReplayCaddyfile builds the handler from the capsule_replay directive; see
