@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -22,7 +21,7 @@ import (
 	"github.com/capsulegate/capsulegate/runtime"
 )
 
-// CodeAppConfig refuses a capsule app or handler configuration that cannot work.
+// CodeAppConfig refuses a capsule app configuration that cannot work.
 const CodeAppConfig = "E-RUN-020"
 
 func init() {
@@ -34,7 +33,7 @@ func init() {
 // the one wazero engine every hosted capsule runs on.
 type App struct {
 	// Registry is the local registry folder (default: $CAPSULE_REGISTRY, else
-	// <caddy data dir>/capsule/registry).
+	// <caddy data dir>/capsule/registry, as for the commands: registry.LocalDir).
 	Registry string `json:"registry,omitempty"`
 	// WorkRoot holds the sessions (default: <caddy data dir>/capsule/work).
 	WorkRoot string `json:"work_root,omitempty"`
@@ -132,17 +131,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// "capsule.netpolicy" (docs/operators.md, "Sessions and logs").
 	a.logger = ctx.Logger().Named("runtime")
 	a.netLog = ctx.Logger().Named("netpolicy")
+	reg, err := registry.LocalDir(a.Registry, os.Getenv, caddy.AppDataDir())
+	if err != nil {
+		return err
+	}
+	a.Registry = reg
 	data := filepath.Join(caddy.AppDataDir(), "capsule")
-	if a.Registry == "" {
-		a.Registry = os.Getenv("CAPSULE_REGISTRY")
-	}
-	if a.Registry == "" {
-		a.Registry = filepath.Join(data, "registry")
-	}
-	if strings.Contains(a.Registry, "://") {
-		return errs.New(CodeAppConfig, "caddy", fmt.Sprintf("capsule registry %q is remote; this release serves local-directory registries only", a.Registry),
-			"mirror the artifacts into a local folder and name it in `capsule { registry <dir> }`")
-	}
 	if a.WorkRoot == "" {
 		a.WorkRoot = filepath.Join(data, "work")
 	}
@@ -161,12 +155,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.engine = engine
-	reg := ctx.GetMetricsRegistry()
-	if err := a.engine.Metrics().Register(reg); err != nil {
+	metrics := ctx.GetMetricsRegistry()
+	if err := a.engine.Metrics().Register(metrics); err != nil {
 		return err
 	}
 	a.metrics = taskMetrics
-	if err := taskMetrics.Register(reg); err != nil {
+	if err := taskMetrics.Register(metrics); err != nil {
 		return err
 	}
 	a.reg = registry.NewLocal(a.Registry)

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/registry"
 )
 
 // TestAppCaddyfile reads the global `capsule { … }` option into the app's JSON, each
@@ -72,5 +74,29 @@ func TestValidate(t *testing.T) {
 				t.Errorf("codes %v, want %v: %v", got, tt.codes, err)
 			}
 		})
+	}
+}
+
+// TestAppRegistry: the app chooses its registry by registry.LocalDir, as the commands do,
+// and a refused registry leaves nothing to clean up.
+func TestAppRegistry(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	env := t.TempDir()
+	t.Setenv("CAPSULE_REGISTRY", env)
+	a := &App{WorkRoot: t.TempDir(), CacheDir: t.TempDir()}
+	if err := a.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Cleanup(); err != nil || a.Registry != env {
+		t.Errorf("registry %q (cleanup %v), want $CAPSULE_REGISTRY %q", a.Registry, err, env)
+	}
+
+	remote := &App{Registry: "https://registry.example.com", CacheDir: t.TempDir()}
+	if err := remote.Provision(ctx); errs.Code(err) != registry.CodeRemote {
+		t.Errorf("remote registry: %v, want %s", err, registry.CodeRemote)
+	}
+	if err := remote.Cleanup(); err != nil || remote.engine != nil {
+		t.Errorf("cleanup after a refused provision: %v", err)
 	}
 }

@@ -31,7 +31,8 @@ packages (pack), adds them to a registry (publish), and serves recorded model
 answers from cassettes for tests and demos without a key (replay).
 
 Every subcommand takes --registry <dir> (default: $CAPSULE_REGISTRY, else
-~/.capsulegate/registry) and --json. Exit codes: 0 ok, 1 refused, 2 usage.`,
+<caddy data dir>/capsule/registry, the gateway's default too) and --json.
+Exit codes: 0 ok, 1 refused, 2 usage.`,
 		CobraFunc: func(cmd *cobra.Command) {
 			run := sub("run <manifest>", "Runs one task of a capsule to the end; exits 0 only if it completed", 1,
 				func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
@@ -93,7 +94,7 @@ func sub(use, short string, nargs int, run runFunc) *cobra.Command {
 			asJSON, _ := cmd.Flags().GetBool("json")
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
-			e := &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd()))}
+			e := &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd())), DataDir: caddy.AppDataDir()}
 			code := run(ctx, e, cli.Common{Registry: reg, JSON: asJSON}, cmd, args)
 			if code != cli.ExitOK {
 				stop()
@@ -102,7 +103,7 @@ func sub(use, short string, nargs int, run runFunc) *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().String("registry", "", "registry folder (default: $CAPSULE_REGISTRY, else ~/.capsulegate/registry)")
+	c.Flags().String("registry", "", "registry folder (default: $CAPSULE_REGISTRY, else "+filepath.Join(caddy.AppDataDir(), "capsule", "registry")+")")
 	c.Flags().Bool("json", false, "print one JSON object on stdout")
 	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		usageExit(cmd, err)
