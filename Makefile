@@ -19,7 +19,7 @@ EXAMPLE_WASM := examples/artifacts/wordcount/wordcount.wasm examples/capsules/wo
 	$(foreach d,$(DRIVERS),examples/drivers/$(d)/artifact/$(d).wasm)
 WORK_ROOT := $(CURDIR)/bin/work
 
-.PHONY: all run demo test jsdeps caddy gateway guests publish examples fuzz bench vet fmt-check clean
+.PHONY: all run demo test jsdeps caddy gateway guests publish examples fuzz bench vet fmt-check check-tracked clean
 
 all: guests examples
 
@@ -96,8 +96,8 @@ demo: examples
 	$(CADDY) capsule run examples/capsules/hello/murmur.yaml --registry $(REGISTRY) --work-root $(WORK_ROOT) \
 		--task "Say hello, then count the words in: the quick brown fox"
 
-## test: formatting, vet and every test with the race detector
-test: fmt-check vet jsdeps
+## test: no tracked build artifacts, formatting, vet and every test with the race detector
+test: check-tracked fmt-check vet jsdeps
 	$(GO) test -race -count=1 ./...
 
 ## jsdeps: the official A2A JS SDK for the client tests, installed once before the test
@@ -105,6 +105,11 @@ test: fmt-check vet jsdeps
 jsdeps:
 	@if command -v node >/dev/null && [ ! -f a2a/testdata/jsclient/node_modules/@a2a-js/sdk/package.json ]; then \
 		cd a2a/testdata/jsclient && npm ci --no-audit --no-fund; fi
+
+## check-tracked: fail when git tracks a compiled binary or build artifact (ELF, Mach-O,
+## PE, wasm, *.zip, *.mur.zip, *.test), naming each and the fix
+check-tracked:
+	@.ci/check-tracked
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

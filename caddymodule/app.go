@@ -3,9 +3,10 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
-	"strings"
+	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -15,12 +16,13 @@ import (
 
 	"github.com/capsulegate/capsulegate/a2a"
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
-// CodeAppConfig refuses a capsule app or handler configuration that cannot work.
+// CodeAppConfig refuses a capsule app configuration that cannot work.
 const CodeAppConfig = "E-RUN-020"
 
 func init() {
@@ -32,7 +34,7 @@ func init() {
 // the one wazero engine every hosted capsule runs on.
 type App struct {
 	// Registry is the local registry folder (default: $CAPSULE_REGISTRY, else
-	// <caddy data dir>/capsule/registry).
+	// <caddy data dir>/capsule/registry, as for the commands: registry.LocalDir).
 	Registry string `json:"registry,omitempty"`
 	// WorkRoot holds the sessions (default: <caddy data dir>/capsule/work).
 	WorkRoot string `json:"work_root,omitempty"`
@@ -41,11 +43,13 @@ type App struct {
 	// DNSUpstream is the DNS server ("host:port") the shell tools' pinning resolver
 	// asks; empty means the host's first nameserver.
 	DNSUpstream string `json:"dns_upstream,omitempty"`
-	// DisableInitSnapshots makes every guest call run the guest's _initialize instead of
-	// starting from the state the session's first call left (docs/guests.md).
-	DisableInitSnapshots bool `json:"disable_init_snapshots,omitempty"`
+	// InitSnapshots starts each guest call from the state the session's first call's
+	// _initialize left (absent means true); false runs _initialize in every call
+	// (docs/guests.md). The Caddyfile's init_snapshots on|off.
+	InitSnapshots *bool `json:"init_snapshots,omitempty"`
 	// InstanceReuse keeps guest instances warm between calls of the same session, reset
 	// to their init snapshot (faster; an open file can outlive a call: docs/guests.md).
+	// The Caddyfile's instance_reuse on|off.
 	InstanceReuse bool `json:"instance_reuse,omitempty"`
 
 	engine  *runtime.Runtime
@@ -76,11 +80,14 @@ var taskMetrics = func() *a2a.Metrics {
 
 type pooledEngine struct{ *runtime.Runtime }
 
+// initSnapshots reports whether guest calls start from init snapshots (the default).
+func (a *App) initSnapshots() bool { return a.InitSnapshots == nil || *a.InitSnapshots }
+
 // engineKey names the engine an app uses in the engines pool: one per cache folder and
 // init-snapshot setting.
 func (a *App) engineKey() string {
 	switch {
-	case a.DisableInitSnapshots:
+	case !a.initSnapshots():
 		return a.CacheDir + "\x00no-init-snapshots"
 	case a.InstanceReuse:
 		return a.CacheDir + "\x00instance-reuse"
@@ -91,7 +98,7 @@ func (a *App) engineKey() string {
 // acquireEngine returns the app's engine, starting it if need be; each call holds it
 // until a matching engines.Delete(a.engineKey()).
 func (a *App) acquireEngine() (*runtime.Runtime, error) {
-	cacheDir, snapshots, reuse := a.CacheDir, !a.DisableInitSnapshots, a.InstanceReuse
+	cacheDir, snapshots, reuse := a.CacheDir, a.initSnapshots(), a.InstanceReuse
 	v, _, err := engines.LoadOrNew(a.engineKey(), func() (caddy.Destructor, error) {
 		opts := []wasm.EngineOption{wasm.WithCacheDir(cacheDir)}
 		if !snapshots {
@@ -116,20 +123,21 @@ func (p pooledEngine) Destruct() error { return p.Runtime.Close(context.Backgrou
 // Provision fills in the defaults, takes the shared engine and registers the metrics on
 // this config's registry.
 func (a *App) Provision(ctx caddy.Context) error {
-	// The loggers SPEC §11 names, whatever module asks for them.
-	a.logger = caddy.Log().Named("capsule.runtime")
-	a.netLog = caddy.Log().Named("capsule.netpolicy")
+	// Caddy validates after provisioning; a bad value must refuse the config before the
+	// engine starts.
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	// The module's logger is "capsule": these are "capsule.runtime" and
+	// "capsule.netpolicy" (docs/operators.md, "Sessions and logs").
+	a.logger = ctx.Logger().Named("runtime")
+	a.netLog = ctx.Logger().Named("netpolicy")
+	reg, err := registry.LocalDir(a.Registry, os.Getenv, caddy.AppDataDir())
+	if err != nil {
+		return err
+	}
+	a.Registry = reg
 	data := filepath.Join(caddy.AppDataDir(), "capsule")
-	if a.Registry == "" {
-		a.Registry = os.Getenv("CAPSULE_REGISTRY")
-	}
-	if a.Registry == "" {
-		a.Registry = filepath.Join(data, "registry")
-	}
-	if strings.Contains(a.Registry, "://") {
-		return errs.New(CodeAppConfig, "caddy", fmt.Sprintf("capsule registry %q is remote; this release serves local-directory registries only", a.Registry),
-			"mirror the artifacts into a local folder and name it in `capsule { registry <dir> }`")
-	}
 	if a.WorkRoot == "" {
 		a.WorkRoot = filepath.Join(data, "work")
 	}
@@ -148,15 +156,36 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.engine = engine
-	reg := ctx.GetMetricsRegistry()
-	if err := a.engine.Register(reg); err != nil {
+	metrics := ctx.GetMetricsRegistry()
+	if err := a.engine.Register(metrics); err != nil {
 		return err
 	}
 	a.metrics = taskMetrics
-	if err := taskMetrics.Register(reg); err != nil {
+	if err := taskMetrics.Register(metrics); err != nil {
 		return err
 	}
 	a.reg = registry.NewLocal(a.Registry)
+	return nil
+}
+
+// Validate refuses the settings that cannot work, all at once, reading nothing.
+func (a *App) Validate() error {
+	var list errs.List
+	if a.DNSUpstream != "" {
+		// The rule the resolver applies when a session starts, checked at load.
+		host, port, err := net.SplitHostPort(a.DNSUpstream)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			list = append(list, errs.New(netpolicy.CodeConfig, "caddy", fmt.Sprintf("dns_upstream %q is not host:port", a.DNSUpstream),
+				"write the DNS server as host:port, such as 192.0.2.53:53"))
+		}
+	}
+	if a.InstanceReuse && !a.initSnapshots() {
+		list = append(list, errs.New(CodeAppConfig, "caddy", "instance_reuse on needs init_snapshots on: instances are reset to their init snapshot",
+			"drop one of the two options"))
+	}
+	if len(list) > 0 {
+		return list
+	}
 	return nil
 }
 
@@ -166,13 +195,26 @@ func (a *App) Start() error { return nil }
 // Stop does nothing: each handler lets its capsule go in its Cleanup.
 func (a *App) Stop() error { return nil }
 
-// Cleanup releases the shared engine.
+// Cleanup releases the shared engine, if Provision got as far as taking it.
 func (a *App) Cleanup() error {
+	if a.engine == nil {
+		return nil
+	}
+	a.engine = nil
 	_, err := engines.Delete(a.engineKey())
 	return err
 }
 
-// parseAppCaddyfile reads the global option
+// parseAppCaddyfile builds the app from the global option; see UnmarshalCaddyfile.
+func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
+	a := new(App)
+	if err := a.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "capsule", Value: caddyconfig.JSON(a, nil)}, nil
+}
+
+// UnmarshalCaddyfile reads the global option
 //
 //	capsule {
 //	    registry  <dir>
@@ -182,50 +224,65 @@ func (a *App) Cleanup() error {
 //	    init_snapshots on|off
 //	    instance_reuse on|off
 //	}
-func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
-	a := new(App)
-	d.Next()
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the option's name
 	if d.NextArg() {
-		return nil, d.ArgErr()
+		return d.ArgErr()
 	}
-	for d.NextBlock(0) {
-		var dst *string
-		switch d.Val() {
-		case "registry":
-			dst = &a.Registry
-		case "work_root":
-			dst = &a.WorkRoot
-		case "cache_dir":
-			dst = &a.CacheDir
-		case "dns_upstream":
-			dst = &a.DNSUpstream
-		case "init_snapshots", "instance_reuse":
-			opt := d.Val()
-			if !d.NextArg() || (d.Val() != "on" && d.Val() != "off") {
-				return nil, d.Errf("%s takes on or off", opt)
-			}
-			if opt == "init_snapshots" {
-				a.DisableInitSnapshots = d.Val() == "off"
-			} else {
-				a.InstanceReuse = d.Val() == "on"
-			}
-			continue
-		default:
-			return nil, d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, dns_upstream, init_snapshots, instance_reuse)", d.Val())
-		}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
 		if !d.NextArg() {
-			return nil, d.ArgErr()
+			if opt == "init_snapshots" || opt == "instance_reuse" {
+				return d.Errf("%s takes on or off", opt)
+			}
+			return d.ArgErr()
 		}
-		*dst = d.Val()
-		if d.NextArg() {
-			return nil, d.ArgErr()
+		switch opt {
+		case "registry":
+			a.Registry = d.Val()
+		case "work_root":
+			a.WorkRoot = d.Val()
+		case "cache_dir":
+			a.CacheDir = d.Val()
+		case "dns_upstream":
+			a.DNSUpstream = d.Val()
+		case "init_snapshots", "instance_reuse":
+			if d.Val() != "on" && d.Val() != "off" {
+				return d.Errf("%s takes on or off", opt)
+			}
+			on := d.Val() == "on"
+			if opt == "init_snapshots" {
+				a.InitSnapshots = &on
+			} else {
+				a.InstanceReuse = on
+			}
+		default:
+			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, dns_upstream, init_snapshots, instance_reuse)", opt)
+		}
+		if err := lineDone(d, opt); err != nil {
+			return err
 		}
 	}
-	return httpcaddyfile.App{Name: "capsule", Value: caddyconfig.JSON(a, nil)}, nil
+	return nil
 }
 
+// lineDone refuses anything after the arguments of subdirective sub: another argument,
+// or a block.
+func lineDone(d *caddyfile.Dispenser, sub string) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if d.NextBlock(d.Nesting()) {
+		return d.Errf("%s takes no block", sub)
+	}
+	return nil
+}
+
+// Interface guards
 var (
-	_ caddy.App          = (*App)(nil)
-	_ caddy.Provisioner  = (*App)(nil)
-	_ caddy.CleanerUpper = (*App)(nil)
+	_ caddy.App             = (*App)(nil)
+	_ caddy.Provisioner     = (*App)(nil)
+	_ caddy.Validator       = (*App)(nil)
+	_ caddy.CleanerUpper    = (*App)(nil)
+	_ caddyfile.Unmarshaler = (*App)(nil)
 )

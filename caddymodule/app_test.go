@@ -1,51 +1,102 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/registry"
 )
 
-// TestParseAppCaddyfile reads the global `capsule { … }` option into the app's JSON.
-func TestParseAppCaddyfile(t *testing.T) {
-	tests := []struct {
-		name, in string
-		want     App
-		err      string
-	}{
+// TestAppCaddyfile reads the global `capsule { … }` option into the app's JSON, each
+// option under the same name; its mistakes are rows of TestDirectiveErrors.
+func TestAppCaddyfile(t *testing.T) {
+	for _, tt := range []struct{ name, in, want string }{
+		{"empty", "capsule", `{}`},
+		{"empty block", "capsule {\n}", `{}`},
 		{"all", "capsule {\n registry /r\n work_root /w\n cache_dir /c\n dns_upstream 127.0.0.1:53\n init_snapshots off\n}",
-			App{Registry: "/r", WorkRoot: "/w", CacheDir: "/c", DNSUpstream: "127.0.0.1:53", DisableInitSnapshots: true}, ""},
-		{"snapshots on", "capsule {\n init_snapshots on\n}", App{}, ""},
-		{"reuse", "capsule {\n instance_reuse on\n}", App{InstanceReuse: true}, ""},
-		{"bad reuse", "capsule {\n instance_reuse yes\n}", App{}, "instance_reuse takes on or off"},
-		{"bad snapshots", "capsule {\n init_snapshots maybe\n}", App{}, "init_snapshots takes on or off"},
-		{"unknown", "capsule {\n registri /r\n}", App{}, `unknown capsule option "registri"`},
-		{"missing value", "capsule {\n registry\n}", App{}, "wrong argument count"},
-	}
-	for _, tt := range tests {
+			`{"registry":"/r","work_root":"/w","cache_dir":"/c","dns_upstream":"127.0.0.1:53","init_snapshots":false}`},
+		{"snapshots on", "capsule {\n init_snapshots on\n}", `{"init_snapshots":true}`},
+		{"reuse on", "capsule {\n instance_reuse on\n}", `{"instance_reuse":true}`},
+		{"reuse off", "capsule {\n instance_reuse off\n}", `{}`},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			v, err := parseAppCaddyfile(caddyfile.NewTestDispenser(tt.in), nil)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
-					t.Fatalf("err = %v, want %q", err, tt.err)
-				}
-				return
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got App
-			if err := json.Unmarshal(v.(httpcaddyfile.App).Value, &got); err != nil {
-				t.Fatal(err)
-			}
-			if got.Registry != tt.want.Registry || got.WorkRoot != tt.want.WorkRoot || got.CacheDir != tt.want.CacheDir ||
-				got.DNSUpstream != tt.want.DNSUpstream || got.DisableInitSnapshots != tt.want.DisableInitSnapshots ||
-				got.InstanceReuse != tt.want.InstanceReuse {
-				t.Errorf("app = %+v, want %+v", got, tt.want)
+			if got := string(v.(httpcaddyfile.App).Value); got != tt.want {
+				t.Errorf("app = %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestValidate has one row per mistake only JSON can make (the Caddyfile's parser
+// refuses the rest first), each refused by Validate with its code; several mistakes are
+// reported together.
+func TestValidate(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		module caddy.Validator
+		json   string
+		codes  []string // "" = valid
+	}{
+		{"app: empty", new(App), `{}`, nil},
+		{"app: init_snapshots false", new(App), `{"init_snapshots":false}`, nil},
+		{"app: bad dns_upstream", new(App), `{"dns_upstream":"ns1"}`, []string{"E-NET-020"}},
+		{"app: reuse without snapshots", new(App), `{"init_snapshots":false,"instance_reuse":true}`, []string{"E-RUN-020"}},
+		{"capsule: complete", new(Handler), `{"manifest":"a.yaml","auth":{"bearer":"TOKEN"},"max_body":1,"queue_depth":1,"public_url":"https://a.example","card":"1.0"}`, nil},
+		{"capsule: no manifest", new(Handler), `{}`, []string{"E-RUN-021"}},
+		{"capsule: negative max_body", new(Handler), `{"manifest":"a.yaml","max_body":-1}`, []string{"E-RUN-021"}},
+		{"capsule: negative queue_depth", new(Handler), `{"manifest":"a.yaml","queue_depth":-1}`, []string{"E-RUN-021"}},
+		{"capsule: auth without bearer", new(Handler), `{"manifest":"a.yaml","auth":{}}`, []string{"E-RUN-021"}},
+		{"capsule: card 0.3", new(Handler), `{"manifest":"a.yaml","card":"0.3"}`, []string{"E-A2A-004"}},
+		{"capsule: relative public_url", new(Handler), `{"manifest":"a.yaml","public_url":"/hello/"}`, []string{"E-A2A-007"}},
+		{"capsule: every mistake", new(Handler), `{"max_body":-1,"queue_depth":-1,"auth":{"bearer":"a b"},"public_url":"x","card":"2"}`,
+			[]string{"E-RUN-021", "E-RUN-021", "E-RUN-021", "E-RUN-021", "E-A2A-007", "E-A2A-004"}},
+		{"capsule_replay: no folder", new(ReplayHandler), `{}`, []string{"E-RPL-001"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dec := json.NewDecoder(strings.NewReader(tt.json))
+			dec.DisallowUnknownFields() // as Caddy decodes module config
+			if err := dec.Decode(tt.module); err != nil {
+				t.Fatal(err)
+			}
+			err := tt.module.Validate()
+			if got := errs.Codes(err); strings.Join(got, " ") != strings.Join(tt.codes, " ") {
+				t.Errorf("codes %v, want %v: %v", got, tt.codes, err)
+			}
+		})
+	}
+}
+
+// TestAppRegistry: the app chooses its registry by registry.LocalDir, as the commands do,
+// and a refused registry leaves nothing to clean up.
+func TestAppRegistry(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	env := t.TempDir()
+	t.Setenv("CAPSULE_REGISTRY", env)
+	a := &App{WorkRoot: t.TempDir(), CacheDir: t.TempDir()}
+	if err := a.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Cleanup(); err != nil || a.Registry != env {
+		t.Errorf("registry %q (cleanup %v), want $CAPSULE_REGISTRY %q", a.Registry, err, env)
+	}
+
+	remote := &App{Registry: "https://registry.example.com", CacheDir: t.TempDir()}
+	if err := remote.Provision(ctx); errs.Code(err) != registry.CodeRemote {
+		t.Errorf("remote registry: %v, want %s", err, registry.CodeRemote)
+	}
+	if err := remote.Cleanup(); err != nil || remote.engine != nil {
+		t.Errorf("cleanup after a refused provision: %v", err)
 	}
 }

@@ -30,54 +30,58 @@ artifacts (install), checks them against murmur.lock (verify), builds artifact
 packages (pack), adds them to a registry (publish), and serves recorded model
 answers from cassettes for tests and demos without a key (replay).
 
-Every subcommand takes --registry <dir> (default: $CAPSULE_REGISTRY, else
-~/.capsulegate/registry) and --json. Exit codes: 0 ok, 1 refused, 2 usage.`,
-		CobraFunc: func(cmd *cobra.Command) {
-			run := sub("run <manifest>", "Runs one task of a capsule to the end; exits 0 only if it completed", 1,
-				func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
-					fl := cmd.Flags()
-					task, _ := fl.GetString("task")
-					workdir, _ := fl.GetString("workdir")
-					workRoot, _ := fl.GetString("work-root")
-					if workRoot == "" {
-						workRoot = filepath.Join(caddy.AppDataDir(), "capsule", "work")
-					}
-					return cli.Run(ctx, e, c, args[0], cli.RunFlags{Task: task, Workdir: workdir, WorkRoot: workRoot,
-						CacheDir: filepath.Join(caddy.AppDataDir(), "capsule", "cache")})
-				})
-			run.Flags().String("task", "", "the task text, or @file to read it from a file")
-			run.Flags().String("workdir", "", "use this folder as the accessible workdir (created if absent)")
-			run.Flags().String("work-root", "", "where sessions and their records live (default: Caddy's data dir /capsule/work)")
-			cmd.AddCommand(
-				run,
-				sub("install <manifest>", "Resolves a capsule's artifacts and writes murmur.lock beside it", 1,
-					func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
-						return cli.Install(ctx, e, c, args[0])
-					}),
-				sub("verify <manifest>", "Checks a capsule's artifacts against murmur.lock and the registry; touches nothing", 1,
-					func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
-						return cli.Verify(ctx, e, c, args[0])
-					}),
-				withString(sub("pack <dir>", "Builds a .mur.zip from a folder holding an artifact murmur.yaml and its payload", 1,
-					func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
-						out, _ := cmd.Flags().GetString("output")
-						return cli.Pack(ctx, e, c, args[0], out)
-					}), "output", "o", "where to write the archive (default ./<name>-<version>.mur.zip)"),
-				withString(sub("publish <file.mur.zip>", "Adds an artifact package to the registry (atomic; never overwrites a different one)", 1,
-					func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
-						plat, _ := cmd.Flags().GetString("platform")
-						return cli.Publish(ctx, e, c, args[0], plat)
-					}), "platform", "", "the platform of a native artifact: linux-x86_64, linux-aarch64, darwin-x86_64, darwin-aarch64"),
-				replayCommand(),
-			)
-		},
+run, install, verify and publish take --registry <dir> (default: $CAPSULE_REGISTRY,
+else <caddy data dir>/capsule/registry, the gateway's default too). Every subcommand
+takes --json. Exit codes: 0 ok, 1 refused, 2 usage.`,
+		CobraFunc: addSubcommands,
 	})
+}
+
+// addSubcommands builds `caddy capsule …` under cmd.
+func addSubcommands(cmd *cobra.Command) {
+	run := withRegistry(sub("run <manifest>", "Runs one task of a capsule to the end; exits 0 only if it completed", 1,
+		func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+			fl := cmd.Flags()
+			task, _ := fl.GetString("task")
+			workdir, _ := fl.GetString("workdir")
+			workRoot, _ := fl.GetString("work-root")
+			if workRoot == "" {
+				workRoot = filepath.Join(caddy.AppDataDir(), "capsule", "work")
+			}
+			return cli.Run(ctx, e, c, args[0], cli.RunFlags{Task: task, Workdir: workdir, WorkRoot: workRoot,
+				CacheDir: filepath.Join(caddy.AppDataDir(), "capsule", "cache")})
+		}))
+	run.Flags().String("task", "", "the task text, or @file to read it from a file")
+	run.Flags().String("workdir", "", "use this folder as the accessible workdir (created if absent)")
+	run.Flags().String("work-root", "", "where sessions and their records live (default: Caddy's data dir /capsule/work)")
+	cmd.AddCommand(
+		run,
+		withRegistry(sub("install <manifest>", "Resolves a capsule's artifacts and writes murmur.lock beside it", 1,
+			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+				return cli.Install(ctx, e, c, args[0])
+			})),
+		withRegistry(sub("verify <manifest>", "Checks a capsule's artifacts against murmur.lock and the registry; touches nothing", 1,
+			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+				return cli.Verify(ctx, e, c, args[0])
+			})),
+		withString(sub("pack <dir>", "Builds a .mur.zip from a folder holding an artifact murmur.yaml and its payload", 1,
+			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+				out, _ := cmd.Flags().GetString("output")
+				return cli.Pack(ctx, e, c, args[0], out)
+			}), "output", "o", "where to write the archive (default ./<name>-<version>.mur.zip)"),
+		withRegistry(withString(sub("publish <file.mur.zip>", "Adds an artifact package to the registry (atomic; never overwrites a different one)", 1,
+			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+				plat, _ := cmd.Flags().GetString("platform")
+				return cli.Publish(ctx, e, c, args[0], plat)
+			}), "platform", "", "the platform of a native artifact: linux-x86_64, linux-aarch64, darwin-x86_64, darwin-aarch64")),
+		replayCommand(),
+	)
 }
 
 type runFunc func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int
 
-// sub builds one subcommand whose exit code is exactly what run returns; usage errors
-// (flags, argument count) exit 2.
+// sub builds one subcommand, with --json, whose exit code is exactly what run returns;
+// usage errors (flags, argument count) exit 2.
 func sub(use, short string, nargs int, run runFunc) *cobra.Command {
 	c := &cobra.Command{
 		Use:   use,
@@ -89,11 +93,14 @@ func sub(use, short string, nargs int, run runFunc) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			reg, _ := cmd.Flags().GetString("registry")
+			reg := ""
+			if f := cmd.Flags().Lookup("registry"); f != nil {
+				reg = f.Value.String()
+			}
 			asJSON, _ := cmd.Flags().GetBool("json")
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 			defer stop()
-			e := &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd()))}
+			e := &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd())), DataDir: caddy.AppDataDir()}
 			code := run(ctx, e, cli.Common{Registry: reg, JSON: asJSON}, cmd, args)
 			if code != cli.ExitOK {
 				stop()
@@ -102,12 +109,17 @@ func sub(use, short string, nargs int, run runFunc) *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().String("registry", "", "registry folder (default: $CAPSULE_REGISTRY, else ~/.capsulegate/registry)")
 	c.Flags().Bool("json", false, "print one JSON object on stdout")
 	c.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		usageExit(cmd, err)
 		return err
 	})
+	return c
+}
+
+// withRegistry gives a subcommand that reads a registry its --registry flag.
+func withRegistry(c *cobra.Command) *cobra.Command {
+	c.Flags().String("registry", "", "registry folder (default: $CAPSULE_REGISTRY, else "+filepath.Join(caddy.AppDataDir(), "capsule", "registry")+")")
 	return c
 }
 

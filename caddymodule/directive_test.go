@@ -5,18 +5,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 )
 
 // TestPathDirectives adapts each form of the capsule and capsule_replay directives: one
 // argument is the path (absolute ones included, as Caddy's root reads them), two are a
-// matcher and the path; every mistake is one row.
+// matcher and the path. Their mistakes are rows of TestDirectiveErrors.
 func TestPathDirectives(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string
 		matcher    string // the route's matcher as JSON ("" = none)
 		handler    string // the handler's JSON
-		err        string // a substring of the adapter's error
 	}{
 		{name: "absolute path alone", body: "capsule /srv/capsules/hello/murmur.yaml",
 			handler: `{"handler":"capsule","manifest":"/srv/capsules/hello/murmur.yaml"}`},
@@ -28,30 +28,18 @@ func TestPathDirectives(t *testing.T) {
 			matcher: `[{"path":["/agents/hello/*"]}]`, handler: `{"handler":"capsule","manifest":"/srv/hello/murmur.yaml"}`},
 		{name: "named matcher and path", body: "@api path /api/*\ncapsule @api hello/murmur.yaml",
 			matcher: `[{"path":["/api/*"]}]`, handler: `{"handler":"capsule","manifest":"hello/murmur.yaml"}`},
+		{name: "empty block", body: "capsule a.yaml {\n}", handler: `{"handler":"capsule","manifest":"a.yaml"}`},
 		{name: "options", body: "capsule /srv/hello/murmur.yaml {\n\tpublic_url https://agents.example.com/hello/\n\tcard 1.0\n\tqueue_depth 3\n}",
-			handler: `{"card_version":"1.0","handler":"capsule","manifest":"/srv/hello/murmur.yaml","public_url":"https://agents.example.com/hello/","queue_depth":3}`},
+			handler: `{"card":"1.0","handler":"capsule","manifest":"/srv/hello/murmur.yaml","public_url":"https://agents.example.com/hello/","queue_depth":3}`},
+		{name: "every option", body: "capsule hello/murmur.yaml {\n\tlock /srv/hello.lock\n\tauth bearer HELLO_TOKEN\n\tmax_body 2MiB\n\tqueue_depth 4\n\tpublic_url https://a.example/\n\tcard 1.0\n}",
+			handler: `{"auth":{"bearer":"HELLO_TOKEN"},"card":"1.0","handler":"capsule","lock":"/srv/hello.lock","manifest":"hello/murmur.yaml","max_body":2097152,"public_url":"https://a.example/","queue_depth":4}`},
 		{name: "replay absolute", body: "capsule_replay /srv/cassettes",
 			handler: `{"cassettes":"/srv/cassettes","handler":"capsule_replay"}`},
 		{name: "replay with matcher", body: "capsule_replay /v1/* /srv/cassettes",
 			matcher: `[{"path":["/v1/*"]}]`, handler: `{"cassettes":"/srv/cassettes","handler":"capsule_replay"}`},
-
-		{name: "no path", body: "capsule", err: "wrong argument count"},
-		{name: "three arguments", body: "capsule /a/* b c", err: "wrong argument count"},
-		{name: "two paths, no matcher", body: "capsule a.yaml b.yaml", err: "wrong argument count"},
-		{name: "card other than 1.0", body: "capsule a.yaml {\n\tcard 0.3\n}", err: "card takes 1.0"},
-		{name: "public_url without a value", body: "capsule a.yaml {\n\tpublic_url\n}", err: "wrong argument count"},
-		{name: "unknown subdirective", body: "capsule a.yaml {\n\tfrobnicate\n}", err: `unknown capsule subdirective "frobnicate"`},
-		{name: "replay without a folder", body: "capsule_replay", err: "wrong argument count"},
-		{name: "replay with three arguments", body: "capsule_replay /a/* b c", err: "wrong argument count"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte("http://127.0.0.1:8080 {\n"+tc.body+"\n}\n"), nil)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one saying %q", err, tc.err)
-				}
-				return
-			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,6 +49,118 @@ func TestPathDirectives(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDirectiveErrors has one row per mistake in the global capsule option (global), the
+// capsule and capsule_replay directives (site): the adapter refuses it (err is part of
+// its message), or the adapted module's Validate does (err is the code).
+func TestDirectiveErrors(t *testing.T) {
+	type row struct{ name, global, site, err string }
+	rows := []row{
+		{name: "app: a block under an option", global: "capsule {\n\tregistry /r {\n\t\tx\n\t}\n}", err: "registry takes no block"},
+		{name: "app: argument after capsule", global: "capsule /r {\n\tregistry /r\n}", err: "wrong argument count"},
+		{name: "app: unknown option", global: "capsule {\n\tregistri /r\n}", err: `unknown capsule option "registri"`},
+		{name: "app: init_snapshots without a value", global: "capsule {\n\tinit_snapshots\n}", err: "init_snapshots takes on or off"},
+		{name: "app: init_snapshots neither on nor off", global: "capsule {\n\tinit_snapshots maybe\n}", err: "init_snapshots takes on or off"},
+		{name: "app: init_snapshots with two values", global: "capsule {\n\tinit_snapshots on off\n}", err: "wrong argument count"},
+		{name: "app: instance_reuse without a value", global: "capsule {\n\tinstance_reuse\n}", err: "instance_reuse takes on or off"},
+		{name: "app: instance_reuse neither on nor off", global: "capsule {\n\tinstance_reuse yes\n}", err: "instance_reuse takes on or off"},
+		{name: "app: instance_reuse with two values", global: "capsule {\n\tinstance_reuse on on\n}", err: "wrong argument count"},
+		{name: "app: dns_upstream not host:port", global: "capsule {\n\tdns_upstream 10.0.0.2\n}", err: "E-NET-020"},
+		{name: "app: dns_upstream without a host", global: "capsule {\n\tdns_upstream :53\n}", err: "E-NET-020"},
+		{name: "app: dns_upstream port out of range", global: "capsule {\n\tdns_upstream 10.0.0.2:65536\n}", err: "E-NET-020"},
+		{name: "app: instance_reuse without init snapshots", global: "capsule {\n\tinit_snapshots off\n\tinstance_reuse on\n}", err: "E-RUN-020"},
+
+		{name: "capsule: no path", site: "capsule", err: "wrong argument count"},
+		{name: "capsule: three arguments", site: "capsule /a/* b c", err: "wrong argument count"},
+		{name: "capsule: two paths, no matcher", site: "capsule a.yaml b.yaml", err: "wrong argument count"},
+		{name: "capsule: unknown subdirective", site: "capsule a.yaml {\n\tfrobnicate\n}", err: `unknown capsule subdirective "frobnicate"`},
+		{name: "capsule: a block under a subdirective", site: "capsule a.yaml {\n\tlock a.lock {\n\t\tx\n\t}\n}", err: "lock takes no block"},
+		{name: "capsule: lock without a path", site: "capsule a.yaml {\n\tlock\n}", err: "wrong argument count"},
+		{name: "capsule: lock with two paths", site: "capsule a.yaml {\n\tlock a b\n}", err: "wrong argument count"},
+		{name: "capsule: auth without a scheme", site: "capsule a.yaml {\n\tauth\n}", err: "auth takes `bearer <ENV_NAME>`"},
+		{name: "capsule: auth with another scheme", site: "capsule a.yaml {\n\tauth basic TOKEN\n}", err: "auth takes `bearer <ENV_NAME>`"},
+		{name: "capsule: auth bearer without a name", site: "capsule a.yaml {\n\tauth bearer\n}", err: "wrong argument count"},
+		{name: "capsule: auth bearer with two names", site: "capsule a.yaml {\n\tauth bearer A B\n}", err: "wrong argument count"},
+		{name: "capsule: auth bearer not a variable name", site: "capsule a.yaml {\n\tauth bearer sk-live-0123\n}", err: "E-RUN-021"},
+		{name: "capsule: max_body without a size", site: "capsule a.yaml {\n\tmax_body\n}", err: "wrong argument count"},
+		{name: "capsule: max_body not a size", site: "capsule a.yaml {\n\tmax_body lots\n}", err: `max_body "lots": want a size`},
+		{name: "capsule: max_body zero", site: "capsule a.yaml {\n\tmax_body 0\n}", err: `max_body "0": want a size`},
+		{name: "capsule: max_body over 1 TiB", site: "capsule a.yaml {\n\tmax_body 2TiB\n}", err: `max_body "2TiB": want a size`},
+		{name: "capsule: max_body with two sizes", site: "capsule a.yaml {\n\tmax_body 1MiB 2MiB\n}", err: "wrong argument count"},
+		{name: "capsule: queue_depth without a value", site: "capsule a.yaml {\n\tqueue_depth\n}", err: "wrong argument count"},
+		{name: "capsule: queue_depth not an integer", site: "capsule a.yaml {\n\tqueue_depth many\n}", err: `queue_depth "many": want an integer > 0`},
+		{name: "capsule: queue_depth zero", site: "capsule a.yaml {\n\tqueue_depth 0\n}", err: `queue_depth "0": want an integer > 0`},
+		{name: "capsule: queue_depth negative", site: "capsule a.yaml {\n\tqueue_depth -1\n}", err: `queue_depth "-1": want an integer > 0`},
+		{name: "capsule: queue_depth with two values", site: "capsule a.yaml {\n\tqueue_depth 1 2\n}", err: "wrong argument count"},
+		{name: "capsule: public_url without a value", site: "capsule a.yaml {\n\tpublic_url\n}", err: "wrong argument count"},
+		{name: "capsule: public_url with two values", site: "capsule a.yaml {\n\tpublic_url https://a.example/ https://b.example/\n}", err: "wrong argument count"},
+		{name: "capsule: public_url not http(s)", site: "capsule a.yaml {\n\tpublic_url ftp://a.example/\n}", err: "E-A2A-007"},
+		{name: "capsule: public_url with a query", site: "capsule a.yaml {\n\tpublic_url https://a.example/?x=1\n}", err: "E-A2A-007"},
+		{name: "capsule: card without a version", site: "capsule a.yaml {\n\tcard\n}", err: "card takes 1.0"},
+		{name: "capsule: card other than 1.0", site: "capsule a.yaml {\n\tcard 0.3\n}", err: "card takes 1.0"},
+		{name: "capsule: card with two versions", site: "capsule a.yaml {\n\tcard 1.0 1.0\n}", err: "wrong argument count"},
+
+		{name: "capsule_replay: no folder", site: "capsule_replay", err: "wrong argument count"},
+		{name: "capsule_replay: three arguments", site: "capsule_replay /a/* b c", err: "wrong argument count"},
+		{name: "capsule_replay: two folders, no matcher", site: "capsule_replay a b", err: "wrong argument count"},
+		{name: "capsule_replay: a block", site: "capsule_replay a {\n\tx\n}", err: "capsule_replay takes no block"},
+	}
+	for _, opt := range []string{"registry", "work_root", "cache_dir", "dns_upstream"} {
+		rows = append(rows,
+			row{name: "app: " + opt + " without a value", global: "capsule {\n\t" + opt + "\n}", err: "wrong argument count"},
+			row{name: "app: " + opt + " with two values", global: "capsule {\n\t" + opt + " a:1 b:2\n}", err: "wrong argument count"})
+	}
+	for _, tc := range rows {
+		t.Run(tc.name, func(t *testing.T) {
+			err := adaptAndValidate(t, tc.global, tc.site)
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("error %v, want one saying %q", err, tc.err)
+			}
+			if strings.Contains(err.Error(), "sk-live-0123") {
+				t.Errorf("the error repeats what may be a token: %v", err)
+			}
+		})
+	}
+}
+
+// adaptAndValidate adapts a Caddyfile with global in its global options and site in a
+// site block, then validates the capsule app and our handler the way Caddy loads them.
+func adaptAndValidate(t *testing.T, global, site string) error {
+	t.Helper()
+	if site == "" {
+		site = "respond 404"
+	}
+	cf := "{\n" + global + "\n}\nhttp://127.0.0.1:8080 {\n" + site + "\n}\n"
+	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cf), nil)
+	if err != nil {
+		return err
+	}
+	var v caddy.Validator
+	if global != "" {
+		var cfg struct {
+			Apps struct {
+				Capsule json.RawMessage `json:"capsule"`
+			} `json:"apps"`
+		}
+		if err := json.Unmarshal(out, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		a := new(App)
+		if err := json.Unmarshal(cfg.Apps.Capsule, a); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		v = a
+	} else {
+		_, handler := ourRoute(t, out)
+		var head struct{ Handler string }
+		json.Unmarshal([]byte(handler), &head)
+		v = map[string]caddy.Validator{"capsule": new(Handler), "capsule_replay": new(ReplayHandler)}[head.Handler]
+		if err := json.Unmarshal([]byte(handler), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return v.Validate()
 }
 
 // ourRoute finds the route holding a capsule or capsule_replay handler in an adapted

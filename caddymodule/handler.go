@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,9 +49,8 @@ type Handler struct {
 	Manifest string `json:"manifest"`
 	// Lock verifies against this lock instead of murmur.lock beside the manifest.
 	Lock string `json:"lock,omitempty"`
-	// AuthBearerEnv names the environment variable holding the bearer token clients must
-	// send; empty means no auth.
-	AuthBearerEnv string `json:"auth_bearer_env,omitempty"`
+	// Auth makes clients authenticate; nil means no auth.
+	Auth *Auth `json:"auth,omitempty"`
 	// MaxBody caps request bodies in bytes (default 1 MiB).
 	MaxBody int64 `json:"max_body,omitempty"`
 	// QueueDepth overrides lifecycle.queue_depth.
@@ -58,13 +58,21 @@ type Handler struct {
 	// PublicURL is the endpoint URL the card and MURMUR_CAPSULE_URL name, whatever the
 	// request says (default: the URL the client used, docs/operators.md "Behind a proxy").
 	PublicURL string `json:"public_url,omitempty"`
-	// CardVersion "1.0" serves the strict A2A 1.0 card to every client (default: the
-	// strict card to clients asking for 1.0, the mixed 0.3 + 1.0 card to the rest).
-	CardVersion string `json:"card_version,omitempty"`
+	// Card "1.0" serves the strict A2A 1.0 card to every client (default: the strict
+	// card to clients asking for 1.0, the mixed 0.3 + 1.0 card to the rest).
+	Card string `json:"card,omitempty"`
 
 	key    string
 	entry  *hostedCapsule
 	logger *zap.Logger
+}
+
+// Auth is how clients of a capsule authenticate.
+type Auth struct {
+	// BearerEnv names the environment variable of the Caddy process holding the token
+	// every JSON-RPC request must carry as "Authorization: Bearer <token>". The name, not
+	// the token, is in the config.
+	BearerEnv string `json:"bearer,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -122,15 +130,19 @@ func (c *hostedCapsule) Destruct() error {
 // Provision stages the capsule, or, after a reload, re-stages it only when its files
 // changed; tasks in flight finish on the capsule they started on.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	h.logger = caddy.Log().Named("capsule.a2a")
+	// Caddy validates after provisioning; a bad value must refuse the config before
+	// staging, which may write the capsule's lock.
+	if err := h.Validate(); err != nil {
+		return err
+	}
 	v, err := ctx.App("capsule")
 	if err != nil {
 		return err
 	}
 	app := v.(*App)
-	if h.Manifest == "" {
-		return errs.New(CodeHandlerConfig, "caddy", "the capsule handler names no manifest", "write `capsule <path/to/murmur.yaml>`")
-	}
+	// Named from the app's logger, "capsule.a2a" (docs/operators.md, "Sessions and
+	// logs"), so that a log's include or exclude of "capsule" covers it too.
+	h.logger = ctx.Logger(app).Named("a2a")
 	path, err := filepath.Abs(h.Manifest)
 	if err != nil {
 		return errs.Wrap(err, CodeHandlerConfig, "caddy", "cannot resolve "+h.Manifest, "use an absolute path")
@@ -141,18 +153,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		}
 	}
 	token := ""
-	if h.AuthBearerEnv != "" {
-		if token = os.Getenv(h.AuthBearerEnv); token == "" {
-			return errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("auth bearer %s: the environment variable %s is unset or empty", h.AuthBearerEnv, h.AuthBearerEnv),
-				"export the token in "+h.AuthBearerEnv+" before starting Caddy, or drop the auth subdirective")
-		}
-	}
-	if h.MaxBody < 0 || h.QueueDepth < 0 {
-		return errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("max_body %d / queue_depth %d: negative", h.MaxBody, h.QueueDepth), "use positive values")
-	}
-	if h.PublicURL != "" {
-		if _, err := a2a.CheckPublicURL(h.PublicURL); err != nil {
-			return err
+	if h.Auth != nil {
+		env := h.Auth.BearerEnv
+		if token = os.Getenv(env); token == "" {
+			return errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("auth bearer %s: the environment variable %s is unset or empty", env, env),
+				"export the token in "+env+" before starting Caddy, or drop the auth subdirective")
 		}
 	}
 	m, err := manifest.Load(path)
@@ -240,6 +245,41 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// envName is what an environment variable's name looks like.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate refuses the settings that cannot work, all at once, reading nothing.
+func (h *Handler) Validate() error {
+	var list errs.List
+	bad := func(code, msg, fix string) { list = append(list, errs.New(code, "caddy", msg, fix)) }
+	if h.Manifest == "" {
+		bad(CodeHandlerConfig, "the capsule handler names no manifest", "write `capsule <path/to/murmur.yaml>` (JSON: \"manifest\")")
+	}
+	if h.Auth != nil && !envName.MatchString(h.Auth.BearerEnv) {
+		// The value is not repeated: it may be the token itself, written by mistake.
+		bad(CodeHandlerConfig, "auth bearer is not an environment variable name",
+			"name the variable that holds the token, such as HELLO_TOKEN, never the token itself")
+	}
+	if h.MaxBody < 0 {
+		bad(CodeHandlerConfig, fmt.Sprintf("max_body %d is negative", h.MaxBody), "write a positive size, or leave it out for 1 MiB")
+	}
+	if h.QueueDepth < 0 {
+		bad(CodeHandlerConfig, fmt.Sprintf("queue_depth %d is negative", h.QueueDepth), "write a positive depth, or leave it out for the manifest's")
+	}
+	if h.PublicURL != "" {
+		if _, err := a2a.CheckPublicURL(h.PublicURL); err != nil {
+			list = append(list, err.(*errs.Error))
+		}
+	}
+	if h.Card != "" && h.Card != a2a.CardV10 {
+		bad(a2a.CodeCard, fmt.Sprintf("card %q is not served", h.Card), "write 1.0 for the strict A2A 1.0 card, or leave it out")
+	}
+	if len(list) > 0 {
+		return list
+	}
+	return nil
+}
+
 // runTaskFile runs the task.md beside the manifest of a capsule that takes no A2A tasks
 // (task_acceptance: none, SPEC §2.5), once per staged version, in the background. The
 // channel gets its outcome; it is nil when there is nothing to run.
@@ -290,7 +330,7 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		Bearer:      token,
 		PublicURL:   h.PublicURL,
 		Origin:      clientOrigin,
-		CardVersion: h.CardVersion,
+		CardVersion: h.Card,
 		Metrics:     app.metrics,
 		Logger:      slogFrom(h.logger),
 	}
@@ -412,7 +452,16 @@ func (f chunkSink) Event(e *runtime.Event) error {
 	return nil
 }
 
-// parseHandlerCaddyfile reads
+// parseHandlerCaddyfile builds the handler from the capsule directive; see
+// UnmarshalCaddyfile.
+func parseHandlerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	c := new(Handler)
+	err := c.UnmarshalCaddyfile(h.Dispenser)
+	return c, err
+}
+
+// UnmarshalCaddyfile reads the directive (its matcher, if any, already taken by
+// registerPathDirective)
 //
 //	capsule <manifest> {
 //	    lock        <path>
@@ -422,84 +471,66 @@ func (f chunkSink) Event(e *runtime.Event) error {
 //	    public_url  <url>
 //	    card        1.0
 //	}
-func parseHandlerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	c := new(Handler)
-	d := h.Dispenser
-	d.Next()
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive's name
 	if !d.NextArg() {
-		return nil, d.ArgErr()
+		return d.ArgErr()
 	}
-	c.Manifest = d.Val()
+	h.Manifest = d.Val()
 	if d.NextArg() {
-		return nil, d.ArgErr()
+		return d.ArgErr()
 	}
-	for d.NextBlock(0) {
-		switch d.Val() {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		switch sub {
 		case "lock":
 			if !d.NextArg() {
-				return nil, d.ArgErr()
+				return d.ArgErr()
 			}
-			c.Lock = d.Val()
+			h.Lock = d.Val()
 		case "auth":
 			if !d.NextArg() || d.Val() != "bearer" {
-				return nil, d.Errf("auth takes `bearer <ENV_NAME>` (the only scheme)")
+				return d.Errf("auth takes `bearer <ENV_NAME>`: the environment variable holding the bearer token")
 			}
 			if !d.NextArg() {
-				return nil, d.ArgErr()
+				return d.ArgErr()
 			}
-			c.AuthBearerEnv = d.Val()
+			h.Auth = &Auth{BearerEnv: d.Val()}
 		case "max_body":
 			if !d.NextArg() {
-				return nil, d.ArgErr()
+				return d.ArgErr()
 			}
 			n, err := humanize.ParseBytes(d.Val())
 			if err != nil || n == 0 || n > 1<<40 {
-				return nil, d.Errf("max_body %q: want a size such as 1MiB", d.Val())
+				return d.Errf("max_body %q: want a size such as 1MiB", d.Val())
 			}
-			c.MaxBody = int64(n)
+			h.MaxBody = int64(n)
 		case "public_url":
 			if !d.NextArg() {
-				return nil, d.ArgErr()
+				return d.ArgErr()
 			}
-			c.PublicURL = d.Val()
+			h.PublicURL = d.Val()
 		case "card":
 			if !d.NextArg() || d.Val() != a2a.CardV10 {
-				return nil, d.Errf("card takes 1.0 (serve the strict A2A 1.0 card to every client); leave it out for the default")
+				return d.Errf("card takes 1.0 (serve the strict A2A 1.0 card to every client); leave it out for the default")
 			}
-			c.CardVersion = d.Val()
+			h.Card = d.Val()
 		case "queue_depth":
 			if !d.NextArg() {
-				return nil, d.ArgErr()
+				return d.ArgErr()
 			}
 			n, err := strconv.Atoi(d.Val())
 			if err != nil || n <= 0 {
-				return nil, d.Errf("queue_depth %q: want an integer > 0", d.Val())
+				return d.Errf("queue_depth %q: want an integer > 0", d.Val())
 			}
-			c.QueueDepth = n
+			h.QueueDepth = n
 		default:
-			return nil, d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, public_url, card)", d.Val())
+			return d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, public_url, card)", sub)
 		}
-		if d.NextArg() {
-			return nil, d.ArgErr()
+		if err := lineDone(d, sub); err != nil {
+			return err
 		}
 	}
-	return c, nil
-}
-
-var (
-	_ caddy.Provisioner           = (*Handler)(nil)
-	_ caddy.CleanerUpper          = (*Handler)(nil)
-	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
-	_ caddyfile.Unmarshaler       = (*Handler)(nil)
-)
-
-// UnmarshalCaddyfile lets the handler be configured from a Caddyfile block too.
-func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	parsed, err := parseHandlerCaddyfile(httpcaddyfile.Helper{Dispenser: d})
-	if err != nil {
-		return err
-	}
-	*h = *parsed.(*Handler)
 	return nil
 }
 
@@ -523,3 +554,12 @@ func (z zapLines) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler       = (*Handler)(nil)
+)

@@ -49,13 +49,25 @@ func (ReplayHandler) CaddyModule() caddy.ModuleInfo {
 
 // Provision loads the cassettes; a bad one fails the config with its coded message.
 func (rh *ReplayHandler) Provision(ctx caddy.Context) error {
-	rh.logger = ctx.Logger().Named("capsule.replay")
+	if err := rh.Validate(); err != nil { // Caddy validates only after provisioning
+		return err
+	}
+	rh.logger = ctx.Logger() // "http.handlers.capsule_replay"
 	lib, err := replay.Load(rh.Cassettes)
 	if err != nil {
 		return err
 	}
 	rh.h = lib.Handler()
 	rh.logger.Info("cassettes loaded", zap.String("dir", rh.Cassettes), zap.Int("conversations", lib.Conversations()))
+	return nil
+}
+
+// Validate refuses a handler that names no cassette folder.
+func (rh *ReplayHandler) Validate() error {
+	if rh.Cassettes == "" {
+		return errs.New(replay.CodeDir, "caddy", "the capsule_replay handler names no cassette folder",
+			"write `capsule_replay <cassette-dir>` (JSON: \"cassettes\")")
+	}
 	return nil
 }
 
@@ -68,22 +80,19 @@ func (rh *ReplayHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next 
 	return nil
 }
 
-// UnmarshalCaddyfile reads `capsule_replay <cassette-dir>`.
+// UnmarshalCaddyfile reads `capsule_replay <cassette-dir>` (its matcher, if any, already
+// taken by registerPathDirective).
 func (rh *ReplayHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
 	if !d.NextArg() {
 		return d.ArgErr()
 	}
 	rh.Cassettes = d.Val()
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	if d.NextBlock(0) {
-		return d.Errf("capsule_replay takes no block, got %q", d.Val())
-	}
-	return nil
+	return lineDone(d, "capsule_replay")
 }
 
+// parseReplayCaddyfile builds the handler from the capsule_replay directive; see
+// UnmarshalCaddyfile.
 func parseReplayCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	rh := new(ReplayHandler)
 	err := rh.UnmarshalCaddyfile(h.Dispenser)
@@ -128,6 +137,7 @@ func runReplay(ctx context.Context, e *cli.Env, c cli.Common, dir, addr string) 
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*ReplayHandler)(nil)
+	_ caddy.Validator             = (*ReplayHandler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*ReplayHandler)(nil)
 	_ caddyfile.Unmarshaler       = (*ReplayHandler)(nil)
 )

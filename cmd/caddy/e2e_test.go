@@ -149,8 +149,14 @@ func TestPackPublishInstallVerify(t *testing.T) {
 		}},
 		{"usage: no argument", []string{"verify", "--registry", reg}, 2, nil},
 		{"usage: unknown flag", []string{"verify", manifestPath, "--no-such-flag"}, 2, nil},
+		{"usage: pack reads no registry", []string{"pack", "../../examples/artifacts/greeting", "--output", zipPath, "--registry", reg}, 2, func(t *testing.T, r result) {
+			if !strings.Contains(r.stderr, "unknown flag: --registry") {
+				t.Errorf("stderr: %s", r.stderr)
+			}
+		}},
 		{"registry from the environment's default", []string{"verify", manifestPath}, 1, func(t *testing.T, r result) {
-			if !strings.Contains(r.stderr, filepath.Join(home, ".capsulegate", "registry")) {
+			// Caddy's data folder, which the gateway defaults to as well.
+			if !strings.Contains(r.stderr, filepath.Join(home, ".local", "share", "caddy", "capsule", "registry")) {
 				t.Errorf("default registry not named: %s", r.stderr)
 			}
 		}},

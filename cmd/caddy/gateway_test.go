@@ -50,6 +50,23 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
+	// The log names docs/operators.md promises ("Sessions and logs").
+	t.Run("log names", func(t *testing.T) {
+		want := map[string]string{"capsule staged": "capsule.a2a", "cassettes loaded": "http.handlers.capsule_replay"}
+		for _, line := range strings.Split(g.logs.String(), "\n") {
+			var e struct{ Logger, Msg string }
+			if json.Unmarshal([]byte(line), &e) == nil && want[e.Msg] != "" {
+				if e.Logger != want[e.Msg] {
+					t.Errorf("%q logged by %q, want %q", e.Msg, e.Logger, want[e.Msg])
+				}
+				delete(want, e.Msg)
+			}
+		}
+		if len(want) > 0 {
+			t.Errorf("never logged: %v\n%s", want, g.logs.String())
+		}
+	})
+
 	t.Run("listens on 127.0.0.1 only", func(t *testing.T) {
 		u, _ := url.Parse(g.base)
 		for _, port := range []string{u.Port(), g.replay} {

@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/registry"
 )
 
 // Exit codes of every subcommand.
@@ -23,16 +23,17 @@ const (
 
 // Codes of refusals the commands make themselves.
 const (
-	CodeRemoteRegistry = "E-REG-080" // an http(s) or oci registry, which a later release serves
-	CodeOutput         = "E-REG-081" // pack cannot write its output file
-	CodeArchiveRead    = "E-REG-082" // publish cannot read the archive file, or it is too large
+	CodeOutput      = "E-REG-081" // pack cannot write its output file
+	CodeArchiveRead = "E-REG-082" // publish cannot read the archive file, or it is too large
 )
 
 // Env is what a subcommand reads and writes besides its arguments.
 type Env struct {
 	Stdout, Stderr io.Writer
-	// Getenv reads the environment (CAPSULE_REGISTRY, HOME); nil means os.Getenv.
+	// Getenv reads the environment (CAPSULE_REGISTRY); nil means os.Getenv.
 	Getenv func(string) string
+	// DataDir is Caddy's data folder, which holds the default registry.
+	DataDir string
 	// Terminal reports whether Stderr is a terminal, for the progress bar.
 	Terminal bool
 
@@ -52,29 +53,10 @@ type Common struct {
 	JSON     bool   // --json
 }
 
-// RegistryDir resolves --registry: the flag, else $CAPSULE_REGISTRY, else
-// ~/.capsulegate/registry. Remote registries are refused with a code.
+// RegistryDir resolves --registry by registry.LocalDir, the rule the gateway follows
+// too: the flag, else $CAPSULE_REGISTRY, else <DataDir>/capsule/registry.
 func (e *Env) RegistryDir(flag string) (string, error) {
-	r := flag
-	if r == "" {
-		r = e.getenv("CAPSULE_REGISTRY")
-	}
-	if r == "" {
-		home := e.getenv("HOME")
-		if home == "" {
-			var err error
-			if home, err = os.UserHomeDir(); err != nil {
-				return "", errs.Wrap(err, CodeRemoteRegistry, "registry", "no --registry given, CAPSULE_REGISTRY is unset and the home folder is unknown",
-					"pass --registry <dir>")
-			}
-		}
-		r = filepath.Join(home, ".capsulegate", "registry")
-	}
-	if strings.HasPrefix(r, "http://") || strings.HasPrefix(r, "https://") || strings.HasPrefix(r, "oci://") {
-		return "", errs.New(CodeRemoteRegistry, "registry", fmt.Sprintf("registry %q is remote; this release serves local-directory registries only", r),
-			"mirror the artifacts into a local folder and pass --registry <dir>")
-	}
-	return r, nil
+	return registry.LocalDir(flag, e.getenv, e.DataDir)
 }
 
 // fail reports err (text on stderr, or a JSON object on stdout) and returns ExitRefused.

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/registry"
 )
 
 func newEnv(terminal bool, vars map[string]string) (*Env, *bytes.Buffer, *bytes.Buffer) {
@@ -15,6 +18,8 @@ func newEnv(terminal bool, vars map[string]string) (*Env, *bytes.Buffer, *bytes.
 	return &Env{Stdout: &out, Stderr: &errb, Terminal: terminal, Getenv: func(k string) string { return vars[k] }}, &out, &errb
 }
 
+// TestRegistryDir checks the wiring to registry.LocalDir (whose own test has the rule):
+// the flag, the environment, Caddy's data folder.
 func TestRegistryDir(t *testing.T) {
 	tests := []struct {
 		flag string
@@ -24,21 +29,15 @@ func TestRegistryDir(t *testing.T) {
 	}{
 		{"/flag", map[string]string{"CAPSULE_REGISTRY": "/env"}, "/flag", ""},
 		{"", map[string]string{"CAPSULE_REGISTRY": "/env", "HOME": "/h"}, "/env", ""},
-		{"", map[string]string{"HOME": "/h"}, "/h/.capsulegate/registry", ""},
-		{"https://registry.example.com", nil, "", CodeRemoteRegistry},
-		{"", map[string]string{"CAPSULE_REGISTRY": "oci://x/y"}, "", CodeRemoteRegistry},
+		{"", map[string]string{"HOME": "/h"}, "/data/caddy/capsule/registry", ""},
+		{"https://registry.example.com", nil, "", registry.CodeRemote},
 	}
 	for _, tt := range tests {
 		e, _, _ := newEnv(false, tt.vars)
+		e.DataDir = "/data/caddy"
 		got, err := e.RegistryDir(tt.flag)
-		if tt.code != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.code) {
-				t.Errorf("%q: want %s, got %v", tt.flag, tt.code, err)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("%q %v: got %q, %v; want %q", tt.flag, tt.vars, got, err, tt.want)
+		if errs.Code(err) != tt.code || got != tt.want {
+			t.Errorf("%q %v: got %q, %v; want %q, code %q", tt.flag, tt.vars, got, err, tt.want, tt.code)
 		}
 	}
 }
