@@ -53,8 +53,12 @@ type Handler struct {
 	Auth *Auth `json:"auth,omitempty"`
 	// MaxBody caps request bodies in bytes (default 1 MiB).
 	MaxBody int64 `json:"max_body,omitempty"`
-	// QueueDepth overrides lifecycle.queue_depth.
+	// QueueDepth overrides lifecycle.queue_depth (tasks waiting within one context).
 	QueueDepth int `json:"queue_depth,omitempty"`
+	// Concurrency is how many contexts run a task at once (default: one per CPU).
+	Concurrency int `json:"concurrency,omitempty"`
+	// ContextIdle ends a context's session after it ran no task this long (default 15m).
+	ContextIdle caddy.Duration `json:"context_idle,omitempty"`
 	// PublicURL is the endpoint URL the card and MURMUR_CAPSULE_URL name, whatever the
 	// request says (default: the URL the client used, docs/operators.md "Behind a proxy").
 	PublicURL string `json:"public_url,omitempty"`
@@ -171,7 +175,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return nil, err
 		}
 		hosted, err := engine.Serve(ctx, m, runtime.ServeOptions{Registry: app.reg, WorkRoot: app.WorkRoot, Lock: h.Lock,
-			DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog)})
+			DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog),
+			ContextIdle: time.Duration(h.ContextIdle)})
 		if err != nil {
 			engines.Delete(app.engineKey())
 			return nil, err
@@ -187,7 +192,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return nil, err
 		}
 		// After staging, which writes a missing lock: the next reload must see the same files.
-		print, err := fingerprint(path, h.Lock, app)
+		print, err := fingerprint(path, h, app)
 		if err != nil {
 			ver.close()
 			return nil, err
@@ -211,7 +216,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	c := h.entry
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	print, err := fingerprint(path, h.Lock, app)
+	print, err := fingerprint(path, h, app)
 	if err != nil {
 		return err
 	}
@@ -223,7 +228,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	if print, err = fingerprint(path, h.Lock, app); err != nil {
+	if print, err = fingerprint(path, h, app); err != nil {
 		ver.close()
 		return err
 	}
@@ -265,6 +270,12 @@ func (h *Handler) Validate() error {
 	}
 	if h.QueueDepth < 0 {
 		bad(CodeHandlerConfig, fmt.Sprintf("queue_depth %d is negative", h.QueueDepth), "write a positive depth, or leave it out for the manifest's")
+	}
+	if h.Concurrency < 0 {
+		bad(CodeHandlerConfig, fmt.Sprintf("concurrency %d is negative", h.Concurrency), "write a positive number of tasks, or leave it out for one per CPU")
+	}
+	if h.ContextIdle < 0 {
+		bad(CodeHandlerConfig, fmt.Sprintf("context_idle %s is negative", time.Duration(h.ContextIdle)), "write a positive duration such as 15m, or leave it out")
 	}
 	if h.PublicURL != "" {
 		if _, err := a2a.CheckPublicURL(h.PublicURL); err != nil {
@@ -324,7 +335,7 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 	return a2a.Config{
 		Card:     card,
 		Executor: executor{c: c, v: v},
-		Lifecycle: a2a.Lifecycle{Acceptance: lc.TaskAcceptance, QueueDepth: depth,
+		Lifecycle: a2a.Lifecycle{Acceptance: lc.TaskAcceptance, QueueDepth: depth, Concurrency: h.Concurrency,
 			InputTimeout: time.Duration(lc.InputTimeoutSecs) * time.Second, Threaded: lc.Conversation == "threaded"},
 		MaxBody:     h.MaxBody,
 		Bearer:      token,
@@ -372,10 +383,12 @@ func (h *Handler) Cleanup() error {
 
 // fingerprint hashes what staging reads from disk — every file in the capsule's folder
 // (manifest, lock, capsule.wasm, skills, prompt files), an explicit lock, and the app's
-// registry and work root — so a reload re-stages exactly the capsules that changed.
-func fingerprint(manifestPath, lock string, app *App) (string, error) {
+// registry and work root, and the handler's context settings — so a reload re-stages
+// exactly the capsules that changed.
+func fingerprint(manifestPath string, h *Handler, app *App) (string, error) {
+	lock := h.Lock
 	sum := sha256.New()
-	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00dns=%s\x00engine=%s\x00", app.Registry, app.WorkRoot, app.DNSUpstream, app.engineKey())
+	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00dns=%s\x00engine=%s\x00context_idle=%d\x00", app.Registry, app.WorkRoot, app.DNSUpstream, app.engineKey(), h.ContextIdle)
 	add := func(path string) error {
 		f, err := os.Open(path)
 		if err != nil {
@@ -468,6 +481,8 @@ func parseHandlerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //	    auth bearer <ENV_NAME>
 //	    max_body    <size>
 //	    queue_depth <n>
+//	    concurrency <n>
+//	    context_idle <duration>
 //	    public_url  <url>
 //	    card        1.0
 //	}
@@ -524,8 +539,26 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("queue_depth %q: want an integer > 0", d.Val())
 			}
 			h.QueueDepth = n
+		case "concurrency":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n <= 0 {
+				return d.Errf("concurrency %q: want an integer > 0", d.Val())
+			}
+			h.Concurrency = n
+		case "context_idle":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil || dur <= 0 {
+				return d.Errf("context_idle %q: want a duration such as 15m", d.Val())
+			}
+			h.ContextIdle = caddy.Duration(dur)
 		default:
-			return d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, public_url, card)", sub)
+			return d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, concurrency, context_idle, public_url, card)", sub)
 		}
 		if err := lineDone(d, sub); err != nil {
 			return err
