@@ -41,8 +41,8 @@ type cardCapabilities struct {
 
 // cardJSON is the agent card: the A2A 1.0 fields, plus the 0.3 fields (url,
 // protocolVersion, preferredTransport, additionalInterfaces, security) so that a 0.3
-// client reads the same document (docs/a2a.md, "Agent card"). The strict 1.0 card leaves
-// the 0.3 fields out.
+// client reads the same document (docs/reference/a2a.md, "The agent card"). The strict
+// 1.0 card leaves the 0.3 fields out.
 type cardJSON struct {
 	Name                 string            `json:"name"`
 	Description          string            `json:"description"`

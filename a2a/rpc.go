@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// JSON-RPC and A2A error codes (docs/a2a.md, "Errors").
+// JSON-RPC and A2A error codes (docs/reference/a2a.md, "JSON-RPC").
 const (
 	codeParse            = -32700
 	codeInvalidRequest   = -32600

@@ -1,5 +1,8 @@
-// Package archtest pins which packages may import which (ARCHITECTURE.md): nothing but
-// caddymodule, cmd/caddy and the root plug-in package may depend on Caddy, so the runtime side works without it.
+// Package archtest pins the shape of the repository. It checks which packages may import
+// which: nothing but caddymodule, cmd/caddy and the root plug-in package may depend on
+// Caddy, so the runtime side works without it. And it checks that every citation of a
+// repository doc, in Go comments and markdown, names a file and heading that exist
+// (reference_test.go).
 package archtest
 
 import (
