@@ -78,7 +78,7 @@ type (
 // agentTask runs the agent loop of SPEC §5.1 once: driver turn, dispatch of every tool
 // call, results appended, until end_turn, max_tokens or max_turns. It returns the final
 // text and the task state.
-func (s *session) agentTask(ctx context.Context, task string, history []Turn) (result, state string, err error) {
+func (s *session) agentTask(ctx context.Context, t *task, text string, history []Turn) (result, state string, err error) {
 	m := s.staged.Manifest
 	inf := m.Inference
 	driver := s.staged.Modules[inf.Driver.Artifact]
@@ -95,16 +95,16 @@ func (s *session) agentTask(ctx context.Context, task string, history []Turn) (r
 		msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: h.User}}},
 			agentMessage{Role: "assistant", Content: []agentBlock{{Type: "text", Text: h.Agent}}})
 	}
-	msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: task}}})
+	msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: text}}})
 	for turn := 1; turn <= inf.MaxTurns; turn++ {
-		s.turns = turn
+		t.turn = turn
 		req, _ := json.Marshal(driverRequest{Model: inf.Model, MaxTokens: inf.MaxTokens, System: system, Messages: msgs, Tools: tools})
 		start := time.Now()
 		resp, err := s.callDriver(ctx, driver, string(req))
 		ev := Inference{Turn: turn, DurationMS: time.Since(start).Milliseconds()}
 		if err != nil {
 			ev.StopReason, ev.Error = "error", err.Error()
-			s.stream.Emit(EventInference, s.taskEvt, ev, nil)
+			s.stream.Emit(EventInference, t.evt, ev, nil)
 			return "", StateFailed, err
 		}
 		ev.InputTokens, ev.OutputTokens, ev.StopReason = resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.StopReason
@@ -113,9 +113,9 @@ func (s *session) agentTask(ctx context.Context, task string, history []Turn) (r
 				ev.Tools = append(ev.Tools, b.Name)
 			}
 		}
-		s.turnEvt, _ = s.stream.Emit(EventInference, s.taskEvt, ev, map[string]string{"output": string(mustJSON(resp.Content))})
-		if text := finalText(resp.Content); text != "" {
-			s.stream.Emit(EventChunk, s.taskEvt, Chunk{TaskID: s.taskID, Text: text}, nil)
+		t.turnEvt, _ = s.stream.Emit(EventInference, t.evt, ev, map[string]string{"output": string(mustJSON(resp.Content))})
+		if answer := finalText(resp.Content); answer != "" {
+			s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: answer}, nil)
 		}
 		msgs = append(msgs, agentMessage{Role: "assistant", Content: resp.Content})
 		switch resp.StopReason {
@@ -126,8 +126,8 @@ func (s *session) agentTask(ctx context.Context, task string, history []Turn) (r
 				if b.Type != "tool_call" {
 					continue
 				}
-				text, isErr := s.dispatch(ctx, turn, b)
-				msgs = append(msgs, agentMessage{Role: "tool", ToolCallID: b.ID, IsError: isErr, Content: []agentBlock{{Type: "text", Text: text}}})
+				out, isErr := s.dispatch(ctx, t, b)
+				msgs = append(msgs, agentMessage{Role: "tool", ToolCallID: b.ID, IsError: isErr, Content: []agentBlock{{Type: "text", Text: out}}})
 			}
 		case "error":
 			return "", StateFailed, fmt.Errorf("driver %s: %s", inf.Driver.Artifact, resp.Error)
@@ -158,26 +158,26 @@ func (s *session) callDriver(ctx context.Context, driver *wasm.Module, req strin
 
 // dispatch runs one tool call (SPEC §5.1 order: native, shell, skill, wasm tool) and
 // returns the text the model sees and whether it is an error.
-func (s *session) dispatch(ctx context.Context, turn int, call agentBlock) (string, bool) {
+func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (string, bool) {
 	m := s.staged.Manifest
 	if s.sub != nil {
 		if path, ok := s.sub.natives[call.Name]; ok {
-			return s.runSubprocess(ctx, turn, call, path)
+			return s.runSubprocess(ctx, t, call, path)
 		}
 	}
 	for _, b := range m.Capabilities.Shell.Allow {
 		if b == call.Name {
-			return s.runSubprocess(ctx, turn, call, "")
+			return s.runSubprocess(ctx, t, call, "")
 		}
 	}
 	for _, a := range s.staged.Artifacts {
 		if a.Name == call.Name && a.Role == manifest.RoleSkill {
 			text, err := skillText(a)
-			rec := ToolCall{Turn: turn, ToolName: call.Name, Kind: "skill", OutputBytes: len(text), Status: "passed"}
+			rec := ToolCall{Turn: t.turn, ToolName: call.Name, Kind: "skill", OutputBytes: len(text), Status: "passed"}
 			if err != nil {
 				rec.Status = "error"
 			}
-			s.stream.Emit(EventToolCall, s.parent(), rec, map[string]string{"output": text})
+			s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"output": text})
 			if err != nil {
 				return "skill " + call.Name + ": " + err.Error(), true
 			}
@@ -188,7 +188,7 @@ func (s *session) dispatch(ctx context.Context, turn int, call agentBlock) (stri
 	if input == "" {
 		input = "{}"
 	}
-	out, err := s.invokeAt(ctx, turn, call.Name, abi.ToolInput{Data: &input})
+	out, err := s.invokeAt(ctx, t, call.Name, abi.ToolInput{Data: &input})
 	if err != nil {
 		return err.Error(), true
 	}

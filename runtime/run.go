@@ -125,14 +125,11 @@ type session struct {
 	sessEvt string // session_start, parent of every task
 	tasks   int
 
-	stream  *Stream
-	taskEvt string // the current task's event, parent of its tool calls
-	taskID  string
-	// requestInput asks the current task's A2A client for input; nil outside A2A.
-	requestInput func(ctx context.Context, prompt string) (string, error)
-	turns        int    // driver turns of the current task
-	turnEvt      string // the current turn's inference event, parent of its tool calls
-	sub          *subprocesses
+	stream *Stream
+	// current is the task running, for reporters that are not handed it (the policy
+	// proxy's and resolver's denials); tasks of a session run one at a time.
+	current atomic.Pointer[task]
+	sub     *subprocesses
 	// driverEnv and driverHTTP are what an agent capsule's driver gets beyond the grants
 	// every guest has: the MURMUR_INFERENCE_* values, and its gateway endpoint with the key.
 	driverEnv  []string
@@ -250,16 +247,11 @@ func (s *session) denied(who, source, host string, port int, err error) {
 		s.rt.engine.Metrics().Denied.WithLabelValues(s.staged.Manifest.Name, source).Inc()
 	}
 	fmt.Fprintf(s.log("bootstrap.log"), "%s network_denied who=%s source=%s host=%s port=%d: %v\n", time.Now().UTC().Format(time.RFC3339), who, source, host, port, err)
-	s.stream.Emit(EventNetworkDenied, s.parent(), NetworkDenied{Who: who, Host: host, Port: port, Check: err.Error()}, nil)
-}
-
-// parent is the event a tool call or denial hangs under: the current model turn, or the
-// task outside the agent loop.
-func (s *session) parent() string {
-	if s.turnEvt != "" {
-		return s.turnEvt
+	parent := s.sessEvt
+	if t := s.current.Load(); t != nil {
+		parent = t.parent()
 	}
-	return s.taskEvt
+	s.stream.Emit(EventNetworkDenied, parent, NetworkDenied{Who: who, Host: host, Port: port, Check: err.Error()}, nil)
 }
 
 func (s *session) close() {
@@ -281,27 +273,27 @@ func (s *session) grants(artifact string, role manifest.Role) wasm.Grants {
 		Stdout: s.log(artifact + ".stdout.log"), Stderr: s.log(artifact + ".stderr.log")}
 }
 
-// host is the host side a guest of the session reaches: declared wasm tools, the
-// network within the capsule's rules.
-func (s *session) host(who string) *wasm.Imports {
-	return &wasm.Imports{Who: who, HTTP: s.http, Invoke: s.invoke, Events: chunkEvents{s}, RequestInput: s.requestInput}
+// imports is what the imports of a guest of task t reach: declared wasm tools
+// (murmur:tool-registry/invoke), the network within the capsule's rules, the task's
+// stream and its client for input.
+func (s *session) imports(t *task, who string) *wasm.Imports {
+	invoke := func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
+		return s.invokeAt(ctx, t, name, in)
+	}
+	return &wasm.Imports{Who: who, HTTP: s.http, Invoke: invoke, Events: chunkEvents{s, t}, RequestInput: t.requestInput}
 }
 
-// invoke serves murmur:tool-registry/invoke: manifest-declared wasm tools only.
-func (s *session) invoke(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
-	return s.invokeAt(ctx, 0, name, in)
-}
-
-// invokeAt runs a declared wasm tool for turn (0 outside an agent loop) and records it.
-func (s *session) invokeAt(ctx context.Context, turn int, name string, in abi.ToolInput) (abi.ToolResult, error) {
+// invokeAt runs a declared wasm tool for task t and records it under the task's current
+// turn (none outside an agent loop).
+func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.ToolInput) (abi.ToolResult, error) {
 	mod := s.staged.Modules[name]
 	if mod == nil || mod.Role != manifest.RoleTool {
 		return abi.ToolResult{}, fmt.Errorf("tool-registry: no wasm tool named %q is declared in the manifest (declared: %s)", name, strings.Join(s.toolNames(), ", "))
 	}
 	start := time.Now()
-	out, err := s.rt.engine.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.host(name), in)
+	out, err := s.rt.engine.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.imports(t, name), in)
 	s.toolCalls.Add(1)
-	rec := ToolCall{Turn: turn, ToolName: name, Kind: "wasm", InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
+	rec := ToolCall{Turn: t.turn, ToolName: name, Kind: "wasm", InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
 		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds()}
 	var ge *wasm.GuestError
 	if errors.As(err, &ge) {
@@ -309,7 +301,7 @@ func (s *session) invokeAt(ctx context.Context, turn int, name string, in abi.To
 	} else if err != nil {
 		rec.Status = "error"
 	}
-	s.stream.Emit(EventToolCall, s.parent(), rec, map[string]string{"input": value(in.Data), "output": value(out.Data)})
+	s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"input": value(in.Data), "output": value(out.Data)})
 	return out, err
 }
 

@@ -146,7 +146,7 @@ func (sp *subprocesses) close() {
 
 // runSubprocess runs a native or shell tool call under the tool deadline and records
 // it: a shell event with the command, then the tool call.
-func (s *session) runSubprocess(ctx context.Context, turn int, call agentBlock, native string) (string, bool) {
+func (s *session) runSubprocess(ctx context.Context, t *task, call agentBlock, native string) (string, bool) {
 	m := s.staged.Manifest
 	kind := "shell"
 	if native != "" {
@@ -168,14 +168,14 @@ func (s *session) runSubprocess(ctx context.Context, turn int, call agentBlock, 
 		r, err = s.sub.sb.RunShell(ctx, call.Name, call.Input)
 	}
 	s.toolCalls.Add(1)
-	rec := ToolCall{Turn: turn, ToolName: call.Name, Kind: kind, InputBytes: len(call.Input), OutputBytes: len(r.Text),
+	rec := ToolCall{Turn: t.turn, ToolName: call.Name, Kind: kind, InputBytes: len(call.Input), OutputBytes: len(r.Text),
 		Status: r.Status, DurationMS: time.Since(start).Milliseconds()}
 	if err != nil {
 		rec.Status = "error"
 	}
-	s.stream.Emit(EventShell, s.parent(), ShellRun{Binary: r.Binary, Command: r.Command, ExitCode: r.ExitCode, Bytes: r.Bytes,
+	s.stream.Emit(EventShell, t.parent(), ShellRun{Binary: r.Binary, Command: r.Command, ExitCode: r.ExitCode, Bytes: r.Bytes,
 		DurationMS: r.Duration.Milliseconds()}, nil)
-	s.stream.Emit(EventToolCall, s.parent(), rec, map[string]string{"input": string(call.Input), "output": r.Text})
+	s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"input": string(call.Input), "output": r.Text})
 	if err != nil {
 		return fmt.Sprintf("tool %s: %v", call.Name, err), true
 	}

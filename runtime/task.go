@@ -46,6 +46,28 @@ type TaskRequest struct {
 // Turn is one finished exchange of a threaded conversation.
 type Turn struct{ User, Agent string }
 
+// task is one task as it runs: passed down the loop, dispatch and chunk code, so that
+// nothing of it lives on the session that runs it.
+type task struct {
+	id  string
+	evt string // its task_start event: parent of its turns
+	// turn is the agent loop's current turn (0 outside it); turnEvt that turn's
+	// inference event, parent of the turn's tool calls.
+	turn    int
+	turnEvt string
+	// requestInput asks the task's A2A client for input; nil outside A2A.
+	requestInput func(ctx context.Context, prompt string) (string, error)
+}
+
+// parent is the event a tool call or denial of the task hangs under: the current model
+// turn, or the task outside the agent loop.
+func (t *task) parent() string {
+	if t.turnEvt != "" {
+		return t.turnEvt
+	}
+	return t.evt
+}
+
 // TaskOutcome is how a task ended.
 type TaskOutcome struct {
 	TaskID string
@@ -71,12 +93,14 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 		defer s.stream.Attach(req.Sink)()
 	}
 	start := time.Now()
-	s.taskID, s.requestInput, s.turns, s.turnEvt = req.TaskID, req.RequestInput, 0, ""
+	t := &task{id: req.TaskID, requestInput: req.RequestInput}
+	s.current.Store(t)
+	defer s.current.Store(nil)
 	s.setCapsuleURL(req.CapsuleURL)
-	s.taskEvt, _ = s.stream.Emit(EventTaskStart, s.sessEvt, TaskStart{TaskID: req.TaskID, ContextID: req.ContextID, Source: req.Source,
+	t.evt, _ = s.stream.Emit(EventTaskStart, s.sessEvt, TaskStart{TaskID: req.TaskID, ContextID: req.ContextID, Source: req.Source,
 		InputBytes: len(req.Text)}, map[string]string{"input": req.Text})
 	out := TaskOutcome{TaskID: req.TaskID, State: StateCompleted, Session: s.id, Layout: s.layout}
-	result, state, err := s.execute(ctx, req)
+	result, state, err := s.execute(ctx, t, req)
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.Canceled):
 		out.State, out.Result = StateCanceled, "error: the task was canceled"
@@ -90,30 +114,29 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 	if werr := s.writeResult(req.TaskID, out.Result, !own); werr != nil && out.State == StateCompleted {
 		out.State, out.Result = StateFailed, "error: "+werr.Error()
 	}
-	out.Turns = s.turns
+	out.Turns = t.turn
 	s.tasks++
-	s.stream.Emit(EventTaskEnd, s.taskEvt, TaskEnd{TaskID: req.TaskID, State: out.State, Turns: out.Turns,
+	s.stream.Emit(EventTaskEnd, t.evt, TaskEnd{TaskID: req.TaskID, State: out.State, Turns: out.Turns,
 		DurationMS: time.Since(start).Milliseconds()}, map[string]string{"output": out.Result})
-	s.requestInput, s.turnEvt = nil, ""
 	return out
 }
 
 // execute writes task.md and runs the task: the agent loop, or the script capsule's run,
 // whose answer is the out/result.txt it wrote.
-func (s *session) execute(ctx context.Context, req TaskRequest) (result, state string, err error) {
+func (s *session) execute(ctx context.Context, t *task, req TaskRequest) (result, state string, err error) {
 	m := s.staged.Manifest
 	task := filepath.Join(s.layout.Work, "task.md")
 	if err := os.WriteFile(task, []byte(req.Text), 0o644); err != nil {
 		return "", StateFailed, err
 	}
 	if m.IsAgent() {
-		return s.agentTask(ctx, req.Text, req.History)
+		return s.agentTask(ctx, t, req.Text, req.History)
 	}
 	// A stale answer of the previous task must not pass for this one's.
 	if err := os.Remove(filepath.Join(s.layout.Work, "out", "result.txt")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", StateFailed, err
 	}
-	if err := s.rt.engine.RunScript(ctx, s.staged.Script, s.grants(m.Name, wasm.RoleCapsule), s.host(m.Name)); err != nil {
+	if err := s.rt.engine.RunScript(ctx, s.staged.Script, s.grants(m.Name, wasm.RoleCapsule), s.imports(t, m.Name)); err != nil {
 		if said := s.lastWords(m.Name + ".stderr.log"); said != "" {
 			err = fmt.Errorf("%w; the guest's stderr ended with: %s", err, said)
 		}
@@ -142,11 +165,14 @@ func (s *session) writeResult(taskID, text string, main bool) error {
 	return nil
 }
 
-// chunkEvents turns a guest's murmur:stream/events into the session's chunk events.
-type chunkEvents struct{ s *session }
+// chunkEvents turns a guest's murmur:stream/events into its task's chunk events.
+type chunkEvents struct {
+	s *session
+	t *task
+}
 
 func (c chunkEvents) Chunk(thinking bool, text string) {
-	c.s.stream.Emit(EventChunk, c.s.taskEvt, Chunk{TaskID: c.s.taskID, Text: text, Thinking: thinking}, nil)
+	c.s.stream.Emit(EventChunk, c.t.evt, Chunk{TaskID: c.t.id, Text: text, Thinking: thinking}, nil)
 }
 
 // ToolCallStarted and ToolCallInputBytes are progress hints the tool_call event covers.

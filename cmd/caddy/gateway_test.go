@@ -234,7 +234,7 @@ func TestGateway(t *testing.T) {
 	})
 
 	t.Run("tasks/cancel stops the running guest", func(t *testing.T) {
-		id := startSpinning(t, g, "/agents/gate-queue/")
+		id := startSpinning(t, g, "/agents/gate-queue/", "")
 		tk := decodeTask(t, g.call(t, "/agents/gate-queue/", "", "tasks/cancel", map[string]any{"id": id}))
 		if tk.Status.State != "canceled" {
 			t.Fatalf("cancel = %+v", tk)
@@ -247,7 +247,7 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
-	t.Run("queue_depth 2: five concurrent sends", func(t *testing.T) {
+	t.Run("queue_depth 2: five concurrent sends in one context", func(t *testing.T) {
 		var wg sync.WaitGroup
 		tasks := make([]task03, 5)
 		for i := range tasks {
@@ -255,7 +255,7 @@ func TestGateway(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				tasks[i] = decodeTask(t, g.call(t, "/agents/gate-queue/", "", "message/send",
-					map[string]any{"message": msg03("spin"), "configuration": map[string]any{"blocking": false}}))
+					map[string]any{"message": msg03("spin", "", "ctx_queue"), "configuration": map[string]any{"blocking": false}}))
 			}()
 		}
 		wg.Wait()
@@ -273,17 +273,21 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
-	t.Run("single: a concurrent second send is rejected, a later one served", func(t *testing.T) {
-		id := startSpinning(t, g, "/agents/gate-single/")
-		second := decodeTask(t, g.call(t, "/agents/gate-single/", "", "message/send", map[string]any{"message": msg03("hi")}))
+	t.Run("single: a second send in the context is rejected, another context served", func(t *testing.T) {
+		id := startSpinning(t, g, "/agents/gate-single/", "ctx_single")
+		second := decodeTask(t, g.call(t, "/agents/gate-single/", "", "message/send", map[string]any{"message": msg03("hi", "", "ctx_single")}))
 		if second.Status.State != "rejected" {
 			t.Fatalf("second = %+v", second)
 		}
+		// Another context runs beside the spinning one.
+		if other := decodeTask(t, g.call(t, "/agents/gate-single/", "", "message/send", map[string]any{"message": msg03("hi", "", "ctx_other")})); other.Status.State != "completed" {
+			t.Fatalf("another context = %+v", other)
+		}
 		decodeTask(t, g.call(t, "/agents/gate-single/", "", "tasks/cancel", map[string]any{"id": id}))
-		// The slot frees once the canceled guest has returned; the next send may still
+		// The context frees once the canceled guest has returned; the next send may still
 		// meet it busy, so it is retried until served (bounded).
 		for i := 0; ; i++ {
-			later := decodeTask(t, g.call(t, "/agents/gate-single/", "", "message/send", map[string]any{"message": msg03("hi")}))
+			later := decodeTask(t, g.call(t, "/agents/gate-single/", "", "message/send", map[string]any{"message": msg03("hi", "", "ctx_single")}))
 			if later.Status.State == "completed" {
 				break
 			}
@@ -481,10 +485,10 @@ func firstOf(s ...string) string {
 
 // startSpinning starts a "spin" task on the capsule at path and returns its id once the
 // guest runs (its "spinning" chunk arrived).
-func startSpinning(t *testing.T, g *gateway, path string) string {
+func startSpinning(t *testing.T, g *gateway, path, contextID string) string {
 	t.Helper()
 	id := ""
-	for ev := range g.stream(t, path, "", "message/stream", map[string]any{"message": msg03("spin")}) {
+	for ev := range g.stream(t, path, "", "message/stream", map[string]any{"message": msg03("spin", "", contextID)}) {
 		var r struct {
 			Result struct {
 				ID, TaskID string
