@@ -531,23 +531,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.Card = d.Val()
 		case "queue_depth":
-			if !d.NextArg() {
-				return d.ArgErr()
+			if err := positiveInt(d, sub, &h.QueueDepth); err != nil {
+				return err
 			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n <= 0 {
-				return d.Errf("queue_depth %q: want an integer > 0", d.Val())
-			}
-			h.QueueDepth = n
 		case "concurrency":
-			if !d.NextArg() {
-				return d.ArgErr()
+			if err := positiveInt(d, sub, &h.Concurrency); err != nil {
+				return err
 			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n <= 0 {
-				return d.Errf("concurrency %q: want an integer > 0", d.Val())
-			}
-			h.Concurrency = n
 		case "context_idle":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -564,6 +554,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// positiveInt reads the subdirective's one argument, an integer > 0, into dst.
+func positiveInt(d *caddyfile.Dispenser, sub string, dst *int) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	n, err := strconv.Atoi(d.Val())
+	if err != nil || n <= 0 {
+		return d.Errf("%s %q: want an integer > 0", sub, d.Val())
+	}
+	*dst = n
 	return nil
 }
 

@@ -147,6 +147,13 @@ func (h *Hosted) enter(id string) *hostedContext {
 		h.contexts[id] = c
 		h.evictLocked()
 	}
+	h.unfileLocked(c)
+	c.users++
+	return c
+}
+
+// unfileLocked takes c off the idle list and stops its idle timer.
+func (h *Hosted) unfileLocked(c *hostedContext) {
 	if c.elem != nil {
 		h.idle.Remove(c.elem)
 		c.elem = nil
@@ -155,8 +162,6 @@ func (h *Hosted) enter(id string) *hostedContext {
 		c.timer.Stop()
 		c.timer = nil
 	}
-	c.users++
-	return c
 }
 
 // leave counts a user out; the last one files the context as idle and arms its timer.
@@ -198,14 +203,7 @@ func (h *Hosted) evictLocked() {
 // dropLocked forgets an idle context; the caller ends its session.
 func (h *Hosted) dropLocked(c *hostedContext) {
 	c.ended = true
-	if c.elem != nil {
-		h.idle.Remove(c.elem)
-		c.elem = nil
-	}
-	if c.timer != nil {
-		c.timer.Stop()
-		c.timer = nil
-	}
+	h.unfileLocked(c)
 	delete(h.contexts, c.id)
 }
 
