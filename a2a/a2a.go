@@ -1,7 +1,7 @@
 // Package a2a serves the A2A (Agent2Agent) protocol for one hosted capsule as a plain
 // http.Handler: the agent card, JSON-RPC 2.0 in the 0.3 and 1.0 dialects, SSE streams,
-// and the task registry and queue (SPEC §9). It knows nothing of Caddy or of how tasks
-// run: an Executor does that. docs/reference/a2a.md describes the wire behaviour.
+// and the task registry and queue. It knows nothing of Caddy or of how tasks run: an
+// Executor does that. docs/reference/a2a.md describes the wire behaviour.
 package a2a
 
 import (
@@ -32,7 +32,8 @@ const (
 // CardV10 is Config.CardVersion for a card with the A2A 1.0 fields only.
 const CardV10 = "1.0"
 
-// Acceptance values of Lifecycle.Acceptance (SPEC §2.5 task_acceptance).
+// Acceptance values of Lifecycle.Acceptance, the manifest's task_acceptance
+// (docs/reference/manifest.md "Lifecycle").
 const (
 	AcceptNone   = "none"
 	AcceptSingle = "single"
@@ -95,7 +96,7 @@ type Skill struct {
 	Tags                  []string
 }
 
-// Lifecycle is how the capsule admits tasks (SPEC §2.5, read as hosted).
+// Lifecycle is how the capsule admits tasks (docs/reference/a2a.md "Sending").
 type Lifecycle struct {
 	// Acceptance is "none", "single" (the default when empty) or "queue".
 	Acceptance string

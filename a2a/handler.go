@@ -18,7 +18,7 @@ import (
 
 // Defaults of the task registry and streams.
 const (
-	replayEvents  = 512              // per-task replay buffer (SPEC §9)
+	replayEvents  = 512              // per-task replay buffer (docs/reference/a2a.md "Streams")
 	keepFinished  = 1000             // finished tasks kept per handler, least recently used dropped
 	heartbeatTick = 15 * time.Second // SSE keep-alive comment
 )

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// newID returns prefix + 32 lowercase hex digits of a UUIDv7 (SPEC §1: tsk_…, ctx_…):
-// time-ordered, so ids sort roughly by creation in logs and listings.
+// newID returns prefix + 32 lowercase hex digits of a UUIDv7, the tsk_… and ctx_… ids of
+// docs/reference/a2a.md "Shapes": time-ordered, so ids sort roughly by creation in logs
+// and listings.
 func newID(prefix string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)

@@ -9,8 +9,8 @@ import (
 	"github.com/capsulegate/capsulegate/internal/promreg"
 )
 
-// Metrics are the task collectors of SPEC §10. Labels carry only the capsule name and
-// the task state, never ids.
+// Metrics are the task collectors (docs/reference/metrics.md "Tasks"). Labels carry only
+// the capsule name and the task state, never ids.
 type Metrics struct {
 	// Tasks counts tasks that reached a terminal state: completed, failed, canceled,
 	// rejected.

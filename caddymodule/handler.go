@@ -43,7 +43,7 @@ func init() {
 }
 
 // Handler is http.handlers.capsule: it hosts one capsule in-process and serves A2A for
-// it (SPEC §9) under the route it is mounted on.
+// it (docs/reference/a2a.md) under the route it is mounted on.
 type Handler struct {
 	// Manifest is the capsule's murmur.yaml.
 	Manifest string `json:"manifest"`
@@ -292,8 +292,9 @@ func (h *Handler) Validate() error {
 }
 
 // runTaskFile runs the task.md beside the manifest of a capsule that takes no A2A tasks
-// (task_acceptance: none, SPEC §2.5), once per staged version, in the background. The
-// channel gets its outcome; it is nil when there is nothing to run.
+// (task_acceptance: none; docs/reference/manifest.md "Lifecycle"), once per staged
+// version, in the background. The channel gets its outcome; it is nil when there is
+// nothing to run.
 func runTaskFile(m *manifest.Manifest, v *version, logger *zap.Logger) <-chan runtime.TaskOutcome {
 	if m.Lifecycle.TaskAcceptance != "none" {
 		return nil

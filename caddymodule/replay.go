@@ -29,8 +29,9 @@ func init() {
 }
 
 // ReplayHandler is the HTTP handler http.handlers.capsule_replay: a stand-in model
-// provider answering from the cassettes in a folder (SPEC §5.5). Requests to paths other
-// than …/v1/messages and …/v1/chat/completions go to the next handler.
+// provider answering from the cassettes in a folder (docs/reference/cassettes.md
+// "Serving"). Requests to paths other than …/v1/messages and …/v1/chat/completions go
+// to the next handler.
 type ReplayHandler struct {
 	// Cassettes is the folder holding the *.json cassettes.
 	Cassettes string `json:"cassettes,omitempty"`

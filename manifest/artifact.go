@@ -7,7 +7,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
-// Role is what an artifact is for (SPEC §2.2).
+// Role is what an artifact is for (docs/reference/manifest.md "Artifacts").
 type Role string
 
 // The artifact roles.
@@ -24,7 +24,8 @@ const (
 	ImplNative = "native"
 )
 
-// ArtifactManifest is the murmur.yaml at the root of a .mur.zip (SPEC §3.1).
+// ArtifactManifest is the murmur.yaml at the root of a .mur.zip
+// (docs/reference/manifest.md "The artifact manifest").
 type ArtifactManifest struct {
 	Name           string         `yaml:"name" required:"true"`
 	Version        string         `yaml:"version" required:"true"`

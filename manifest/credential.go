@@ -3,18 +3,20 @@ package manifest
 import "strings"
 
 // credentialNames are refused in env.allow and stripped from every guest and subprocess
-// environment (SPEC §5.3).
+// environment (docs/reference/manifest.md "Credential-shaped names").
 var credentialNames = map[string]bool{
 	"ANTHROPIC_API_KEY": true, "OPENAI_API_KEY": true, "GOOGLE_API_KEY": true,
 	"GITHUB_TOKEN": true, "GH_TOKEN": true, "NPM_TOKEN": true, "PYPI_TOKEN": true,
 	"KUBECONFIG": true, "HUGGING_FACE_HUB_TOKEN": true,
 }
 
-// credentialGlobs are the credential-shaped patterns of SPEC §5.3.
+// credentialGlobs are the credential-shaped patterns of docs/reference/manifest.md
+// "Credential-shaped names".
 var credentialGlobs = []string{"*_API_KEY", "*_TOKEN", "*_SECRET", "*_PASSWORD", "AWS_*"}
 
 // CredentialShaped reports whether a variable name looks like a credential, by the fixed
-// list of SPEC §5.3 plus the manifest's shell.strip_env globs.
+// list (docs/reference/manifest.md "Credential-shaped names") plus the manifest's
+// shell.strip_env globs.
 func CredentialShaped(name string, extra []string) bool {
 	if credentialNames[name] {
 		return true

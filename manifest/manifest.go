@@ -1,6 +1,6 @@
 // Package manifest turns a capsule's murmur.yaml into a typed, validated Manifest
-// (SPEC §2): strict decoding with file:line:col errors, ${ENV} interpolation, defaults,
-// and the capability grants every other part enforces.
+// (docs/reference/manifest.md): strict decoding with file:line:col errors, ${ENV}
+// interpolation, defaults, and the capability grants every other part enforces.
 package manifest
 
 import (
@@ -18,7 +18,7 @@ import (
 // MaxFileSize bounds a manifest file; larger files are refused before parsing.
 const MaxFileSize = 4 << 20
 
-// Defaults of SPEC §2.
+// Defaults (docs/reference/manifest.md "Defaults").
 const (
 	DefaultMemoryBytes         = 512 << 20
 	DefaultDeadlineSeconds     = 600
@@ -49,7 +49,7 @@ type Manifest struct {
 	pos map[string]Pos
 }
 
-// ArtifactRef is one entry of `artifacts` (SPEC §2.2).
+// ArtifactRef is one entry of `artifacts` (docs/reference/manifest.md "Artifacts").
 type ArtifactRef struct {
 	Name    string         `yaml:"name" required:"true"`
 	Version string         `yaml:"version"`
@@ -65,7 +65,8 @@ type Gateway struct {
 	APIKey   string `yaml:"api_key"`
 }
 
-// Capabilities are the grants of SPEC §2.3; absent means nothing granted.
+// Capabilities are the grants of docs/reference/manifest.md "Capabilities"; absent means
+// nothing granted.
 type Capabilities struct {
 	Network struct {
 		Allow []string `yaml:"allow"`
@@ -77,7 +78,8 @@ type Capabilities struct {
 		Allow    []string `yaml:"allow"`
 		StripEnv []string `yaml:"strip_env"`
 		// MinTier is the weakest sandbox tier the capsule accepts for its shell and native
-		// tools (SPEC §6.4): "env-only", "scoped" or "sealed"; empty accepts any.
+		// tools (docs/reference/manifest.md "Capabilities"; the tiers: docs/sandbox.md):
+		// "env-only", "scoped" or "sealed"; empty accepts any.
 		MinTier string `yaml:"min_tier"`
 	} `yaml:"shell"`
 	Env struct {
@@ -93,7 +95,8 @@ type Capabilities struct {
 	NetworkRules netpolicy.Rules `yaml:"-"`
 }
 
-// Resources are the native subprocess limits of SPEC §6.4 [P2]; zero means the default.
+// Resources are the native subprocess limits (docs/reference/manifest.md "Capabilities");
+// zero means the default.
 type Resources struct {
 	Processes         int64 `yaml:"processes"`
 	OpenFiles         int64 `yaml:"open_files"`
@@ -104,7 +107,8 @@ type Resources struct {
 	Pids              int64 `yaml:"pids"`
 }
 
-// Inference configures an agent capsule's model access (SPEC §2.4).
+// Inference configures an agent capsule's model access (docs/reference/manifest.md
+// "Inference").
 type Inference struct {
 	Transport            string      `yaml:"transport"`
 	Driver               DriverRef   `yaml:"driver" required:"true"`
@@ -131,7 +135,7 @@ type Compaction struct {
 	Model     string  `yaml:"model"`
 }
 
-// Lifecycle says how a capsule takes tasks (SPEC §2.5).
+// Lifecycle says how a capsule takes tasks (docs/reference/manifest.md "Lifecycle").
 type Lifecycle struct {
 	TaskAcceptance   string `yaml:"task_acceptance"`
 	AfterTask        string `yaml:"after_task"`
@@ -234,7 +238,7 @@ func Parse(data []byte, file string, opts ...Option) (*Manifest, error) {
 	return m, nil
 }
 
-// applyDefaults fills the values SPEC §2 gives when a key is absent.
+// applyDefaults fills in absent keys (docs/reference/manifest.md "Defaults").
 func (m *Manifest) applyDefaults() {
 	for i := range m.Artifacts {
 		if m.Artifacts[i].Runtime == "" {

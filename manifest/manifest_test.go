@@ -15,8 +15,8 @@ func env(vars map[string]string) Option {
 
 const base = "name: hello\nversion: 1.0.0\n"
 
-// TestRules holds one row per validation rule of SPEC §2: the manifest, the code it must
-// be refused with, and where (line:col).
+// TestRules holds one row per validation rule of docs/reference/manifest.md: the
+// manifest, the code it must be refused with, and where (line:col).
 func TestRules(t *testing.T) {
 	tests := []struct {
 		name, yaml, code, at string

@@ -65,8 +65,8 @@ var enums = map[string][]string{
 	"artifact.implementation":   {"wasm", "native"},
 }
 
-// validator applies the rules of SPEC §2 after decoding, reporting each at the position
-// of the value that breaks it.
+// validator applies the rules of docs/reference/manifest.md after decoding, reporting
+// each at the position of the value that breaks it.
 type validator struct {
 	d    *decoder
 	root *yaml.Node

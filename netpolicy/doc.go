@@ -1,7 +1,8 @@
-// Package netpolicy is the one network-rule engine of capsulegate (SPEC §7): it parses the
-// entries of capabilities.network.allow, matches requests against them, and applies the
-// address refusal rule. The proxy, the DNS-pinning resolver and the guests' HTTP import
-// all decide through it.
+// Package netpolicy is the one network-rule engine of capsulegate
+// (docs/reference/manifest.md "Network rules"): it parses the entries of
+// capabilities.network.allow, matches requests against them, and applies the address
+// refusal rule. The proxy, the DNS-pinning resolver and the guests' HTTP import all
+// decide through it.
 //
 // # Grammar
 //

@@ -42,10 +42,11 @@ type ProxyConfig struct {
 	MaxHeaderBytes int          // request header limit; 0 = 64 KiB
 }
 
-// Proxy is a session's HTTP forward proxy (SPEC §6.4): the subprocess's HTTP_PROXY and
-// HTTPS_PROXY point at it. It forwards absolute-form http requests and opens CONNECT
-// tunnels, each only to what the rules allow, at addresses the Dialer checked (through the
-// pinning resolver, the same addresses the subprocess's DNS answers).
+// Proxy is a session's HTTP forward proxy (docs/sandbox.md "Network"): the subprocess's
+// HTTP_PROXY and HTTPS_PROXY point at it. It forwards absolute-form http requests and
+// opens CONNECT tunnels, each only to what the rules allow, at addresses the Dialer
+// checked (through the pinning resolver, the same addresses the subprocess's DNS
+// answers).
 //
 // It never follows redirects (a 3xx goes back to the client, whose next request is checked
 // like any other), strips hop-by-hop headers and Proxy-Authorization, never uses a proxy

@@ -60,14 +60,14 @@ type ResolverConfig struct {
 	OnDeny   func(Denial)  // told of every refused DNS query (Port 0); must be safe for concurrent use
 }
 
-// PinningResolver answers DNS for one session (SPEC §6.4): only names some rule names,
-// each resolved upstream (A and AAAA) once, the first time anyone asks over DNS or through
-// LookupNetIP, with concurrent first lookups sharing one exchange. The answer is then
-// fixed for the session, so a server that later answers differently (DNS rebinding) is
-// never heard. Addresses the matching rule does not permit (Rule.PermitsAddr) are dropped,
-// and a name left with none is refused. Upstream failures are not pinned.
-// "localhost" and names under it are answered with 127.0.0.1 and ::1, and an IP literal
-// with itself, without asking upstream; both still need a rule naming them.
+// PinningResolver answers DNS for one session (docs/sandbox.md "Network"): only names
+// some rule names, each resolved upstream (A and AAAA) once, the first time anyone asks
+// over DNS or through LookupNetIP, with concurrent first lookups sharing one exchange.
+// The answer is then fixed for the session, so a server that later answers differently
+// (DNS rebinding) is never heard. Addresses the matching rule does not permit
+// (Rule.PermitsAddr) are dropped, and a name left with none is refused. Upstream failures
+// are not pinned. "localhost" and names under it are answered with 127.0.0.1 and ::1, and
+// an IP literal with itself, without asking upstream; both still need a rule naming them.
 //
 // Local test servers: loopback is reachable through a name only when the name is
 // localhost, so a test needing "an allowlisted host served by a local server" allows

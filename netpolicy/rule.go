@@ -23,7 +23,8 @@ type Rule struct {
 	Raw      string     // the entry as written
 }
 
-// ParseRule parses one entry of capabilities.network.allow (SPEC §7; grammar in doc.go).
+// ParseRule parses one entry of capabilities.network.allow (docs/reference/manifest.md
+// "Network rules"; grammar in doc.go).
 func ParseRule(s string) (Rule, error) {
 	r, p := parseRule(s)
 	if p != nil {

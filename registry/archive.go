@@ -21,7 +21,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
-// Archive limits (SPEC §3.1).
+// Archive limits (docs/reference/archive.md "Sizes").
 const (
 	DefaultMaxBytes   = 500 << 20 // decompressed bytes, declared and actual, in total
 	DefaultMaxEntries = 10000
@@ -79,7 +79,7 @@ const (
 	PayloadSkill  PayloadKind = "skill"
 )
 
-// Payload names an archive's payload file (SPEC §3.1).
+// Payload names an archive's payload file (docs/reference/archive.md "Payload").
 type Payload struct {
 	Kind PayloadKind
 	Path string // entry name inside the archive, e.g. "capsule.wasm", "bin/git-helper"
@@ -115,8 +115,9 @@ func refuseWrap(err error, code, msg, fix string) *errs.Error {
 
 const fixRebuild = "rebuild the archive with `caddy capsule pack`"
 
-// OpenArchive checks a .mur.zip held in memory against every rule of SPEC §3.1 and
-// returns it opened. It keeps its own copy of data.
+// OpenArchive checks a .mur.zip held in memory against every rule of
+// docs/reference/archive.md "Opening an archive" and returns it opened. It keeps its own
+// copy of data.
 func OpenArchive(data []byte, opts ...OpenOption) (*Archive, error) {
 	cfg := newOpenConfig(opts)
 	data = bytes.Clone(data)

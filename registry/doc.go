@@ -1,13 +1,14 @@
-// Package registry turns artifacts into bytes and back (SPEC §3): it opens and packs
-// .mur.zip archives, stores and serves them from a local registry directory, and — in
-// lock.go and resolve.go — pins and resolves what a capsule uses.
+// Package registry turns artifacts into bytes and back (docs/reference/archive.md,
+// docs/reference/lock.md): it opens and packs .mur.zip archives, stores and serves them
+// from a local registry directory, and — in lock.go and resolve.go — pins and resolves
+// what a capsule uses.
 //
 // Archives are hostile until proven otherwise. OpenArchive checks every header and
 // decompresses every entry once in memory, counting bytes and checking CRCs, before
 // anything can reach the disk; ExtractTo then writes into a fresh folder beside the
 // target and renames it into place, so a refused or failed extraction leaves nothing.
 //
-// Decisions the SPEC leaves open:
+// Decisions:
 //
 //   - Entry names must be clean relative slash paths of valid UTF-8 without control
 //     characters, at most 1024 bytes, no segment over 255 bytes. Two names that are equal

@@ -50,8 +50,8 @@ func InstallLock(ctx context.Context, m *manifest.Manifest, opts Options) (*Reso
 }
 
 // VerifyLock resolves the manifest's artifacts strictly against the lock beside it
-// (SPEC §3.3), or against opts.LockPath when set, and writes nothing. opts.Lock and
-// opts.Mode are ignored.
+// (docs/reference/lock.md "Verifying"), or against opts.LockPath when set, and writes
+// nothing. opts.Lock and opts.Mode are ignored.
 func VerifyLock(ctx context.Context, m *manifest.Manifest, opts Options) (*Resolution, error) {
 	var lock *Lock
 	if needsLock(m) {

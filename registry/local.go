@@ -40,7 +40,8 @@ type Blob struct {
 	SHA256        string // lowercase hex, as the registry states it
 }
 
-// Registry resolves (name, version, platform) to bytes and their sha256 (SPEC §3.2).
+// Registry resolves (name, version, platform) to bytes and their sha256
+// (docs/reference/archive.md "The local registry").
 // A registry verifies the bytes against its own stated hash before answering.
 type Registry interface {
 	Fetch(ctx context.Context, ref Ref) (*Blob, error)
@@ -63,7 +64,7 @@ type Meta struct {
 // for zip headers of stored entries.
 const MaxArchiveFileBytes = DefaultMaxBytes + 32<<20
 
-// Local is a registry in a directory (SPEC §3.2):
+// Local is a registry in a directory (docs/reference/archive.md "Folder layout"):
 // <Root>/<name>/<version>/<name>-<version>[-<platform>].{mur.zip,sha256,meta.json}.
 type Local struct {
 	Root string
@@ -331,12 +332,12 @@ func digitRun(s string) int {
 	return i
 }
 
-// Publish adds an archive to the registry (SPEC §11 `caddy capsule publish`). The
-// archive is opened with every hardening rule first; platform is required for native
-// tools and refused otherwise. The .sha256, the .meta.json and the .mur.zip are each
-// written atomically, the zip last, under an exclusive lock of the version folder.
-// Publishing identical bytes again succeeds without change; different bytes under an
-// existing name, version and platform are refused.
+// Publish adds an archive to the registry (`caddy capsule publish`,
+// docs/reference/archive.md "Publishing"). The archive is opened with every hardening
+// rule first; platform is required for native tools and refused otherwise. The .sha256,
+// the .meta.json and the .mur.zip are each written atomically, the zip last, under an
+// exclusive lock of the version folder. Publishing identical bytes again succeeds without
+// change; different bytes under an existing name, version and platform are refused.
 func (l *Local) Publish(ctx context.Context, data []byte, platform string) (*Blob, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

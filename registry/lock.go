@@ -35,8 +35,8 @@ const (
 	CodeLockFileMissing = "E-LOCK-010" // verify needs a lock and there is none
 )
 
-// Lock is a murmur.lock (SPEC §3.3): the exact version and sha256 of every registry
-// artifact a capsule uses.
+// Lock is a murmur.lock (docs/reference/lock.md "Format"): the exact version and sha256
+// of every registry artifact a capsule uses.
 type Lock struct {
 	LockVersion int         `yaml:"lock_version" required:"true"`
 	Artifacts   []LockEntry `yaml:"artifacts"`

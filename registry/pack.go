@@ -21,10 +21,10 @@ import (
 var packTime = time.Date(1980, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // Pack builds a .mur.zip from dir, a folder holding an artifact murmur.yaml and its
-// payload (SPEC §11 `caddy capsule pack`). The output is deterministic for a given Go
-// version: entries sorted, fixed time, fixed modes. .git folders and .DS_Store files are
-// left out; symlinks and special files are refused. The result is re-opened with
-// OpenArchive before it is returned.
+// payload (`caddy capsule pack`, docs/reference/archive.md "Packing"). The output is
+// deterministic for a given Go version: entries sorted, fixed time, fixed modes. .git
+// folders and .DS_Store files are left out; symlinks and special files are refused. The
+// result is re-opened with OpenArchive before it is returned.
 func Pack(dir string) ([]byte, *manifest.ArtifactManifest, error) {
 	return pack(dir, newOpenConfig(nil))
 }

@@ -2,7 +2,7 @@ package registry
 
 import "runtime"
 
-// The platforms native artifacts are built for (SPEC §3.1).
+// The platforms native artifacts are built for (docs/reference/archive.md "Platforms").
 const (
 	PlatformLinuxX86_64   = "linux-x86_64"
 	PlatformLinuxAarch64  = "linux-aarch64"

@@ -79,11 +79,11 @@ type Options struct {
 	LockPath string
 }
 
-// Resolve fetches every artifact the manifest names, checks it against the lock (SPEC
-// §3.3), opens every archive with all hardening rules and checks that it is the artifact
-// the manifest means. It writes nothing: the caller writes the returned lock (Install)
-// or stages the artifacts, only once every check has passed. All refusals found are
-// returned together.
+// Resolve fetches every artifact the manifest names, checks it against the lock
+// (docs/reference/lock.md "Verifying"), opens every archive with all hardening rules and
+// checks that it is the artifact the manifest means. It writes nothing: the caller writes
+// the returned lock (Install) or stages the artifacts, only once every check has passed.
+// All refusals found are returned together.
 func Resolve(ctx context.Context, m *manifest.Manifest, opts Options) (*Resolution, error) {
 	platform := opts.Platform
 	if platform == "" {

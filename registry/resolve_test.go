@@ -173,8 +173,8 @@ func TestInstallThenVerify(t *testing.T) {
 	}
 }
 
-// TestLockRefusals: each refusal of SPEC §3.3 carries its code, names the artifact and
-// both values, and writes nothing.
+// TestLockRefusals: each refusal of docs/reference/lock.md "Verifying" carries its code,
+// names the artifact and both values, and writes nothing.
 func TestLockRefusals(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -1,6 +1,7 @@
-// Package replay is a deterministic stand-in for a model provider (SPEC §5.5): it speaks
-// the Anthropic Messages API (POST …/v1/messages) and the OpenAI Chat Completions API
-// (POST …/v1/chat/completions) and answers from cassettes instead of a model.
+// Package replay is a deterministic stand-in for a model provider
+// (docs/reference/cassettes.md): it speaks the Anthropic Messages API
+// (POST …/v1/messages) and the OpenAI Chat Completions API (POST …/v1/chat/completions)
+// and answers from cassettes instead of a model.
 //
 // A cassette is a JSON file in the cassette folder:
 //

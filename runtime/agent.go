@@ -37,7 +37,7 @@ type Inference struct {
 	Error        string   `json:"error,omitempty"`
 }
 
-// The driver JSON of SPEC §5.1, host side.
+// The driver JSON, host side (docs/reference/driver-protocol.md "Input" and "Output").
 type (
 	agentBlock struct {
 		Type  string          `json:"type"`
@@ -75,9 +75,9 @@ type (
 	}
 )
 
-// agentTask runs the agent loop of SPEC §5.1 once: driver turn, dispatch of every tool
-// call, results appended, until end_turn, max_tokens or max_turns. It returns the final
-// text and the task state.
+// agentTask runs the agent loop (docs/reference/driver-protocol.md "One turn") once:
+// driver turn, dispatch of every tool call, results appended, until end_turn, max_tokens
+// or max_turns. It returns the final text and the task state.
 func (s *session) agentTask(ctx context.Context, t *task, text string, history []Turn) (result, state string, err error) {
 	m := s.staged.Manifest
 	inf := m.Inference
@@ -156,8 +156,9 @@ func (s *session) callDriver(ctx context.Context, driver *wasm.Module, req strin
 	return &resp, nil
 }
 
-// dispatch runs one tool call (SPEC §5.1 order: native, shell, skill, wasm tool) and
-// returns the text the model sees and whether it is an error.
+// dispatch runs one tool call, looked up in the order native, shell, skill, wasm tool
+// (docs/reference/driver-protocol.md "Dispatch"), and returns the text the model sees and
+// whether it is an error.
 func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (string, bool) {
 	m := s.staged.Manifest
 	if s.sub != nil {
@@ -199,7 +200,8 @@ func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (strin
 	return text, out.Status != abi.StatusPassed
 }
 
-// offeredTools lists what the model may call, sorted by name (SPEC §5.1).
+// offeredTools lists what the model may call, sorted by name
+// (docs/reference/driver-protocol.md "Tools offered").
 func (s *session) offeredTools() []agentTool {
 	var tools []agentTool
 	emptyObject := json.RawMessage(`{"type":"object","properties":{}}`)

@@ -6,12 +6,13 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
-// GuestEnv builds a guest's environment (SPEC §5.3): it starts empty; then the names of
-// env.allow that are set on the host and not credential-shaped, in manifest order; then
-// the runtime's own values (KEY=VALUE), which replace anything of the same name. Host
-// values named MURMUR_* never pass through env.allow: those names belong to the runtime.
-// A host value that holds a driver's gateway key is never passed either, whatever its
-// variable is called: keys stay in the host (SPEC §5.6).
+// GuestEnv builds a guest's environment (docs/reference/guest-abi.md "Environment"): it
+// starts empty; then the names of env.allow that are set on the host and not
+// credential-shaped, in manifest order; then the runtime's own values (KEY=VALUE), which
+// replace anything of the same name. Host values named MURMUR_* never pass through
+// env.allow: those names belong to the runtime. A host value that holds a driver's
+// gateway key is never passed either, whatever its variable is called: keys stay in the
+// host (docs/reference/guest-abi.md "Gateway keys and retries").
 func GuestEnv(m *manifest.Manifest, lookup func(string) (string, bool), own []string) []string {
 	keys := map[string]bool{}
 	for _, a := range m.Artifacts {

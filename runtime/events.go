@@ -14,7 +14,7 @@ import (
 // CodeTrace fails a session whose trace cannot be written: events are never dropped.
 const CodeTrace = "E-RUN-012"
 
-// Event types of the session stream (SPEC §8).
+// Event types of the session stream (docs/reference/trace.md "Events").
 const (
 	EventSessionStart  = "session_start"
 	EventTaskStart     = "task_start"

@@ -22,9 +22,11 @@ import (
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
-// The agent loop's failure paths (SPEC §5.1, §5.4, §5.5), each through a whole RunOnce:
-// the anthropic-messages driver guest, its requests through the host to a replay server on
-// 127.0.0.1 that can be told to answer a request with a fault instead of the cassette.
+// The agent loop's failure paths, each through a whole RunOnce: the anthropic-messages
+// driver guest, its requests through the host to a replay server on 127.0.0.1 that can be
+// told to answer a request with a fault instead of the cassette. See
+// docs/reference/driver-protocol.md "End of a task" and "Shipped drivers", and
+// docs/reference/cassettes.md "Answers and misses".
 
 const faultCassette = `{"provider": "anthropic-messages", "conversations": [
  {"match": "echo hi", "turns": [

@@ -191,7 +191,8 @@ func (r *Runtime) openSession(s *Staged, o sessionOptions) (_ *session, err erro
 	}
 	var opts []guestfs.Option
 	if rel, err := filepath.Rel(root, filepath.Join(l.Work, "MURMUR.md")); err == nil && filepath.IsLocal(rel) {
-		opts = append(opts, guestfs.Protect(rel)) // read-only to guests (SPEC §6.1)
+		// MURMUR.md is read-only to guests (docs/reference/guest-abi.md "Files").
+		opts = append(opts, guestfs.Protect(rel))
 	}
 	gfs, err := guestfs.New(root, opts...)
 	if err != nil {
@@ -406,7 +407,7 @@ func readResult(work string) (string, error) {
 	return strings.TrimRight(string(data), "\n"), err
 }
 
-// murmurMD describes the session to its guests (SPEC §6.1).
+// murmurMD describes the session to its guests (docs/reference/guest-abi.md "Files").
 func murmurMD(s *Staged, id string) []byte {
 	m := s.Manifest
 	var b strings.Builder

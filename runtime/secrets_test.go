@@ -20,10 +20,11 @@ import (
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// SPEC §5.6: a gateway key reaches the provider only through the host. A sentinel key is
-// set as ${TEST_KEY}; the provider must receive it, and it must be nowhere else: not in
-// any file of the session (workdir, MURMUR.md, trace, logs), not in the run's output, not
-// in a guest's environment, and not in a guest's linear memory.
+// A gateway key reaches the provider only through the host (docs/reference/guest-abi.md
+// "Gateway keys and retries"). A sentinel key is set as ${TEST_KEY}; the provider must
+// receive it, and it must be nowhere else: not in any file of the session (workdir,
+// MURMUR.md, trace, logs), not in the run's output, not in a guest's environment, and not
+// in a guest's linear memory.
 
 const secretsAnthropic = `{"provider": "anthropic-messages", "conversations": [
  {"match": "count the words", "turns": [

@@ -28,7 +28,7 @@ func NewID(prefix string) string {
 	return prefix + hex.EncodeToString(u[:])
 }
 
-// Layout is a session's folders (SPEC §6.1).
+// Layout is a session's folders (docs/reference/guest-abi.md "Files").
 type Layout struct {
 	Root  string // <work_root>/<capsule>/<session_id>
 	Work  string // the accessible workdir: the only folder guests see

@@ -170,7 +170,7 @@ func (s *Staged) modules() []*wasm.Module {
 }
 
 // readScriptModule finds a script capsule's module: capsule.wasm beside the manifest,
-// else exactly one *.wasm there (SPEC §1).
+// else exactly one *.wasm there (docs/reference/guest-abi.md "Script capsules").
 func readScriptModule(m *manifest.Manifest) ([]byte, error) {
 	p := filepath.Join(m.Dir, "capsule.wasm")
 	if _, err := os.Stat(p); err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/capsulegate/capsulegate/runtime/shell"
 )
 
-// EventShell records one shell or native command (SPEC §8).
+// EventShell records one shell or native command (docs/reference/trace.md "shell").
 const EventShell = "shell"
 
 // ShellRun is the data of a shell event.
@@ -120,8 +120,8 @@ func (s *session) announce(stderr io.Writer, line string) {
 	fmt.Fprintf(s.log("bootstrap.log"), "%s %s\n", time.Now().UTC().Format(time.RFC3339), line)
 }
 
-// subprocessEnv is the guests' environment (SPEC §5.3) plus the host's locale and
-// terminal type, which tools read to format output.
+// subprocessEnv is the guests' environment (docs/reference/guest-abi.md "Environment")
+// plus the host's locale and terminal type, which tools read to format output.
 func (s *session) subprocessEnv(o sessionOptions) []string {
 	env := append([]string(nil), s.env...)
 	for _, k := range []string{"LANG", "LC_ALL", "TERM"} {

@@ -39,7 +39,8 @@ type TaskRequest struct {
 	// RequestInput asks the A2A client for input (murmur:task/task); nil outside A2A.
 	RequestInput func(ctx context.Context, prompt string) (string, error)
 	// CapsuleURL is the capsule's public A2A URL as this task's client reached it; its
-	// guests see it as MURMUR_CAPSULE_URL (SPEC §5.3). Empty outside the gateway.
+	// guests see it as MURMUR_CAPSULE_URL (docs/reference/guest-abi.md "Environment").
+	// Empty outside the gateway.
 	CapsuleURL string
 }
 
@@ -151,7 +152,7 @@ func (s *session) execute(ctx context.Context, t *task, req TaskRequest) (result
 
 // writeResult records the task's answer in out/result.txt (when main), and in
 // out/result_<task>.txt too when the conversation is threaded, so earlier answers stay
-// readable (SPEC §6.1).
+// readable (docs/reference/guest-abi.md "Files").
 func (s *session) writeResult(taskID, text string, main bool) error {
 	out := filepath.Join(s.layout.Work, "out")
 	if main {

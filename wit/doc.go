@@ -1,8 +1,8 @@
-// Package wit holds the WIT definitions of the guest contract (SPEC §4.1, §4.2): one
-// file per package — murmur:tool 0.1.0 and 0.2.0 (worlds tool and driver),
-// murmur:capsule (world script-capsule), murmur:tool-registry, murmur:stream,
-// murmur:task and capsulegate:http. Guests generate bindings from them; the host
-// side of the canonical ABI is in wit/abi.
+// Package wit holds the WIT definitions of the guest contract
+// (docs/reference/guest-abi.md "Interfaces"): one file per package — murmur:tool 0.1.0
+// and 0.2.0 (worlds tool and driver), murmur:capsule (world script-capsule),
+// murmur:tool-registry, murmur:stream, murmur:task and capsulegate:http. Guests generate
+// bindings from them; the host side of the canonical ABI is in wit/abi.
 package wit
 
 import "embed"

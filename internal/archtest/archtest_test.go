@@ -2,7 +2,8 @@
 // which: nothing but caddymodule, cmd/caddy and the root plug-in package may depend on
 // Caddy, so the runtime side works without it. And it checks that every citation of a
 // repository doc, in Go comments and markdown, names a file and heading that exist
-// (reference_test.go).
+// (reference_test.go), and that none cites a document the repository does not hold
+// (outsidedocs_test.go).
 package archtest
 
 import (

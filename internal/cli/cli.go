@@ -1,5 +1,6 @@
-// Package cli holds the logic of the `caddy capsule …` subcommands (SPEC §11), free of
-// Caddy and cobra so tests drive it directly; caddymodule only wires it to Caddy's CLI.
+// Package cli holds the logic of the `caddy capsule …` subcommands (docs/operators.md
+// "Commands"), free of Caddy and cobra so tests drive it directly; caddymodule only wires
+// it to Caddy's CLI.
 package cli
 
 import (

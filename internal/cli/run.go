@@ -23,8 +23,8 @@ type RunFlags struct {
 	CacheDir string // compiled-module cache
 }
 
-// Run runs one task of a capsule to the end (SPEC §11); it exits 0 only if the task
-// completed.
+// Run runs one task of a capsule to the end; it exits 0 only if the task completed
+// (docs/operators.md "Running a capsule once").
 func Run(ctx context.Context, e *Env, c Common, manifestPath string, f RunFlags) int {
 	m, opts, err := e.prepare(c, manifestPath)
 	if err != nil {

@@ -1,5 +1,6 @@
-// Package errs is the one error shape every capsulegate part returns to users: a stable
-// code (SPEC §12), where the bad value stands, what was wrong with it and how to fix it.
+// Package errs is the one error shape every capsulegate part returns to users: a
+// stable code (docs/errors.md), where the bad value stands, what was wrong with it and
+// how to fix it.
 package errs
 
 import (

@@ -1,5 +1,6 @@
-// Package shell runs shell tools (SPEC §6.2) and native tools (§6.3) as subprocesses
-// confined by the strongest sandbox tier the host supports (§6.4).
+// Package shell runs shell tools and native tools (docs/reference/driver-protocol.md
+// "Dispatch") as subprocesses confined by the strongest sandbox tier the host supports
+// (docs/sandbox.md).
 //
 // Go cannot run code between fork and exec, so the sandbox is applied by re-executing
 // the gateway's own binary as a wrapper: MaybeWrapper (also called from this package's

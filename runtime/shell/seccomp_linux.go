@@ -8,7 +8,7 @@ import (
 )
 
 // The seccomp filter is a deny-list: the namespaces and Landlock do the confining; the
-// filter closes what they do not cover (SPEC §6.4; docs/sandbox.md lists every entry):
+// filter closes what they do not cover (docs/sandbox.md "seccomp" lists every entry):
 //   - kernel interfaces a tool never needs and that widen the attack surface: mount
 //     and the new mount API, namespaces (unshare, setns, clone with CLONE_NEW*), BPF,
 //     perf, keyrings, modules, kexec, reboot, swap, clock setting, handle-based opens;

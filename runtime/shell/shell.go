@@ -18,7 +18,8 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
-// OutputCap is how much of each output stream a result keeps (SPEC §6.2).
+// OutputCap is how much of each output stream a result keeps
+// (docs/reference/driver-protocol.md "Tool results").
 const OutputCap = 16 << 10
 
 // Caps on what the gateway keeps of a command: the full log of one stream, and the stdout
@@ -37,7 +38,8 @@ const (
 // sandboxPATH is every subprocess's PATH, and where shell.allow names are looked up.
 const sandboxPATH = "/usr/local/bin:/usr/bin:/bin"
 
-// Limits are the resource limits of every subprocess (SPEC §6.4); zero means the default.
+// Limits are the resource limits of every subprocess (docs/sandbox.md "Limits and
+// output"); zero means the default.
 type Limits struct {
 	Processes    int64 // RLIMIT_NPROC, counted per sandbox in the sealed tier; default 128
 	OpenFiles    int64 // RLIMIT_NOFILE; default 1024
@@ -64,12 +66,12 @@ func (l Limits) withDefaults() Limits {
 type Config struct {
 	Workdir     string   // the accessible workdir: every command's working directory and the only writable place
 	Records     string   // the session's records folder: holds the sandbox's sockets, never visible to tools
-	Env         []string // the environment, scrubbed by the caller (SPEC §5.3); HOME, PATH, TMPDIR and proxy variables are set here
+	Env         []string // the environment, scrubbed by the caller (docs/reference/guest-abi.md "Environment"); HOME, PATH, TMPDIR and proxy variables are set here
 	Allow       []string // shell.allow: bare binary names, looked up on /usr/local/bin:/usr/bin:/bin
 	ProxyAddr   string   // host:port of the netpolicy proxy on host loopback; "" = no network
 	DNSAddr     string   // host:port of the pinning resolver's TCP listener; "" = no DNS; used with ProxyAddr
 	MinTier     string   // "" or the weakest tier the capsule accepts: "env-only", "scoped", "sealed"
-	Limits      Limits   // resource limits; zero fields take the SPEC §6.4 defaults
+	Limits      Limits   // resource limits; zero fields take the defaults (docs/sandbox.md "Limits and output")
 	WrapperPath string   // the binary that calls MaybeWrapper; "" = this executable
 
 	probe func(wrapper, workdir, private string) TierReport // tests simulate hosts with it
@@ -198,7 +200,8 @@ func (s *Sandbox) Report() TierReport { return s.report }
 
 // Warnings lists what the operator should see at launch (stderr and logs/bootstrap.log):
 // W-SEC-001 for a tier weaker than sealed, W-SEC-002 for an allowed binary that is not
-// installed, W-SEC-003 (SPEC §6.4). The network counts as allowed when ProxyAddr is set.
+// installed, W-SEC-003 (docs/errors.md "Sandbox (`E-SEC-…`, `W-SEC-…`)"). The network
+// counts as allowed when ProxyAddr is set.
 func (s *Sandbox) Warnings() []*errs.Error {
 	return warnings(s.report, s.cfg.Allow, s.missing, s.cfg.ProxyAddr != "")
 }
@@ -255,11 +258,12 @@ func lookPath(name string) string {
 	return ""
 }
 
-// RunShell runs a shell tool call (SPEC §6.2): input is {"command": "..."}. Interpreters
-// get `-c <command>` (node: `-e`); other binaries get the command split into words with
-// shell quoting rules and no shell, a leading word naming the binary itself dropped. A
-// refusal the model should read (bad input, a binary not in shell.allow) is a result
-// with status "error"; an error return means the sandbox itself failed (E-SEC-003).
+// RunShell runs a shell tool call (docs/sandbox.md "How a command runs"): input is
+// {"command": "..."}. Interpreters get `-c <command>` (node: `-e`); other binaries get
+// the command split into words with shell quoting rules and no shell, a leading word
+// naming the binary itself dropped. A refusal the model should read (bad input, a binary
+// not in shell.allow) is a result with status "error"; an error return means the sandbox
+// itself failed (E-SEC-003).
 func (s *Sandbox) RunShell(ctx context.Context, binary string, input []byte) (Result, error) {
 	res := Result{Binary: binary, Status: "error", ExitCode: -1, Metadata: map[string]string{}}
 	var in struct {
@@ -385,9 +389,10 @@ func (s *Sandbox) writeFullLog(command string, out *outcome) (string, error) {
 }
 
 // RunNative runs the native tool name, the binary at path (tools/<name>/<name>), with
-// {"data": data, "log_path": <workdir>/logs/<name>-<time>.log} on stdin (SPEC §6.3). Its
-// stdout is read as {"status","summary","data"}; any other stdout is passed through as
-// the data. The binary's folder is visible to the tool, read-only.
+// {"data": data, "log_path": <workdir>/logs/<name>-<time>.log} on stdin
+// (docs/reference/driver-protocol.md "Dispatch"). Its stdout is read as
+// {"status","summary","data"}; any other stdout is passed through as the data. The
+// binary's folder is visible to the tool, read-only.
 func (s *Sandbox) RunNative(ctx context.Context, name, path string, data json.RawMessage) (Result, error) {
 	res := Result{Binary: name, Command: name, Status: "error", ExitCode: -1, Metadata: map[string]string{}}
 	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() || !filepath.IsAbs(path) {

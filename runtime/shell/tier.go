@@ -10,7 +10,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
-// Sandbox tiers of SPEC §6.4, strongest first.
+// Sandbox tiers (docs/sandbox.md), strongest first.
 const (
 	TierSealed  = "sealed"   // namespaces + minimal root + Landlock + seccomp
 	TierScoped  = "scoped"   // Landlock (files and TCP) + seccomp, no namespaces
@@ -98,7 +98,8 @@ func fixFor(tier string) string {
 var interpreters = []string{"bash", "sh", "zsh", "dash", "ksh", "fish", "python3", "node"}
 
 // warnings lists what an operator should know about a sandbox: a tier weaker than
-// sealed, allowed binaries missing from the sandbox's PATH, and W-SEC-003 (SPEC §6.4).
+// sealed, allowed binaries missing from the sandbox's PATH, and W-SEC-003 (docs/errors.md
+// "Sandbox (`E-SEC-…`, `W-SEC-…`)").
 func warnings(r TierReport, allow []string, missing []string, networked bool) []*errs.Error {
 	var out []*errs.Error
 	if r.Tier != TierSealed {

@@ -21,13 +21,15 @@ import (
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// The shipped drivers (SPEC §5.4) are exercised end to end: the guest built from
-// examples/drivers, run as a driver through CallTool, its HTTP going through Outgoing to a
-// loopback replay server (SPEC §5.5) that checks the translated request.
+// The shipped drivers (docs/reference/driver-protocol.md "Shipped drivers") are exercised
+// end to end: the guest built from examples/drivers, run as a driver through CallTool,
+// its HTTP going through Outgoing to a loopback replay server
+// (docs/reference/cassettes.md) that checks the translated request.
 
 const driverKey = "sk-driver-sentinel-4f1c"
 
-// Driver inputs (SPEC §5.1): turn 0 offers a tool; turn 1 carries the call and its result.
+// Driver inputs (docs/reference/driver-protocol.md "Input"): turn 0 offers a tool; turn 1
+// carries the call and its result.
 const (
 	driverTools = `"tools":[{"name":"wordcount","description":"counts words","parameters":{"type":"object","properties":{"text":{"type":"string"}}}}]`
 	driverTurn0 = `{"model":"m-test","max_tokens":512,"system":"be brief","messages":[

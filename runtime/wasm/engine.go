@@ -79,7 +79,8 @@ func WithInstanceReuse() EngineOption { return func(c *engineConfig) { c.reuse =
 // does not recompile. Without it the cache lives in memory only.
 func WithCacheDir(dir string) EngineOption { return func(c *engineConfig) { c.cacheDir = dir } }
 
-// WithMetrics registers the guest metrics (SPEC §10) on reg; the gateway passes Caddy's.
+// WithMetrics registers the guest metrics (docs/reference/metrics.md "Guest calls") on
+// reg; the gateway passes Caddy's.
 func WithMetrics(reg prometheus.Registerer) EngineOption {
 	return func(c *engineConfig) { c.registerer = reg }
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/capsulegate/capsulegate/netpolicy"
 )
 
-// Default body caps of capsulegate:http/outgoing (SPEC §4.2).
+// Default body caps of capsulegate:http/outgoing (docs/reference/guest-abi.md "Limits").
 const (
 	DefaultMaxRequestBody  = 16 << 20
 	DefaultMaxResponseBody = 64 << 20
@@ -41,7 +41,7 @@ type OutgoingResponse struct {
 }
 
 // Credential adds a gateway's secret to requests for one endpoint; the guest never sees
-// it (SPEC §5.6).
+// it (docs/reference/guest-abi.md "Gateway keys and retries").
 type Credential struct {
 	// Endpoint is the base URL the credential is for; requests below it get the headers.
 	Endpoint string
@@ -154,7 +154,8 @@ func (h *Outgoing) Send(ctx context.Context, who string, req OutgoingRequest) (*
 		}
 	}
 	// A provider behind a credentialed endpoint may shed load: 429 and 5xx are retried
-	// with jittered backoff before the guest sees the error (SPEC §5.4).
+	// with jittered backoff before the guest sees the error (docs/reference/guest-abi.md
+	// "Gateway keys and retries").
 	tries := 1
 	if len(creds) > 0 {
 		tries = ProviderTries
@@ -212,7 +213,8 @@ func (h *Outgoing) Send(ctx context.Context, who string, req OutgoingRequest) (*
 	return out, nil
 }
 
-// deny counts a refusal and returns the guest-facing error of SPEC §4.2.
+// deny counts a refusal and returns the guest-facing error (docs/reference/guest-abi.md
+// "Outgoing HTTP").
 func (h *Outgoing) deny(who, host string, port int, cause error) error {
 	if h.Metrics != nil {
 		h.Metrics.Denied.WithLabelValues(h.Capsule, "guest").Inc()

@@ -28,8 +28,8 @@ var (
 		"murmur:task/task@0.1.0":            true,
 		"capsulegate:http/outgoing@0.1.0":   true,
 	}
-	// worlds lists what each role may import (SPEC §4.1) besides WASI preview1, and
-	// which interface it must export.
+	// worlds lists what each role may import (docs/reference/guest-abi.md "Worlds")
+	// besides WASI preview1, and which interface it must export.
 	worlds = map[string]struct {
 		imports []string
 		export  string

@@ -2,7 +2,8 @@ package abi
 
 import "fmt"
 
-// Names of the P1 exports and import modules (SPEC §4).
+// Names of the P1 exports and import modules (docs/reference/guest-abi.md "Names and
+// versions served").
 const (
 	ExportToolRun01   = "murmur:tool/run@0.1.0#run"
 	ExportToolRun02   = "murmur:tool/run@0.2.0#run"

@@ -1,7 +1,8 @@
-// Package guest is the SDK for Go guests of capsulegate (SPEC §4): the WIT types, and
-// the host imports as plain Go functions. Subpackage tool (or capsule) owns the world's
-// export; a guest's main package imports it and installs a handler from init.
-// Build with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared; see internal/guestbuild.
+// Package guest is the SDK for Go guests of capsulegate (docs/reference/guest-abi.md):
+// the WIT types, and the host imports as plain Go functions. Subpackage tool (or capsule)
+// owns the world's export; a guest's main package imports it and installs a handler from
+// init. Build with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared; see
+// internal/guestbuild.
 //
 // What Go 1.26 does, checked with wazero on this toolchain:
 //

@@ -1,8 +1,9 @@
 //go:build wasip1
 
 // Command anthropic-messages is an inference driver for the Anthropic Messages API
-// (SPEC §5.4): it translates the driver JSON of SPEC §5.1 to POST {endpoint}/v1/messages
-// and the answer back. It never holds an API key: the host adds it to the request.
+// (docs/reference/driver-protocol.md "Shipped drivers"): it translates the driver JSON
+// (docs/reference/driver-protocol.md "Input") to POST {endpoint}/v1/messages and the
+// answer back. It never holds an API key: the host adds it to the request.
 package main
 
 import (

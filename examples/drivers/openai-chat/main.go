@@ -1,9 +1,10 @@
 //go:build wasip1
 
-// Command openai-chat is an inference driver for the OpenAI Chat Completions API (SPEC
-// §5.4), which most local and hosted model servers also speak: it translates the driver
-// JSON of SPEC §5.1 to POST {endpoint}/v1/chat/completions and the answer back. It never
-// holds an API key: the host adds it to the request.
+// Command openai-chat is an inference driver for the OpenAI Chat Completions API, which
+// most local and hosted model servers also speak (docs/reference/driver-protocol.md
+// "Shipped drivers"): it translates the driver JSON (docs/reference/driver-protocol.md
+// "Input") to POST {endpoint}/v1/chat/completions and the answer back. It never holds an
+// API key: the host adds it to the request.
 package main
 
 import (

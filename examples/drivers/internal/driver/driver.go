@@ -1,6 +1,7 @@
-// Package driver holds what the example inference drivers share: the driver JSON of
-// SPEC §5.1 (the runtime's request and the driver's answer), its validation, and the
-// plumbing from a murmur:tool/run call to a provider round trip.
+// Package driver holds what the example inference drivers share: the driver JSON (the
+// runtime's request and the driver's answer, docs/reference/driver-protocol.md "Input"
+// and "Output"), its validation, and the plumbing from a murmur:tool/run call to a
+// provider round trip.
 package driver
 
 import (
