@@ -163,7 +163,10 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 		capsule gate/deadline/murmur.yaml
 	}
 	handle /agents/gate-reload/* {
-		capsule gate/reload/murmur.yaml
+		# One slot: the tasks the reload test queues wait for the one running.
+		capsule gate/reload/murmur.yaml {
+			concurrency 1
+		}
 	}
 
 	handle {

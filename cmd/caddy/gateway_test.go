@@ -410,7 +410,8 @@ func TestGateway(t *testing.T) {
 			json.Unmarshal(ev.data, &su)
 			id, ctxID = firstOf(su.Result.ID, su.Result.TaskID, id), firstOf(su.Result.ContextID, ctxID)
 		}
-		// Two tasks wait in the queue behind it: admitted to this version, not started.
+		// Two tasks of other contexts wait for its one slot (concurrency 1): admitted to this
+		// version, not started.
 		var queued []string
 		for _, text := range []string{"q1", "q2"} {
 			tk := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send",
