@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/capsulegate/capsulegate/internal/ids"
 )
 
 // watchdog bounds every wait in these tests; reaching it is a failure, never a way
@@ -308,14 +310,14 @@ func text(parts []tPart) string {
 
 // msg03 and msg10 build a user message in each dialect.
 func msg03(text string, extra ...string) map[string]any {
-	m := map[string]any{"kind": "message", "messageId": newID("m_"), "role": "user",
+	m := map[string]any{"kind": "message", "messageId": ids.New("m_"), "role": "user",
 		"parts": []map[string]any{{"kind": "text", "text": text}}}
 	addIDs(m, extra)
 	return m
 }
 
 func msg10(text string, extra ...string) map[string]any {
-	m := map[string]any{"messageId": newID("m_"), "role": "ROLE_USER", "parts": []map[string]any{{"text": text}}}
+	m := map[string]any{"messageId": ids.New("m_"), "role": "ROLE_USER", "parts": []map[string]any{{"text": text}}}
 	addIDs(m, extra)
 	return m
 }

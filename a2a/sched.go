@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"slices"
 	"time"
+
+	"github.com/capsulegate/capsulegate/internal/ids"
 )
 
 // send takes a user message: the answer to a task waiting for input (named by taskId,
@@ -65,9 +67,9 @@ func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *
 	}
 	contextID := in.contextID
 	if contextID == "" {
-		contextID = newID("ctx_")
+		contextID = ids.New("ctx_")
 	}
-	t := newTask(newID("tsk_"), contextID, in.text, h.spec, h.ringSize, now)
+	t := newTask(ids.New("tsk_"), contextID, in.text, h.spec, h.ringSize, now)
 	t.url = in.url
 	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID}}
 	reason := h.refusalLocked(contextID)
@@ -99,7 +101,7 @@ func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *
 
 // agentMessage is a message from the agent in t's context.
 func agentMessage(t *task, text string) message {
-	return message{ID: newID("msg_"), Role: "agent", Text: text, TaskID: t.id, ContextID: t.contextID}
+	return message{ID: ids.New("msg_"), Role: "agent", Text: text, TaskID: t.id, ContextID: t.contextID}
 }
 
 // startLocked gives t a concurrency slot and runs it; the caller holds h.mu and t.mu.

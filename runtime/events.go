@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/internal/ids"
 )
 
 // CodeTrace fails a session whose trace cannot be written: events are never dropped.
@@ -125,7 +126,7 @@ func NewStream(id string, sinks ...Sink) *Stream { return &Stream{sessionID: id,
 // Emit sends an event of type typ under parent and returns its id. After a sink failed,
 // Emit returns that failure and sends nothing more.
 func (s *Stream) Emit(typ, parent string, data any, content map[string]string) (string, error) {
-	e := &Event{Type: typ, ID: NewID("evt_"), ParentID: parent, SessionID: s.sessionID, Time: time.Now(), Data: data, Content: content}
+	e := &Event{Type: typ, ID: ids.New("evt_"), ParentID: parent, SessionID: s.sessionID, Time: time.Now(), Data: data, Content: content}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {

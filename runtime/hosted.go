@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
@@ -107,7 +108,7 @@ func (h *Hosted) RunTask(ctx context.Context, req TaskRequest) TaskOutcome {
 // the task on the capsule that replaced it.
 func (h *Hosted) TryRunTask(ctx context.Context, req TaskRequest) (TaskOutcome, bool) {
 	if req.ContextID == "" {
-		req.ContextID = NewID("ctx_")
+		req.ContextID = ids.New("ctx_")
 	}
 	if req.Source == "" {
 		req.Source = "a2a"

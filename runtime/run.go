@@ -18,6 +18,7 @@ import (
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 
 	"github.com/capsulegate/capsulegate/internal/guestfs"
+	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/wit/abi"
@@ -156,7 +157,7 @@ type sessionOptions struct {
 // is left open.
 func (r *Runtime) openSession(s *Staged, o sessionOptions) (_ *session, err error) {
 	m := s.Manifest
-	id := NewID("ses_")
+	id := ids.New("ses_")
 	l, err := NewLayout(o.WorkRoot, m.Name, id, o.Workdir)
 	if err != nil {
 		return nil, err

@@ -1,32 +1,15 @@
 package runtime
 
 import (
-	"crypto/rand"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
 // CodeWorkdir refuses a session whose folders cannot be created.
 const CodeWorkdir = "E-RUN-009"
-
-// NewID returns prefix + 32 lowercase hex digits of a UUIDv7: time-ordered, so folders
-// and traces sort by creation, with 74 random bits.
-func NewID(prefix string) string {
-	var u [16]byte
-	rand.Read(u[:])
-	ms := uint64(time.Now().UnixMilli())
-	binary.BigEndian.PutUint16(u[0:2], uint16(ms>>32))
-	binary.BigEndian.PutUint32(u[2:6], uint32(ms))
-	u[6] = 0x70 | u[6]&0x0f // version 7
-	u[8] = 0x80 | u[8]&0x3f // RFC 9562 variant
-	return prefix + hex.EncodeToString(u[:])
-}
 
 // Layout is a session's folders (docs/reference/guest-abi.md "Files").
 type Layout struct {

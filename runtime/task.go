@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
@@ -85,10 +86,10 @@ type TaskOutcome struct {
 // gateway both come through here.
 func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 	if req.TaskID == "" {
-		req.TaskID = NewID("tsk_")
+		req.TaskID = ids.New("tsk_")
 	}
 	if req.ContextID == "" {
-		req.ContextID = NewID("ctx_")
+		req.ContextID = ids.New("ctx_")
 	}
 	if req.Sink != nil {
 		defer s.stream.Attach(req.Sink)()
