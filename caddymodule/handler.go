@@ -318,15 +318,8 @@ func runTaskFile(m *manifest.Manifest, v *version, logger *zap.Logger) <-chan ru
 // a2aConfig describes the capsule to the A2A layer.
 func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, token string, app *App) a2a.Config {
 	card := a2a.Card{Name: m.Name, Version: m.Version, Description: describe(m)}
-	for _, a := range v.hosted.Staged().Artifacts {
-		if a.Role != manifest.RoleTool && a.Role != manifest.RoleSkill {
-			continue
-		}
-		desc := ""
-		if a.Archive != nil {
-			desc = a.Archive.Manifest().Description
-		}
-		card.Skills = append(card.Skills, a2a.Skill{ID: a.Name, Name: a.Name, Description: desc, Tags: []string{string(a.Role)}})
+	for _, t := range v.hosted.Staged().Tools() {
+		card.Skills = append(card.Skills, a2a.Skill{ID: t.Name, Name: t.Name, Description: t.Description, Tags: []string{string(t.Role)}})
 	}
 	lc := m.Lifecycle
 	depth := lc.QueueDepth

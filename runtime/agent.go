@@ -205,20 +205,13 @@ func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (strin
 func (s *session) offeredTools() []agentTool {
 	var tools []agentTool
 	emptyObject := json.RawMessage(`{"type":"object","properties":{}}`)
-	for _, a := range s.staged.Artifacts {
-		if a.Role != manifest.RoleTool && a.Role != manifest.RoleSkill {
-			continue
+	for _, st := range s.staged.Tools() {
+		t := agentTool{Name: st.Name, Description: st.Description, Parameters: emptyObject}
+		if st.InputSchema != nil {
+			t.Parameters = st.InputSchema
 		}
-		t := agentTool{Name: a.Name, Parameters: emptyObject}
-		if a.Archive != nil {
-			am := a.Archive.Manifest()
-			t.Description = am.Description
-			if a.Role == manifest.RoleTool && am.InputSchema != nil {
-				t.Parameters = mustJSON(am.InputSchema)
-			}
-		}
-		if a.Role == manifest.RoleSkill && t.Description == "" {
-			t.Description = "Returns the skill's text: " + a.Name
+		if st.Role == manifest.RoleSkill && t.Description == "" {
+			t.Description = "Returns the skill's text: " + st.Name
 		}
 		tools = append(tools, t)
 	}

@@ -414,14 +414,8 @@ func murmurMD(s *Staged, id string) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s %s\n\nSession: %s\n\n## Tools\n\n", m.Name, m.Version, id)
 	var tools []string
-	for _, a := range s.Artifacts {
-		if a.Role == manifest.RoleTool || a.Role == manifest.RoleSkill {
-			desc := ""
-			if a.Archive != nil {
-				desc = a.Archive.Manifest().Description
-			}
-			tools = append(tools, fmt.Sprintf("- `%s` (%s) %s", a.Name, a.Role, desc))
-		}
+	for _, t := range s.Tools() {
+		tools = append(tools, fmt.Sprintf("- `%s` (%s) %s", t.Name, t.Role, t.Description))
 	}
 	if len(tools) == 0 {
 		tools = []string{"- none"}

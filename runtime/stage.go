@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -154,6 +155,37 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 	}
 	r.metrics.Stage.WithLabelValues(m.Name).Observe(time.Since(start).Seconds())
 	return s, nil
+}
+
+// Tool is a tool or skill artifact of a staged capsule, as the model, the card and
+// MURMUR.md list it.
+type Tool struct {
+	Name        string
+	Role        manifest.Role // tool or skill
+	Description string        // from the artifact's own manifest; "" when it has none
+	// InputSchema is a tool's input_schema as JSON; nil when it declares none.
+	InputSchema json.RawMessage
+}
+
+// Tools lists the capsule's tool and skill artifacts in manifest order: the one listing
+// the model's tools, the agent card's skills and MURMUR.md are made from.
+func (s *Staged) Tools() []Tool {
+	var tools []Tool
+	for _, a := range s.Artifacts {
+		if a.Role != manifest.RoleTool && a.Role != manifest.RoleSkill {
+			continue
+		}
+		t := Tool{Name: a.Name, Role: a.Role}
+		if a.Archive != nil {
+			am := a.Archive.Manifest()
+			t.Description = am.Description
+			if a.Role == manifest.RoleTool && am.InputSchema != nil {
+				t.InputSchema = mustJSON(am.InputSchema)
+			}
+		}
+		tools = append(tools, t)
+	}
+	return tools
 }
 
 // modules returns every compiled module of the capsule: its tools and drivers, and a
