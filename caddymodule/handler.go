@@ -174,9 +174,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		hosted, err := engine.Serve(ctx, m, runtime.ServeOptions{Registry: app.reg, WorkRoot: app.WorkRoot, Lock: h.Lock,
-			DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog),
-			ContextIdle: time.Duration(h.ContextIdle)})
+		hosted, err := engine.Serve(ctx, m, runtime.ServeOptions{Registry: app.reg, Lock: h.Lock, ContextIdle: time.Duration(h.ContextIdle),
+			Session: runtime.SessionConfig{WorkRoot: app.WorkRoot, DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog)}})
 		if err != nil {
 			engines.Delete(app.engineKey())
 			return nil, err

@@ -59,7 +59,7 @@ func TestRunTaskFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			hosted, err := e.Serve(ctx, m, runtime.ServeOptions{Registry: reg, WorkRoot: t.TempDir()})
+			hosted, err := e.Serve(ctx, m, runtime.ServeOptions{Registry: reg, Session: runtime.SessionConfig{WorkRoot: t.TempDir()}})
 			if err != nil {
 				t.Fatal(err)
 			}

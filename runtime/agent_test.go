@@ -74,7 +74,7 @@ capabilities:
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, WorkRoot: t.TempDir(), Task: tt.task})
+			res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, Task: tt.task, Session: SessionConfig{WorkRoot: t.TempDir()}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +138,7 @@ capabilities:
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, WorkRoot: t.TempDir(), Task: "please echo hi"})
+	res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, Task: "please echo hi", Session: SessionConfig{WorkRoot: t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
 	}

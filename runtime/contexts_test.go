@@ -132,7 +132,7 @@ func TestHostedContexts(t *testing.T) {
 func TestContextIdleAndEviction(t *testing.T) {
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	ended := make(chan string, 8)
-	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{MaxContexts: 2, ContextIdle: time.Hour, Sinks: []Sink{endSink(ended)}})
+	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{MaxContexts: 2, ContextIdle: time.Hour, Session: SessionConfig{Sinks: []Sink{endSink(ended)}}})
 	defer h.Close()
 	for _, c := range []string{"ctx_1", "ctx_2", "ctx_3"} {
 		if out := h.RunTask(context.Background(), TaskRequest{ContextID: c, Text: "hi"}); out.State != StateCompleted {
@@ -146,7 +146,7 @@ func TestContextIdleAndEviction(t *testing.T) {
 		t.Errorf("%d contexts open after eviction, want 2", n)
 	}
 
-	h2 := hostGatewayCapsuleWith(t, e, "", ServeOptions{ContextIdle: time.Millisecond, Sinks: []Sink{endSink(ended)}})
+	h2 := hostGatewayCapsuleWith(t, e, "", ServeOptions{ContextIdle: time.Millisecond, Session: SessionConfig{Sinks: []Sink{endSink(ended)}}})
 	defer h2.Close()
 	h2.RunTask(context.Background(), TaskRequest{ContextID: "ctx_idle", Text: "hi"})
 	recvString(t, ended) // the idle timer ended it; it was forgotten before its session_end

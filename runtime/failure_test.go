@@ -286,7 +286,7 @@ func TestAgentFailurePaths(t *testing.T) {
 				mu.Unlock()
 				return nil
 			}
-			res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, WorkRoot: t.TempDir(), Task: tt.task, Sleep: sleep})
+			res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, Task: tt.task, Session: SessionConfig{WorkRoot: t.TempDir(), Sleep: sleep}})
 			if err != nil {
 				t.Fatal(err)
 			}

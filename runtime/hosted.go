@@ -3,8 +3,6 @@ package runtime
 import (
 	"container/list"
 	"context"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,18 +21,9 @@ const (
 
 // ServeOptions configure a capsule the gateway hosts.
 type ServeOptions struct {
-	Registry  registry.Registry
-	WorkRoot  string
-	LookupEnv func(string) (string, bool)
-	Progress  func(registry.Progress)
-	Lock      string // verify against this lock instead of the one beside the manifest
-	// Sinks receive every event of every context's session besides trace and metrics.
-	Sinks []Sink
-	// DNSUpstream and Stderr are as in RunOptions.
-	DNSUpstream string
-	Stderr      io.Writer
-	// NetLogger receives the policy proxy's log (denials); nil discards it.
-	NetLogger *slog.Logger
+	Session  SessionConfig // for every context's session
+	Registry registry.Registry
+	Lock     string // verify against this lock instead of the one beside the manifest
 	// ContextIdle ends a context's session after it ran no task for this long
 	// (0: DefaultContextIdle).
 	ContextIdle time.Duration
@@ -73,7 +62,7 @@ type hostedContext struct {
 
 // Serve stages m for the gateway; tasks then run through RunTask until Close.
 func (r *Runtime) Serve(ctx context.Context, m *manifest.Manifest, opts ServeOptions) (*Hosted, error) {
-	staged, err := r.Stage(ctx, m, StageOptions{Registry: opts.Registry, Progress: opts.Progress, Lock: opts.Lock})
+	staged, err := r.Stage(ctx, m, StageOptions{Registry: opts.Registry, Lock: opts.Lock})
 	if err != nil {
 		return nil, err
 	}
@@ -124,8 +113,7 @@ func (h *Hosted) TryRunTask(ctx context.Context, req TaskRequest) (TaskOutcome, 
 		return TaskOutcome{}, false
 	}
 	if c.sess == nil {
-		sess, err := h.rt.openSession(h.staged, sessionOptions{WorkRoot: h.opts.WorkRoot, LookupEnv: h.opts.LookupEnv,
-			Sinks: h.opts.Sinks, DNSUpstream: h.opts.DNSUpstream, Stderr: h.opts.Stderr, NetLogger: h.opts.NetLogger, ContextID: c.id})
+		sess, err := h.rt.openSession(h.staged, h.opts.Session, "", c.id)
 		if err != nil {
 			return TaskOutcome{TaskID: req.TaskID, State: StateFailed, Result: "error: " + err.Error()}, true
 		}

@@ -71,7 +71,7 @@ func hostGatewayCapsuleWith(t *testing.T, e *Runtime, allow string, opts ServeOp
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Registry, opts.WorkRoot = reg, t.TempDir()
+	opts.Registry, opts.Session.WorkRoot = reg, t.TempDir()
 	h, err := e.Serve(context.Background(), m, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -33,25 +33,33 @@ const (
 // MaxGuestLog caps what one guest may write to its stdout or stderr log per session.
 const MaxGuestLog = 1 << 20
 
-// RunOptions configure a one-shot run of a capsule (`caddy capsule run`).
-type RunOptions struct {
-	Registry registry.Registry
+// SessionConfig is what a capsule's sessions take from whoever runs them: where their
+// folders go and what of the host they reach. RunOptions and ServeOptions each carry one.
+type SessionConfig struct {
 	WorkRoot string // <work_root>: sessions and their records live below it
-	Workdir  string // optional accessible workdir replacing <session>/work
-	Task     string // the task text, written to work/task.md
 	// LookupEnv reads the host environment for env.allow; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
-	Progress  func(registry.Progress)
 	// Sleep waits between provider retries; nil waits on a real timer (tests pass a fake clock).
 	Sleep func(ctx context.Context, d time.Duration) error
-	// Sinks receive the session's events besides the trace and the metrics (the CLI's
-	// progress lines).
+	// Sinks receive the sessions' events besides the trace and the metrics (the CLI's
+	// progress lines, the gateway's SSE subscribers come per task).
 	Sinks []Sink
 	// DNSUpstream is the upstream DNS server of the shell tools' pinning resolver
 	// ("host:port"); "" uses the host's first nameserver.
 	DNSUpstream string
 	// Stderr receives the sandbox tier and W-SEC warnings at launch; nil: bootstrap.log only.
 	Stderr io.Writer
+	// NetLogger receives the policy proxy's log (denials); nil discards it.
+	NetLogger *slog.Logger
+}
+
+// RunOptions configure a one-shot run (caddy capsule run).
+type RunOptions struct {
+	Session  SessionConfig
+	Registry registry.Registry
+	Progress func(registry.Progress)
+	Workdir  string // optional accessible workdir replacing <session>/work
+	Task     string // the task text, written to work/task.md
 }
 
 // RunResult is the outcome of a one-shot run; its fields are the --json output.
@@ -72,8 +80,7 @@ func (r *Runtime) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOpt
 	if err != nil {
 		return nil, err
 	}
-	sess, err := r.openSession(staged, sessionOptions{WorkRoot: opts.WorkRoot, Workdir: opts.Workdir, LookupEnv: opts.LookupEnv,
-		Sleep: opts.Sleep, Sinks: opts.Sinks, DNSUpstream: opts.DNSUpstream, Stderr: opts.Stderr})
+	sess, err := r.openSession(staged, opts.Session, opts.Workdir, "")
 	if err != nil {
 		return nil, err
 	}
@@ -139,26 +146,15 @@ type session struct {
 	denials    atomic.Int64
 }
 
-// sessionOptions configure a session of a staged capsule.
-type sessionOptions struct {
-	WorkRoot, Workdir string
-	LookupEnv         func(string) (string, bool)
-	Sleep             func(ctx context.Context, d time.Duration) error
-	Sinks             []Sink
-	DNSUpstream       string    // the subprocesses' upstream DNS server; "" = the host's
-	WrapperPath       string    // the binary the shell sandbox re-executes; "" = this one
-	Stderr            io.Writer // where the sandbox tier and W-SEC warnings are announced
-	NetLogger         *slog.Logger
-	ContextID         string // the A2A context the session serves (gateway only)
-}
-
 // openSession creates the session's folders, its event stream (trace, metrics and the
 // caller's sinks) and what its guests share, and emits session_start. On failure nothing
 // is left open.
-func (r *Runtime) openSession(s *Staged, o sessionOptions) (_ *session, err error) {
+// workdir, when set, replaces <session>/work; contextID names the A2A context the session
+// serves (gateway only).
+func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID string) (_ *session, err error) {
 	m := s.Manifest
 	id := ids.New("ses_")
-	l, err := NewLayout(o.WorkRoot, m.Name, id, o.Workdir)
+	l, err := NewLayout(o.WorkRoot, m.Name, id, workdir)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +215,7 @@ func (r *Runtime) openSession(s *Staged, o sessionOptions) (_ *session, err erro
 		return nil, err
 	}
 	start := sessionStart(s)
-	start.ContextID = o.ContextID
+	start.ContextID = contextID
 	if sess.sub != nil {
 		start.SandboxTier = "wasm+" + sess.sub.sb.Tier()
 	}

@@ -52,7 +52,7 @@ func TestRunOnceScriptCapsule(t *testing.T) {
 				}
 				return "", false
 			}
-			res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, WorkRoot: workRoot, Task: "say hello", LookupEnv: lookup})
+			res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, Task: "say hello", Session: SessionConfig{WorkRoot: workRoot, LookupEnv: lookup}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +138,7 @@ func TestRefusedSessionLeavesNothing(t *testing.T) {
 	workdir := t.TempDir()
 	os.WriteFile(filepath.Join(workdir, "data"), []byte("a file where the scope folder should be"), 0o644)
 	workRoot := t.TempDir()
-	if _, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, WorkRoot: workRoot, Workdir: workdir, Task: "x"}); err == nil {
+	if _, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, Workdir: workdir, Task: "x", Session: SessionConfig{WorkRoot: workRoot}}); err == nil {
 		t.Fatal("the session was not refused")
 	}
 	if left, _ := os.ReadDir(filepath.Join(workRoot, "refused")); len(left) != 0 {

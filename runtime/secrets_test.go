@@ -142,7 +142,7 @@ func TestSecretsStayInTheHost(t *testing.T) {
 			marker := "MARKER-" + randomHex(t)
 			m := agentManifest(t, tt.driver, p.srv.URL, "5", "  env: {allow: [LANG]}\n", os.LookupEnv)
 			scan.reset(sentinel, marker)
-			res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, WorkRoot: t.TempDir(), Task: tt.task + " " + marker})
+			res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, Task: tt.task + " " + marker, Session: SessionConfig{WorkRoot: t.TempDir()}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -52,8 +52,7 @@ func TestAgentShellTools(t *testing.T) {
 		"  shell: {allow: [bash, curl]}\n  network: {allow: [\"localhost:"+port+"\"]}\n", lookup)
 
 	var stderr strings.Builder
-	res, err := e.RunOnce(context.Background(), m, RunOptions{Registry: reg, WorkRoot: t.TempDir(), Task: "please use the shell",
-		LookupEnv: lookup, Stderr: &stderr})
+	res, err := e.RunOnce(context.Background(), m, RunOptions{Registry: reg, Task: "please use the shell", Session: SessionConfig{WorkRoot: t.TempDir(), LookupEnv: lookup, Stderr: &stderr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,8 +146,7 @@ func TestAgentShellDNS(t *testing.T) {
 	lookup := func(k string) (string, bool) { return map[string]string{"TEST_KEY": "k"}[k], k == "TEST_KEY" }
 	m := agentManifest(t, "anthropic-messages", p.srv.URL, "10",
 		"  shell: {allow: [bash]}\n  network: {allow: [rebind.test, meta.test]}\n", lookup)
-	res, err := e.RunOnce(context.Background(), m, RunOptions{Registry: reg, WorkRoot: t.TempDir(), Task: "please resolve",
-		LookupEnv: lookup, DNSUpstream: pc.LocalAddr().String()})
+	res, err := e.RunOnce(context.Background(), m, RunOptions{Registry: reg, Task: "please resolve", Session: SessionConfig{WorkRoot: t.TempDir(), LookupEnv: lookup, DNSUpstream: pc.LocalAddr().String()}})
 	if err != nil {
 		t.Fatal(err)
 	}

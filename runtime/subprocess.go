@@ -41,7 +41,7 @@ type subprocesses struct {
 // when the capsule has shell or native tools. The tier in force is reported on stderr
 // and in bootstrap.log, with any W-SEC warning; a tier below shell.min_tier refuses the
 // session.
-func (s *session) openSubprocesses(o sessionOptions) (err error) {
+func (s *session) openSubprocesses(o SessionConfig) (err error) {
 	m := s.staged.Manifest
 	natives := map[string]string{}
 	for _, a := range s.staged.Artifacts {
@@ -73,8 +73,8 @@ func (s *session) openSubprocesses(o sessionOptions) (err error) {
 	}()
 	r := m.Capabilities.Resources
 	cfg := shell.Config{Workdir: s.layout.Work, Records: s.layout.Root, Env: s.subprocessEnv(o), Allow: m.Capabilities.Shell.Allow,
-		MinTier: m.Capabilities.Shell.MinTier, WrapperPath: o.WrapperPath,
-		Limits: shell.Limits{Processes: r.Processes, OpenFiles: r.OpenFiles, FileSize: r.FileSizeBytes, CPUSeconds: r.CPUSeconds, AddressSpace: r.AddressSpaceBytes}}
+		MinTier: m.Capabilities.Shell.MinTier,
+		Limits:  shell.Limits{Processes: r.Processes, OpenFiles: r.OpenFiles, FileSize: r.FileSizeBytes, CPUSeconds: r.CPUSeconds, AddressSpace: r.AddressSpaceBytes}}
 	if len(m.Capabilities.NetworkRules) > 0 {
 		onDeny := func(d netpolicy.Denial) { s.denied("subprocess", d.Source, d.Host, d.Port, d.Err) }
 		res, err := netpolicy.NewResolver(netpolicy.ResolverConfig{Rules: m.Capabilities.NetworkRules, Upstream: o.DNSUpstream, OnDeny: onDeny})
@@ -122,7 +122,7 @@ func (s *session) announce(stderr io.Writer, line string) {
 
 // subprocessEnv is the guests' environment (docs/reference/guest-abi.md "Environment")
 // plus the host's locale and terminal type, which tools read to format output.
-func (s *session) subprocessEnv(o sessionOptions) []string {
+func (s *session) subprocessEnv(o SessionConfig) []string {
 	env := append([]string(nil), s.env...)
 	for _, k := range []string{"LANG", "LC_ALL", "TERM"} {
 		if v, ok := o.LookupEnv(k); ok { // set by openSession

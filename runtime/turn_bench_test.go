@@ -80,7 +80,7 @@ func BenchmarkAgentTurn(b *testing.B) {
 	run := func(task string) (wall, guest time.Duration) {
 		p.reset(nil) // the provider's record of requests would grow with b.N
 		g0, start := guestTime(), time.Now()
-		res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, WorkRoot: workRoot, Task: task})
+		res, err := e.RunOnce(ctx, m, RunOptions{Registry: reg, Task: task, Session: SessionConfig{WorkRoot: workRoot}})
 		wall = time.Since(start)
 		if err != nil || res.Status != StateCompleted || res.Result != "done" {
 			b.Fatalf("run %q: %+v, %v", task, res, err)

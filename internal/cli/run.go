@@ -43,8 +43,8 @@ func Run(ctx context.Context, e *Env, c Common, manifestPath string, f RunFlags)
 		return e.fail(c, err)
 	}
 	defer rt.Close(context.WithoutCancel(ctx))
-	res, err := rt.RunOnce(ctx, m, runtime.RunOptions{Registry: opts.Registry, Progress: opts.Progress,
-		WorkRoot: f.WorkRoot, Workdir: f.Workdir, Task: task, Stderr: e.Stderr, Sinks: []runtime.Sink{progressSink{e.Stderr}}})
+	res, err := rt.RunOnce(ctx, m, runtime.RunOptions{Registry: opts.Registry, Progress: opts.Progress, Workdir: f.Workdir, Task: task,
+		Session: runtime.SessionConfig{WorkRoot: f.WorkRoot, Stderr: e.Stderr, Sinks: []runtime.Sink{progressSink{e.Stderr}}}})
 	e.progress.done()
 	if err != nil {
 		return e.fail(c, err)

@@ -24,4 +24,3 @@ func TestNew(t *testing.T) {
 		prev = id
 	}
 }
-
