@@ -3,6 +3,7 @@ package manifest
 import (
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
@@ -35,6 +36,25 @@ type ArtifactManifest struct {
 	Tags           []string       `yaml:"tags"`
 	InputSchema    map[string]any `yaml:"input_schema"`
 	OutputSchema   map[string]any `yaml:"output_schema"`
+	// UpstreamAuth is how a driver's provider expects the gateway key; nil means
+	// "Authorization: Bearer {key}".
+	UpstreamAuth *UpstreamAuth `yaml:"upstream_auth"`
+}
+
+// UpstreamAuth names the header a driver's provider reads its key from and the header's
+// value, in which {key} stands for the key (docs/reference/manifest.md "The artifact
+// manifest").
+type UpstreamAuth struct {
+	Header string `yaml:"header" required:"true"`
+	Value  string `yaml:"value" required:"true"`
+}
+
+// DefaultUpstreamAuth is the key's header for a driver that names none.
+var DefaultUpstreamAuth = UpstreamAuth{Header: "Authorization", Value: "Bearer {key}"}
+
+// Headers returns the request headers that carry key.
+func (u UpstreamAuth) Headers(key string) [][2]string {
+	return [][2]string{{u.Header, strings.ReplaceAll(u.Value, "{key}", key)}}
 }
 
 // ParseArtifactManifest decodes and validates an artifact's own murmur.yaml (the one at
@@ -74,6 +94,16 @@ func ParseArtifactManifest(data []byte, file string) (*ArtifactManifest, []*errs
 		if a.Implementation != "" && a.Runtime == RoleSkill {
 			v.fail("implementation", CodeEnum, "a skill has no implementation: its payload is skill.md", "remove implementation")
 		}
+		if u := a.UpstreamAuth; u != nil {
+			switch {
+			case a.Runtime != RoleDriver:
+				v.fail("upstream_auth", CodeUpstreamAuth, "upstream_auth is for drivers: only a driver's requests carry a gateway key", "remove upstream_auth, or set runtime: driver")
+			case !httpToken(u.Header):
+				v.fail("upstream_auth.header", CodeUpstreamAuth, fmt.Sprintf("header %q is not an HTTP header name", u.Header), "write a header name such as x-api-key or Authorization")
+			case strings.Count(u.Value, "{key}") != 1 || strings.ContainsAny(u.Value, "\r\n"):
+				v.fail("upstream_auth.value", CodeUpstreamAuth, fmt.Sprintf("value %q must hold {key} exactly once, on one line", u.Value), `write the header's value with {key} where the key goes, such as "Bearer {key}" or "{key}"`)
+			}
+		}
 	}
 	if len(d.errs) > 0 {
 		return nil, nil, d.errs
@@ -85,4 +115,17 @@ func ParseArtifactManifest(data []byte, file string) (*ArtifactManifest, []*errs
 		a.Implementation = ImplWasm
 	}
 	return a, d.warns, nil
+}
+
+// httpToken reports whether s is an RFC 9110 token (a header field name).
+func httpToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c > 0x7e || c <= ' ' || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c) {
+			return false
+		}
+	}
+	return true
 }

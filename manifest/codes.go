@@ -26,6 +26,7 @@ const (
 	CodeTooLarge         = "E-MAN-022" // file or alias expansion too large
 	CodeURL              = "E-MAN-023" // an endpoint that is not an http(s) URL
 	CodeSourceMissing    = "E-MAN-024" // a local skill source or prompt file not found at stage
+	CodeUpstreamAuth     = "E-MAN-025" // a driver's upstream_auth header or value template malformed
 
 	CodeUnknownKey = "W-MAN-001" // unknown key (warning)
 

@@ -283,6 +283,13 @@ func TestArtifactManifest(t *testing.T) {
 		{"name: echo\nversion: 1.0.0\nruntime: driver\nimplementation: native\n", CodeEnum},
 		{"name: echo\nversion: 1.0.0\nruntime: skill\nimplementation: wasm\n", CodeEnum},
 		{"name: echo\nversion: 1.0.0\ninput_schema: [a]\n", CodeType},
+		{"name: d\nversion: 1.0.0\nruntime: driver\nupstream_auth: {header: x-api-key, value: \"{key}\"}\n", ""},
+		{"name: d\nversion: 1.0.0\nruntime: driver\nupstream_auth: {header: Authorization, value: \"Token {key}\"}\n", ""},
+		{"name: d\nversion: 1.0.0\nruntime: tool\nupstream_auth: {header: x-api-key, value: \"{key}\"}\n", CodeUpstreamAuth},
+		{"name: d\nversion: 1.0.0\nruntime: driver\nupstream_auth: {header: \"x api key\", value: \"{key}\"}\n", CodeUpstreamAuth},
+		{"name: d\nversion: 1.0.0\nruntime: driver\nupstream_auth: {header: x-api-key, value: \"sk-fixed\"}\n", CodeUpstreamAuth},
+		{"name: d\nversion: 1.0.0\nruntime: driver\nupstream_auth: {header: x-api-key, value: \"{key}{key}\"}\n", CodeUpstreamAuth},
+		{"name: d\nversion: 1.0.0\nruntime: driver\nupstream_auth: {header: x-api-key}\n", CodeMissing},
 	}
 	for _, tt := range tests {
 		a, _, err := ParseArtifactManifest([]byte(tt.yaml), "murmur.yaml")
@@ -296,6 +303,20 @@ func TestArtifactManifest(t *testing.T) {
 	a, _, err := ParseArtifactManifest([]byte("name: echo\nversion: 1.0.0\ndescription: ${NOT_EXPANDED}\ninput_schema: {type: object, properties: {n: {type: integer}}}\n"), "m")
 	if err != nil || a.Description != "${NOT_EXPANDED}" || a.InputSchema["type"] != "object" {
 		t.Errorf("got %+v, %v", a, err)
+	}
+}
+
+func TestUpstreamAuthHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		u    UpstreamAuth
+		want [2]string
+	}{
+		{DefaultUpstreamAuth, [2]string{"Authorization", "Bearer sk-1"}},
+		{UpstreamAuth{Header: "x-api-key", Value: "{key}"}, [2]string{"x-api-key", "sk-1"}},
+	} {
+		if got := tc.u.Headers("sk-1"); len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%+v: %v, want %v", tc.u, got, tc.want)
+		}
 	}
 }
 

@@ -284,7 +284,7 @@ func (s *session) driverSetup() error {
 		}
 		rules = append(rules, r)
 		if key != "" {
-			creds = append(creds, wasm.Credential{Endpoint: endpoint, Headers: keyHeaders(inf.Driver.Artifact, key)})
+			creds = append(creds, wasm.Credential{Endpoint: endpoint, Headers: s.upstreamAuth(inf.Driver.Artifact).Headers(key)})
 		}
 	}
 	s.driverHTTP = &wasm.Outgoing{Capsule: m.Name, Rules: rules, Metrics: s.rt.engine.Metrics(), Credentials: creds, OnDeny: s.http.OnDeny, Sleep: s.http.Sleep}
@@ -292,12 +292,17 @@ func (s *session) driverSetup() error {
 	return nil
 }
 
-// keyHeaders are how a provider expects its key: Anthropic's x-api-key, else a bearer token.
-func keyHeaders(driver, key string) [][2]string {
-	if strings.Contains(driver, "anthropic") {
-		return [][2]string{{"x-api-key", key}}
+// upstreamAuth is how the driver's provider expects the key: the driver artifact's own
+// upstream_auth, else a bearer token.
+func (s *session) upstreamAuth(driver string) manifest.UpstreamAuth {
+	for _, a := range s.staged.Artifacts {
+		if a.Name == driver && a.Archive != nil {
+			if u := a.Archive.Manifest().UpstreamAuth; u != nil {
+				return *u
+			}
+		}
 	}
-	return [][2]string{{"Authorization", "Bearer " + key}}
+	return manifest.DefaultUpstreamAuth
 }
 
 func finalText(content []agentBlock) string {

@@ -142,6 +142,10 @@ func agentRig(tb testing.TB, guests map[string][2]string) (*Runtime, *registry.L
 		dir := filepath.Join(tb.TempDir(), name)
 		os.MkdirAll(dir, 0o755)
 		art := fmt.Sprintf("name: %s\nversion: 1.0.0\nruntime: %s\ndescription: test %s %s\n", name, role, role, name)
+		if real, err := os.ReadFile(filepath.Join(pkg, "artifact", "murmur.yaml")); err == nil {
+			// An example driver keeps what its own manifest says of its provider (upstream_auth).
+			art = strings.Replace(string(real), "version: 0.1.0", "version: 1.0.0", 1)
+		}
 		os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(art), 0o644)
 		os.WriteFile(filepath.Join(dir, name+".wasm"), guestbuild.Wasm(tb, pkg), 0o644)
 		data, _, err := registry.Pack(dir)

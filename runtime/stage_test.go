@@ -24,7 +24,12 @@ func publishWasm(t *testing.T, reg *registry.Local, name, role string, wasm []by
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(fmt.Sprintf("name: %s\nversion: 1.0.0\nruntime: %s\n", name, role)), 0o644)
+	art := fmt.Sprintf("name: %s\nversion: 1.0.0\nruntime: %s\n", name, role)
+	if real, err := os.ReadFile(filepath.Join("..", "examples", "drivers", name, "artifact", "murmur.yaml")); err == nil && role == "driver" {
+		// An example driver keeps what its own manifest says of its provider (upstream_auth).
+		art = strings.Replace(string(real), "version: 0.1.0", "version: 1.0.0", 1)
+	}
+	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(art), 0o644)
 	os.WriteFile(filepath.Join(dir, name+".wasm"), wasm, 0o644)
 	data, _, err := registry.Pack(dir)
 	if err != nil {

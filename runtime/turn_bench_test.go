@@ -104,7 +104,7 @@ func BenchmarkAgentTurn(b *testing.B) {
 		b.Fatal(err)
 	}
 	hh := &wasm.Outgoing{Capsule: m.Name, Rules: rules, Metrics: e.engine.Metrics(),
-		Credentials: []wasm.Credential{{Endpoint: p.srv.URL, Headers: keyHeaders("anthropic-messages", key)}}}
+		Credentials: []wasm.Credential{{Endpoint: p.srv.URL, Headers: [][2]string{{"x-api-key", key}}}}}
 	hh.Init()
 	env := append(GuestEnv(m, func(string) (string, bool) { return "", false }, RuntimeEnv(m, "ses_bench", "")),
 		"MURMUR_INFERENCE_TRANSPORT=http", "MURMUR_INFERENCE_MODEL=m-test", "MURMUR_INFERENCE_ENDPOINT="+p.srv.URL,
