@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -144,7 +145,7 @@ func agentRig(tb testing.TB, guests map[string][2]string) (*Runtime, *registry.L
 		art := fmt.Sprintf("name: %s\nversion: 1.0.0\nruntime: %s\ndescription: test %s %s\n", name, role, role, name)
 		if real, err := os.ReadFile(filepath.Join(pkg, "artifact", "murmur.yaml")); err == nil {
 			// An example driver keeps what its own manifest says of its provider (upstream_auth).
-			art = strings.Replace(string(real), "version: 0.1.0", "version: 1.0.0", 1)
+			art = regexp.MustCompile(`(?m)^version: .*$`).ReplaceAllString(string(real), "version: 1.0.0")
 		}
 		os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(art), 0o644)
 		os.WriteFile(filepath.Join(dir, name+".wasm"), guestbuild.Wasm(tb, pkg), 0o644)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -27,7 +28,7 @@ func publishWasm(t *testing.T, reg *registry.Local, name, role string, wasm []by
 	art := fmt.Sprintf("name: %s\nversion: 1.0.0\nruntime: %s\n", name, role)
 	if real, err := os.ReadFile(filepath.Join("..", "examples", "drivers", name, "artifact", "murmur.yaml")); err == nil && role == "driver" {
 		// An example driver keeps what its own manifest says of its provider (upstream_auth).
-		art = strings.Replace(string(real), "version: 0.1.0", "version: 1.0.0", 1)
+		art = regexp.MustCompile(`(?m)^version: .*$`).ReplaceAllString(string(real), "version: 1.0.0")
 	}
 	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(art), 0o644)
 	os.WriteFile(filepath.Join(dir, name+".wasm"), wasm, 0o644)
