@@ -392,7 +392,7 @@ func TestDriverArtifactManifests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(warns) > 0 || a.Name != name || a.Version != "0.1.0" || a.Runtime != manifest.RoleDriver || a.Implementation != manifest.ImplWasm || a.Description == "" {
+		if len(warns) > 0 || a.Name != name || a.Version != "0.2.0" || a.Runtime != manifest.RoleDriver || a.Implementation != manifest.ImplWasm || a.Description == "" {
 			t.Errorf("%s: %+v (warnings %v)", file, a, warns)
 		}
 	}
