@@ -284,7 +284,48 @@ func (s *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (e
 	if errno != 0 {
 		return nil, errno
 	}
-	const accessMask = experimentalsys.O_RDONLY | experimentalsys.O_RDWR | experimentalsys.O_WRONLY
+	osflag, errno := s.openFlags(flag)
+	if errno != 0 {
+		return nil, errno
+	}
+	if errno := s.refuseSymlink(name, trailing, flag); errno != 0 {
+		return nil, errno
+	}
+	access := flag & accessMask
+	mutating := access != experimentalsys.O_RDONLY || flag&(experimentalsys.O_TRUNC|experimentalsys.O_APPEND) != 0
+	if mutating && s.protectedPath(name, true) {
+		return nil, experimentalsys.EROFS // before opening: O_TRUNC acts at open
+	}
+	f, err := s.root.OpenFile(withSlash(name, trailing), osflag, perm&0o777)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	fi, errno := s.checkOpened(f, flag, mutating)
+	if errno != 0 {
+		_ = f.Close()
+		return nil, errno
+	}
+	st := sys.NewStat_t(fi)
+	return &file{
+		fs:       s,
+		f:        f,
+		name:     name,
+		isDir:    fi.IsDir(),
+		dev:      st.Dev,
+		ino:      st.Ino,
+		writable: access != experimentalsys.O_RDONLY,
+		append:   flag&experimentalsys.O_APPEND != 0,
+		nonblock: flag&experimentalsys.O_NONBLOCK != 0,
+	}, 0
+}
+
+// accessMask selects the access mode (read, write or both) of an open's flags.
+const accessMask = experimentalsys.O_RDONLY | experimentalsys.O_RDWR | experimentalsys.O_WRONLY
+
+// openFlags translates the flags of an open into os flags, refusing the combinations
+// that cannot work here (a write on a read-only filesystem, a directory to create or
+// write).
+func (s *FS) openFlags(flag experimentalsys.Oflag) (int, experimentalsys.Errno) {
 	access := flag & accessMask
 	var osflag int
 	switch access {
@@ -295,18 +336,18 @@ func (s *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (e
 	case experimentalsys.O_RDWR:
 		osflag = os.O_RDWR
 	default:
-		return nil, experimentalsys.EINVAL
+		return 0, experimentalsys.EINVAL
 	}
 	if s.readOnly && (access != experimentalsys.O_RDONLY ||
 		flag&(experimentalsys.O_CREAT|experimentalsys.O_TRUNC|experimentalsys.O_APPEND) != 0) {
-		return nil, experimentalsys.EROFS
+		return 0, experimentalsys.EROFS
 	}
 	if flag&experimentalsys.O_DIRECTORY != 0 {
 		if flag&experimentalsys.O_CREAT != 0 {
-			return nil, experimentalsys.EINVAL
+			return 0, experimentalsys.EINVAL
 		}
 		if access != experimentalsys.O_RDONLY {
-			return nil, experimentalsys.EISDIR
+			return 0, experimentalsys.EISDIR
 		}
 		osflag |= oDIRECTORY
 	}
@@ -334,59 +375,46 @@ func (s *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (e
 	// Always non-blocking at open: a FIFO must not hang the host. It has no
 	// effect on regular files and directories, the only types served.
 	osflag |= oNONBLOCK
+	return osflag, 0
+}
 
-	// os.Root follows a final symbolic link even with O_NOFOLLOW, so check
-	// first. A trailing slash means the link is to be resolved (POSIX).
+// refuseSymlink implements O_NOFOLLOW for an open of name.
+//
+// os.Root follows a final symbolic link even with O_NOFOLLOW, so check
+// first. A trailing slash means the link is to be resolved (POSIX).
+func (s *FS) refuseSymlink(name string, trailing bool, flag experimentalsys.Oflag) experimentalsys.Errno {
 	if flag&experimentalsys.O_NOFOLLOW != 0 && !trailing {
 		if fi, err := s.root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			if flag&(experimentalsys.O_CREAT|experimentalsys.O_EXCL) == experimentalsys.O_CREAT|experimentalsys.O_EXCL {
-				return nil, experimentalsys.EEXIST
+				return experimentalsys.EEXIST
 			}
-			return nil, experimentalsys.ELOOP
+			return experimentalsys.ELOOP
 		}
 	}
+	return 0
+}
 
-	mutating := access != experimentalsys.O_RDONLY || flag&(experimentalsys.O_TRUNC|experimentalsys.O_APPEND) != 0
-	if mutating && s.protectedPath(name, true) {
-		return nil, experimentalsys.EROFS // before opening: O_TRUNC acts at open
-	}
-	f, err := s.root.OpenFile(withSlash(name, trailing), osflag, perm&0o777)
-	if err != nil {
-		return nil, toErrno(err)
-	}
+// checkOpened stats the file just opened and refuses it (the caller closes it) when a
+// protected file was swapped in for a mutating open, or it is neither a regular file nor
+// a directory, or it is a regular file opened with O_DIRECTORY.
+func (s *FS) checkOpened(f *os.File, flag experimentalsys.Oflag, mutating bool) (fs.FileInfo, experimentalsys.Errno) {
 	fi, err := f.Stat()
 	if err != nil {
-		_ = f.Close()
 		return nil, toErrno(err)
 	}
 	if mutating && s.isProtected(fi) { // swapped in after the check above
-		_ = f.Close()
 		return nil, experimentalsys.EROFS
 	}
-	st := sys.NewStat_t(fi)
-	isDir := fi.IsDir()
 	switch {
-	case isDir:
+	case fi.IsDir():
 	case fi.Mode().IsRegular():
 		if flag&experimentalsys.O_DIRECTORY != 0 { // platforms without O_DIRECTORY
-			_ = f.Close()
 			return nil, experimentalsys.ENOTDIR
 		}
 	default: // FIFO, device, socket
-		_ = f.Close()
 		return nil, experimentalsys.EACCES
 	}
-	return &file{
-		fs:       s,
-		f:        f,
-		name:     name,
-		isDir:    isDir,
-		dev:      st.Dev,
-		ino:      st.Ino,
-		writable: access != experimentalsys.O_RDONLY,
-		append:   flag&experimentalsys.O_APPEND != 0,
-		nonblock: flag&experimentalsys.O_NONBLOCK != 0,
-	}, 0
+	return fi, 0
 }
 
 // Lstat implements experimentalsys.FS.
