@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
 
@@ -139,70 +137,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.Validate(); err != nil {
 		return err
 	}
-	v, err := ctx.App("capsule")
+	p, err := h.prepare(ctx)
 	if err != nil {
 		return err
 	}
-	app := v.(*App)
-	// Named from the app's logger, "capsule.a2a" (docs/operators.md, "Sessions and
-	// logs"), so that a log's include or exclude of "capsule" covers it too.
-	h.logger = ctx.Logger(app).Named("a2a")
-	path, err := filepath.Abs(h.Manifest)
-	if err != nil {
-		return errs.Wrap(err, CodeHandlerConfig, "caddy", "cannot resolve "+h.Manifest, "use an absolute path")
-	}
-	if h.Lock != "" {
-		if h.Lock, err = filepath.Abs(h.Lock); err != nil {
-			return errs.Wrap(err, CodeHandlerConfig, "caddy", "cannot resolve "+h.Lock, "use an absolute path")
-		}
-	}
-	token := ""
-	if h.Auth != nil {
-		env := h.Auth.BearerEnv
-		if token = os.Getenv(env); token == "" {
-			return errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("auth bearer %s: the environment variable %s is unset or empty", env, env),
-				"export the token in "+env+" before starting Caddy, or drop the auth subdirective")
-		}
-	}
-	m, err := manifest.Load(path)
-	if err != nil {
-		return err
-	}
-	stage := func() (*version, error) {
-		start := time.Now()
-		engine, err := app.acquireEngine()
-		if err != nil {
-			return nil, err
-		}
-		hosted, err := engine.Serve(ctx, m, runtime.ServeOptions{Registry: app.reg, Lock: h.Lock, ContextIdle: time.Duration(h.ContextIdle),
-			Session: runtime.SessionConfig{WorkRoot: app.WorkRoot, DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog)}})
-		if err != nil {
-			engines.Delete(app.engineKey())
-			return nil, err
-		}
-		h.logger.Info("capsule staged", zap.String("capsule", m.Name), zap.String("version", m.Version),
-			zap.Duration("took", time.Since(start)))
-		return &version{hosted: hosted, engineKey: app.engineKey()}, nil
-	}
-	h.key = path
+	h.key = p.path
 	v, loaded, err := capsules.LoadOrNew(h.key, func() (caddy.Destructor, error) {
-		ver, err := stage()
-		if err != nil {
-			return nil, err
-		}
-		// After staging, which writes a missing lock: the next reload must see the same files.
-		print, err := fingerprint(path, h, app)
-		if err != nil {
-			ver.close()
-			return nil, err
-		}
-		c := &hostedCapsule{print: print, cur: ver}
-		if c.a2a, err = a2a.NewHandler(h.a2aConfig(m, c, ver, token, app)); err != nil {
-			ver.close()
-			return nil, err
-		}
-		runTaskFile(m, ver, h.logger)
-		return c, nil
+		return h.host(p)
 	})
 	if err != nil {
 		h.key = ""
@@ -212,26 +153,128 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if !loaded {
 		return nil
 	}
-	c := h.entry
+	return h.restage(p, h.entry)
+}
+
+// provision is what one Provision works from: the app, the resolved manifest path, the
+// bearer token and the loaded manifest.
+type provision struct {
+	ctx   caddy.Context
+	app   *App
+	path  string
+	token string
+	m     *manifest.Manifest
+}
+
+// prepare resolves the handler's paths, reads its bearer token and loads the manifest,
+// everything Provision needs before it stages.
+func (h *Handler) prepare(ctx caddy.Context) (*provision, error) {
+	v, err := ctx.App("capsule")
+	if err != nil {
+		return nil, err
+	}
+	app := v.(*App)
+	// Named from the app's logger, "capsule.a2a" (docs/operators.md, "Sessions and
+	// logs"), so that a log's include or exclude of "capsule" covers it too.
+	h.logger = ctx.Logger(app).Named("a2a")
+	path, err := filepath.Abs(h.Manifest)
+	if err != nil {
+		return nil, errs.Wrap(err, CodeHandlerConfig, "caddy", "cannot resolve "+h.Manifest, "use an absolute path")
+	}
+	if h.Lock != "" {
+		if h.Lock, err = filepath.Abs(h.Lock); err != nil {
+			return nil, errs.Wrap(err, CodeHandlerConfig, "caddy", "cannot resolve "+h.Lock, "use an absolute path")
+		}
+	}
+	token, err := h.bearerToken()
+	if err != nil {
+		return nil, err
+	}
+	m, err := manifest.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return &provision{ctx: ctx, app: app, path: path, token: token, m: m}, nil
+}
+
+// bearerToken reads the token the auth subdirective names from the environment ("" when
+// there is no auth); an unset variable refuses the config rather than serving unguarded.
+func (h *Handler) bearerToken() (string, error) {
+	token := ""
+	if h.Auth != nil {
+		env := h.Auth.BearerEnv
+		if token = os.Getenv(env); token == "" {
+			return "", errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("auth bearer %s: the environment variable %s is unset or empty", env, env),
+				"export the token in "+env+" before starting Caddy, or drop the auth subdirective")
+		}
+	}
+	return token, nil
+}
+
+// stage stages one version of the capsule on the app's engine, holding the engine for as
+// long as the version lives.
+func (h *Handler) stage(p *provision) (*version, error) {
+	app, m := p.app, p.m
+	start := time.Now()
+	engine, err := app.acquireEngine()
+	if err != nil {
+		return nil, err
+	}
+	hosted, err := engine.Serve(p.ctx, m, runtime.ServeOptions{Registry: app.reg, Lock: h.Lock, ContextIdle: time.Duration(h.ContextIdle),
+		Session: runtime.SessionConfig{WorkRoot: app.WorkRoot, DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog)}})
+	if err != nil {
+		engines.Delete(app.engineKey())
+		return nil, err
+	}
+	h.logger.Info("capsule staged", zap.String("capsule", m.Name), zap.String("version", m.Version),
+		zap.Duration("took", time.Since(start)))
+	return &version{hosted: hosted, engineKey: app.engineKey()}, nil
+}
+
+// host stages a capsule the gateway does not serve yet and builds its A2A handler.
+func (h *Handler) host(p *provision) (caddy.Destructor, error) {
+	ver, err := h.stage(p)
+	if err != nil {
+		return nil, err
+	}
+	// After staging, which writes a missing lock: the next reload must see the same files.
+	print, err := fingerprint(p.path, h, p.app)
+	if err != nil {
+		ver.close()
+		return nil, err
+	}
+	c := &hostedCapsule{print: print, cur: ver}
+	if c.a2a, err = a2a.NewHandler(h.a2aConfig(p.m, c, ver, p.token, p.app)); err != nil {
+		ver.close()
+		return nil, err
+	}
+	runTaskFile(p.m, ver, h.logger)
+	return c, nil
+}
+
+// restage brings a capsule kept across a reload up to date: its handler settings always,
+// and a newly staged version in place of the current one when its files changed.
+func (h *Handler) restage(p *provision, c *hostedCapsule) error {
+	m := p.m
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	print, err := fingerprint(path, h, app)
+	print, err := fingerprint(p.path, h, p.app)
 	if err != nil {
 		return err
 	}
 	if c.print == print {
 		// Unchanged files: keep the staged capsule; handler settings may still change.
-		return c.a2a.Update(h.a2aConfig(m, c, c.cur, token, app))
+		return c.a2a.Update(h.a2aConfig(m, c, c.cur, p.token, p.app))
 	}
-	ver, err := stage()
+	ver, err := h.stage(p)
 	if err != nil {
 		return err
 	}
-	if print, err = fingerprint(path, h, app); err != nil {
+	if print, err = fingerprint(p.path, h, p.app); err != nil {
 		ver.close()
 		return err
 	}
-	if err := c.a2a.Update(h.a2aConfig(m, c, ver, token, app)); err != nil {
+	if err := c.a2a.Update(h.a2aConfig(m, c, ver, p.token, p.app)); err != nil {
 		ver.close()
 		return err
 	}
@@ -455,111 +498,6 @@ func (f chunkSink) Event(e *runtime.Event) error {
 	if c, ok := e.Data.(runtime.Chunk); ok && !c.Thinking {
 		f(c.Text)
 	}
-	return nil
-}
-
-// parseHandlerCaddyfile builds the handler from the capsule directive; see
-// UnmarshalCaddyfile.
-func parseHandlerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	c := new(Handler)
-	err := c.UnmarshalCaddyfile(h.Dispenser)
-	return c, err
-}
-
-// UnmarshalCaddyfile reads the directive (its matcher, if any, already taken by
-// registerPathDirective)
-//
-//	capsule <manifest> {
-//	    lock        <path>
-//	    auth bearer <ENV_NAME>
-//	    max_body    <size>
-//	    queue_depth <n>
-//	    concurrency <n>
-//	    context_idle <duration>
-//	    public_url  <url>
-//	    card        1.0
-//	}
-func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive's name
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	h.Manifest = d.Val()
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		switch sub {
-		case "lock":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			h.Lock = d.Val()
-		case "auth":
-			if !d.NextArg() || d.Val() != "bearer" {
-				return d.Errf("auth takes `bearer <ENV_NAME>`: the environment variable holding the bearer token")
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			h.Auth = &Auth{BearerEnv: d.Val()}
-		case "max_body":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			n, err := humanize.ParseBytes(d.Val())
-			if err != nil || n == 0 || n > 1<<40 {
-				return d.Errf("max_body %q: want a size such as 1MiB", d.Val())
-			}
-			h.MaxBody = int64(n)
-		case "public_url":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			h.PublicURL = d.Val()
-		case "card":
-			if !d.NextArg() || d.Val() != a2a.CardV10 {
-				return d.Errf("card takes 1.0 (serve the strict A2A 1.0 card to every client); leave it out for the default")
-			}
-			h.Card = d.Val()
-		case "queue_depth":
-			if err := positiveInt(d, sub, &h.QueueDepth); err != nil {
-				return err
-			}
-		case "concurrency":
-			if err := positiveInt(d, sub, &h.Concurrency); err != nil {
-				return err
-			}
-		case "context_idle":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil || dur <= 0 {
-				return d.Errf("context_idle %q: want a duration such as 15m", d.Val())
-			}
-			h.ContextIdle = caddy.Duration(dur)
-		default:
-			return d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, concurrency, context_idle, public_url, card)", sub)
-		}
-		if err := lineDone(d, sub); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// positiveInt reads the subdirective's one argument, an integer > 0, into dst.
-func positiveInt(d *caddyfile.Dispenser, sub string, dst *int) error {
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	n, err := strconv.Atoi(d.Val())
-	if err != nil || n <= 0 {
-		return d.Errf("%s %q: want an integer > 0", sub, d.Val())
-	}
-	*dst = n
 	return nil
 }
 

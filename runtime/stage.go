@@ -48,16 +48,7 @@ type StageOptions struct {
 // the wasm modules and checks each against its world and the memory limit.
 func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOptions) (*Staged, error) {
 	start := time.Now()
-	ropts := registry.Options{Registry: opts.Registry, Platform: opts.Platform, Progress: opts.Progress, LockPath: opts.Lock}
-	var (
-		res *registry.Resolution
-		err error
-	)
-	if _, statErr := os.Stat(registry.LockPath(m.File)); statErr == nil || opts.Lock != "" {
-		res, err = registry.VerifyLock(ctx, m, ropts)
-	} else {
-		res, _, err = registry.InstallLock(ctx, m, ropts)
-	}
+	res, err := resolveArtifacts(ctx, m, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -70,76 +61,8 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}}
 	var problems errs.List
 	add := func(err error) { problems = append(problems, asProblems(err)...) }
-	limit := m.Capabilities.Limits.MemoryBytes
-	compile := func(name string, role manifest.Role, world string, code []byte, add func(error)) *wasm.Module {
-		mod, err := r.engine.Compile(ctx, m.Name, name, role, code)
-		if err != nil {
-			add(err)
-			return nil
-		}
-		if err := mod.CheckWorld(world); err != nil {
-			add(err)
-			return nil
-		}
-		if need := mod.MinMemory(); need > limit {
-			add(errs.New(wasm.CodeMemoryFloor, "runtime", fmt.Sprintf("artifact %s needs %d bytes of memory to start, over limits.memory_bytes %d", name, need, limit),
-				"raise capabilities.limits.memory_bytes"))
-			return nil
-		}
-		return mod
-	}
-	// Compile the modules side by side: on a warm cache each still costs wazero a full
-	// decode and validation, so a capsule with several artifacts stages in about the time
-	// of its largest one when there are cores for it. Results are gathered in manifest
-	// order so errors read the same every time.
-	type job struct {
-		name  string
-		role  manifest.Role
-		world string
-		code  []byte
-		err   error
-		mod   *wasm.Module
-	}
-	var jobs []*job
-	for _, a := range res.Artifacts {
-		if a.Archive == nil || (a.Role != manifest.RoleTool && a.Role != manifest.RoleDriver) {
-			continue // skills are text; hooks arrive with a later release
-		}
-		p := a.Archive.Payload()
-		if p.Kind != registry.PayloadWasm {
-			continue // native tools run as sandboxed subprocesses, not here
-		}
-		code, err := a.Archive.ReadFile(p.Path)
-		jobs = append(jobs, &job{name: a.Name, role: a.Role, world: string(a.Role), code: code, err: err})
-	}
-	if scriptWasm != nil {
-		jobs = append(jobs, &job{name: m.Name, role: wasm.RoleCapsule, world: wasm.ScriptWorld, code: scriptWasm})
-	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		sema = make(chan struct{}, goruntime.GOMAXPROCS(0))
-	)
-	for _, j := range jobs {
-		if j.err != nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sema <- struct{}{}
-			defer func() { <-sema }()
-			var perr errs.List
-			mod := compile(j.name, j.role, j.world, j.code, func(err error) { perr = append(perr, asProblems(err)...) })
-			mu.Lock()
-			j.mod = mod
-			if len(perr) > 0 {
-				j.err = perr
-			}
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	jobs := compileJobs(m, res, scriptWasm)
+	r.compileAll(ctx, m, jobs)
 	for _, j := range jobs {
 		switch {
 		case j.err != nil:
@@ -155,6 +78,103 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 	}
 	r.metrics.Stage.WithLabelValues(m.Name).Observe(time.Since(start).Seconds())
 	return s, nil
+}
+
+// resolveArtifacts verifies m's artifacts against its lock when there is one (or one was
+// named), and otherwise resolves them and writes the lock.
+func resolveArtifacts(ctx context.Context, m *manifest.Manifest, opts StageOptions) (*registry.Resolution, error) {
+	ropts := registry.Options{Registry: opts.Registry, Platform: opts.Platform, Progress: opts.Progress, LockPath: opts.Lock}
+	if _, statErr := os.Stat(registry.LockPath(m.File)); statErr == nil || opts.Lock != "" {
+		return registry.VerifyLock(ctx, m, ropts)
+	}
+	res, _, err := registry.InstallLock(ctx, m, ropts)
+	return res, err
+}
+
+// compileJob is one module to compile while staging, and what compiling it gave.
+type compileJob struct {
+	name  string
+	role  manifest.Role
+	world string
+	code  []byte
+	err   error
+	mod   *wasm.Module
+}
+
+// compileJobs lists the modules a capsule runs in the engine, in manifest order: its
+// wasm tools and drivers, then a script capsule's own module (scriptWasm, when not nil).
+func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptWasm []byte) []*compileJob {
+	var jobs []*compileJob
+	for _, a := range res.Artifacts {
+		if a.Archive == nil || (a.Role != manifest.RoleTool && a.Role != manifest.RoleDriver) {
+			continue // skills are text; hooks arrive with a later release
+		}
+		p := a.Archive.Payload()
+		if p.Kind != registry.PayloadWasm {
+			continue // native tools run as sandboxed subprocesses, not here
+		}
+		code, err := a.Archive.ReadFile(p.Path)
+		jobs = append(jobs, &compileJob{name: a.Name, role: a.Role, world: string(a.Role), code: code, err: err})
+	}
+	if scriptWasm != nil {
+		jobs = append(jobs, &compileJob{name: m.Name, role: wasm.RoleCapsule, world: wasm.ScriptWorld, code: scriptWasm})
+	}
+	return jobs
+}
+
+// compileAll compiles the jobs that have code, setting each one's module or error.
+//
+// Compile the modules side by side: on a warm cache each still costs wazero a full
+// decode and validation, so a capsule with several artifacts stages in about the time
+// of its largest one when there are cores for it. Results are gathered in manifest
+// order so errors read the same every time.
+func (r *Runtime) compileAll(ctx context.Context, m *manifest.Manifest, jobs []*compileJob) {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		sema = make(chan struct{}, goruntime.GOMAXPROCS(0))
+	)
+	for _, j := range jobs {
+		if j.err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sema <- struct{}{}
+			defer func() { <-sema }()
+			var perr errs.List
+			mod := r.compile(ctx, m, j.name, j.role, j.world, j.code, func(err error) { perr = append(perr, asProblems(err)...) })
+			mu.Lock()
+			j.mod = mod
+			if len(perr) > 0 {
+				j.err = perr
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+}
+
+// compile compiles one module of m and checks it against its world and m's memory limit,
+// passing each refusal to add (and returning nil) rather than stopping at the first.
+func (r *Runtime) compile(ctx context.Context, m *manifest.Manifest, name string, role manifest.Role, world string, code []byte, add func(error)) *wasm.Module {
+	limit := m.Capabilities.Limits.MemoryBytes
+	mod, err := r.engine.Compile(ctx, m.Name, name, role, code)
+	if err != nil {
+		add(err)
+		return nil
+	}
+	if err := mod.CheckWorld(world); err != nil {
+		add(err)
+		return nil
+	}
+	if need := mod.MinMemory(); need > limit {
+		add(errs.New(wasm.CodeMemoryFloor, "runtime", fmt.Sprintf("artifact %s needs %d bytes of memory to start, over limits.memory_bytes %d", name, need, limit),
+			"raise capabilities.limits.memory_bytes"))
+		return nil
+	}
+	return mod
 }
 
 // Tool is a tool or skill artifact of a staged capsule, as the model, the card and

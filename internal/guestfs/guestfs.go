@@ -85,13 +85,10 @@
 package guestfs
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"path"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
@@ -196,95 +193,54 @@ func (s *FS) IsReadOnly() bool { return s.readOnly }
 // String names the FS in wazero's debug output.
 func (s *FS) String() string { return s.dir }
 
-// escapeErr is os.Root's (unexported) "path escapes from parent" error,
-// learned once from a real Root so that it can be matched with errors.Is.
-var (
-	escapeOnce sync.Once
-	escapeErr  error
-)
-
-func learnEscapeError(r *os.Root) {
-	escapeOnce.Do(func() {
-		_, err := r.Lstat("..")
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			if _, isErrno := pe.Err.(syscall.Errno); !isErrno {
-				escapeErr = pe.Err
-			}
-		}
-	})
-}
-
-func isEscape(err error) bool {
-	if escapeErr != nil && errors.Is(err, escapeErr) {
-		return true
-	}
-	// Fallback should the sentinel not have been learned.
-	return strings.HasSuffix(err.Error(), "path escapes from parent")
-}
-
-// toErrno maps an error from os / os.Root to an Errno.
-func toErrno(err error) experimentalsys.Errno {
-	if err == nil {
-		return 0
-	}
-	var en syscall.Errno
-	switch {
-	case errors.As(err, &en):
-		return experimentalsys.UnwrapOSError(en)
-	case errors.Is(err, os.ErrClosed):
-		return experimentalsys.EBADF
-	case isEscape(err):
-		return experimentalsys.EPERM
-	case errors.Is(err, fs.ErrNotExist):
-		return experimentalsys.ENOENT
-	case errors.Is(err, fs.ErrExist):
-		return experimentalsys.EEXIST
-	case errors.Is(err, fs.ErrPermission):
-		return experimentalsys.EPERM
-	case errors.Is(err, fs.ErrInvalid):
-		return experimentalsys.EINVAL
-	}
-	return experimentalsys.EIO
-}
-
-// clean turns a path from wazero into a name for os.Root: relative to the
-// root, lexically cleaned, never climbing above the root. trailing reports
-// whether the original ended in "/" (the name must then be a directory); the
-// returned name never carries it, see withSlash.
-func clean(p string) (name string, trailing bool, errno experimentalsys.Errno) {
-	if strings.IndexByte(p, 0) >= 0 {
-		return "", false, experimentalsys.EINVAL
-	}
-	trailing = strings.HasSuffix(p, "/")
-	p = strings.TrimLeft(p, "/")
-	if p == "" {
-		return ".", false, 0
-	}
-	name = path.Clean(p)
-	if name == ".." || strings.HasPrefix(name, "../") {
-		return "", false, experimentalsys.EPERM
-	}
-	if name == "." {
-		trailing = false
-	}
-	return name, trailing, 0
-}
-
-func withSlash(name string, trailing bool) string {
-	if trailing {
-		return name + "/"
-	}
-	return name
-}
-
 // OpenFile implements experimentalsys.FS.
 func (s *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
 	name, trailing, errno := clean(p)
 	if errno != 0 {
 		return nil, errno
 	}
-	const accessMask = experimentalsys.O_RDONLY | experimentalsys.O_RDWR | experimentalsys.O_WRONLY
+	osflag, errno := s.openFlags(flag)
+	if errno != 0 {
+		return nil, errno
+	}
+	if errno := s.refuseSymlink(name, trailing, flag); errno != 0 {
+		return nil, errno
+	}
+	access := flag & accessMask
+	mutating := access != experimentalsys.O_RDONLY || flag&(experimentalsys.O_TRUNC|experimentalsys.O_APPEND) != 0
+	if mutating && s.protectedPath(name, true) {
+		return nil, experimentalsys.EROFS // before opening: O_TRUNC acts at open
+	}
+	f, err := s.root.OpenFile(withSlash(name, trailing), osflag, perm&0o777)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	fi, errno := s.checkOpened(f, flag, mutating)
+	if errno != 0 {
+		_ = f.Close()
+		return nil, errno
+	}
+	st := sys.NewStat_t(fi)
+	return &file{
+		fs:       s,
+		f:        f,
+		name:     name,
+		isDir:    fi.IsDir(),
+		dev:      st.Dev,
+		ino:      st.Ino,
+		writable: access != experimentalsys.O_RDONLY,
+		append:   flag&experimentalsys.O_APPEND != 0,
+		nonblock: flag&experimentalsys.O_NONBLOCK != 0,
+	}, 0
+}
+
+// accessMask selects the access mode (read, write or both) of an open's flags.
+const accessMask = experimentalsys.O_RDONLY | experimentalsys.O_RDWR | experimentalsys.O_WRONLY
+
+// openFlags translates the flags of an open into os flags, refusing the combinations
+// that cannot work here (a write on a read-only filesystem, a directory to create or
+// write).
+func (s *FS) openFlags(flag experimentalsys.Oflag) (int, experimentalsys.Errno) {
 	access := flag & accessMask
 	var osflag int
 	switch access {
@@ -295,18 +251,18 @@ func (s *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (e
 	case experimentalsys.O_RDWR:
 		osflag = os.O_RDWR
 	default:
-		return nil, experimentalsys.EINVAL
+		return 0, experimentalsys.EINVAL
 	}
 	if s.readOnly && (access != experimentalsys.O_RDONLY ||
 		flag&(experimentalsys.O_CREAT|experimentalsys.O_TRUNC|experimentalsys.O_APPEND) != 0) {
-		return nil, experimentalsys.EROFS
+		return 0, experimentalsys.EROFS
 	}
 	if flag&experimentalsys.O_DIRECTORY != 0 {
 		if flag&experimentalsys.O_CREAT != 0 {
-			return nil, experimentalsys.EINVAL
+			return 0, experimentalsys.EINVAL
 		}
 		if access != experimentalsys.O_RDONLY {
-			return nil, experimentalsys.EISDIR
+			return 0, experimentalsys.EISDIR
 		}
 		osflag |= oDIRECTORY
 	}
@@ -334,59 +290,46 @@ func (s *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (e
 	// Always non-blocking at open: a FIFO must not hang the host. It has no
 	// effect on regular files and directories, the only types served.
 	osflag |= oNONBLOCK
+	return osflag, 0
+}
 
-	// os.Root follows a final symbolic link even with O_NOFOLLOW, so check
-	// first. A trailing slash means the link is to be resolved (POSIX).
+// refuseSymlink implements O_NOFOLLOW for an open of name.
+//
+// os.Root follows a final symbolic link even with O_NOFOLLOW, so check
+// first. A trailing slash means the link is to be resolved (POSIX).
+func (s *FS) refuseSymlink(name string, trailing bool, flag experimentalsys.Oflag) experimentalsys.Errno {
 	if flag&experimentalsys.O_NOFOLLOW != 0 && !trailing {
 		if fi, err := s.root.Lstat(name); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			if flag&(experimentalsys.O_CREAT|experimentalsys.O_EXCL) == experimentalsys.O_CREAT|experimentalsys.O_EXCL {
-				return nil, experimentalsys.EEXIST
+				return experimentalsys.EEXIST
 			}
-			return nil, experimentalsys.ELOOP
+			return experimentalsys.ELOOP
 		}
 	}
+	return 0
+}
 
-	mutating := access != experimentalsys.O_RDONLY || flag&(experimentalsys.O_TRUNC|experimentalsys.O_APPEND) != 0
-	if mutating && s.protectedPath(name, true) {
-		return nil, experimentalsys.EROFS // before opening: O_TRUNC acts at open
-	}
-	f, err := s.root.OpenFile(withSlash(name, trailing), osflag, perm&0o777)
-	if err != nil {
-		return nil, toErrno(err)
-	}
+// checkOpened stats the file just opened and refuses it (the caller closes it) when a
+// protected file was swapped in for a mutating open, or it is neither a regular file nor
+// a directory, or it is a regular file opened with O_DIRECTORY.
+func (s *FS) checkOpened(f *os.File, flag experimentalsys.Oflag, mutating bool) (fs.FileInfo, experimentalsys.Errno) {
 	fi, err := f.Stat()
 	if err != nil {
-		_ = f.Close()
 		return nil, toErrno(err)
 	}
 	if mutating && s.isProtected(fi) { // swapped in after the check above
-		_ = f.Close()
 		return nil, experimentalsys.EROFS
 	}
-	st := sys.NewStat_t(fi)
-	isDir := fi.IsDir()
 	switch {
-	case isDir:
+	case fi.IsDir():
 	case fi.Mode().IsRegular():
 		if flag&experimentalsys.O_DIRECTORY != 0 { // platforms without O_DIRECTORY
-			_ = f.Close()
 			return nil, experimentalsys.ENOTDIR
 		}
 	default: // FIFO, device, socket
-		_ = f.Close()
 		return nil, experimentalsys.EACCES
 	}
-	return &file{
-		fs:       s,
-		f:        f,
-		name:     name,
-		isDir:    isDir,
-		dev:      st.Dev,
-		ino:      st.Ino,
-		writable: access != experimentalsys.O_RDONLY,
-		append:   flag&experimentalsys.O_APPEND != 0,
-		nonblock: flag&experimentalsys.O_NONBLOCK != 0,
-	}, 0
+	return fi, 0
 }
 
 // Lstat implements experimentalsys.FS.
@@ -430,24 +373,6 @@ func (s *FS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 		return experimentalsys.EROFS
 	}
 	return toErrno(s.root.Chmod(withSlash(name, trailing), perm&0o777))
-}
-
-// cleanPair cleans both paths of a two-name mutation (rename, link), refusing it on a
-// read-only filesystem.
-func (s *FS) cleanPair(a, b string) (aName string, aSlash bool, bName string, bSlash bool, errno experimentalsys.Errno) {
-	if aName, aSlash, errno = s.cleanWritable(a); errno != 0 {
-		return
-	}
-	bName, bSlash, errno = clean(b)
-	return
-}
-
-// cleanWritable cleans the path of a mutation, refusing it on a read-only filesystem.
-func (s *FS) cleanWritable(p string) (name string, trailing bool, errno experimentalsys.Errno) {
-	if s.readOnly {
-		return "", false, experimentalsys.EROFS
-	}
-	return clean(p)
 }
 
 // Rename implements experimentalsys.FS with rename(2) semantics.

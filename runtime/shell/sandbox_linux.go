@@ -19,16 +19,55 @@ import (
 // startChild starts the wrapper for spec: the outer stage in fresh namespaces for the
 // sealed tier, else the reaper stage, whose control pipe (fd 5) closing means "kill".
 func startChild(wrapper string, spec *runSpec, stdin, stdout, stderr *os.File) (*child, error) {
-	var files []*os.File
-	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
+	sealed := spec.Tier == TierSealed
+	p, err := openChildPipes(!sealed)
+	if err != nil {
+		return nil, err
 	}
+	stage, attr := wrapperStage(spec)
+	cmd := &exec.Cmd{
+		Path:        wrapper,
+		Args:        []string{wrapperArg0},
+		Env:         wrapperEnv(stage),
+		Dir:         "/",
+		Stdout:      stdout,
+		Stderr:      stderr,
+		ExtraFiles:  p.extra,
+		SysProcAttr: attr,
+	}
+	if stdin != nil {
+		cmd.Stdin = stdin
+	}
+	if err := cmd.Start(); err != nil {
+		p.closeAll()
+		return nil, err
+	}
+	for _, f := range p.extra {
+		f.Close()
+	}
+	go func() {
+		json.NewEncoder(p.specW).Encode(spec) // a wrapper that died early is reported by its exit
+		p.specW.Close()
+	}()
+	return newChild(cmd, p.setupR, p.ctlW, sealed), nil
+}
+
+// childPipes are the pipes between the gateway and a wrapper: the spec it reads (fd 3),
+// the setup failures it reports (fd 4) and, outside sealed, the control pipe (fd 5).
+type childPipes struct {
+	specW, setupR, ctlW *os.File
+	extra               []*os.File // the wrapper's ends, from fd 3 on
+	all                 []*os.File // every end, for closing on failure
+}
+
+// openChildPipes opens the pipes of one wrapper, the control pipe only if control;
+// on failure none is left open.
+func openChildPipes(control bool) (*childPipes, error) {
+	p := &childPipes{}
 	pipe := func() (r, w *os.File, err error) {
 		r, w, err = os.Pipe()
 		if err == nil {
-			files = append(files, r, w)
+			p.all = append(p.all, r, w)
 		}
 		return r, w, err
 	}
@@ -38,15 +77,37 @@ func startChild(wrapper string, spec *runSpec, stdin, stdout, stderr *os.File) (
 	}
 	setupR, setupW, err := pipe()
 	if err != nil {
-		closeAll()
+		p.closeAll()
 		return nil, err
 	}
-	sealed := spec.Tier == TierSealed
+	p.specW, p.setupR = specW, setupR
+	p.extra = []*os.File{specR, setupW}
+	if control {
+		ctlR, ctlW, err := pipe()
+		if err != nil {
+			p.closeAll()
+			return nil, err
+		}
+		p.ctlW = ctlW
+		p.extra = append(p.extra, ctlR)
+	}
+	return p, nil
+}
+
+// closeAll closes both ends of every pipe opened.
+func (p *childPipes) closeAll() {
+	for _, f := range p.all {
+		f.Close()
+	}
+}
+
+// wrapperStage returns the stage the wrapper starts in and how it is cloned: the outer
+// stage in fresh namespaces for sealed (with a user namespace of its own when the
+// gateway is not root), else the reaper; either way in its own process group.
+func wrapperStage(spec *runSpec) (string, *syscall.SysProcAttr) {
 	stage := stageReaper
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	extra := []*os.File{specR, setupW}
-	var ctlW *os.File
-	if sealed {
+	if spec.Tier == TierSealed {
 		stage = stageOuter
 		attr.Cloneflags = unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
 		if !spec.RootMode {
@@ -56,40 +117,15 @@ func startChild(wrapper string, spec *runSpec, stdin, stdout, stderr *os.File) (
 			attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
 			attr.GidMappingsEnableSetgroups = false
 		}
-	} else {
-		var ctlR *os.File
-		if ctlR, ctlW, err = pipe(); err != nil {
-			closeAll()
-			return nil, err
-		}
-		extra = append(extra, ctlR)
 	}
-	cmd := &exec.Cmd{
-		Path:        wrapper,
-		Args:        []string{wrapperArg0},
-		Env:         wrapperEnv(stage),
-		Dir:         "/",
-		Stdout:      stdout,
-		Stderr:      stderr,
-		ExtraFiles:  extra,
-		SysProcAttr: attr,
-	}
-	if stdin != nil {
-		cmd.Stdin = stdin
-	}
-	if err := cmd.Start(); err != nil {
-		closeAll()
-		return nil, err
-	}
-	for _, f := range extra {
-		f.Close()
-	}
-	go func() {
-		json.NewEncoder(specW).Encode(spec) // a wrapper that died early is reported by its exit
-		specW.Close()
-	}()
+	return stage, attr
+}
+
+// newChild wraps the started wrapper cmd, reading setup failures from setup; ctlW is the
+// reaper's control pipe (nil for sealed, where killing the outer stage is enough).
+func newChild(cmd *exec.Cmd, setup, ctlW *os.File, sealed bool) *child {
 	pid := cmd.Process.Pid
-	c := &child{setup: setupR}
+	c := &child{setup: setup}
 	if sealed {
 		// The outer stage is init of the sandbox's pid namespace: its death kills every
 		// process in it, and the pidfd behind Process.Kill cannot hit a recycled pid.
@@ -127,7 +163,7 @@ func startChild(wrapper string, spec *runSpec, stdin, stdout, stderr *os.File) (
 		}
 		return st.ExitCode(), nil
 	}
-	return c, nil
+	return c
 }
 
 // probeHost finds the strongest tier by trying it: a sealed or scoped run of `true` in

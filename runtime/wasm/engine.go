@@ -297,67 +297,112 @@ type Instance struct {
 // counted, and returned as a *GuestError.
 func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx context.Context, inst *Instance) error) (err error) {
 	start := time.Now()
-	limitPages := uint32(min(g.MemoryBytes/pageSize, 65536))
-	if g.MemoryBytes <= 0 {
-		limitPages = 65536
-	}
-	if mod.minPages > limitPages {
-		return errs.New(CodeMemoryFloor, "runtime",
-			fmt.Sprintf("artifact %s needs %d bytes of memory to start, over limits.memory_bytes %d", mod.Artifact, uint64(mod.minPages)*pageSize, g.MemoryBytes),
-			"raise capabilities.limits.memory_bytes")
+	limit, err := memoryLimit(mod, g)
+	if err != nil {
+		return err
 	}
 	if g.Deadline > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, g.Deadline)
 		defer cancel()
 	}
-	limit := uint64(limitPages) * pageSize
-	alloc := mod.allocator(limit)
-	var (
-		snapKey [32]byte
-		snap    *snapshot
-	)
-	if mod.snapGlobals > 0 {
-		snapKey = snapshotKey(g, limit)
-		if snap = mod.snaps.get(snapKey); snap != nil {
-			alloc.image, alloc.data, alloc.snapshot = snap.image, nil, true // start from the state _initialize left
-		}
-	}
-	cctx := &callCtx{}
-	cctx.set(ctx)
-	baseCtx := ctx // the call's context, before the allocator is attached
-	var (
-		warm    *warmInstance
-		warmK   [32]byte
-		reusing = e.reuse && snap != nil
-	)
-	if reusing {
-		warmK = warmKey(snapKey, g)
-		if warm = mod.warm.get(warmK); warm != nil {
-			alloc = warm.alloc
-			alloc.clearRefused()
-			warm.calls.set(ctx)
-		}
-	}
+	p := e.plan(ctx, mod, g, limit)
 	defer func() {
 		reason := ""
 		if err != nil {
-			reason = classify(ctx, err, alloc)
+			reason = classify(ctx, err, p.alloc)
 			err = &GuestError{Capsule: mod.Capsule, Artifact: mod.Artifact, Role: mod.Role, Reason: reason, Err: err}
 		}
 		e.metrics.observe(mod, reason, time.Since(start))
 	}()
-	if warm != nil {
-		ctx = experimental.WithMemoryAllocator(baseCtx, alloc)
-		err = fn(ctx, &Instance{Module: warm.m, mod: mod})
-		e.release(ctx, mod, warmK, warm, snap, err)
+	if p.warm != nil {
+		ctx := experimental.WithMemoryAllocator(ctx, p.alloc)
+		err := fn(ctx, &Instance{Module: p.warm.m, mod: mod})
+		e.release(ctx, mod, p.warmK, p.warm, p.snap, err)
 		return err
 	}
+	return e.callFresh(ctx, mod, g, p, fn)
+}
+
+// memoryLimit returns the byte cap of mod's linear memory under g, refusing a module whose
+// declared minimum is already over it (it could never start).
+func memoryLimit(mod *Module, g Grants) (uint64, error) {
+	limitPages := uint32(min(g.MemoryBytes/pageSize, 65536))
+	if g.MemoryBytes <= 0 {
+		limitPages = 65536
+	}
+	if mod.minPages > limitPages {
+		return 0, errs.New(CodeMemoryFloor, "runtime",
+			fmt.Sprintf("artifact %s needs %d bytes of memory to start, over limits.memory_bytes %d", mod.Artifact, uint64(mod.minPages)*pageSize, g.MemoryBytes),
+			"raise capabilities.limits.memory_bytes")
+	}
+	return uint64(limitPages) * pageSize, nil
+}
+
+// callPlan is how one call gets its instance: the allocator it runs with, the snapshot it
+// starts from and the warm instance it reuses, if any.
+type callPlan struct {
+	limit   uint64
+	alloc   *limitedAllocator
+	snapKey [32]byte
+	snap    *snapshot
+	calls   *callCtx
+	reusing bool
+	warmK   [32]byte
+	warm    *warmInstance
+}
+
+// plan picks the snapshot and the warm instance a call under ctx and g can start from, so
+// that a repeated call skips _initialize (and instantiation too, when reuse is on).
+func (e *Engine) plan(ctx context.Context, mod *Module, g Grants, limit uint64) *callPlan {
+	p := &callPlan{limit: limit, alloc: mod.allocator(limit), calls: &callCtx{}}
+	if mod.snapGlobals > 0 {
+		p.snapKey = snapshotKey(g, limit)
+		if p.snap = mod.snaps.get(p.snapKey); p.snap != nil {
+			p.alloc.image, p.alloc.data, p.alloc.snapshot = p.snap.image, nil, true // start from the state _initialize left
+		}
+	}
+	p.calls.set(ctx)
+	p.reusing = e.reuse && p.snap != nil
+	if p.reusing {
+		p.warmK = warmKey(p.snapKey, g)
+		if p.warm = mod.warm.get(p.warmK); p.warm != nil {
+			p.alloc = p.warm.alloc
+			p.alloc.clearRefused()
+			p.warm.calls.set(ctx)
+		}
+	}
+	return p
+}
+
+// callFresh instantiates a new instance for the call planned in p, starts it, runs fn on
+// it, and then keeps it warm or closes it.
+func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPlan, fn func(ctx context.Context, inst *Instance) error) (err error) {
+	ctx, m, err := e.instantiate(ctx, mod, moduleConfig(g, p.calls), p)
+	if err != nil {
+		return err
+	}
+	if p.reusing && p.snap != nil {
+		// Kept warm after the call if it ends cleanly; closed otherwise.
+		w := &warmInstance{m: m, alloc: p.alloc, calls: p.calls}
+		defer func() { e.release(ctx, mod, p.warmK, w, p.snap, err) }()
+	} else {
+		defer m.Close(context.WithoutCancel(ctx))
+	}
+	if err := p.start(ctx, mod, m); err != nil {
+		return err
+	}
+	return fn(ctx, &Instance{Module: m, mod: mod})
+}
+
+// moduleConfig is the wazero configuration granting g to one instance; calls carries the
+// context of the call the instance serves, for the guest's sleep.
+func moduleConfig(g Grants, calls *callCtx) wazero.ModuleConfig {
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under the same deadline
 		WithSysWalltime().WithSysNanotime().
-		WithNanosleep(func(ns int64) { sleepCtx(cctx.get(), time.Duration(ns)) }).
+		WithNanosleep(func(ns int64) { sleepCtx(calls.get(), time.Duration(ns)) }).
 		WithRandSource(randReader{})
 	if g.FS != nil {
 		cfg = cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(g.FS, "/"))
@@ -372,42 +417,47 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 	if g.Stderr != nil {
 		cfg = cfg.WithStderr(g.Stderr)
 	}
-	ctx = experimental.WithMemoryAllocator(baseCtx, alloc)
+	return cfg
+}
+
+// instantiate creates the instance planned in p, returning it with the context that carries
+// its allocator; when p's snapshot cannot be mapped it falls back to an ordinary start and
+// updates p to match.
+func (e *Engine) instantiate(ctx context.Context, mod *Module, cfg wazero.ModuleConfig, p *callPlan) (context.Context, api.Module, error) {
+	baseCtx := ctx // the call's context, before the allocator is attached
+	ctx = experimental.WithMemoryAllocator(baseCtx, p.alloc)
 	m, err := e.rt.InstantiateModule(ctx, mod.module, cfg)
-	if err == nil && snap != nil && alloc.unmapped {
+	if err == nil && p.snap != nil && p.alloc.unmapped {
 		// The snapshot could not be mapped (no address space left for the mapping):
 		// start this instance the ordinary way instead.
 		m.Close(context.WithoutCancel(ctx))
-		snap, alloc = nil, mod.allocator(limit)
-		ctx = experimental.WithMemoryAllocator(baseCtx, alloc)
+		p.snap, p.alloc = nil, mod.allocator(p.limit)
+		ctx = experimental.WithMemoryAllocator(baseCtx, p.alloc)
 		m, err = e.rt.InstantiateModule(ctx, mod.module, cfg)
 	}
-	if err != nil {
+	return ctx, m, err
+}
+
+// start brings a new instance m to the state a call expects: restored from p's snapshot, or
+// by running _initialize (and capturing a snapshot of the result for the next call).
+func (p *callPlan) start(ctx context.Context, mod *Module, m api.Module) error {
+	if p.snap != nil {
+		return p.snap.restore(m)
+	}
+	f := m.ExportedFunction("_initialize")
+	if f == nil {
+		return nil
+	}
+	if _, err := f.Call(ctx); err != nil {
 		return err
 	}
-	if reusing && snap != nil {
-		// Kept warm after the call if it ends cleanly; closed otherwise.
-		w := &warmInstance{m: m, alloc: alloc, calls: cctx}
-		defer func() { e.release(ctx, mod, warmK, w, snap, err) }()
-	} else {
-		defer m.Close(context.WithoutCancel(ctx))
-	}
-	if snap != nil {
-		if err := snap.restore(m); err != nil {
-			return err
-		}
-	} else if f := m.ExportedFunction("_initialize"); f != nil {
-		if _, err := f.Call(ctx); err != nil {
-			return err
-		}
-		if mod.snapGlobals > 0 {
-			// A failed capture only means the next call runs _initialize again.
-			if s, err := mod.capture(m); err == nil {
-				mod.snaps.put(snapKey, s)
-			}
+	if mod.snapGlobals > 0 {
+		// A failed capture only means the next call runs _initialize again.
+		if s, err := mod.capture(m); err == nil {
+			mod.snaps.put(p.snapKey, s)
 		}
 	}
-	return fn(ctx, &Instance{Module: m, mod: mod})
+	return nil
 }
 
 // release returns a warm-capable instance to its pool after a call that succeeded, reset

@@ -111,25 +111,9 @@ func (h *Outgoing) Init() {
 // Send performs req for the artifact who. A refusal or failure is the error string the
 // guest receives in result::err.
 func (h *Outgoing) Send(ctx context.Context, who string, req OutgoingRequest) (*OutgoingResponse, error) {
-	u, err := url.Parse(req.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("invalid url %q: want an absolute http or https URL", clip.String(req.URL, 200))
-	}
-	if u.User != nil {
-		return nil, fmt.Errorf("invalid url %q: userinfo is not allowed; send credentials in headers", clip.String(req.URL, 200))
-	}
-	host := u.Hostname()
-	port := 0
-	if p := u.Port(); p != "" {
-		if port, err = strconv.Atoi(p); err != nil {
-			return nil, fmt.Errorf("invalid url %q: bad port", clip.String(req.URL, 200))
-		}
-	}
-	if port == 0 {
-		port = 443
-		if u.Scheme == "http" {
-			port = 80
-		}
+	u, host, port, err := parseOutgoingURL(req.URL)
+	if err != nil {
+		return nil, err
 	}
 	// The name is checked here with the scheme; the dialer checks the addresses it
 	// resolves against the rule for host:port.
@@ -143,16 +127,60 @@ func (h *Outgoing) Send(ctx context.Context, who string, req OutgoingRequest) (*
 	if int64(len(req.Body)) > maxReq {
 		return nil, fmt.Errorf("request body is %d bytes, over the %d-byte cap", len(req.Body), maxReq)
 	}
-	method := req.Method
-	if method == "" {
-		method = http.MethodGet
+	resp, err := h.exchange(ctx, who, u, host, port, req)
+	if err != nil {
+		return nil, err
 	}
+	defer resp.Body.Close()
+	return h.readResponse(resp, u.Host)
+}
+
+// parseOutgoingURL accepts only an absolute http or https URL without userinfo, and
+// returns it with the host and port (defaulted from the scheme) the policy checks.
+func parseOutgoingURL(raw string) (u *url.URL, host string, port int, err error) {
+	u, err = url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, "", 0, fmt.Errorf("invalid url %q: want an absolute http or https URL", clip.String(raw, 200))
+	}
+	if u.User != nil {
+		return nil, "", 0, fmt.Errorf("invalid url %q: userinfo is not allowed; send credentials in headers", clip.String(raw, 200))
+	}
+	host = u.Hostname()
+	if p := u.Port(); p != "" {
+		if port, err = strconv.Atoi(p); err != nil {
+			return nil, "", 0, fmt.Errorf("invalid url %q: bad port", clip.String(raw, 200))
+		}
+	}
+	if port == 0 {
+		port = 443
+		if u.Scheme == "http" {
+			port = 80
+		}
+	}
+	return u, host, port, nil
+}
+
+// credentialsFor returns the headers of every credential whose endpoint is u or lies
+// above it, in configuration order.
+func (h *Outgoing) credentialsFor(u *url.URL) [][2]string {
 	var creds [][2]string
 	for _, c := range h.Credentials {
 		if strings.HasPrefix(u.String(), strings.TrimSuffix(c.Endpoint, "/")+"/") || u.String() == c.Endpoint {
 			creds = append(creds, c.Headers...)
 		}
 	}
+	return creds
+}
+
+// exchange sends req to u and returns the response whose body the caller must close,
+// retrying a credentialed provider that sheds load; a refusal by the dialer is counted as
+// a denial of host:port.
+func (h *Outgoing) exchange(ctx context.Context, who string, u *url.URL, host string, port int, req OutgoingRequest) (*http.Response, error) {
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	creds := h.credentialsFor(u)
 	// A provider behind a credentialed endpoint may shed load: 429 and 5xx are retried
 	// with jittered backoff before the guest sees the error (docs/reference/guest-abi.md
 	// "Gateway keys and retries").
@@ -183,7 +211,7 @@ func (h *Outgoing) Send(ctx context.Context, who string, req OutgoingRequest) (*
 			return nil, fmt.Errorf("request to %s failed: %v", u.Host, unwrapURLError(err))
 		}
 		if try >= tries || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500) {
-			break
+			return resp, nil
 		}
 		wait := backoff(try, resp.Header.Get("Retry-After"))
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
@@ -192,17 +220,21 @@ func (h *Outgoing) Send(ctx context.Context, who string, req OutgoingRequest) (*
 			return nil, fmt.Errorf("request to %s: %v while waiting to retry after status %d", u.Host, err, resp.StatusCode)
 		}
 	}
-	defer resp.Body.Close()
+}
+
+// readResponse reads resp under the response body cap into the guest's record, with
+// header names lower-cased; hostport names the server in errors.
+func (h *Outgoing) readResponse(resp *http.Response, hostport string) (*OutgoingResponse, error) {
 	maxResp := h.MaxResponseBody
 	if maxResp <= 0 {
 		maxResp = DefaultMaxResponseBody
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResp+1))
 	if err != nil {
-		return nil, fmt.Errorf("reading the response from %s failed: %v", u.Host, err)
+		return nil, fmt.Errorf("reading the response from %s failed: %v", hostport, err)
 	}
 	if int64(len(body)) > maxResp {
-		return nil, fmt.Errorf("response body from %s is over the %d-byte cap", u.Host, maxResp)
+		return nil, fmt.Errorf("response body from %s is over the %d-byte cap", hostport, maxResp)
 	}
 	out := &OutgoingResponse{Status: uint16(resp.StatusCode), Body: body}
 	for k, vs := range resp.Header {

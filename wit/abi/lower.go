@@ -76,6 +76,44 @@ func (w *lowerer) store(t *Type, ptr uint32, v any) error {
 // encode lowers v into b, t.size zeroed bytes.
 func (w *lowerer) encode(t *Type, v any, b []byte) error {
 	le := binary.LittleEndian
+	switch t.kind {
+	case KindBool, KindU8, KindS8, KindU16, KindS16:
+		return encodeSmall(t, v, b)
+	case KindU32, KindS32, KindF32, KindChar:
+		x, err := scalar32(t, v)
+		if err != nil {
+			return err
+		}
+		le.PutUint32(b, x)
+		return nil
+	case KindU64, KindS64, KindF64:
+		x, err := scalar64(t, v)
+		if err != nil {
+			return err
+		}
+		le.PutUint64(b, x)
+		return nil
+	case KindString, KindList:
+		p, n, err := w.lowerBuf(t, v)
+		if err != nil {
+			return err
+		}
+		le.PutUint32(b, p)
+		le.PutUint32(b[4:], n)
+		return nil
+	case KindRecord, KindTuple:
+		return w.encodeFields(t, v, b)
+	}
+	if t.kind == KindFlags {
+		return encodeFlags(t, v, b)
+	}
+	return w.encodeVariant(t, v, b)
+}
+
+// encodeSmall lowers a bool or an 8- or 16-bit integer, which must arrive as exactly
+// the Go type of its kind.
+func encodeSmall(t *Type, v any, b []byte) error {
+	le := binary.LittleEndian
 	bad := func() error { return valueErr(t, "got %T", v) }
 	switch t.kind {
 	case KindBool:
@@ -108,65 +146,55 @@ func (w *lowerer) encode(t *Type, v any, b []byte) error {
 		}
 		le.PutUint16(b, x)
 		return nil
-	case KindS16:
-		x, ok := v.(int16)
-		if !ok {
-			return bad()
+	}
+	x, ok := v.(int16) // KindS16
+	if !ok {
+		return bad()
+	}
+	le.PutUint16(b, uint16(x))
+	return nil
+}
+
+// encodeFields lowers a record or tuple, given as []any in field order, each field at
+// its aligned offset.
+func (w *lowerer) encodeFields(t *Type, v any, b []byte) error {
+	vals, ok := v.([]any)
+	if !ok || len(vals) != len(t.fields) {
+		return valueErr(t, "want []any of %d fields, got %T", len(t.fields), v)
+	}
+	var off uint32
+	for i, f := range t.fields {
+		off = alignTo(off, f.Type.align)
+		if err := w.encode(f.Type, vals[i], b[off:off+f.Type.size]); err != nil {
+			return at(err, "."+f.Name)
 		}
+		off += f.Type.size
+	}
+	return nil
+}
+
+// encodeFlags lowers a flags value into the 1, 2 or 4 bytes its flag count needs.
+func encodeFlags(t *Type, v any, b []byte) error {
+	le := binary.LittleEndian
+	x, err := flagsValue(t, v)
+	if err != nil {
+		return err
+	}
+	switch t.size {
+	case 1:
+		b[0] = byte(x)
+	case 2:
 		le.PutUint16(b, uint16(x))
-		return nil
-	case KindU32, KindS32, KindF32, KindChar:
-		x, err := scalar32(t, v)
-		if err != nil {
-			return err
-		}
+	default:
 		le.PutUint32(b, x)
-		return nil
-	case KindU64, KindS64, KindF64:
-		x, err := scalar64(t, v)
-		if err != nil {
-			return err
-		}
-		le.PutUint64(b, x)
-		return nil
-	case KindString, KindList:
-		p, n, err := w.lowerBuf(t, v)
-		if err != nil {
-			return err
-		}
-		le.PutUint32(b, p)
-		le.PutUint32(b[4:], n)
-		return nil
-	case KindRecord, KindTuple:
-		vals, ok := v.([]any)
-		if !ok || len(vals) != len(t.fields) {
-			return valueErr(t, "want []any of %d fields, got %T", len(t.fields), v)
-		}
-		var off uint32
-		for i, f := range t.fields {
-			off = alignTo(off, f.Type.align)
-			if err := w.encode(f.Type, vals[i], b[off:off+f.Type.size]); err != nil {
-				return at(err, "."+f.Name)
-			}
-			off += f.Type.size
-		}
-		return nil
 	}
-	if t.kind == KindFlags {
-		x, err := flagsValue(t, v)
-		if err != nil {
-			return err
-		}
-		switch t.size {
-		case 1:
-			b[0] = byte(x)
-		case 2:
-			le.PutUint16(b, uint16(x))
-		default:
-			le.PutUint32(b, x)
-		}
-		return nil
-	}
+	return nil
+}
+
+// encodeVariant lowers a variant-shaped value (variant, enum, option, result): the
+// discriminant in its size, then the case's payload, if it has one, at the payload offset.
+func (w *lowerer) encodeVariant(t *Type, v any, b []byte) error {
+	le := binary.LittleEndian
 	disc, payload, err := variantParts(t, v)
 	if err != nil {
 		return err
