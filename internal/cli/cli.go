@@ -22,12 +22,6 @@ const (
 	ExitUsage   = 2 // the command line was wrong
 )
 
-// Codes of refusals the commands make themselves.
-const (
-	CodeOutput      = "E-REG-081" // pack cannot write its output file
-	CodeArchiveRead = "E-REG-082" // publish cannot read the archive file, or it is too large
-)
-
 // Env is what a subcommand reads and writes besides its arguments.
 type Env struct {
 	Stdout, Stderr io.Writer
