@@ -17,14 +17,6 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
-// Codes of the proxy's refusals of requests it cannot or will not forward.
-const (
-	CodeNotProxyRequest = "E-NET-023" // origin-form request, or a CONNECT target that is not host:port
-	CodeProxyScheme     = "E-NET-024" // an absolute-form request for a scheme other than http
-	CodeProxyLoop       = "E-NET-025" // a request addressed to the proxy itself
-	CodeBadGateway      = "E-NET-026" // an allowed host could not be reached
-)
-
 // Proxy limits: the default header size, how long a CONNECT may take to reach its host,
 // and the copy buffer.
 const (

@@ -17,13 +17,6 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
-// Codes of the proxy's and the resolver's own refusals and failures.
-const (
-	CodeConfig       = "E-NET-020" // a proxy or resolver configuration value is invalid
-	CodeUpstreamDNS  = "E-NET-021" // the upstream DNS server did not answer for an allowlisted name
-	CodeTooManyNames = "E-NET-022" // a session asked for more distinct names than the resolver pins
-)
-
 // Sources of a Denial, the values of the metrics label "source".
 const (
 	SourceProxy = "proxy"
