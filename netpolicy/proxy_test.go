@@ -69,10 +69,11 @@ func startProxy(t testing.TB, zone []string, vars map[string]string, rules ...st
 	up := startFakeDNS(t, zoneScript(zone))
 	f := &proxyFixture{addr: l.Addr().String(), denied: &denials{}, log: &lockedBuffer{}}
 	f.url = &url.URL{Scheme: "http", Host: f.addr}
-	res, err := NewResolver(ResolverConfig{Rules: mustRules(t, rules...), Upstream: up.addr, Timeout: 2 * time.Second})
+	res, err := NewResolver(ResolverConfig{Rules: mustRules(t, rules...), Upstream: up.addr})
 	if err != nil {
 		t.Fatal(err)
 	}
+	res.timeout = 2 * time.Second
 	f.p, err = NewProxy(ProxyConfig{
 		Rules:    mustRules(t, rules...),
 		Resolver: res,
