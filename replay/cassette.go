@@ -142,6 +142,3 @@ func (l *Library) Conversations() int {
 	}
 	return n
 }
-
-// Dir returns the folder the library was loaded from.
-func (l *Library) Dir() string { return l.dir }
