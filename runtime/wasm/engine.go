@@ -71,7 +71,8 @@ func WithInstanceReuse() EngineOption { return func(c *engineConfig) { c.reuse =
 func WithCacheDir(dir string) EngineOption { return func(c *engineConfig) { c.cacheDir = dir } }
 
 // WithMetrics registers the guest metrics (docs/reference/metrics.md "Guest calls") on
-// reg; the gateway passes Caddy's.
+// reg when the engine starts; the gateway registers them later, on each config's
+// registry, through Metrics().Register.
 func WithMetrics(reg prometheus.Registerer) EngineOption {
 	return func(c *engineConfig) { c.registerer = reg }
 }
