@@ -32,7 +32,7 @@ const (
 
 // Codes of the proxy's and the resolver's own refusals and failures.
 const (
-	CodeConfig       = "E-NET-020" // a proxy or resolver configuration value is invalid
+	CodeConfig       = "E-NET-020" // the resolver's upstream DNS server is not host:port, or none is found
 	CodeUpstreamDNS  = "E-NET-021" // the upstream DNS server did not answer for an allowlisted name
 	CodeTooManyNames = "E-NET-022" // a session asked for more distinct names than the resolver pins
 )
