@@ -22,9 +22,6 @@ import (
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
-// CodeAppConfig refuses a capsule app configuration that cannot work.
-const CodeAppConfig = "E-RUN-020"
-
 func init() {
 	caddy.RegisterModule(App{})
 	httpcaddyfile.RegisterGlobalOption("capsule", parseAppCaddyfile)

@@ -31,9 +31,6 @@ import (
 	"github.com/capsulegate/capsulegate/runtime"
 )
 
-// CodeHandlerConfig refuses a capsule handler whose settings cannot work.
-const CodeHandlerConfig = "E-RUN-021"
-
 func init() {
 	caddy.RegisterModule(Handler{})
 	registerPathDirective("capsule", parseHandlerCaddyfile)

@@ -42,14 +42,14 @@ func BenchmarkMatch(b *testing.B) {
 	b.Run("mixed", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			rs.Match("https", benchHosts[i%len(benchHosts)], 443)
+			rs.match("https", benchHosts[i%len(benchHosts)], 443)
 		}
 	})
 	for _, host := range benchHosts {
 		b.Run(host, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				rs.Match("https", host, 443)
+				rs.match("https", host, 443)
 			}
 		})
 	}

@@ -116,7 +116,7 @@ func TestCheckConcurrent(t *testing.T) {
 			<-start
 			for i := range 200 {
 				host := benchHosts[(g+i)%len(benchHosts)]
-				rs.Match("https", host, 443)
+				rs.match("https", host, 443)
 				rs.Check("https", host, 443, addrs("93.184.216.34"))
 			}
 		})

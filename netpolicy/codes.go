@@ -30,6 +30,21 @@ const (
 	CodeUnspecified  = "E-NET-018" // a rule naming 0.0.0.0/8 or ::, which is no destination
 )
 
+// Codes of the proxy's and the resolver's own refusals and failures.
+const (
+	CodeConfig       = "E-NET-020" // the resolver's upstream DNS server is not host:port, or none is found
+	CodeUpstreamDNS  = "E-NET-021" // the upstream DNS server did not answer for an allowlisted name
+	CodeTooManyNames = "E-NET-022" // a session asked for more distinct names than the resolver pins
+)
+
+// Codes of the proxy's refusals of requests it cannot or will not forward.
+const (
+	CodeNotProxyRequest = "E-NET-023" // origin-form request, or a CONNECT target that is not host:port
+	CodeProxyScheme     = "E-NET-024" // an absolute-form request for a scheme other than http
+	CodeProxyLoop       = "E-NET-025" // a request addressed to the proxy itself
+	CodeBadGateway      = "E-NET-026" // an allowed host could not be reached
+)
+
 // problem is a refusal not yet attached to the value it is about.
 type problem struct {
 	code, what, fix string

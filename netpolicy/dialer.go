@@ -22,9 +22,7 @@ type Resolver interface {
 type Dialer struct {
 	Rules    Rules
 	Resolver Resolver // nil: net.DefaultResolver
-	// OnDeny, if set, is told of every refusal (for metrics and traces).
-	OnDeny func(host string, port int, err error)
-	dialer net.Dialer
+	dialer   net.Dialer
 }
 
 // DialContext implements the signature http.Transport wants.
@@ -37,15 +35,9 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	if err != nil {
 		return nil, err
 	}
-	deny := func(err error) (net.Conn, error) {
-		if d.OnDeny != nil {
-			d.OnDeny(host, port, err)
-		}
-		return nil, err
-	}
 	// Name first: an address is never looked up for a host no rule allows.
 	if _, err := d.Rules.Check("", host, port, nil); err != nil {
-		return deny(err)
+		return nil, err
 	}
 	var addrs []netip.Addr
 	if _, ip, err := CanonicalHost(host); err == nil && ip.IsValid() {
@@ -74,7 +66,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 		}
 	}
 	if _, err := d.Rules.Check("", host, port, addrs); err != nil {
-		return deny(err)
+		return nil, err
 	}
 	var errsSeen []error
 	for _, a := range addrs {

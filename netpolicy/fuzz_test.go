@@ -44,12 +44,12 @@ func FuzzParseRule(f *testing.F) {
 		if r.Wildcard {
 			host = "x." + host
 		}
-		got, ok := Rules{r}.Match(scheme, host, port)
+		got, ok := Rules{r}.match(scheme, host, port)
 		if !ok || got != r {
 			t.Fatalf("rule %q does not match its own host %q:%d", s, host, port)
 		}
 		if r.Wildcard {
-			if _, ok := (Rules{r}).Match(scheme, r.Host, port); ok {
+			if _, ok := (Rules{r}).match(scheme, r.Host, port); ok {
 				t.Fatalf("wildcard %q matches its own suffix", s)
 			}
 		}
@@ -73,8 +73,8 @@ func FuzzCanonicalHost(f *testing.F) {
 		name, ip, err := CanonicalHost(s)
 		if err != nil {
 			checkRefusal(t, err)
-			if _, ok := ParseIP(s); ok {
-				t.Fatalf("ParseIP accepts %q, CanonicalHost refuses it", s)
+			if _, ok := parseIP(s); ok {
+				t.Fatalf("parseIP accepts %q, CanonicalHost refuses it", s)
 			}
 			return
 		}
@@ -83,8 +83,8 @@ func FuzzCanonicalHost(f *testing.F) {
 		if err != nil || name2 != name || ip2 != ip {
 			t.Fatalf("CanonicalHost(%q) = %q, %v; again: %q, %v, %v", s, name, ip, name2, ip2, err)
 		}
-		if got, ok := ParseIP(s); ok != ip.IsValid() || got != ip {
-			t.Fatalf("ParseIP(%q) = %v, %v; CanonicalHost gave %v", s, got, ok, ip)
+		if got, ok := parseIP(s); ok != ip.IsValid() || got != ip {
+			t.Fatalf("parseIP(%q) = %v, %v; CanonicalHost gave %v", s, got, ok, ip)
 		}
 	})
 }

@@ -32,9 +32,9 @@ func CanonicalHost(host string) (name string, ip netip.Addr, err error) {
 	return name, ip, nil
 }
 
-// ParseIP parses an IP address in any spelling CanonicalHost accepts (inet_aton forms,
+// parseIP parses an IP address in any spelling CanonicalHost accepts (inet_aton forms,
 // IPv6 with or without brackets, IPv4-mapped IPv6 as IPv4); zones are refused.
-func ParseIP(s string) (netip.Addr, bool) {
+func parseIP(s string) (netip.Addr, bool) {
 	_, ip, p := canonicalHost(s)
 	return ip, p == nil && ip.IsValid()
 }

@@ -52,8 +52,8 @@ func TestCanonicalHostIPSpellings(t *testing.T) {
 			if name != tt.want || ip != want {
 				t.Errorf("CanonicalHost(%q) = %q, %v; want %q", tt.in, name, ip, tt.want)
 			}
-			if got, ok := ParseIP(tt.in); !ok || got != want {
-				t.Errorf("ParseIP(%q) = %v, %v; want %v", tt.in, got, ok, want)
+			if got, ok := parseIP(tt.in); !ok || got != want {
+				t.Errorf("parseIP(%q) = %v, %v; want %v", tt.in, got, ok, want)
 			}
 		})
 	}
@@ -87,8 +87,8 @@ func TestCanonicalHostNames(t *testing.T) {
 			if name != tt.want || ip.IsValid() {
 				t.Errorf("CanonicalHost(%q) = %q, %v; want %q and no IP", tt.in, name, ip, tt.want)
 			}
-			if _, ok := ParseIP(tt.in); ok {
-				t.Errorf("ParseIP(%q) accepted a name", tt.in)
+			if _, ok := parseIP(tt.in); ok {
+				t.Errorf("parseIP(%q) accepted a name", tt.in)
 			}
 		})
 	}
@@ -123,8 +123,8 @@ func TestCanonicalHostInvalid(t *testing.T) {
 		t.Run(tt.in, func(t *testing.T) {
 			_, _, err := CanonicalHost(tt.in)
 			assertCode(t, err, tt.code)
-			if _, ok := ParseIP(tt.in); ok {
-				t.Errorf("ParseIP(%q) accepted it", tt.in)
+			if _, ok := parseIP(tt.in); ok {
+				t.Errorf("parseIP(%q) accepted it", tt.in)
 			}
 		})
 	}

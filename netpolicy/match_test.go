@@ -115,12 +115,12 @@ func TestMatch(t *testing.T) {
 	for _, tt := range tests {
 		rs := mustRules(t, tt.rule)
 		for _, r := range tt.reqs {
-			got, ok := rs.Match(r.scheme, r.host, r.port)
+			got, ok := rs.match(r.scheme, r.host, r.port)
 			if ok != r.want {
-				t.Errorf("rule %q: Match(%q, %q, %d) = %v, want %v", tt.rule, r.scheme, r.host, r.port, ok, r.want)
+				t.Errorf("rule %q: match(%q, %q, %d) = %v, want %v", tt.rule, r.scheme, r.host, r.port, ok, r.want)
 			}
 			if ok && got.Raw != tt.rule {
-				t.Errorf("rule %q: Match returned %+v", tt.rule, got)
+				t.Errorf("rule %q: match returned %+v", tt.rule, got)
 			}
 		}
 	}
@@ -129,26 +129,26 @@ func TestMatch(t *testing.T) {
 func TestMatchWildcardNeverMatchesIP(t *testing.T) {
 	// ParseRule refuses such a rule; matching must not depend on that.
 	rs := Rules{{Host: "2.3.4", Wildcard: true}}
-	if _, ok := rs.Match("https", "1.2.3.4", 443); ok {
+	if _, ok := rs.match("https", "1.2.3.4", 443); ok {
 		t.Error("wildcard matched an IP")
 	}
 }
 
 func TestMatchOrder(t *testing.T) {
 	rs := mustRules(t, "https://*.example.com", "api.example.com")
-	got, ok := rs.Match("https", "api.example.com", 443)
+	got, ok := rs.match("https", "api.example.com", 443)
 	if !ok || got.Raw != "https://*.example.com" {
-		t.Errorf("Match = %+v, %v; want the first rule", got, ok)
+		t.Errorf("match = %+v, %v; want the first rule", got, ok)
 	}
-	got, ok = rs.Match("http", "api.example.com", 80)
+	got, ok = rs.match("http", "api.example.com", 80)
 	if !ok || got.Raw != "api.example.com" {
-		t.Errorf("Match = %+v, %v; want the second rule", got, ok)
+		t.Errorf("match = %+v, %v; want the second rule", got, ok)
 	}
 }
 
 func TestEmptyRulesAllowNothing(t *testing.T) {
 	rs := mustRules(t)
-	if _, ok := rs.Match("https", "example.com", 443); ok {
+	if _, ok := rs.match("https", "example.com", 443); ok {
 		t.Error("empty rules matched")
 	}
 	if _, err := rs.Check("https", "example.com", 443, nil); err == nil {

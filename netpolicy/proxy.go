@@ -17,29 +17,20 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
-// Codes of the proxy's refusals of requests it cannot or will not forward.
-const (
-	CodeNotProxyRequest = "E-NET-023" // origin-form request, or a CONNECT target that is not host:port
-	CodeProxyScheme     = "E-NET-024" // an absolute-form request for a scheme other than http
-	CodeProxyLoop       = "E-NET-025" // a request addressed to the proxy itself
-	CodeBadGateway      = "E-NET-026" // an allowed host could not be reached
-)
-
-// Proxy limits: the default header size, how long a CONNECT may take to reach its host,
+// Proxy limits: the request header size, how long a CONNECT may take to reach its host,
 // and the copy buffer.
 const (
-	defaultMaxHeaderBytes = 64 << 10
-	connectTimeout        = 30 * time.Second
-	copyBuffer            = 32 << 10
+	maxHeaderBytes = 64 << 10
+	connectTimeout = 30 * time.Second
+	copyBuffer     = 32 << 10
 )
 
 // ProxyConfig configures a session's HTTP forward proxy.
 type ProxyConfig struct {
-	Rules          Rules
-	Resolver       Resolver     // normally the session's *PinningResolver; nil: net.DefaultResolver (unpinned)
-	OnDeny         func(Denial) // told of every refusal; must be safe for concurrent use
-	Logger         *slog.Logger // nil: discard
-	MaxHeaderBytes int          // request header limit; 0 = 64 KiB
+	Rules    Rules
+	Resolver Resolver     // normally the session's *PinningResolver; nil: net.DefaultResolver (unpinned)
+	OnDeny   func(Denial) // told of every refusal; must be safe for concurrent use
+	Logger   *slog.Logger // nil: discard
 }
 
 // Proxy is a session's HTTP forward proxy (docs/sandbox.md "Network"): the subprocess's
@@ -69,12 +60,6 @@ type Proxy struct {
 
 // NewProxy returns a proxy for one session.
 func NewProxy(cfg ProxyConfig) (*Proxy, error) {
-	if cfg.MaxHeaderBytes < 0 {
-		return nil, errs.New(CodeConfig, Part, fmt.Sprintf("proxy: MaxHeaderBytes %d is negative", cfg.MaxHeaderBytes), "give a positive size, or 0 for 64 KiB")
-	}
-	if cfg.MaxHeaderBytes == 0 {
-		cfg.MaxHeaderBytes = defaultMaxHeaderBytes
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -93,7 +78,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	p.transport.ForceAttemptHTTP2 = false
 	p.server = &http.Server{
 		Handler:           p,
-		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),

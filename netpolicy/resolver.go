@@ -17,13 +17,6 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
-// Codes of the proxy's and the resolver's own refusals and failures.
-const (
-	CodeConfig       = "E-NET-020" // a proxy or resolver configuration value is invalid
-	CodeUpstreamDNS  = "E-NET-021" // the upstream DNS server did not answer for an allowlisted name
-	CodeTooManyNames = "E-NET-022" // a session asked for more distinct names than the resolver pins
-)
-
 // Sources of a Denial, the values of the metrics label "source".
 const (
 	SourceProxy = "proxy"
@@ -44,8 +37,8 @@ const (
 	pinTTL         = 10
 	maxChain       = 16
 	maxAddrs       = 32
-	defaultTimeout = 5 * time.Second
-	ednsSize       = 1232 // the DNS flag day 2020 size: no IP fragmentation
+	defaultTimeout = 5 * time.Second // per upstream exchange
+	ednsSize       = 1232            // the DNS flag day 2020 size: no IP fragmentation
 )
 
 // maxPins bounds the distinct names one session may pin: wildcard rules admit unboundedly
@@ -54,10 +47,9 @@ var maxPins = 4096
 
 // ResolverConfig configures a session's DNS-pinning resolver.
 type ResolverConfig struct {
-	Rules    Rules         // the capsule's capabilities.network.allow
-	Upstream string        // "host:port" of the upstream DNS server; "" = the first nameserver of /etc/resolv.conf
-	Timeout  time.Duration // per upstream exchange; 0 = 5s
-	OnDeny   func(Denial)  // told of every refused DNS query (Port 0); must be safe for concurrent use
+	Rules    Rules        // the capsule's capabilities.network.allow
+	Upstream string       // "host:port" of the upstream DNS server; "" = the first nameserver of /etc/resolv.conf
+	OnDeny   func(Denial) // told of every refused DNS query (Port 0); must be safe for concurrent use
 }
 
 // PinningResolver answers DNS for one session (docs/sandbox.md "Network"): only names
@@ -79,7 +71,7 @@ type ResolverConfig struct {
 type PinningResolver struct {
 	rules    Rules
 	upstream string
-	timeout  time.Duration
+	timeout  time.Duration // per upstream exchange: defaultTimeout, lowered by tests
 	onDeny   func(Denial)
 
 	mu   sync.Mutex
@@ -96,13 +88,7 @@ type pin struct {
 
 // NewResolver returns a pinning resolver for one session.
 func NewResolver(cfg ResolverConfig) (*PinningResolver, error) {
-	r := &PinningResolver{rules: cfg.Rules, upstream: cfg.Upstream, timeout: cfg.Timeout, onDeny: cfg.OnDeny, pins: map[string]*pin{}}
-	if r.timeout < 0 {
-		return nil, errs.New(CodeConfig, Part, fmt.Sprintf("resolver: timeout %s is negative", r.timeout), "give a positive timeout, or 0 for 5s")
-	}
-	if r.timeout == 0 {
-		r.timeout = defaultTimeout
-	}
+	r := &PinningResolver{rules: cfg.Rules, upstream: cfg.Upstream, timeout: defaultTimeout, onDeny: cfg.OnDeny, pins: map[string]*pin{}}
 	if r.upstream == "" {
 		conf, err := dns.ClientConfigFromFile("/etc/resolv.conf")
 		if err != nil || len(conf.Servers) == 0 {

@@ -197,10 +197,11 @@ func (d *denials) get() []Denial {
 // newTestResolver builds a resolver over rules and upstream.
 func newTestResolver(t testing.TB, rules []string, upstream string, d *denials) *PinningResolver {
 	t.Helper()
-	r, err := NewResolver(ResolverConfig{Rules: mustRules(t, rules...), Upstream: upstream, Timeout: 2 * time.Second, OnDeny: d.add})
+	r, err := NewResolver(ResolverConfig{Rules: mustRules(t, rules...), Upstream: upstream, OnDeny: d.add})
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.timeout = 2 * time.Second
 	return r
 }
 
@@ -438,10 +439,11 @@ func TestResolverUpstreamFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var d denials
-			r, err := NewResolver(ResolverConfig{Rules: mustRules(t, "api.example.com"), Upstream: tc.upstream, Timeout: 300 * time.Millisecond, OnDeny: d.add})
+			r, err := NewResolver(ResolverConfig{Rules: mustRules(t, "api.example.com"), Upstream: tc.upstream, OnDeny: d.add})
 			if err != nil {
 				t.Fatal(err)
 			}
+			r.timeout = 300 * time.Millisecond
 			addr := serveResolver(t, r)
 			start := time.Now()
 			in := ask(t, "udp", addr, "api.example.com", dns.TypeA)
@@ -471,10 +473,11 @@ func TestResolverUpstreamFailure(t *testing.T) {
 			}
 			return reply{rrs: []string{name + " 60 IN A 93.184.216.34"}}
 		})
-		r, err := NewResolver(ResolverConfig{Rules: mustRules(t, "api.example.com"), Upstream: up.addr, Timeout: 300 * time.Millisecond})
+		r, err := NewResolver(ResolverConfig{Rules: mustRules(t, "api.example.com"), Upstream: up.addr})
 		if err != nil {
 			t.Fatal(err)
 		}
+		r.timeout = 300 * time.Millisecond
 		addr := serveResolver(t, r)
 		if in := ask(t, "udp", addr, "api.example.com", dns.TypeA); in.Rcode != dns.RcodeServerFailure {
 			t.Fatalf("first: rcode %s, want SERVFAIL", dns.RcodeToString[in.Rcode])
@@ -688,7 +691,6 @@ func TestNewResolverRefusesBadConfig(t *testing.T) {
 		{Upstream: ":53"},
 		{Upstream: "8.8.8.8:0"},
 		{Upstream: "8.8.8.8:dns"},
-		{Upstream: "8.8.8.8:53", Timeout: -time.Second},
 	} {
 		if _, err := NewResolver(cfg); errs.Code(err) != CodeConfig {
 			t.Errorf("%+v: error %v, want %s", cfg, err, CodeConfig)

@@ -249,10 +249,10 @@ func ParseRules(entries []string) (Rules, error) {
 	return rs, nil
 }
 
-// Match returns the first rule allowing scheme, host and port; host is canonicalised first,
+// match returns the first rule allowing scheme, host and port; host is canonicalised first,
 // scheme "" means unknown (a CONNECT tunnel) and matches on host and port only, and port 0
 // means the scheme's default.
-func (rs Rules) Match(scheme, host string, port int) (Rule, bool) {
+func (rs Rules) match(scheme, host string, port int) (Rule, bool) {
 	name, ip, p := canonicalHost(host)
 	if p != nil {
 		return Rule{}, false

@@ -320,15 +320,6 @@ func payloadFor(m *manifest.ArtifactManifest, files []string) (Payload, error) {
 // Manifest returns the archive's parsed murmur.yaml; callers must not modify it.
 func (a *Archive) Manifest() *manifest.ArtifactManifest { return a.man }
 
-// Warnings returns the manifest parser's warnings (unknown keys).
-func (a *Archive) Warnings() []*errs.Error { return a.warns }
-
-// Files returns the names of the archive's regular files, sorted.
-func (a *Archive) Files() []string { return append([]string(nil), a.files...) }
-
-// Size returns the decompressed size of all files together.
-func (a *Archive) Size() int64 { return a.size }
-
 // Payload returns the file that is run or read when the artifact is used.
 func (a *Archive) Payload() Payload { return a.payload }
 
@@ -336,7 +327,7 @@ func (a *Archive) Payload() Payload { return a.payload }
 func (a *Archive) ReadFile(name string) ([]byte, error) {
 	f := a.entries[name]
 	if f == nil {
-		return nil, refuse(CodeNoSuchFile, fmt.Sprintf("the archive holds no file %q", name), "use one of the names Files returns")
+		return nil, refuse(CodeNoSuchFile, fmt.Sprintf("the archive holds no file %q", name), "name a regular file the archive holds, in its exact clean form")
 	}
 	if data, ok := a.kept[name]; ok {
 		return bytes.Clone(data), nil // the caller may modify its copy

@@ -185,8 +185,8 @@ func TestOpenArchiveAccepts(t *testing.T) {
 			if a.Payload() != tt.payload {
 				t.Errorf("payload %+v, want %+v", a.Payload(), tt.payload)
 			}
-			if tt.files != nil && !slices.Equal(a.Files(), tt.files) {
-				t.Errorf("files %v, want %v", a.Files(), tt.files)
+			if tt.files != nil && !slices.Equal(a.files, tt.files) {
+				t.Errorf("files %v, want %v", a.files, tt.files)
 			}
 			var total int64
 			for _, e := range tt.ents {
@@ -206,8 +206,8 @@ func TestOpenArchiveAccepts(t *testing.T) {
 				}
 				total += int64(len(e.data))
 			}
-			if a.Size() != total {
-				t.Errorf("Size() = %d, want %d", a.Size(), total)
+			if a.size != total {
+				t.Errorf("size %d, want %d", a.size, total)
 			}
 		})
 	}
@@ -222,8 +222,8 @@ func TestOpenArchiveManifest(t *testing.T) {
 	if m.Name != "echo-tool" || m.Version != "1.0.0" || m.Runtime != "tool" || m.Description != "echoes" {
 		t.Errorf("manifest %+v", m)
 	}
-	if len(a.Warnings()) != 1 || a.Warnings()[0].Code != "W-MAN-001" {
-		t.Errorf("warnings %v, want one unknown-key warning", a.Warnings())
+	if len(a.warns) != 1 || a.warns[0].Code != "W-MAN-001" {
+		t.Errorf("warnings %v, want one unknown-key warning", a.warns)
 	}
 	_, err = a.ReadFile("nope.txt")
 	assertCode(t, err, CodeNoSuchFile)
@@ -563,7 +563,7 @@ func FuzzOpenArchive(f *testing.F) {
 		if m == nil || !manifest.ValidName(m.Name) || manifest.CheckVersion(m.Version) != "" {
 			t.Fatalf("accepted archive with manifest %+v", m)
 		}
-		files := a.Files()
+		files := a.files
 		if !slices.IsSorted(files) {
 			t.Fatalf("files not sorted: %q", files)
 		}
@@ -583,8 +583,8 @@ func FuzzOpenArchive(f *testing.F) {
 			}
 			total += int64(len(b))
 		}
-		if total != a.Size() || total > maxBytes {
-			t.Fatalf("files total %d bytes, Size() %d, cap %d", total, a.Size(), maxBytes)
+		if total != a.size || total > maxBytes {
+			t.Fatalf("files total %d bytes, size %d, cap %d", total, a.size, maxBytes)
 		}
 		if !slices.Contains(files, a.Payload().Path) || !slices.Contains(files, ManifestFile) {
 			t.Fatalf("payload %q or manifest missing from %q", a.Payload().Path, files)

@@ -8,9 +8,6 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
-// CodeRemote refuses a registry named by a URL: this release serves local folders only.
-const CodeRemote = "E-REG-080"
-
 // EnvDir is the environment variable naming the registry folder when the config or the
 // command line names none.
 const EnvDir = "CAPSULE_REGISTRY"

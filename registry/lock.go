@@ -21,20 +21,6 @@ const LockFileName = "murmur.lock"
 // LockVersion is the only lock format this release reads and writes.
 const LockVersion = 2
 
-// Stable codes of lock refusals (docs/errors.md).
-const (
-	CodeLockV1          = "E-LOCK-001" // lock_version 1 file
-	CodeLockMalformed   = "E-LOCK-002" // not a valid lock file
-	CodeLockVersion     = "E-LOCK-003" // lock_version neither 1 nor 2
-	CodeLockMissing     = "E-LOCK-004" // a manifest artifact has no lock entry
-	CodeLockVersionPin  = "E-LOCK-005" // manifest version differs from the pinned one
-	CodeLockHash        = "E-LOCK-006" // bytes differ from the pinned sha256
-	CodeLockPlatform    = "E-LOCK-007" // no pin for this platform
-	CodeLockWrite       = "E-LOCK-008" // the lock could not be written
-	CodeLockEntry       = "E-LOCK-009" // an entry is invalid (hash format, duplicate)
-	CodeLockFileMissing = "E-LOCK-010" // verify needs a lock and there is none
-)
-
 // Lock is a murmur.lock (docs/reference/lock.md "Format"): the exact version and sha256
 // of every registry artifact a capsule uses.
 type Lock struct {

@@ -225,7 +225,7 @@ func TestPackedSkillKeepsItsCase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Payload() != (Payload{PayloadSkill, "Skill.MD"}) || !slices.Equal(a.Files(), []string{"Skill.MD", "murmur.yaml"}) {
-		t.Fatalf("payload %+v files %v", a.Payload(), a.Files())
+	if a.Payload() != (Payload{PayloadSkill, "Skill.MD"}) || !slices.Equal(a.files, []string{"Skill.MD", "murmur.yaml"}) {
+		t.Fatalf("payload %+v files %v", a.Payload(), a.files)
 	}
 }

@@ -15,12 +15,6 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
-// Codes of resolve-level refusals.
-const (
-	CodeIdentity = "E-REG-090" // the archive's own manifest names another artifact or version
-	CodeRole     = "E-REG-091" // the archive's runtime differs from the capsule manifest's
-)
-
 // MaxSkillBytes bounds a local skill's text.
 const MaxSkillBytes = 1 << 20
 
@@ -348,5 +342,5 @@ func asErrList(err error) errs.List {
 		}
 		return errs.List{e}
 	}
-	return errs.List{{Code: "E-REG-099", Part: "registry", Msg: err.Error(), Fix: "see the cause"}}
+	return errs.List{{Code: CodeUnclassified, Part: "registry", Msg: err.Error(), Fix: "see the cause"}}
 }

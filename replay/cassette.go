@@ -19,16 +19,6 @@ const (
 	OpenAI    = "openai-chat"
 )
 
-// Codes of the refusals this package makes.
-const (
-	CodeDir           = "E-RPL-001" // the cassette folder is missing, unreadable, or holds no cassette
-	CodeCassette      = "E-RPL-002" // a cassette is unreadable, too large, or not valid strict JSON
-	CodeProvider      = "E-RPL-003" // a cassette's provider is missing or unknown
-	CodeConversations = "E-RPL-004" // a cassette has no conversations
-	CodeConversation  = "E-RPL-005" // a conversation has an empty match, no turns, or a turn that is not an object
-	CodeListen        = "E-RPL-006" // the replay server cannot listen on its address
-)
-
 // maxCassette bounds one cassette file.
 const maxCassette = 64 << 20
 
@@ -152,6 +142,3 @@ func (l *Library) Conversations() int {
 	}
 	return n
 }
-
-// Dir returns the folder the library was loaded from.
-func (l *Library) Dir() string { return l.dir }

@@ -28,8 +28,8 @@ type Handler struct {
 	// OnRequest, if set, sees every POST to a provider path with the body read, before
 	// the body is parsed.
 	OnRequest func(r *http.Request, body []byte)
-	// MaxBody caps request bodies; 0 means MaxBody.
-	MaxBody int64
+
+	maxBody int64 // caps request bodies in tests; 0 means MaxBody
 }
 
 // Handler returns a Handler serving l.
@@ -59,7 +59,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, provider, http.StatusMethodNotAllowed, "invalid_request_error", fmt.Sprintf("method %s not allowed; use POST", r.Method))
 		return
 	}
-	limit := h.MaxBody
+	limit := h.maxBody
 	if limit <= 0 {
 		limit = MaxBody
 	}

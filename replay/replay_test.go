@@ -147,7 +147,7 @@ func TestMissClipsLongText(t *testing.T) {
 
 func TestBodyTooLarge(t *testing.T) {
 	h := testLibrary(t).Handler()
-	h.MaxBody = 64
+	h.maxBody = 64
 	rec := httptest.NewRecorder()
 	body := `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 100) + `"}]}`
 	h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/messages", strings.NewReader(body)))

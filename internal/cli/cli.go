@@ -22,28 +22,21 @@ const (
 	ExitUsage   = 2 // the command line was wrong
 )
 
-// Codes of refusals the commands make themselves.
-const (
-	CodeOutput      = "E-REG-081" // pack cannot write its output file
-	CodeArchiveRead = "E-REG-082" // publish cannot read the archive file, or it is too large
-)
-
 // Env is what a subcommand reads and writes besides its arguments.
 type Env struct {
 	Stdout, Stderr io.Writer
-	// Getenv reads the environment (CAPSULE_REGISTRY); nil means os.Getenv.
-	Getenv func(string) string
 	// DataDir is Caddy's data folder, which holds the default registry.
 	DataDir string
 	// Terminal reports whether Stderr is a terminal, for the progress bar.
 	Terminal bool
 
-	progress *progress // the current command's progress display
+	lookup   func(string) string // reads the environment (CAPSULE_REGISTRY) in tests; nil: os.Getenv
+	progress *progress           // the current command's progress display
 }
 
 func (e *Env) getenv(k string) string {
-	if e.Getenv != nil {
-		return e.Getenv(k)
+	if e.lookup != nil {
+		return e.lookup(k)
 	}
 	return os.Getenv(k)
 }

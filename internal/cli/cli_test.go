@@ -15,7 +15,7 @@ import (
 
 func newEnv(terminal bool, vars map[string]string) (*Env, *bytes.Buffer, *bytes.Buffer) {
 	var out, errb bytes.Buffer
-	return &Env{Stdout: &out, Stderr: &errb, Terminal: terminal, Getenv: func(k string) string { return vars[k] }}, &out, &errb
+	return &Env{Stdout: &out, Stderr: &errb, Terminal: terminal, lookup: func(k string) string { return vars[k] }}, &out, &errb
 }
 
 // TestRegistryDir checks the wiring to registry.LocalDir (whose own test has the rule):

@@ -12,9 +12,6 @@ import (
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
-// CodeTaskFile refuses a --task @file that cannot be read.
-const CodeTaskFile = "E-RUN-011"
-
 // RunFlags are `caddy capsule run`'s own flags.
 type RunFlags struct {
 	Task     string // text, or @file

@@ -66,9 +66,6 @@ func (e *Error) Unwrap() error { return e.Err }
 // errors.As with an interface{ ErrorCode() string }.
 func (e *Error) ErrorCode() string { return e.Code }
 
-// IsWarning reports whether the code is a warning (W-…) rather than a refusal.
-func (e *Error) IsWarning() bool { return strings.HasPrefix(e.Code, "W-") }
-
 // At returns a copy of e placed at pos and path.
 func (e *Error) At(pos, path string) *Error {
 	c := *e

@@ -43,10 +43,10 @@
 //     block the host at open nor be read.
 //   - Mode bits passed to OpenFile, Mkdir and Chmod are masked to 0o777: a
 //     guest cannot create set-uid, set-gid or sticky files.
-//   - With ReadOnly, every mutating operation returns EROFS, and an open
-//     asking for write access, O_CREAT, O_TRUNC or O_APPEND returns EROFS;
-//     files are only ever opened O_RDONLY, so writes through them fail with
-//     EBADF in the kernel.
+//   - With readOnly (only tests set it), every mutating operation returns
+//     EROFS, and an open asking for write access, O_CREAT, O_TRUNC or
+//     O_APPEND returns EROFS; files are only ever opened O_RDONLY, so writes
+//     through them fail with EBADF in the kernel.
 //
 // # Facts about os.Root this relies on (Go 1.24, plus the Go 1.25 methods)
 //
@@ -111,9 +111,9 @@ func Protect(names ...string) Option {
 	return func(o *options) { o.protected = append(o.protected, names...) }
 }
 
-// ReadOnly makes the filesystem read-only: every mutating operation returns
-// EROFS and opens asking for write access are refused with EROFS.
-func ReadOnly() Option {
+// readOnly makes the filesystem read-only: every mutating operation returns
+// EROFS and opens asking for write access are refused with EROFS. Only tests use it.
+func readOnly() Option {
 	return func(o *options) { o.readOnly = true }
 }
 
@@ -183,12 +183,6 @@ func (s *FS) protectedPath(name string, follow bool) bool {
 // Close releases the directory handle. Operations after Close fail with
 // EBADF; files already open stay usable until closed.
 func (s *FS) Close() error { return s.root.Close() }
-
-// Dir returns the host directory given to New.
-func (s *FS) Dir() string { return s.dir }
-
-// IsReadOnly reports whether the filesystem was opened with ReadOnly.
-func (s *FS) IsReadOnly() bool { return s.readOnly }
 
 // String names the FS in wazero's debug output.
 func (s *FS) String() string { return s.dir }

@@ -195,12 +195,12 @@ func TestNew(t *testing.T) {
 	if _, err := New(file); err == nil {
 		t.Error("New on a regular file succeeded")
 	}
-	gfs, err := New(dir, ReadOnly())
+	gfs, err := New(dir, readOnly())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !gfs.IsReadOnly() || gfs.Dir() != dir || gfs.String() != dir {
-		t.Errorf("accessors: %v %q %q", gfs.IsReadOnly(), gfs.Dir(), gfs.String())
+	if !gfs.readOnly || gfs.dir != dir || gfs.String() != dir {
+		t.Errorf("fields: %v %q %q", gfs.readOnly, gfs.dir, gfs.String())
 	}
 	if err := gfs.Close(); err != nil {
 		t.Fatal(err)
@@ -871,7 +871,7 @@ func TestDirFile(t *testing.T) {
 }
 
 func TestReadOnly(t *testing.T) {
-	fx := newFixture(t, ReadOnly())
+	fx := newFixture(t, readOnly())
 	rofs := fx.fs
 	erofs := experimentalsys.EROFS
 	ops := map[string]experimentalsys.Errno{

@@ -236,7 +236,7 @@ func TestThroughWazeroReadOnly(t *testing.T) {
 		t.Skip("builds and runs a wasip1 guest")
 	}
 	g := newGuestRunner(t)
-	fx := newFixture(t, ReadOnly())
+	fx := newFixture(t, readOnly())
 	steps := [][2]string{
 		{"read file.txt", "ok hello"},
 		{"readdir dir", "ok nested.txt"},

@@ -8,24 +8,21 @@ import (
 	"github.com/capsulegate/capsulegate/internal/wasmbin"
 )
 
-// Value types.
-const (
-	I32 byte = 0x7f
-	I64 byte = 0x7e
-)
+// I32 is the i32 value type.
+const I32 byte = 0x7f
 
-// Import is an imported function.
+// Import is an imported function; it returns nothing.
 type Import struct {
-	Module, Name    string
-	Params, Results []byte
+	Module, Name string
+	Params       []byte
 }
 
-// Func is a defined function; Body is its instructions without the final end.
+// Func is a defined function without parameters or results; Body is its instructions
+// without the final end.
 type Func struct {
-	Export          string
-	Params, Results []byte
-	Locals          uint32 // i32 locals after the params
-	Body            []byte
+	Export string
+	Locals uint32 // i32 locals
+	Body   []byte
 }
 
 // Module is a module to encode.
@@ -77,10 +74,10 @@ func (m Module) Encode() []byte {
 	out := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
 	var types [][]byte
 	for _, im := range m.Imports {
-		types = append(types, funcType(im.Params, im.Results))
+		types = append(types, funcType(im.Params))
 	}
-	for _, f := range m.Funcs {
-		types = append(types, funcType(f.Params, f.Results))
+	for range m.Funcs {
+		types = append(types, funcType(nil))
 	}
 	out = section(out, 1, vec(types))
 	var imps [][]byte
@@ -122,12 +119,12 @@ func (m Module) Encode() []byte {
 	return section(out, 10, vec(codes))
 }
 
-func funcType(params, results []byte) []byte {
+// funcType is the type of a function taking params and returning nothing.
+func funcType(params []byte) []byte {
 	t := []byte{0x60}
 	t = append(t, uleb(uint64(len(params)))...)
 	t = append(t, params...)
-	t = append(t, uleb(uint64(len(results)))...)
-	return append(t, results...)
+	return append(t, 0x00)
 }
 
 func section(out []byte, id byte, content []byte) []byte {

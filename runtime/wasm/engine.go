@@ -28,15 +28,6 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
-// Codes of runtime refusals and guest failures.
-const (
-	CodeCompile     = "E-RUN-001" // a module does not compile
-	CodeMemoryFloor = "E-RUN-002" // a module's initial memory exceeds limits.memory_bytes
-	CodeGuest       = "E-RUN-003" // a guest call failed (reason deadline, memory_limit, trap, exit or abi)
-	CodeEngine      = "E-RUN-004" // the engine could not start (cache folder, WASI)
-	CodeExport      = "E-RUN-005" // a module lacks an export the call needs
-)
-
 // pageSize is a wasm memory page.
 const pageSize = 64 << 10
 
@@ -80,7 +71,8 @@ func WithInstanceReuse() EngineOption { return func(c *engineConfig) { c.reuse =
 func WithCacheDir(dir string) EngineOption { return func(c *engineConfig) { c.cacheDir = dir } }
 
 // WithMetrics registers the guest metrics (docs/reference/metrics.md "Guest calls") on
-// reg; the gateway passes Caddy's.
+// reg when the engine starts; the gateway registers them later, on each config's
+// registry, through Metrics().Register.
 func WithMetrics(reg prometheus.Registerer) EngineOption {
 	return func(c *engineConfig) { c.registerer = reg }
 }

@@ -14,11 +14,11 @@ import (
 // MaxInvokeDepth bounds nested tool-registry invokes within one call chain.
 const MaxInvokeDepth = 8
 
-// Stream receives the guest's stream: murmur:stream/events.
+// Stream receives the guest's text chunks from murmur:stream/events; the interface's
+// tool-call-started and tool-call-input-bytes are accepted and ignored
+// (docs/reference/guest-abi.md "murmur:stream/events").
 type Stream interface {
 	Chunk(thinking bool, text string)
-	ToolCallStarted(id, name string)
-	ToolCallInputBytes(id string, n uint64)
 }
 
 // Imports is what the guest's imports can reach during one call: it travels in the call's context,
@@ -55,6 +55,9 @@ func importsFrom(ctx context.Context) *Imports {
 // ErrNoTask is the trap of murmur:task/task#request-input outside an A2A task.
 var ErrNoTask = errors.New("murmur:task/task#request-input called outside an A2A task: there is no client to ask")
 
+// ignore serves an import whose call the host accepts and drops.
+func ignore(context.Context, *Imports, []any) ([]any, error) { return nil, nil }
+
 // defineImports instantiates the host side of every P1 import on rt.
 func defineImports(ctx context.Context, rt wazero.Runtime) error {
 	type fn struct {
@@ -81,18 +84,8 @@ func defineImports(ctx context.Context, rt wazero.Runtime) error {
 				}
 				return nil, nil
 			}},
-			{abi.ImportCallStarted, abi.CallStarted, func(_ context.Context, h *Imports, a []any) ([]any, error) {
-				if h.Events != nil {
-					h.Events.ToolCallStarted(a[0].(string), a[1].(string))
-				}
-				return nil, nil
-			}},
-			{abi.ImportInputBytes, abi.InputBytes, func(_ context.Context, h *Imports, a []any) ([]any, error) {
-				if h.Events != nil {
-					h.Events.ToolCallInputBytes(a[0].(string), a[1].(uint64))
-				}
-				return nil, nil
-			}},
+			{abi.ImportCallStarted, abi.CallStarted, ignore},
+			{abi.ImportInputBytes, abi.InputBytes, ignore},
 		}},
 		{abi.ModuleTask, []fn{{abi.ImportRequest, abi.RequestIn, func(ctx context.Context, h *Imports, a []any) ([]any, error) {
 			if h.RequestInput == nil {

@@ -11,9 +11,6 @@ import (
 	"github.com/capsulegate/capsulegate/internal/promreg"
 )
 
-// CodeMetrics refuses a registry that holds a different collector under our names.
-const CodeMetrics = "E-RUN-006"
-
 // Metrics are the guest collectors (docs/operators.md "Metrics and alerts"). Labels carry
 // only bounded values: capsule and artifact names from manifests, roles, reasons and
 // statuses.

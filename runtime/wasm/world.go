@@ -9,12 +9,6 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
-// Codes of world (interface version) refusals at stage.
-const (
-	CodeExportVersion = "E-RUN-007" // a module exports an interface version this host does not serve
-	CodeImport        = "E-RUN-008" // a module imports something its role's world does not offer
-)
-
 // Interfaces this host serves, by "namespace:package/interface", with their versions.
 var (
 	served = map[string][]string{

@@ -3,7 +3,7 @@
 // worlds served on core wasm modules.
 //
 // Every guest value is hostile. Lifting checks bounds (with uint32 overflow), alignment,
-// UTF-8, discriminants and char ranges, caps lengths (Limits), and fails with an error
+// UTF-8, discriminants and char ranges, caps sizes (DefaultMax…), and fails with an error
 // matching ErrABI; it never panics. Lowering allocates through the guest's cabi_realloc
 // and checks what it returns.
 //
@@ -61,7 +61,7 @@ type Variant struct {
 	Value any
 }
 
-// Errors. A guest breaking the ABI gives an error matching ErrABI; one exceeding Limits
+// Errors. A guest breaking the ABI gives an error matching ErrABI; one exceeding a limit
 // matches both ErrABI and ErrLimit; a host value not matching its type (a host bug, not
 // the guest's) matches ErrValue only.
 var (
@@ -129,8 +129,9 @@ func at(err error, seg string) error {
 	return err
 }
 
-// Limits caps what one lift may take from a guest. A zero field means its default.
-type Limits struct {
+// limits caps what one lift may take from a guest; lifts use the defaults, tests lower
+// them. A zero field means its default.
+type limits struct {
 	MaxString uint32 // bytes of one string; default 64 MiB
 	MaxList   uint32 // elements of one list; default 64 Mi
 	MaxTotal  uint64 // bytes one lift may allocate in all (a list element counts 16, a list<u8> byte 1); default 256 MiB
@@ -143,7 +144,7 @@ const (
 	DefaultMaxTotal  = 256 << 20
 )
 
-func (l Limits) withDefaults() Limits {
+func (l limits) withDefaults() limits {
 	if l.MaxString == 0 {
 		l.MaxString = DefaultMaxString
 	}

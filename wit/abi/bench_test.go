@@ -17,7 +17,7 @@ func BenchmarkToolCall(b *testing.B) {
 		Metadata: [][2]string{{"full_output_path", "/work/out/full.txt"}, {"continuation_id", "c-42"}},
 	}.Value(false)
 	a := newBump(m, 8)
-	ret, _ := a.realloc(ctx, 0, 0, ToolResultType.Align(), ToolResultType.Size())
+	ret, _ := a.realloc(ctx, 0, 0, ToolResultType.align, ToolResultType.size)
 	if _, err := ToolRun01.LowerResults(ctx, m, a.realloc, []any{res}, ret); err != nil {
 		b.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func BenchmarkLiftBody(b *testing.B) {
 	b.SetBytes(1 << 20)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Load(m, body, 0, Limits{}); err != nil {
+		if _, err := load(m, body, 0, limits{}); err != nil {
 			b.Fatal(err)
 		}
 	}

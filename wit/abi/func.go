@@ -12,7 +12,6 @@ import (
 type Func struct {
 	params, results []*Type
 	pt, rt          *Type // params and results as tuples
-	lim             Limits
 }
 
 // NewFunc describes a function with the given parameter and result types (a WIT
@@ -24,13 +23,6 @@ func NewFunc(params, results []*Type) *Func {
 		pt:      Tuple(params...).Named("params"),
 		rt:      Tuple(results...).Named("results"),
 	}
-}
-
-// WithLimits returns a copy of f whose lifts use lim.
-func (f *Func) WithLimits(lim Limits) *Func {
-	g := *f
-	g.lim = lim
-	return &g
 }
 
 // Params are the parameter types; the caller must not modify them.
@@ -89,7 +81,7 @@ func (f *Func) LowerParams(ctx context.Context, mem Memory, realloc Realloc, val
 
 // LiftResults lifts what a guest export returned: its core results.
 func (f *Func) LiftResults(mem Memory, flat []uint64) ([]any, error) {
-	l := lifter{mem: mem, lim: f.lim.withDefaults()}
+	l := lifter{mem: mem, lim: limits{}.withDefaults()}
 	if f.resultsSpill() {
 		if len(flat) != 1 {
 			return nil, guestErr("%d core results, want 1 return-area pointer", len(flat))
@@ -112,7 +104,7 @@ func (f *Func) LiftParams(mem Memory, flat []uint64) ([]any, error) {
 	if len(flat) != len(want) {
 		return nil, guestErr("%d core params, want %d", len(flat), len(want))
 	}
-	l := lifter{mem: mem, lim: f.lim.withDefaults()}
+	l := lifter{mem: mem, lim: limits{}.withDefaults()}
 	if f.paramsSpill() {
 		v, err := l.load(f.pt, uint32(flat[0]))
 		return tupleVals(v), err

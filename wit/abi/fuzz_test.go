@@ -205,7 +205,7 @@ func equal(a, b any) bool {
 	return a == b
 }
 
-var fuzzLimits = Limits{MaxString: 1 << 16, MaxList: 1 << 16, MaxTotal: 1 << 20}
+var fuzzLimits = limits{MaxString: 1 << 16, MaxList: 1 << 16, MaxTotal: 1 << 20}
 
 // FuzzLift lifts a random type from random memory and flat values: it must never
 // panic, fail only with ErrABI, and whatever it lifts must lower back as a valid value.
@@ -223,11 +223,11 @@ func FuzzLift(f *testing.F) {
 				return
 			}
 			m2 := newMem(0)
-			if _, err := LowerFlat(context.Background(), m2, newBump(m2, 8).realloc, ty, v); err != nil {
+			if _, err := lowerFlat(context.Background(), m2, newBump(m2, 8).realloc, ty, v); err != nil {
 				t.Fatalf("%s: lifted value %#v does not lower: %v", ty, v, err)
 			}
 		}
-		check(Load(m, ty, ptr, fuzzLimits))
+		check(load(m, ty, ptr, fuzzLimits))
 		fg := &gen{b: flatSeed}
 		flat := make([]uint64, len(ty.flat))
 		for i := range flat {
@@ -236,7 +236,7 @@ func FuzzLift(f *testing.F) {
 				flat[i] %= uint64(len(memory))
 			}
 		}
-		check(LiftFlat(m, ty, flat, fuzzLimits))
+		check(liftFlat(m, ty, flat, fuzzLimits))
 	})
 }
 
@@ -253,21 +253,21 @@ func FuzzRoundTrip(f *testing.F) {
 		a := newBump(m, 8)
 
 		p, _ := a.realloc(ctx, 0, 0, ty.align, ty.size)
-		if err := Store(ctx, m, a.realloc, ty, p, v); err != nil {
-			t.Fatalf("%s: Store(%#v): %v", ty, v, err)
+		if err := store(ctx, m, a.realloc, ty, p, v); err != nil {
+			t.Fatalf("%s: store(%#v): %v", ty, v, err)
 		}
-		got, err := Load(m, ty, p, Limits{})
+		got, err := load(m, ty, p, limits{})
 		if err != nil || !equal(got, v) {
-			t.Fatalf("%s: Load = %#v, %v; want %#v", ty, got, err, v)
+			t.Fatalf("%s: load = %#v, %v; want %#v", ty, got, err, v)
 		}
 
-		flat, err := LowerFlat(ctx, m, a.realloc, ty, v)
+		flat, err := lowerFlat(ctx, m, a.realloc, ty, v)
 		if err != nil {
-			t.Fatalf("%s: LowerFlat(%#v): %v", ty, v, err)
+			t.Fatalf("%s: lowerFlat(%#v): %v", ty, v, err)
 		}
-		got, err = LiftFlat(m, ty, flat, Limits{})
+		got, err = liftFlat(m, ty, flat, limits{})
 		if err != nil || !equal(got, v) {
-			t.Fatalf("%s: LiftFlat = %#v, %v; want %#v", ty, got, err, v)
+			t.Fatalf("%s: liftFlat = %#v, %v; want %#v", ty, got, err, v)
 		}
 
 		// Three copies of the value as params (often spilling), one as result.

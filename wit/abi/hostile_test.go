@@ -23,43 +23,43 @@ func TestLoadHostile(t *testing.T) {
 		typ   *Type
 		ptr   uint32
 		setup func(m *mem)
-		lim   Limits
+		lim   limits
 		limit bool   // also ErrLimit
 		msg   string // part of the message
 	}{
-		{"value past end", U64, size, nil, Limits{}, false, "past memory size"},
-		{"value ptr 0xFFFFFFF8 overflows", U64, 0xFFFFFFF8, nil, Limits{}, false, "past memory size"},
-		{"misaligned u32", U32, 2, nil, Limits{}, false, "misaligned"},
-		{"misaligned record", ToolInputType, 6, nil, Limits{}, false, "misaligned"},
-		{"string ptr past end", String, 0, func(m *mem) { put(m, 0, size, 1) }, Limits{}, false, "ptr 0x10000"},
-		{"string len 0xFFFFFFFF", String, 0, func(m *mem) { put(m, 0, 16, 0xFFFFFFFF) }, Limits{}, true, "length 4294967295"},
-		{"string len 0xFFFFFFFF uncapped", String, 0, func(m *mem) { put(m, 0, 16, 0xFFFFFFFF) }, Limits{MaxString: math.MaxUint32, MaxTotal: math.MaxUint64}, false, "past memory size"},
-		{"string offset+len overflows", String, 0, func(m *mem) { put(m, 0, 0xFFFFFFF0, 0x20) }, Limits{}, false, "past memory size"},
-		{"string invalid utf-8", String, 0, func(m *mem) { put(m, 0, 16, 2); m.b[16], m.b[17] = 0xff, 0xfe }, Limits{}, false, "invalid UTF-8"},
-		{"string truncated utf-8", String, 0, func(m *mem) { put(m, 0, 16, 1); m.b[16] = 0xe4 }, Limits{}, false, "invalid UTF-8"},
-		{"string encoded surrogate", String, 0, func(m *mem) { put(m, 0, 16, 3); copy(m.b[16:], "\xed\xa0\x80") }, Limits{}, false, "invalid UTF-8"},
-		{"list len*size overflows uint32", List(U64), 0, func(m *mem) { put(m, 0, 8, 0x20000000) }, Limits{MaxList: math.MaxUint32, MaxTotal: math.MaxUint64}, false, "past memory size"},
-		{"list len 0xFFFFFFFF", List(U8), 0, func(m *mem) { put(m, 0, 8, 0xFFFFFFFF) }, Limits{}, true, "length 4294967295"},
-		{"list of empty tuples len 0xFFFFFFFF", List(Tuple()), 0, func(m *mem) { put(m, 0, 8, 0xFFFFFFFF) }, Limits{}, true, "length 4294967295"},
-		{"list misaligned", List(U32), 0, func(m *mem) { put(m, 0, 10, 1) }, Limits{}, false, "misaligned"},
-		{"list element invalid", List(String), 0, func(m *mem) { put(m, 0, 8, 2, 64, 0, size, 5) }, Limits{}, false, "[1]"},
+		{"value past end", U64, size, nil, limits{}, false, "past memory size"},
+		{"value ptr 0xFFFFFFF8 overflows", U64, 0xFFFFFFF8, nil, limits{}, false, "past memory size"},
+		{"misaligned u32", U32, 2, nil, limits{}, false, "misaligned"},
+		{"misaligned record", ToolInputType, 6, nil, limits{}, false, "misaligned"},
+		{"string ptr past end", String, 0, func(m *mem) { put(m, 0, size, 1) }, limits{}, false, "ptr 0x10000"},
+		{"string len 0xFFFFFFFF", String, 0, func(m *mem) { put(m, 0, 16, 0xFFFFFFFF) }, limits{}, true, "length 4294967295"},
+		{"string len 0xFFFFFFFF uncapped", String, 0, func(m *mem) { put(m, 0, 16, 0xFFFFFFFF) }, limits{MaxString: math.MaxUint32, MaxTotal: math.MaxUint64}, false, "past memory size"},
+		{"string offset+len overflows", String, 0, func(m *mem) { put(m, 0, 0xFFFFFFF0, 0x20) }, limits{}, false, "past memory size"},
+		{"string invalid utf-8", String, 0, func(m *mem) { put(m, 0, 16, 2); m.b[16], m.b[17] = 0xff, 0xfe }, limits{}, false, "invalid UTF-8"},
+		{"string truncated utf-8", String, 0, func(m *mem) { put(m, 0, 16, 1); m.b[16] = 0xe4 }, limits{}, false, "invalid UTF-8"},
+		{"string encoded surrogate", String, 0, func(m *mem) { put(m, 0, 16, 3); copy(m.b[16:], "\xed\xa0\x80") }, limits{}, false, "invalid UTF-8"},
+		{"list len*size overflows uint32", List(U64), 0, func(m *mem) { put(m, 0, 8, 0x20000000) }, limits{MaxList: math.MaxUint32, MaxTotal: math.MaxUint64}, false, "past memory size"},
+		{"list len 0xFFFFFFFF", List(U8), 0, func(m *mem) { put(m, 0, 8, 0xFFFFFFFF) }, limits{}, true, "length 4294967295"},
+		{"list of empty tuples len 0xFFFFFFFF", List(Tuple()), 0, func(m *mem) { put(m, 0, 8, 0xFFFFFFFF) }, limits{}, true, "length 4294967295"},
+		{"list misaligned", List(U32), 0, func(m *mem) { put(m, 0, 10, 1) }, limits{}, false, "misaligned"},
+		{"list element invalid", List(String), 0, func(m *mem) { put(m, 0, 8, 2, 64, 0, size, 5) }, limits{}, false, "[1]"},
 		{"aliased strings exceed total", List(String), 0, func(m *mem) {
 			put(m, 0, 8, 1000)
 			for i := range uint32(1000) {
 				put(m, 8+8*i, 0x4000, 40000)
 			}
 			copy(m.b[0x4000:], strings.Repeat("a", 40000))
-		}, Limits{MaxTotal: 1 << 20}, true, "allowed for one value"},
-		{"option discriminant 2", OptionOf(U8), 0, func(m *mem) { m.b[0] = 2 }, Limits{}, false, "discriminant 2"},
-		{"result discriminant 2", ResultOf(U8, nil), 0, func(m *mem) { m.b[0] = 2 }, Limits{}, false, "discriminant 2"},
-		{"enum discriminant 3", StatusType, 0, func(m *mem) { m.b[0] = 3 }, Limits{}, false, "discriminant 3"},
-		{"variant discriminant 255", VariantOf(C("a", nil), C("b", U8)), 0, func(m *mem) { m.b[0] = 255 }, Limits{}, false, "discriminant 255"},
-		{"u16 discriminant", Enum(strings.Split(strings.Repeat("x,", 299)+"x", ",")...), 0, func(m *mem) { m.b[0], m.b[1] = 0x2c, 0x01 }, Limits{}, false, "discriminant 300"},
-		{"surrogate char D800", Char, 0, func(m *mem) { put(m, 0, 0xD800) }, Limits{}, false, "0xd800"},
-		{"surrogate char DFFF", Char, 0, func(m *mem) { put(m, 0, 0xDFFF) }, Limits{}, false, "0xdfff"},
-		{"char past 10FFFF", Char, 0, func(m *mem) { put(m, 0, 0x110000) }, Limits{}, false, "0x110000"},
-		{"nested field named", ToolResultType, 0, func(m *mem) { put(m, 4, 1, 0xFFFFFF00, 4) }, Limits{}, false, "summary.some"},
-		{"metadata tuple named", ToolResultType, 0, func(m *mem) { put(m, 44, 64, 1); put(m, 64, 0, 0, size, 1) }, Limits{}, false, "metadata[0].1"},
+		}, limits{MaxTotal: 1 << 20}, true, "allowed for one value"},
+		{"option discriminant 2", OptionOf(U8), 0, func(m *mem) { m.b[0] = 2 }, limits{}, false, "discriminant 2"},
+		{"result discriminant 2", ResultOf(U8, nil), 0, func(m *mem) { m.b[0] = 2 }, limits{}, false, "discriminant 2"},
+		{"enum discriminant 3", StatusType, 0, func(m *mem) { m.b[0] = 3 }, limits{}, false, "discriminant 3"},
+		{"variant discriminant 255", VariantOf(C("a", nil), C("b", U8)), 0, func(m *mem) { m.b[0] = 255 }, limits{}, false, "discriminant 255"},
+		{"u16 discriminant", Enum(strings.Split(strings.Repeat("x,", 299)+"x", ",")...), 0, func(m *mem) { m.b[0], m.b[1] = 0x2c, 0x01 }, limits{}, false, "discriminant 300"},
+		{"surrogate char D800", Char, 0, func(m *mem) { put(m, 0, 0xD800) }, limits{}, false, "0xd800"},
+		{"surrogate char DFFF", Char, 0, func(m *mem) { put(m, 0, 0xDFFF) }, limits{}, false, "0xdfff"},
+		{"char past 10FFFF", Char, 0, func(m *mem) { put(m, 0, 0x110000) }, limits{}, false, "0x110000"},
+		{"nested field named", ToolResultType, 0, func(m *mem) { put(m, 4, 1, 0xFFFFFF00, 4) }, limits{}, false, "summary.some"},
+		{"metadata tuple named", ToolResultType, 0, func(m *mem) { put(m, 44, 64, 1); put(m, 64, 0, 0, size, 1) }, limits{}, false, "metadata[0].1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestLoadHostile(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(m)
 			}
-			_, err := Load(m, tt.typ, tt.ptr, tt.lim)
+			_, err := load(m, tt.typ, tt.ptr, tt.lim)
 			mustABI(t, err)
 			if got := errors.Is(err, ErrLimit); got != tt.limit {
 				t.Errorf("errors.Is(err, ErrLimit) = %v, want %v (%v)", got, tt.limit, err)
@@ -100,7 +100,7 @@ func TestLiftFlatHostile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := LiftFlat(newMem(1<<16), tt.typ, tt.flat, Limits{})
+			_, err := liftFlat(newMem(1<<16), tt.typ, tt.flat, limits{})
 			if tt.name == "variant discriminant" {
 				// i32 values are taken modulo 2^32, as the spec wraps: case 0 is fine.
 				if err != nil {
@@ -178,7 +178,7 @@ func TestReallocHostile(t *testing.T) {
 				typ *Type
 				val any
 			}{{String, "hello"}, {List(U32), []any{uint32(1), uint32(2)}}} {
-				_, err := LowerFlat(ctx, m, tt.realloc, c.typ, c.val)
+				_, err := lowerFlat(ctx, m, tt.realloc, c.typ, c.val)
 				if tt.name == "misaligned" && c.typ == String {
 					if err != nil {
 						t.Errorf("string alignment is 1, got %v", err)
@@ -217,9 +217,9 @@ func make17() []any {
 }
 
 func TestZeroSizeAllocationMayReturnZero(t *testing.T) {
-	flat, err := LowerFlat(context.Background(), newMem(16), fixedRealloc(0), String, "")
+	flat, err := lowerFlat(context.Background(), newMem(16), fixedRealloc(0), String, "")
 	if err != nil || flat[0] != 0 || flat[1] != 0 {
-		t.Errorf("LowerFlat(\"\") = %v, %v", flat, err)
+		t.Errorf("lowerFlat(\"\") = %v, %v", flat, err)
 	}
 }
 
@@ -247,13 +247,13 @@ func TestBadHostValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := LowerFlat(ctx, m, a.realloc, tt.typ, tt.val)
+			_, err := lowerFlat(ctx, m, a.realloc, tt.typ, tt.val)
 			if !errors.Is(err, ErrValue) || errors.Is(err, ErrABI) {
-				t.Errorf("LowerFlat: want ErrValue only, got %v", err)
+				t.Errorf("lowerFlat: want ErrValue only, got %v", err)
 			}
-			err = Store(ctx, m, a.realloc, tt.typ, 0, tt.val)
+			err = store(ctx, m, a.realloc, tt.typ, 0, tt.val)
 			if !errors.Is(err, ErrValue) || errors.Is(err, ErrABI) {
-				t.Errorf("Store: want ErrValue only, got %v", err)
+				t.Errorf("store: want ErrValue only, got %v", err)
 			}
 		})
 	}

@@ -6,15 +6,15 @@ import (
 	"unicode/utf8"
 )
 
-// Load lifts a value of type t stored in mem at ptr.
-func Load(mem Memory, t *Type, ptr uint32, lim Limits) (any, error) {
+// load lifts a value of type t stored in mem at ptr.
+func load(mem Memory, t *Type, ptr uint32, lim limits) (any, error) {
 	l := lifter{mem: mem, lim: lim.withDefaults()}
 	return l.load(t, ptr)
 }
 
-// LiftFlat lifts a value of type t from its flattened core values (len(t.Flat()) of
+// liftFlat lifts a value of type t from its flattened core values (len(t.flat) of
 // them), reading strings and lists from mem.
-func LiftFlat(mem Memory, t *Type, flat []uint64, lim Limits) (any, error) {
+func liftFlat(mem Memory, t *Type, flat []uint64, lim limits) (any, error) {
 	if len(flat) != len(t.flat) {
 		return nil, guestErr("%s: %d flat values, want %d", t, len(flat), len(t.flat))
 	}
@@ -25,7 +25,7 @@ func LiftFlat(mem Memory, t *Type, flat []uint64, lim Limits) (any, error) {
 
 type lifter struct {
 	mem  Memory
-	lim  Limits
+	lim  limits
 	used uint64
 }
 

@@ -8,16 +8,16 @@ import (
 	"unicode/utf8"
 )
 
-// Store lowers v, a value of type t, into mem at ptr (a guest-provided address, so it is
+// store lowers v, a value of type t, into mem at ptr (a guest-provided address, so it is
 // checked like any other), allocating strings and lists through realloc.
-func Store(ctx context.Context, mem Memory, realloc Realloc, t *Type, ptr uint32, v any) error {
+func store(ctx context.Context, mem Memory, realloc Realloc, t *Type, ptr uint32, v any) error {
 	w := lowerer{ctx: ctx, mem: mem, realloc: realloc}
 	return w.store(t, ptr, v)
 }
 
-// LowerFlat lowers v, a value of type t, to its flattened core values, allocating
+// lowerFlat lowers v, a value of type t, to its flattened core values, allocating
 // strings and lists through realloc.
-func LowerFlat(ctx context.Context, mem Memory, realloc Realloc, t *Type, v any) ([]uint64, error) {
+func lowerFlat(ctx context.Context, mem Memory, realloc Realloc, t *Type, v any) ([]uint64, error) {
 	w := lowerer{ctx: ctx, mem: mem, realloc: realloc}
 	return w.lowerFlat(t, v, make([]uint64, 0, len(t.flat)))
 }

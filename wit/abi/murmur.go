@@ -6,7 +6,6 @@ import "fmt"
 // versions served").
 const (
 	ExportToolRun01   = "murmur:tool/run@0.1.0#run"
-	ExportToolRun02   = "murmur:tool/run@0.2.0#run"
 	ExportCapsuleRun  = "murmur:capsule/run@0.1.0#run"
 	ModuleRegistry    = "murmur:tool-registry/invoke@0.1.0"
 	ModuleStream      = "murmur:stream/events@0.1.0"
@@ -100,8 +99,8 @@ var (
 // Functions of the P1 interfaces.
 var (
 	ToolRun01   = NewFunc([]*Type{ToolInputType}, []*Type{ToolResultType})
-	ToolRun02   = NewFunc([]*Type{ToolInputType}, []*Type{ToolResultType02})
-	CapsuleRun  = NewFunc(nil, nil)
+	toolRun02   = NewFunc([]*Type{ToolInputType}, []*Type{ToolResultType02}) // not served yet; tests check its layout
+	capsuleRun  = NewFunc(nil, nil)
 	Invoke      = NewFunc([]*Type{String, ToolInputType}, []*Type{ResultOf(ToolResultType, String)})
 	EmitChunk   = NewFunc([]*Type{String}, nil)
 	EmitThink   = NewFunc([]*Type{String}, nil)
@@ -146,8 +145,8 @@ func (r ToolResult) Value(v02 bool) any {
 	return vals
 }
 
-// Value is r's generic value, of HTTPRequestType.
-func (r HTTPRequest) Value() any {
+// value is r's generic value, of HTTPRequestType.
+func (r HTTPRequest) value() any {
 	return []any{r.Method, r.URL, pairsValue(r.Headers), bytesOrEmpty(r.Body)}
 }
 
@@ -248,8 +247,8 @@ func ToHTTPRequest(v any) (HTTPRequest, error) {
 	return HTTPRequest{Method: m, URL: u, Headers: h, Body: body}, nil
 }
 
-// ToHTTPResponse converts a lifted value of HTTPResponseType.
-func ToHTTPResponse(v any) (HTTPResponse, error) {
+// toHTTPResponse converts a lifted value of HTTPResponseType.
+func toHTTPResponse(v any) (HTTPResponse, error) {
 	f, err := fields(HTTPResponseType, v)
 	if err != nil {
 		return HTTPResponse{}, err

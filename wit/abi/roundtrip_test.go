@@ -60,7 +60,7 @@ var roundTrips = []struct {
 	{"tool-input", ToolInputType, ToolInput{Data: ptr("{}"), LogPath: nil}.Value()},
 	{"tool-result", ToolResultType, sampleResult().Value(false)},
 	{"tool-result 0.2.0", ToolResultType02, sampleResult().Value(true)},
-	{"http request", HTTPRequestType, HTTPRequest{Method: "GET", URL: "https://x", Headers: [][2]string{{"a", "b"}}, Body: []byte("hi")}.Value()},
+	{"http request", HTTPRequestType, HTTPRequest{Method: "GET", URL: "https://x", Headers: [][2]string{{"a", "b"}}, Body: []byte("hi")}.value()},
 	{"invoke result", ResultOf(ToolResultType, String), Result{Value: sampleResult().Value(false)}},
 }
 
@@ -80,14 +80,14 @@ func TestRoundTrip(t *testing.T) {
 			a := newBump(m, 8)
 
 			// Memory: store at a guest-allocated address, load back.
-			p, err := a.realloc(ctx, 0, 0, tt.typ.Align(), tt.typ.Size())
+			p, err := a.realloc(ctx, 0, 0, tt.typ.align, tt.typ.size)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := Store(ctx, m, a.realloc, tt.typ, p, tt.val); err != nil {
-				t.Fatalf("Store: %v", err)
+			if err := store(ctx, m, a.realloc, tt.typ, p, tt.val); err != nil {
+				t.Fatalf("store: %v", err)
 			}
-			got, err := Load(m, tt.typ, p, Limits{})
+			got, err := load(m, tt.typ, p, limits{})
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
@@ -96,14 +96,14 @@ func TestRoundTrip(t *testing.T) {
 			}
 
 			// Flat values.
-			flat, err := LowerFlat(ctx, m, a.realloc, tt.typ, tt.val)
+			flat, err := lowerFlat(ctx, m, a.realloc, tt.typ, tt.val)
 			if err != nil {
 				t.Fatalf("LowerFlat: %v", err)
 			}
-			if len(flat) != len(tt.typ.Flat()) {
-				t.Fatalf("LowerFlat gave %d values, want %d", len(flat), len(tt.typ.Flat()))
+			if len(flat) != len(tt.typ.flat) {
+				t.Fatalf("lowerFlat gave %d values, want %d", len(flat), len(tt.typ.flat))
 			}
-			got, err = LiftFlat(m, tt.typ, flat, Limits{})
+			got, err = liftFlat(m, tt.typ, flat, limits{})
 			if err != nil {
 				t.Fatalf("LiftFlat: %v", err)
 			}
@@ -129,13 +129,13 @@ func TestFuncRoundTrip(t *testing.T) {
 		fn              *Func
 		params, results []any
 	}{
-		{"capsule run", CapsuleRun, []any{}, []any{}},
+		{"capsule run", capsuleRun, []any{}, []any{}},
 		{"tool run", ToolRun01, []any{ToolInput{Data: ptr("d"), LogPath: ptr("/l")}.Value()}, []any{sampleResult().Value(false)}},
-		{"tool run 0.2.0", ToolRun02, []any{ToolInput{}.Value()}, []any{sampleResult().Value(true)}},
+		{"tool run 0.2.0", toolRun02, []any{ToolInput{}.Value()}, []any{sampleResult().Value(true)}},
 		{"invoke", Invoke, []any{"grep", ToolInput{}.Value()}, []any{Result{Err: true, Value: "no such tool"}}},
 		{"input bytes", InputBytes, []any{"id", uint64(1 << 40)}, []any{}},
 		{"request input", RequestIn, []any{"name?"}, []any{"Ada"}},
-		{"http send", HTTPSend, []any{HTTPRequest{Method: "POST", URL: "u", Body: []byte{1}}.Value()},
+		{"http send", HTTPSend, []any{HTTPRequest{Method: "POST", URL: "u", Body: []byte{1}}.value()},
 			[]any{Result{Value: HTTPResponse{Status: 204, Headers: [][2]string{{"x", "y"}}}.Value()}}},
 		{"20 params, one u64 result", NewFunc(many, []*Type{U64}), manyVals, []any{uint64(42)}},
 		{"multi-value results", NewFunc([]*Type{Bool}, []*Type{U8, String, Float64}), []any{true}, []any{uint8(1), "two", 3.0}},
@@ -214,10 +214,10 @@ func TestNaNBitsPassThrough(t *testing.T) {
 	nan32 := math.Float32frombits(0x7fc00001)
 	nan64 := math.Float64frombits(0x7ff8000000000002)
 	ty := Tuple(Float32, Float64)
-	if err := Store(ctx, m, nil, ty, 0, []any{nan32, nan64}); err != nil {
+	if err := store(ctx, m, nil, ty, 0, []any{nan32, nan64}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Load(m, ty, 0, Limits{})
+	got, err := load(m, ty, 0, limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,12 +244,12 @@ func TestToolTypesConvert(t *testing.T) {
 		t.Errorf("ToolResult 0.1.0 = %+v, %v", got01, err)
 	}
 	req := HTTPRequest{Method: "GET", URL: "u", Headers: [][2]string{{"a", "b"}}, Body: []byte{}}
-	gotReq, err := ToHTTPRequest(req.Value())
+	gotReq, err := ToHTTPRequest(req.value())
 	if err != nil || !reflect.DeepEqual(gotReq, req) {
 		t.Errorf("HTTPRequest = %+v, %v", gotReq, err)
 	}
 	resp := HTTPResponse{Status: 200, Headers: [][2]string{}, Body: []byte("ok")}
-	gotResp, err := ToHTTPResponse(resp.Value())
+	gotResp, err := toHTTPResponse(resp.Value())
 	if err != nil || !reflect.DeepEqual(gotResp, resp) {
 		t.Errorf("HTTPResponse = %+v, %v", gotResp, err)
 	}

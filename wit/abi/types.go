@@ -277,15 +277,6 @@ func join(a, b ValType) ValType {
 // Kind reports the type's kind.
 func (t *Type) Kind() Kind { return t.kind }
 
-// Size is the type's byte size in linear memory.
-func (t *Type) Size() uint32 { return t.size }
-
-// Align is the type's alignment in linear memory.
-func (t *Type) Align() uint32 { return t.align }
-
-// Flat is the type's flattening into core values; the caller must not modify it.
-func (t *Type) Flat() []ValType { return t.flat }
-
 // Elem is the element type of a list or option, else nil.
 func (t *Type) Elem() *Type { return t.elem }
 

@@ -57,13 +57,13 @@ func TestLayout(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.typ.Size(); got != tt.size {
+			if got := tt.typ.size; got != tt.size {
 				t.Errorf("size = %d, want %d", got, tt.size)
 			}
-			if got := tt.typ.Align(); got != tt.align {
+			if got := tt.typ.align; got != tt.align {
 				t.Errorf("align = %d, want %d", got, tt.align)
 			}
-			if got := flatString(tt.typ.Flat()); got != tt.flat {
+			if got := flatString(tt.typ.flat); got != tt.flat {
 				t.Errorf("flat = %q, want %q", got, tt.flat)
 			}
 		})
@@ -100,7 +100,7 @@ func TestSignatures(t *testing.T) {
 		expParams, expResults string
 		impParams, impResults string
 	}{
-		{"no params no results", CapsuleRun, "", "", "", ""},
+		{"no params no results", capsuleRun, "", "", "", ""},
 		{"16 flat params stay flat", NewFunc(u32s(16), nil), strings.TrimSpace(strings.Repeat("i32 ", 16)), "", strings.TrimSpace(strings.Repeat("i32 ", 16)), ""},
 		{"17 flat params spill", NewFunc(u32s(17), nil), "i32", "", "i32", ""},
 		{"8 strings spill", NewFunc([]*Type{String, String, String, String, String, String, String, String, U8}, nil), "i32", "", "i32", ""},

@@ -88,14 +88,14 @@ func TestWazeroMemory(t *testing.T) {
 	}
 
 	res := sampleResult()
-	ret, err := realloc(ctx, 0, 0, ToolResultType02.Align(), ToolResultType02.Size())
+	ret, err := realloc(ctx, 0, 0, ToolResultType02.align, ToolResultType02.size)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ToolRun02.LowerResults(ctx, m, realloc, []any{res.Value(true)}, ret); err != nil {
+	if _, err := toolRun02.LowerResults(ctx, m, realloc, []any{res.Value(true)}, ret); err != nil {
 		t.Fatal(err)
 	}
-	vals, err := ToolRun02.LiftResults(m, []uint64{uint64(ret)})
+	vals, err := toolRun02.LiftResults(m, []uint64{uint64(ret)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +104,6 @@ func TestWazeroMemory(t *testing.T) {
 	}
 
 	// A pointer past the real memory's end is refused.
-	_, err = Load(m, String, m.Size()-4, Limits{})
+	_, err = load(m, String, m.Size()-4, limits{})
 	mustABI(t, err)
 }

@@ -7,8 +7,7 @@ import "encoding/binary"
 
 // Sizes and offsets of the canonical ABI layouts (32-bit memory) used by the SDK.
 const (
-	OptStringSize = 12 // option<string>: u8 discriminant, then (ptr, len) at 4
-	PairSize      = 16 // tuple<string, string>: (ptr, len), (ptr, len)
+	PairSize = 16 // tuple<string, string>: (ptr, len), (ptr, len)
 
 	// tool-result record
 	ResultStatus   = 0
