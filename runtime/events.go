@@ -12,9 +12,6 @@ import (
 	"github.com/capsulegate/capsulegate/internal/ids"
 )
 
-// CodeTrace fails a session whose trace cannot be written: events are never dropped.
-const CodeTrace = "E-RUN-012"
-
 // Event types of the session stream (docs/reference/trace.md "Events").
 const (
 	EventSessionStart  = "session_start"

@@ -8,9 +8,6 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
-// CodeWorkdir refuses a session whose folders cannot be created.
-const CodeWorkdir = "E-RUN-009"
-
 // Layout is a session's folders (docs/reference/guest-abi.md "Files").
 type Layout struct {
 	Root  string // <work_root>/<capsule>/<session_id>

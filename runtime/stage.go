@@ -19,9 +19,6 @@ import (
 	"github.com/capsulegate/capsulegate/registry"
 )
 
-// CodeScriptModule refuses a script capsule without exactly one module beside its manifest.
-const CodeScriptModule = "E-RUN-010"
-
 // Staged is a capsule ready to launch: its manifest, its verified artifacts and its
 // compiled modules. Staging writes nothing but a missing lock.
 type Staged struct {

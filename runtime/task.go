@@ -177,10 +177,6 @@ func (c chunkEvents) Chunk(thinking bool, text string) {
 	c.s.stream.Emit(EventChunk, c.t.evt, Chunk{TaskID: c.t.id, Text: text, Thinking: thinking}, nil)
 }
 
-// ToolCallStarted and ToolCallInputBytes are progress hints the tool_call event covers.
-func (chunkEvents) ToolCallStarted(string, string)    {}
-func (chunkEvents) ToolCallInputBytes(string, uint64) {}
-
 // setCapsuleURL makes url the MURMUR_CAPSULE_URL of the session's guests from now on;
 // the gateway learns it from each task's request.
 func (s *session) setCapsuleURL(url string) {
