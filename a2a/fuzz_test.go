@@ -76,7 +76,7 @@ func FuzzDecodeRequest(f *testing.F) {
 					return
 				}
 			}
-			h := &Handler{tasks: map[string]*task{}}
+			h := &Handler{store: newMemoryStore(keepFinished)}
 			res, rerr := h.list(d, p)
 			check(res, rerr)
 		}

@@ -1,7 +1,6 @@
 package a2a
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -25,14 +24,12 @@ const (
 
 // Handler serves A2A for one capsule. Its zero value is not usable: call NewHandler.
 type Handler struct {
-	mu       sync.Mutex
-	cfg      Config
-	spec     *runSpec
-	tasks    map[string]*task
-	finished *list.List // terminal tasks, most recently used first
-	slots    slots      // who runs and who waits (slots.go)
-	waiting  map[string]*task
-	turns    turnStore
+	mu      sync.Mutex
+	cfg     Config
+	spec    *runSpec
+	store   store // the tasks and threaded turns (store.go)
+	slots   slots // who runs and who waits (slots.go)
+	waiting map[string]*task
 	// cardTime is when what the card says last changed (its Last-Modified); cardKey is
 	// what it was computed from.
 	cardTime time.Time
@@ -42,9 +39,8 @@ type Handler struct {
 	base     context.Context
 	stop     context.CancelFunc
 
-	ringSize    int
-	maxFinished int
-	heartbeat   time.Duration
+	ringSize  int
+	heartbeat time.Duration
 }
 
 // NewHandler validates cfg and returns a Handler serving it.
@@ -56,10 +52,10 @@ func NewHandler(cfg Config) (*Handler, error) {
 	base, stop := context.WithCancel(context.Background())
 	h := &Handler{
 		cfg: cfg, spec: specOf(cfg),
-		tasks: map[string]*task{}, finished: list.New(), waiting: map[string]*task{}, slots: newSlots(),
-		turns: newTurnStore(),
-		base:  base, stop: stop,
-		ringSize: replayEvents, maxFinished: keepFinished, heartbeat: heartbeatTick,
+		waiting: map[string]*task{}, slots: newSlots(),
+		base: base, stop: stop,
+		store:    newMemoryStore(keepFinished),
+		ringSize: replayEvents, heartbeat: heartbeatTick,
 	}
 	h.cardKey, h.cardTime = cardKeyOf(cfg), time.Now()
 	h.slotMetricsLocked()

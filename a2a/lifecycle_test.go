@@ -425,7 +425,7 @@ func TestExecutorPanic(t *testing.T) {
 
 func TestFinishedTasksBounded(t *testing.T) {
 	h, srv := newServer(t, Config{Executor: &echoExec{}})
-	h.maxFinished = 3
+	h.store = newMemoryStore(3)
 	send := func(s string) string {
 		return decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03(s)}))).ID
 	}

@@ -80,10 +80,8 @@ func (h *Handler) list(d dialect, p listParams) (*listResult, *rpcError) {
 	}
 
 	h.mu.Lock()
-	all := make([]*task, 0, len(h.tasks))
-	for _, t := range h.tasks {
-		all = append(all, t)
-	}
+	var all []*task
+	h.store.each(func(t *task) { all = append(all, t) })
 	h.mu.Unlock()
 	var snaps []*snapshot
 	for _, t := range all {

@@ -1,12 +1,10 @@
 package a2a
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"slices"
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/ids"
@@ -21,14 +19,13 @@ func (h *Handler) send(in incoming, stream bool) (*task, *subscription, *rpcErro
 	defer h.mu.Unlock()
 	now := time.Now()
 	if in.taskID != "" {
-		t := h.tasks[in.taskID]
+		t := h.store.get(in.taskID)
 		if t == nil {
 			return nil, nil, errTaskNotFound(in.taskID)
 		}
 		if in.contextID != "" && in.contextID != t.contextID {
 			return nil, nil, errInvalidParams(fmt.Sprintf("message.contextId %q is not the context %q of task %s", in.contextID, t.contextID, t.id))
 		}
-		h.touchLocked(t)
 		return h.answerLocked(t, in, stream, now)
 	}
 	if t := h.waiting[in.contextID]; in.contextID != "" && t != nil {
@@ -73,7 +70,7 @@ func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *
 	t.url = in.url
 	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID}}
 	reason := h.refusalLocked(contextID)
-	h.tasks[t.id] = t
+	h.store.add(t)
 	t.mu.Lock()
 	if reason != "" {
 		msg := agentMessage(t, reason)
@@ -89,7 +86,7 @@ func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *
 	}
 	if reason != "" {
 		t.spec.metrics.ended(t.spec.capsule, stateRejected)
-		h.retireLocked(t)
+		h.store.ended(t)
 		t.freeRingLocked()
 		t.mu.Unlock()
 		return t, sub, nil
@@ -112,7 +109,7 @@ func (h *Handler) startLocked(t *task, now time.Time) {
 	t.setStatusLocked(status{State: stateWorking, Time: now}, now)
 	job := &Job{TaskID: t.id, ContextID: t.contextID, Text: t.text, URL: t.url}
 	if t.spec.threaded {
-		job.History = h.turns.get(t.contextID)
+		job.History = h.store.turns(t.contextID)
 	}
 	job.Chunk = func(text string) { h.chunk(t, text) }
 	job.Input = func(ctx context.Context, prompt string) (string, error) { return h.input(ctx, t, prompt) }
@@ -168,7 +165,7 @@ func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
 		t.publishLocked(event{kind: evArtifact, art: a, last: true}, now)
 		t.setStatusLocked(status{State: stateCompleted, Time: now}, now)
 		if t.spec.threaded {
-			h.turns.add(t.contextID, Turn{User: t.text, Agent: out.Text})
+			h.store.addTurn(t.contextID, Turn{User: t.text, Agent: out.Text})
 		}
 	} else {
 		text := out.Text
@@ -180,7 +177,7 @@ func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
 	}
 	t.spec.metrics.ended(t.spec.capsule, t.st.State)
 	t.spec.logger.Debug("a2a task ended", "task", t.id, "state", t.st.State, "duration", now.Sub(t.created))
-	h.retireLocked(t)
+	h.store.ended(t)
 	t.freeRingLocked()
 }
 
@@ -255,7 +252,7 @@ func (h *Handler) input(ctx context.Context, t *task, prompt string) (string, er
 		msg := agentMessage(t, "input-timeout")
 		t.setStatusLocked(status{State: stateFailed, Msg: &msg, Time: now}, now)
 		t.spec.metrics.ended(t.spec.capsule, stateFailed)
-		h.retireLocked(t)
+		h.store.ended(t)
 		t.freeRingLocked()
 		t.cancel() // the guest stops; its slot frees when Execute returns
 		return "", err
@@ -267,11 +264,10 @@ func (h *Handler) input(ctx context.Context, t *task, prompt string) (string, er
 func (h *Handler) cancel(id string) (*snapshot, *rpcError) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t := h.tasks[id]
+	t := h.store.get(id)
 	if t == nil {
 		return nil, errTaskNotFound(id)
 	}
-	h.touchLocked(t)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if st := t.st.State; terminal(st) {
@@ -295,7 +291,7 @@ func (h *Handler) cancelLocked(t *task, reason string, now time.Time) {
 	msg := agentMessage(t, reason)
 	t.setStatusLocked(status{State: stateCanceled, Msg: &msg, Time: now}, now)
 	t.spec.metrics.ended(t.spec.capsule, stateCanceled)
-	h.retireLocked(t)
+	h.store.ended(t)
 	t.freeRingLocked()
 	if queued {
 		h.unqueueLocked(t)
@@ -306,81 +302,9 @@ func (h *Handler) cancelLocked(t *task, reason string, now time.Time) {
 	}
 }
 
-// lookup returns the task with id, or nil, and marks it recently used.
+// lookup returns the task with id, or nil.
 func (h *Handler) lookup(id string) *task {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t := h.tasks[id]
-	if t != nil {
-		h.touchLocked(t)
-	}
-	return t
-}
-
-// retireLocked files a task that reached a terminal state among the finished ones,
-// forgetting the least recently used beyond maxFinished.
-func (h *Handler) retireLocked(t *task) {
-	if t.lru == nil {
-		t.lru = h.finished.PushFront(t)
-	}
-	for h.finished.Len() > h.maxFinished {
-		old := h.finished.Remove(h.finished.Back()).(*task)
-		old.lru = nil
-		delete(h.tasks, old.id)
-	}
-}
-
-func (h *Handler) touchLocked(t *task) {
-	if t.lru != nil {
-		h.finished.MoveToFront(t.lru)
-	}
-}
-
-// Bounds of threaded conversation history, so a chatty client cannot grow it forever.
-const (
-	maxContexts = 1000 // contexts kept, least recently used dropped
-	maxTurns    = 100  // turns kept per context, oldest dropped
-)
-
-// turnStore keeps the completed turns of threaded conversations per context id.
-type turnStore struct {
-	byID map[string]*list.Element
-	lru  *list.List // of *contextTurns, most recently used first
-}
-
-type contextTurns struct {
-	id    string
-	turns []Turn
-}
-
-func newTurnStore() turnStore {
-	return turnStore{byID: map[string]*list.Element{}, lru: list.New()}
-}
-
-// get returns a copy of the context's turns, oldest first (empty, not nil).
-func (s *turnStore) get(id string) []Turn {
-	e := s.byID[id]
-	if e == nil {
-		return []Turn{}
-	}
-	s.lru.MoveToFront(e)
-	return slices.Clone(e.Value.(*contextTurns).turns)
-}
-
-func (s *turnStore) add(id string, t Turn) {
-	e := s.byID[id]
-	if e == nil {
-		e = s.lru.PushFront(&contextTurns{id: id})
-		s.byID[id] = e
-		for s.lru.Len() > maxContexts {
-			old := s.lru.Remove(s.lru.Back()).(*contextTurns)
-			delete(s.byID, old.id)
-		}
-	}
-	s.lru.MoveToFront(e)
-	c := e.Value.(*contextTurns)
-	c.turns = append(c.turns, t)
-	if len(c.turns) > maxTurns {
-		c.turns = slices.Delete(c.turns, 0, len(c.turns)-maxTurns)
-	}
+	return h.store.get(id)
 }

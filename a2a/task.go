@@ -1,7 +1,6 @@
 package a2a
 
 import (
-	"container/list"
 	"context"
 	"log/slog"
 	"slices"
@@ -105,7 +104,6 @@ type task struct {
 	text          string // the first message's text, for Job.Text and threaded turns
 	url           string // the endpoint URL the creating request reached, for Job.URL
 	spec          *runSpec
-	lru           *list.Element // in Handler.finished once terminal (Handler.mu)
 
 	mu        sync.Mutex
 	st        status

@@ -1,0 +1,124 @@
+package a2a
+
+import (
+	"container/list"
+	"slices"
+)
+
+// store keeps a handler's tasks and the turns of its threaded conversations
+// (docs/architecture.md "Tasks and contexts"): the one home of what the handler knows of
+// its tasks beyond running them. The handler calls it holding Handler.mu, so an
+// implementation need not lock. memoryStore is the one in use; a durable store takes the
+// same place.
+type store interface {
+	// add files a task just admitted.
+	add(t *task)
+	// get returns the task with id, or nil when it is unknown or forgotten; a read counts
+	// as a use.
+	get(id string) *task
+	// ended files a task that reached a terminal state.
+	ended(t *task)
+	// each calls f for every task the store still knows.
+	each(f func(*task))
+	// turns returns the completed turns of a threaded context, oldest first (empty, not nil).
+	turns(contextID string) []Turn
+	// addTurn appends one completed turn to a context.
+	addTurn(contextID string, t Turn)
+}
+
+// memoryStore keeps everything in memory: every task until it ends, then the maxFinished
+// finished tasks used most recently; the turns of the contexts used most recently.
+type memoryStore struct {
+	tasks       map[string]*task
+	finished    *list.List // terminal tasks, most recently used first
+	finishedAt  map[*task]*list.Element
+	maxFinished int
+	threads     turnStore
+}
+
+func newMemoryStore(maxFinished int) *memoryStore {
+	return &memoryStore{tasks: map[string]*task{}, finished: list.New(), finishedAt: map[*task]*list.Element{},
+		maxFinished: maxFinished, threads: newTurnStore()}
+}
+
+func (s *memoryStore) add(t *task) { s.tasks[t.id] = t }
+
+func (s *memoryStore) get(id string) *task {
+	t := s.tasks[id]
+	if e := s.finishedAt[t]; e != nil {
+		s.finished.MoveToFront(e)
+	}
+	return t
+}
+
+// ended files t among the finished tasks, forgetting the least recently used beyond
+// maxFinished.
+func (s *memoryStore) ended(t *task) {
+	if s.finishedAt[t] == nil {
+		s.finishedAt[t] = s.finished.PushFront(t)
+	}
+	for s.finished.Len() > s.maxFinished {
+		old := s.finished.Remove(s.finished.Back()).(*task)
+		delete(s.finishedAt, old)
+		delete(s.tasks, old.id)
+	}
+}
+
+func (s *memoryStore) each(f func(*task)) {
+	for _, t := range s.tasks {
+		f(t)
+	}
+}
+
+func (s *memoryStore) turns(contextID string) []Turn { return s.threads.get(contextID) }
+
+func (s *memoryStore) addTurn(contextID string, t Turn) { s.threads.add(contextID, t) }
+
+// Bounds of threaded conversation history, so a chatty client cannot grow it forever.
+const (
+	maxContexts = 1000 // contexts kept, least recently used dropped
+	maxTurns    = 100  // turns kept per context, oldest dropped
+)
+
+// turnStore keeps the completed turns of threaded conversations per context id.
+type turnStore struct {
+	byID map[string]*list.Element
+	lru  *list.List // of *contextTurns, most recently used first
+}
+
+type contextTurns struct {
+	id    string
+	turns []Turn
+}
+
+func newTurnStore() turnStore {
+	return turnStore{byID: map[string]*list.Element{}, lru: list.New()}
+}
+
+// get returns a copy of the context's turns, oldest first (empty, not nil).
+func (s *turnStore) get(id string) []Turn {
+	e := s.byID[id]
+	if e == nil {
+		return []Turn{}
+	}
+	s.lru.MoveToFront(e)
+	return slices.Clone(e.Value.(*contextTurns).turns)
+}
+
+func (s *turnStore) add(id string, t Turn) {
+	e := s.byID[id]
+	if e == nil {
+		e = s.lru.PushFront(&contextTurns{id: id})
+		s.byID[id] = e
+		for s.lru.Len() > maxContexts {
+			old := s.lru.Remove(s.lru.Back()).(*contextTurns)
+			delete(s.byID, old.id)
+		}
+	}
+	s.lru.MoveToFront(e)
+	c := e.Value.(*contextTurns)
+	c.turns = append(c.turns, t)
+	if len(c.turns) > maxTurns {
+		c.turns = slices.Delete(c.turns, 0, len(c.turns)-maxTurns)
+	}
+}
