@@ -278,7 +278,7 @@ func (s *session) imports(t *task, who string) *wasm.Imports {
 	invoke := func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
 		return s.invokeAt(ctx, t, name, in)
 	}
-	return &wasm.Imports{Who: who, HTTP: s.http, Invoke: invoke, Events: chunkEvents{s, t}, RequestInput: t.requestInput}
+	return &wasm.Imports{Who: who, HTTP: s.http, Invoke: invoke, Chunk: s.chunks(t), RequestInput: t.requestInput}
 }
 
 // invokeAt runs a declared wasm tool for task t and records it under the task's current

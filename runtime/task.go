@@ -167,14 +167,11 @@ func (s *session) writeResult(taskID, text string, main bool) error {
 	return nil
 }
 
-// chunkEvents turns a guest's murmur:stream/events into its task's chunk events.
-type chunkEvents struct {
-	s *session
-	t *task
-}
-
-func (c chunkEvents) Chunk(thinking bool, text string) {
-	c.s.stream.Emit(EventChunk, c.t.evt, Chunk{TaskID: c.t.id, Text: text, Thinking: thinking}, nil)
+// chunks turns what a guest of task t streams into the task's chunk events.
+func (s *session) chunks(t *task) func(thinking bool, text string) {
+	return func(thinking bool, text string) {
+		s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: text, Thinking: thinking}, nil)
+	}
 }
 
 // setCapsuleURL makes url the MURMUR_CAPSULE_URL of the session's guests from now on;

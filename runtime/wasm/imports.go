@@ -14,13 +14,6 @@ import (
 // MaxInvokeDepth bounds nested tool-registry invokes within one call chain.
 const MaxInvokeDepth = 8
 
-// Stream receives the guest's text chunks from murmur:stream/events; the interface's
-// tool-call-started and tool-call-input-bytes are accepted and ignored
-// (docs/reference/guest-abi.md "murmur:stream/events").
-type Stream interface {
-	Chunk(thinking bool, text string)
-}
-
 // Imports is what the guest's imports can reach during one call: it travels in the call's context,
 // so the host modules are defined once per engine and serve every capsule.
 type Imports struct {
@@ -28,8 +21,10 @@ type Imports struct {
 	Invoke func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error)
 	// HTTP serves capsulegate:http/outgoing; nil refuses every request.
 	HTTP *Outgoing
-	// Events receives stream events; nil drops them.
-	Events Stream
+	// Chunk receives the text the guest streams through murmur:stream/events (thinking
+	// or not); nil drops it. The interface's tool-call-started and tool-call-input-bytes
+	// are accepted and ignored (docs/reference/guest-abi.md "murmur:stream/events").
+	Chunk func(thinking bool, text string)
 	// RequestInput asks the A2A client for input; nil outside an A2A task.
 	RequestInput func(ctx context.Context, prompt string) (string, error)
 	// Who names the calling artifact in network-denial records.
@@ -73,14 +68,14 @@ func defineImports(ctx context.Context, rt wazero.Runtime) error {
 		{abi.ModuleHTTP, []fn{{abi.ImportSend, abi.HTTPSend, importHTTPSend}}},
 		{abi.ModuleStream, []fn{
 			{abi.ImportEmitChunk, abi.EmitChunk, func(_ context.Context, h *Imports, a []any) ([]any, error) {
-				if h.Events != nil {
-					h.Events.Chunk(false, a[0].(string))
+				if h.Chunk != nil {
+					h.Chunk(false, a[0].(string))
 				}
 				return nil, nil
 			}},
 			{abi.ImportEmitThink, abi.EmitThink, func(_ context.Context, h *Imports, a []any) ([]any, error) {
-				if h.Events != nil {
-					h.Events.Chunk(true, a[0].(string))
+				if h.Chunk != nil {
+					h.Chunk(true, a[0].(string))
 				}
 				return nil, nil
 			}},
