@@ -109,7 +109,8 @@ func (h *Hosted) TryRunTask(ctx context.Context, req TaskRequest) (TaskOutcome, 
 	defer h.leave(c)
 	c.run.Lock()
 	defer c.run.Unlock()
-	if h.retired.Load() {
+	if h.retired.Load() || h.isClosed() {
+		// Closed while this task waited for its context: its session has ended.
 		return TaskOutcome{}, false
 	}
 	if c.sess == nil {
@@ -120,6 +121,12 @@ func (h *Hosted) TryRunTask(ctx context.Context, req TaskRequest) (TaskOutcome, 
 		c.sess = sess
 	}
 	return c.sess.run(ctx, req), true
+}
+
+func (h *Hosted) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
 }
 
 // enter finds or makes the context id and counts one more user of it; nil when the
