@@ -71,6 +71,23 @@ func TestContexts(t *testing.T) {
 		b.release <- "1"
 		b.release <- "2"
 	})
+	t.Run("a reload that raises concurrency starts waiting tasks", func(t *testing.T) {
+		b := newBlocking()
+		h, srv := newServer(t, Config{Executor: b, Lifecycle: Lifecycle{Concurrency: 1}})
+		send(t, srv, "first", "ctx_1")
+		recv(t, b.started)
+		if w := send(t, srv, "second", "ctx_2"); w.Status.State != "submitted" {
+			t.Fatalf("second %+v", w)
+		}
+		if err := h.Update(Config{Executor: b, Card: testCard(), Lifecycle: Lifecycle{Concurrency: 2}}); err != nil {
+			t.Fatal(err)
+		}
+		if job := recv(t, b.started); job.Text != "second" {
+			t.Fatalf("started %q", job.Text)
+		}
+		b.release <- "1"
+		b.release <- "2"
+	})
 	t.Run("concurrency bounds the contexts running", func(t *testing.T) {
 		b := newBlocking()
 		metrics, err := NewMetrics(prometheus.NewRegistry())

@@ -99,7 +99,7 @@ func (h *Handler) Update(cfg Config) error {
 	if key := cardKeyOf(cfg); key != h.cardKey {
 		h.cardKey, h.cardTime = key, time.Now()
 	}
-	h.slotMetricsLocked()
+	h.fillLocked(time.Now()) // a higher concurrency starts waiting tasks now
 	return nil
 }
 
