@@ -96,9 +96,25 @@ func guard(fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
+			if u, ok := r.(callerPanic); ok {
+				panic(u.v) // the caller's callback, not the store, panicked
+			}
 			err = errs.New("E-STORE-007", part, fmt.Sprintf("a damaged page: %v", r),
 				"restore the store from a backup or move the file aside")
 		}
 	}()
 	return fn()
+}
+
+// callerPanic carries a panic of a caller's callback through guard unchanged.
+type callerPanic struct{ v any }
+
+// call runs a caller's callback inside a read, marking its panics as the caller's.
+func call[T any](fn func(T) bool, v T) bool {
+	defer func() {
+		if r := recover(); r != nil {
+			panic(callerPanic{r})
+		}
+	}()
+	return fn(v)
 }

@@ -15,11 +15,6 @@ type op struct {
 	done  chan error
 }
 
-// Writes return at once with a channel that receives exactly one value: nil once the
-// commit holding the write is on disk (fsynced), or the error that failed that commit,
-// which every write of the batch then receives. Ids are checked before anything is queued.
-// Receiving is optional; a caller that must not answer before the write is durable waits.
-
 // PutTask stores t, replacing the task with the same capsule and id.
 func (db *DB) PutTask(t Task) <-chan error {
 	if err := checkTaskIDs(t.Capsule, t.ID); err != nil {

@@ -39,7 +39,7 @@ func (db *DB) Tasks(capsule string, fn func(Task) bool) error {
 	return db.view(func(tx *bolt.Tx) error {
 		return scan(tx.Bucket(bucketTasks), appendString(nil, capsule), func(_, v []byte) (bool, error) {
 			t, err := decodeTask(v)
-			return err == nil && fn(t), err
+			return err == nil && call(fn, t), err
 		})
 	})
 }
@@ -61,7 +61,7 @@ func (db *DB) Events(capsule, taskID string, after uint64, fn func(Event) bool) 
 			if err != nil {
 				return err
 			}
-			if !fn(e) {
+			if !call(fn, e) {
 				return nil
 			}
 		}

@@ -8,6 +8,13 @@
 // write here goes through one committer goroutine that gathers the writes of many callers
 // into one transaction (group commit).
 //
+// Writes (PutTask, Append, AddTurn, DeleteTask) return at once with a channel that
+// receives exactly one value: nil once the commit holding the write is on disk, or the
+// error that failed that commit, which every write of the batch receives. Receiving is
+// optional; a caller that must not answer a client before the write is durable receives
+// first. Ids are checked before anything is queued. Reads see every write whose channel
+// has yielded nil.
+//
 // Records are opaque to the store except for their keys. Client-given ids are data: they
 // are length-prefixed into keys, never used as file names, and refused over MaxIDLen bytes.
 package taskdb

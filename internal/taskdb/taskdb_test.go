@@ -440,3 +440,17 @@ func TestRefusedFiles(t *testing.T) {
 		wantCode(t, err, "E-STORE-008")
 	})
 }
+
+func TestCallbackPanicIsTheCallers(t *testing.T) {
+	db := open(t, filepath.Join(t.TempDir(), "tasks.db"), Options{})
+	must(t, db.PutTask(task("a", 0)))
+	defer func() {
+		if r := recover(); r != "mine" {
+			t.Fatalf("recovered %v, want the callback's own panic", r)
+		}
+		if _, ok, err := db.Task("hello", "a"); !ok || err != nil { // the read was rolled back
+			t.Fatalf("store unusable after a callback panic: %v, %v", ok, err)
+		}
+	}()
+	_ = db.Tasks("hello", func(Task) bool { panic("mine") })
+}
