@@ -1,0 +1,190 @@
+package taskdb
+
+import (
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+// op is one queued write; apply runs inside the batch's transaction and done receives
+// the batch's outcome.
+type op struct {
+	apply func(tx *bolt.Tx) error
+	done  chan error
+}
+
+// PutTask stores t, replacing the task with the same capsule and id.
+func (db *DB) PutTask(t Task) <-chan error {
+	if err := checkTaskIDs(t.Capsule, t.ID); err != nil {
+		return failed(err)
+	}
+	if t.ContextID != "" {
+		if err := checkID("context id", t.ContextID); err != nil {
+			return failed(err)
+		}
+	}
+	v := encodeTask(t)
+	return db.enqueue(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketTasks).Put(taskKey(t.Capsule, t.ID), v)
+	})
+}
+
+// Append adds events to their tasks' journals; an event with the Seq of a stored one replaces it.
+func (db *DB) Append(capsule string, events ...Event) <-chan error {
+	if err := checkID("capsule", capsule); err != nil {
+		return failed(err)
+	}
+	keys, vals := make([][]byte, len(events)), make([][]byte, len(events))
+	for i, e := range events {
+		if err := checkID("task id", e.TaskID); err != nil {
+			return failed(err)
+		}
+		keys[i], vals[i] = seqKey(taskKey(capsule, e.TaskID), e.Seq), encodeEvent(e)
+	}
+	return db.enqueue(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEvents)
+		for i := range keys {
+			if err := b.Put(keys[i], vals[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// AddTurn appends item to the conversation (capsule, contextID), dropping the oldest
+// turns beyond Options.MaxTurns.
+func (db *DB) AddTurn(capsule, contextID string, item []byte) <-chan error {
+	if err := checkID("capsule", capsule); err != nil {
+		return failed(err)
+	}
+	if err := checkID("context id", contextID); err != nil {
+		return failed(err)
+	}
+	prefix, v, keep := taskKey(capsule, contextID), encodeTurn(item), db.opts.MaxTurns
+	return db.enqueue(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketTurns)
+		var keys [][]byte
+		c := b.Cursor()
+		for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Next() {
+			keys = append(keys, k)
+		}
+		next := uint64(0)
+		if len(keys) > 0 {
+			next = seqOf(keys[len(keys)-1]) + 1
+		}
+		for len(keys) >= keep {
+			if err := b.Delete(keys[0]); err != nil {
+				return err
+			}
+			keys = keys[1:]
+		}
+		return b.Put(seqKey(prefix, next), v)
+	})
+}
+
+// DeleteTask removes a task and its journal.
+func (db *DB) DeleteTask(capsule, id string) <-chan error {
+	if err := checkTaskIDs(capsule, id); err != nil {
+		return failed(err)
+	}
+	return db.enqueue(func(tx *bolt.Tx) error { return deleteTask(tx, capsule, id) })
+}
+
+func deleteTask(tx *bolt.Tx, capsule, id string) error {
+	key := taskKey(capsule, id)
+	if err := tx.Bucket(bucketTasks).Delete(key); err != nil {
+		return err
+	}
+	return deletePrefix(tx.Bucket(bucketEvents), key)
+}
+
+func deletePrefix(b *bolt.Bucket, prefix []byte) error {
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkTaskIDs(capsule, id string) error {
+	if err := checkID("capsule", capsule); err != nil {
+		return err
+	}
+	return checkID("task id", id)
+}
+
+func failed(err error) <-chan error {
+	ch := make(chan error, 1)
+	ch <- err
+	return ch
+}
+
+var errClosed = errs.New("E-STORE-006", part, "the task store is closed", "a gateway bug: report it")
+
+func (db *DB) enqueue(apply func(*bolt.Tx) error) <-chan error {
+	o := &op{apply: apply, done: make(chan error, 1)}
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if db.closed {
+		return failed(errClosed)
+	}
+	db.queue <- o
+	return o.done
+}
+
+// commitLoop is the one writer: it takes the first queued op, gathers more for
+// GroupWindow or until MaxBatch, and commits them all in one transaction.
+func (db *DB) commitLoop() {
+	defer close(db.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		first, ok := <-db.queue
+		if !ok {
+			return
+		}
+		batch := []*op{first}
+		timer.Reset(db.opts.GroupWindow)
+	gather:
+		for len(batch) < db.opts.MaxBatch {
+			select {
+			case o, ok := <-db.queue:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, o)
+			case <-timer.C:
+				break gather
+			}
+		}
+		timer.Stop()
+		db.commit(batch)
+	}
+}
+
+func (db *DB) commit(batch []*op) {
+	err := guard(func() error {
+		return db.bolt.Update(func(tx *bolt.Tx) error {
+			for _, o := range batch {
+				if err := o.apply(tx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		err = errs.Wrap(err, "E-STORE-005", part, "writing the task store failed; the writes of this commit are lost",
+			"check free disk space and the file's health; restart the gateway if it persists").At(db.path, "")
+	}
+	db.commits.Add(1)
+	db.ops.Add(uint64(len(batch)))
+	for _, o := range batch {
+		o.done <- err
+	}
+}

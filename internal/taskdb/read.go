@@ -1,0 +1,162 @@
+package taskdb
+
+import (
+	"bytes"
+	"encoding/binary"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Reads see every write whose channel has yielded nil, and never block the committer.
+
+// Task returns the task (capsule, id), and whether it exists.
+func (db *DB) Task(capsule, id string) (Task, bool, error) {
+	if err := checkTaskIDs(capsule, id); err != nil {
+		return Task{}, false, err
+	}
+	var t Task
+	var found bool
+	err := db.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketTasks).Get(taskKey(capsule, id))
+		if v == nil {
+			return nil
+		}
+		var err error
+		t, err = decodeTask(v)
+		found = err == nil
+		return err
+	})
+	return t, found, err
+}
+
+// Tasks calls fn for each of the capsule's tasks, in key order, until fn returns false.
+func (db *DB) Tasks(capsule string, fn func(Task) bool) error {
+	if err := checkID("capsule", capsule); err != nil {
+		return err
+	}
+	return db.view(func(tx *bolt.Tx) error {
+		return scan(tx.Bucket(bucketTasks), appendString(nil, capsule), func(_, v []byte) (bool, error) {
+			t, err := decodeTask(v)
+			return err == nil && call(fn, t), err
+		})
+	})
+}
+
+// Events calls fn for each event of the task with Seq > after, in Seq order, until fn
+// returns false.
+func (db *DB) Events(capsule, taskID string, after uint64, fn func(Event) bool) error {
+	if err := checkTaskIDs(capsule, taskID); err != nil {
+		return err
+	}
+	prefix := taskKey(capsule, taskID)
+	return db.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEvents).Cursor()
+		for k, v := c.Seek(seqKey(prefix, after)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+			if seqOf(k) <= after {
+				continue
+			}
+			e, err := decodeEvent(v)
+			if err != nil {
+				return err
+			}
+			if !call(fn, e) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// Turns returns the conversation's turns, oldest first.
+func (db *DB) Turns(capsule, contextID string) ([][]byte, error) {
+	if err := checkID("capsule", capsule); err != nil {
+		return nil, err
+	}
+	if err := checkID("context id", contextID); err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	err := db.view(func(tx *bolt.Tx) error {
+		return scan(tx.Bucket(bucketTurns), taskKey(capsule, contextID), func(_, v []byte) (bool, error) {
+			item, err := decodeTurn(v)
+			out = append(out, item)
+			return err == nil, err
+		})
+	})
+	return out, err
+}
+
+// Evict removes the capsule's tasks updated before olderThan and then, oldest first, those
+// beyond maxTasks (0: no limit), with their journals and the turns of conversations no
+// remaining task belongs to. It goes through the committer like every write and returns
+// once the removal is on disk.
+func (db *DB) Evict(capsule string, olderThan time.Time, maxTasks int) (int, error) {
+	if err := checkID("capsule", capsule); err != nil {
+		return 0, err
+	}
+	removed := 0
+	err := <-db.enqueue(func(tx *bolt.Tx) error {
+		var all []Task
+		err := scan(tx.Bucket(bucketTasks), appendString(nil, capsule), func(_, v []byte) (bool, error) {
+			t, err := decodeTask(v)
+			t.Data = nil
+			all = append(all, t)
+			return err == nil, err
+		})
+		if err != nil {
+			return err
+		}
+		sort.SliceStable(all, func(i, j int) bool { return all[i].Updated.Before(all[j].Updated) })
+		cut := 0
+		for cut < len(all) && all[cut].Updated.Before(olderThan) {
+			cut++
+		}
+		if maxTasks > 0 && len(all)-cut > maxTasks {
+			cut = len(all) - maxTasks
+		}
+		live := map[string]bool{}
+		for _, t := range all[cut:] {
+			live[t.ContextID] = true
+		}
+		for _, t := range all[:cut] {
+			if err := deleteTask(tx, capsule, t.ID); err != nil {
+				return err
+			}
+			if t.ContextID != "" && !live[t.ContextID] {
+				live[t.ContextID] = true // delete once
+				if err := deletePrefix(tx.Bucket(bucketTurns), taskKey(capsule, t.ContextID)); err != nil {
+					return err
+				}
+			}
+		}
+		removed = cut
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return removed, nil
+}
+
+func (db *DB) view(fn func(*bolt.Tx) error) error {
+	return guard(func() error { return db.bolt.View(fn) })
+}
+
+// scan calls fn for every key under prefix until fn returns false or an error.
+func scan(b *bolt.Bucket, prefix []byte, fn func(k, v []byte) (bool, error)) error {
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+		more, err := fn(k, v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func hasPrefix(k, prefix []byte) bool { return bytes.HasPrefix(k, prefix) }
+
+// seqOf reads the big-endian sequence number that ends an event or turn key.
+func seqOf(k []byte) uint64 { return binary.BigEndian.Uint64(k[len(k)-8:]) }

@@ -1,0 +1,274 @@
+// Package taskdb keeps A2A tasks, each task's event journal and the turns of threaded
+// conversations in one file per gateway, so that tasks outlive a restart.
+//
+// It is built on bbolt: pure Go with no cgo, one file, one writer with readers that see a
+// consistent snapshot (MVCC) and never block it, crash-safe because a commit writes new
+// copy-on-write pages and fsyncs them before the meta page that points at them, and a
+// small, well-kept codebase (etcd's). bbolt pays one fsync per write transaction, so every
+// write here goes through one committer goroutine that gathers the writes of many callers
+// into one transaction (group commit).
+//
+// Writes (PutTask, Append, AddTurn, DeleteTask) return at once with a channel that
+// receives exactly one value: nil once the commit holding the write is on disk, or the
+// error that failed that commit, which every write of the batch receives. Receiving is
+// optional; a caller that must not answer a client before the write is durable receives
+// first. Ids are checked before anything is queued. Reads see every write whose channel
+// has yielded nil.
+//
+// Records are opaque to the store except for their keys. Client-given ids are data: they
+// are length-prefixed into keys, never used as file names, and refused over MaxIDLen bytes.
+package taskdb
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+const part = "taskdb"
+
+// Task is one A2A task as the store keeps it; Data is the caller's encoding of the task.
+type Task struct {
+	Capsule   string
+	ID        string
+	ContextID string
+	Updated   time.Time
+	Data      []byte
+}
+
+// Event is one entry of a task's journal; events are read back in Seq order.
+type Event struct {
+	TaskID string
+	Seq    uint64
+	Data   []byte
+}
+
+// Options tune a store; the zero value means every default.
+type Options struct {
+	LockTimeout time.Duration // how long Open waits for another process's lock; default 1 s
+	GroupWindow time.Duration // how long the committer gathers writes after the first; default 2 ms
+	MaxBatch    int           // most writes in one commit; default 1000
+	MaxTurns    int           // turns kept per conversation, oldest dropped; default 100
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.LockTimeout < 0 || o.GroupWindow < 0 || o.MaxBatch < 0 || o.MaxTurns < 0 {
+		return o, errs.New("E-STORE-008", part, fmt.Sprintf("a negative option: %+v", o),
+			"write a positive value, or zero for the default")
+	}
+	if o.LockTimeout == 0 {
+		o.LockTimeout = time.Second
+	}
+	if o.GroupWindow == 0 {
+		o.GroupWindow = 2 * time.Millisecond
+	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = 1000
+	}
+	if o.MaxTurns == 0 {
+		o.MaxTurns = 100
+	}
+	return o, nil
+}
+
+// Stats counts the committer's work since Open.
+type Stats struct {
+	Ops     uint64 // writes committed or failed
+	Commits uint64 // bbolt transactions (one fsync each) that held them
+}
+
+// DB is an open store. Its methods are safe for concurrent use.
+type DB struct {
+	path string
+	opts Options
+	bolt *bolt.DB
+
+	mu     sync.RWMutex // held for reading while enqueueing, for writing by Close
+	closed bool
+	queue  chan *op
+	done   chan struct{} // closed when the committer has exited
+
+	ops, commits atomic.Uint64
+}
+
+// Bucket names; "format" holds formatKey, the marker that makes a bbolt file ours.
+var (
+	bucketFormat = []byte("format")
+	bucketTasks  = []byte("tasks")
+	bucketEvents = []byte("events")
+	bucketTurns  = []byte("turns")
+	formatKey    = []byte("capsulegate.taskdb")
+)
+
+// formatVersion is the layout of buckets and keys; a later release that changes it
+// bumps it, and this one refuses the file instead of misreading it.
+const formatVersion = 1
+
+// Open opens the store at path, creating it (mode 0600) if absent. A file that is not a
+// store of this release is refused with E-STORE-001, one locked by another process with
+// E-STORE-002 once opts.LockTimeout has passed.
+func Open(path string, opts Options) (*DB, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFile(path); err != nil {
+		return nil, err
+	}
+	bdb, err := openBolt(path, opts.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := prepare(bdb, path); err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
+	db := &DB{path: path, opts: opts, bolt: bdb, queue: make(chan *op, opts.MaxBatch), done: make(chan struct{})}
+	go db.commitLoop()
+	return db, nil
+}
+
+func openBolt(path string, timeout time.Duration) (bdb *bolt.DB, err error) {
+	// bbolt panics on some damaged pages while opening; keep its file to close it then,
+	// so that the lock it holds is not left to the garbage collector.
+	var file *os.File
+	openFile := func(name string, flag int, mode os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, mode)
+		file = f
+		return f, err
+	}
+	err = guard(func() error {
+		var err error
+		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, OpenFile: openFile})
+		return err
+	})
+	if errs.Code(err) == "E-STORE-007" {
+		if file != nil {
+			_ = file.Close()
+		}
+		return nil, notAStore(path, err)
+	}
+	switch {
+	case err == nil:
+		return bdb, nil
+	case errors.Is(err, berrors.ErrTimeout):
+		e := errs.Wrap(err, "E-STORE-002", part, fmt.Sprintf("another process holds the task store locked (waited %s)", timeout),
+			"stop the other gateway, or give each gateway its own store file")
+		return nil, e.At(path, "")
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum):
+		return nil, notAStore(path, err)
+	default:
+		return nil, cannotOpen(path, err)
+	}
+}
+
+func notAStore(path string, cause error) error {
+	e := errs.Wrap(cause, "E-STORE-001", part, "the file is not a task store of this release (damaged, truncated, or another format)",
+		"move the file aside (the gateway then starts an empty store) or restore it from a backup")
+	return e.At(path, "")
+}
+
+func cannotOpen(path string, cause error) error {
+	e := errs.Wrap(cause, "E-STORE-004", part, "the task store file cannot be opened or created",
+		"check that the folder exists and that the gateway's user may read and write the file")
+	return e.At(path, "")
+}
+
+// prepare marks an empty bbolt file as ours, or checks that a non-empty one is ours and
+// that every record in it decodes, so that damage is found at Open and not mid-request.
+func prepare(bdb *bolt.DB, path string) error {
+	empty := true
+	err := guard(func() error {
+		return bdb.View(func(tx *bolt.Tx) error {
+			return tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
+		})
+	})
+	if err != nil {
+		return notAStore(path, err)
+	}
+	if empty {
+		err := bdb.Update(func(tx *bolt.Tx) error {
+			for _, name := range [][]byte{bucketTasks, bucketEvents, bucketTurns} {
+				if _, err := tx.CreateBucket(name); err != nil {
+					return err
+				}
+			}
+			b, err := tx.CreateBucket(bucketFormat)
+			if err != nil {
+				return err
+			}
+			return b.Put(formatKey, []byte{formatVersion})
+		})
+		if err != nil {
+			return cannotOpen(path, err)
+		}
+		return nil
+	}
+	if err := guard(func() error { return bdb.View(verify) }); err != nil {
+		return notAStore(path, err)
+	}
+	return nil
+}
+
+// verify checks the format marker and decodes every record.
+func verify(tx *bolt.Tx) error {
+	f := tx.Bucket(bucketFormat)
+	if f == nil {
+		return errors.New("no capsulegate task store marker")
+	}
+	if v := f.Get(formatKey); len(v) != 1 || v[0] != formatVersion {
+		return fmt.Errorf("store format %v, this release reads format %d", v, formatVersion)
+	}
+	for _, c := range []struct {
+		name   []byte
+		decode func([]byte) error
+	}{
+		{bucketTasks, func(v []byte) error { _, err := decodeTask(v); return err }},
+		{bucketEvents, func(v []byte) error { _, err := decodeEvent(v); return err }},
+		{bucketTurns, func(v []byte) error { _, err := decodeTurn(v); return err }},
+	} {
+		b := tx.Bucket(c.name)
+		if b == nil {
+			return fmt.Errorf("bucket %q missing", c.name)
+		}
+		if err := b.ForEach(func(k, v []byte) error {
+			if err := c.decode(v); err != nil {
+				return fmt.Errorf("bucket %q key %x: %w", c.name, k, err)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops taking writes, commits those already queued, and closes the file.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return nil
+	}
+	db.closed = true
+	close(db.queue)
+	db.mu.Unlock()
+	<-db.done
+	return db.bolt.Close()
+}
+
+// Stats returns the committer's counters.
+func (db *DB) Stats() Stats {
+	return Stats{Ops: db.ops.Load(), Commits: db.commits.Load()}
+}
+
+// Path returns the store's file.
+func (db *DB) Path() string { return db.path }
