@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -343,9 +344,10 @@ func (h *Handler) rpcCancel(w http.ResponseWriter, d dialect, req rpcRequest) {
 }
 
 // rpcSubscribe serves tasks/resubscribe and SubscribeToTask: the task's current state,
-// then its events as they happen. A finished task answers 0.3 with its final state
-// alone; 1.0 refuses it with UnsupportedOperationError as a plain JSON-RPC response, not
-// a stream, as A2A 1.0 prescribes for a task in a terminal state.
+// then its events as they happen — or, for a client reconnecting with Last-Event-ID, the
+// events after that one. A finished task answers 0.3 with its final state alone; 1.0
+// refuses it with UnsupportedOperationError as a plain JSON-RPC response, not a stream,
+// as A2A 1.0 prescribes for a task in a terminal state.
 func (h *Handler) rpcSubscribe(w http.ResponseWriter, r *http.Request, d dialect, req rpcRequest) {
 	p, rerr := parseTaskParams(req.params)
 	if rerr != nil {
@@ -363,9 +365,27 @@ func (h *Handler) rpcSubscribe(w http.ResponseWriter, r *http.Request, d dialect
 		h.reply(w, d, false, req.id, nil, errUnsupported(fmt.Sprintf("task %s is already %s and sends no more events; read it with GetTask", t.id, st)))
 		return
 	}
-	sub := t.subscribeSnapshotLocked()
+	var sub *subscription
+	if last, ok := lastEventID(r); ok {
+		// A reconnecting client: the events after the last one it saw, from the task's
+		// buffer (or a lagged notice and the current state when they are gone).
+		sub = t.subscribeLocked(min(last, t.seq) + 1)
+	} else {
+		sub = t.subscribeSnapshotLocked()
+	}
 	t.mu.Unlock()
 	h.stream(w, r, d, req.id, sub)
+}
+
+// lastEventID reads the SSE Last-Event-ID header a reconnecting client sends: the id of
+// the last event it received.
+func lastEventID(r *http.Request) (uint64, bool) {
+	v := strings.TrimSpace(r.Header.Get("Last-Event-ID"))
+	if v == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	return n, err == nil
 }
 
 // waitSettled blocks until t is terminal or waits for input; false if ctx ended first.

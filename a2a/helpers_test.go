@@ -340,11 +340,20 @@ type sseEvent struct {
 // stream opens a streaming call and delivers its events until the server ends it.
 func stream(t *testing.T, srv *httptest.Server, version, method string, params any) <-chan sseEvent {
 	t.Helper()
+	return streamWith(t, srv, version, method, params, nil)
+}
+
+// streamWith is stream with extra request headers.
+func streamWith(t *testing.T, srv *httptest.Server, version, method string, params any, headers map[string]string) <-chan sseEvent {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, endpoint(srv), bytes.NewReader(request(method, params)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	if version != "" {
 		req.Header.Set("A2A-Version", version)
 	}
