@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // dialect is the A2A protocol version a request speaks, chosen by its A2A-Version
@@ -267,6 +268,13 @@ type incoming struct {
 	historyLength                      *int
 }
 
+// validID accepts a client-chosen id as data the gateway keeps and logs: valid UTF-8,
+// at most maxIDLen bytes, no control characters. Ids are never used as file names.
+func validID(id string) bool {
+	return len(id) <= maxIDLen && utf8.ValidString(id) &&
+		!strings.ContainsFunc(id, func(r rune) bool { return r < ' ' || r == 0x7f || r >= 0x80 && r < 0xa0 })
+}
+
 // maxIDLen bounds client-chosen ids (context and task), which end up in logs and maps.
 const maxIDLen = 256
 
@@ -288,9 +296,9 @@ func (d dialect) parseSend(raw json.RawMessage) (incoming, *rpcError) {
 	if rerr := d.checkRole(m.Role); rerr != nil {
 		return in, rerr
 	}
-	for _, id := range []string{m.TaskID, m.ContextID} {
-		if len(id) > maxIDLen || strings.ContainsFunc(id, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-			return in, errInvalidParams(fmt.Sprintf("message taskId and contextId must be at most %d printable characters", maxIDLen))
+	for _, f := range []struct{ name, id string }{{"messageId", m.MessageID}, {"taskId", m.TaskID}, {"contextId", m.ContextID}} {
+		if !validID(f.id) {
+			return in, errInvalidParams(fmt.Sprintf("message.%s must be at most %d printable characters of valid UTF-8", f.name, maxIDLen))
 		}
 	}
 	if len(m.Parts) == 0 {

@@ -175,3 +175,18 @@ func recvString(t *testing.T, c <-chan string) string {
 		return ""
 	}
 }
+
+// TestContextIDIsData: a client's context id never becomes a path: the session's folder
+// is named by its own session id.
+func TestContextIDIsData(t *testing.T) {
+	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{})
+	defer h.Close()
+	out := h.RunTask(context.Background(), TaskRequest{ContextID: "../../../escape", Text: "hi"})
+	if out.State != StateCompleted {
+		t.Fatalf("%+v", out)
+	}
+	if base := filepath.Base(out.Layout.Root); !strings.HasPrefix(base, "ses_") || strings.Contains(out.Layout.Root, "escape") {
+		t.Errorf("the session lives at %s", out.Layout.Root)
+	}
+}
