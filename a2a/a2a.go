@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/internal/taskdb"
 )
 
 // CardV10 is Config.CardVersion for a card with the A2A 1.0 fields only.
@@ -125,6 +126,11 @@ type Config struct {
 	CardVersion string
 	Metrics     *Metrics
 	Logger      *slog.Logger
+	// Store, when set, keeps the capsule's tasks, their event journals and threaded turns
+	// durably, under the capsule key Card.Name (docs/reference/a2a.md "Durable tasks");
+	// nil keeps them in memory only. NewHandler reads it; Update ignores it. The caller
+	// opens and closes it (after Shutdown).
+	Store *taskdb.DB
 }
 
 // normalize validates cfg and fills in its defaults.

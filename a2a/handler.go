@@ -50,12 +50,21 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	spec := specOf(cfg)
+	var st store = newMemoryStore(keepFinished)
+	if cfg.Store != nil {
+		ds, err := newDurableStore(cfg.Store, cfg.Card.Name, spec, replayEvents)
+		if err != nil {
+			return nil, err
+		}
+		st = ds
+	}
 	base, stop := context.WithCancel(context.Background())
 	h := &Handler{
-		cfg: cfg, spec: specOf(cfg),
+		cfg: cfg, spec: spec,
 		waiting: map[string]*task{}, slots: newSlots(),
 		base: base, stop: stop,
-		store:    newMemoryStore(keepFinished),
+		store:    st,
 		ringSize: replayEvents, heartbeat: heartbeatTick,
 	}
 	h.cardKey, h.cardTime = cardKeyOf(cfg), time.Now()
@@ -312,7 +321,12 @@ func (h *Handler) rpcSend(w http.ResponseWriter, r *http.Request, d dialect, req
 	if in.blocking && !waitSettled(r.Context(), t) {
 		return // the client went away
 	}
-	writeJSON(w, d.response(req.id, d.sendResult(t.snapshot(), in.historyLength), nil))
+	snap, err := t.durableSnapshot()
+	if err != nil {
+		writeJSON(w, d.response(req.id, nil, errStore(err)))
+		return
+	}
+	writeJSON(w, d.response(req.id, d.sendResult(snap, in.historyLength), nil))
 }
 
 func (h *Handler) rpcGet(w http.ResponseWriter, d dialect, req rpcRequest) {
@@ -326,7 +340,12 @@ func (h *Handler) rpcGet(w http.ResponseWriter, d dialect, req rpcRequest) {
 		h.reply(w, d, false, req.id, nil, errTaskNotFound(p.ID))
 		return
 	}
-	writeJSON(w, d.response(req.id, d.task(t.snapshot(), p.HistoryLength, true), nil))
+	snap, err := t.durableSnapshot()
+	if err != nil {
+		writeJSON(w, d.response(req.id, nil, errStore(err)))
+		return
+	}
+	writeJSON(w, d.response(req.id, d.task(snap, p.HistoryLength, true), nil))
 }
 
 func (h *Handler) rpcCancel(w http.ResponseWriter, d dialect, req rpcRequest) {
@@ -366,11 +385,12 @@ func (h *Handler) rpcSubscribe(w http.ResponseWriter, r *http.Request, d dialect
 		return
 	}
 	var sub *subscription
-	if last, ok := lastEventID(r); ok {
+	if last, ok := lastEventID(r); ok && !(terminal(t.st.State) && last >= t.seq) {
 		// A reconnecting client: the events after the last one it saw, from the task's
 		// buffer (or a lagged notice and the current state when they are gone).
 		sub = t.subscribeLocked(min(last, t.seq) + 1)
 	} else {
+		// A new subscriber, or one that saw the end of a finished task: the task's state.
 		sub = t.subscribeSnapshotLocked()
 	}
 	t.mu.Unlock()

@@ -121,6 +121,11 @@ func errTaskNotFound(id string) *rpcError {
 	return newRPCError(codeTaskNotFound, "Task not found", fmt.Sprintf("no task %q (finished tasks are kept for a while, then forgotten)", id), map[string]any{"taskId": id})
 }
 
+// errStore answers a request whose state the task store could not make durable.
+func errStore(err error) *rpcError {
+	return newRPCError(codeInternal, "Internal error", "the task store could not record the task: "+err.Error(), nil)
+}
+
 func errNotCancelable(id, state string) *rpcError {
 	return newRPCError(codeNotCancelable, "Task not cancelable", fmt.Sprintf("task %s is already %s", id, state), map[string]any{"taskId": id, "state": state})
 }

@@ -68,6 +68,7 @@ func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *
 	}
 	t := newTask(ids.New("tsk_"), contextID, in.text, h.spec, h.ringSize, now)
 	t.url = in.url
+	t.store = h.store
 	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID}}
 	reason := h.refusalLocked(contextID)
 	h.store.add(t)
@@ -163,10 +164,12 @@ func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
 		a := artifact{ID: "answer", Name: "answer", Text: out.Text}
 		t.artifacts = append(t.artifacts, a)
 		t.publishLocked(event{kind: evArtifact, art: a, last: true}, now)
-		t.setStatusLocked(status{State: stateCompleted, Time: now}, now)
 		if t.spec.threaded {
+			// Before the completed status: a durable store then writes the turn first,
+			// so a client that saw the completion finds the turn in its context.
 			h.store.addTurn(t.contextID, Turn{User: t.text, Agent: out.Text})
 		}
+		t.setStatusLocked(status{State: stateCompleted, Time: now}, now)
 	} else {
 		text := out.Text
 		if text == "" {
@@ -191,7 +194,7 @@ func (h *Handler) chunk(t *task, text string) {
 	}
 	now := time.Now()
 	msg := agentMessage(t, text)
-	t.publishLocked(event{kind: evStatus, status: status{State: stateWorking, Msg: &msg, Time: now}}, now)
+	t.publishLocked(event{kind: evStatus, status: status{State: stateWorking, Msg: &msg, Time: now}, progress: true}, now)
 }
 
 // input implements Job.Input.
@@ -260,21 +263,33 @@ func (h *Handler) input(ctx context.Context, t *task, prompt string) (string, er
 	return "", fmt.Errorf("a2a: waiting for input: %w", err)
 }
 
-// cancel serves tasks/cancel and CancelTask.
+// cancel serves tasks/cancel and CancelTask; the answer waits until the cancelation is
+// durable.
 func (h *Handler) cancel(id string) (*snapshot, *rpcError) {
+	snap, last, rerr := h.cancelTask(id)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if err := last.wait(); err != nil {
+		return nil, errStore(err)
+	}
+	return snap, nil
+}
+
+func (h *Handler) cancelTask(id string) (*snapshot, *durable, *rpcError) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := h.store.get(id)
 	if t == nil {
-		return nil, errTaskNotFound(id)
+		return nil, nil, errTaskNotFound(id)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if st := t.st.State; terminal(st) {
-		return nil, errNotCancelable(id, st)
+		return nil, nil, errNotCancelable(id, st)
 	}
 	h.cancelLocked(t, "canceled by the client", time.Now())
-	return t.snapshotLocked(), nil
+	return t.snapshotLocked(), t.last, nil
 }
 
 // cancelLocked ends a task canceled at once. A queued task leaves its queue; a running

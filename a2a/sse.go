@@ -75,6 +75,13 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, d dialect, id j
 	for {
 		events, more := sub.pull()
 		for _, e := range events {
+			// A client sees an event only once it is durable; one the store failed to
+			// write ends the stream (the client may resubscribe).
+			if err := e.durable.wait(); err != nil {
+				h.config().Logger.Error("a2a task store write failed; the stream ends", "task", sub.t.id, "err", err)
+				_ = s.flush()
+				return
+			}
 			name := ""
 			if e.kind == evLagged {
 				name = "lagged"

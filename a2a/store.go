@@ -8,8 +8,9 @@ import (
 // store keeps a handler's tasks and the turns of its threaded conversations
 // (docs/architecture.md "Tasks and contexts"): the one home of what the handler knows of
 // its tasks beyond running them. The handler calls it holding Handler.mu, so an
-// implementation need not lock. memoryStore is the one in use; a durable store takes the
-// same place.
+// implementation need not lock — except published and journal, called holding only the
+// task's lock. memoryStore is the default; durableStore (durable.go) also writes
+// everything to a taskdb.
 type store interface {
 	// add files a task just admitted.
 	add(t *task)
@@ -24,6 +25,13 @@ type store interface {
 	turns(contextID string) []Turn
 	// addTurn appends one completed turn to a context.
 	addTurn(contextID string, t Turn)
+	// published records the event t just published (t.mu held: the one place every
+	// event passes, task.publishLocked) and returns its write, nil when there is none to
+	// wait for.
+	published(t *task, e event) *durable
+	// journal returns t's events with from <= seq <= to from a durable journal (t.mu
+	// held), or false when it does not hold them all.
+	journal(t *task, from, to uint64) ([]event, bool)
 }
 
 // memoryStore keeps everything in memory: every task until it ends, then the maxFinished
@@ -73,6 +81,10 @@ func (s *memoryStore) each(f func(*task)) {
 func (s *memoryStore) turns(contextID string) []Turn { return s.threads.get(contextID) }
 
 func (s *memoryStore) addTurn(contextID string, t Turn) { s.threads.add(contextID, t) }
+
+func (s *memoryStore) published(*task, event) *durable { return nil }
+
+func (s *memoryStore) journal(*task, uint64, uint64) ([]event, bool) { return nil, false }
 
 // Bounds of threaded conversation history, so a chatty client cannot grow it forever.
 const (

@@ -73,6 +73,11 @@ type event struct {
 	append bool      // evArtifact
 	last   bool      // evArtifact
 	missed uint64    // evLagged: events skipped, replaced by the resync that follows
+	// progress marks a chunk: a working status that changes nothing kept in the task.
+	progress bool
+	// durable is the store's write of this event (or of the state a resync shows): a
+	// client is sent the event only once it is durable. nil: nothing to wait for.
+	durable *durable
 }
 
 // ends reports whether a stream stops after writing e.
@@ -104,6 +109,7 @@ type task struct {
 	text          string // the first message's text, for Job.Text and threaded turns
 	url           string // the endpoint URL the creating request reached, for Job.URL
 	spec          *runSpec
+	store         store // records what the task publishes (set before its first event)
 
 	mu        sync.Mutex
 	st        status
@@ -115,6 +121,7 @@ type task struct {
 	ringSize  int
 	ringFreed bool
 	seq       uint64        // newest event's seq
+	last      *durable      // the store's write of the newest event
 	changed   chan struct{} // closed and replaced on every event
 	subs      int           // open subscriptions
 	ctx       context.Context
@@ -136,6 +143,10 @@ func (t *task) publishLocked(e event, now time.Time) {
 	t.seq++
 	e.seq = t.seq
 	t.updated = now
+	if t.store != nil {
+		e.durable = t.store.published(t, e)
+		t.last = e.durable
+	}
 	if !t.ringFreed {
 		if len(t.ring) < t.ringSize {
 			t.ring = append(t.ring, e)
@@ -190,6 +201,15 @@ func (t *task) snapshot() *snapshot {
 	return t.snapshotLocked()
 }
 
+// durableSnapshot copies the task for an answer to a client and waits, without holding
+// the task's lock, until the state it shows is durable.
+func (t *task) durableSnapshot() (*snapshot, error) {
+	t.mu.Lock()
+	snap, last := t.snapshotLocked(), t.last
+	t.mu.Unlock()
+	return snap, last.wait()
+}
+
 // subscription reads one task's stream for one SSE response.
 type subscription struct {
 	t       *task
@@ -208,7 +228,7 @@ func (t *task) subscribeLocked(from uint64) *subscription {
 // state, then delivers the events that follow it.
 func (t *task) subscribeSnapshotLocked() *subscription {
 	t.subs++
-	snap := event{seq: t.seq, kind: evTask, task: t.snapshotLocked()}
+	snap := event{seq: t.seq, kind: evTask, task: t.snapshotLocked(), durable: t.last}
 	return &subscription{t: t, next: t.seq + 1, pending: []event{snap}}
 }
 
@@ -222,10 +242,17 @@ func (s *subscription) pull() ([]event, <-chan struct{}) {
 	out := s.pending
 	s.pending = nil
 	if s.next <= t.seq && s.next < t.oldestLocked() {
+		// Out of the buffer: a durable store's journal still holds them.
+		if evs, ok := t.journalLocked(s.next, t.oldestLocked()-1); ok {
+			out = append(out, evs...)
+			s.next = t.oldestLocked()
+		}
+	}
+	if s.next <= t.seq && s.next < t.oldestLocked() {
 		snap := event{seq: t.seq, kind: evTask, task: t.snapshotLocked(),
 			// The resync stands for everything up to now, so it ends the stream where
 			// the skipped events would have: at a terminal state or input-required.
-			final: settled(t.st.State)}
+			final: settled(t.st.State), durable: t.last}
 		out = append(out, event{seq: s.next, kind: evLagged, status: t.st, missed: t.seq - s.next + 1}, snap)
 		s.next = t.seq + 1
 	}
@@ -233,6 +260,14 @@ func (s *subscription) pull() ([]event, <-chan struct{}) {
 		out = append(out, t.ring[(s.next-1)%uint64(t.ringSize)])
 	}
 	return out, t.changed
+}
+
+// journalLocked reads events from the store's journal, when it keeps one.
+func (t *task) journalLocked(from, to uint64) ([]event, bool) {
+	if t.store == nil {
+		return nil, false
+	}
+	return t.store.journal(t, from, to)
 }
 
 // close ends the subscription and frees the ring of a finished task nobody watches.

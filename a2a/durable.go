@@ -1,0 +1,251 @@
+package a2a
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/taskdb"
+)
+
+// interrupted is the status message of a task that was admitted but not finished when
+// the gateway stopped: a durable store ends it failed on the next start.
+const interrupted = "interrupted: the gateway stopped while this task ran"
+
+// durable is one write to the task store in flight: wait returns nil once it is on disk,
+// or the error that failed it. Any number of callers may wait; a nil *durable (the memory
+// store) is durable at once. The store commits its writes in the order they were queued,
+// and a task's writes are queued under its lock, so when one of a task's writes is
+// durable, its earlier ones were committed too (unless their own commit failed).
+type durable struct {
+	once sync.Once
+	chs  []<-chan error
+	err  error
+}
+
+func (d *durable) wait() error {
+	if d == nil {
+		return nil
+	}
+	d.once.Do(func() {
+		for _, ch := range d.chs {
+			if err := <-ch; err != nil && d.err == nil {
+				d.err = err
+			}
+		}
+	})
+	return d.err
+}
+
+// durableStore keeps live tasks in memory like memoryStore, which it delegates to, and
+// writes every change of every task to a taskdb: the task record (taskRecord) and the
+// journal event (eventRecord) of each published event, and each threaded turn. Like
+// memoryStore it is called holding Handler.mu, except published and journal, which are
+// called holding the task's lock only and so touch nothing but the DB.
+type durableStore struct {
+	mem     *memoryStore
+	db      *taskdb.DB
+	capsule string // the DB's capsule key: Config.Card.Name at NewHandler
+	spec    *runSpec
+	ring    int
+}
+
+// taskRecord is a task as the store keeps it (taskdb.Task.Data): its snapshot, when it
+// was created, and the seq of its newest event.
+type taskRecord struct {
+	snapshot
+	Created time.Time
+	Seq     uint64
+}
+
+// eventRecord is one journal entry (taskdb.Event.Data), dialect-neutral: the fields of
+// event, rendered into either dialect when replayed.
+type eventRecord struct {
+	Kind     string    `json:"kind"` // "task", "status" or "artifact"
+	Task     *snapshot `json:",omitempty"`
+	Status   *status   `json:",omitempty"`
+	Final    bool      `json:",omitempty"`
+	Artifact *artifact `json:",omitempty"`
+	Append   bool      `json:",omitempty"`
+	Last     bool      `json:",omitempty"`
+}
+
+var kindNames = map[eventKind]string{evTask: "task", evStatus: "status", evArtifact: "artifact"}
+
+func encodeEvent(e event) []byte {
+	r := eventRecord{Kind: kindNames[e.kind], Final: e.final}
+	switch e.kind {
+	case evTask:
+		r.Task = e.task
+	case evStatus:
+		r.Status = &e.status
+	case evArtifact:
+		r.Artifact, r.Append, r.Last = &e.art, e.append, e.last
+	}
+	b, _ := json.Marshal(r) // plain strings, times and bools: cannot fail
+	return b
+}
+
+func decodeEvent(seq uint64, data []byte) (event, error) {
+	var r eventRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return event{}, err
+	}
+	e := event{seq: seq, final: r.Final}
+	switch {
+	case r.Kind == "task" && r.Task != nil:
+		e.kind, e.task = evTask, r.Task
+	case r.Kind == "status" && r.Status != nil:
+		e.kind, e.status = evStatus, *r.Status
+	case r.Kind == "artifact" && r.Artifact != nil:
+		e.kind, e.art, e.append, e.last = evArtifact, *r.Artifact, r.Append, r.Last
+	default:
+		return event{}, fmt.Errorf("journal event %d: kind %q without its fields", seq, r.Kind)
+	}
+	return e, nil
+}
+
+// newDurableStore opens the capsule's tasks in db: a finished task comes back read-only;
+// one that was still submitted, working or waiting for input ends failed (interrupted),
+// written back with its status event. Re-running queued tasks is left for later.
+func newDurableStore(db *taskdb.DB, capsule string, spec *runSpec, ring int) (*durableStore, error) {
+	s := &durableStore{mem: newMemoryStore(keepFinished), db: db, capsule: capsule, spec: spec, ring: ring}
+	var recs []taskdb.Task
+	if err := db.Tasks(capsule, func(t taskdb.Task) bool { recs = append(recs, t); return true }); err != nil {
+		return nil, fmt.Errorf("a2a: reading the task store: %w", err)
+	}
+	// Oldest first, so the memory store keeps the most recent when there are more than it holds.
+	slices.SortStableFunc(recs, func(a, b taskdb.Task) int { return a.Updated.Compare(b.Updated) })
+	var writes []*durable
+	for _, rec := range recs {
+		t, err := s.restore(rec)
+		if err != nil {
+			return nil, err
+		}
+		s.mem.add(t)
+		t.mu.Lock()
+		if !terminal(t.st.State) {
+			now := time.Now()
+			msg := agentMessage(t, interrupted)
+			t.setStatusLocked(status{State: stateFailed, Msg: &msg, Time: now}, now)
+			writes = append(writes, t.last)
+		}
+		t.freeRingLocked()
+		t.mu.Unlock()
+		s.mem.ended(t)
+	}
+	for _, w := range writes {
+		if err := w.wait(); err != nil {
+			return nil, fmt.Errorf("a2a: recording the interrupted tasks: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// restore rebuilds a task from its record: never run again, its replay buffer empty (a
+// resubscribe reads the journal).
+func (s *durableStore) restore(rec taskdb.Task) (*task, error) {
+	var r taskRecord
+	if err := json.Unmarshal(rec.Data, &r); err != nil {
+		return nil, fmt.Errorf("a2a: task %s in the task store: %w", rec.ID, err)
+	}
+	text := ""
+	if len(r.History) > 0 {
+		text = r.History[0].Text
+	}
+	t := newTask(r.ID, r.ContextID, text, s.spec, s.ring, r.Created)
+	t.store = s
+	t.st, t.history, t.artifacts, t.updated, t.seq = r.Status, r.History, r.Artifacts, r.Updated, r.Seq
+	t.ring, t.ringFreed = nil, terminal(r.Status.State)
+	return t, nil
+}
+
+func (s *durableStore) add(t *task) { s.mem.add(t) }
+
+// get returns the task from memory, or else from the DB (a finished task the memory
+// store forgot), read-only.
+func (s *durableStore) get(id string) *task {
+	if t := s.mem.get(id); t != nil {
+		return t
+	}
+	rec, ok, err := s.db.Task(s.capsule, id)
+	if err != nil || !ok {
+		return nil
+	}
+	t, err := s.restore(rec)
+	if err != nil || !terminal(t.st.State) {
+		return nil // a live task is always in memory
+	}
+	s.mem.add(t)
+	s.mem.ended(t)
+	return t
+}
+
+func (s *durableStore) ended(t *task)      { s.mem.ended(t) }
+func (s *durableStore) each(f func(*task)) { s.mem.each(f) }
+
+// turns returns the context's turns from memory, or else from the DB (after a restart,
+// or once the memory store dropped the context), keeping them in memory again.
+func (s *durableStore) turns(contextID string) []Turn {
+	if got := s.mem.turns(contextID); len(got) > 0 {
+		return got
+	}
+	items, err := s.db.Turns(s.capsule, contextID)
+	if err != nil || len(items) == 0 {
+		return []Turn{}
+	}
+	for _, item := range items {
+		var turn Turn
+		if json.Unmarshal(item, &turn) == nil {
+			s.mem.addTurn(contextID, turn)
+		}
+	}
+	return s.mem.turns(contextID)
+}
+
+func (s *durableStore) addTurn(contextID string, turn Turn) {
+	s.turns(contextID) // load what the DB holds first, so memory does not restart the context
+	s.mem.addTurn(contextID, turn)
+	b, _ := json.Marshal(turn)
+	// Not waited for here: the task's completed status is queued after it, and a client
+	// learns of the completion only once that is durable.
+	s.db.AddTurn(s.capsule, contextID, b)
+}
+
+// published writes the task record and the journal event of e, just published by t
+// (t.mu held), and returns the write of the event.
+func (s *durableStore) published(t *task, e event) *durable {
+	d := &durable{}
+	if !e.progress {
+		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq}
+		data, _ := json.Marshal(rec)
+		d.chs = append(d.chs, s.db.PutTask(taskdb.Task{Capsule: s.capsule, ID: t.id, ContextID: t.contextID, Updated: t.updated, Data: data}))
+	}
+	d.chs = append(d.chs, s.db.Append(s.capsule, taskdb.Event{TaskID: t.id, Seq: e.seq, Data: encodeEvent(e)}))
+	return d
+}
+
+// journal returns t's events with from <= seq <= to from the DB, or false when the
+// journal does not hold all of them.
+func (s *durableStore) journal(t *task, from, to uint64) ([]event, bool) {
+	var out []event
+	bad := false
+	err := s.db.Events(s.capsule, t.id, from-1, func(je taskdb.Event) bool {
+		if je.Seq > to {
+			return false
+		}
+		e, err := decodeEvent(je.Seq, je.Data)
+		if err != nil || je.Seq != from+uint64(len(out)) {
+			bad = true
+			return false
+		}
+		out = append(out, e)
+		return true
+	})
+	if err != nil || bad || uint64(len(out)) != to-from+1 {
+		return nil, false
+	}
+	return out, true
+}

@@ -1,0 +1,262 @@
+package a2a
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/taskdb"
+)
+
+// durableExec answers "echo: <text>" after one chunk; a task whose text is "hang"
+// reports its start and runs until released or canceled. It records every job's
+// threaded history.
+type durableExec struct {
+	started chan string
+	release chan struct{}
+	history chan []Turn
+}
+
+func newDurableExec() *durableExec {
+	return &durableExec{started: make(chan string, 4), release: make(chan struct{}), history: make(chan []Turn, 16)}
+}
+
+func (e *durableExec) Execute(ctx context.Context, job *Job) Outcome {
+	e.history <- job.History
+	if job.Text == "hang" {
+		e.started <- job.TaskID
+		select {
+		case <-e.release:
+		case <-ctx.Done():
+		}
+		return Outcome{State: "failed", Text: "released"}
+	}
+	job.Chunk("thinking")
+	return Outcome{State: "completed", Text: "echo: " + job.Text}
+}
+
+// durableGen is one "process": a handler on the task store at path.
+type durableGen struct {
+	h   *Handler
+	srv *httptest.Server
+	db  *taskdb.DB
+}
+
+func openGen(t *testing.T, path string, exec Executor) *durableGen {
+	t.Helper()
+	db, err := taskdb.Open(path, taskdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHandler(Config{Card: testCard(), Executor: exec, Store: db, Lifecycle: Lifecycle{Threaded: true, Concurrency: 4}})
+	if err != nil {
+		_ = db.Close()
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(prefix+"/", h)
+	g := &durableGen{h: h, srv: httptest.NewServer(mux), db: db}
+	t.Cleanup(g.stop)
+	return g
+}
+
+// stop is an orderly stop: Shutdown, then the store closed.
+func (g *durableGen) stop() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = g.h.Shutdown(ctx)
+	g.srv.Close()
+	_ = g.db.Close()
+}
+
+// crash closes the store under running tasks, as a killed process leaves it: what was
+// committed stays, nothing more is written.
+func (g *durableGen) crash() {
+	g.srv.Close()
+	_ = g.db.Close()
+}
+
+// journal returns the task's journal after seq after.
+func journal(t *testing.T, db *taskdb.DB, id string, after uint64) []taskdb.Event {
+	t.Helper()
+	var out []taskdb.Event
+	if err := db.Events(testCard().Name, id, after, func(e taskdb.Event) bool { out = append(out, e); return true }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestDurableRestart: tasks run on a handler with a store survive a restart — finished
+// ones read-only with their artifacts, a running one failed as interrupted, journals
+// replayed to a resubscribe with Last-Event-ID, threaded turns handed to the next task.
+func TestDurableRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stop  func(*durableGen)
+		hangs bool // a task still runs when the process ends
+	}{
+		{"shutdown", (*durableGen).stop, false},
+		{"crash", (*durableGen).crash, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tasks.db")
+			exec := newDurableExec()
+			g := openGen(t, path, exec)
+			t.Cleanup(func() { close(exec.release) }) // frees the crashed generation's task
+
+			// A streamed task: every event reaches the client only once it is in the journal.
+			var streamed []sseEvent
+			for e := range stream(t, g.srv, "", "message/stream", map[string]any{"message": msg03("hi", "contextId=ctx_d")}) {
+				id := taskOf(t, "", e).TaskID
+				if id == "" {
+					id = taskOf(t, "", e).ID
+				}
+				if j := journal(t, g.db, id, e.ID-1); len(j) == 0 || j[0].Seq != e.ID {
+					t.Fatalf("event %d sent before it was durable (journal %v)", e.ID, j)
+				}
+				streamed = append(streamed, e)
+			}
+			checkIDs(t, streamed)
+			first := taskOf(t, "", streamed[0]).ID
+			<-exec.history
+
+			// A blocking send: its answer comes once the completed task is on disk.
+			second := decode[tObj](t, ok(t, call(t, g.srv, "", "message/send", map[string]any{"message": msg03("again", "contextId=ctx_d")})))
+			<-exec.history
+			if rec, found, err := g.db.Task(testCard().Name, second.ID); err != nil || !found || !bytes.Contains(rec.Data, []byte(`"completed"`)) {
+				t.Fatalf("the answer came before the record was durable: %s %v %v", rec.Data, found, err)
+			}
+
+			var hung string
+			if tc.hangs {
+				ok(t, call(t, g.srv, "", "message/send", map[string]any{"message": msg03("hang"), "configuration": map[string]any{"blocking": false}}))
+				hung = recv(t, exec.started)
+				<-exec.history
+			}
+			tc.stop(g)
+
+			g2 := openGen(t, path, exec)
+			for _, v := range []struct{ version, get string }{{"", "tasks/get"}, {"1.0", "GetTask"}} {
+				got := decode[tObj](t, ok(t, call(t, g2.srv, v.version, v.get, map[string]any{"id": first})))
+				if !terminal(parseState(got.Status.State)) || parseState(got.Status.State) != stateCompleted ||
+					len(got.Artifacts) != 1 || text(got.Artifacts[0].Parts) != "echo: hi" || len(got.History) != 1 {
+					t.Errorf("%s after restart: %+v", v.get, got)
+				}
+			}
+			if tc.hangs {
+				got := decode[tObj](t, ok(t, call(t, g2.srv, "", "tasks/get", map[string]any{"id": hung})))
+				if got.Status.State != stateFailed || got.Status.Message == nil || text(got.Status.Message.Parts) != interrupted {
+					t.Errorf("the interrupted task: %+v", got)
+				}
+				j := journal(t, g2.db, hung, 0)
+				var last eventRecord
+				if err := json.Unmarshal(j[len(j)-1].Data, &last); err != nil || last.Status == nil || last.Status.State != stateFailed {
+					t.Errorf("the interrupted task's journal ends with %s", j[len(j)-1].Data)
+				}
+			}
+			list := decode[struct{ Tasks []tObj }](t, ok(t, call(t, g2.srv, "1.0", "ListTasks", map[string]any{})))
+			wantTasks := 2
+			if tc.hangs {
+				wantTasks = 3
+			}
+			if len(list.Tasks) != wantTasks {
+				t.Errorf("ListTasks after restart: %d tasks, want %d", len(list.Tasks), wantTasks)
+			}
+
+			// Resubscribing with Last-Event-ID: exactly the events after it, as first sent.
+			for _, last := range []uint64{0, 2, streamed[len(streamed)-2].ID} {
+				got := rest(t, streamWith(t, g2.srv, "", "tasks/resubscribe", map[string]any{"id": first},
+					map[string]string{"Last-Event-ID": fmt.Sprint(last)}))
+				want := streamed[last:]
+				if len(got) != len(want) {
+					t.Fatalf("Last-Event-ID %d: %d events, want %d", last, len(got), len(want))
+				}
+				for i := range want {
+					if got[i].ID != want[i].ID || !bytes.Equal(got[i].Data.Result, want[i].Data.Result) {
+						t.Errorf("Last-Event-ID %d, event %d: id %d %s, want id %d %s", last, i, got[i].ID, got[i].Data.Result, want[i].ID, want[i].Data.Result)
+					}
+				}
+			}
+			// Past the end of a finished task: its final state alone.
+			if got := rest(t, streamWith(t, g2.srv, "", "tasks/resubscribe", map[string]any{"id": first},
+				map[string]string{"Last-Event-ID": fmt.Sprint(streamed[len(streamed)-1].ID)})); len(got) != 1 || taskOf(t, "", got[0]).Kind != "task" {
+				t.Errorf("resubscribe past the end: %+v", got)
+			}
+
+			// The threaded turns survived.
+			ok(t, call(t, g2.srv, "", "message/send", map[string]any{"message": msg03("third", "contextId=ctx_d")}))
+			want := []Turn{{User: "hi", Agent: "echo: hi"}, {User: "again", Agent: "echo: again"}}
+			if h := recv(t, exec.history); !slices.Equal(h, want) {
+				t.Errorf("history after restart: %+v, want %+v", h, want)
+			}
+		})
+	}
+}
+
+// TestDurableInterrupted: records a dead process left behind come back failed when
+// they were not finished, unchanged when they were.
+func TestDurableInterrupted(t *testing.T) {
+	for _, state := range []string{stateSubmitted, stateWorking, stateInputRequired, stateCompleted, stateCanceled} {
+		t.Run(state, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tasks.db")
+			db, err := taskdb.Open(path, taskdb.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Now()
+			snap := snapshot{ID: "tsk_x", ContextID: "ctx_x", Status: status{State: state, Time: now}, Updated: now,
+				History: []message{{ID: "m1", Role: "user", Text: "go", TaskID: "tsk_x", ContextID: "ctx_x"}}}
+			data, _ := json.Marshal(taskRecord{snapshot: snap, Created: now, Seq: 2})
+			if err := <-db.PutTask(taskdb.Task{Capsule: testCard().Name, ID: "tsk_x", ContextID: "ctx_x", Updated: now, Data: data}); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			g := openGen(t, path, newDurableExec())
+			got := decode[tObj](t, ok(t, call(t, g.srv, "", "tasks/get", map[string]any{"id": "tsk_x"})))
+			j := journal(t, g.db, "tsk_x", 0)
+			if terminal(state) {
+				if got.Status.State != state || len(j) != 0 {
+					t.Errorf("a finished task changed: %+v, journal %d events", got, len(j))
+				}
+				return
+			}
+			if got.Status.State != stateFailed || got.Status.Message == nil || text(got.Status.Message.Parts) != interrupted {
+				t.Fatalf("after restart: %+v", got)
+			}
+			if len(j) != 1 || j[0].Seq != 3 {
+				t.Fatalf("journal: %+v, want the failed status at seq 3", j)
+			}
+			rec, _, _ := g.db.Task(testCard().Name, "tsk_x")
+			var r taskRecord
+			if err := json.Unmarshal(rec.Data, &r); err != nil || r.Status.State != stateFailed || r.Seq != 3 {
+				t.Errorf("record not written back: %s", rec.Data)
+			}
+		})
+	}
+}
+
+// TestDurableForgottenTask: a finished task the memory store dropped is read back from
+// the store.
+func TestDurableForgottenTask(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	g := openGen(t, path, newDurableExec())
+	done := decode[tObj](t, ok(t, call(t, g.srv, "", "message/send", map[string]any{"message": msg03("hi")})))
+	g.h.mu.Lock()
+	ds := g.h.store.(*durableStore)
+	ds.mem = newMemoryStore(keepFinished) // forget everything
+	g.h.mu.Unlock()
+	got := decode[tObj](t, ok(t, call(t, g.srv, "", "tasks/get", map[string]any{"id": done.ID})))
+	if got.Status.State != stateCompleted || len(got.Artifacts) != 1 {
+		t.Errorf("forgotten task: %+v", got)
+	}
+}
