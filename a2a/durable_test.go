@@ -260,3 +260,31 @@ func TestDurableForgottenTask(t *testing.T) {
 		t.Errorf("forgotten task: %+v", got)
 	}
 }
+
+// TestDurableBeyondTheBuffer: a live task's events that left its buffer are replayed from
+// the journal, not replaced by the lagged notice.
+func TestDurableBeyondTheBuffer(t *testing.T) {
+	e := &chattyExec{n: 20, sent: make(chan struct{}), release: make(chan string)}
+	g := openGen(t, filepath.Join(t.TempDir(), "tasks.db"), e)
+	g.h.mu.Lock()
+	g.h.ringSize = 4
+	g.h.mu.Unlock()
+	first := stream(t, g.srv, "", "message/stream", map[string]any{"message": msg03("go")})
+	<-e.sent
+	var seen []sseEvent
+	for len(seen) < 22 { // submitted, working, 20 chunks
+		seen = append(seen, next(t, first))
+	}
+	id := taskOf(t, "", seen[0]).ID
+	for _, last := range []uint64{1, 10} {
+		resumed := streamWith(t, g.srv, "", "tasks/resubscribe", map[string]any{"id": id}, map[string]string{"Last-Event-ID": fmt.Sprint(last)})
+		for i := last; i < 22; i++ {
+			got := next(t, resumed)
+			if got.Name == "lagged" || got.ID != seen[i].ID || !bytes.Equal(got.Data.Result, seen[i].Data.Result) {
+				t.Fatalf("Last-Event-ID %d: got id %d %q %s, want id %d %s", last, got.ID, got.Name, got.Data.Result, seen[i].ID, seen[i].Data.Result)
+			}
+		}
+	}
+	e.release <- "done"
+	rest(t, first)
+}
