@@ -242,8 +242,22 @@ func (s *subscription) pull() ([]event, <-chan struct{}) {
 	out := s.pending
 	s.pending = nil
 	if s.next <= t.seq && s.next < t.oldestLocked() {
-		// Out of the buffer: a durable store's journal still holds them.
-		if evs, ok := t.journalLocked(s.next, t.oldestLocked()-1); ok {
+		// Out of the buffer: a durable store's journal holds them once their writes are
+		// committed. A write still in flight is waited for (without the lock; the store
+		// commits in order, so the newest write's commit covers the older ones), then
+		// the journal is read again.
+		evs, ok := t.journalLocked(s.next, t.oldestLocked()-1)
+		for try := 0; !ok && t.last != nil && try < 3; try++ {
+			last := t.last
+			t.mu.Unlock()
+			err := last.wait()
+			t.mu.Lock()
+			if err != nil {
+				break
+			}
+			evs, ok = t.journalLocked(s.next, t.oldestLocked()-1)
+		}
+		if ok {
 			out = append(out, evs...)
 			s.next = t.oldestLocked()
 		}
