@@ -16,6 +16,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/a2a"
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/internal/taskdb"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
@@ -40,6 +41,9 @@ type App struct {
 	// DNSUpstream is the DNS server ("host:port") the shell tools' pinning resolver
 	// asks; empty means the host's first nameserver.
 	DNSUpstream string `json:"dns_upstream,omitempty"`
+	// StateDir holds the task store, tasks.db: A2A tasks, their event journals and
+	// threaded conversations survive restarts there (default: <caddy data dir>/capsule/state).
+	StateDir string `json:"state_dir,omitempty"`
 	// InitSnapshots starts each guest call from the state the session's first call's
 	// _initialize left (absent means true); false runs _initialize in every call
 	// (docs/guests.md). The Caddyfile's init_snapshots on|off.
@@ -141,7 +145,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.CacheDir == "" {
 		a.CacheDir = filepath.Join(data, "cache")
 	}
-	for _, p := range []*string{&a.Registry, &a.WorkRoot, &a.CacheDir} {
+	if a.StateDir == "" {
+		a.StateDir = filepath.Join(data, "state")
+	}
+	for _, p := range []*string{&a.Registry, &a.WorkRoot, &a.CacheDir, &a.StateDir} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return errs.Wrap(err, CodeAppConfig, "caddy", "cannot resolve "+*p, "use an absolute path")
@@ -243,6 +250,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.CacheDir = d.Val()
 		case "dns_upstream":
 			a.DNSUpstream = d.Val()
+		case "state_dir":
+			a.StateDir = d.Val()
 		case "init_snapshots", "instance_reuse":
 			if d.Val() != "on" && d.Val() != "off" {
 				return d.Errf("%s takes on or off", opt)
@@ -254,7 +263,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.InstanceReuse = on
 			}
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, dns_upstream, init_snapshots, instance_reuse)", opt)
+			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, dns_upstream, init_snapshots, instance_reuse)", opt)
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err
@@ -283,3 +292,34 @@ var (
 	_ caddy.CleanerUpper    = (*App)(nil)
 	_ caddyfile.Unmarshaler = (*App)(nil)
 )
+
+// stores keeps one task store per state folder across config reloads; the capsules that
+// use it hold it, so it closes after the last of them has shut down.
+var stores = caddy.NewUsagePool()
+
+type pooledStore struct{ *taskdb.DB }
+
+func (p pooledStore) Destruct() error { return p.DB.Close() }
+
+// storePath is the task store's file.
+func (a *App) storePath() string { return filepath.Join(a.StateDir, "tasks.db") }
+
+// acquireStore opens the task store, or takes one more hold on it; each call holds it
+// until a matching stores.Delete(a.storePath()).
+func (a *App) acquireStore() (*taskdb.DB, error) {
+	path := a.storePath()
+	v, _, err := stores.LoadOrNew(path, func() (caddy.Destructor, error) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, errs.Wrap(err, CodeAppConfig, "caddy", "cannot create the state folder "+filepath.Dir(path), "set state_dir to a writable folder")
+		}
+		db, err := taskdb.Open(path, taskdb.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return pooledStore{db}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(pooledStore).DB, nil
+}

@@ -86,10 +86,11 @@ var capsules = caddy.NewUsagePool()
 // hostedCapsule is one capsule the gateway serves: its A2A handler (which owns the task
 // registry and outlives re-stages) and the staged version new tasks run on.
 type hostedCapsule struct {
-	mu    sync.Mutex
-	print string // fingerprint of what was staged
-	cur   *version
-	a2a   *a2a.Handler
+	mu       sync.Mutex
+	print    string // fingerprint of what was staged
+	cur      *version
+	a2a      *a2a.Handler
+	storeKey string // the task store this capsule holds (App.acquireStore)
 }
 
 // version is one staged version of a capsule: its session, and a hold on the engine it
@@ -122,6 +123,10 @@ func (c *hostedCapsule) Destruct() error {
 	defer c.mu.Unlock()
 	if cerr := c.cur.close(); err == nil {
 		err = cerr
+	}
+	// The task store closes after the last capsule using it has shut down.
+	if _, serr := stores.Delete(c.storeKey); err == nil {
+		err = serr
 	}
 	return err
 }
@@ -241,10 +246,19 @@ func (h *Handler) host(p *provision) (caddy.Destructor, error) {
 		return nil, err
 	}
 	c := &hostedCapsule{print: print, cur: ver}
-	if c.a2a, err = a2a.NewHandler(h.a2aConfig(p.m, c, ver, p.token, p.app)); err != nil {
+	db, err := p.app.acquireStore()
+	if err != nil {
 		ver.close()
 		return nil, err
 	}
+	cfg := h.a2aConfig(p.m, c, ver, p.token, p.app)
+	cfg.Store = db
+	if c.a2a, err = a2a.NewHandler(cfg); err != nil {
+		stores.Delete(p.app.storePath())
+		ver.close()
+		return nil, err
+	}
+	c.storeKey = p.app.storePath()
 	runTaskFile(p.m, ver, h.logger)
 	return c, nil
 }

@@ -365,8 +365,14 @@ type sseEvent struct {
 // stream posts a streaming JSON-RPC request and returns its events as they arrive.
 func (g *gateway) stream(t *testing.T, path, version, method string, params any) <-chan sseEvent {
 	t.Helper()
+	return g.streamWith(t, path, version, method, params)
+}
+
+// streamWith is stream with extra request headers, as name, value pairs.
+func (g *gateway) streamWith(t *testing.T, path, version, method string, params any, headers ...string) <-chan sseEvent {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	resp := g.post(t, path, version, body)
+	resp := g.post(t, path, version, body, headers...)
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || !strings.HasPrefix(ct, "text/event-stream") {
 		data, _ := io.ReadAll(resp.Body)
 		t.Fatalf("%s: status %d, content type %q: %s", method, resp.StatusCode, ct, data)

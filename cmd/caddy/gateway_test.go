@@ -473,6 +473,50 @@ func TestGateway(t *testing.T) {
 			t.Errorf("gate-reload staged %v times", n)
 		}
 	})
+
+	// Last: it kills the gateway and starts it again on the same folders.
+	t.Run("kill -9: finished tasks survive, a waiting one is interrupted", func(t *testing.T) {
+		done := decodeTask(t, g.call(t, "/agents/wordcount/", "", "message/send", map[string]any{"message": msg03("one two three")}))
+		asked := decodeTask(t, g.call(t, "/agents/gate-queue/", "", "message/send", map[string]any{"message": msg03("ask")}))
+		if done.Status.State != "completed" || asked.Status.State != "input-required" {
+			t.Fatalf("before the kill: %v / %v", done, asked)
+		}
+		g.cmd.Process.Kill() // SIGKILL: no drain, no shutdown
+		g.cmd.Wait()
+		env := g.cmd.Env
+		g.cmd = exec.Command(g.cmd.Path, g.cmd.Args[1:]...)
+		g.cmd.Dir, g.cmd.Env = g.dir, env
+		g.logs = &syncBuffer{}
+		waitServing(t, g.cmd, g.logs)
+		g.httpClient.CloseIdleConnections()
+		got := decodeTask(t, g.call(t, "/agents/wordcount/", "", "tasks/get", map[string]any{"id": done.ID}))
+		if got.Status.State != "completed" || !strings.Contains(got.text(), "3 words") {
+			t.Errorf("the completed task after the restart = %v", got)
+		}
+		gone := decodeTask(t, g.call(t, "/agents/gate-queue/", "", "tasks/get", map[string]any{"id": asked.ID}))
+		if gone.Status.State != "failed" || !strings.Contains(gone.String(), "interrupted: the gateway stopped while this task ran") {
+			t.Errorf("the waiting task after the restart = %v", gone)
+		}
+		// A client that saw the first event resumes from the journal to the end.
+		var ids []int
+		final := ""
+		for ev := range g.streamWith(t, "/agents/wordcount/", "", "tasks/resubscribe", map[string]any{"id": done.ID}, "Last-Event-ID", "1") {
+			ids = append(ids, ev.id)
+			var su struct {
+				Result struct {
+					Final  bool
+					Status struct{ State string }
+				}
+			}
+			json.Unmarshal(ev.data, &su)
+			if su.Result.Final {
+				final = su.Result.Status.State
+			}
+		}
+		if len(ids) == 0 || ids[0] != 2 || final != "completed" {
+			t.Errorf("resumed after the restart: ids %v, final %q", ids, final)
+		}
+	})
 }
 
 func firstOf(s ...string) string {
