@@ -22,13 +22,14 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "capsule",
-		Usage: "<run|install|verify|pack|publish|replay> …",
+		Usage: "<run|install|verify|pack|publish|replay|store> …",
 		Short: "Manages Murmur capsules and their artifacts",
 		Long: `
 Manages Murmur capsules: runs one task of a capsule (run), resolves and pins its
 artifacts (install), checks them against murmur.lock (verify), builds artifact
-packages (pack), adds them to a registry (publish), and serves recorded model
-answers from cassettes for tests and demos without a key (replay).
+packages (pack), adds them to a registry (publish), serves recorded model
+answers from cassettes for tests and demos without a key (replay), and checks or
+compacts a gateway's task store file offline (store check|compact).
 
 run, install, verify and publish take --registry <dir> (default: $CAPSULE_REGISTRY,
 else <caddy data dir>/capsule/registry, the gateway's default too). Every subcommand
@@ -75,7 +76,33 @@ func addSubcommands(cmd *cobra.Command) {
 				return cli.Publish(ctx, e, c, args[0], plat)
 			}), "platform", "", "the platform of a native artifact: linux-x86_64, linux-aarch64, darwin-x86_64, darwin-aarch64")),
 		replayCommand(),
+		storeCommand(),
 	)
+}
+
+// storeCommand builds `caddy capsule store check|compact <file>`, the offline task store
+// commands; they take no --registry.
+func storeCommand() *cobra.Command {
+	store := &cobra.Command{
+		Use:   "store <check|compact> <file>",
+		Short: "Checks or compacts a gateway's task store file offline",
+		Args: func(cmd *cobra.Command, args []string) error {
+			usageExit(cmd, fmt.Errorf("store takes a subcommand: check or compact"))
+			return nil
+		},
+		Run: func(*cobra.Command, []string) {},
+	}
+	store.AddCommand(
+		sub("check <file>", "Opens a task store read-only and checks every record; prints what it holds", 1,
+			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+				return cli.StoreCheck(ctx, e, c, args[0])
+			}),
+		sub("compact <file>", "Rewrites a task store without its free pages (refused while a gateway holds it)", 1,
+			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+				return cli.StoreCompact(ctx, e, c, args[0])
+			}),
+	)
+	return store
 }
 
 type runFunc func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int

@@ -10,19 +10,32 @@ import (
 func TestSubcommandFlags(t *testing.T) {
 	root := &cobra.Command{Use: "capsule"}
 	addSubcommands(root)
-	reads := map[string]bool{"run": true, "install": true, "verify": true, "publish": true, "pack": false, "replay": false}
+	reads := map[string]bool{"run": true, "install": true, "verify": true, "publish": true, "pack": false, "replay": false,
+		"store check": false, "store compact": false}
+	var leaves []*cobra.Command
 	for _, c := range root.Commands() {
-		want, ok := reads[c.Name()]
+		if c.HasSubCommands() {
+			leaves = append(leaves, c.Commands()...)
+		} else {
+			leaves = append(leaves, c)
+		}
+	}
+	for _, c := range leaves {
+		name := c.Name()
+		if c.Parent() != root {
+			name = c.Parent().Name() + " " + name
+		}
+		want, ok := reads[name]
 		if !ok {
-			t.Errorf("subcommand %s is not in this test", c.Name())
+			t.Errorf("subcommand %s is not in this test", name)
 			continue
 		}
-		delete(reads, c.Name())
+		delete(reads, name)
 		if got := c.Flags().Lookup("registry") != nil; got != want {
-			t.Errorf("%s: --registry offered %v, want %v", c.Name(), got, want)
+			t.Errorf("%s: --registry offered %v, want %v", name, got, want)
 		}
 		if c.Flags().Lookup("json") == nil {
-			t.Errorf("%s: no --json", c.Name())
+			t.Errorf("%s: no --json", name)
 		}
 	}
 	if len(reads) > 0 {

@@ -126,12 +126,17 @@ func failed(err error) <-chan error {
 
 var errClosed = errs.New("E-STORE-006", part, "the task store is closed", "a gateway bug: report it")
 
+var errReadOnly = errs.New("E-STORE-009", part, "the task store was opened read-only", "a gateway bug: report it")
+
 func (db *DB) enqueue(apply func(*bolt.Tx) error) <-chan error {
 	o := &op{apply: apply, done: make(chan error, 1)}
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.closed {
 		return failed(errClosed)
+	}
+	if db.opts.ReadOnly {
+		return failed(errReadOnly)
 	}
 	db.queue <- o
 	return o.done

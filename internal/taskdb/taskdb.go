@@ -57,6 +57,10 @@ type Options struct {
 	GroupWindow time.Duration // how long the committer gathers writes after the first; default 2 ms
 	MaxBatch    int           // most writes in one commit; default 1000
 	MaxTurns    int           // turns kept per conversation, oldest dropped; default 100
+	// ReadOnly opens an existing store for reading only, under a shared lock that other
+	// readers share and a writer's exclusive lock excludes; writes are refused with
+	// E-STORE-009. A missing file is refused with E-STORE-004 instead of created.
+	ReadOnly bool
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -120,23 +124,37 @@ func Open(path string, opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.ReadOnly {
+		// bbolt would try to initialise a missing or empty file, which read-only it cannot.
+		info, err := os.Stat(path)
+		if err != nil {
+			return nil, cannotOpen(path, err)
+		}
+		if info.Mode().IsRegular() && info.Size() == 0 {
+			return nil, notAStore(path, errors.New("the file is empty"))
+		}
+	}
 	if err := checkFile(path); err != nil {
 		return nil, err
 	}
-	bdb, err := openBolt(path, opts.LockTimeout)
+	bdb, err := openBolt(path, opts.LockTimeout, opts.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
-	if err := prepare(bdb, path); err != nil {
+	if err := prepare(bdb, path, opts.ReadOnly); err != nil {
 		_ = bdb.Close()
 		return nil, err
 	}
 	db := &DB{path: path, opts: opts, bolt: bdb, queue: make(chan *op, opts.MaxBatch), done: make(chan struct{})}
-	go db.commitLoop()
+	if opts.ReadOnly {
+		close(db.done) // no committer
+	} else {
+		go db.commitLoop()
+	}
 	return db, nil
 }
 
-func openBolt(path string, timeout time.Duration) (bdb *bolt.DB, err error) {
+func openBolt(path string, timeout time.Duration, readOnly bool) (bdb *bolt.DB, err error) {
 	// bbolt panics on some damaged pages while opening; keep its file to close it then,
 	// so that the lock it holds is not left to the garbage collector.
 	var file *os.File
@@ -147,7 +165,7 @@ func openBolt(path string, timeout time.Duration) (bdb *bolt.DB, err error) {
 	}
 	err = guard(func() error {
 		var err error
-		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, OpenFile: openFile})
+		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, OpenFile: openFile, ReadOnly: readOnly})
 		return err
 	})
 	if errs.Code(err) == "E-STORE-007" {
@@ -157,6 +175,11 @@ func openBolt(path string, timeout time.Duration) (bdb *bolt.DB, err error) {
 		return nil, notAStore(path, err)
 	}
 	switch {
+	case err == nil && !sameFile(path, file):
+		// Compact renamed a new file over path while this one waited for the old file's
+		// lock; writing to the old one would lose the writes. Open the new one.
+		_ = bdb.Close()
+		return openBolt(path, timeout, readOnly)
 	case err == nil:
 		return bdb, nil
 	case errors.Is(err, berrors.ErrTimeout):
@@ -168,6 +191,16 @@ func openBolt(path string, timeout time.Duration) (bdb *bolt.DB, err error) {
 	default:
 		return nil, cannotOpen(path, err)
 	}
+}
+
+// sameFile reports whether path still names the open file f.
+func sameFile(path string, f *os.File) bool {
+	if f == nil {
+		return true
+	}
+	a, err1 := os.Stat(path)
+	b, err2 := f.Stat()
+	return err1 != nil || err2 != nil || os.SameFile(a, b)
 }
 
 func notAStore(path string, cause error) error {
@@ -184,7 +217,8 @@ func cannotOpen(path string, cause error) error {
 
 // prepare marks an empty bbolt file as ours, or checks that a non-empty one is ours and
 // that every record in it decodes, so that damage is found at Open and not mid-request.
-func prepare(bdb *bolt.DB, path string) error {
+// A read-only store is never marked: an unmarked one is refused.
+func prepare(bdb *bolt.DB, path string, readOnly bool) error {
 	empty := true
 	err := guard(func() error {
 		return bdb.View(func(tx *bolt.Tx) error {
@@ -194,7 +228,7 @@ func prepare(bdb *bolt.DB, path string) error {
 	if err != nil {
 		return notAStore(path, err)
 	}
-	if empty {
+	if empty && !readOnly {
 		err := bdb.Update(func(tx *bolt.Tx) error {
 			for _, name := range [][]byte{bucketTasks, bucketEvents, bucketTurns} {
 				if _, err := tx.CreateBucket(name); err != nil {

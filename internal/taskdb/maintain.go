@@ -1,0 +1,179 @@
+package taskdb
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+// Report counts what a store holds; Check and Compact return it.
+type Report struct {
+	File          string `json:"file"`
+	Bytes         int64  `json:"bytes"` // the file's size on disk
+	Capsules      int    `json:"capsules"`
+	Tasks         int    `json:"tasks"`
+	Events        int    `json:"events"`
+	Conversations int    `json:"conversations"`
+	Turns         int    `json:"turns"`
+}
+
+// sameRecords reports whether r and o count the same records.
+func (r Report) sameRecords(o Report) bool {
+	return r.Capsules == o.Capsules && r.Tasks == o.Tasks && r.Events == o.Events &&
+		r.Conversations == o.Conversations && r.Turns == o.Turns
+}
+
+// Check walks the whole file in one read transaction: bbolt's page-level consistency
+// check, then every capsule, task, journal and turn record decoded as Open does. A
+// damaged store is refused with E-STORE-001 naming the file.
+func (db *DB) Check() (Report, error) {
+	r := Report{File: db.path}
+	err := db.view(func(tx *bolt.Tx) error {
+		var first error
+		for err := range tx.Check() { // drain: the check reads pages until it closes the channel
+			if first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return first
+		}
+		if err := verify(tx); err != nil {
+			return err
+		}
+		capsules := map[string]bool{}
+		count := func(bucket []byte, n *int, each func(k []byte)) error {
+			return tx.Bucket(bucket).ForEach(func(k, _ []byte) error {
+				c, ok := keyCapsule(k)
+				if !ok {
+					return fmt.Errorf("bucket %q: a key %x that names no capsule", bucket, k)
+				}
+				capsules[c] = true
+				*n++
+				if each != nil {
+					each(k)
+				}
+				return nil
+			})
+		}
+		convs := map[string]bool{}
+		if err := count(bucketTasks, &r.Tasks, nil); err != nil {
+			return err
+		}
+		if err := count(bucketEvents, &r.Events, nil); err != nil {
+			return err
+		}
+		if err := count(bucketTurns, &r.Turns, func(k []byte) {
+			if len(k) >= 8 {
+				convs[string(k[:len(k)-8])] = true
+			}
+		}); err != nil {
+			return err
+		}
+		r.Capsules, r.Conversations = len(capsules), len(convs)
+		return nil
+	})
+	if err != nil {
+		return r, notAStore(db.path, err)
+	}
+	info, err := os.Stat(db.path)
+	if err != nil {
+		return r, cannotOpen(db.path, err)
+	}
+	r.Bytes = info.Size()
+	return r, nil
+}
+
+// keyCapsule reads the length-prefixed capsule name that starts every key.
+func keyCapsule(k []byte) (string, bool) {
+	n, w := binary.Uvarint(k)
+	if w <= 0 || n == 0 || n > MaxIDLen || uint64(len(k)-w) < n {
+		return "", false
+	}
+	return string(k[w : w+int(n)]), true
+}
+
+// compactTxBytes bounds one transaction of the copy, so a large store is not copied in memory at once.
+const compactTxBytes = 64 << 20
+
+// Compact rewrites the store at path without its free pages: it takes the store's lock
+// (E-STORE-002 while a gateway holds it), checks it, copies its records into a temporary
+// file beside it, checks the copy holds the same records, and renames the copy over the
+// original. On any failure the temporary file is removed and the original is untouched
+// (E-STORE-010). It returns the reports of the file before and after.
+func Compact(path string, opts Options) (before, after Report, err error) {
+	if _, err := os.Stat(path); err != nil { // Open would create it
+		return before, after, cannotOpen(path, err)
+	}
+	opts.ReadOnly = false
+	src, err := Open(path, opts)
+	if err != nil {
+		return before, after, err
+	}
+	defer src.Close()
+	if before, err = src.Check(); err != nil {
+		return before, after, err
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return before, after, cannotOpen(path, err)
+	}
+	failed := func(what string, cause error) error {
+		return errs.Wrap(cause, "E-STORE-010", part, "compacting the task store failed ("+what+"); the original file is untouched",
+			"check free disk space and that the folder is writable, then run compact again").At(path, "")
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".compact-*")
+	if err != nil {
+		return before, after, failed("creating the copy", err)
+	}
+	tmp := f.Name()
+	_ = f.Close()
+	done := false
+	defer func() {
+		if !done {
+			_ = os.Remove(tmp)
+		}
+	}()
+	dst, err := bolt.Open(tmp, info.Mode().Perm(), &bolt.Options{Timeout: opts.LockTimeout})
+	if err != nil {
+		return before, after, failed("opening the copy", err)
+	}
+	err = guard(func() error { return bolt.Compact(dst, src.bolt, compactTxBytes) })
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return before, after, failed("writing the copy", err)
+	}
+	if err := os.Chmod(tmp, info.Mode().Perm()); err != nil {
+		return before, after, failed("setting the copy's mode", err)
+	}
+	cp, err := Open(tmp, Options{ReadOnly: true, LockTimeout: opts.LockTimeout})
+	if err != nil {
+		return before, after, failed("the copy does not open", err)
+	}
+	after, err = cp.Check()
+	_ = cp.Close()
+	if err != nil {
+		return before, after, failed("the copy does not check", err)
+	}
+	if !after.sameRecords(before) {
+		return before, after, failed(fmt.Sprintf("the copy holds %+v, the original %+v", after, before), errors.New("record counts differ"))
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return before, after, failed("replacing the original", err)
+	}
+	done = true
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync() // make the rename durable
+		_ = d.Close()
+	}
+	after.File = path
+	return before, after, nil
+}
