@@ -99,7 +99,7 @@ func guard(fn func() error) (err error) {
 			if u, ok := r.(callerPanic); ok {
 				panic(u.v) // the caller's callback, not the store, panicked
 			}
-			err = errs.New("E-STORE-007", part, fmt.Sprintf("a damaged page: %v", r),
+			err = errs.New(CodeBadRecord, part, fmt.Sprintf("a damaged page: %v", r),
 				"restore the store from a backup or move the file aside")
 		}
 	}()

@@ -19,7 +19,7 @@ const MaxIDLen = 256
 // checkID refuses an id the store cannot key on: empty or over MaxIDLen bytes.
 func checkID(what, id string) error {
 	if id == "" || len(id) > MaxIDLen {
-		return errs.New("E-STORE-003", part, fmt.Sprintf("%s is empty or %d bytes long (at most %d)", what, len(id), MaxIDLen),
+		return errs.New(CodeBadID, part, fmt.Sprintf("%s is empty or %d bytes long (at most %d)", what, len(id), MaxIDLen),
 			"use shorter ids; clients' ids longer than 256 bytes are refused")
 	}
 	return nil
@@ -71,7 +71,7 @@ type reader struct {
 
 func (r *reader) fail(msg string) {
 	if r.err == nil {
-		r.err = errs.New("E-STORE-007", part, "a stored record cannot be read: "+msg,
+		r.err = errs.New(CodeBadRecord, part, "a stored record cannot be read: "+msg,
 			"the store was written by a later release or damaged; restore a backup or move the file aside")
 	}
 }

@@ -124,9 +124,9 @@ func failed(err error) <-chan error {
 	return ch
 }
 
-var errClosed = errs.New("E-STORE-006", part, "the task store is closed", "a gateway bug: report it")
+var errClosed = errs.New(CodeClosed, part, "the task store is closed", "a gateway bug: report it")
 
-var errReadOnly = errs.New("E-STORE-009", part, "the task store was opened read-only", "a gateway bug: report it")
+var errReadOnly = errs.New(CodeReadOnly, part, "the task store was opened read-only", "a gateway bug: report it")
 
 func (db *DB) enqueue(apply func(*bolt.Tx) error) <-chan error {
 	o := &op{apply: apply, done: make(chan error, 1)}
@@ -184,7 +184,7 @@ func (db *DB) commit(batch []*op) {
 		})
 	})
 	if err != nil {
-		err = errs.Wrap(err, "E-STORE-005", part, "writing the task store failed; the writes of this commit are lost",
+		err = errs.Wrap(err, CodeCommit, part, "writing the task store failed; the writes of this commit are lost",
 			"check free disk space and the file's health; restart the gateway if it persists").At(db.path, "")
 	}
 	db.commits.Add(1)

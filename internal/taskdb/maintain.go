@@ -125,7 +125,7 @@ func Compact(path string, opts Options) (before, after Report, err error) {
 		return before, after, cannotOpen(path, err)
 	}
 	failed := func(what string, cause error) error {
-		return errs.Wrap(cause, "E-STORE-010", part, "compacting the task store failed ("+what+"); the original file is untouched",
+		return errs.Wrap(cause, CodeCompacting, part, "compacting the task store failed ("+what+"); the original file is untouched",
 			"check free disk space and that the folder is writable, then run compact again").At(path, "")
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".compact-*")

@@ -65,7 +65,7 @@ type Options struct {
 
 func (o Options) withDefaults() (Options, error) {
 	if o.LockTimeout < 0 || o.GroupWindow < 0 || o.MaxBatch < 0 || o.MaxTurns < 0 {
-		return o, errs.New("E-STORE-008", part, fmt.Sprintf("a negative option: %+v", o),
+		return o, errs.New(CodeOption, part, fmt.Sprintf("a negative option: %+v", o),
 			"write a positive value, or zero for the default")
 	}
 	if o.LockTimeout == 0 {
@@ -168,7 +168,7 @@ func openBolt(path string, timeout time.Duration, readOnly bool) (bdb *bolt.DB, 
 		bdb, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, OpenFile: openFile, ReadOnly: readOnly})
 		return err
 	})
-	if errs.Code(err) == "E-STORE-007" {
+	if errs.Code(err) == CodeBadRecord {
 		if file != nil {
 			_ = file.Close()
 		}
@@ -183,7 +183,7 @@ func openBolt(path string, timeout time.Duration, readOnly bool) (bdb *bolt.DB, 
 	case err == nil:
 		return bdb, nil
 	case errors.Is(err, berrors.ErrTimeout):
-		e := errs.Wrap(err, "E-STORE-002", part, fmt.Sprintf("another process holds the task store locked (waited %s)", timeout),
+		e := errs.Wrap(err, CodeLocked, part, fmt.Sprintf("another process holds the task store locked (waited %s)", timeout),
 			"stop the other gateway, or give each gateway its own store file")
 		return nil, e.At(path, "")
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum):
@@ -204,13 +204,13 @@ func sameFile(path string, f *os.File) bool {
 }
 
 func notAStore(path string, cause error) error {
-	e := errs.Wrap(cause, "E-STORE-001", part, "the file is not a task store of this release (damaged, truncated, or another format)",
+	e := errs.Wrap(cause, CodeNotAStore, part, "the file is not a task store of this release (damaged, truncated, or another format)",
 		"move the file aside (the gateway then starts an empty store) or restore it from a backup")
 	return e.At(path, "")
 }
 
 func cannotOpen(path string, cause error) error {
-	e := errs.Wrap(cause, "E-STORE-004", part, "the task store file cannot be opened or created",
+	e := errs.Wrap(cause, CodeOpen, part, "the task store file cannot be opened or created",
 		"check that the folder exists and that the gateway's user may read and write the file")
 	return e.At(path, "")
 }
