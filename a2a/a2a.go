@@ -131,6 +131,14 @@ type Config struct {
 	// nil keeps them in memory only. NewHandler reads it; Update ignores it. The caller
 	// opens and closes it (after Shutdown).
 	Store *taskdb.DB
+	// Retention and MaxTasks bound what Store keeps of the capsule (used only with a
+	// Store): finished tasks last updated longer than Retention ago are removed, and then
+	// the oldest beyond MaxTasks, with their journals and the turns of conversations no
+	// task left belongs to; a task not finished yet is never removed. 0 is no bound. A
+	// sweep runs at NewHandler and then every Retention/24 (at most an hour) until
+	// Shutdown; Update changes the bounds of the next sweeps.
+	Retention time.Duration
+	MaxTasks  int
 }
 
 // normalize validates cfg and fills in its defaults.
@@ -167,6 +175,12 @@ func normalize(cfg Config) (Config, error) {
 	}
 	if cfg.Lifecycle.InputTimeout < 0 {
 		bad(CodeRange, fmt.Sprintf("input timeout %s is negative", cfg.Lifecycle.InputTimeout), "write a positive timeout, or 0 to wait forever")
+	}
+	if cfg.Retention < 0 {
+		bad(CodeRange, fmt.Sprintf("retention %s is negative", cfg.Retention), "write a positive duration, or 0 to keep tasks forever")
+	}
+	if cfg.MaxTasks < 0 {
+		bad(CodeRange, fmt.Sprintf("max tasks %d is negative", cfg.MaxTasks), "write a positive number of tasks, or 0 for no limit")
 	}
 	if cfg.MaxBody < 0 {
 		bad(CodeRange, fmt.Sprintf("max body %d is negative", cfg.MaxBody), "write a positive size, or 0 for 1 MiB")

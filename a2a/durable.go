@@ -131,6 +131,7 @@ func newDurableStore(db *taskdb.DB, capsule string, spec *runSpec, ring int) (*d
 			msg := agentMessage(t, interrupted)
 			t.setStatusLocked(status{State: stateFailed, Msg: &msg, Time: now}, now)
 			writes = append(writes, t.last)
+			spec.metrics.interrupted(capsule)
 		}
 		t.freeRingLocked()
 		t.mu.Unlock()

@@ -51,11 +51,19 @@ type durableGen struct {
 
 func openGen(t *testing.T, path string, exec Executor) *durableGen {
 	t.Helper()
+	return openGenWith(t, path, Config{Executor: exec})
+}
+
+// openGenWith is openGen with more of the handler's config: its card, store and
+// lifecycle are set here.
+func openGenWith(t *testing.T, path string, cfg Config) *durableGen {
+	t.Helper()
 	db, err := taskdb.Open(path, taskdb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHandler(Config{Card: testCard(), Executor: exec, Store: db, Lifecycle: Lifecycle{Threaded: true, Concurrency: 4}})
+	cfg.Card, cfg.Store, cfg.Lifecycle = testCard(), db, Lifecycle{Threaded: true, Concurrency: 4}
+	h, err := NewHandler(cfg)
 	if err != nil {
 		_ = db.Close()
 		t.Fatal(err)

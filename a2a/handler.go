@@ -42,6 +42,9 @@ type Handler struct {
 
 	ringSize  int
 	heartbeat time.Duration
+	// swept is closed when the retention sweeper (retention.go) has returned; nil
+	// without a durable store.
+	swept chan struct{}
 }
 
 // NewHandler validates cfg and returns a Handler serving it.
@@ -69,6 +72,11 @@ func NewHandler(cfg Config) (*Handler, error) {
 	}
 	h.cardKey, h.cardTime = cardKeyOf(cfg), time.Now()
 	h.slotMetricsLocked()
+	if cfg.Store != nil {
+		h.sweep(time.Now())
+		h.swept = make(chan struct{})
+		go h.sweeper()
+	}
 	return h, nil
 }
 
@@ -131,7 +139,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	})
 	if h.slots.idle() {
 		h.mu.Unlock()
-		h.stop()
+		h.halt()
 		return nil
 	}
 	if h.idle == nil {
@@ -141,7 +149,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	h.mu.Unlock()
 	select {
 	case <-idle:
-		h.stop()
+		h.halt()
 		return nil
 	case <-ctx.Done():
 	}
@@ -155,8 +163,17 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		t.mu.Unlock()
 	})
 	h.mu.Unlock()
-	h.stop()
+	h.halt()
 	return fmt.Errorf("a2a: shutdown: canceled the tasks still admitted: %w", ctx.Err())
+}
+
+// halt ends the handler's background work: the tasks' contexts, and the retention
+// sweeper, waited for so that the caller may close the store.
+func (h *Handler) halt() {
+	h.stop()
+	if h.swept != nil {
+		<-h.swept
+	}
 }
 
 // config returns the current configuration.

@@ -19,6 +19,9 @@ type Metrics struct {
 	InFlight *prometheus.GaugeVec
 	// QueueDepth is the number of admitted tasks waiting for the slot.
 	QueueDepth *prometheus.GaugeVec
+	// Interrupted counts tasks a durable store found unfinished when the gateway started
+	// and ended failed ("interrupted").
+	Interrupted *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not registered).
@@ -38,6 +41,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "capsule_task_queue_depth",
 			Help: "A2A tasks admitted and waiting for the capsule's slot.",
 		}, []string{"capsule"}),
+		Interrupted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_tasks_interrupted_total",
+			Help: "A2A tasks found unfinished in the task store at start and ended failed (interrupted).",
+		}, []string{"capsule"}),
 	}
 	if err := m.Register(reg); err != nil {
 		return nil, err
@@ -51,7 +58,8 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	err := errors.Join(promreg.Into(reg, &m.Tasks), promreg.Into(reg, &m.InFlight), promreg.Into(reg, &m.QueueDepth))
+	err := errors.Join(promreg.Into(reg, &m.Tasks), promreg.Into(reg, &m.InFlight), promreg.Into(reg, &m.QueueDepth),
+		promreg.Into(reg, &m.Interrupted))
 	if err != nil {
 		return errs.Wrap(err, CodeMetrics, "a2a", "cannot register the task metrics", "remove the conflicting collector from the registry")
 	}
@@ -62,6 +70,13 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 func (m *Metrics) ended(capsule, state string) {
 	if m != nil {
 		m.Tasks.WithLabelValues(capsule, state).Inc()
+	}
+}
+
+// interrupted counts a task ended failed at restore because the gateway stopped under it.
+func (m *Metrics) interrupted(capsule string) {
+	if m != nil {
+		m.Interrupted.WithLabelValues(capsule).Inc()
 	}
 }
 

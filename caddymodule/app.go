@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -44,6 +45,11 @@ type App struct {
 	// StateDir holds the task store, tasks.db: A2A tasks, their event journals and
 	// threaded conversations survive restarts there (default: <caddy data dir>/capsule/state).
 	StateDir string `json:"state_dir,omitempty"`
+	// Retention is how long the task store keeps a finished task after its last update
+	// (default 168h, seven days); MaxTasks how many tasks it keeps per capsule at most,
+	// the oldest removed first (default 10000). Both must be positive when set.
+	Retention *caddy.Duration `json:"retention,omitempty"`
+	MaxTasks  *int            `json:"max_tasks,omitempty"`
 	// InitSnapshots starts each guest call from the state the session's first call's
 	// _initialize left (absent means true); false runs _initialize in every call
 	// (docs/guests.md). The Caddyfile's init_snapshots on|off.
@@ -80,6 +86,28 @@ var taskMetrics = func() *a2a.Metrics {
 }()
 
 type pooledEngine struct{ *runtime.Runtime }
+
+// Defaults of the task store's retention (App.Retention, App.MaxTasks).
+const (
+	defaultRetention = 7 * 24 * time.Hour
+	defaultMaxTasks  = 10000
+)
+
+// retention is how long finished tasks stay in the task store.
+func (a *App) retention() time.Duration {
+	if a.Retention == nil {
+		return defaultRetention
+	}
+	return time.Duration(*a.Retention)
+}
+
+// maxTasks is how many tasks per capsule the task store keeps.
+func (a *App) maxTasks() int {
+	if a.MaxTasks == nil {
+		return defaultMaxTasks
+	}
+	return *a.MaxTasks
+}
 
 // initSnapshots reports whether guest calls start from init snapshots (the default).
 func (a *App) initSnapshots() bool { return a.InitSnapshots == nil || *a.InitSnapshots }
@@ -183,6 +211,14 @@ func (a *App) Validate() error {
 				"write the DNS server as host:port, such as 192.0.2.53:53"))
 		}
 	}
+	if a.Retention != nil && *a.Retention <= 0 {
+		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("retention %s is not positive", time.Duration(*a.Retention)),
+			"write how long finished tasks are kept, such as 168h or 30d, or leave retention out for seven days"))
+	}
+	if a.MaxTasks != nil && *a.MaxTasks <= 0 {
+		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("max_tasks %d is not positive", *a.MaxTasks),
+			"write how many tasks each capsule keeps, such as 10000, or leave max_tasks out for 10000"))
+	}
 	if a.InstanceReuse && !a.initSnapshots() {
 		list = append(list, errs.New(CodeAppConfig, "caddy", "instance_reuse on needs init_snapshots on: instances are reset to their init snapshot",
 			"drop one of the two options"))
@@ -225,6 +261,9 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 //	    work_root <dir>
 //	    cache_dir <dir>
 //	    dns_upstream <host:port>
+//	    state_dir <dir>
+//	    retention <duration>
+//	    max_tasks <n>
 //	    init_snapshots on|off
 //	    instance_reuse on|off
 //	}
@@ -252,6 +291,18 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.DNSUpstream = d.Val()
 		case "state_dir":
 			a.StateDir = d.Val()
+		case "retention":
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("retention %q: want a duration, such as 168h or 30d", d.Val())
+			}
+			a.Retention = new(caddy.Duration(dur))
+		case "max_tasks":
+			n, err := strconv.Atoi(d.Val())
+			if err != nil {
+				return d.Errf("max_tasks %q: want an integer", d.Val())
+			}
+			a.MaxTasks = &n
 		case "init_snapshots", "instance_reuse":
 			if d.Val() != "on" && d.Val() != "off" {
 				return d.Errf("%s takes on or off", opt)
@@ -263,7 +314,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.InstanceReuse = on
 			}
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, dns_upstream, init_snapshots, instance_reuse)", opt)
+			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, retention, max_tasks, dns_upstream, init_snapshots, instance_reuse)", opt)
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err

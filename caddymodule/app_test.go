@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -22,6 +23,7 @@ func TestAppCaddyfile(t *testing.T) {
 		{"empty block", "capsule {\n}", `{}`},
 		{"all", "capsule {\n registry /r\n work_root /w\n cache_dir /c\n dns_upstream 127.0.0.1:53\n init_snapshots off\n}",
 			`{"registry":"/r","work_root":"/w","cache_dir":"/c","dns_upstream":"127.0.0.1:53","init_snapshots":false}`},
+		{"retention", "capsule {\n retention 30d\n max_tasks 500\n}", `{"retention":2592000000000000,"max_tasks":500}`},
 		{"snapshots on", "capsule {\n init_snapshots on\n}", `{"init_snapshots":true}`},
 		{"reuse on", "capsule {\n instance_reuse on\n}", `{"instance_reuse":true}`},
 		{"reuse off", "capsule {\n instance_reuse off\n}", `{}`},
@@ -51,6 +53,10 @@ func TestValidate(t *testing.T) {
 		{"app: empty", new(App), `{}`, nil},
 		{"app: init_snapshots false", new(App), `{"init_snapshots":false}`, nil},
 		{"app: bad dns_upstream", new(App), `{"dns_upstream":"ns1"}`, []string{"E-NET-020"}},
+		{"app: retention and max_tasks", new(App), `{"retention":"48h","max_tasks":5}`, nil},
+		{"app: zero retention", new(App), `{"retention":0}`, []string{"E-RUN-020"}},
+		{"app: negative retention and max_tasks", new(App), `{"retention":"-1h","max_tasks":-1}`, []string{"E-RUN-020", "E-RUN-020"}},
+		{"app: zero max_tasks", new(App), `{"max_tasks":0}`, []string{"E-RUN-020"}},
 		{"app: reuse without snapshots", new(App), `{"init_snapshots":false,"instance_reuse":true}`, []string{"E-RUN-020"}},
 		{"capsule: complete", new(Handler), `{"manifest":"a.yaml","auth":{"bearer":"TOKEN"},"max_body":1,"queue_depth":1,"public_url":"https://a.example","card":"1.0"}`, nil},
 		{"capsule: no manifest", new(Handler), `{}`, []string{"E-RUN-021"}},
@@ -98,5 +104,20 @@ func TestAppRegistry(t *testing.T) {
 	}
 	if err := remote.Cleanup(); err != nil || remote.engine != nil {
 		t.Errorf("cleanup after a refused provision: %v", err)
+	}
+}
+
+// TestAppRetention: the task store keeps seven days and 10000 tasks per capsule unless
+// told otherwise.
+func TestAppRetention(t *testing.T) {
+	var a App
+	if a.retention() != 168*time.Hour || a.maxTasks() != 10000 {
+		t.Errorf("defaults: %s, %d", a.retention(), a.maxTasks())
+	}
+	if err := json.Unmarshal([]byte(`{"retention":"30d","max_tasks":5}`), &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.retention() != 30*24*time.Hour || a.maxTasks() != 5 {
+		t.Errorf("set: %s, %d", a.retention(), a.maxTasks())
 	}
 }

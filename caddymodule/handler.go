@@ -391,6 +391,8 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		CardVersion: h.Card,
 		Metrics:     app.metrics,
 		Logger:      slogFrom(h.logger),
+		Retention:   app.retention(),
+		MaxTasks:    app.maxTasks(),
 	}
 }
 

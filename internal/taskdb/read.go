@@ -93,16 +93,28 @@ func (db *DB) Turns(capsule, contextID string) ([][]byte, error) {
 // remaining task belongs to. It goes through the committer like every write and returns
 // once the removal is on disk.
 func (db *DB) Evict(capsule string, olderThan time.Time, maxTasks int) (int, error) {
+	return db.EvictExcept(capsule, olderThan, maxTasks, nil)
+}
+
+// EvictExcept is Evict sparing the tasks keep reports (nil: none): they are never
+// removed, do not count towards maxTasks, and their conversations' turns stay. keep is
+// called from the committer: it must not block nor write to db.
+func (db *DB) EvictExcept(capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) (int, error) {
 	if err := checkID("capsule", capsule); err != nil {
 		return 0, err
 	}
 	removed := 0
 	err := <-db.enqueue(func(tx *bolt.Tx) error {
 		var all []Task
+		live := map[string]bool{}
 		err := scan(tx.Bucket(bucketTasks), appendString(nil, capsule), func(_, v []byte) (bool, error) {
 			t, err := decodeTask(v)
 			t.Data = nil
-			all = append(all, t)
+			if err == nil && keep != nil && keep(t.ID) {
+				live[t.ContextID] = true
+			} else {
+				all = append(all, t)
+			}
 			return err == nil, err
 		})
 		if err != nil {
@@ -116,7 +128,6 @@ func (db *DB) Evict(capsule string, olderThan time.Time, maxTasks int) (int, err
 		if maxTasks > 0 && len(all)-cut > maxTasks {
 			cut = len(all) - maxTasks
 		}
-		live := map[string]bool{}
 		for _, t := range all[cut:] {
 			live[t.ContextID] = true
 		}
