@@ -122,8 +122,8 @@ func (h *Handler) Update(cfg Config) error {
 }
 
 // Shutdown stops admitting tasks, waits until the admitted ones (running, waiting for
-// input, queued) have ended or ctx ends, then cancels those left. Streams and task
-// reads keep working while it waits.
+// input, queued) have ended or ctx ends (the grace period), then ends those left failed
+// "interrupted", as a restart would. Streams and task reads keep working while it waits.
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	h.closing = true
@@ -158,13 +158,13 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	h.slots.each(func(t *task) {
 		t.mu.Lock()
 		if !terminal(t.st.State) {
-			h.cancelLocked(t, "canceled: the capsule is shutting down", now)
+			h.interruptLocked(t, now)
 		}
 		t.mu.Unlock()
 	})
 	h.mu.Unlock()
 	h.halt()
-	return fmt.Errorf("a2a: shutdown: canceled the tasks still admitted: %w", ctx.Err())
+	return fmt.Errorf("a2a: shutdown: the tasks still admitted at the end of the grace period ended interrupted: %w", ctx.Err())
 }
 
 // halt ends the handler's background work: the tasks' contexts, and the retention

@@ -362,9 +362,13 @@ func TestShutdown(t *testing.T) {
 		}
 		waitState(t, srv, asked.ID, "canceled")
 	})
-	t.Run("cancels at the deadline", func(t *testing.T) {
+	t.Run("interrupts what is left at the deadline", func(t *testing.T) {
 		b := newBlocking()
-		h, srv := newServer(t, Config{Executor: b, Lifecycle: Lifecycle{Acceptance: AcceptQueue, QueueDepth: 1}})
+		metrics, err := NewMetrics(prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, srv := newServer(t, Config{Executor: b, Metrics: metrics, Lifecycle: Lifecycle{Acceptance: AcceptQueue, QueueDepth: 1}})
 		async := map[string]any{"blocking": false}
 		running := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("x", oneCtx), "configuration": async})))
 		recv(t, b.started)
@@ -378,7 +382,12 @@ func TestShutdown(t *testing.T) {
 			t.Errorf("ctx of %s", id)
 		}
 		for _, id := range []string{running.ID, queued.ID} {
-			waitState(t, srv, id, "canceled")
+			if got := waitState(t, srv, id, "failed"); !strings.Contains(text(got.Status.Message.Parts), "interrupted: the gateway stopped while this task ran") {
+				t.Errorf("task %s ended %+v", id, got.Status)
+			}
+		}
+		if n := testutil.ToFloat64(metrics.Interrupted.WithLabelValues("hello")); n != 2 {
+			t.Errorf("interrupted %v, want 2", n)
 		}
 	})
 }

@@ -296,6 +296,18 @@ func (h *Handler) cancelTask(id string) (*snapshot, *durable, *rpcError) {
 // one has its context canceled but keeps its slot until Execute returns, so a guest that
 // is slow to stop never runs beside the next task of its context.
 func (h *Handler) cancelLocked(t *task, reason string, now time.Time) {
+	h.stopLocked(t, stateCanceled, reason, now)
+}
+
+// interruptLocked ends a task the gateway stops under: failed "interrupted", as a restart
+// ends the tasks a killed process left (docs/reference/a2a.md "Durable tasks").
+func (h *Handler) interruptLocked(t *task, now time.Time) {
+	h.stopLocked(t, stateFailed, interrupted, now)
+	t.spec.metrics.interrupted(t.spec.capsule)
+}
+
+// stopLocked ends t in state with the agent's reason, at once: see cancelLocked.
+func (h *Handler) stopLocked(t *task, state, reason string, now time.Time) {
 	queued := t.st.State == stateSubmitted
 	if t.answer != nil {
 		t.answer = nil
@@ -304,8 +316,8 @@ func (h *Handler) cancelLocked(t *task, reason string, now time.Time) {
 		}
 	}
 	msg := agentMessage(t, reason)
-	t.setStatusLocked(status{State: stateCanceled, Msg: &msg, Time: now}, now)
-	t.spec.metrics.ended(t.spec.capsule, stateCanceled)
+	t.setStatusLocked(status{State: state, Msg: &msg, Time: now}, now)
+	t.spec.metrics.ended(t.spec.capsule, state)
 	h.store.ended(t)
 	t.freeRingLocked()
 	if queued {

@@ -50,6 +50,9 @@ type App struct {
 	// the oldest removed first (default 10000). Both must be positive when set.
 	Retention *caddy.Duration `json:"retention,omitempty"`
 	MaxTasks  *int            `json:"max_tasks,omitempty"`
+	// GracePeriod is how long a capsule leaving the config (or Caddy stopping) lets its
+	// admitted tasks finish; those left end failed "interrupted" (default 30s).
+	GracePeriod caddy.Duration `json:"grace_period,omitempty"`
 	// InitSnapshots starts each guest call from the state the session's first call's
 	// _initialize left (absent means true); false runs _initialize in every call
 	// (docs/guests.md). The Caddyfile's init_snapshots on|off.
@@ -99,6 +102,17 @@ func (a *App) retention() time.Duration {
 		return defaultRetention
 	}
 	return time.Duration(*a.Retention)
+}
+
+// defaultGracePeriod is App.GracePeriod when unset.
+const defaultGracePeriod = 30 * time.Second
+
+// gracePeriod is how long a departing capsule's tasks may still run.
+func (a *App) gracePeriod() time.Duration {
+	if a.GracePeriod == 0 {
+		return defaultGracePeriod
+	}
+	return time.Duration(a.GracePeriod)
 }
 
 // maxTasks is how many tasks per capsule the task store keeps.
@@ -215,6 +229,10 @@ func (a *App) Validate() error {
 		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("retention %s is not positive", time.Duration(*a.Retention)),
 			"write how long finished tasks are kept, such as 168h or 30d, or leave retention out for seven days"))
 	}
+	if a.GracePeriod < 0 {
+		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("grace_period %s is negative", time.Duration(a.GracePeriod)),
+			"write a positive duration such as 30s, or leave it out for 30s"))
+	}
 	if a.MaxTasks != nil && *a.MaxTasks <= 0 {
 		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("max_tasks %d is not positive", *a.MaxTasks),
 			"write how many tasks each capsule keeps, such as 10000, or leave max_tasks out for 10000"))
@@ -297,6 +315,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("retention %q: want a duration, such as 168h or 30d", d.Val())
 			}
 			a.Retention = new(caddy.Duration(dur))
+		case "grace_period":
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil || dur <= 0 {
+				return d.Errf("grace_period %q: want a duration such as 30s", d.Val())
+			}
+			a.GracePeriod = caddy.Duration(dur)
 		case "max_tasks":
 			n, err := strconv.Atoi(d.Val())
 			if err != nil {
@@ -314,7 +338,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.InstanceReuse = on
 			}
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, retention, max_tasks, dns_upstream, init_snapshots, instance_reuse)", opt)
+			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, retention, max_tasks, grace_period, dns_upstream, init_snapshots, instance_reuse)", opt)
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err

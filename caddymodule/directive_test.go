@@ -60,6 +60,7 @@ func TestDirectiveErrors(t *testing.T) {
 		{name: "app: a block under an option", global: "capsule {\n\tregistry /r {\n\t\tx\n\t}\n}", err: "registry takes no block"},
 		{name: "app: argument after capsule", global: "capsule /r {\n\tregistry /r\n}", err: "wrong argument count"},
 		{name: "app: unknown option", global: "capsule {\n\tregistri /r\n}", err: `unknown capsule option "registri"`},
+		{name: "app: grace_period not a duration", global: "capsule {\n\tgrace_period soon\n}", err: `grace_period "soon": want a duration`},
 		{name: "app: init_snapshots without a value", global: "capsule {\n\tinit_snapshots\n}", err: "init_snapshots takes on or off"},
 		{name: "app: init_snapshots neither on nor off", global: "capsule {\n\tinit_snapshots maybe\n}", err: "init_snapshots takes on or off"},
 		{name: "app: init_snapshots with two values", global: "capsule {\n\tinit_snapshots on off\n}", err: "wrong argument count"},

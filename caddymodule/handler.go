@@ -91,6 +91,7 @@ type hostedCapsule struct {
 	cur      *version
 	a2a      *a2a.Handler
 	storeKey string // the task store this capsule holds (App.acquireStore)
+	grace    time.Duration // how long Destruct lets admitted tasks finish (App.GracePeriod)
 }
 
 // version is one staged version of a capsule: its session, and a hold on the engine it
@@ -114,9 +115,13 @@ func (c *hostedCapsule) current() *version {
 	return c.cur
 }
 
-// Destruct lets running tasks finish for a while, then stops them and ends the session.
+// Destruct lets admitted tasks finish for the grace period, ends those left
+// "interrupted", then ends the capsule's sessions and lets go of the task store.
 func (c *hostedCapsule) Destruct() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c.mu.Lock()
+	grace := c.grace
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := c.a2a.Shutdown(ctx)
 	c.mu.Lock()
@@ -245,7 +250,7 @@ func (h *Handler) host(p *provision) (caddy.Destructor, error) {
 		ver.close()
 		return nil, err
 	}
-	c := &hostedCapsule{print: print, cur: ver}
+	c := &hostedCapsule{print: print, cur: ver, grace: p.app.gracePeriod()}
 	db, err := p.app.acquireStore()
 	if err != nil {
 		ver.close()
@@ -269,6 +274,7 @@ func (h *Handler) restage(p *provision, c *hostedCapsule) error {
 	m := p.m
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.grace = p.app.gracePeriod()
 	print, err := fingerprint(p.path, h, p.app)
 	if err != nil {
 		return err
