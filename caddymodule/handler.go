@@ -90,7 +90,7 @@ type hostedCapsule struct {
 	print    string // fingerprint of what was staged
 	cur      *version
 	a2a      *a2a.Handler
-	storeKey string // the task store this capsule holds (App.acquireStore)
+	storeKey string        // the task store this capsule holds (App.acquireStore)
 	grace    time.Duration // how long Destruct lets admitted tasks finish (App.GracePeriod)
 }
 
