@@ -50,6 +50,8 @@ type durableStore struct {
 	capsule string // the DB's capsule key: Config.Card.Name at NewHandler
 	spec    *runSpec
 	ring    int
+	// requeued are the tasks that never started, to be placed again by NewHandler.
+	requeued []*task
 }
 
 // taskRecord is a task as the store keeps it (taskdb.Task.Data): its snapshot, when it
@@ -108,8 +110,9 @@ func decodeEvent(seq uint64, data []byte) (event, error) {
 }
 
 // newDurableStore opens the capsule's tasks in db: a finished task comes back read-only;
-// one that was still submitted, working or waiting for input ends failed (interrupted),
-// written back with its status event. Re-running queued tasks is left for later.
+// one that never started (submitted) is kept to run again (requeued, oldest first); one
+// that was working or waiting for input ends failed (interrupted), written back with its
+// status event — a guest's stack cannot be resumed.
 func newDurableStore(db *taskdb.DB, capsule string, spec *runSpec, ring int) (*durableStore, error) {
 	s := &durableStore{mem: newMemoryStore(keepFinished), db: db, capsule: capsule, spec: spec, ring: ring}
 	var recs []taskdb.Task
@@ -126,6 +129,11 @@ func newDurableStore(db *taskdb.DB, capsule string, spec *runSpec, ring int) (*d
 		}
 		s.mem.add(t)
 		t.mu.Lock()
+		if t.st.State == stateSubmitted && s.rebuildRing(t) {
+			t.mu.Unlock()
+			s.requeued = append(s.requeued, t)
+			continue
+		}
 		if !terminal(t.st.State) {
 			now := time.Now()
 			msg := agentMessage(t, interrupted)
@@ -143,6 +151,25 @@ func newDurableStore(db *taskdb.DB, capsule string, spec *runSpec, ring int) (*d
 		}
 	}
 	return s, nil
+}
+
+// rebuildRing refills a requeued task's replay buffer from its journal, so that the
+// events it publishes from now on follow the ones it had, id for id; false when the
+// journal does not hold them all (the task is then interrupted instead of run).
+func (s *durableStore) rebuildRing(t *task) bool {
+	evs, ok := s.journal(t, 1, t.seq)
+	if !ok && t.seq > 0 {
+		return false
+	}
+	t.ringFreed, t.ring = false, nil
+	for _, e := range evs {
+		if len(t.ring) < t.ringSize {
+			t.ring = append(t.ring, e)
+		} else {
+			t.ring[(e.seq-1)%uint64(t.ringSize)] = e
+		}
+	}
+	return true
 }
 
 // restore rebuilds a task from its record: never run again, its replay buffer empty (a

@@ -333,3 +333,43 @@ func TestNoEventSkippedAcrossReconnects(t *testing.T) {
 		}
 	}
 }
+
+// TestDurableRequeued: a task admitted but never started before a restart runs after it,
+// its events numbered on from its journal's.
+func TestDurableRequeued(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	db, err := taskdb.Open(path, taskdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	snap := snapshot{ID: "tsk_q", ContextID: "ctx_q", Status: status{State: stateSubmitted, Time: now}, Updated: now,
+		History: []message{{ID: "m1", Role: "user", Text: "go", TaskID: "tsk_q", ContextID: "ctx_q"}}}
+	data, _ := json.Marshal(taskRecord{snapshot: snap, Created: now, Seq: 1})
+	first := event{seq: 1, kind: evTask, task: &snap}
+	for _, ch := range []<-chan error{
+		db.PutTask(taskdb.Task{Capsule: testCard().Name, ID: "tsk_q", ContextID: "ctx_q", Updated: now, Data: data}),
+		db.Append(testCard().Name, taskdb.Event{TaskID: "tsk_q", Seq: 1, Data: encodeEvent(first)}),
+	} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	g := openGen(t, path, newDurableExec())
+	got := waitState(t, g.srv, "tsk_q", "completed")
+	if len(got.Artifacts) != 1 || text(got.Artifacts[0].Parts) != "echo: go" {
+		t.Fatalf("the requeued task: %+v", got)
+	}
+	j := journal(t, g.db, "tsk_q", 0)
+	for i, e := range j {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("journal ids %v: not 1, 2, 3 …", j)
+		}
+	}
+	if len(j) < 4 { // task, working, artifact, completed (and a chunk)
+		t.Errorf("journal has %d events", len(j))
+	}
+}

@@ -72,6 +72,15 @@ func NewHandler(cfg Config) (*Handler, error) {
 	}
 	h.cardKey, h.cardTime = cardKeyOf(cfg), time.Now()
 	h.slotMetricsLocked()
+	if ds, ok := st.(*durableStore); ok {
+		// Tasks admitted but never started before the restart run now, in admission order.
+		h.mu.Lock()
+		for _, t := range ds.requeued {
+			h.placeLocked(t, time.Now())
+		}
+		ds.requeued = nil
+		h.mu.Unlock()
+	}
 	if cfg.Store != nil {
 		h.sweep(time.Now())
 		h.swept = make(chan struct{})
