@@ -475,11 +475,18 @@ func TestGateway(t *testing.T) {
 	})
 
 	// Last: it kills the gateway and starts it again on the same folders.
-	t.Run("kill -9: finished tasks survive, a waiting one is interrupted", func(t *testing.T) {
+	t.Run("kill -9: finished tasks survive, a waiting one is interrupted, a queued one runs", func(t *testing.T) {
 		done := decodeTask(t, g.call(t, "/agents/wordcount/", "", "message/send", map[string]any{"message": msg03("one two three")}))
-		asked := decodeTask(t, g.call(t, "/agents/gate-queue/", "", "message/send", map[string]any{"message": msg03("ask")}))
+		// gate-reload has one slot (concurrency 1): the waiting task holds it.
+		asked := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send", map[string]any{"message": msg03("ask")}))
 		if done.Status.State != "completed" || asked.Status.State != "input-required" {
 			t.Fatalf("before the kill: %v / %v", done, asked)
+		}
+		// Another context waits for that slot: admitted, never started.
+		queued := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send",
+			map[string]any{"message": msg03("after the restart"), "configuration": map[string]any{"blocking": false}}))
+		if queued.Status.State != "submitted" {
+			t.Fatalf("queued before the kill: %v", queued)
 		}
 		g.cmd.Process.Kill() // SIGKILL: no drain, no shutdown
 		g.cmd.Wait()
@@ -493,13 +500,30 @@ func TestGateway(t *testing.T) {
 		if got.Status.State != "completed" || !strings.Contains(got.text(), "3 words") {
 			t.Errorf("the completed task after the restart = %v", got)
 		}
-		gone := decodeTask(t, g.call(t, "/agents/gate-queue/", "", "tasks/get", map[string]any{"id": asked.ID}))
+		gone := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "tasks/get", map[string]any{"id": asked.ID}))
 		if gone.Status.State != "failed" || !strings.Contains(gone.String(), "interrupted: the gateway stopped while this task ran") {
 			t.Errorf("the waiting task after the restart = %v", gone)
 		}
+		// The queued task runs after the restart.
+		final := ""
+		for ev := range g.stream(t, "/agents/gate-reload/", "", "tasks/resubscribe", map[string]any{"id": queued.ID}) {
+			var su struct {
+				Result struct {
+					Final  bool
+					Status struct{ State string }
+				}
+			}
+			json.Unmarshal(ev.data, &su)
+			if su.Result.Final || su.Result.Status.State == "completed" {
+				final = su.Result.Status.State
+			}
+		}
+		if ran := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "tasks/get", map[string]any{"id": queued.ID})); ran.Status.State != "completed" || !strings.Contains(ran.text(), "after the restart") {
+			t.Errorf("the queued task after the restart = %v (stream ended %q)", ran, final)
+		}
 		// A client that saw the first event resumes from the journal to the end.
 		var ids []int
-		final := ""
+		final = ""
 		for ev := range g.streamWith(t, "/agents/wordcount/", "", "tasks/resubscribe", map[string]any{"id": done.ID}, "Last-Event-ID", "1") {
 			ids = append(ids, ev.id)
 			var su struct {
@@ -515,6 +539,25 @@ func TestGateway(t *testing.T) {
 		}
 		if len(ids) == 0 || ids[0] != 2 || final != "completed" {
 			t.Errorf("resumed after the restart: ids %v, final %q", ids, final)
+		}
+		// The official JS SDK resubscribes after the restart and gets the final state.
+		node, err := exec.LookPath("node")
+		if err != nil {
+			t.Skip("node is not installed; .ci/run installs it")
+		}
+		dir, _ := filepath.Abs("../../a2a/testdata/jsclient")
+		js := exec.Command(node, "resubscribe.mjs", g.base+"/agents/wordcount/.well-known/agent-card.json", done.ID)
+		js.Dir = dir
+		out, err := js.Output()
+		if err != nil {
+			t.Fatalf("node resubscribe.mjs: %v\n%s", err, out)
+		}
+		var events []struct {
+			Kind   string
+			Status struct{ State string }
+		}
+		if err := json.Unmarshal(out, &events); err != nil || len(events) != 1 || events[0].Kind != "task" || events[0].Status.State != "completed" {
+			t.Errorf("the JS SDK's resubscribe after the restart: %v %s", err, out)
 		}
 	})
 }
