@@ -126,6 +126,7 @@ fuzz:
 	$(GO) test ./registry -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wasm -run '^$$' -fuzz '^FuzzExportGlobals$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeJournal$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/taskdb -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 ## bench: the benchmarks quoted in docs/benchmarks.md

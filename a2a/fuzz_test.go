@@ -3,6 +3,7 @@ package a2a
 import (
 	"encoding/json"
 	"testing"
+	"time"
 )
 
 // FuzzDecodeRequest feeds arbitrary bodies through the JSON-RPC decoding of both
@@ -80,5 +81,35 @@ func FuzzDecodeRequest(f *testing.F) {
 			res, rerr := h.list(d, p)
 			check(res, rerr)
 		}
+	})
+}
+
+// FuzzDecodeJournal feeds arbitrary bytes to the decoders of what the durable store
+// reads back — journal events and task records: nothing may panic, and an event that
+// decodes renders in both dialects.
+func FuzzDecodeJournal(f *testing.F) {
+	now := time.Now()
+	snap := snapshot{ID: "tsk_1", ContextID: "ctx_1", Status: status{State: stateWorking, Time: now}, Updated: now,
+		History: []message{{ID: "m1", Role: "user", Text: "hi"}}}
+	for _, e := range []event{
+		{seq: 1, kind: evTask, task: &snap},
+		{seq: 2, kind: evStatus, status: status{State: stateCompleted, Time: now}, final: true},
+		{seq: 3, kind: evArtifact, art: artifact{ID: "answer", Name: "answer", Text: "42"}, last: true},
+	} {
+		f.Add(encodeEvent(e))
+	}
+	rec, _ := json.Marshal(taskRecord{snapshot: snap, Created: now, Seq: 3})
+	f.Add(rec)
+	f.Add([]byte(`{"Kind":"task"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if e, err := decodeEvent(7, data); err == nil {
+			for _, d := range []dialect{v03, v10} {
+				if _, err := json.Marshal(d.event(e, "tsk_1", "ctx_1")); err != nil {
+					t.Fatalf("a decoded event does not render: %v", err)
+				}
+			}
+		}
+		var r taskRecord
+		_ = json.Unmarshal(data, &r)
 	})
 }
