@@ -115,12 +115,10 @@ func decodeEvent(seq uint64, data []byte) (event, error) {
 // status event — a guest's stack cannot be resumed.
 func newDurableStore(db *taskdb.DB, capsule string, spec *runSpec, ring int) (*durableStore, error) {
 	s := &durableStore{mem: newMemoryStore(keepFinished), db: db, capsule: capsule, spec: spec, ring: ring}
-	var recs []taskdb.Task
-	if err := db.Tasks(capsule, func(t taskdb.Task) bool { recs = append(recs, t); return true }); err != nil {
-		return nil, fmt.Errorf("a2a: reading the task store: %w", err)
+	recs, err := s.startingRecords()
+	if err != nil {
+		return nil, err
 	}
-	// Oldest first, so the memory store keeps the most recent when there are more than it holds.
-	slices.SortStableFunc(recs, func(a, b taskdb.Task) int { return a.Updated.Compare(b.Updated) })
 	var writes []*durable
 	for _, rec := range recs {
 		t, err := s.restore(rec)
@@ -151,6 +149,51 @@ func newDurableStore(db *taskdb.DB, capsule string, spec *runSpec, ring int) (*d
 		}
 	}
 	return s, nil
+}
+
+// startingRecords returns the records a start restores, oldest first (so the memory
+// store keeps the most recent): every unfinished task, and the newest finished ones the
+// memory store holds. The others stay on disk, read when asked for, so that a store of
+// many finished tasks costs a start a scan and not a copy of each.
+func (s *durableStore) startingRecords() ([]taskdb.Task, error) {
+	type done struct {
+		id      string
+		updated time.Time
+	}
+	var recs []taskdb.Task
+	var finished []done
+	var bad error
+	err := s.db.Tasks(s.capsule, func(t taskdb.Task) bool {
+		var head struct{ Status struct{ State string } }
+		if err := json.Unmarshal(t.Data, &head); err != nil {
+			bad = fmt.Errorf("a2a: task %s in the task store: %w", t.ID, err)
+			return false
+		}
+		if terminal(head.Status.State) {
+			finished = append(finished, done{t.ID, t.Updated})
+		} else {
+			recs = append(recs, t)
+		}
+		return true
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		return nil, fmt.Errorf("a2a: reading the task store: %w", err)
+	}
+	slices.SortStableFunc(finished, func(a, b done) int { return a.updated.Compare(b.updated) })
+	for _, f := range finished[max(0, len(finished)-keepFinished):] {
+		rec, ok, err := s.db.Task(s.capsule, f.id)
+		if err != nil {
+			return nil, fmt.Errorf("a2a: reading the task store: %w", err)
+		}
+		if ok {
+			recs = append(recs, rec)
+		}
+	}
+	slices.SortStableFunc(recs, func(a, b taskdb.Task) int { return a.Updated.Compare(b.Updated) })
+	return recs, nil
 }
 
 // rebuildRing refills a requeued task's replay buffer from its journal, so that the

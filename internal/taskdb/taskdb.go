@@ -145,6 +145,15 @@ func Open(path string, opts Options) (*DB, error) {
 		_ = bdb.Close()
 		return nil, err
 	}
+	// The check read every page of the memory-mapped file into the process's resident
+	// set; unmapping it and opening again leaves them to the page cache, so a gateway
+	// holding many finished tasks keeps resident only what it reads afterwards.
+	if err := bdb.Close(); err != nil {
+		return nil, cannotOpen(path, err)
+	}
+	if bdb, err = openBolt(path, opts.LockTimeout, opts.ReadOnly); err != nil {
+		return nil, err
+	}
 	db := &DB{path: path, opts: opts, bolt: bdb, queue: make(chan *op, opts.MaxBatch), done: make(chan struct{})}
 	if opts.ReadOnly {
 		close(db.done) // no committer
