@@ -152,39 +152,29 @@ func newDurableStore(db *taskdb.DB, capsule string, spec *runSpec, ring int) (*d
 }
 
 // startingRecords returns the records a start restores, oldest first (so the memory
-// store keeps the most recent): every unfinished task, and the newest finished ones the
-// memory store holds. The others stay on disk, read when asked for, so that a store of
-// many finished tasks costs a start a scan and not a copy of each.
+// store keeps the most recent): every task the store's index does not mark finished, and
+// the newest finished ones the memory store holds. The others stay on disk, read when
+// asked for: a start reads the index, not every task's record.
 func (s *durableStore) startingRecords() ([]taskdb.Task, error) {
-	type done struct {
-		id      string
-		updated time.Time
-	}
-	var recs []taskdb.Task
-	var finished []done
-	var bad error
-	err := s.db.Tasks(s.capsule, func(t taskdb.Task) bool {
-		var head struct{ Status struct{ State string } }
-		if err := json.Unmarshal(t.Data, &head); err != nil {
-			bad = fmt.Errorf("a2a: task %s in the task store: %w", t.ID, err)
-			return false
-		}
-		if terminal(head.Status.State) {
-			finished = append(finished, done{t.ID, t.Updated})
+	var open, finished []taskdb.Head
+	err := s.db.Heads(s.capsule, func(h taskdb.Head) bool {
+		if h.Done {
+			finished = append(finished, h)
 		} else {
-			recs = append(recs, t)
+			open = append(open, h)
 		}
 		return true
 	})
-	if err == nil {
-		err = bad
-	}
 	if err != nil {
 		return nil, fmt.Errorf("a2a: reading the task store: %w", err)
 	}
-	slices.SortStableFunc(finished, func(a, b done) int { return a.updated.Compare(b.updated) })
-	for _, f := range finished[max(0, len(finished)-keepFinished):] {
-		rec, ok, err := s.db.Task(s.capsule, f.id)
+	byUpdated := func(a, b taskdb.Head) int { return a.Updated.Compare(b.Updated) }
+	slices.SortStableFunc(finished, byUpdated)
+	open = append(open, finished[max(0, len(finished)-keepFinished):]...)
+	slices.SortStableFunc(open, byUpdated)
+	recs := make([]taskdb.Task, 0, len(open))
+	for _, h := range open {
+		rec, ok, err := s.db.Task(s.capsule, h.ID)
 		if err != nil {
 			return nil, fmt.Errorf("a2a: reading the task store: %w", err)
 		}
@@ -192,7 +182,6 @@ func (s *durableStore) startingRecords() ([]taskdb.Task, error) {
 			recs = append(recs, rec)
 		}
 	}
-	slices.SortStableFunc(recs, func(a, b taskdb.Task) int { return a.Updated.Compare(b.Updated) })
 	return recs, nil
 }
 
@@ -292,7 +281,8 @@ func (s *durableStore) published(t *task, e event) *durable {
 	if !e.progress {
 		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq}
 		data, _ := json.Marshal(rec)
-		d.chs = append(d.chs, s.db.PutTask(taskdb.Task{Capsule: s.capsule, ID: t.id, ContextID: t.contextID, Updated: t.updated, Data: data}))
+		d.chs = append(d.chs, s.db.PutTask(taskdb.Task{Capsule: s.capsule, ID: t.id, ContextID: t.contextID, Updated: t.updated,
+			Done: terminal(rec.Status.State), Data: data}))
 	}
 	d.chs = append(d.chs, s.db.Append(s.capsule, taskdb.Event{TaskID: t.id, Seq: e.seq, Data: encodeEvent(e)}))
 	return d

@@ -69,7 +69,7 @@ func fillRetained(b *testing.B, path string, n int) {
 			History:   []message{{ID: "m" + id, Role: "user", Text: "count the words of this sentence", TaskID: id}},
 			Artifacts: []artifact{{ID: "answer", Name: "answer", Text: "The task has 6 words."}}}
 		rec, _ := json.Marshal(taskRecord{snapshot: snap, Created: now, Seq: 4})
-		waits = append(waits, db.PutTask(taskdb.Task{Capsule: capsule, ID: id, ContextID: snap.ContextID, Updated: now, Data: rec}))
+		waits = append(waits, db.PutTask(taskdb.Task{Capsule: capsule, ID: id, ContextID: snap.ContextID, Updated: now, Done: true, Data: rec}))
 		for seq := uint64(1); seq <= 4; seq++ {
 			e := event{seq: seq, kind: evStatus, status: status{State: stateWorking, Time: now}}
 			waits = append(waits, db.Append(capsule, taskdb.Event{TaskID: id, Seq: seq, Data: encodeEvent(e)}))

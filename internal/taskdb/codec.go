@@ -52,6 +52,18 @@ func encodeTask(t Task) []byte {
 	return appendString(b, string(t.Data))
 }
 
+func encodeHead(t Task) []byte {
+	b := []byte{recordVersion}
+	b = appendString(b, t.ID)
+	b = appendString(b, t.ContextID)
+	b = binary.AppendVarint(b, t.Updated.Unix())
+	b = binary.AppendUvarint(b, uint64(t.Updated.Nanosecond()))
+	if t.Done {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
 func encodeEvent(e Event) []byte {
 	b := []byte{recordVersion}
 	b = appendString(b, e.TaskID)
@@ -152,6 +164,30 @@ func decodeTask(b []byte) (Task, error) {
 		return Task{}, err
 	}
 	return t, nil
+}
+
+// decodeHead reads a value written by encodeHead.
+func decodeHead(b []byte) (Head, error) {
+	r := &reader{b: b}
+	r.version()
+	var h Head
+	h.ID, h.ContextID = r.id(), r.id()
+	sec, nsec := r.varint(), r.uvarint()
+	h.Updated = time.Unix(sec, int64(nsec)).UTC()
+	if nsec >= 1e9 || h.Updated.Unix() != sec {
+		r.fail("bad time")
+	}
+	switch done := r.uvarint(); {
+	case r.err != nil:
+	case done > 1:
+		r.fail("bad finished flag")
+	default:
+		h.Done = done == 1
+	}
+	if err := r.end(); err != nil {
+		return Head{}, err
+	}
+	return h, nil
 }
 
 // decodeEvent reads a value written by encodeEvent.

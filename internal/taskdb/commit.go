@@ -25,9 +25,13 @@ func (db *DB) PutTask(t Task) <-chan error {
 			return failed(err)
 		}
 	}
-	v := encodeTask(t)
+	v, h := encodeTask(t), encodeHead(t)
 	return db.enqueue(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketTasks).Put(taskKey(t.Capsule, t.ID), v)
+		key := taskKey(t.Capsule, t.ID)
+		if err := tx.Bucket(bucketTasks).Put(key, v); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketHeads).Put(key, h)
 	})
 }
 
@@ -96,6 +100,9 @@ func (db *DB) DeleteTask(capsule, id string) <-chan error {
 func deleteTask(tx *bolt.Tx, capsule, id string) error {
 	key := taskKey(capsule, id)
 	if err := tx.Bucket(bucketTasks).Delete(key); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketHeads).Delete(key); err != nil {
 		return err
 	}
 	return deletePrefix(tx.Bucket(bucketEvents), key)

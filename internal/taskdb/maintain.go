@@ -66,6 +66,21 @@ func (db *DB) Check() (Report, error) {
 		if err := count(bucketTasks, &r.Tasks, nil); err != nil {
 			return err
 		}
+		if b := tx.Bucket(bucketHeads); b != nil {
+			heads := 0
+			if err := b.ForEach(func(k, _ []byte) error {
+				heads++
+				if tx.Bucket(bucketTasks).Get(k) == nil {
+					return fmt.Errorf("bucket %q: an entry %x for no task", bucketHeads, k)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			if heads != r.Tasks {
+				return fmt.Errorf("bucket %q: %d entries for %d tasks", bucketHeads, heads, r.Tasks)
+			}
+		}
 		if err := count(bucketEvents, &r.Events, nil); err != nil {
 			return err
 		}

@@ -44,6 +44,20 @@ func (db *DB) Tasks(capsule string, fn func(Task) bool) error {
 	})
 }
 
+// Heads calls fn for the index entry of each of the capsule's tasks, in key order, until
+// fn returns false: a scan that reads no task's record.
+func (db *DB) Heads(capsule string, fn func(Head) bool) error {
+	if err := checkID("capsule", capsule); err != nil {
+		return err
+	}
+	return db.view(func(tx *bolt.Tx) error {
+		return scan(tx.Bucket(bucketHeads), appendString(nil, capsule), func(_, v []byte) (bool, error) {
+			h, err := decodeHead(v)
+			return err == nil && call(fn, h), err
+		})
+	})
+}
+
 // Events calls fn for each event of the task with Seq > after, in Seq order, until fn
 // returns false.
 func (db *DB) Events(capsule, taskID string, after uint64, fn func(Event) bool) error {
@@ -105,11 +119,10 @@ func (db *DB) EvictExcept(capsule string, olderThan time.Time, maxTasks int, kee
 	}
 	removed := 0
 	err := <-db.enqueue(func(tx *bolt.Tx) error {
-		var all []Task
+		var all []Head
 		live := map[string]bool{}
-		err := scan(tx.Bucket(bucketTasks), appendString(nil, capsule), func(_, v []byte) (bool, error) {
-			t, err := decodeTask(v)
-			t.Data = nil
+		err := scan(tx.Bucket(bucketHeads), appendString(nil, capsule), func(_, v []byte) (bool, error) {
+			t, err := decodeHead(v)
 			if err == nil && keep != nil && keep(t.ID) {
 				live[t.ContextID] = true
 			} else {

@@ -20,6 +20,7 @@
 package taskdb
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -41,7 +42,19 @@ type Task struct {
 	ID        string
 	ContextID string
 	Updated   time.Time
-	Data      []byte
+	// Done marks a finished task in the store's index (Heads), so that a start reads
+	// the records of unfinished tasks only; false is always safe (read the record).
+	Done bool
+	Data []byte
+}
+
+// Head is a task's entry in the store's index: what a start or an eviction needs
+// without reading the task's record.
+type Head struct {
+	ID        string
+	ContextID string
+	Updated   time.Time
+	Done      bool
 }
 
 // Event is one entry of a task's journal; events are read back in Seq order.
@@ -109,6 +122,7 @@ var (
 	bucketTasks  = []byte("tasks")
 	bucketEvents = []byte("events")
 	bucketTurns  = []byte("turns")
+	bucketHeads  = []byte("heads") // the index of tasks: enc(capsule)+enc(id) → head
 	formatKey    = []byte("capsulegate.taskdb")
 )
 
@@ -239,7 +253,7 @@ func prepare(bdb *bolt.DB, path string, readOnly bool) error {
 	}
 	if empty && !readOnly {
 		err := bdb.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketTasks, bucketEvents, bucketTurns} {
+			for _, name := range [][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads} {
 				if _, err := tx.CreateBucket(name); err != nil {
 					return err
 				}
@@ -258,7 +272,31 @@ func prepare(bdb *bolt.DB, path string, readOnly bool) error {
 	if err := guard(func() error { return bdb.View(verify) }); err != nil {
 		return notAStore(path, err)
 	}
+	if !readOnly {
+		if err := bdb.Update(indexTasks); err != nil {
+			return cannotOpen(path, err)
+		}
+	}
 	return nil
+}
+
+// indexTasks builds the index of tasks of a store written before it existed, every
+// task marked unfinished (its record then tells).
+func indexTasks(tx *bolt.Tx) error {
+	if tx.Bucket(bucketHeads) != nil {
+		return nil
+	}
+	heads, err := tx.CreateBucket(bucketHeads)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketTasks).ForEach(func(k, v []byte) error {
+		t, err := decodeTask(v)
+		if err != nil {
+			return err
+		}
+		return heads.Put(k, encodeHead(t))
+	})
 }
 
 // verify checks the format marker and decodes every record.
@@ -277,8 +315,12 @@ func verify(tx *bolt.Tx) error {
 		{bucketTasks, func(v []byte) error { _, err := decodeTask(v); return err }},
 		{bucketEvents, func(v []byte) error { _, err := decodeEvent(v); return err }},
 		{bucketTurns, func(v []byte) error { _, err := decodeTurn(v); return err }},
+		{bucketHeads, func(v []byte) error { _, err := decodeHead(v); return err }},
 	} {
 		b := tx.Bucket(c.name)
+		if b == nil && bytes.Equal(c.name, bucketHeads) {
+			continue // a store from before the index: Open builds it
+		}
 		if b == nil {
 			return fmt.Errorf("bucket %q missing", c.name)
 		}
