@@ -224,6 +224,35 @@ func (s *durableStore) restore(rec taskdb.Task) (*task, error) {
 
 func (s *durableStore) add(t *task) { s.mem.add(t) }
 
+// finishedOnDisk returns, from the store's index, the finished tasks not in skip as
+// snapshots holding what the index has (id, context, state and its time, last change).
+func (s *durableStore) finishedOnDisk(skip map[string]bool) ([]*snapshot, error) {
+	var out []*snapshot
+	err := s.db.Heads(s.capsule, func(h taskdb.Head) bool {
+		if h.Done && !skip[h.ID] {
+			out = append(out, &snapshot{ID: h.ID, ContextID: h.ContextID, Status: status{State: h.State, Time: h.Since}, Updated: h.Updated})
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("a2a: reading the task store's index: %w", err)
+	}
+	return out, nil
+}
+
+// stored returns a task's snapshot as its record holds it, without keeping it in memory.
+func (s *durableStore) stored(id string) (*snapshot, bool, error) {
+	rec, ok, err := s.db.Task(s.capsule, id)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	var r taskRecord
+	if err := json.Unmarshal(rec.Data, &r); err != nil {
+		return nil, false, fmt.Errorf("a2a: task %s in the task store: %w", id, err)
+	}
+	return &r.snapshot, true, nil
+}
+
 // get returns the task from memory, or else from the DB (a finished task the memory
 // store forgot), read-only.
 func (s *durableStore) get(id string) *task {
@@ -282,7 +311,7 @@ func (s *durableStore) published(t *task, e event) *durable {
 		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq}
 		data, _ := json.Marshal(rec)
 		d.chs = append(d.chs, s.db.PutTask(taskdb.Task{Capsule: s.capsule, ID: t.id, ContextID: t.contextID, Updated: t.updated,
-			Done: terminal(rec.Status.State), Data: data}))
+			Done: terminal(rec.Status.State), State: rec.Status.State, Since: rec.Status.Time, Data: data}))
 	}
 	d.chs = append(d.chs, s.db.Append(s.capsule, taskdb.Event{TaskID: t.id, Seq: e.seq, Data: encodeEvent(e)}))
 	return d

@@ -269,6 +269,53 @@ func TestDurableForgottenTask(t *testing.T) {
 	}
 }
 
+// TestDurableListsForgottenTasks: ListTasks lists the finished tasks only the store
+// holds (from its index), filtered and paged like those in memory, with their records.
+func TestDurableListsForgottenTasks(t *testing.T) {
+	g := openGen(t, filepath.Join(t.TempDir(), "tasks.db"), newDurableExec())
+	var ids []string // oldest first
+	for range 3 {
+		done := decode[tObj](t, ok(t, call(t, g.srv, "", "message/send", map[string]any{"message": msg03("hi")})))
+		ids = append(ids, done.ID)
+	}
+	g.h.mu.Lock()
+	g.h.store.(*durableStore).mem = newMemoryStore(keepFinished) // forget everything
+	g.h.mu.Unlock()
+	type page struct {
+		Tasks         []tObj
+		NextPageToken string
+		TotalSize     int
+	}
+	list := func(params map[string]any) page {
+		return decode[page](t, ok(t, call(t, g.srv, "1.0", "ListTasks", params)))
+	}
+	first := list(map[string]any{"pageSize": 2, "includeArtifacts": true})
+	second := list(map[string]any{"pageSize": 2, "pageToken": first.NextPageToken})
+	var got []string
+	for _, tk := range append(first.Tasks, second.Tasks...) {
+		got = append(got, tk.ID)
+	}
+	if want := []string{ids[2], ids[1], ids[0]}; fmt.Sprint(got) != fmt.Sprint(want) || first.TotalSize != 3 || second.NextPageToken != "" {
+		t.Fatalf("pages: %v (total %d, then %q), want %v", got, first.TotalSize, second.NextPageToken, want)
+	}
+	if a := first.Tasks[0].Artifacts; len(a) != 1 {
+		t.Errorf("a listed task from the store: artifacts %+v, want its one", a)
+	}
+	for _, tc := range []struct {
+		params map[string]any
+		want   int
+	}{
+		{map[string]any{"contextId": first.Tasks[1].ContextID}, 1},
+		{map[string]any{"status": "TASK_STATE_COMPLETED"}, 3},
+		{map[string]any{"status": "TASK_STATE_WORKING"}, 0},
+		{map[string]any{"statusTimestampAfter": time.Now().Add(time.Hour).Format(time.RFC3339)}, 0},
+	} {
+		if p := list(tc.params); p.TotalSize != tc.want || len(p.Tasks) != tc.want {
+			t.Errorf("ListTasks %v: %d tasks (total %d), want %d", tc.params, len(p.Tasks), p.TotalSize, tc.want)
+		}
+	}
+}
+
 // TestDurableBeyondTheBuffer: a live task's events that left its buffer are replayed from
 // the journal, not replaced by the lagged notice.
 func TestDurableBeyondTheBuffer(t *testing.T) {

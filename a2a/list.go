@@ -79,19 +79,37 @@ func (h *Handler) list(d dialect, p listParams) (*listResult, *rpcError) {
 		cursor = c
 	}
 
+	keep := func(s *snapshot) bool {
+		return (p.ContextID == "" || s.ContextID == p.ContextID) &&
+			(state == "" || s.Status.State == state) &&
+			(after.IsZero() || !s.Status.Time.Before(after))
+	}
 	h.mu.Lock()
 	var all []*task
 	h.store.each(func(t *task) { all = append(all, t) })
 	h.mu.Unlock()
 	var snaps []*snapshot
+	inMemory := map[string]bool{}
 	for _, t := range all {
 		s := t.snapshot()
-		if p.ContextID != "" && s.ContextID != p.ContextID ||
-			state != "" && s.Status.State != state ||
-			!after.IsZero() && s.Status.Time.Before(after) {
-			continue
+		inMemory[s.ID] = true
+		if keep(s) {
+			snaps = append(snaps, s)
 		}
-		snaps = append(snaps, s)
+	}
+	ds, durable := h.store.(*durableStore)
+	if durable {
+		// The finished tasks only the store holds, from its index; their records are read
+		// for the page alone.
+		onDisk, err := ds.finishedOnDisk(inMemory)
+		if err != nil {
+			return nil, errStore(err)
+		}
+		for _, s := range onDisk {
+			if keep(s) {
+				snaps = append(snaps, s)
+			}
+		}
 	}
 	slices.SortFunc(snaps, newerFirst)
 	res := &listResult{Tasks: []*wireTask{}, PageSize: size, TotalSize: len(snaps)}
@@ -104,6 +122,16 @@ func (h *Handler) list(d dialect, p listParams) (*listResult, *rpcError) {
 	}
 	end := min(start+size, len(snaps))
 	for _, s := range snaps[start:end] {
+		if durable && !inMemory[s.ID] {
+			full, ok, err := ds.stored(s.ID)
+			if err != nil {
+				return nil, errStore(err)
+			}
+			if !ok {
+				continue // removed by a retention sweep since the index was read
+			}
+			s = full
+		}
 		res.Tasks = append(res.Tasks, d.task(s, p.HistoryLength, p.IncludeArtifacts))
 	}
 	if end < len(snaps) {

@@ -58,10 +58,14 @@ func encodeHead(t Task) []byte {
 	b = appendString(b, t.ContextID)
 	b = binary.AppendVarint(b, t.Updated.Unix())
 	b = binary.AppendUvarint(b, uint64(t.Updated.Nanosecond()))
+	done := uint64(0)
 	if t.Done {
-		return append(b, 1)
+		done = 1
 	}
-	return append(b, 0)
+	b = binary.AppendUvarint(b, done)
+	b = appendString(b, t.State)
+	b = binary.AppendVarint(b, t.Since.Unix())
+	return binary.AppendUvarint(b, uint64(t.Since.Nanosecond()))
 }
 
 func encodeEvent(e Event) []byte {
@@ -139,6 +143,16 @@ func (r *reader) bytes(max uint64) []byte {
 	return v
 }
 
+// time reads seconds and nanoseconds as encodeHead and encodeTask write them.
+func (r *reader) time() time.Time {
+	sec, nsec := r.varint(), r.uvarint()
+	t := time.Unix(sec, int64(nsec)).UTC()
+	if nsec >= 1e9 || t.Unix() != sec {
+		r.fail("bad time")
+	}
+	return t
+}
+
 func (r *reader) id() string { return string(r.bytes(MaxIDLen)) }
 
 func (r *reader) end() error {
@@ -172,11 +186,7 @@ func decodeHead(b []byte) (Head, error) {
 	r.version()
 	var h Head
 	h.ID, h.ContextID = r.id(), r.id()
-	sec, nsec := r.varint(), r.uvarint()
-	h.Updated = time.Unix(sec, int64(nsec)).UTC()
-	if nsec >= 1e9 || h.Updated.Unix() != sec {
-		r.fail("bad time")
-	}
+	h.Updated = r.time()
 	switch done := r.uvarint(); {
 	case r.err != nil:
 	case done > 1:
@@ -184,6 +194,8 @@ func decodeHead(b []byte) (Head, error) {
 	default:
 		h.Done = done == 1
 	}
+	h.State = r.id()
+	h.Since = r.time()
 	if err := r.end(); err != nil {
 		return Head{}, err
 	}

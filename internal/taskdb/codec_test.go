@@ -60,7 +60,7 @@ func decodeTurnErr(b []byte) error  { _, err := decodeTurn(b); return err }
 func FuzzDecode(f *testing.F) {
 	f.Add(encodeTask(Task{Capsule: "hello", ID: "t", ContextID: "c", Updated: time.Unix(1e9, 7), Data: []byte("{}")}))
 	f.Add(encodeEvent(Event{TaskID: "t", Seq: 42, Data: []byte("event")}))
-	f.Add(encodeHead(Task{ID: "t", ContextID: "c", Updated: time.Unix(1e9, 7), Done: true}))
+	f.Add(encodeHead(Task{ID: "t", ContextID: "c", Updated: time.Unix(1e9, 7), Done: true, State: "completed", Since: time.Unix(1e9, 5)}))
 	f.Add([]byte{recordVersion})
 	f.Add([]byte{recordVersion + 1, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -75,7 +75,7 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 		if h, err := decodeHead(b); err == nil {
-			again := encodeHead(Task{ID: h.ID, ContextID: h.ContextID, Updated: h.Updated, Done: h.Done})
+			again := encodeHead(Task{ID: h.ID, ContextID: h.ContextID, Updated: h.Updated, Done: h.Done, State: h.State, Since: h.Since})
 			if !bytes.Equal(again, b) {
 				t.Fatalf("head %x decoded to %+v, encodes as %x", b, h, again)
 			}

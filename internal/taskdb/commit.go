@@ -25,6 +25,9 @@ func (db *DB) PutTask(t Task) <-chan error {
 			return failed(err)
 		}
 	}
+	if len(t.State) > MaxIDLen {
+		return failed(checkID("state", t.State))
+	}
 	v, h := encodeTask(t), encodeHead(t)
 	return db.enqueue(func(tx *bolt.Tx) error {
 		key := taskKey(t.Capsule, t.ID)

@@ -45,7 +45,11 @@ type Task struct {
 	// Done marks a finished task in the store's index (Heads), so that a start reads
 	// the records of unfinished tasks only; false is always safe (read the record).
 	Done bool
-	Data []byte
+	// State and Since are the caller's name of the task's state and when it entered it,
+	// kept in the index for listings that filter on them; the store does not read them.
+	State string
+	Since time.Time
+	Data  []byte
 }
 
 // Head is a task's entry in the store's index: what a start or an eviction needs
@@ -55,6 +59,8 @@ type Head struct {
 	ContextID string
 	Updated   time.Time
 	Done      bool
+	State     string
+	Since     time.Time
 }
 
 // Event is one entry of a task's journal; events are read back in Seq order.
