@@ -47,25 +47,28 @@ func encodeTask(t Task) []byte {
 	b = appendString(b, t.Capsule)
 	b = appendString(b, t.ID)
 	b = appendString(b, t.ContextID)
-	b = binary.AppendVarint(b, t.Updated.Unix())
-	b = binary.AppendUvarint(b, uint64(t.Updated.Nanosecond()))
+	b = appendTime(b, t.Updated)
 	return appendString(b, string(t.Data))
+}
+
+// appendTime appends seconds and nanoseconds, as reader.time reads them.
+func appendTime(b []byte, t time.Time) []byte {
+	b = binary.AppendVarint(b, t.Unix())
+	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
 }
 
 func encodeHead(t Task) []byte {
 	b := []byte{recordVersion}
 	b = appendString(b, t.ID)
 	b = appendString(b, t.ContextID)
-	b = binary.AppendVarint(b, t.Updated.Unix())
-	b = binary.AppendUvarint(b, uint64(t.Updated.Nanosecond()))
+	b = appendTime(b, t.Updated)
 	done := uint64(0)
 	if t.Done {
 		done = 1
 	}
 	b = binary.AppendUvarint(b, done)
 	b = appendString(b, t.State)
-	b = binary.AppendVarint(b, t.Since.Unix())
-	return binary.AppendUvarint(b, uint64(t.Since.Nanosecond()))
+	return appendTime(b, t.Since)
 }
 
 func encodeEvent(e Event) []byte {
@@ -143,7 +146,7 @@ func (r *reader) bytes(max uint64) []byte {
 	return v
 }
 
-// time reads seconds and nanoseconds as encodeHead and encodeTask write them.
+// time reads what appendTime wrote.
 func (r *reader) time() time.Time {
 	sec, nsec := r.varint(), r.uvarint()
 	t := time.Unix(sec, int64(nsec)).UTC()
@@ -168,11 +171,7 @@ func decodeTask(b []byte) (Task, error) {
 	r.version()
 	var t Task
 	t.Capsule, t.ID, t.ContextID = r.id(), r.id(), r.id()
-	sec, nsec := r.varint(), r.uvarint()
-	t.Updated = time.Unix(sec, int64(nsec)).UTC()
-	if nsec >= 1e9 || t.Updated.Unix() != sec {
-		r.fail("bad time")
-	}
+	t.Updated = r.time()
 	t.Data = r.bytes(^uint64(0))
 	if err := r.end(); err != nil {
 		return Task{}, err
