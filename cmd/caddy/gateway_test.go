@@ -488,6 +488,14 @@ func TestGateway(t *testing.T) {
 		if queued.Status.State != "submitted" {
 			t.Fatalf("queued before the kill: %v", queued)
 		}
+		// A client streaming the waiting task has seen up to the id a resubscribe shows now.
+		seen := 0
+		for ev := range g.stream(t, "/agents/gate-reload/", "", "tasks/resubscribe", map[string]any{"id": asked.ID}) {
+			seen = max(seen, ev.id)
+		}
+		if seen == 0 {
+			t.Fatal("the waiting task's stream carried no event ids")
+		}
 		g.cmd.Process.Kill() // SIGKILL: no drain, no shutdown
 		g.cmd.Wait()
 		env := g.cmd.Env
@@ -503,6 +511,15 @@ func TestGateway(t *testing.T) {
 		gone := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "tasks/get", map[string]any{"id": asked.ID}))
 		if gone.Status.State != "failed" || !strings.Contains(gone.String(), "interrupted: the gateway stopped while this task ran") {
 			t.Errorf("the waiting task after the restart = %v", gone)
+		}
+		// That client reconnects with the last id it saw: it gets exactly what it missed,
+		// the interruption.
+		var missed []sseEvent
+		for ev := range g.streamWith(t, "/agents/gate-reload/", "", "tasks/resubscribe", map[string]any{"id": asked.ID}, "Last-Event-ID", fmt.Sprint(seen)) {
+			missed = append(missed, ev)
+		}
+		if len(missed) != 1 || missed[0].id != seen+1 || !strings.Contains(string(missed[0].data), "interrupted: the gateway stopped while this task ran") {
+			t.Errorf("resumed the interrupted task after id %d: %d events %+v", seen, len(missed), missed)
 		}
 		// The queued task runs after the restart.
 		final := ""
@@ -537,7 +554,11 @@ func TestGateway(t *testing.T) {
 				final = su.Result.Status.State
 			}
 		}
-		if len(ids) == 0 || ids[0] != 2 || final != "completed" {
+		consecutive := len(ids) > 0
+		for i, id := range ids {
+			consecutive = consecutive && id == i+2
+		}
+		if !consecutive || final != "completed" {
 			t.Errorf("resumed after the restart: ids %v, final %q", ids, final)
 		}
 		// The official JS SDK resubscribes after the restart and gets the final state.
