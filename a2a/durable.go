@@ -207,9 +207,9 @@ func (s *durableStore) rebuildRing(t *task) bool {
 // restore rebuilds a task from its record: never run again, its replay buffer empty (a
 // resubscribe reads the journal).
 func (s *durableStore) restore(rec taskdb.Task) (*task, error) {
-	var r taskRecord
-	if err := json.Unmarshal(rec.Data, &r); err != nil {
-		return nil, fmt.Errorf("a2a: task %s in the task store: %w", rec.ID, err)
+	r, err := decodeRecord(rec)
+	if err != nil {
+		return nil, err
 	}
 	text := ""
 	if len(r.History) > 0 {
@@ -246,11 +246,20 @@ func (s *durableStore) stored(id string) (*snapshot, bool, error) {
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	var r taskRecord
-	if err := json.Unmarshal(rec.Data, &r); err != nil {
-		return nil, false, fmt.Errorf("a2a: task %s in the task store: %w", id, err)
+	r, err := decodeRecord(rec)
+	if err != nil {
+		return nil, false, err
 	}
 	return &r.snapshot, true, nil
+}
+
+// decodeRecord reads a task's record (taskdb.Task.Data).
+func decodeRecord(rec taskdb.Task) (*taskRecord, error) {
+	var r taskRecord
+	if err := json.Unmarshal(rec.Data, &r); err != nil {
+		return nil, fmt.Errorf("a2a: task %s in the task store: %w", rec.ID, err)
+	}
+	return &r, nil
 }
 
 // get returns the task from memory, or else from the DB (a finished task the memory
