@@ -45,6 +45,9 @@ type Executor interface {
 // Job is one task handed to an Executor.
 type Job struct {
 	TaskID, ContextID string
+	// Principal is who the task belongs to ("" is the anonymous principal): contexts are
+	// per principal, so an executor keeping state per context keys it by both.
+	Principal string
 	// Text is the text parts of the user's message, joined with "\n".
 	Text string
 	// URL is the capsule's public A2A endpoint as the client that sent the task reached
@@ -110,9 +113,20 @@ type Config struct {
 	// MaxBody caps request bodies; larger ones are answered 413 before parsing
 	// (0 = DefaultMaxBody).
 	MaxBody int64
-	// Bearer is the token every JSON-RPC request must carry ("" = no auth). The card
-	// stays public and declares the scheme.
+	// Bearer is a token shared by all clients, who are then one principal, the anonymous
+	// one; "" = none. With Bearer or Tokens set every request but the card's must carry
+	// one of them; the card stays public and declares the scheme.
 	Bearer string
+	// Tokens are named bearer tokens, each its own principal (docs/reference/a2a.md
+	// "Principals").
+	Tokens []Token
+	// Principal, when set and no token is configured, returns the principal an
+	// authentication in front of the handler established for r (Caddy's
+	// http.auth.user.id), "" when none: the caller is then anonymous.
+	Principal func(r *http.Request) string
+	// Push, when set, allows push notifications and says where they may go
+	// (docs/reference/a2a.md "Push notifications"); nil refuses push configs.
+	Push *PushPolicy
 	// PublicURL, when set, is the endpoint URL the card and Job.URL name whatever the
 	// request says: for layouts the request cannot reveal.
 	PublicURL string
@@ -190,6 +204,7 @@ func normalize(cfg Config) (Config, error) {
 	if strings.ContainsFunc(cfg.Bearer, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		bad(CodeBearerToken, "the bearer token holds whitespace or control characters", "use a token of visible characters only")
 	}
+	list = append(list, checkTokens(cfg)...)
 	if cfg.PublicURL != "" {
 		u, err := CheckPublicURL(cfg.PublicURL)
 		if err != nil {

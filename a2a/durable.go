@@ -60,6 +60,7 @@ type taskRecord struct {
 	snapshot
 	Created time.Time
 	Seq     uint64
+	Owner   string `json:",omitempty"`
 }
 
 // eventRecord is one journal entry (taskdb.Event.Data), dialect-neutral: the fields of
@@ -216,6 +217,7 @@ func (s *durableStore) restore(rec taskdb.Task) (*task, error) {
 		text = r.History[0].Text
 	}
 	t := newTask(r.ID, r.ContextID, text, s.spec, s.ring, r.Created)
+	t.setOwner(r.Owner)
 	t.store = s
 	t.st, t.history, t.artifacts, t.updated, t.seq = r.Status, r.History, r.Artifacts, r.Updated, r.Seq
 	t.ring, t.ringFreed = nil, terminal(r.Status.State)
@@ -224,12 +226,12 @@ func (s *durableStore) restore(rec taskdb.Task) (*task, error) {
 
 func (s *durableStore) add(t *task) { s.mem.add(t) }
 
-// finishedOnDisk returns, from the store's index, the finished tasks not in skip as
+// finishedOnDisk returns, from the store's index, principal's finished tasks not in skip as
 // snapshots holding what the index has (id, context, state and its time, last change).
-func (s *durableStore) finishedOnDisk(skip map[string]bool) ([]*snapshot, error) {
+func (s *durableStore) finishedOnDisk(skip map[string]bool, principal string) ([]*snapshot, error) {
 	var out []*snapshot
 	err := s.db.Heads(s.capsule, func(h taskdb.Head) bool {
-		if h.Done && !skip[h.ID] {
+		if h.Done && !skip[h.ID] && h.Owner == principal {
 			out = append(out, &snapshot{ID: h.ID, ContextID: h.ContextID, Status: status{State: h.State, Time: h.Since}, Updated: h.Updated})
 		}
 		return true
@@ -317,9 +319,9 @@ func (s *durableStore) addTurn(contextID string, turn Turn) {
 func (s *durableStore) published(t *task, e event) *durable {
 	d := &durable{}
 	if !e.progress {
-		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq}
+		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq, Owner: t.owner}
 		data, _ := json.Marshal(rec)
-		d.chs = append(d.chs, s.db.PutTask(taskdb.Task{Capsule: s.capsule, ID: t.id, ContextID: t.contextID, Updated: t.updated,
+		d.chs = append(d.chs, s.db.PutTask(taskdb.Task{Capsule: s.capsule, ID: t.id, ContextID: t.contextID, Owner: t.owner, Updated: t.updated,
 			Done: terminal(rec.Status.State), State: rec.Status.State, Since: rec.Status.Time, Data: data}))
 	}
 	d.chs = append(d.chs, s.db.Append(s.capsule, taskdb.Event{TaskID: t.id, Seq: e.seq, Data: encodeEvent(e)}))

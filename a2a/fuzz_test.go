@@ -78,7 +78,7 @@ func FuzzDecodeRequest(f *testing.F) {
 				}
 			}
 			h := &Handler{store: newMemoryStore(keepFinished)}
-			res, rerr := h.list(d, p)
+			res, rerr := h.list(d, caller{}, p)
 			check(res, rerr)
 		}
 	})

@@ -2,8 +2,6 @@ package a2a
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -205,7 +203,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cfg := h.config()
-	if !authorized(r, cfg.Bearer) {
+	who, ok := identify(r, cfg)
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="capsule"`)
 		http.Error(w, "unauthorized: this agent needs a bearer token (Authorization: Bearer <token>), see the agent card's securitySchemes", http.StatusUnauthorized)
 		return
@@ -220,21 +219,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "cannot read the request body", http.StatusBadRequest)
 		return
 	}
-	h.serveRPC(w, r, body)
-}
-
-// authorized compares the bearer token in constant time; hashing first hides the
-// token's length too.
-func authorized(r *http.Request, token string) bool {
-	if token == "" {
-		return true
-	}
-	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	a, b := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+	h.serveRPC(w, r, who, body)
 }
 
 // readBody reads at most limit bytes, refusing a larger declared length before
@@ -248,13 +233,13 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 
 // serveRPC dispatches one JSON-RPC request. The dialect comes first, from the
 // A2A-Version header or query parameter, so that every error is shaped for its reader.
-func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request, body []byte) {
+func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request, who caller, body []byte) {
 	d, ok := parseVersion(requestVersion(r))
 	if ct := r.Header.Get("Content-Type"); ct != "" && !isJSONType(ct) {
 		if !ok {
 			d = v10
 		}
-		writeJSON(w, d.response(nil, nil, errContentType(fmt.Sprintf("Content-Type %q: JSON-RPC requests are application/json", ct), ct)))
+		writeJSON(w, http.StatusOK, d.response(nil, nil, errContentType(fmt.Sprintf("Content-Type %q: JSON-RPC requests are application/json", ct), ct)))
 		return
 	}
 	req, notify, rerr := parseRequest(body)
@@ -264,35 +249,22 @@ func (h *Handler) serveRPC(w http.ResponseWriter, r *http.Request, body []byte) 
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	a := &answer{w: w, r: r, d: d, who: who, id: req.id}
 	if !ok {
-		h.reply(w, v10, streamsInAny(req.method), req.id, nil, errVersion(requestVersion(r)))
+		a.d = v10
+		a.fail(errVersion(requestVersion(r)), streamsInAny(req.method))
 		return
 	}
 	if rerr != nil {
-		writeJSON(w, d.response(req.id, nil, rerr))
+		a.fail(rerr, false)
 		return
 	}
 	m, rerr := lookupMethod(d, req.method)
 	if rerr != nil {
-		h.reply(w, d, streamsInAny(req.method), req.id, nil, rerr)
+		a.fail(rerr, streamsInAny(req.method))
 		return
 	}
-	switch m {
-	case mSend, mStream:
-		h.rpcSend(w, r, d, req, m == mStream)
-	case mGet:
-		h.rpcGet(w, d, req)
-	case mList:
-		h.rpcList(w, d, req)
-	case mCancel:
-		h.rpcCancel(w, d, req)
-	case mSubscribe:
-		h.rpcSubscribe(w, r, d, req)
-	case mPush:
-		h.reply(w, d, false, req.id, nil, errPushNotSupported(req.method+": this agent offers no push notifications (its card says capabilities.pushNotifications false); poll the task or stream it"))
-	default:
-		h.reply(w, d, false, req.id, nil, errNoExtendedCard(req.method+": this agent has no extended card; its public card at .well-known/agent-card.json is all there is"))
-	}
+	h.do(a, m, req.method, req.params)
 }
 
 // isJSONType accepts application/json and any application/*+json, with parameters.
@@ -301,126 +273,16 @@ func isJSONType(ct string) bool {
 	return err == nil && (mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
-// reply answers with one result or error, as JSON or, for streaming methods, as a
-// one-event SSE stream (SDK clients of streaming methods read only SSE).
-func (h *Handler) reply(w http.ResponseWriter, d dialect, stream bool, id json.RawMessage, result any, rerr *rpcError) {
-	if !stream {
-		writeJSON(w, d.response(id, result, rerr))
-		return
-	}
-	s, err := startSSE(w)
-	if err != nil {
-		writeJSON(w, d.response(id, nil, newRPCError(codeInternal, "Internal error", err.Error(), nil)))
-		return
-	}
-	_ = s.write(0, "", d.response(id, result, rerr))
-	_ = s.flush()
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
+// writeJSON answers with v as JSON and status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		http.Error(w, "cannot encode the response", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
-}
-
-func (h *Handler) rpcSend(w http.ResponseWriter, r *http.Request, d dialect, req rpcRequest, stream bool) {
-	in, rerr := d.parseSend(req.params)
-	if rerr != nil {
-		h.reply(w, d, stream, req.id, nil, rerr)
-		return
-	}
-	in.url = h.endpoint(r, h.config())
-	t, sub, rerr := h.send(in, stream)
-	if rerr != nil {
-		h.reply(w, d, stream, req.id, nil, rerr)
-		return
-	}
-	if stream {
-		h.stream(w, r, d, req.id, sub)
-		return
-	}
-	if in.blocking && !waitSettled(r.Context(), t) {
-		return // the client went away
-	}
-	snap, err := t.durableSnapshot()
-	if err != nil {
-		writeJSON(w, d.response(req.id, nil, errStore(err)))
-		return
-	}
-	writeJSON(w, d.response(req.id, d.sendResult(snap, in.historyLength), nil))
-}
-
-func (h *Handler) rpcGet(w http.ResponseWriter, d dialect, req rpcRequest) {
-	p, rerr := parseTaskParams(req.params)
-	if rerr != nil {
-		h.reply(w, d, false, req.id, nil, rerr)
-		return
-	}
-	t := h.lookup(p.ID)
-	if t == nil {
-		h.reply(w, d, false, req.id, nil, errTaskNotFound(p.ID))
-		return
-	}
-	snap, err := t.durableSnapshot()
-	if err != nil {
-		writeJSON(w, d.response(req.id, nil, errStore(err)))
-		return
-	}
-	writeJSON(w, d.response(req.id, d.task(snap, p.HistoryLength, true), nil))
-}
-
-func (h *Handler) rpcCancel(w http.ResponseWriter, d dialect, req rpcRequest) {
-	p, rerr := parseTaskParams(req.params)
-	if rerr != nil {
-		h.reply(w, d, false, req.id, nil, rerr)
-		return
-	}
-	snap, rerr := h.cancel(p.ID)
-	if rerr != nil {
-		h.reply(w, d, false, req.id, nil, rerr)
-		return
-	}
-	writeJSON(w, d.response(req.id, d.task(snap, p.HistoryLength, true), nil))
-}
-
-// rpcSubscribe serves tasks/resubscribe and SubscribeToTask: the task's current state,
-// then its events as they happen — or, for a client reconnecting with Last-Event-ID, the
-// events after that one. A finished task answers 0.3 with its final state alone; 1.0
-// refuses it with UnsupportedOperationError as a plain JSON-RPC response, not a stream,
-// as A2A 1.0 prescribes for a task in a terminal state.
-func (h *Handler) rpcSubscribe(w http.ResponseWriter, r *http.Request, d dialect, req rpcRequest) {
-	p, rerr := parseTaskParams(req.params)
-	if rerr != nil {
-		h.reply(w, d, true, req.id, nil, rerr)
-		return
-	}
-	t := h.lookup(p.ID)
-	if t == nil {
-		h.reply(w, d, true, req.id, nil, errTaskNotFound(p.ID))
-		return
-	}
-	t.mu.Lock()
-	if st := t.st.State; d == v10 && terminal(st) {
-		t.mu.Unlock()
-		h.reply(w, d, false, req.id, nil, errUnsupported(fmt.Sprintf("task %s is already %s and sends no more events; read it with GetTask", t.id, st)))
-		return
-	}
-	var sub *subscription
-	if last, ok := lastEventID(r); ok && !(terminal(t.st.State) && last >= t.seq) {
-		// A reconnecting client: the events after the last one it saw, from the task's
-		// buffer (or a lagged notice and the current state when they are gone).
-		sub = t.subscribeLocked(min(last, t.seq) + 1)
-	} else {
-		// A new subscriber, or one that saw the end of a finished task: the task's state.
-		sub = t.subscribeSnapshotLocked()
-	}
-	t.mu.Unlock()
-	h.stream(w, r, d, req.id, sub)
 }
 
 // lastEventID reads the SSE Last-Event-ID header a reconnecting client sends: the id of

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/base64"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,21 +33,10 @@ type listResult struct {
 	TotalSize     int         `json:"totalSize"`
 }
 
-// rpcList serves ListTasks: the tasks the handler still knows, most recently updated
-// first, filtered and paged by an opaque cursor (the last entry's update time and id).
-func (h *Handler) rpcList(w http.ResponseWriter, d dialect, req rpcRequest) {
-	var p listParams
-	if len(req.params) > 0 && string(req.params) != "null" {
-		if err := strictUnmarshal(req.params, &p); err != nil {
-			h.reply(w, d, false, req.id, nil, errInvalidParams(err.Error()))
-			return
-		}
-	}
-	res, rerr := h.list(d, p)
-	h.reply(w, d, false, req.id, res, rerr)
-}
-
-func (h *Handler) list(d dialect, p listParams) (*listResult, *rpcError) {
+// list serves ListTasks: the caller's tasks the handler still knows, most recently
+// updated first, filtered and paged by an opaque cursor (the last entry's update time
+// and id).
+func (h *Handler) list(d dialect, who caller, p listParams) (*listResult, *rpcError) {
 	size := defaultPageSize
 	if p.PageSize != nil {
 		if *p.PageSize < 1 {
@@ -93,7 +81,7 @@ func (h *Handler) list(d dialect, p listParams) (*listResult, *rpcError) {
 	for _, t := range all {
 		s := t.snapshot()
 		inMemory[s.ID] = true
-		if keep(s) {
+		if t.owner == who.principal && keep(s) {
 			snaps = append(snaps, s)
 		}
 	}
@@ -101,7 +89,7 @@ func (h *Handler) list(d dialect, p listParams) (*listResult, *rpcError) {
 	if durable {
 		// The finished tasks only the store holds, from its index; their records are read
 		// for the page alone.
-		onDisk, err := ds.finishedOnDisk(inMemory)
+		onDisk, err := ds.finishedOnDisk(inMemory, who.principal)
 		if err != nil {
 			return nil, errStore(err)
 		}

@@ -215,8 +215,11 @@ const (
 	mList
 	mCancel
 	mSubscribe
-	mPush    // push-notification config methods: this agent offers no push
-	mExtCard // the extended card: this agent has none
+	mPushSet    // create (set) a task's push-notification config
+	mPushGet    // read one
+	mPushList   // list a task's configs
+	mPushDelete // delete one
+	mExtCard    // the authenticated extended card
 )
 
 // streams reports whether the method answers with SSE, errors included.
@@ -229,10 +232,10 @@ var methods = [2]map[string]method{
 		"tasks/get":                           mGet,
 		"tasks/cancel":                        mCancel,
 		"tasks/resubscribe":                   mSubscribe,
-		"tasks/pushNotificationConfig/set":    mPush,
-		"tasks/pushNotificationConfig/get":    mPush,
-		"tasks/pushNotificationConfig/list":   mPush,
-		"tasks/pushNotificationConfig/delete": mPush,
+		"tasks/pushNotificationConfig/set":    mPushSet,
+		"tasks/pushNotificationConfig/get":    mPushGet,
+		"tasks/pushNotificationConfig/list":   mPushList,
+		"tasks/pushNotificationConfig/delete": mPushDelete,
 		"agent/getAuthenticatedExtendedCard":  mExtCard,
 	},
 	v10: {
@@ -242,12 +245,12 @@ var methods = [2]map[string]method{
 		"ListTasks":                        mList,
 		"CancelTask":                       mCancel,
 		"SubscribeToTask":                  mSubscribe,
-		"CreateTaskPushNotificationConfig": mPush,
-		"SetTaskPushNotificationConfig":    mPush,
-		"GetTaskPushNotificationConfig":    mPush,
-		"ListTaskPushNotificationConfigs":  mPush,
-		"ListTaskPushNotificationConfig":   mPush,
-		"DeleteTaskPushNotificationConfig": mPush,
+		"CreateTaskPushNotificationConfig": mPushSet,
+		"SetTaskPushNotificationConfig":    mPushSet,
+		"GetTaskPushNotificationConfig":    mPushGet,
+		"ListTaskPushNotificationConfigs":  mPushList,
+		"ListTaskPushNotificationConfig":   mPushList,
+		"DeleteTaskPushNotificationConfig": mPushDelete,
 		"GetExtendedAgentCard":             mExtCard,
 	},
 }

@@ -19,7 +19,7 @@ func (h *Handler) send(in incoming, stream bool) (*task, *subscription, *rpcErro
 	defer h.mu.Unlock()
 	now := time.Now()
 	if in.taskID != "" {
-		t := h.store.get(in.taskID)
+		t := h.ownTaskLocked(in.taskID, in.owner)
 		if t == nil {
 			return nil, nil, errTaskNotFound(in.taskID)
 		}
@@ -28,7 +28,7 @@ func (h *Handler) send(in incoming, stream bool) (*task, *subscription, *rpcErro
 		}
 		return h.answerLocked(t, in, stream, now)
 	}
-	if t := h.waiting[in.contextID]; in.contextID != "" && t != nil {
+	if t := h.waiting[contextKey(in.owner, in.contextID)]; in.contextID != "" && t != nil {
 		return h.answerLocked(t, in, stream, now)
 	}
 	return h.admitLocked(in, stream, now)
@@ -47,7 +47,7 @@ func (h *Handler) answerLocked(t *task, in incoming, stream bool, now time.Time)
 	t.history = append(t.history, message{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: t.contextID})
 	t.answer <- in.text // buffered: Input receives it even if it is just timing out
 	t.answer = nil
-	delete(h.waiting, t.contextID)
+	delete(h.waiting, t.key)
 	t.setStatusLocked(status{State: stateWorking, Time: now}, now)
 	var sub *subscription
 	if stream {
@@ -67,10 +67,11 @@ func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *
 		contextID = ids.New("ctx_")
 	}
 	t := newTask(ids.New("tsk_"), contextID, in.text, h.spec, h.ringSize, now)
+	t.setOwner(in.owner)
 	t.url = in.url
 	t.store = h.store
 	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID}}
-	reason := h.refusalLocked(contextID)
+	reason := h.refusalLocked(t.key)
 	h.store.add(t)
 	t.mu.Lock()
 	if reason != "" {
@@ -108,9 +109,9 @@ func (h *Handler) startLocked(t *task, now time.Time) {
 	t.holdsSlot = true
 	t.ctx, t.cancel = context.WithCancel(h.base)
 	t.setStatusLocked(status{State: stateWorking, Time: now}, now)
-	job := &Job{TaskID: t.id, ContextID: t.contextID, Text: t.text, URL: t.url}
+	job := &Job{TaskID: t.id, ContextID: t.contextID, Principal: t.owner, Text: t.text, URL: t.url}
 	if t.spec.threaded {
-		job.History = h.store.turns(t.contextID)
+		job.History = h.store.turns(t.key)
 	}
 	job.Chunk = func(text string) { h.chunk(t, text) }
 	job.Input = func(ctx context.Context, prompt string) (string, error) { return h.input(ctx, t, prompt) }
@@ -156,8 +157,8 @@ func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
 	}
 	if t.answer != nil {
 		t.answer = nil
-		if h.waiting[t.contextID] == t {
-			delete(h.waiting, t.contextID)
+		if h.waiting[t.key] == t {
+			delete(h.waiting, t.key)
 		}
 	}
 	if out.State == stateCompleted {
@@ -167,7 +168,7 @@ func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
 		if t.spec.threaded {
 			// Before the completed status: a durable store then writes the turn first,
 			// so a client that saw the completion finds the turn in its context.
-			h.store.addTurn(t.contextID, Turn{User: t.text, Agent: out.Text})
+			h.store.addTurn(t.key, Turn{User: t.text, Agent: out.Text})
 		}
 		t.setStatusLocked(status{State: stateCompleted, Time: now}, now)
 	} else {
@@ -211,7 +212,7 @@ func (h *Handler) input(ctx context.Context, t *task, prompt string) (string, er
 	now := time.Now()
 	msg := agentMessage(t, prompt)
 	t.setStatusLocked(status{State: stateInputRequired, Msg: &msg, Time: now}, now)
-	h.waiting[t.contextID] = t
+	h.waiting[t.key] = t
 	taskCtx, timeout := t.ctx, t.spec.inputTimeout
 	t.mu.Unlock()
 	h.mu.Unlock()
@@ -247,8 +248,8 @@ func (h *Handler) input(ctx context.Context, t *task, prompt string) (string, er
 		}
 	}
 	t.answer = nil
-	if h.waiting[t.contextID] == t {
-		delete(h.waiting, t.contextID)
+	if h.waiting[t.key] == t {
+		delete(h.waiting, t.key)
 	}
 	if errors.Is(err, ErrInputTimeout) {
 		now := time.Now()
@@ -265,8 +266,8 @@ func (h *Handler) input(ctx context.Context, t *task, prompt string) (string, er
 
 // cancel serves tasks/cancel and CancelTask; the answer waits until the cancelation is
 // durable.
-func (h *Handler) cancel(id string) (*snapshot, *rpcError) {
-	snap, last, rerr := h.cancelTask(id)
+func (h *Handler) cancel(id string, who caller) (*snapshot, *rpcError) {
+	snap, last, rerr := h.cancelTask(id, who.principal)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -276,10 +277,10 @@ func (h *Handler) cancel(id string) (*snapshot, *rpcError) {
 	return snap, nil
 }
 
-func (h *Handler) cancelTask(id string) (*snapshot, *durable, *rpcError) {
+func (h *Handler) cancelTask(id, principal string) (*snapshot, *durable, *rpcError) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t := h.store.get(id)
+	t := h.ownTaskLocked(id, principal)
 	if t == nil {
 		return nil, nil, errTaskNotFound(id)
 	}
@@ -311,8 +312,8 @@ func (h *Handler) stopLocked(t *task, state, reason string, now time.Time) {
 	queued := t.st.State == stateSubmitted
 	if t.answer != nil {
 		t.answer = nil
-		if h.waiting[t.contextID] == t {
-			delete(h.waiting, t.contextID)
+		if h.waiting[t.key] == t {
+			delete(h.waiting, t.key)
 		}
 	}
 	msg := agentMessage(t, reason)
@@ -329,9 +330,18 @@ func (h *Handler) stopLocked(t *task, state, reason string, now time.Time) {
 	}
 }
 
-// lookup returns the task with id, or nil.
-func (h *Handler) lookup(id string) *task {
+// lookup returns the caller's task with id, or nil: another principal's task is not
+// found, exactly as one that does not exist (docs/reference/a2a.md "Principals").
+func (h *Handler) lookup(id string, who caller) *task {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.store.get(id)
+	return h.ownTaskLocked(id, who.principal)
+}
+
+// ownTaskLocked returns principal's task with id, or nil.
+func (h *Handler) ownTaskLocked(id, principal string) *task {
+	if t := h.store.get(id); t != nil && t.owner == principal {
+		return t
+	}
+	return nil
 }

@@ -52,10 +52,11 @@ func (s *slots) each(f func(*task)) {
 	}
 }
 
-// refusal says why a new task of contextID cannot be admitted now ("" when it can).
-func (h *Handler) refusalLocked(contextID string) string {
+// refusal says why a new task of the context with key (contextKey) cannot be admitted
+// now ("" when it can).
+func (h *Handler) refusalLocked(key string) string {
 	lc := h.cfg.Lifecycle
-	l := h.slots.lines[contextID]
+	l := h.slots.lines[key]
 	switch {
 	case h.closing:
 		return "rejected: the capsule is shutting down; retry later"
@@ -75,10 +76,10 @@ func (h *Handler) refusalLocked(contextID string) string {
 // placeLocked puts an admitted task in its context's line: at its head (starting it when
 // a slot is free) or behind the task there. The caller holds h.mu and no task's mu.
 func (h *Handler) placeLocked(t *task, now time.Time) {
-	l := h.slots.lines[t.contextID]
+	l := h.slots.lines[t.key]
 	if l == nil {
 		l = &line{}
-		h.slots.lines[t.contextID] = l
+		h.slots.lines[t.key] = l
 	}
 	if l.head != nil {
 		l.queue = append(l.queue, t)
@@ -119,12 +120,12 @@ func (h *Handler) releaseLocked(t *task, now time.Time) {
 // advanceLocked takes t off the head of its line; the next task of the context becomes
 // the head and waits for a slot.
 func (h *Handler) advanceLocked(t *task) {
-	l := h.slots.lines[t.contextID]
+	l := h.slots.lines[t.key]
 	if l == nil || l.head != t {
 		return
 	}
 	if len(l.queue) == 0 {
-		delete(h.slots.lines, t.contextID)
+		delete(h.slots.lines, t.key)
 		return
 	}
 	l.head, l.queue = l.queue[0], l.queue[1:]
@@ -133,7 +134,7 @@ func (h *Handler) advanceLocked(t *task) {
 
 // unqueueLocked removes a task that never started from wherever it waits.
 func (h *Handler) unqueueLocked(t *task) {
-	l := h.slots.lines[t.contextID]
+	l := h.slots.lines[t.key]
 	if l == nil {
 		return
 	}

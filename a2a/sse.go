@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// sseWriter writes Server-Sent Events. Each event is one JSON-RPC response on a single
-// data line (JSON escapes newlines), with the task's event seq as its id.
+// sseWriter writes Server-Sent Events. Each event is one JSON document on a single data
+// line (JSON escapes newlines): a JSON-RPC response, or over HTTP+JSON the bare event,
+// with the task's event seq as its id.
 type sseWriter struct {
 	w  *bufio.Writer
 	rc *http.ResponseController
@@ -63,11 +64,11 @@ func (s *sseWriter) flush() error {
 
 // stream writes a subscription's events until one ends the interaction (a final status,
 // or a task snapshot in a terminal state), the client goes away, or writing fails.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, d dialect, id json.RawMessage, sub *subscription) {
+func (h *Handler) stream(a *answer, sub *subscription) {
 	defer sub.close()
-	s, err := startSSE(w)
+	s, err := startSSE(a.w)
 	if err != nil {
-		writeJSON(w, d.response(id, nil, newRPCError(codeInternal, "Internal error", err.Error(), nil)))
+		a.fail(newRPCError(codeInternal, "Internal error", err.Error(), nil), false)
 		return
 	}
 	tick := time.NewTicker(h.heartbeat)
@@ -86,7 +87,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, d dialect, id j
 			if e.kind == evLagged {
 				name = "lagged"
 			}
-			if s.write(e.seq, name, d.response(id, d.event(e, sub.t.id, sub.t.contextID), nil)) != nil {
+			if s.write(e.seq, name, a.body(a.d.event(e, sub.t.id, sub.t.contextID))) != nil {
 				return
 			}
 			if e.ends() {
@@ -99,7 +100,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, d dialect, id j
 		}
 		select {
 		case <-more:
-		case <-r.Context().Done():
+		case <-a.r.Context().Done():
 			return
 		case <-tick.C:
 			if s.comment("keep-alive") != nil {

@@ -106,6 +106,8 @@ type runSpec struct {
 // both are needed, is taken first.
 type task struct {
 	id, contextID string
+	owner         string // the principal that created it ("" anonymous)
+	key           string // contextKey(owner, contextID): where its context's state is kept
 	text          string // the first message's text, for Job.Text and threaded turns
 	url           string // the endpoint URL the creating request reached, for Job.URL
 	spec          *runSpec
@@ -132,10 +134,15 @@ type task struct {
 
 func newTask(id, contextID, text string, spec *runSpec, ringSize int, now time.Time) *task {
 	return &task{
-		id: id, contextID: contextID, text: text, spec: spec,
+		id: id, contextID: contextID, key: contextID, text: text, spec: spec,
 		created: now, updated: now, ringSize: ringSize,
 		changed: make(chan struct{}),
 	}
+}
+
+// setOwner makes principal the task's owner, before anyone else sees the task.
+func (t *task) setOwner(principal string) {
+	t.owner, t.key = principal, contextKey(principal, t.contextID)
 }
 
 // publishLocked appends e to the task's stream and wakes its watchers.

@@ -264,6 +264,7 @@ type sendParams struct {
 type incoming struct {
 	text, messageID, taskID, contextID string
 	url                                string // the endpoint as this request reached it
+	owner                              string // the principal sending it
 	blocking                           bool
 	historyLength                      *int
 }

@@ -487,7 +487,7 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	for _, t := range job.History {
 		history = append(history, runtime.Turn{User: t.User, Agent: t.Agent})
 	}
-	req := runtime.TaskRequest{TaskID: job.TaskID, ContextID: job.ContextID, Source: "a2a", Text: job.Text,
+	req := runtime.TaskRequest{TaskID: job.TaskID, ContextID: job.ContextID, Principal: job.Principal, Source: "a2a", Text: job.Text,
 		History: history, RequestInput: job.Input, CapsuleURL: job.URL}
 	if job.Chunk != nil {
 		req.Sink = chunkSink(job.Chunk)

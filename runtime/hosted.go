@@ -51,7 +51,8 @@ type Hosted struct {
 
 // hostedContext is one context's session and who is using it.
 type hostedContext struct {
-	id    string
+	id    string // the context id, as the session and its trace name it
+	key   string // its key in Hosted.contexts: the principal's and the id (sessionKey)
 	sess  *session
 	run   sync.Mutex // held while a task of the context runs
 	users int        // tasks running or waiting to run here (h.mu)
@@ -102,7 +103,7 @@ func (h *Hosted) TryRunTask(ctx context.Context, req TaskRequest) (TaskOutcome, 
 	if req.Source == "" {
 		req.Source = "a2a"
 	}
-	c := h.enter(req.ContextID)
+	c := h.enter(req.Principal, req.ContextID)
 	if c == nil {
 		return TaskOutcome{}, false
 	}
@@ -129,18 +130,19 @@ func (h *Hosted) isClosed() bool {
 	return h.closed
 }
 
-// enter finds or makes the context id and counts one more user of it; nil when the
-// capsule takes no more tasks.
-func (h *Hosted) enter(id string) *hostedContext {
+// enter finds or makes principal's context id and counts one more user of it; nil when
+// the capsule takes no more tasks.
+func (h *Hosted) enter(principal, id string) *hostedContext {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed || h.retired.Load() {
 		return nil
 	}
-	c := h.contexts[id]
+	key := sessionKey(principal, id)
+	c := h.contexts[key]
 	if c == nil {
-		c = &hostedContext{id: id}
-		h.contexts[id] = c
+		c = &hostedContext{id: id, key: key}
+		h.contexts[key] = c
 		h.evictLocked()
 	}
 	h.unfileLocked(c)
@@ -168,7 +170,7 @@ func (h *Hosted) leave(c *hostedContext) {
 		return
 	}
 	if c.sess == nil { // its session never opened: nothing to keep
-		delete(h.contexts, c.id)
+		delete(h.contexts, c.key)
 		return
 	}
 	c.elem = h.idle.PushBack(c)
@@ -200,7 +202,7 @@ func (h *Hosted) evictLocked() {
 func (h *Hosted) dropLocked(c *hostedContext) {
 	c.ended = true
 	h.unfileLocked(c)
-	delete(h.contexts, c.id)
+	delete(h.contexts, c.key)
 }
 
 // end waits for the context's running task, if any, then ends its session
@@ -254,4 +256,13 @@ func (h *Hosted) Close() error {
 	}
 	h.metrics.Unstaged(h.staged.modules())
 	return first
+}
+
+// sessionKey keys a context by its principal and id: contexts belong to principals, and
+// NUL, which neither a principal's name nor a context id holds, keeps the pair apart.
+func sessionKey(principal, contextID string) string {
+	if principal == "" {
+		return contextID
+	}
+	return principal + "\x00" + contextID
 }

@@ -31,8 +31,12 @@ type Chunk struct {
 // TaskRequest is one task for a session: the CLI's --task, or an A2A message.
 type TaskRequest struct {
 	TaskID, ContextID string // generated when empty
-	Source            string // "cli", "a2a" or "task_md"
-	Text              string
+	// Principal is who the task belongs to ("" anonymous): a hosted capsule keeps one
+	// session per principal and context, so equal context ids of two principals never
+	// share a session.
+	Principal string
+	Source    string // "cli", "a2a" or "task_md"
+	Text      string
 	// History holds the earlier turns of a threaded conversation, oldest first.
 	History []Turn
 	// Sink receives this task's events while it runs (an SSE subscriber); nil for none.

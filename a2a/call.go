@@ -1,0 +1,198 @@
+package a2a
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// answer is where one request's reply goes, shaped by the binding it came in on
+// (docs/reference/a2a.md "Bindings"): JSON-RPC wraps results and errors in a response
+// object carrying the request's id; HTTP+JSON answers with the bare result and maps
+// errors to HTTP statuses. The operations below serve both through it.
+type answer struct {
+	w    http.ResponseWriter
+	r    *http.Request
+	d    dialect
+	who  caller
+	id   json.RawMessage // the JSON-RPC request's id; unused by HTTP+JSON
+	rest bool
+}
+
+// body is what carries result in this binding.
+func (a *answer) body(result any) any {
+	if a.rest {
+		return result
+	}
+	return a.d.response(a.id, result, nil)
+}
+
+// ok answers with result.
+func (a *answer) ok(result any) { writeJSON(a.w, http.StatusOK, a.body(result)) }
+
+// fail answers with rerr. stream says the method answers with SSE: a JSON-RPC client of
+// a streaming method reads only SSE, so its errors come as a one-event stream; HTTP+JSON
+// clients read the status first, so theirs never do.
+func (a *answer) fail(rerr *rpcError, stream bool) {
+	if a.rest {
+		writeRESTError(a.w, a.d, rerr)
+		return
+	}
+	if !stream {
+		writeJSON(a.w, http.StatusOK, a.d.response(a.id, nil, rerr))
+		return
+	}
+	s, err := startSSE(a.w)
+	if err != nil {
+		writeJSON(a.w, http.StatusOK, a.d.response(a.id, nil, newRPCError(codeInternal, "Internal error", err.Error(), nil)))
+		return
+	}
+	_ = s.write(0, "", a.d.response(a.id, nil, rerr))
+	_ = s.flush()
+}
+
+// do runs one A2A operation, whichever binding asked for it; name is the method as the
+// client called it (for messages).
+func (h *Handler) do(a *answer, m method, name string, params json.RawMessage) {
+	switch m {
+	case mSend, mStream:
+		h.doSend(a, params, m == mStream)
+	case mGet:
+		h.doGet(a, params)
+	case mList:
+		h.doList(a, params)
+	case mCancel:
+		h.doCancel(a, params)
+	case mSubscribe:
+		h.doSubscribe(a, params)
+	case mPushSet, mPushGet, mPushList, mPushDelete:
+		h.doPush(a, m, name, params)
+	case mExtCard:
+		h.doExtendedCard(a)
+	default:
+		a.fail(newRPCError(codeMethodNotFound, "Method not found", fmt.Sprintf("no method %q", name), map[string]any{"method": name}), false)
+	}
+}
+
+func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
+	in, rerr := a.d.parseSend(params)
+	if rerr != nil {
+		a.fail(rerr, stream)
+		return
+	}
+	in.url = h.endpoint(a.r, h.config())
+	in.owner = a.who.principal
+	t, sub, rerr := h.send(in, stream)
+	if rerr != nil {
+		a.fail(rerr, stream)
+		return
+	}
+	if stream {
+		h.stream(a, sub)
+		return
+	}
+	if in.blocking && !waitSettled(a.r.Context(), t) {
+		return // the client went away
+	}
+	snap, err := t.durableSnapshot()
+	if err != nil {
+		a.fail(errStore(err), false)
+		return
+	}
+	a.ok(a.d.sendResult(snap, in.historyLength))
+}
+
+func (h *Handler) doGet(a *answer, params json.RawMessage) {
+	p, rerr := parseTaskParams(params)
+	if rerr != nil {
+		a.fail(rerr, false)
+		return
+	}
+	t := h.lookup(p.ID, a.who)
+	if t == nil {
+		a.fail(errTaskNotFound(p.ID), false)
+		return
+	}
+	snap, err := t.durableSnapshot()
+	if err != nil {
+		a.fail(errStore(err), false)
+		return
+	}
+	a.ok(a.d.task(snap, p.HistoryLength, true))
+}
+
+func (h *Handler) doCancel(a *answer, params json.RawMessage) {
+	p, rerr := parseTaskParams(params)
+	if rerr != nil {
+		a.fail(rerr, false)
+		return
+	}
+	snap, rerr := h.cancel(p.ID, a.who)
+	if rerr != nil {
+		a.fail(rerr, false)
+		return
+	}
+	a.ok(a.d.task(snap, p.HistoryLength, true))
+}
+
+// doSubscribe serves tasks/resubscribe and SubscribeToTask: the task's current state,
+// then its events as they happen — or, for a client reconnecting with Last-Event-ID, the
+// events after that one. A finished task answers 0.3 with its final state alone; 1.0
+// refuses it with UnsupportedOperationError as a plain response, not a stream, as A2A
+// 1.0 prescribes for a task in a terminal state.
+func (h *Handler) doSubscribe(a *answer, params json.RawMessage) {
+	p, rerr := parseTaskParams(params)
+	if rerr != nil {
+		a.fail(rerr, true)
+		return
+	}
+	t := h.lookup(p.ID, a.who)
+	if t == nil {
+		a.fail(errTaskNotFound(p.ID), true)
+		return
+	}
+	t.mu.Lock()
+	if st := t.st.State; a.d == v10 && terminal(st) {
+		t.mu.Unlock()
+		a.fail(errUnsupported(fmt.Sprintf("task %s is already %s and sends no more events; read it with GetTask", t.id, st)), false)
+		return
+	}
+	var sub *subscription
+	if last, ok := lastEventID(a.r); ok && !(terminal(t.st.State) && last >= t.seq) {
+		// A reconnecting client: the events after the last one it saw, from the task's
+		// buffer or the store's journal.
+		sub = t.subscribeLocked(min(last, t.seq) + 1)
+	} else {
+		// A new subscriber, or one that saw the end of a finished task: the task's state.
+		sub = t.subscribeSnapshotLocked()
+	}
+	t.mu.Unlock()
+	h.stream(a, sub)
+}
+
+func (h *Handler) doList(a *answer, params json.RawMessage) {
+	var p listParams
+	if len(params) > 0 && string(params) != "null" {
+		if err := strictUnmarshal(params, &p); err != nil {
+			a.fail(errInvalidParams(err.Error()), false)
+			return
+		}
+	}
+	res, rerr := h.list(a.d, a.who, p)
+	if rerr != nil {
+		a.fail(rerr, false)
+		return
+	}
+	a.ok(res)
+}
+
+// doExtendedCard serves the authenticated extended card: the card an authenticated
+// caller gets (docs/reference/a2a.md "The extended card").
+func (h *Handler) doExtendedCard(a *answer) {
+	cfg, _ := h.cardConfig()
+	if !a.who.authenticated {
+		a.fail(errNoExtendedCard("this agent serves its extended card to authenticated callers only, and this one is anonymous; its public card at .well-known/agent-card.json is all there is"), false)
+		return
+	}
+	a.ok(json.RawMessage(buildCard(cfg, h.endpoint(a.r, cfg), a.d == v10 || cfg.CardVersion == CardV10)))
+}

@@ -1,0 +1,115 @@
+package a2a
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+// Token is one named bearer token: a request carrying Secret acts as principal Name
+// (docs/reference/a2a.md "Principals").
+type Token struct {
+	Name, Secret string
+}
+
+// maxPrincipalLen bounds a principal's name, which is kept with every task it creates.
+const maxPrincipalLen = 256
+
+// caller is who sent a request: the principal its tasks belong to ("" is the anonymous
+// principal, and the one of the shared Config.Bearer token), and whether anything
+// authenticated it.
+type caller struct {
+	principal     string
+	authenticated bool
+}
+
+// authConfigured reports whether the handler itself authenticates requests.
+func authConfigured(cfg Config) bool { return cfg.Bearer != "" || len(cfg.Tokens) > 0 }
+
+// identify establishes a request's caller: by its bearer token when the handler has
+// tokens (false when it carries none of them), else by the principal an authentication
+// in front of the handler set (Config.Principal), else anonymous.
+func identify(r *http.Request, cfg Config) (caller, bool) {
+	if !authConfigured(cfg) {
+		if cfg.Principal != nil {
+			if p := cfg.Principal(r); p != "" {
+				return caller{principal: p, authenticated: true}, true
+			}
+		}
+		return caller{}, true
+	}
+	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return caller{}, false
+	}
+	// Every token is compared, in constant time, on hashes (which hide the tokens'
+	// lengths), so that timing tells neither which token nearly matched nor how many
+	// there are before the match.
+	sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+	match := -1
+	try := func(i int, secret string) {
+		want := sha256.Sum256([]byte(secret))
+		if subtle.ConstantTimeCompare(sum[:], want[:]) == 1 {
+			match = i
+		}
+	}
+	if cfg.Bearer != "" {
+		try(len(cfg.Tokens), cfg.Bearer)
+	}
+	for i, t := range cfg.Tokens {
+		try(i, t.Secret)
+	}
+	switch {
+	case match < 0:
+		return caller{}, false
+	case match == len(cfg.Tokens):
+		return caller{authenticated: true}, true
+	}
+	return caller{principal: cfg.Tokens[match].Name, authenticated: true}, true
+}
+
+// checkTokens validates the named tokens: names and secrets present, visible, unique.
+func checkTokens(cfg Config) errs.List {
+	var list errs.List
+	bad := func(msg, fix string) { list = append(list, errs.New(CodeBearerToken, "a2a", msg, fix)) }
+	names, secrets := map[string]bool{}, map[string]bool{cfg.Bearer: cfg.Bearer != ""}
+	for i, t := range cfg.Tokens {
+		switch {
+		case t.Name == "" || len(t.Name) > maxPrincipalLen || !validID(t.Name):
+			bad(fmt.Sprintf("token %d: principal name %q is empty, over %d bytes or holds control characters", i, t.Name, maxPrincipalLen),
+				"name each token after the client it is for, such as team-a")
+		case names[t.Name]:
+			bad(fmt.Sprintf("token %d: principal name %q is used twice", i, t.Name), "give every token its own name")
+		}
+		names[t.Name] = true
+		switch {
+		case t.Secret == "":
+			bad(fmt.Sprintf("token %q is empty", t.Name), "set the token's secret")
+		case strings.ContainsFunc(t.Secret, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+			bad(fmt.Sprintf("token %q holds whitespace or control characters", t.Name), "use a token of visible characters only")
+		case secrets[t.Secret]:
+			bad(fmt.Sprintf("token %q has the same secret as another token", t.Name), "give every principal its own secret, or one shared token for all")
+		}
+		secrets[t.Secret] = true
+	}
+	return list
+}
+
+// contextKey is the key a context's state (its line of tasks, waiting task, threaded
+// turns, the runtime's session) is kept under: a context belongs to its principal, so
+// two principals that happen to use the same context id never share one. The anonymous
+// principal's key is the id itself (what stores written before principals hold); a
+// named principal's starts with a control character, which client ids cannot hold, and
+// a digest of the name, which keeps the key short however long the name.
+func contextKey(principal, contextID string) string {
+	if principal == "" {
+		return contextID
+	}
+	sum := sha256.Sum256([]byte(principal))
+	return "\x1e" + base64.RawURLEncoding.EncodeToString(sum[:12]) + "\x1e" + contextID
+}
