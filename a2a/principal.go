@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
@@ -38,7 +39,7 @@ func identify(r *http.Request, cfg Config) (caller, bool) {
 	if !authConfigured(cfg) {
 		if cfg.Principal != nil {
 			if p := cfg.Principal(r); p != "" {
-				return caller{principal: p, authenticated: true}, true
+				return caller{principal: principalName(p), authenticated: true}, true
 			}
 		}
 		return caller{}, true
@@ -73,6 +74,18 @@ func identify(r *http.Request, cfg Config) (caller, bool) {
 	return caller{principal: cfg.Tokens[match].Name, authenticated: true}, true
 }
 
+// principalName is how a principal named by an authentication in front is kept: as it
+// is, unless it is too long or holds control characters to be kept and logged with
+// every task (an identity provider's subject can be anything); then as a digest of it,
+// the same for every request of that principal.
+func principalName(p string) string {
+	if len(p) <= maxPrincipalLen && validID(p) {
+		return p
+	}
+	sum := sha256.Sum256([]byte(p))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
 // checkTokens validates the named tokens: names and secrets present, visible, unique.
 func checkTokens(cfg Config) errs.List {
 	var list errs.List
@@ -101,15 +114,15 @@ func checkTokens(cfg Config) errs.List {
 }
 
 // contextKey is the key a context's state (its line of tasks, waiting task, threaded
-// turns, the runtime's session) is kept under: a context belongs to its principal, so
-// two principals that happen to use the same context id never share one. The anonymous
-// principal's key is the id itself (what stores written before principals hold); a
-// named principal's starts with a control character, which client ids cannot hold, and
-// a digest of the name, which keeps the key short however long the name.
+// turns) is kept under: a context belongs to its principal, so two principals that
+// happen to use the same context id never share one. The anonymous principal's key is
+// the id itself (what stores written before principals hold); a named principal's is a
+// control character, which client ids cannot hold, and a digest of principal and id,
+// which keeps it as short as any id however long both are (the task store bounds keys).
 func contextKey(principal, contextID string) string {
 	if principal == "" {
 		return contextID
 	}
-	sum := sha256.Sum256([]byte(principal))
-	return "\x1e" + base64.RawURLEncoding.EncodeToString(sum[:12]) + "\x1e" + contextID
+	sum := sha256.Sum256([]byte(principal + "\x00" + contextID))
+	return "\x1e" + base64.RawURLEncoding.EncodeToString(sum[:18])
 }

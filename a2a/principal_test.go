@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -187,7 +188,70 @@ func TestContextKey(t *testing.T) {
 		t.Errorf("keys %q and %q: must differ and be invalid as client ids", a, b)
 	}
 	long := contextKey(strings.Repeat("p", 10000), strings.Repeat("c", maxIDLen))
-	if len(long) > maxIDLen+20 {
+	if len(long) > 32 {
 		t.Errorf("a long principal's key is %d bytes", len(long))
 	}
+}
+
+// TestPrincipalName: names an authentication in front gives are kept as they are, unless
+// too long or unprintable to be stored; then as a stable digest.
+func TestPrincipalName(t *testing.T) {
+	long := strings.Repeat("u", maxPrincipalLen+1)
+	for _, tc := range []struct{ in, want string }{
+		{"alice", "alice"},
+		{"alice@example.com", "alice@example.com"},
+		{long, principalName(long)},
+		{"a\nb", principalName("a\nb")},
+	} {
+		got := principalName(tc.in)
+		if got != tc.want || len(got) > maxPrincipalLen || !validID(got) {
+			t.Errorf("principalName(%.20q) = %q", tc.in, got)
+		}
+	}
+	if principalName(long) == principalName(long+"x") || !strings.HasPrefix(principalName(long), "sha256:") {
+		t.Error("long names must map to distinct digests")
+	}
+}
+
+// TestDurableOwners: owners are stored with their tasks: after a restart, and for tasks
+// only the store's index still lists, B sees none of A's tasks and A sees all of them.
+func TestDurableOwners(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tasks.db")
+	cfg := Config{Executor: newDurableExec(), Tokens: []Token{{Name: "team-a", Secret: "tok-a"}, {Name: "team-b", Secret: "tok-b"}}}
+	g := openGenWith(t, path, cfg)
+	var ids []string
+	for range 2 {
+		ids = append(ids, decode[tObj](t, ok(t, callAs(t, g.srv, "", "tok-a", "message/send", map[string]any{"message": msg03("hi")}))).ID)
+	}
+	g.stop()
+	g = openGenWith(t, path, cfg)
+	check := func(stage string) {
+		t.Helper()
+		for _, id := range ids {
+			fails(t, callAs(t, g.srv, "1.0", "tok-b", "GetTask", map[string]any{"id": id}), codeTaskNotFound)
+			ok(t, callAs(t, g.srv, "1.0", "tok-a", "GetTask", map[string]any{"id": id}))
+		}
+		for _, who := range []struct {
+			token string
+			want  int
+		}{{"tok-b", 0}, {"tok-a", 2}} {
+			res := decode[listResultT](t, ok(t, callAs(t, g.srv, "1.0", who.token, "ListTasks", map[string]any{})))
+			if res.TotalSize != who.want {
+				t.Errorf("%s: ListTasks as %s: %d tasks, want %d", stage, who.token, res.TotalSize, who.want)
+			}
+		}
+	}
+	check("after a restart")
+	g.h.mu.Lock()
+	g.h.store.(*durableStore).mem = newMemoryStore(keepFinished) // only the store knows them now
+	g.h.mu.Unlock()
+	res := decode[listResultT](t, ok(t, callAs(t, g.srv, "1.0", "tok-b", "ListTasks", map[string]any{})))
+	if res.TotalSize != 0 {
+		t.Errorf("from the index: ListTasks as team-b lists %d tasks", res.TotalSize)
+	}
+	res = decode[listResultT](t, ok(t, callAs(t, g.srv, "1.0", "tok-a", "ListTasks", map[string]any{})))
+	if res.TotalSize != 2 {
+		t.Errorf("from the index: ListTasks as team-a lists %d tasks, want 2", res.TotalSize)
+	}
+	check("from the store")
 }

@@ -25,11 +25,11 @@ func StoreCheck(ctx context.Context, e *Env, c Common, file string) int {
 	}
 	if c.JSON {
 		e.writeJSON(map[string]any{"ok": true, "file": r.File, "bytes": r.Bytes, "capsules": r.Capsules, "tasks": r.Tasks,
-			"events": r.Events, "conversations": r.Conversations, "turns": r.Turns})
+			"events": r.Events, "conversations": r.Conversations, "turns": r.Turns, "pushes": r.Pushes})
 		return ExitOK
 	}
-	fmt.Fprintf(e.Stdout, "checked %s: %d capsules, %d tasks, %d events, %d turns in %d conversations, %s\n",
-		r.File, r.Capsules, r.Tasks, r.Events, r.Turns, r.Conversations, humanBytes64(r.Bytes))
+	fmt.Fprintf(e.Stdout, "checked %s: %d capsules, %d tasks, %d events, %d turns in %d conversations, %d push configs, %s\n",
+		r.File, r.Capsules, r.Tasks, r.Events, r.Turns, r.Conversations, r.Pushes, humanBytes64(r.Bytes))
 	return ExitOK
 }
 
@@ -42,11 +42,11 @@ func StoreCompact(ctx context.Context, e *Env, c Common, file string) int {
 	}
 	if c.JSON {
 		e.writeJSON(map[string]any{"ok": true, "file": file, "bytes_before": before.Bytes, "bytes_after": after.Bytes,
-			"capsules": after.Capsules, "tasks": after.Tasks, "events": after.Events, "conversations": after.Conversations, "turns": after.Turns})
+			"capsules": after.Capsules, "tasks": after.Tasks, "events": after.Events, "conversations": after.Conversations, "turns": after.Turns, "pushes": after.Pushes})
 		return ExitOK
 	}
-	fmt.Fprintf(e.Stdout, "compacted %s: %s → %s (%d tasks, %d events, %d turns kept)\n",
-		file, humanBytes64(before.Bytes), humanBytes64(after.Bytes), after.Tasks, after.Events, after.Turns)
+	fmt.Fprintf(e.Stdout, "compacted %s: %s → %s (%d tasks, %d events, %d turns, %d push configs kept)\n",
+		file, humanBytes64(before.Bytes), humanBytes64(after.Bytes), after.Tasks, after.Events, after.Turns, after.Pushes)
 	return ExitOK
 }
 

@@ -44,7 +44,6 @@ type Task struct {
 	Capsule   string
 	ID        string
 	ContextID string
-	Owner     string
 	Updated   time.Time
 	// Done marks a finished task in the store's index (Heads), so that a start reads
 	// the records of unfinished tasks only; false is always safe (read the record).
@@ -64,7 +63,6 @@ type Task struct {
 type Head struct {
 	ID        string
 	ContextID string
-	Owner     string
 	Updated   time.Time
 	Done      bool
 	State     string
