@@ -190,3 +190,28 @@ func TestContextIDIsData(t *testing.T) {
 		t.Errorf("the session lives at %s", out.Layout.Root)
 	}
 }
+
+// TestContextsArePerPrincipal: one context id used by two principals is two sessions;
+// the same principal's second task joins its own.
+func TestContextsArePerPrincipal(t *testing.T) {
+	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{})
+	defer h.Close()
+	run := func(principal string) TaskOutcome {
+		out := h.RunTask(context.Background(), TaskRequest{ContextID: "shared", Principal: principal, Text: "hi"})
+		if out.State != StateCompleted {
+			t.Fatalf("%q: %+v", principal, out)
+		}
+		return out
+	}
+	a, b, a2, anon := run("team-a"), run("team-b"), run("team-a"), run("")
+	if a.Session == b.Session || a.Session == anon.Session || b.Session == anon.Session {
+		t.Errorf("principals shared a session: a %s, b %s, anonymous %s", a.Session, b.Session, anon.Session)
+	}
+	if a.Session != a2.Session {
+		t.Errorf("one principal's context ran in two sessions: %s %s", a.Session, a2.Session)
+	}
+	if n := h.Contexts(); n != 3 {
+		t.Errorf("%d contexts, want 3", n)
+	}
+}
