@@ -70,7 +70,7 @@ func buildCard(cfg Config, url string, strict bool) []byte {
 			{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0"},
 			{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "0.3"},
 		},
-		Capabilities:       cardCapabilities{Streaming: true},
+		Capabilities:       cardCapabilities{Streaming: true, PushNotifications: cfg.Push != nil},
 		DefaultInputModes:  []string{"text/plain"},
 		DefaultOutputModes: []string{"text/plain"},
 		Skills:             []cardSkill{},
