@@ -239,7 +239,7 @@ func (p *pusher) checkURL(ctx context.Context, raw string) *rpcError {
 		}
 		switch e.Code {
 		case netpolicy.CodeNotAllowed:
-			return bad("matches no push.allow rule of this gateway", fmt.Sprintf("if notifications should go there, the operator adds %q to push.allow", origin))
+			return bad("matches no push.allow rule of this gateway", fmt.Sprintf("if notifications should go there, add %q to push.allow (the capsule app's push option)", origin))
 		case netpolicy.CodeRestricted:
 			return bad(strings.TrimPrefix(e.Msg, "network policy: "), "the operator allows the address itself in push.allow "+
 				"(such as \"http://127.0.0.1:8080\") and the webhook URL names that address, or a localhost rule for loopback")
