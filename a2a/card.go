@@ -35,8 +35,30 @@ type cardSkill struct {
 }
 
 type cardCapabilities struct {
-	Streaming         bool `json:"streaming"`
-	PushNotifications bool `json:"pushNotifications"`
+	Streaming         bool            `json:"streaming"`
+	PushNotifications bool            `json:"pushNotifications"`
+	ExtendedAgentCard bool            `json:"extendedAgentCard,omitempty"` // 1.0
+	Extensions        []cardExtension `json:"extensions,omitempty"`
+}
+
+// cardExtension is an AgentExtension: here, the statement of who may see a task.
+type cardExtension struct {
+	URI         string `json:"uri"`
+	Description string `json:"description"`
+	Required    bool   `json:"required"`
+}
+
+// principalsURI names the extension by which the card says how tasks are scoped
+// (docs/reference/a2a.md "Principals").
+const principalsURI = "https://github.com/capsulegate/capsulegate/blob/main/docs/reference/a2a.md#principals"
+
+// principalsNote is what the card says about task visibility.
+func principalsNote(cfg Config) cardExtension {
+	d := "Tasks belong to the principal whose credentials created them; another principal's task answers task not found, and ListTasks lists the caller's own tasks."
+	if !authConfigured(cfg) {
+		d = "This agent authenticates no one by itself: unless a proxy in front of it names callers, every caller is one anonymous principal, and any caller can read, cancel, subscribe to and list every task."
+	}
+	return cardExtension{URI: principalsURI, Description: d}
 }
 
 // cardJSON is the agent card: the A2A 1.0 fields, plus the 0.3 fields (url,
@@ -44,15 +66,17 @@ type cardCapabilities struct {
 // client reads the same document (docs/reference/a2a.md, "The agent card"). The strict
 // 1.0 card leaves the 0.3 fields out.
 type cardJSON struct {
-	Name                 string            `json:"name"`
-	Description          string            `json:"description"`
-	Version              string            `json:"version"`
-	SupportedInterfaces  []cardInterface   `json:"supportedInterfaces"`
-	Capabilities         cardCapabilities  `json:"capabilities"`
-	DefaultInputModes    []string          `json:"defaultInputModes"`
-	DefaultOutputModes   []string          `json:"defaultOutputModes"`
-	Skills               []cardSkill       `json:"skills"`
-	SecuritySchemes      map[string]any    `json:"securitySchemes,omitempty"`
+	Name                string           `json:"name"`
+	Description         string           `json:"description"`
+	Version             string           `json:"version"`
+	SupportedInterfaces []cardInterface  `json:"supportedInterfaces"`
+	Capabilities        cardCapabilities `json:"capabilities"`
+	DefaultInputModes   []string         `json:"defaultInputModes"`
+	DefaultOutputModes  []string         `json:"defaultOutputModes"`
+	Skills              []cardSkill      `json:"skills"`
+	SecuritySchemes     map[string]any   `json:"securitySchemes,omitempty"`
+	// SupportsExtended is 0.3's flag for the authenticated extended card.
+	SupportsExtended     bool              `json:"supportsAuthenticatedExtendedCard,omitempty"`
 	SecurityRequirements []any             `json:"securityRequirements,omitempty"`
 	Security             []map[string]any  `json:"security,omitempty"`
 	URL                  string            `json:"url,omitempty"`
@@ -70,12 +94,14 @@ func buildCard(cfg Config, url string, strict bool) []byte {
 			{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0"},
 			{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "0.3"},
 		},
-		Capabilities:       cardCapabilities{Streaming: true, PushNotifications: cfg.Push != nil},
+		Capabilities: cardCapabilities{Streaming: true, PushNotifications: cfg.Push != nil, ExtendedAgentCard: authConfigured(cfg),
+			Extensions: []cardExtension{principalsNote(cfg)}},
 		DefaultInputModes:  []string{"text/plain"},
 		DefaultOutputModes: []string{"text/plain"},
 		Skills:             []cardSkill{},
 	}
 	if !strict {
+		c.SupportsExtended = authConfigured(cfg)
 		c.URL, c.ProtocolVersion, c.PreferredTransport = url, "0.3.0", "JSONRPC"
 		c.AdditionalInterfaces = []cardInterface03{{URL: url, Transport: "JSONRPC"}}
 	}
@@ -86,7 +112,7 @@ func buildCard(cfg Config, url string, strict bool) []byte {
 		}
 		c.Skills = append(c.Skills, cardSkill{ID: s.ID, Name: s.Name, Description: s.Description, Tags: tags})
 	}
-	if cfg.Bearer != "" {
+	if authConfigured(cfg) {
 		const desc = "a bearer token in the Authorization header"
 		scheme := map[string]any{"httpAuthSecurityScheme": map[string]any{"scheme": "Bearer", "description": desc}}
 		if !strict {

@@ -52,8 +52,6 @@ type durableStore struct {
 	ring    int
 	// requeued are the tasks that never started, to be placed again by NewHandler.
 	requeued []*task
-	// keeper keeps push configs (durable_push.go); nil keeps them in memory only.
-	keeper pushKeeper
 }
 
 // taskRecord is a task as the store keeps it (taskdb.Task.Data): its snapshot, when it
@@ -117,7 +115,7 @@ func decodeEvent(seq uint64, data []byte) (event, error) {
 // that was working or waiting for input ends failed (interrupted), written back with its
 // status event — a guest's stack cannot be resumed.
 func newDurableStore(db *taskdb.DB, capsule string, spec *runSpec, ring int) (*durableStore, error) {
-	s := &durableStore{mem: newMemoryStore(keepFinished), db: db, capsule: capsule, spec: spec, ring: ring, keeper: pushKeeperOf(db)}
+	s := &durableStore{mem: newMemoryStore(keepFinished), db: db, capsule: capsule, spec: spec, ring: ring}
 	recs, err := s.startingRecords()
 	if err != nil {
 		return nil, err

@@ -100,7 +100,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 
 // cardKeyOf sums up the settings the card shows, so Update can tell whether it changed.
 func cardKeyOf(cfg Config) string {
-	b, _ := json.Marshal([]any{cfg.Card, cfg.Bearer != "", cfg.PublicURL, cfg.CardVersion, cfg.Push != nil})
+	b, _ := json.Marshal([]any{cfg.Card, authConfigured(cfg), cfg.PublicURL, cfg.CardVersion, cfg.Push != nil})
 	return string(b)
 }
 

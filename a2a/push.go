@@ -16,6 +16,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/ids"
+	"github.com/capsulegate/capsulegate/internal/taskdb"
 	"github.com/capsulegate/capsulegate/netpolicy"
 )
 
@@ -117,12 +118,8 @@ type pushState struct {
 	running   bool          // a delivery worker serves it
 }
 
-// pushRow is a config as the task store keeps it (taskdb.Push).
-type pushRow struct {
-	TaskID, ID string
-	Data       []byte
-	Delivered  uint64
-}
+// pushRow is a config as the task store keeps it.
+type pushRow = taskdb.Push
 
 // Wire shapes of the configs.
 

@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/capsulegate/capsulegate/internal/taskdb"
 	"github.com/capsulegate/capsulegate/netpolicy"
 )
 
@@ -103,16 +102,6 @@ func hookState(t *testing.T, d string, h hook) string {
 		s += "+" + text(task.Artifacts[0].Parts)
 	}
 	return s
-}
-
-// callAs makes one JSON-RPC call with a bearer token.
-func callAs(t *testing.T, srv *httptest.Server, version, token, method string, params any) rpcResp {
-	t.Helper()
-	resp, body := post(t, srv, map[string]string{"A2A-Version": version, "Authorization": "Bearer " + token}, request(method, params))
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: HTTP %d: %s", method, resp.StatusCode, body)
-	}
-	return decode[rpcResp](t, body)
 }
 
 // sendWithPush sends text in dialect d with an inline push config to url.
@@ -435,87 +424,11 @@ func TestPushOtherPrincipal(t *testing.T) {
 	}
 }
 
-// memKeeper stands in for the task store's push records where the store has none: it
-// outlives handler generations like a file does.
-type memKeeper struct {
-	mu   sync.Mutex
-	rows map[[2]string]pushRow
-}
-
-func done() <-chan error { ch := make(chan error, 1); ch <- nil; return ch }
-
-func (k *memKeeper) PutPush(_ string, p pushRow) <-chan error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.rows[[2]string{p.TaskID, p.ID}] = p
-	return done()
-}
-
-func (k *memKeeper) SetDelivered(_, taskID, id string, seq uint64) <-chan error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if r, ok := k.rows[[2]string{taskID, id}]; ok && seq > r.Delivered {
-		r.Delivered = seq
-		k.rows[[2]string{taskID, id}] = r
-	}
-	return done()
-}
-
-func (k *memKeeper) DeletePush(_, taskID, id string) <-chan error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	delete(k.rows, [2]string{taskID, id})
-	return done()
-}
-
-func (k *memKeeper) Pushes(_, taskID string) ([]pushRow, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	var out []pushRow
-	for key, r := range k.rows {
-		if key[0] == taskID {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-func (k *memKeeper) AllPushes(_ string, fn func(pushRow) bool) error {
-	rows, _ := k.Pushes("", "")
-	k.mu.Lock()
-	for _, r := range k.rows {
-		rows = append(rows, r)
-	}
-	k.mu.Unlock()
-	for _, r := range rows {
-		if !fn(r) {
-			break
-		}
-	}
-	return nil
-}
-
-// durableKeeper makes the durable store keep push configs for this test: in taskdb when
-// it has push records, else in a keeper shared by the test's handler generations.
-func durableKeeper(t *testing.T) {
-	t.Helper()
-	orig := pushKeeperOf
-	shared := &memKeeper{rows: map[[2]string]pushRow{}}
-	pushKeeperOf = func(db *taskdb.DB) pushKeeper {
-		if k := orig(db); k != nil {
-			return k
-		}
-		return shared
-	}
-	t.Cleanup(func() { pushKeeperOf = orig })
-}
-
 // TestPushDurableRestart: a config set on a task that waits for input survives a
 // restart: the events the webhook did not acknowledge before the shutdown (the
 // input-required it refused, the cancelation by the shutdown) reach it after the
 // restart, in order, and those it acknowledged are not sent again.
 func TestPushDurableRestart(t *testing.T) {
-	durableKeeper(t)
 	path := filepath.Join(t.TempDir(), "tasks.db")
 	// Until the restart the webhook acknowledges the first two notifications only.
 	rc := newReceiver(t, func(n int, _ []byte) int {

@@ -66,12 +66,25 @@ type Handler struct {
 	logger *zap.Logger
 }
 
-// Auth is how clients of a capsule authenticate.
+// Auth is how clients of a capsule authenticate (docs/operators.md "Principals"). With
+// neither field set, a Caddy authentication handler in front (basic_auth, forward_auth, a
+// JWT plugin) may still name the principal through http.auth.user.id.
 type Auth struct {
-	// BearerEnv names the environment variable of the Caddy process holding the token
-	// every JSON-RPC request must carry as "Authorization: Bearer <token>". The name, not
-	// the token, is in the config.
+	// BearerEnv names the environment variable of the Caddy process holding a token
+	// shared by every client ("Authorization: Bearer <token>"), who are then one
+	// principal. The name, not the token, is in the config.
 	BearerEnv string `json:"bearer,omitempty"`
+	// Tokens are named tokens, each its own principal: a task belongs to the principal
+	// that created it, and other principals do not see it.
+	Tokens []NamedToken `json:"tokens,omitempty"`
+}
+
+// NamedToken is one principal's bearer token.
+type NamedToken struct {
+	// Principal names the client (e.g. a team) the token is for.
+	Principal string `json:"principal"`
+	// Env names the environment variable holding the token.
+	Env string `json:"env"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -166,11 +179,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // provision is what one Provision works from: the app, the resolved manifest path, the
 // bearer token and the loaded manifest.
 type provision struct {
-	ctx   caddy.Context
-	app   *App
-	path  string
-	token string
-	m     *manifest.Manifest
+	ctx    caddy.Context
+	app    *App
+	path   string
+	token  string
+	tokens []a2a.Token
+	m      *manifest.Manifest
 }
 
 // prepare resolves the handler's paths, reads its bearer token and loads the manifest,
@@ -193,7 +207,7 @@ func (h *Handler) prepare(ctx caddy.Context) (*provision, error) {
 			return nil, errs.Wrap(err, CodeHandlerConfig, "caddy", "cannot resolve "+h.Lock, "use an absolute path")
 		}
 	}
-	token, err := h.bearerToken()
+	token, tokens, err := h.bearerTokens()
 	if err != nil {
 		return nil, err
 	}
@@ -201,21 +215,41 @@ func (h *Handler) prepare(ctx caddy.Context) (*provision, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &provision{ctx: ctx, app: app, path: path, token: token, m: m}, nil
+	return &provision{ctx: ctx, app: app, path: path, token: token, tokens: tokens, m: m}, nil
 }
 
-// bearerToken reads the token the auth subdirective names from the environment ("" when
-// there is no auth); an unset variable refuses the config rather than serving unguarded.
-func (h *Handler) bearerToken() (string, error) {
-	token := ""
-	if h.Auth != nil {
-		env := h.Auth.BearerEnv
-		if token = os.Getenv(env); token == "" {
-			return "", errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("auth bearer %s: the environment variable %s is unset or empty", env, env),
-				"export the token in "+env+" before starting Caddy, or drop the auth subdirective")
-		}
+// bearerTokens reads the tokens the auth subdirective names from the environment: the
+// shared one ("" when none) and the named ones. An unset variable refuses the config
+// rather than serving unguarded.
+func (h *Handler) bearerTokens() (string, []a2a.Token, error) {
+	if h.Auth == nil {
+		return "", nil, nil
 	}
-	return token, nil
+	read := func(env string) (string, error) {
+		v := os.Getenv(env)
+		if v == "" {
+			return "", errs.New(CodeHandlerConfig, "caddy", fmt.Sprintf("auth bearer %s: the environment variable %s is unset or empty", env, env),
+				"export the token in "+env+" before starting Caddy, or drop it from the auth subdirective")
+		}
+		return v, nil
+	}
+	var shared string
+	if env := h.Auth.BearerEnv; env != "" {
+		v, err := read(env)
+		if err != nil {
+			return "", nil, err
+		}
+		shared = v
+	}
+	var named []a2a.Token
+	for _, t := range h.Auth.Tokens {
+		v, err := read(t.Env)
+		if err != nil {
+			return "", nil, err
+		}
+		named = append(named, a2a.Token{Name: t.Principal, Secret: v})
+	}
+	return shared, named, nil
 }
 
 // stage stages one version of the capsule on the app's engine, holding the engine for as
@@ -256,7 +290,7 @@ func (h *Handler) host(p *provision) (caddy.Destructor, error) {
 		ver.close()
 		return nil, err
 	}
-	cfg := h.a2aConfig(p.m, c, ver, p.token, p.app)
+	cfg := h.a2aConfig(p.m, c, ver, p, p.app)
 	cfg.Store = db
 	if c.a2a, err = a2a.NewHandler(cfg); err != nil {
 		stores.Delete(p.app.storePath())
@@ -281,7 +315,7 @@ func (h *Handler) restage(p *provision, c *hostedCapsule) error {
 	}
 	if c.print == print {
 		// Unchanged files: keep the staged capsule; handler settings may still change.
-		return c.a2a.Update(h.a2aConfig(m, c, c.cur, p.token, p.app))
+		return c.a2a.Update(h.a2aConfig(m, c, c.cur, p, p.app))
 	}
 	ver, err := h.stage(p)
 	if err != nil {
@@ -291,7 +325,7 @@ func (h *Handler) restage(p *provision, c *hostedCapsule) error {
 		ver.close()
 		return err
 	}
-	if err := c.a2a.Update(h.a2aConfig(m, c, ver, p.token, p.app)); err != nil {
+	if err := c.a2a.Update(h.a2aConfig(m, c, ver, p, p.app)); err != nil {
 		ver.close()
 		return err
 	}
@@ -319,10 +353,32 @@ func (h *Handler) Validate() error {
 	if h.Manifest == "" {
 		bad(CodeHandlerConfig, "the capsule handler names no manifest", "write `capsule <path/to/murmur.yaml>` (JSON: \"manifest\")")
 	}
-	if h.Auth != nil && !envName.MatchString(h.Auth.BearerEnv) {
-		// The value is not repeated: it may be the token itself, written by mistake.
-		bad(CodeHandlerConfig, "auth bearer is not an environment variable name",
-			"name the variable that holds the token, such as HELLO_TOKEN, never the token itself")
+	if a := h.Auth; a != nil {
+		if a.BearerEnv == "" && len(a.Tokens) == 0 {
+			bad(CodeHandlerConfig, "auth bearer names no token", "write `auth bearer <ENV_NAME>`, or a block of `<principal> <ENV_NAME>` lines")
+		}
+		envs := []string{}
+		if a.BearerEnv != "" {
+			envs = append(envs, a.BearerEnv)
+		}
+		seen := map[string]bool{}
+		for _, t := range a.Tokens {
+			envs = append(envs, t.Env)
+			switch {
+			case t.Principal == "":
+				bad(CodeHandlerConfig, "auth bearer: a named token has no principal", "write `<principal> <ENV_NAME>`, such as `team-a TEAM_A_TOKEN`")
+			case seen[t.Principal]:
+				bad(CodeHandlerConfig, fmt.Sprintf("auth bearer: principal %q is named twice", t.Principal), "give every principal one token")
+			}
+			seen[t.Principal] = true
+		}
+		for _, env := range envs {
+			if !envName.MatchString(env) {
+				// The value is not repeated: it may be the token itself, written by mistake.
+				bad(CodeHandlerConfig, "auth bearer: a token is not given as an environment variable name",
+					"name the variable that holds the token, such as HELLO_TOKEN, never the token itself")
+			}
+		}
 	}
 	if h.MaxBody < 0 {
 		bad(CodeHandlerConfig, fmt.Sprintf("max_body %d is negative", h.MaxBody), "write a positive size, or leave it out for 1 MiB")
@@ -375,7 +431,7 @@ func runTaskFile(m *manifest.Manifest, v *version, logger *zap.Logger) <-chan ru
 }
 
 // a2aConfig describes the capsule to the A2A layer.
-func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, token string, app *App) a2a.Config {
+func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, p *provision, app *App) a2a.Config {
 	card := a2a.Card{Name: m.Name, Version: m.Version, Description: describe(m)}
 	for _, t := range v.hosted.Staged().Tools() {
 		card.Skills = append(card.Skills, a2a.Skill{ID: t.Name, Name: t.Name, Description: t.Description, Tags: []string{string(t.Role)}})
@@ -391,7 +447,9 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		Lifecycle: a2a.Lifecycle{Acceptance: lc.TaskAcceptance, QueueDepth: depth, Concurrency: h.Concurrency,
 			InputTimeout: time.Duration(lc.InputTimeoutSecs) * time.Second, Threaded: lc.Conversation == "threaded"},
 		MaxBody:     h.MaxBody,
-		Bearer:      token,
+		Bearer:      p.token,
+		Tokens:      p.tokens,
+		Principal:   callerID,
 		PublicURL:   h.PublicURL,
 		Origin:      clientOrigin,
 		CardVersion: h.Card,
@@ -400,6 +458,19 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		Retention:   app.retention(),
 		MaxTasks:    app.maxTasks(),
 	}
+}
+
+// callerID is the principal a Caddy authentication handler in front of the capsule
+// established for r (basic_auth, forward_auth with copy_headers, a JWT plugin: each sets
+// http.auth.user.id), "" when none did.
+func callerID(r *http.Request) string {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return ""
+	}
+	v, _ := repl.Get("http.auth.user.id")
+	s, _ := v.(string)
+	return s
 }
 
 // clientOrigin is the URL the client sent r to: the request as Caddy first received it,

@@ -26,6 +26,10 @@ func parseHandlerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler,
 //	capsule <manifest> {
 //	    lock        <path>
 //	    auth bearer <ENV_NAME>
+//	    auth bearer {
+//	        <principal> <ENV_NAME>
+//	        ...
+//	    }
 //	    max_body    <size>
 //	    queue_depth <n>
 //	    concurrency <n>
@@ -51,13 +55,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.Lock = d.Val()
 		case "auth":
-			if !d.NextArg() || d.Val() != "bearer" {
-				return d.Errf("auth takes `bearer <ENV_NAME>`: the environment variable holding the bearer token")
+			if err := h.unmarshalAuth(d); err != nil {
+				return err
 			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			h.Auth = &Auth{BearerEnv: d.Val()}
 		case "max_body":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -114,5 +114,38 @@ func positiveInt(d *caddyfile.Dispenser, sub string, dst *int) error {
 		return d.Errf("%s %q: want an integer > 0", sub, d.Val())
 	}
 	*dst = n
+	return nil
+}
+
+// unmarshalAuth reads `auth bearer <ENV_NAME>` (one token shared by every client) or
+// `auth bearer { <principal> <ENV_NAME> ... }` (a token per principal).
+func (h *Handler) unmarshalAuth(d *caddyfile.Dispenser) error {
+	const usage = "auth takes `bearer <ENV_NAME>` (one shared token) or `bearer { <principal> <ENV_NAME> ... }` (a token per principal)"
+	if !d.NextArg() || d.Val() != "bearer" {
+		return d.Errf(usage)
+	}
+	if h.Auth == nil {
+		h.Auth = &Auth{}
+	}
+	if d.NextArg() {
+		h.Auth.BearerEnv = d.Val()
+		if d.NextArg() {
+			return d.Errf(usage)
+		}
+		return nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		principal := d.Val()
+		if !d.NextArg() {
+			return d.Errf("auth bearer: principal %q needs the environment variable holding its token: `%s <ENV_NAME>`", principal, principal)
+		}
+		h.Auth.Tokens = append(h.Auth.Tokens, NamedToken{Principal: principal, Env: d.Val()})
+		if d.NextArg() {
+			return d.Errf("auth bearer: `%s` takes one environment variable name", principal)
+		}
+	}
+	if len(h.Auth.Tokens) == 0 && h.Auth.BearerEnv == "" {
+		return d.Errf(usage)
+	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"golang.org/x/crypto/bcrypt"
 	"io"
 	"net"
 	"net/http"
@@ -134,6 +135,8 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	gateCapsule(t, filepath.Join(g.dir, "gate", "queue"), "gate-queue", "1.0.0", gateLimits+"lifecycle: {task_acceptance: queue}\n")
 	gateCapsule(t, filepath.Join(g.dir, "gate", "single"), "gate-single", "1.0.0", gateLimits+"lifecycle: {task_acceptance: single}\n")
 	gateCapsule(t, filepath.Join(g.dir, "gate", "auth"), "gate-auth", "1.0.0", gateLimits)
+	gateCapsule(t, filepath.Join(g.dir, "gate", "teams"), "gate-teams", "1.0.0", gateLimits)
+	gateCapsule(t, filepath.Join(g.dir, "gate", "basic"), "gate-basic", "1.0.0", gateLimits)
 	gateCapsule(t, filepath.Join(g.dir, "gate", "deadline"), "gate-deadline", "1.0.0", "capabilities:\n  limits: {memory_bytes: 134217728, deadline_seconds: 1}\n")
 	gateCapsule(t, filepath.Join(g.dir, "gate", "reload"), "gate-reload", "1.0.0", gateLimits+"lifecycle: {task_acceptance: queue, queue_depth: 4}\n")
 
@@ -159,6 +162,23 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 			auth bearer GATE_TOKEN
 		}
 	}
+	handle /agents/gate-teams/* {
+		capsule gate/teams/murmur.yaml {
+			auth bearer {
+				team-a TEAM_A_TOKEN
+				team-b TEAM_B_TOKEN
+			}
+		}
+	}
+	handle /agents/gate-basic/* {
+		route {
+			basic_auth {
+				alice ` + bcryptHash(t, "alice-pw") + `
+				bob ` + bcryptHash(t, "bob-pw") + `
+			}
+			capsule gate/basic/murmur.yaml
+		}
+	}
 	handle /agents/gate-deadline/* {
 		capsule gate/deadline/murmur.yaml
 	}
@@ -177,7 +197,7 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 
 	g.cmd = exec.Command(bin, "run", "--config", g.caddyfile, "--adapter", "caddyfile")
 	g.cmd.Dir = g.dir
-	g.cmd.Env = []string{"HOME=" + g.home, "PATH=" + os.Getenv("PATH"), "GATE_TOKEN=s3cret-token",
+	g.cmd.Env = []string{"HOME=" + g.home, "PATH=" + os.Getenv("PATH"), "GATE_TOKEN=s3cret-token", "TEAM_A_TOKEN=team-a-token", "TEAM_B_TOKEN=team-b-token",
 		"XDG_DATA_HOME=" + filepath.Join(g.dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(g.dir, "config")}
 	waitServing(t, g.cmd, g.logs)
 	return g
@@ -463,4 +483,15 @@ func decodeTask(t *testing.T, r rpcReply) task03 {
 		t.Fatalf("%v: %s", err, r.Result)
 	}
 	return tk
+}
+
+// bcryptHash hashes a basic_auth password at bcrypt's lowest cost, to keep each request's
+// check cheap in tests.
+func bcryptHash(t *testing.T, password string) string {
+	t.Helper()
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(h)
 }

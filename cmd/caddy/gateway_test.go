@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -362,6 +363,51 @@ func TestGateway(t *testing.T) {
 			if resp.StatusCode != tt.want || (tt.want == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer")) {
 				t.Errorf("%s: %d %v", tt.name, resp.StatusCode, resp.Header)
 			}
+		}
+	})
+
+	// Principals: a token per team, and Caddy's basic_auth naming each user; B never sees
+	// A's task (docs/operators.md "Principals").
+	t.Run("principals: named tokens and basic_auth in front", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, path string
+			a, b       []string // each principal's credentials, as header pairs
+		}{
+			{"auth bearer per team", "/agents/gate-teams/", []string{"Authorization", "Bearer team-a-token"}, []string{"Authorization", "Bearer team-b-token"}},
+			{"basic_auth", "/agents/gate-basic/", []string{"Authorization", basic("alice", "alice-pw")}, []string{"Authorization", basic("bob", "bob-pw")}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				tk := decodeTask(t, g.call(t, tc.path, "", "message/send", map[string]any{"message": msg03("echo hi")}, tc.a...))
+				if tk.Status.State != "completed" {
+					t.Fatalf("A's task: %+v", tk)
+				}
+				for _, m := range []struct{ version, method string }{{"", "tasks/get"}, {"", "tasks/cancel"}, {"1.0", "GetTask"}, {"1.0", "CancelTask"}} {
+					if r := g.call(t, tc.path, m.version, m.method, map[string]any{"id": tk.ID}, tc.b...); r.Error == nil || r.Error.Code != -32001 {
+						t.Errorf("B's %s of A's task: %+v", m.method, r)
+					}
+				}
+				for _, who := range []struct {
+					creds []string
+					want  int
+				}{{tc.b, 0}, {tc.a, 1}} {
+					r := g.call(t, tc.path, "1.0", "ListTasks", map[string]any{}, who.creds...)
+					var list struct{ Tasks []struct{ ID string } }
+					if r.Error != nil || json.Unmarshal(r.Result, &list) != nil || len(list.Tasks) != who.want {
+						t.Errorf("ListTasks as %v: %+v %s", who.creds, r.Error, r.Result)
+					}
+				}
+				if r := g.call(t, tc.path, "", "tasks/get", map[string]any{"id": tk.ID}, tc.a...); r.Error != nil {
+					t.Errorf("A's own tasks/get: %+v", r.Error)
+				}
+				if r := g.call(t, tc.path, "1.0", "GetExtendedAgentCard", map[string]any{}, tc.a...); r.Error != nil {
+					t.Errorf("A's extended card: %+v", r.Error)
+				}
+				resp := g.post(t, tc.path, "", []byte(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"x"}}`))
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusUnauthorized {
+					t.Errorf("no credentials: HTTP %d", resp.StatusCode)
+				}
+			})
 		}
 	})
 
@@ -765,4 +811,9 @@ func scrapeWithPrometheus(t *testing.T, g *gateway) {
 		}
 	}
 	t.Fatalf("Prometheus never reported capsule_guest_traps_total{reason=\"deadline\"} >= 1:\n%s", logs.String())
+}
+
+// basic is an Authorization header value for HTTP basic auth.
+func basic(user, password string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
 }

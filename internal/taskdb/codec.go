@@ -9,11 +9,24 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
-// recordVersion is the first byte of every stored value; a reader refuses values written
-// with a version it does not know rather than guess at their layout.
-const recordVersion = 1
+// Every stored value starts with its kind's record version; a reader refuses a version it
+// does not know rather than guess at the layout. A kind whose layout changes gets the next
+// version, and the reader keeps decoding the earlier ones, so a file written by an earlier
+// release stays readable without a rewrite. The file's formatVersion stays as it is: an
+// earlier release opening a file with newer records refuses them at open, naming the
+// record version (E-STORE-001), which is what the record version is for.
+const (
+	// taskVersion 2 added the owner; version 1 records read as owner "".
+	taskVersion = 2
+	// headVersion 2 added the owner, as taskVersion did.
+	headVersion  = 2
+	eventVersion = 1
+	turnVersion  = 1
+	pushVersion  = 1
+)
 
-// MaxIDLen is the longest capsule name, task id or context id the store accepts, in bytes.
+// MaxIDLen is the longest capsule name, task id, context id, owner or push config id the
+// store accepts, in bytes.
 const MaxIDLen = 256
 
 // checkID refuses an id the store cannot key on: empty or over MaxIDLen bytes.
@@ -42,12 +55,19 @@ func seqKey(prefix []byte, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(bytes.Clone(prefix), seq)
 }
 
+// pushKey is enc(capsule)+enc(taskID)+enc(id): a task's configs sit under its taskKey, so
+// deleting the task's prefix deletes them.
+func pushKey(capsule, taskID, id string) []byte {
+	return appendString(taskKey(capsule, taskID), id)
+}
+
 func encodeTask(t Task) []byte {
-	b := []byte{recordVersion}
+	b := []byte{taskVersion}
 	b = appendString(b, t.Capsule)
 	b = appendString(b, t.ID)
 	b = appendString(b, t.ContextID)
 	b = appendTime(b, t.Updated)
+	b = appendString(b, t.Owner)
 	return appendString(b, string(t.Data))
 }
 
@@ -58,7 +78,7 @@ func appendTime(b []byte, t time.Time) []byte {
 }
 
 func encodeHead(t Task) []byte {
-	b := []byte{recordVersion}
+	b := []byte{headVersion}
 	b = appendString(b, t.ID)
 	b = appendString(b, t.ContextID)
 	b = appendTime(b, t.Updated)
@@ -68,18 +88,27 @@ func encodeHead(t Task) []byte {
 	}
 	b = binary.AppendUvarint(b, done)
 	b = appendString(b, t.State)
-	return appendTime(b, t.Since)
+	b = appendTime(b, t.Since)
+	return appendString(b, t.Owner)
 }
 
 func encodeEvent(e Event) []byte {
-	b := []byte{recordVersion}
+	b := []byte{eventVersion}
 	b = appendString(b, e.TaskID)
 	b = binary.AppendUvarint(b, e.Seq)
 	return appendString(b, string(e.Data))
 }
 
 func encodeTurn(item []byte) []byte {
-	return append([]byte{recordVersion}, item...)
+	return append([]byte{turnVersion}, item...)
+}
+
+func encodePush(p Push) []byte {
+	b := []byte{pushVersion}
+	b = appendString(b, p.TaskID)
+	b = appendString(b, p.ID)
+	b = binary.AppendUvarint(b, p.Delivered)
+	return appendString(b, string(p.Data))
 }
 
 // reader decodes one value; the first problem sticks and every later read returns zero.
@@ -95,15 +124,26 @@ func (r *reader) fail(msg string) {
 	}
 }
 
-func (r *reader) version() {
+// version reads the record version, accepting 1 to latest, and returns it (0 on failure).
+func (r *reader) version(latest byte) byte {
 	switch {
 	case len(r.b) == 0:
 		r.fail("empty value")
-	case r.b[0] != recordVersion:
-		r.fail(fmt.Sprintf("record version %d, this release reads version %d", r.b[0], recordVersion))
+	case r.b[0] == 0 || r.b[0] > latest:
+		r.fail(fmt.Sprintf("record version %d, this release reads version %s", r.b[0], versions(latest)))
 	default:
+		v := r.b[0]
 		r.b = r.b[1:]
+		return v
 	}
+	return 0
+}
+
+func versions(latest byte) string {
+	if latest == 1 {
+		return "1"
+	}
+	return fmt.Sprintf("1 to %d", latest)
 }
 
 func (r *reader) uvarint() uint64 {
@@ -165,13 +205,16 @@ func (r *reader) end() error {
 	return r.err
 }
 
-// decodeTask reads a value written by encodeTask.
+// decodeTask reads a value written by encodeTask, or by a release before owners (version 1).
 func decodeTask(b []byte) (Task, error) {
 	r := &reader{b: b}
-	r.version()
+	v := r.version(taskVersion)
 	var t Task
 	t.Capsule, t.ID, t.ContextID = r.id(), r.id(), r.id()
 	t.Updated = r.time()
+	if v >= 2 {
+		t.Owner = r.id()
+	}
 	t.Data = r.bytes(^uint64(0))
 	if err := r.end(); err != nil {
 		return Task{}, err
@@ -179,10 +222,10 @@ func decodeTask(b []byte) (Task, error) {
 	return t, nil
 }
 
-// decodeHead reads a value written by encodeHead.
+// decodeHead reads a value written by encodeHead, or by a release before owners (version 1).
 func decodeHead(b []byte) (Head, error) {
 	r := &reader{b: b}
-	r.version()
+	v := r.version(headVersion)
 	var h Head
 	h.ID, h.ContextID = r.id(), r.id()
 	h.Updated = r.time()
@@ -195,6 +238,9 @@ func decodeHead(b []byte) (Head, error) {
 	}
 	h.State = r.id()
 	h.Since = r.time()
+	if v >= 2 {
+		h.Owner = r.id()
+	}
 	if err := r.end(); err != nil {
 		return Head{}, err
 	}
@@ -204,7 +250,7 @@ func decodeHead(b []byte) (Head, error) {
 // decodeEvent reads a value written by encodeEvent.
 func decodeEvent(b []byte) (Event, error) {
 	r := &reader{b: b}
-	r.version()
+	r.version(eventVersion)
 	var e Event
 	e.TaskID = r.id()
 	e.Seq = r.uvarint()
@@ -218,9 +264,23 @@ func decodeEvent(b []byte) (Event, error) {
 // decodeTurn reads a value written by encodeTurn.
 func decodeTurn(b []byte) ([]byte, error) {
 	r := &reader{b: b}
-	r.version()
+	r.version(turnVersion)
 	if r.err != nil {
 		return nil, r.err
 	}
 	return bytes.Clone(r.b), nil
+}
+
+// decodePush reads a value written by encodePush.
+func decodePush(b []byte) (Push, error) {
+	r := &reader{b: b}
+	r.version(pushVersion)
+	var p Push
+	p.TaskID, p.ID = r.id(), r.id()
+	p.Delivered = r.uvarint()
+	p.Data = r.bytes(^uint64(0))
+	if err := r.end(); err != nil {
+		return Push{}, err
+	}
+	return p, nil
 }

@@ -12,4 +12,5 @@ const (
 	CodeOption     = "E-STORE-008" // a negative option
 	CodeReadOnly   = "E-STORE-009" // a write on a read-only store
 	CodeCompacting = "E-STORE-010" // compacting failed; the original is untouched
+	CodeNoTask     = "E-STORE-011" // a push config for a task the store does not hold
 )

@@ -1,6 +1,7 @@
 package taskdb
 
 import (
+	"errors"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -9,11 +10,18 @@ import (
 )
 
 // op is one queued write; apply runs inside the batch's transaction and done receives
-// the batch's outcome.
+// the batch's outcome, or the op's own refusal when the batch committed.
 type op struct {
-	apply func(tx *bolt.Tx) error
-	done  chan error
+	apply   func(tx *bolt.Tx) error
+	done    chan error
+	refused error
 }
+
+// refusal is returned by an apply that refuses its own write before writing anything:
+// the batch goes on, and only that op's caller receives err.
+type refusal struct{ err error }
+
+func (r refusal) Error() string { return r.err.Error() }
 
 // PutTask stores t, replacing the task with the same capsule and id.
 func (db *DB) PutTask(t Task) <-chan error {
@@ -27,6 +35,9 @@ func (db *DB) PutTask(t Task) <-chan error {
 	}
 	if len(t.State) > MaxIDLen {
 		return failed(checkID("state", t.State))
+	}
+	if len(t.Owner) > MaxIDLen {
+		return failed(checkID("owner", t.Owner))
 	}
 	v, h := encodeTask(t), encodeHead(t)
 	return db.enqueue(func(tx *bolt.Tx) error {
@@ -92,7 +103,7 @@ func (db *DB) AddTurn(capsule, contextID string, item []byte) <-chan error {
 	})
 }
 
-// DeleteTask removes a task and its journal.
+// DeleteTask removes a task, its journal and its push configs.
 func (db *DB) DeleteTask(capsule, id string) <-chan error {
 	if err := checkTaskIDs(capsule, id); err != nil {
 		return failed(err)
@@ -106,6 +117,9 @@ func deleteTask(tx *bolt.Tx, capsule, id string) error {
 		return err
 	}
 	if err := tx.Bucket(bucketHeads).Delete(key); err != nil {
+		return err
+	}
+	if err := deletePrefix(tx.Bucket(bucketPush), key); err != nil {
 		return err
 	}
 	return deletePrefix(tx.Bucket(bucketEvents), key)
@@ -186,7 +200,13 @@ func (db *DB) commit(batch []*op) {
 	err := guard(func() error {
 		return db.bolt.Update(func(tx *bolt.Tx) error {
 			for _, o := range batch {
-				if err := o.apply(tx); err != nil {
+				err := o.apply(tx)
+				var r refusal
+				if errors.As(err, &r) {
+					o.refused = r.err
+					continue
+				}
+				if err != nil {
 					return err
 				}
 			}
@@ -200,6 +220,10 @@ func (db *DB) commit(batch []*op) {
 	db.commits.Add(1)
 	db.ops.Add(uint64(len(batch)))
 	for _, o := range batch {
-		o.done <- err
+		if err == nil {
+			o.done <- o.refused
+		} else {
+			o.done <- err
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package taskdb
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -21,17 +22,19 @@ type Report struct {
 	Events        int    `json:"events"`
 	Conversations int    `json:"conversations"`
 	Turns         int    `json:"turns"`
+	Pushes        int    `json:"pushes"` // push notification configs
 }
 
 // sameRecords reports whether r and o count the same records.
 func (r Report) sameRecords(o Report) bool {
 	return r.Capsules == o.Capsules && r.Tasks == o.Tasks && r.Events == o.Events &&
-		r.Conversations == o.Conversations && r.Turns == o.Turns
+		r.Conversations == o.Conversations && r.Turns == o.Turns && r.Pushes == o.Pushes
 }
 
 // Check walks the whole file in one read transaction: bbolt's page-level consistency
-// check, then every capsule, task, journal and turn record decoded as Open does. A
-// damaged store is refused with E-STORE-001 naming the file.
+// check, then every capsule, task, journal, turn and push record decoded as Open does, and
+// every index entry and push config checked to belong to a task. A damaged store is
+// refused with E-STORE-001 naming the file.
 func (db *DB) Check() (Report, error) {
 	r := Report{File: db.path}
 	err := db.view(func(tx *bolt.Tx) error {
@@ -90,6 +93,26 @@ func (db *DB) Check() (Report, error) {
 			}
 		}); err != nil {
 			return err
+		}
+		if b := tx.Bucket(bucketPush); b != nil {
+			if err := b.ForEach(func(k, v []byte) error {
+				p, err := decodePush(v)
+				if err != nil {
+					return err
+				}
+				c, _ := keyCapsule(k)
+				if !bytes.Equal(k, pushKey(c, p.TaskID, p.ID)) {
+					return fmt.Errorf("bucket %q: key %x holds the config of another key", bucketPush, k)
+				}
+				if tx.Bucket(bucketTasks).Get(taskKey(c, p.TaskID)) == nil {
+					return fmt.Errorf("bucket %q: a config %x for no task", bucketPush, k)
+				}
+				capsules[c] = true
+				r.Pushes++
+				return nil
+			}); err != nil {
+				return err
+			}
 		}
 		r.Capsules, r.Conversations = len(capsules), len(convs)
 		return nil

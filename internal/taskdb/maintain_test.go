@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// fill writes tasks a0…a(n-1) of capsule hello, one of capsule other, two events per
-// task and three turns of one conversation, then closes the store.
+// fill writes tasks a0…a(n-1) of capsule hello, one of capsule other with two push
+// configs, two events per task and three turns of one conversation, then closes the store.
 func fill(t *testing.T, path string, n int) {
 	t.Helper()
 	db, err := Open(path, Options{})
@@ -27,6 +27,8 @@ func fill(t *testing.T, path string, n int) {
 	o := task("b", 0)
 	o.Capsule = "other"
 	must(t, db.PutTask(o))
+	must(t, db.PutPush("other", Push{TaskID: "b", ID: "p1", Data: []byte("hook 1")}))
+	must(t, db.PutPush("other", Push{TaskID: "b", ID: "p2", Data: []byte("hook 2"), Delivered: 3}))
 	for i := range 3 {
 		must(t, db.AddTurn("hello", "ctx-a0", []byte(fmt.Sprint("turn ", i))))
 	}
@@ -44,7 +46,7 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, _ := os.Stat(path)
-	want := Report{File: path, Bytes: info.Size(), Capsules: 2, Tasks: 5, Events: 8, Conversations: 1, Turns: 3}
+	want := Report{File: path, Bytes: info.Size(), Capsules: 2, Tasks: 5, Events: 8, Conversations: 1, Turns: 3, Pushes: 2}
 	if r != want {
 		t.Fatalf("Check = %+v, want %+v", r, want)
 	}
@@ -96,7 +98,7 @@ func TestCompact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !after.sameRecords(before) || after.Tasks != 11 || after.Events != 20 || after.Turns != 3 {
+	if !after.sameRecords(before) || after.Tasks != 11 || after.Events != 20 || after.Turns != 3 || after.Pushes != 2 {
 		t.Fatalf("before %+v, after %+v", before, after)
 	}
 	if after.Bytes >= before.Bytes {
@@ -108,6 +110,9 @@ func TestCompact(t *testing.T) {
 	db = open(t, path, Options{})
 	if ids := taskIDs(t, db, "hello"); len(ids) != 10 || !ids["a199"] {
 		t.Fatalf("tasks after compact: %v", ids)
+	}
+	if ps, err := db.Pushes("other", "b"); err != nil || len(ps) != 2 || ps[1].Delivered != 3 {
+		t.Fatalf("push configs after compact: %+v, %v", ps, err)
 	}
 
 	// Held by a gateway: refused, nothing left behind.

@@ -103,7 +103,7 @@ func (db *DB) Turns(capsule, contextID string) ([][]byte, error) {
 }
 
 // Evict removes the capsule's tasks updated before olderThan and then, oldest first, those
-// beyond maxTasks (0: no limit), with their journals and the turns of conversations no
+// beyond maxTasks (0: no limit), with their journals, their push configs and the turns of conversations no
 // remaining task belongs to. It goes through the committer like every write and returns
 // once the removal is on disk.
 func (db *DB) Evict(capsule string, olderThan time.Time, maxTasks int) (int, error) {

@@ -1,5 +1,6 @@
-// Package taskdb keeps A2A tasks, each task's event journal and the turns of threaded
-// conversations in one file per gateway, so that tasks outlive a restart.
+// Package taskdb keeps A2A tasks (with the principal that created each), each task's event
+// journal, its push notification configs and the turns of threaded conversations in one
+// file per gateway, so that tasks outlive a restart.
 //
 // It is built on bbolt: pure Go with no cgo, one file, one writer with readers that see a
 // consistent snapshot (MVCC) and never block it, crash-safe because a commit writes new
@@ -8,9 +9,11 @@
 // write here goes through one committer goroutine that gathers the writes of many callers
 // into one transaction (group commit).
 //
-// Writes (PutTask, Append, AddTurn, DeleteTask) return at once with a channel that
-// receives exactly one value: nil once the commit holding the write is on disk, or the
-// error that failed that commit, which every write of the batch receives. Receiving is
+// Writes (PutTask, Append, AddTurn, DeleteTask, PutPush, SetDelivered, DeletePush) return
+// at once with a channel that receives exactly one value: nil once the commit holding the
+// write is on disk, or the error that failed that commit, which every write of the batch
+// receives; PutPush alone may instead receive its own refusal (E-STORE-011, the task is
+// not in the store), which writes nothing and fails no other write. Receiving is
 // optional; a caller that must not answer a client before the write is durable receives
 // first. Ids are checked before anything is queued. Reads see every write whose channel
 // has yielded nil.
@@ -41,7 +44,6 @@ type Task struct {
 	Capsule   string
 	ID        string
 	ContextID string
-	Owner     string
 	Updated   time.Time
 	// Done marks a finished task in the store's index (Heads), so that a start reads
 	// the records of unfinished tasks only; false is always safe (read the record).
@@ -50,6 +52,9 @@ type Task struct {
 	// kept in the index for listings that filter on them; the store does not read them.
 	State string
 	Since time.Time
+	// Owner is the principal that created the task ("": anonymous), kept in the index
+	// too so that listings filter by owner without reading records.
+	Owner string
 	Data  []byte
 }
 
@@ -70,6 +75,15 @@ type Event struct {
 	TaskID string
 	Seq    uint64
 	Data   []byte
+}
+
+// Push is one push-notification config of a task: the caller's encoding of the config and
+// the seq of the newest journal event delivered to it (or given up on).
+type Push struct {
+	TaskID    string
+	ID        string
+	Data      []byte
+	Delivered uint64
 }
 
 // Options tune a store; the zero value means every default.
@@ -131,11 +145,14 @@ var (
 	bucketEvents = []byte("events")
 	bucketTurns  = []byte("turns")
 	bucketHeads  = []byte("heads") // the index of tasks: enc(capsule)+enc(id) → head
+	bucketPush   = []byte("push")  // enc(capsule)+enc(task id)+enc(config id) → push config
 	formatKey    = []byte("capsulegate.taskdb")
 )
 
 // formatVersion is the layout of buckets and keys; a later release that changes it
-// bumps it, and this one refuses the file instead of misreading it.
+// bumps it, and this one refuses the file instead of misreading it. Adding a bucket (the
+// index, the push configs) does not change it: an earlier release ignores the bucket,
+// and refuses by record version any record whose layout it does not know.
 const formatVersion = 1
 
 // Open opens the store at path, creating it (mode 0600) if absent. A file that is not a
@@ -261,7 +278,7 @@ func prepare(bdb *bolt.DB, path string, readOnly bool) error {
 	}
 	if empty && !readOnly {
 		err := bdb.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads} {
+			for _, name := range [][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush} {
 				if _, err := tx.CreateBucket(name); err != nil {
 					return err
 				}
@@ -281,7 +298,14 @@ func prepare(bdb *bolt.DB, path string, readOnly bool) error {
 		return notAStore(path, err)
 	}
 	if !readOnly {
-		if err := bdb.Update(indexTasks); err != nil {
+		if err := bdb.Update(func(tx *bolt.Tx) error {
+			if err := indexTasks(tx); err != nil {
+				return err
+			}
+			// A store from before push configs; read-only, the absent bucket reads as empty.
+			_, err := tx.CreateBucketIfNotExists(bucketPush)
+			return err
+		}); err != nil {
 			return cannotOpen(path, err)
 		}
 	}
@@ -324,10 +348,11 @@ func verify(tx *bolt.Tx) error {
 		{bucketEvents, func(v []byte) error { _, err := decodeEvent(v); return err }},
 		{bucketTurns, func(v []byte) error { _, err := decodeTurn(v); return err }},
 		{bucketHeads, func(v []byte) error { _, err := decodeHead(v); return err }},
+		{bucketPush, func(v []byte) error { _, err := decodePush(v); return err }},
 	} {
 		b := tx.Bucket(c.name)
-		if b == nil && bytes.Equal(c.name, bucketHeads) {
-			continue // a store from before the index: Open builds it
+		if b == nil && (bytes.Equal(c.name, bucketHeads) || bytes.Equal(c.name, bucketPush)) {
+			continue // a store from before the index or push configs: Open adds the bucket
 		}
 		if b == nil {
 			return fmt.Errorf("bucket %q missing", c.name)

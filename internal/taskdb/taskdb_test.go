@@ -144,6 +144,14 @@ func TestBadIDs(t *testing.T) {
 		"Events long id":       func() error { return db.Events("c", long, 0, nil) },
 		"Turns long context":   func() error { _, err := db.Turns("c", long); return err },
 		"Evict empty capsule":  func() error { _, err := db.Evict("", t0, 0); return err },
+		"PutTask long owner":   func() error { return <-db.PutTask(Task{Capsule: "c", ID: "a", Owner: long}) },
+		"PutPush long id":      func() error { return <-db.PutPush("c", Push{TaskID: "a", ID: long}) },
+		"PutPush empty id":     func() error { return <-db.PutPush("c", Push{TaskID: "a"}) },
+		"PutPush empty task":   func() error { return <-db.PutPush("c", Push{ID: "p"}) },
+		"SetDelivered long id": func() error { return <-db.SetDelivered("c", "a", long, 1) },
+		"DeletePush empty id":  func() error { return <-db.DeletePush("c", "a", "") },
+		"Pushes long task id":  func() error { _, err := db.Pushes("c", long); return err },
+		"AllPushes no capsule": func() error { return db.AllPushes("", nil) },
 	} {
 		t.Run(name, func(t *testing.T) { wantCode(t, call(), "E-STORE-003") })
 	}
@@ -411,7 +419,18 @@ func TestRefusedFiles(t *testing.T) {
 					}
 				}
 				_ = tx.Bucket(bucketFormat).Put(formatKey, []byte{formatVersion})
-				return tx.Bucket(bucketTasks).Put(taskKey("c", "t"), []byte{recordVersion + 1})
+				return tx.Bucket(bucketTasks).Put(taskKey("c", "t"), []byte{taskVersion + 1})
+			})
+		}(), "E-STORE-001"},
+		{"a damaged push config", func() []byte {
+			return boltFile(t, func(tx *bolt.Tx) error {
+				for _, n := range [][]byte{bucketFormat, bucketTasks, bucketEvents, bucketTurns, bucketPush} {
+					if _, err := tx.CreateBucket(n); err != nil {
+						return err
+					}
+				}
+				_ = tx.Bucket(bucketFormat).Put(formatKey, []byte{formatVersion})
+				return tx.Bucket(bucketPush).Put(pushKey("c", "t", "p"), []byte{pushVersion, 1})
 			})
 		}(), "E-STORE-001"},
 	} {

@@ -1,0 +1,107 @@
+package taskdb
+
+import (
+	"sort"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+// A task's push configs live under its key in the "push" bucket, so DeleteTask and the
+// evictions remove them with the task, and a config never outlives its task.
+
+// PutPush creates or replaces the push config (capsule, p.TaskID, p.ID), Data and
+// Delivered both. A task the store does not hold (never stored, or deleted or evicted
+// meanwhile) is refused with E-STORE-011 and nothing is written.
+func (db *DB) PutPush(capsule string, p Push) <-chan error {
+	if err := checkPushIDs(capsule, p.TaskID, p.ID); err != nil {
+		return failed(err)
+	}
+	task, key, v := taskKey(capsule, p.TaskID), pushKey(capsule, p.TaskID, p.ID), encodePush(p)
+	return db.enqueue(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketTasks).Get(task) == nil {
+			// Refused here, in order with the writes before it, rather than at the call:
+			// a PutTask queued just before has not been committed yet.
+			return refusal{errs.New(CodeNoTask, part, "a push notification config for a task the store does not hold",
+				"store the task first; a task deleted or evicted meanwhile is gone with its configs")}
+		}
+		return tx.Bucket(bucketPush).Put(key, v)
+	})
+}
+
+// SetDelivered raises the config's Delivered to seq, never lowering it; a config gone
+// meanwhile (deleted, or its task removed) is not an error.
+func (db *DB) SetDelivered(capsule, taskID, id string, seq uint64) <-chan error {
+	if err := checkPushIDs(capsule, taskID, id); err != nil {
+		return failed(err)
+	}
+	key := pushKey(capsule, taskID, id)
+	return db.enqueue(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPush)
+		v := b.Get(key)
+		if v == nil {
+			return nil
+		}
+		p, err := decodePush(v)
+		if err != nil || p.Delivered >= seq {
+			return err
+		}
+		p.Delivered = seq
+		return b.Put(key, encodePush(p))
+	})
+}
+
+// DeletePush removes the push config (capsule, taskID, id); an absent one is not an error.
+func (db *DB) DeletePush(capsule, taskID, id string) <-chan error {
+	if err := checkPushIDs(capsule, taskID, id); err != nil {
+		return failed(err)
+	}
+	key := pushKey(capsule, taskID, id)
+	return db.enqueue(func(tx *bolt.Tx) error { return tx.Bucket(bucketPush).Delete(key) })
+}
+
+// Pushes returns the task's push configs in id order.
+func (db *DB) Pushes(capsule, taskID string) ([]Push, error) {
+	if err := checkTaskIDs(capsule, taskID); err != nil {
+		return nil, err
+	}
+	var out []Push
+	err := db.view(func(tx *bolt.Tx) error {
+		return scanPush(tx, taskKey(capsule, taskID), func(p Push) bool { out = append(out, p); return true })
+	})
+	// Keys order ids by length first (they are length-prefixed); callers want the ids' order.
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, err
+}
+
+// AllPushes calls fn for every push config of the capsule, task by task in key order,
+// until fn returns false: what a start reads to resume deliveries.
+func (db *DB) AllPushes(capsule string, fn func(Push) bool) error {
+	if err := checkID("capsule", capsule); err != nil {
+		return err
+	}
+	return db.view(func(tx *bolt.Tx) error {
+		return scanPush(tx, appendString(nil, capsule), func(p Push) bool { return call(fn, p) })
+	})
+}
+
+// scanPush decodes the configs under prefix; a store opened read-only from before push
+// configs has no bucket, which reads as empty.
+func scanPush(tx *bolt.Tx, prefix []byte, fn func(Push) bool) error {
+	b := tx.Bucket(bucketPush)
+	if b == nil {
+		return nil
+	}
+	return scan(b, prefix, func(_, v []byte) (bool, error) {
+		p, err := decodePush(v)
+		return err == nil && fn(p), err
+	})
+}
+
+func checkPushIDs(capsule, taskID, id string) error {
+	if err := checkTaskIDs(capsule, taskID); err != nil {
+		return err
+	}
+	return checkID("push config id", id)
+}
