@@ -86,8 +86,8 @@ func NewHandler(cfg Config) (*Handler, error) {
 		ds.requeued = nil
 		h.mu.Unlock()
 		if err := h.resumePushes(ds); err != nil {
-			h.stop()
-			return nil, err
+			// The tasks run already; their stored webhooks wait for the next start.
+			cfg.Logger.Error("a2a: push deliveries not resumed", "error", err)
 		}
 	}
 	if cfg.Store != nil {
@@ -132,6 +132,9 @@ func (h *Handler) Update(cfg Config) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cfg, h.spec = cfg, specOf(cfg)
+	if h.push != nil {
+		h.push.client.CloseIdleConnections() // deliveries use the new client from now on
+	}
 	h.push = newPusher(cfg.Push)
 	if h.push != nil {
 		cfg.Metrics.pushFailuresFrom0(cfg.Card.Name)

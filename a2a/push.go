@@ -538,7 +538,13 @@ func (h *Handler) deliver(t *task, ps *pushState, sub *subscription, view *snaps
 			if e.kind == evLagged {
 				continue
 			}
-			if e.durable.wait() != nil || ctx.Err() != nil {
+			if err := e.durable.wait(); err != nil {
+				// Never sent: the event is not stored. Delivery resumes from the cursor on
+				// the next start.
+				t.spec.logger.Error("a2a push delivery stopped: the task store failed", "task", t.id, "config", ps.cfg.ID, "error", err)
+				return
+			}
+			if ctx.Err() != nil {
 				return
 			}
 			view = applyEvent(view, e)

@@ -470,3 +470,75 @@ func TestPushDurableRestart(t *testing.T) {
 	default:
 	}
 }
+
+// TestPushSetOnLiveTask: a config set on a running task gets the events after it, not
+// the ones before; 1.0 notifications are StreamResponses with the Authorization header.
+func TestPushSetOnLiveTask(t *testing.T) {
+	rc := newReceiver(t, nil)
+	exec := newBlocking()
+	_, srv := newServer(t, Config{Executor: exec, Push: &PushPolicy{Allow: rules(t, rc.srv.URL)}})
+	res := ok(t, call(t, srv, "1.0", "SendMessage", map[string]any{"message": msg10("hi"), "configuration": map[string]any{"returnImmediately": true}}))
+	taskID := decode[tWrap](t, res).Task.ID
+	recv(t, exec.started) // working: published before the config exists
+	ok(t, call(t, srv, "1.0", "CreateTaskPushNotificationConfig", map[string]any{"taskId": taskID, "url": rc.srv.URL + "/late",
+		"authentication": map[string]any{"scheme": "Bearer", "credentials": "c"}}))
+	exec.release <- "done"
+	for i, want := range []string{"artifact:done", "completed"} {
+		h := recv(t, rc.got)
+		if got := hookState(t, "1.0", h); got != want {
+			t.Fatalf("notification %d: %s, want %s", i, got, want)
+		}
+		if h.header.Get("Authorization") != "Bearer c" || h.header.Get("X-A2A-Notification-Token") != "" {
+			t.Fatalf("headers %v", h.header)
+		}
+	}
+}
+
+// rebinder answers a name with a public address once (the set-time check), then with
+// loopback (DNS rebinding), reporting every lookup after the first.
+type rebinder struct {
+	mu      sync.Mutex
+	n       int
+	lookups chan string
+}
+
+func (r *rebinder) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n++
+	if r.n == 1 {
+		return []netip.Addr{netip.MustParseAddr("93.184.216.34")}, nil
+	}
+	r.lookups <- host
+	return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+}
+
+// TestPushRebinding: a name that passed the set-time check but resolves to loopback when
+// the delivery connects is refused at connect time: the webhook on loopback gets nothing,
+// and each event is dropped and counted.
+func TestPushRebinding(t *testing.T) {
+	rc := newReceiver(t, nil)
+	port := rc.srv.URL[strings.LastIndex(rc.srv.URL, ":")+1:]
+	res := &rebinder{lookups: make(chan string, 64)}
+	m, _ := NewMetrics(nil)
+	_, srv := newServer(t, Config{Executor: &echoExec{}, Metrics: m,
+		Push: &PushPolicy{Allow: rules(t, "http://hook.example.com:"+port), Resolver: res, Attempts: 1}})
+	task := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("hi"),
+		"configuration": map[string]any{"pushNotificationConfig": map[string]any{"url": "http://hook.example.com:" + port + "/"}}})))
+	if task.Status.State != stateCompleted {
+		t.Fatalf("state %s", task.Status.State)
+	}
+	// submitted, working, three chunks, the artifact, completed: one connect each. The
+	// seventh connect comes after the sixth event was dropped.
+	for range 7 {
+		recv(t, res.lookups)
+	}
+	if got := testutil.ToFloat64(m.PushFailures.WithLabelValues("hello")); got < 6 {
+		t.Fatalf("capsule_push_failures_total %v, want at least 6", got)
+	}
+	select {
+	case h := <-rc.got:
+		t.Fatalf("delivered to loopback through a rebound name: %s", h.body)
+	default:
+	}
+}
