@@ -498,8 +498,8 @@ func (h *Handler) startPushLocked(t *task, ps *pushState) {
 	if ps.running || (terminal(t.st.State) && ps.delivered >= t.seq) {
 		return
 	}
-	h.mu2.Lock()
-	defer h.mu2.Unlock()
+	h.pushMu.Lock()
+	defer h.pushMu.Unlock()
 	if h.pushStopped {
 		return
 	}
@@ -705,15 +705,16 @@ func (h *Handler) resumePushes(ds *durableStore) error {
 // stopPushes ends the delivery workers and waits for them (and their cursors' writes),
 // so that the caller may close the store.
 func (h *Handler) stopPushes() {
-	h.mu2.Lock()
+	h.pushMu.Lock()
 	h.pushStopped = true
-	h.mu2.Unlock()
+	h.pushMu.Unlock()
 	h.pushers.Wait()
 }
 
-// pushWorkers is the bookkeeping of a handler's delivery workers.
+// pushWorkers is the bookkeeping of a handler's delivery workers: pushMu guards
+// pushStopped, so that no worker starts once stopPushes waits for them.
 type pushWorkers struct {
-	mu2         sync.Mutex
+	pushMu      sync.Mutex
 	pushStopped bool
 	pushers     sync.WaitGroup
 }

@@ -78,7 +78,8 @@ func rules(t *testing.T, entries ...string) netpolicy.Rules {
 	return rs
 }
 
-// pushState of a notification: the task state it reports, in either dialect's body.
+// hookState is what a notification reports: the task state (or the artifact), read from
+// either dialect's body.
 func hookState(t *testing.T, d string, h hook) string {
 	t.Helper()
 	if d == "1.0" {
