@@ -82,9 +82,34 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 	}
 	in.url = h.endpoint(a.r, h.config())
 	in.owner = a.who.principal
-	t, sub, rerr := h.send(in, stream)
+	if in.pushRaw != "" {
+		// An inline push config is checked before the task exists: a refused one refuses
+		// the send (docs/reference/a2a.md "Push notifications").
+		p := h.pusherNow()
+		if p == nil {
+			a.fail(errPushNotSupported("this agent offers no push notifications ("+in.pushField+"); poll the task or stream it"), stream)
+			return
+		}
+		c, _, rerr := parsePushConfig(a.d, json.RawMessage(in.pushRaw), in.pushField)
+		if rerr == nil {
+			rerr = p.checkURL(a.r.Context(), c.URL)
+		}
+		if rerr != nil {
+			a.fail(rerr, stream)
+			return
+		}
+		in.push = &c
+	}
+	t, sub, pushWrite, rerr := h.send(in, stream)
 	if rerr != nil {
 		a.fail(rerr, stream)
+		return
+	}
+	if err := pushWrite.wait(); err != nil {
+		if sub != nil {
+			sub.close()
+		}
+		a.fail(errStore(err), stream)
 		return
 	}
 	if stream {

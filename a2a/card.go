@@ -94,7 +94,7 @@ func buildCard(cfg Config, url string, strict bool) []byte {
 			{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0"},
 			{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "0.3"},
 		},
-		Capabilities: cardCapabilities{Streaming: true, ExtendedAgentCard: authConfigured(cfg),
+		Capabilities: cardCapabilities{Streaming: true, PushNotifications: cfg.Push != nil, ExtendedAgentCard: authConfigured(cfg),
 			Extensions: []cardExtension{principalsNote(cfg)}},
 		DefaultInputModes:  []string{"text/plain"},
 		DefaultOutputModes: []string{"text/plain"},

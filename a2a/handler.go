@@ -43,6 +43,9 @@ type Handler struct {
 	// swept is closed when the retention sweeper (retention.go) has returned; nil
 	// without a durable store.
 	swept chan struct{}
+	// push is the push policy and its client, nil when push is off (push.go).
+	push *pusher
+	pushWorkers
 }
 
 // NewHandler validates cfg and returns a Handler serving it.
@@ -67,6 +70,10 @@ func NewHandler(cfg Config) (*Handler, error) {
 		base: base, stop: stop,
 		store:    st,
 		ringSize: replayEvents, heartbeat: heartbeatTick,
+		push: newPusher(cfg.Push),
+	}
+	if h.push != nil {
+		cfg.Metrics.pushFailuresFrom0(cfg.Card.Name)
 	}
 	h.cardKey, h.cardTime = cardKeyOf(cfg), time.Now()
 	h.slotMetricsLocked()
@@ -78,6 +85,10 @@ func NewHandler(cfg Config) (*Handler, error) {
 		}
 		ds.requeued = nil
 		h.mu.Unlock()
+		if err := h.resumePushes(ds); err != nil {
+			// The tasks run already; their stored webhooks wait for the next start.
+			cfg.Logger.Error("a2a: push deliveries not resumed", "error", err)
+		}
 	}
 	if cfg.Store != nil {
 		h.sweep(time.Now())
@@ -121,6 +132,13 @@ func (h *Handler) Update(cfg Config) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cfg, h.spec = cfg, specOf(cfg)
+	if h.push != nil {
+		h.push.client.CloseIdleConnections() // deliveries use the new client from now on
+	}
+	h.push = newPusher(cfg.Push)
+	if h.push != nil {
+		cfg.Metrics.pushFailuresFrom0(cfg.Card.Name)
+	}
 	if key := cardKeyOf(cfg); key != h.cardKey {
 		h.cardKey, h.cardTime = key, time.Now()
 	}
@@ -174,10 +192,11 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	return fmt.Errorf("a2a: shutdown: the tasks still admitted at the end of the grace period ended interrupted: %w", ctx.Err())
 }
 
-// halt ends the handler's background work: the tasks' contexts, and the retention
-// sweeper, waited for so that the caller may close the store.
+// halt ends the handler's background work: the tasks' contexts, the push delivery
+// workers and the retention sweeper, waited for so that the caller may close the store.
 func (h *Handler) halt() {
 	h.stop()
+	h.stopPushes()
 	if h.swept != nil {
 		<-h.swept
 	}

@@ -22,6 +22,9 @@ type Metrics struct {
 	// Interrupted counts tasks a durable store found unfinished when the gateway started
 	// and ended failed ("interrupted").
 	Interrupted *prometheus.CounterVec
+	// PushFailures counts push notifications dropped after their last delivery attempt
+	// (docs/reference/metrics.md "Tasks").
+	PushFailures *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not registered).
@@ -45,6 +48,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "capsule_tasks_interrupted_total",
 			Help: "A2A tasks found unfinished in the task store at start and ended failed (interrupted).",
 		}, []string{"capsule"}),
+		PushFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_push_failures_total",
+			Help: "A2A push notifications dropped after their last delivery attempt failed.",
+		}, []string{"capsule"}),
 	}
 	if err := m.Register(reg); err != nil {
 		return nil, err
@@ -59,7 +66,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 		return nil
 	}
 	err := errors.Join(promreg.Into(reg, &m.Tasks), promreg.Into(reg, &m.InFlight), promreg.Into(reg, &m.QueueDepth),
-		promreg.Into(reg, &m.Interrupted))
+		promreg.Into(reg, &m.Interrupted), promreg.Into(reg, &m.PushFailures))
 	if err != nil {
 		return errs.Wrap(err, CodeMetrics, "a2a", "cannot register the task metrics", "remove the conflicting collector from the registry")
 	}
@@ -87,4 +94,19 @@ func (m *Metrics) slot(capsule string, inFlight, queued int) {
 	}
 	m.InFlight.WithLabelValues(capsule).Set(float64(inFlight))
 	m.QueueDepth.WithLabelValues(capsule).Set(float64(queued))
+}
+
+// pushFailed counts a push notification dropped after its last attempt.
+func (m *Metrics) pushFailed(capsule string) {
+	if m != nil {
+		m.PushFailures.WithLabelValues(capsule).Inc()
+	}
+}
+
+// pushFailuresFrom0 creates the capsule's push failure series at zero, so that a rate
+// over it starts from the handler's start rather than from its first failure.
+func (m *Metrics) pushFailuresFrom0(capsule string) {
+	if m != nil {
+		m.PushFailures.WithLabelValues(capsule)
+	}
 }

@@ -14,28 +14,34 @@ import (
 // or by contextId while one of its tasks waits), or a new task that starts, queues or
 // is rejected by the lifecycle. With stream set it also opens the response's
 // subscription, before any event of the interaction can be missed.
-func (h *Handler) send(in incoming, stream bool) (*task, *subscription, *rpcError) {
+// The inline push config of in, if any, is filed on the task before it runs; the
+// returned write is the store's of that config.
+func (h *Handler) send(in incoming, stream bool) (*task, *subscription, *durable, *rpcError) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := time.Now()
+	var w *durable
 	if in.taskID != "" {
 		t := h.ownTaskLocked(in.taskID, in.owner)
 		if t == nil {
-			return nil, nil, errTaskNotFound(in.taskID)
+			return nil, nil, nil, errTaskNotFound(in.taskID)
 		}
 		if in.contextID != "" && in.contextID != t.contextID {
-			return nil, nil, errInvalidParams(fmt.Sprintf("message.contextId %q is not the context %q of task %s", in.contextID, t.contextID, t.id))
+			return nil, nil, nil, errInvalidParams(fmt.Sprintf("message.contextId %q is not the context %q of task %s", in.contextID, t.contextID, t.id))
 		}
-		return h.answerLocked(t, in, stream, now)
+		t, sub, rerr := h.answerLocked(t, in, stream, &w, now)
+		return t, sub, w, rerr
 	}
 	if t := h.waiting[contextKey(in.owner, in.contextID)]; in.contextID != "" && t != nil {
-		return h.answerLocked(t, in, stream, now)
+		t, sub, rerr := h.answerLocked(t, in, stream, &w, now)
+		return t, sub, w, rerr
 	}
-	return h.admitLocked(in, stream, now)
+	t, sub, rerr := h.admitLocked(in, stream, &w, now)
+	return t, sub, w, rerr
 }
 
 // answerLocked hands the message to the task's pending Input call.
-func (h *Handler) answerLocked(t *task, in incoming, stream bool, now time.Time) (*task, *subscription, *rpcError) {
+func (h *Handler) answerLocked(t *task, in incoming, stream bool, pushWrite **durable, now time.Time) (*task, *subscription, *rpcError) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if st := t.st.State; st != stateInputRequired || t.answer == nil {
@@ -43,6 +49,14 @@ func (h *Handler) answerLocked(t *task, in incoming, stream bool, now time.Time)
 			return nil, nil, errUnsupported(fmt.Sprintf("task %s is %s and takes no more messages; send without taskId to start a new task", t.id, st))
 		}
 		return nil, nil, errUnsupported(fmt.Sprintf("task %s is %s, not waiting for input", t.id, st))
+	}
+	if in.push != nil {
+		// Before the answer: the config sees the task resume.
+		w, rerr := h.attachPushLocked(t, in.push, false)
+		if rerr != nil {
+			return nil, nil, rerr
+		}
+		*pushWrite = w
 	}
 	t.history = append(t.history, message{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: t.contextID})
 	t.answer <- in.text // buffered: Input receives it even if it is just timing out
@@ -57,7 +71,7 @@ func (h *Handler) answerLocked(t *task, in incoming, stream bool, now time.Time)
 }
 
 // admitLocked creates a task and starts, queues or rejects it.
-func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *subscription, *rpcError) {
+func (h *Handler) admitLocked(in incoming, stream bool, pushWrite **durable, now time.Time) (*task, *subscription, *rpcError) {
 	lc := h.cfg.Lifecycle
 	if lc.Acceptance == AcceptNone {
 		return nil, nil, errUnsupported("this capsule takes no A2A tasks (lifecycle task_acceptance: none)")
@@ -70,6 +84,7 @@ func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *
 	t.setOwner(in.owner)
 	t.url = in.url
 	t.store = h.store
+	t.pushesLoaded = true // a new task has none stored
 	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID}}
 	reason := h.refusalLocked(t.key)
 	h.store.add(t)
@@ -82,6 +97,11 @@ func (h *Handler) admitLocked(in incoming, stream bool, now time.Time) (*task, *
 		t.st = status{State: stateSubmitted, Time: now}
 	}
 	t.publishLocked(event{kind: evTask, task: t.snapshotLocked()}, now)
+	if in.push != nil {
+		// Filed before the task runs, delivering from its first event: one config on a
+		// new task is never over the bound.
+		*pushWrite, _ = h.attachPushLocked(t, in.push, true)
+	}
 	var sub *subscription
 	if stream {
 		sub = t.subscribeLocked(1)

@@ -32,6 +32,14 @@ type store interface {
 	// journal returns t's events with from <= seq <= to from a durable journal (t.mu
 	// held), or false when it does not hold them all.
 	journal(t *task, from, to uint64) ([]event, bool)
+	// putPush, dropPush and pushDelivered record a task's push configs and their delivery
+	// cursors, returning the write (nil: nothing to wait for); pushes reads a task's
+	// stored configs. Like published they touch nothing but the store, and are called
+	// holding the task's lock (docs/reference/a2a.md "Push notifications").
+	putPush(t *task, ps *pushState) *durable
+	dropPush(t *task, id string) *durable
+	pushDelivered(t *task, id string, seq uint64) *durable
+	pushes(t *task) []pushRow
 }
 
 // memoryStore keeps everything in memory: every task until it ends, then the maxFinished
@@ -85,6 +93,12 @@ func (s *memoryStore) addTurn(contextID string, t Turn) { s.threads.add(contextI
 func (s *memoryStore) published(*task, event) *durable { return nil }
 
 func (s *memoryStore) journal(*task, uint64, uint64) ([]event, bool) { return nil, false }
+
+// The memory store keeps push configs on their tasks only.
+func (s *memoryStore) putPush(*task, *pushState) *durable           { return nil }
+func (s *memoryStore) dropPush(*task, string) *durable              { return nil }
+func (s *memoryStore) pushDelivered(*task, string, uint64) *durable { return nil }
+func (s *memoryStore) pushes(*task) []pushRow                       { return nil }
 
 // Bounds of threaded conversation history, so a chatty client cannot grow it forever.
 const (

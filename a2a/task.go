@@ -130,6 +130,10 @@ type task struct {
 	cancel    context.CancelFunc // set while admitted to run
 	answer    chan string        // non-nil while input-required
 	holdsSlot bool               // holds one of the capsule's concurrency slots
+	// pushes are the task's push-notification configs (push.go); pushesLoaded says they
+	// were read from the store (a restored task's are read when first needed).
+	pushes       []*pushState
+	pushesLoaded bool
 }
 
 func newTask(id, contextID, text string, spec *runSpec, ringSize int, now time.Time) *task {

@@ -267,6 +267,10 @@ type incoming struct {
 	owner                              string // the principal sending it
 	blocking                           bool
 	historyLength                      *int
+	// pushRaw is the send's inline push config (0.3 configuration.pushNotificationConfig,
+	// 1.0 configuration.taskPushNotificationConfig), read by doSend; push is it checked.
+	pushRaw, pushField string
+	push               *pushConfig
 }
 
 // validID accepts a client-chosen id as data the gateway keeps and logs: valid UTF-8,
@@ -319,8 +323,9 @@ func (d dialect) parseSend(raw json.RawMessage) (incoming, *rpcError) {
 		if d == v10 {
 			push = c.TaskPushNotificationConfig
 		}
-		if len(push) > 0 && string(push) != "null" {
-			return in, errPushNotSupported("this agent offers no push notifications (configuration." + map[dialect]string{v03: "pushNotificationConfig", v10: "taskPushNotificationConfig"}[d] + "); poll the task or stream it")
+		if isSet(push) {
+			in.pushRaw = string(push)
+			in.pushField = "configuration." + map[dialect]string{v03: "pushNotificationConfig", v10: "taskPushNotificationConfig"}[d]
 		}
 		if c.HistoryLength != nil && *c.HistoryLength < 0 {
 			return in, errInvalidParams("configuration.historyLength must not be negative")

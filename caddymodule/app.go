@@ -61,12 +61,36 @@ type App struct {
 	// to their init snapshot (faster; an open file can outlive a call: docs/guests.md).
 	// The Caddyfile's instance_reuse on|off.
 	InstanceReuse bool `json:"instance_reuse,omitempty"`
+	// Push, when set, lets A2A clients register push-notification webhooks with every
+	// hosted capsule, to the URLs its allow rules admit (docs/operators.md "Push
+	// notifications"); absent, capsules refuse push configs.
+	Push *PushOptions `json:"push,omitempty"`
 
 	engine  *runtime.Runtime
 	reg     registry.Registry
 	metrics *a2a.Metrics
 	logger  *zap.Logger
 	netLog  *zap.Logger
+}
+
+// PushOptions are the app's push-notification settings.
+type PushOptions struct {
+	// Allow are the webhook URLs admitted, in the network-rule grammar of
+	// capabilities.network.allow (docs/reference/manifest.md "Network rules").
+	Allow []string `json:"allow,omitempty"`
+}
+
+// pushPolicy is the A2A push policy the app's push option gives every capsule, nil
+// without one; Validate has checked the rules.
+func (a *App) pushPolicy() *a2a.PushPolicy {
+	if a.Push == nil {
+		return nil
+	}
+	rules, err := netpolicy.ParseRules(a.Push.Allow)
+	if err != nil {
+		return nil
+	}
+	return &a2a.PushPolicy{Allow: rules}
 }
 
 // CaddyModule returns the Caddy module information.
@@ -237,6 +261,18 @@ func (a *App) Validate() error {
 		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("max_tasks %d is not positive", *a.MaxTasks),
 			"write how many tasks each capsule keeps, such as 10000, or leave max_tasks out for 10000"))
 	}
+	if a.Push != nil {
+		if len(a.Push.Allow) == 0 {
+			list = append(list, errs.New(CodeAppConfig, "caddy", "push allows no webhook URL",
+				`add allow rules naming where notifications may go, such as allow https://hooks.example.com, or remove push`))
+		}
+		if _, err := netpolicy.ParseRules(a.Push.Allow); err != nil {
+			for _, e := range err.(errs.List) {
+				e.Path = "push.allow" + e.Path
+				list = append(list, e)
+			}
+		}
+	}
 	if a.InstanceReuse && !a.initSnapshots() {
 		list = append(list, errs.New(CodeAppConfig, "caddy", "instance_reuse on needs init_snapshots on: instances are reset to their init snapshot",
 			"drop one of the two options"))
@@ -284,6 +320,9 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 //	    max_tasks <n>
 //	    init_snapshots on|off
 //	    instance_reuse on|off
+//	    push {
+//	        allow <rule>...
+//	    }
 //	}
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the option's name
@@ -292,6 +331,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
+		if opt == "push" {
+			if err := a.unmarshalPush(d); err != nil {
+				return err
+			}
+			continue
+		}
 		if !d.NextArg() {
 			if opt == "init_snapshots" || opt == "instance_reuse" {
 				return d.Errf("%s takes on or off", opt)
@@ -338,11 +383,36 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.InstanceReuse = on
 			}
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, retention, max_tasks, grace_period, dns_upstream, init_snapshots, instance_reuse)", opt)
+			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, retention, max_tasks, grace_period, dns_upstream, init_snapshots, instance_reuse, push)", opt)
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// unmarshalPush reads the push block: allow lines, each with one or more rules, which
+// add up.
+func (a *App) unmarshalPush(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.Errf("push takes a block: push { allow <rule>... }")
+	}
+	if a.Push == nil {
+		a.Push = &PushOptions{}
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if d.Val() != "allow" {
+			return d.Errf("unknown push option %q (known: allow)", d.Val())
+		}
+		rules := d.RemainingArgs()
+		if len(rules) == 0 {
+			return d.Errf("allow takes one or more rules, such as https://hooks.example.com")
+		}
+		a.Push.Allow = append(a.Push.Allow, rules...)
+	}
+	if len(a.Push.Allow) == 0 {
+		return d.Errf("push allows no webhook URL: add allow <rule>... inside its block")
 	}
 	return nil
 }

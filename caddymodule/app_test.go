@@ -28,6 +28,8 @@ func TestAppCaddyfile(t *testing.T) {
 		{"snapshots on", "capsule {\n init_snapshots on\n}", `{"init_snapshots":true}`},
 		{"reuse on", "capsule {\n instance_reuse on\n}", `{"instance_reuse":true}`},
 		{"reuse off", "capsule {\n instance_reuse off\n}", `{}`},
+		{"push", "capsule {\n push {\n  allow http://127.0.0.1:8080 https://hooks.example.com\n  allow *.example.org\n }\n}",
+			`{"push":{"allow":["http://127.0.0.1:8080","https://hooks.example.com","*.example.org"]}}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			v, err := parseAppCaddyfile(caddyfile.NewTestDispenser(tt.in), nil)
@@ -59,6 +61,9 @@ func TestValidate(t *testing.T) {
 		{"app: negative grace period", new(App), `{"grace_period":-1}`, []string{"E-RUN-020"}},
 		{"app: negative retention and max_tasks", new(App), `{"retention":"-1h","max_tasks":-1}`, []string{"E-RUN-020", "E-RUN-020"}},
 		{"app: zero max_tasks", new(App), `{"max_tasks":0}`, []string{"E-RUN-020"}},
+		{"app: push", new(App), `{"push":{"allow":["https://hooks.example.com","localhost:8080"]}}`, nil},
+		{"app: push allowing nothing", new(App), `{"push":{}}`, []string{"E-RUN-020"}},
+		{"app: push with bad rules", new(App), `{"push":{"allow":["ftp://x.example","*","https://ok.example"]}}`, []string{"E-NET-003", "E-NET-015"}},
 		{"app: reuse without snapshots", new(App), `{"init_snapshots":false,"instance_reuse":true}`, []string{"E-RUN-020"}},
 		{"capsule: complete", new(Handler), `{"manifest":"a.yaml","auth":{"bearer":"TOKEN"},"max_body":1,"queue_depth":1,"public_url":"https://a.example","card":"1.0"}`, nil},
 		{"capsule: no manifest", new(Handler), `{}`, []string{"E-RUN-021"}},
@@ -121,5 +126,21 @@ func TestAppRetention(t *testing.T) {
 	}
 	if a.retention() != 30*24*time.Hour || a.maxTasks() != 5 {
 		t.Errorf("set: %s, %d", a.retention(), a.maxTasks())
+	}
+}
+
+// TestAppPush: without the push option capsules get no push policy; with it, every
+// capsule gets the allow rules.
+func TestAppPush(t *testing.T) {
+	var a App
+	if a.pushPolicy() != nil {
+		t.Fatal("a policy without the push option")
+	}
+	if err := json.Unmarshal([]byte(`{"push":{"allow":["http://127.0.0.1:8080","*.example.org"]}}`), &a); err != nil {
+		t.Fatal(err)
+	}
+	p := a.pushPolicy()
+	if p == nil || len(p.Allow) != 2 || p.Allow[0].String() != "http://127.0.0.1:8080" || p.Allow[1].String() != "*.example.org" {
+		t.Fatalf("policy %+v", p)
 	}
 }

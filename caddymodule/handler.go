@@ -455,6 +455,7 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		CardVersion: h.Card,
 		Metrics:     app.metrics,
 		Logger:      slogFrom(h.logger),
+		Push:        app.pushPolicy(),
 		Retention:   app.retention(),
 		MaxTasks:    app.maxTasks(),
 	}
