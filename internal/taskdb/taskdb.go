@@ -67,6 +67,7 @@ type Head struct {
 	Done      bool
 	State     string
 	Since     time.Time
+	Owner     string
 }
 
 // Event is one entry of a task's journal; events are read back in Seq order.
