@@ -9,9 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +38,43 @@ type gateway struct {
 	cmd        *exec.Cmd
 	logs       *syncBuffer
 	httpClient *http.Client
+	// hooks is a webhook receiver on 127.0.0.1 that the gateway's push.allow names: it
+	// keeps every notification's body, per path.
+	hooks *webhooks
+}
+
+// webhooks records the push notifications a gateway posts, per URL path, in arrival
+// order, and signals each on got.
+type webhooks struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got map[string][]webhookPost
+	new chan struct{}
+}
+
+type webhookPost struct {
+	token string
+	body  []byte
+}
+
+func startWebhooks(t *testing.T) *webhooks {
+	w := &webhooks{got: map[string][]webhookPost{}, new: make(chan struct{}, 1024)}
+	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.mu.Lock()
+		w.got[r.URL.Path] = append(w.got[r.URL.Path], webhookPost{token: r.Header.Get("X-A2A-Notification-Token"), body: body})
+		w.mu.Unlock()
+		w.new <- struct{}{}
+	}))
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+// posts returns what path received so far.
+func (w *webhooks) posts(path string) []webhookPost {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.got[path])
 }
 
 // syncBuffer collects a process's output while tests read it.
@@ -126,6 +165,7 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	os.WriteFile(filepath.Join(g.dir, "examples", "capsules", "wordcount", "capsule.wasm"),
 		guestbuild.Wasm(t, "../../examples/guests/wordcount-capsule"), 0o644)
 
+	g.hooks = startWebhooks(t)
 	port, replayPort, adminPort := freePort(t), freePort(t), freePort(t)
 	g.base, g.admin, g.replay = "http://127.0.0.1:"+port, "127.0.0.1:"+adminPort, replayPort
 	hello := filepath.Join(g.dir, "examples", "capsules", "hello", "murmur.yaml")
@@ -148,6 +188,8 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	cf = strings.ReplaceAll(cf, "127.0.0.1:8089", "127.0.0.1:"+replayPort)
 	layouts, trusted := layoutSites(t, g)
 	cf = strings.Replace(cf, "{\n", "{\n\tadmin "+g.admin+"\n"+trusted, 1) + layouts
+	// Push notifications may go to the test's receiver only (an IP rule: loopback).
+	cf = strings.Replace(cf, "\tcapsule {\n", "\tcapsule {\n\t\tpush {\n\t\t\tallow "+g.hooks.srv.URL+"\n\t\t}\n", 1)
 	// The test capsules join the example site, before its catch-all.
 	gates := `	handle /agents/gate-queue/* {
 		capsule gate/queue/murmur.yaml {

@@ -529,8 +529,10 @@ func TestGateway(t *testing.T) {
 			t.Fatalf("before the kill: %v / %v", done, asked)
 		}
 		// Another context waits for that slot: admitted, never started.
+		// It has a push config: its webhook hears of every change, across the restart.
 		queued := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send",
-			map[string]any{"message": msg03("after the restart"), "configuration": map[string]any{"blocking": false}}))
+			map[string]any{"message": msg03("after the restart"), "configuration": map[string]any{"blocking": false,
+				"pushNotificationConfig": map[string]any{"url": g.hooks.srv.URL + "/queued", "token": "hook-token"}}}))
 		if queued.Status.State != "submitted" {
 			t.Fatalf("queued before the kill: %v", queued)
 		}
@@ -583,6 +585,29 @@ func TestGateway(t *testing.T) {
 		}
 		if ran := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "tasks/get", map[string]any{"id": queued.ID})); ran.Status.State != "completed" || !strings.Contains(ran.text(), "after the restart") {
 			t.Errorf("the queued task after the restart = %v (stream ended %q)", ran, final)
+		}
+		// Its webhook got every state, in order, before and after the restart (at least
+		// once: an event delivered just before the kill may come again, never out of order).
+		var states []string
+		for !slices.Contains(states, "completed") {
+			select {
+			case <-g.hooks.new:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("the queued task's webhook got %v", states)
+			}
+			states = states[:0]
+			for _, p := range g.hooks.posts("/queued") {
+				var tk task03
+				if json.Unmarshal(p.body, &tk) != nil || tk.ID != queued.ID || p.token != "hook-token" {
+					t.Fatalf("webhook post: token %q, body %s", p.token, p.body)
+				}
+				if len(states) == 0 || states[len(states)-1] != tk.Status.State {
+					states = append(states, tk.Status.State)
+				}
+			}
+		}
+		if want := []string{"submitted", "working", "completed"}; !slices.Equal(states, want) {
+			t.Errorf("the queued task's webhook saw states %v, want %v", states, want)
 		}
 		// A client that saw the first event resumes from the journal to the end.
 		var ids []int
