@@ -101,7 +101,7 @@ func matchREST(p string) (rt restRoute, looks bool) {
 		return restRoute{found: true, get: mPushGet, del: mPushDelete, taskID: at(3), cfgID: last, segs: 4}, true
 	}
 	looks = strings.HasPrefix(last, "message:") || last == "pushNotificationConfigs" || last == "extendedAgentCard"
-	for back := 2; back <= 4; back++ {
+	for back := 2; back <= 5; back++ {
 		looks = looks || at(back) == "tasks"
 	}
 	return rt, looks
