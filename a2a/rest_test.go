@@ -96,7 +96,7 @@ func restErr03(t *testing.T, resp *http.Response, body []byte, status, code int)
 }
 
 const (
-	send10 = `{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
+	send10     = `{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]}}`
 	sendBody03 = `{"message":{"messageId":"m1","role":"ROLE_USER","content":[{"text":"hi"}]}}`
 )
 
