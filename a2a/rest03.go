@@ -98,6 +98,11 @@ func send03(body map[string]json.RawMessage) (json.RawMessage, *rpcError) {
 				c[k] = v
 			}
 		}
+		if _, ok := c["blocking"]; !ok {
+			// Proto-JSON leaves a false bool out: the JS SDK asks for a non-blocking send
+			// with a configuration that lacks blocking.
+			c["blocking"] = json.RawMessage("false")
+		}
 		for _, k := range []string{"pushNotification", "pushNotificationConfig"} {
 			if v, ok := cfg.get(k); ok {
 				c["pushNotificationConfig"] = v

@@ -464,6 +464,8 @@ func TestRESTParams(t *testing.T) {
 		{v03, "GET", "/a/v1/tasks/t%2F1", "history_length=3", "", `{"historyLength":3,"id":"t/1"}`},
 		{v03, "POST", "/a/v1/message:send", "", `{"message":{"message_id":"m","context_id":"c","role":"ROLE_USER","content":[{"text":"a"},{"data":{"data":{}}}]},"configuration":{"accepted_output_modes":["text/plain"],"blocking":true,"pushNotification":{"url":"u"}},"metadata":{"k":1}}`,
 			`{"configuration":{"acceptedOutputModes":["text/plain"],"blocking":true,"pushNotificationConfig":{"url":"u"}},"message":{"contextId":"c","kind":"message","messageId":"m","parts":[{"kind":"text","text":"a"},{"data":{"data":{}},"kind":"data"}],"role":"user"},"metadata":{"k":1}}`},
+		{v03, "POST", "/a/v1/message:send", "", `{"message":{"messageId":"m","role":"ROLE_USER","content":[{"text":"a"}]},"configuration":{"historyLength":2}}`,
+			`{"configuration":{"blocking":false,"historyLength":2},"message":{"kind":"message","messageId":"m","parts":[{"kind":"text","text":"a"}],"role":"user"}}`},
 		{v10, "GET", "/tasks", "contextId=c&status=TASK_STATE_WORKING&pageSize=3&pageToken=t&historyLength=0&statusTimestampAfter=2025-01-01T00:00:00Z&includeArtifacts=true&A2A-Version=1.0", "",
 			`{"contextId":"c","historyLength":0,"includeArtifacts":true,"pageSize":3,"pageToken":"t","status":"TASK_STATE_WORKING","statusTimestampAfter":"2025-01-01T00:00:00Z"}`},
 	} {
