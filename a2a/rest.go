@@ -333,7 +333,7 @@ func queryInt(q url.Values, p map[string]any, camel, snake string) *rpcError {
 // restStatus is the HTTP status of each error over HTTP+JSON: A2A 1.0's table
 // (specification §5.4), except where the A2A TCK asserts otherwise — 409 for
 // TaskNotCancelable, 415 for ContentTypeNotSupported — since those are what clients are
-// tested against (docs/reference/a2a.md "HTTP+JSON").
+// tested against (docs/reference/a2a.md "HTTP+JSON (REST)").
 var restStatus = map[int]int{
 	codeParse:            http.StatusBadRequest,
 	codeInvalidRequest:   http.StatusBadRequest,
