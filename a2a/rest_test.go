@@ -526,3 +526,18 @@ func TestRESTNotRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestRESTBody: application/a2a+json is accepted like application/json, and a body over
+// the limit is refused with 413 and a JSON error before it runs.
+func TestRESTBody(t *testing.T) {
+	_, srv := newServer(t, Config{Executor: &echoExec{}, MaxBody: 512})
+	h := map[string]string{"A2A-Version": "1.0", "Content-Type": "application/a2a+json; charset=utf-8"}
+	if sent := restCall[tWrap](t, srv, "POST", "message:send", h, send10); sent.Task == nil {
+		t.Errorf("a2a+json send: %+v", sent)
+	}
+	big := `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"` + strings.Repeat("x", 600) + `"}]}}`
+	resp, body := restDo(t, srv, "POST", "message:send", v1, big)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !json.Valid(body) || !strings.Contains(string(body), `"code":413`) {
+		t.Errorf("over the limit: HTTP %d: %s", resp.StatusCode, body)
+	}
+}
