@@ -100,7 +100,7 @@ func matchREST(p string) (rt restRoute, looks bool) {
 	case at(4) == "tasks" && at(2) == "pushNotificationConfigs" && at(3) != "" && last != "":
 		return restRoute{found: true, get: mPushGet, del: mPushDelete, taskID: at(3), cfgID: last, segs: 4}, true
 	}
-	looks = strings.HasPrefix(last, "message:") || last == "pushNotificationConfigs" || last == "extendedAgentCard"
+	looks = strings.HasPrefix(last, "message:") || last == "pushNotificationConfigs"
 	for back := 2; back <= 5; back++ {
 		looks = looks || at(back) == "tasks"
 	}
