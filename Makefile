@@ -7,6 +7,8 @@ BIN       := bin
 CADDY     := $(BIN)/caddy
 REGISTRY  := $(CURDIR)/examples/registry
 FUZZTIME  ?= 60s
+# FuzzREST decodes whole HTTP+JSON requests and runs them: it gets five minutes.
+FUZZTIME_REST ?= 5m
 
 # Wasm guests: every main package whose first line is `//go:build wasip1`. Test guests
 # build into bin/guests/; example guests build where the examples need them.
@@ -118,7 +120,7 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-## fuzz: run every fuzz target for FUZZTIME each (default 60s)
+## fuzz: run every fuzz target for FUZZTIME each (default 60s; FuzzREST FUZZTIME_REST, 5m)
 fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./netpolicy -run '^$$' -fuzz '^FuzzParseRule$$' -fuzztime $(FUZZTIME)
@@ -127,6 +129,7 @@ fuzz:
 	$(GO) test ./runtime/wasm -run '^$$' -fuzz '^FuzzExportGlobals$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeJournal$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzREST$$' -fuzztime $(FUZZTIME_REST)
 	$(GO) test ./internal/taskdb -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 ## bench: the benchmarks quoted in docs/benchmarks.md

@@ -1,6 +1,6 @@
 // Package a2a serves the A2A (Agent2Agent) protocol for one hosted capsule as a plain
-// http.Handler: the agent card, JSON-RPC 2.0 in the 0.3 and 1.0 dialects, SSE streams,
-// and the task registry and queue. It knows nothing of Caddy or of how tasks run: an
+// http.Handler: the agent card, JSON-RPC 2.0 and HTTP+JSON (REST) in the 0.3 and 1.0
+// dialects, SSE streams, and the task registry and queue. It knows nothing of Caddy or of how tasks run: an
 // Executor does that. docs/reference/a2a.md describes the wire behaviour.
 package a2a
 

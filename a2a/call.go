@@ -17,11 +17,17 @@ type answer struct {
 	who  caller
 	id   json.RawMessage // the JSON-RPC request's id; unused by HTTP+JSON
 	rest bool
+	// shape reshapes a result where HTTP+JSON's differs from JSON-RPC's in the dialect
+	// (rest.go, rest03.go); nil where it does not.
+	shape func(any) any
 }
 
 // body is what carries result in this binding.
 func (a *answer) body(result any) any {
 	if a.rest {
+		if a.shape != nil {
+			return a.shape(result)
+		}
 		return result
 	}
 	return a.d.response(a.id, result, nil)

@@ -85,14 +85,22 @@ type cardJSON struct {
 	AdditionalInterfaces []cardInterface03 `json:"additionalInterfaces,omitempty"`
 }
 
-// buildCard renders the card for a request whose JSON-RPC endpoint is url; strict
+// buildCard renders the card for a request whose JSON-RPC endpoint is url (HTTP+JSON is
+// served beside it, under the same prefix); strict
 // leaves out the 0.3 top-level fields.
 func buildCard(cfg Config, url string, strict bool) []byte {
 	c := cardJSON{
 		Name: cfg.Card.Name, Description: cfg.Card.Description, Version: cfg.Card.Version,
+		// HTTP+JSON clients append their routes to the url: 1.0's add "/message:send",
+		// so theirs has no trailing slash (a doubled one would be cleaned, and redirected,
+		// by many routers); 0.3's JS SDK strips the slash before adding "/v1/...", and the
+		// 0.3 TCK resolves "v1/..." against the url, which needs it
+		// (docs/reference/a2a.md "HTTP+JSON (REST)").
 		SupportedInterfaces: []cardInterface{
 			{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "1.0"},
 			{URL: url, ProtocolBinding: "JSONRPC", ProtocolVersion: "0.3"},
+			{URL: strings.TrimSuffix(url, "/"), ProtocolBinding: "HTTP+JSON", ProtocolVersion: "1.0"},
+			{URL: url, ProtocolBinding: "HTTP+JSON", ProtocolVersion: "0.3"},
 		},
 		Capabilities: cardCapabilities{Streaming: true, PushNotifications: cfg.Push != nil, ExtendedAgentCard: authConfigured(cfg),
 			Extensions: []cardExtension{principalsNote(cfg)}},
@@ -103,7 +111,7 @@ func buildCard(cfg Config, url string, strict bool) []byte {
 	if !strict {
 		c.SupportsExtended = authConfigured(cfg)
 		c.URL, c.ProtocolVersion, c.PreferredTransport = url, "0.3.0", "JSONRPC"
-		c.AdditionalInterfaces = []cardInterface03{{URL: url, Transport: "JSONRPC"}}
+		c.AdditionalInterfaces = []cardInterface03{{URL: url, Transport: "JSONRPC"}, {URL: url, Transport: "HTTP+JSON"}}
 	}
 	for _, s := range cfg.Card.Skills {
 		tags := s.Tags

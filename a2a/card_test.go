@@ -2,10 +2,12 @@ package a2a
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -83,16 +85,19 @@ func TestCard(t *testing.T) {
 				}
 			}
 			ifaces := card["supportedInterfaces"].([]any)
-			var versions []string
+			var got []string
 			for _, i := range ifaces {
 				m := i.(map[string]any)
-				if m["url"] != tc.wantURL || m["protocolBinding"] != "JSONRPC" {
-					t.Errorf("interface %v", m)
-				}
-				versions = append(versions, m["protocolVersion"].(string))
+				got = append(got, fmt.Sprint(m["protocolBinding"], " ", m["protocolVersion"], " ", m["url"]))
 			}
-			if !slices.Equal(versions, []string{"1.0", "0.3"}) {
-				t.Errorf("interface versions %v", versions)
+			// HTTP+JSON 1.0 clients append "/message:send" to the url: no trailing slash.
+			wantIfaces := []string{"JSONRPC 1.0 " + tc.wantURL, "JSONRPC 0.3 " + tc.wantURL,
+				"HTTP+JSON 1.0 " + strings.TrimSuffix(tc.wantURL, "/"), "HTTP+JSON 0.3 " + tc.wantURL}
+			if !slices.Equal(got, wantIfaces) {
+				t.Errorf("supportedInterfaces %q, want %q", got, wantIfaces)
+			}
+			if got, want := mustJSON(card["additionalInterfaces"]), mustJSON([]map[string]string{{"url": tc.wantURL, "transport": "JSONRPC"}, {"url": tc.wantURL, "transport": "HTTP+JSON"}}); got != want {
+				t.Errorf("additionalInterfaces %s, want %s", got, want)
 			}
 			caps := card["capabilities"].(map[string]any)
 			if caps["streaming"] != true || caps["pushNotifications"] != false {

@@ -248,7 +248,7 @@ func TestCardVersions(t *testing.T) {
 			if _, has := scheme["type"]; has == tc.strict {
 				t.Errorf("0.3 security scheme fields on a strict=%v card: %v", tc.strict, scheme)
 			}
-			if len(card["supportedInterfaces"].([]any)) != 2 {
+			if len(card["supportedInterfaces"].([]any)) != 4 { // JSONRPC and HTTP+JSON, 1.0 and 0.3
 				t.Errorf("supportedInterfaces %v", card["supportedInterfaces"])
 			}
 			lm, err := http.ParseTime(resp.Header.Get("Last-Modified"))

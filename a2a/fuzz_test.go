@@ -1,7 +1,14 @@
 package a2a
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -112,4 +119,93 @@ func FuzzDecodeJournal(f *testing.F) {
 		var r taskRecord
 		_ = json.Unmarshal(data, &r)
 	})
+}
+
+// FuzzREST feeds arbitrary HTTP+JSON requests — method, path, query, body, version —
+// through the handler: nothing may panic, every status is a real one, and every answer
+// on a path shaped like an HTTP+JSON route is JSON, or SSE whose events are JSON
+// (docs/reference/a2a.md "HTTP+JSON (REST)").
+func FuzzREST(f *testing.F) {
+	send10 := `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]},"configuration":{"historyLength":1}}`
+	send03 := `{"message":{"messageId":"m","role":"ROLE_USER","content":[{"text":"hi"}]},"configuration":{"blocking":true}}`
+	for _, s := range []struct{ method, path, query, body, version string }{
+		{"POST", "message:send", "", send10, "1.0"},
+		{"POST", "v1/message:send", "", send03, ""},
+		{"POST", "v1/message:send", "", `{"message":{"message_id":"m","role":"ROLE_USER","content":[{"file":{"fileWithUri":"x"}}]}}`, ""},
+		{"POST", "message:stream", "", send10, "1.0"},
+		{"POST", "v1/message:stream", "", send03, "0.3"},
+		{"GET", "tasks/tsk_1", "historyLength=2", "", "1.0"},
+		{"GET", "v1/tasks/tsk_1", "history_length=x", "", ""},
+		{"GET", "tasks", "contextId=c&status=TASK_STATE_WORKING&pageSize=5&pageToken=abc&includeArtifacts=true&statusTimestampAfter=2025-01-01T00:00:00Z", "", "1.0"},
+		{"POST", "tasks/tsk_1:cancel", "", "", "1.0"},
+		{"POST", "v1/tasks/tsk_1:cancel", "", "{}", ""},
+		{"GET", "tasks/tsk_1:subscribe", "", "", "1.0"},
+		{"POST", "v1/tasks/tsk_1:subscribe", "", "", ""},
+		{"POST", "tasks/tsk_1/pushNotificationConfigs", "", `{"id":"p","url":"https://example.com/hook"}`, "1.0"},
+		{"POST", "v1/tasks/tsk_1/pushNotificationConfigs", "", `{"name":"tasks/tsk_1/pushNotificationConfigs/p","pushNotificationConfig":{"url":"https://example.com/hook"}}`, ""},
+		{"POST", "v1/tasks/tsk_1/pushNotificationConfigs", "", `{"parent":"tasks/tsk_1","config_id":"p","config":{"push_notification_config":{"url":"u"}}}`, ""},
+		{"GET", "tasks/tsk_1/pushNotificationConfigs", "pageSize=1", "", "1.0"},
+		{"GET", "tasks/tsk_1/pushNotificationConfigs/p", "", "", "1.0"},
+		{"DELETE", "v1/tasks/tsk_1/pushNotificationConfigs/p", "", "", ""},
+		{"GET", "extendedAgentCard", "", "", "1.0"},
+		{"GET", "v1/card", "", "", ""},
+		{"GET", "tenant-a/tasks/x", "", "", "1.0"},
+		{"PUT", "message:send", "", "", "9.9"},
+		{"POST", "message:frobnicate", "", "[", "1.0"},
+		{"GET", "tasks/%zz", "", "", ""},
+	} {
+		f.Add(s.method, s.path, s.query, []byte(s.body), s.version)
+	}
+	h, err := NewHandler(Config{Card: testCard(), Executor: &echoExec{}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = h.Shutdown(ctx)
+	})
+	f.Fuzz(func(t *testing.T, method, path, query string, body []byte, version string) {
+		u, err := url.Parse("http://127.0.0.1" + prefix + "/" + path)
+		if err != nil || !validHeader(version) {
+			return
+		}
+		u.RawQuery = query
+		r := &http.Request{Method: method, URL: u, Host: u.Host, Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(body)),
+			ContentLength: int64(len(body)), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		r.Header.Set("Content-Type", "application/json")
+		if version != "" {
+			r.Header.Set("A2A-Version", version)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), watchdog)
+		defer cancel()
+		r = r.WithContext(ctx)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code < 100 || w.Code > 599 {
+			t.Fatalf("HTTP status %d", w.Code)
+		}
+		if _, rest := matchREST(u.EscapedPath()); !rest {
+			return
+		}
+		switch ct := w.Header().Get("Content-Type"); ct {
+		case "application/json":
+			if !json.Valid(w.Body.Bytes()) {
+				t.Fatalf("HTTP %d: not JSON: %q", w.Code, w.Body.Bytes())
+			}
+		case "text/event-stream":
+			for _, line := range strings.Split(w.Body.String(), "\n") {
+				if data, ok := strings.CutPrefix(line, "data: "); ok && !json.Valid([]byte(data)) {
+					t.Fatalf("an SSE event is not JSON: %q", data)
+				}
+			}
+		default:
+			t.Fatalf("HTTP %d with Content-Type %q: %q", w.Code, ct, w.Body.Bytes())
+		}
+	})
+}
+
+// validHeader reports whether v may be sent as a header value.
+func validHeader(v string) bool {
+	return !strings.ContainsFunc(v, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f })
 }

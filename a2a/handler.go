@@ -209,11 +209,16 @@ func (h *Handler) config() Config {
 	return h.cfg
 }
 
-// ServeHTTP serves the card at <prefix>/.well-known/agent-card.json (and agent.json)
-// and JSON-RPC on POST to any other path under the prefix.
+// ServeHTTP serves the card at <prefix>/.well-known/agent-card.json (and agent.json),
+// the HTTP+JSON routes (docs/reference/a2a.md "HTTP+JSON (REST)") and JSON-RPC on POST
+// to any other path under the prefix.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, ok := cardPrefix(r.URL.EscapedPath()); ok {
 		h.serveCard(w, r)
+		return
+	}
+	if rt, ok := matchREST(r.URL.EscapedPath()); ok {
+		h.serveREST(w, r, rt)
 		return
 	}
 	if r.Method != http.MethodPost {

@@ -12,9 +12,10 @@ import (
 	"time"
 )
 
-// TestJSClient drives the handler with the official A2A JS SDK (testdata/jsclient),
-// installing it first when node_modules is absent.
-func TestJSClient(t *testing.T) {
+// runJS runs script from testdata/jsclient with node and returns its stdout, installing
+// the A2A JS SDK first when node_modules is absent; it skips the test without node.
+func runJS(t *testing.T, script string, args ...string) []byte {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed; skipping the A2A JS SDK client test")
@@ -33,15 +34,20 @@ func TestJSClient(t *testing.T) {
 			t.Fatalf("npm install: %v\n%s", err, out)
 		}
 	}
-
-	_, srv := newServer(t, Config{Executor: &echoExec{}})
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, node, "client.mjs", srv.URL+prefix+"/.well-known/agent-card.json")
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, args...)...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("node client.mjs: %v\nstdout: %s\nstderr: %s", err, stdout.Bytes(), stderr.Bytes())
+		t.Fatalf("node %s: %v\nstdout: %s\nstderr: %s", script, err, stdout.Bytes(), stderr.Bytes())
 	}
+	return stdout.Bytes()
+}
+
+// TestJSClient drives the handler with the official A2A JS SDK (testdata/jsclient).
+func TestJSClient(t *testing.T) {
+	_, srv := newServer(t, Config{Executor: &echoExec{}})
+	stdout := runJS(t, "client.mjs", srv.URL+prefix+"/.well-known/agent-card.json")
 	var out struct {
 		Card struct {
 			Name string `json:"name"`
@@ -50,8 +56,8 @@ func TestJSClient(t *testing.T) {
 		Send   tObj   `json:"send"`
 		Stream []tObj `json:"stream"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
-		t.Fatalf("client output: %v: %s", err, stdout.Bytes())
+	if err := json.Unmarshal(stdout, &out); err != nil {
+		t.Fatalf("client output: %v: %s", err, stdout)
 	}
 	if out.Card.Name != "hello" || out.Card.URL != endpoint(srv) {
 		t.Errorf("card %+v", out.Card)
@@ -78,5 +84,73 @@ func TestJSClient(t *testing.T) {
 	}
 	if n := len(out.Stream); n > 2 && (out.Stream[n-2].Artifact == nil || text(out.Stream[n-2].Artifact.Parts) != "echo: stream from js") {
 		t.Errorf("artifact event %+v", out.Stream[n-2])
+	}
+}
+
+// holdExec echoes like echoExec, except that a message "hold" runs until canceled.
+type holdExec struct{ echoExec }
+
+func (e *holdExec) Execute(ctx context.Context, job *Job) Outcome {
+	if job.Text == "hold" {
+		<-ctx.Done()
+		return Outcome{State: "failed", Text: ctx.Err().Error()}
+	}
+	return e.echoExec.Execute(ctx, job)
+}
+
+// TestJSClientREST drives the HTTP+JSON routes with the A2A JS SDK 0.3's REST transport
+// alone (testdata/jsclient/rest.mjs): it must find the binding in the card and read the
+// 0.3 proto-JSON answers, errors included.
+func TestJSClientREST(t *testing.T) {
+	_, srv := newServer(t, Config{Executor: &holdExec{}})
+	stdout := runJS(t, "rest.mjs", srv.URL+prefix+"/.well-known/agent-card.json")
+	var out struct {
+		Card struct {
+			Name string `json:"name"`
+		} `json:"card"`
+		Send    tObj   `json:"send"`
+		Stream  []tObj `json:"stream"`
+		Get     tObj   `json:"get"`
+		Cancel  tObj   `json:"cancel"`
+		Missing *struct {
+			Name    string `json:"name"`
+			Message string `json:"message"`
+		} `json:"missing"`
+	}
+	if err := json.Unmarshal(stdout, &out); err != nil {
+		t.Fatalf("client output: %v: %s", err, stdout)
+	}
+	if out.Card.Name != "hello" {
+		t.Errorf("card %+v", out.Card)
+	}
+	// The SDK turns the proto-JSON back into its 0.3 JSON-RPC types: kinds, parts.
+	if s := out.Send; s.Kind != "task" || s.Status.State != "completed" || len(s.Artifacts) != 1 || text(s.Artifacts[0].Parts) != "echo: hello from js" {
+		t.Errorf("send result %+v", s)
+	}
+	var kinds []string
+	var chunks string
+	for _, e := range out.Stream {
+		kinds = append(kinds, e.Kind+":"+e.Status.State)
+		if e.Kind == "status-update" && e.Status.Message != nil {
+			chunks += text(e.Status.Message.Parts)
+		}
+	}
+	if strings.Join(kinds, " ") != "task:submitted status-update:working status-update:working status-update:working status-update:working artifact-update: status-update:completed" {
+		t.Errorf("stream events %v", kinds)
+	}
+	if chunks != "echo: stream from js" {
+		t.Errorf("chunks %q", chunks)
+	}
+	if n := len(out.Stream); n == 0 || out.Stream[n-1].Final == nil || !*out.Stream[n-1].Final {
+		t.Errorf("the stream does not end with a final status")
+	}
+	if g := out.Get; g.Kind != "task" || g.ID == "" || len(g.History) != 1 || text(g.History[0].Parts) != "hold" || g.History[0].Role != "user" {
+		t.Errorf("get %+v", g)
+	}
+	if c := out.Cancel; c.ID != out.Get.ID || c.Status.State != "canceled" {
+		t.Errorf("cancel %+v", c)
+	}
+	if m := out.Missing; m == nil || m.Name != "TaskNotFoundError" {
+		t.Errorf("a missing task: %+v", m)
 	}
 }

@@ -64,7 +64,8 @@ func validHost(h string) bool {
 
 // endpoint is the public URL of the capsule's JSON-RPC endpoint for r: the operator's
 // fixed public URL, else the path the client used (the card's location without the
-// well-known suffix, or the POST path itself) on the client's scheme and host.
+// well-known suffix, an HTTP+JSON route's path without the route, or the POST path
+// itself) on the client's scheme and host.
 func (h *Handler) endpoint(r *http.Request, cfg Config) string {
 	if cfg.PublicURL != "" {
 		return cfg.PublicURL
@@ -85,6 +86,13 @@ func (h *Handler) endpoint(r *http.Request, cfg Config) string {
 			prefix, _ = cardPrefix(r.URL.EscapedPath())
 		}
 		path = prefix
+	} else if _, isREST := restBase(r.URL.EscapedPath()); isREST {
+		// An HTTP+JSON request: the endpoint is its route's base, as for JSON-RPC.
+		if base, ok := restBase(path); ok {
+			path = base
+		} else {
+			path, _ = restBase(r.URL.EscapedPath())
+		}
 	}
 	return o.Scheme + "://" + o.Host + strings.TrimSuffix(path, "/") + "/"
 }

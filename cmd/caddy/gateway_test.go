@@ -130,7 +130,11 @@ func TestGateway(t *testing.T) {
 				t.Errorf("%s: card = %s", p, data)
 			}
 			for _, si := range card.SupportedInterfaces {
-				if si.URL != g.base+"/agents/hello/" || si.ProtocolBinding != "JSONRPC" {
+				want := g.base + "/agents/hello/"
+				if si.ProtocolBinding == "HTTP+JSON" && si.ProtocolVersion == "1.0" {
+					want = g.base + "/agents/hello" // 1.0 REST clients append "/message:send"
+				}
+				if si.URL != want || si.ProtocolBinding != "JSONRPC" && si.ProtocolBinding != "HTTP+JSON" {
 					t.Errorf("interface %+v", si)
 				}
 			}
@@ -175,6 +179,32 @@ func TestGateway(t *testing.T) {
 		r = g.call(t, "/agents/wordcount/", "1.0", "GetTask", map[string]any{"id": res.Task.ID})
 		if r.Error != nil || !strings.Contains(string(r.Result), "TASK_STATE_COMPLETED") {
 			t.Errorf("GetTask: %+v %s", r.Error, r.Result)
+		}
+	})
+
+	t.Run("HTTP+JSON through Caddy: 1.0 send and get, 0.3 get", func(t *testing.T) {
+		body, _ := json.Marshal(map[string]any{"message": msg10("one two three")})
+		req, _ := http.NewRequest("POST", g.base+"/agents/wordcount/message:send", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("A2A-Version", "1.0")
+		resp, err := g.httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var res struct{ Task task03 }
+		if resp.StatusCode != 200 || json.Unmarshal(data, &res) != nil || res.Task.Status.State != "TASK_STATE_COMPLETED" || !strings.Contains(res.Task.text(), "3 words") {
+			t.Fatalf("POST message:send: HTTP %d: %s", resp.StatusCode, data)
+		}
+		resp, err = g.httpClient.Get(g.base + "/agents/wordcount/v1/tasks/" + res.Task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(data), `"state":"TASK_STATE_COMPLETED"`) {
+			t.Errorf("GET v1/tasks/{id}: HTTP %d: %s", resp.StatusCode, data)
 		}
 	})
 

@@ -1,0 +1,46 @@
+// Drives an A2A agent with the official A2A JS SDK (protocol 0.3) restricted to its
+// HTTP+JSON (REST) transport: resolve the card, send a message (blocking), stream
+// another, send one that the agent holds, read it, cancel it, and read a task that does
+// not exist; print what came back as one JSON object on stdout.
+// Usage: node rest.mjs <agent card URL>
+import { randomUUID } from 'node:crypto';
+import { ClientFactory, RestTransportFactory } from '@a2a-js/sdk/client';
+
+const cardURL = process.argv[2];
+if (!cardURL) {
+  console.error('usage: node rest.mjs <agent card URL>');
+  process.exit(2);
+}
+
+const message = (text) => ({
+  kind: 'message',
+  messageId: randomUUID(),
+  role: 'user',
+  parts: [{ kind: 'text', text }],
+});
+
+// Only the REST transport is registered, so the client must find an HTTP+JSON
+// interface in the card and speak /v1/... to it.
+const factory = new ClientFactory({ transports: [new RestTransportFactory()] });
+const client = await factory.createFromUrl(cardURL, '');
+const card = await client.getAgentCard();
+
+const send = await client.sendMessage({ message: message('hello from js') });
+
+const stream = [];
+for await (const event of client.sendMessageStream({ message: message('stream from js') })) {
+  stream.push(event);
+}
+
+const held = await client.sendMessage({ message: message('hold'), configuration: { blocking: false } });
+const get = await client.getTask({ id: held.id, historyLength: 1 });
+const cancel = await client.cancelTask({ id: held.id });
+
+let missing = null;
+try {
+  await client.getTask({ id: 'no-such-task' });
+} catch (e) {
+  missing = { name: e.constructor.name, message: e.message };
+}
+
+console.log(JSON.stringify({ card: { name: card.name, url: card.url }, send, stream, get, cancel, missing }));
