@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -254,4 +255,71 @@ func TestDurableOwners(t *testing.T) {
 		t.Errorf("from the index: ListTasks as team-a lists %d tasks, want 2", res.TotalSize)
 	}
 	check("from the store")
+}
+
+// TestPrincipalsOverREST: over HTTP+JSON, in both versions, B is answered 404 for every
+// route naming A's task (read, cancel, subscribe, push configs) and lists none of A's
+// tasks, while A reads, sets, lists, reads back and deletes its push config.
+func TestPrincipalsOverREST(t *testing.T) {
+	exec := newBlocking()
+	_, srv := newServer(t, Config{Executor: exec, Tokens: []Token{{Name: "team-a", Secret: "tok-a"}, {Name: "team-b", Secret: "tok-b"}},
+		Push: &PushPolicy{Allow: rules(t, "https://hooks.example.com")}})
+	asA10 := map[string]string{"Authorization": "Bearer tok-a", "A2A-Version": "1.0"}
+	asB10 := map[string]string{"Authorization": "Bearer tok-b", "A2A-Version": "1.0"}
+	asA03 := map[string]string{"Authorization": "Bearer tok-a"}
+	asB03 := map[string]string{"Authorization": "Bearer tok-b"}
+	sent := restCall[tWrap](t, srv, http.MethodPost, "message:send", asA10,
+		`{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"hi"}]},"configuration":{"returnImmediately":true}}`)
+	id := sent.Task.ID
+	recv(t, exec.started)
+	cfg10 := `{"id":"hook-1","url":"https://hooks.example.com/a","token":"t"}`
+	cfg03 := `{"name":"tasks/` + id + `/pushNotificationConfigs/hook-2","pushNotificationConfig":{"id":"hook-2","url":"https://hooks.example.com/b"}}`
+	for _, tc := range []struct{ method, path, body string }{
+		{http.MethodGet, "tasks/" + id, ""},
+		{http.MethodPost, "tasks/" + id + ":cancel", ""},
+		{http.MethodPost, "tasks/" + id + ":subscribe", ""},
+		{http.MethodGet, "tasks/" + id + ":subscribe", ""},
+		{http.MethodPost, "tasks/" + id + "/pushNotificationConfigs", cfg10},
+		{http.MethodGet, "tasks/" + id + "/pushNotificationConfigs", ""},
+		{http.MethodGet, "tasks/" + id + "/pushNotificationConfigs/hook-1", ""},
+		{http.MethodDelete, "tasks/" + id + "/pushNotificationConfigs/hook-1", ""},
+	} {
+		for _, v := range []struct {
+			prefix  string
+			headers map[string]string
+			body    string
+		}{{"", asB10, tc.body}, {"v1/", asB03, strings.ReplaceAll(tc.body, cfg10, cfg03)}} {
+			resp, body := restDo(t, srv, tc.method, v.prefix+tc.path, v.headers, v.body)
+			if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), id) {
+				t.Errorf("B: %s %s%s: HTTP %d %s", tc.method, v.prefix, tc.path, resp.StatusCode, body)
+			}
+		}
+	}
+	for _, who := range []struct {
+		headers map[string]string
+		want    int
+	}{{asB10, 0}, {asA10, 1}} {
+		if res := restCall[listResultT](t, srv, http.MethodGet, "tasks", who.headers, ""); res.TotalSize != who.want {
+			t.Errorf("GET tasks as %s: %d tasks, want %d", who.headers["Authorization"], res.TotalSize, who.want)
+		}
+	}
+	// A's own push configs, set and read in both versions.
+	restCall[map[string]any](t, srv, http.MethodPost, "tasks/"+id+"/pushNotificationConfigs", asA10, cfg10)
+	restCall[map[string]any](t, srv, http.MethodPost, "v1/tasks/"+id+"/pushNotificationConfigs", asA03, cfg03)
+	if got := restCall[map[string]any](t, srv, http.MethodGet, "tasks/"+id+"/pushNotificationConfigs/hook-1", asA10, ""); got["url"] != "https://hooks.example.com/a" {
+		t.Errorf("A's config over 1.0: %v", got)
+	}
+	list := restCall[struct{ Configs []map[string]any }](t, srv, http.MethodGet, "v1/tasks/"+id+"/pushNotificationConfigs", asA03, "")
+	if len(list.Configs) != 2 || !strings.HasPrefix(fmt.Sprint(list.Configs[0]["name"]), "tasks/"+id+"/pushNotificationConfigs/") {
+		t.Errorf("A's configs over 0.3: %v", list.Configs)
+	}
+	if resp, body := restDo(t, srv, http.MethodDelete, "tasks/"+id+"/pushNotificationConfigs/hook-1", asA10, ""); resp.StatusCode != http.StatusOK {
+		t.Errorf("A deletes its config: HTTP %d %s", resp.StatusCode, body)
+	}
+	// A hook aimed at loopback without a rule is refused at set time over REST too.
+	resp, body := restDo(t, srv, http.MethodPost, "tasks/"+id+"/pushNotificationConfigs", asA10, `{"url":"http://127.0.0.1:9/x"}`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "push.allow") {
+		t.Errorf("a loopback hook over REST: HTTP %d %s", resp.StatusCode, body)
+	}
+	restCall[tObj](t, srv, http.MethodPost, "tasks/"+id+":cancel", asA10, "")
 }
