@@ -13,19 +13,7 @@ import (
 // callAs is call with a bearer token.
 func callAs(t *testing.T, srv *httptest.Server, version, token, method string, params any) rpcResp {
 	t.Helper()
-	headers := map[string]string{"Authorization": "Bearer " + token}
-	if version != "" {
-		headers["A2A-Version"] = version
-	}
-	resp, body := post(t, srv, headers, request(method, params))
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: HTTP %d: %s", method, resp.StatusCode, body)
-	}
-	var r rpcResp
-	if err := json.Unmarshal(body, &r); err != nil {
-		t.Fatalf("%s: %v: %s", method, err, body)
-	}
-	return r
+	return callWith(t, srv, version, method, params, map[string]string{"Authorization": "Bearer " + token})
 }
 
 // dialectMethods names each operation in one JSON-RPC dialect.

@@ -188,7 +188,7 @@ func TestStreamingMethodErrorsAreSSE(t *testing.T) {
 		{"wrong version", "9.9", "message/stream", map[string]any{"message": msg03("x")}, codeVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			events := rest(t, stream(t, srv, tc.version, tc.method, tc.params))
+			events := drain(t, stream(t, srv, tc.version, tc.method, tc.params))
 			if len(events) != 1 || events[0].Data.Error == nil || events[0].Data.Error.Code != tc.code {
 				t.Fatalf("events %+v", events)
 			}
