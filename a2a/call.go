@@ -91,7 +91,8 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		a.fail(rerr, stream)
 		return
 	}
-	in.url = h.endpoint(a.r, h.config())
+	cfg, _ := h.configFor(a.r)
+	in.url = h.endpoint(a.r, cfg)
 	in.owner = a.who.principal
 	if in.pushRaw != "" {
 		// An inline push config is checked before the task exists: a refused one refuses
@@ -225,7 +226,7 @@ func (h *Handler) doList(a *answer, params json.RawMessage) {
 // doExtendedCard serves the authenticated extended card: the card an authenticated
 // caller gets (docs/reference/a2a.md "The extended card").
 func (h *Handler) doExtendedCard(a *answer) {
-	cfg, _ := h.cardConfig()
+	cfg, _ := h.configFor(a.r)
 	if !a.who.authenticated {
 		a.fail(errNoExtendedCard("this agent serves its extended card to authenticated callers only, and this one is anonymous; its public card at .well-known/agent-card.json is all there is"), false)
 		return
