@@ -282,6 +282,7 @@ type Grants struct {
 type Instance struct {
 	api.Module
 	mod *Module
+	fns *funcCache // a warm-capable instance's exported functions (funccache.go)
 }
 
 // Call instantiates a fresh instance of mod with grants, runs fn on it under the deadline,
@@ -309,7 +310,7 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 	}()
 	if p.warm != nil {
 		ctx := experimental.WithMemoryAllocator(ctx, p.alloc)
-		err := fn(ctx, &Instance{Module: p.warm.m, mod: mod})
+		err := fn(ctx, &Instance{Module: p.warm.m, mod: mod, fns: &p.warm.fns})
 		e.release(ctx, mod, p.warmK, p.warm, p.snap, err)
 		return err
 	}
@@ -374,9 +375,11 @@ func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPl
 	if err != nil {
 		return err
 	}
+	inst := &Instance{Module: m, mod: mod}
 	if p.reusing && p.snap != nil {
 		// Kept warm after the call if it ends cleanly; closed otherwise.
 		w := &warmInstance{m: m, alloc: p.alloc, calls: p.calls}
+		inst.fns = &w.fns
 		defer func() { e.release(ctx, mod, p.warmK, w, p.snap, err) }()
 	} else {
 		defer m.Close(context.WithoutCancel(ctx))
@@ -384,7 +387,7 @@ func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPl
 	if err := p.start(ctx, mod, m); err != nil {
 		return err
 	}
-	return fn(ctx, &Instance{Module: m, mod: mod})
+	return fn(ctx, inst)
 }
 
 // moduleConfig is the wazero configuration granting g to one instance; calls carries the

@@ -31,6 +31,7 @@ type warmInstance struct {
 	m     api.Module
 	alloc *limitedAllocator
 	calls *callCtx
+	fns   funcCache // its exported functions, kept across calls
 }
 
 // callCtx carries the context of the call an instance is serving, for host functions

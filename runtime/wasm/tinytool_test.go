@@ -12,7 +12,8 @@ import (
 // TestTinyToolKeptWarm: the hand-written tiny tool guest (internal/testguests/tinytool)
 // takes the engine's fast paths like a Go guest — its data becomes a memory image, its
 // mutable global is snapshotted — so with reuse on its second call runs on a warm
-// instance, which the runtime benchmark's "warm" case relies on.
+// instance, which the runtime benchmark's "warm" case relies on, with the exported
+// functions it looked up before.
 func TestTinyToolKeptWarm(t *testing.T) {
 	e, _ := newEngine(t, WithInstanceReuse())
 	ctx := context.Background()
@@ -37,15 +38,23 @@ func TestTinyToolKeptWarm(t *testing.T) {
 			continue
 		}
 		mod.warm.mu.Lock()
-		kept := 0
+		kept, cached := 0, 0
 		for _, l := range mod.warm.byKey {
 			kept += len(l)
+			for _, w := range l {
+				cached += len(w.fns.byName)
+			}
 		}
 		mod.warm.mu.Unlock()
 		// The first call runs _initialize and takes the snapshot; from the second on an
 		// instance started from it is kept, and the third runs on it.
 		if want := min(i, 1); kept != want {
 			t.Fatalf("after call %d, %d warm instances kept, want %d", i, kept, want)
+		}
+		// The warm instance keeps run, cabi_realloc and cabi_post, so later calls do not
+		// build new wazero call engines for them.
+		if want := min(i, 1) * 3; cached != want {
+			t.Fatalf("after call %d, %d functions cached, want %d", i, cached, want)
 		}
 	}
 }
