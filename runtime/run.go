@@ -267,7 +267,7 @@ func (s *session) close() {
 // grants are the call grants of one guest of the session, from the manifest only.
 func (s *session) grants(artifact string, role manifest.Role) wasm.Grants {
 	m := s.staged.Manifest
-	return wasm.Grants{FS: s.fs, Env: s.env, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(role),
+	return wasm.Grants{FS: s.fs, Env: s.env, PerSession: perSessionEnv, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(role),
 		Stdout: s.log(artifact + ".stdout.log"), Stderr: s.log(artifact + ".stderr.log")}
 }
 
