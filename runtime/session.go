@@ -32,10 +32,27 @@ func NewLayout(workRoot, capsule, id, workdir string) (*Layout, error) {
 		}
 		l.Work = abs
 	}
-	for _, d := range []string{filepath.Join(l.Work, "out"), filepath.Join(l.Work, "logs"), filepath.Join(l.Work, ".capsule-home")} {
+	dirs := []string{filepath.Join(l.Work, "out"), filepath.Join(l.Work, "logs"), filepath.Join(l.Work, ".capsule-home")}
+	// The capsule's folder exists after its first session: one mkdir per folder then,
+	// where MkdirAll would stat every parent of each first.
+	if workdir == "" && mkdirEach(append([]string{root, l.Work}, dirs...)) == nil {
+		return l, nil
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, errs.Wrap(err, CodeWorkdir, "runtime", fmt.Sprintf("cannot create %s", d), "check that work_root is writable")
 		}
 	}
 	return l, nil
+}
+
+// mkdirEach creates each folder in order, whose parent must exist; it stops at the first
+// failure.
+func mkdirEach(dirs []string) error {
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -8,24 +8,26 @@ import (
 
 func TestNewLayout(t *testing.T) {
 	root := t.TempDir()
-	l, err := NewLayout(root, "hello", "ses_x", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct {
-		dir  string
-		made bool
-	}{
-		{"work/out", true}, {"work/logs", true}, {"work/.capsule-home", true},
-		{"logs", false}, {"tools", false}, // host-only: made by their first file
-	} {
-		fi, err := os.Stat(filepath.Join(root, "hello", "ses_x", tt.dir))
-		if made := err == nil && fi.IsDir(); made != tt.made {
-			t.Errorf("%s: made %v, want %v (%v)", tt.dir, made, tt.made, err)
+	// ses_x is the capsule's first session (its folder is made too), ses_z a later one.
+	for _, id := range []string{"ses_x", "ses_z"} {
+		if _, err := NewLayout(root, "hello", id, ""); err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			dir  string
+			made bool
+		}{
+			{"work/out", true}, {"work/logs", true}, {"work/.capsule-home", true},
+			{"logs", false}, {"tools", false}, // host-only: made by their first file
+		} {
+			fi, err := os.Stat(filepath.Join(root, "hello", id, tt.dir))
+			if made := err == nil && fi.IsDir(); made != tt.made {
+				t.Errorf("%s %s: made %v, want %v (%v)", id, tt.dir, made, tt.made, err)
+			}
 		}
 	}
 	custom := filepath.Join(t.TempDir(), "mine")
-	l, err = NewLayout(root, "hello", "ses_y", custom)
+	l, err := NewLayout(root, "hello", "ses_y", custom)
 	if err != nil || l.Work != custom {
 		t.Fatalf("workdir override: %v %+v", err, l)
 	}
