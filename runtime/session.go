@@ -38,7 +38,8 @@ func NewLayout(workRoot, capsule, id, workdir string) (*Layout, error) {
 	if workdir == "" && mkdirEach(append([]string{root, l.Work}, dirs...)) == nil {
 		return l, nil
 	}
-	for _, d := range dirs {
+	// The records folder too: trace.jsonl goes there even when --workdir moves the work.
+	for _, d := range append([]string{root}, dirs...) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, errs.Wrap(err, CodeWorkdir, "runtime", fmt.Sprintf("cannot create %s", d), "check that work_root is writable")
 		}

@@ -31,8 +31,10 @@ func TestNewLayout(t *testing.T) {
 	if err != nil || l.Work != custom {
 		t.Fatalf("workdir override: %v %+v", err, l)
 	}
-	if _, err := os.Stat(filepath.Join(custom, "out")); err != nil {
-		t.Error(err)
+	for _, d := range []string{filepath.Join(custom, "out"), l.Root} {
+		if _, err := os.Stat(d); err != nil {
+			t.Error(err)
+		}
 	}
 	if l.Trace != filepath.Join(root, "hello", "ses_y", "trace.jsonl") {
 		t.Errorf("records not under work_root: %s", l.Trace)
