@@ -58,6 +58,11 @@ func RuntimeEnv(m *manifest.Manifest, sessionID, capsuleURL string) []string {
 	}
 }
 
+// perSessionEnv names the runtime's variables whose values differ per session: guests of
+// every session share one init snapshot, and each gets its own value (runtime/wasm
+// sessionenv.go).
+var perSessionEnv = []string{"MURMUR_SESSION_ID"}
+
 // holdsKey reports whether v contains one of the gateway keys.
 func holdsKey(v string, keys map[string]bool) bool {
 	for k := range keys {

@@ -61,3 +61,22 @@ func TestTraceSinkCapture(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinObject checks the splice that builds a trace line from encoded parts.
+func TestJoinObject(t *testing.T) {
+	for _, tt := range []struct {
+		line, obj, want string
+		bad             bool
+	}{
+		{`{"a":1}`, `{"b":2,"c":"}"}`, `{"a":1,"b":2,"c":"}"}`, false},
+		{`{"a":1}`, `null`, `{"a":1}`, false},
+		{`{"a":1}`, `{}`, `{"a":1}`, false},
+		{`{"a":1}`, `[1]`, `{"a":1}`, true},
+		{`{"a":1}`, `"s"`, `{"a":1}`, true},
+	} {
+		got, err := joinObject([]byte(tt.line), []byte(tt.obj))
+		if (err != nil) != tt.bad || string(got) != tt.want {
+			t.Errorf("joinObject(%s, %s) = %s, %v; want %s (error %v)", tt.line, tt.obj, got, err, tt.want, tt.bad)
+		}
+	}
+}

@@ -260,14 +260,14 @@ func (s *session) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, w := range s.writers {
-		w.f.Close()
+		w.close()
 	}
 }
 
 // grants are the call grants of one guest of the session, from the manifest only.
 func (s *session) grants(artifact string, role manifest.Role) wasm.Grants {
 	m := s.staged.Manifest
-	return wasm.Grants{FS: s.fs, Env: s.env, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(role),
+	return wasm.Grants{FS: s.fs, Env: s.env, PerSession: perSessionEnv, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(role),
 		Stdout: s.log(artifact + ".stdout.log"), Stderr: s.log(artifact + ".stderr.log")}
 }
 
@@ -324,18 +324,15 @@ func (s *session) toolNames() []string {
 	return names
 }
 
-// log returns the capped log file of that name under the session's logs/.
+// log returns the capped log file of that name under the session's logs/; the file is
+// created by the first write, so a guest that writes nothing costs no open.
 func (s *session) log(name string) io.Writer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w, ok := s.writers[name]; ok {
 		return w
 	}
-	f, err := os.OpenFile(filepath.Join(s.logs, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return io.Discard
-	}
-	w := &cappedFile{f: f, left: MaxGuestLog}
+	w := &cappedFile{path: filepath.Join(s.logs, name), left: MaxGuestLog}
 	s.writers[name] = w
 	return w
 }
@@ -357,18 +354,35 @@ func (s *session) lastWords(name string) string {
 // cappedFile keeps the first MaxGuestLog bytes a guest writes and drops the rest, so a
 // chatty guest cannot fill the disk; it also remembers the last bytes written.
 type cappedFile struct {
-	mu   sync.Mutex
-	f    *os.File
-	left int
-	tail []byte
+	mu     sync.Mutex
+	path   string
+	f      *os.File // opened by the first write
+	failed bool     // the open failed: output is dropped
+	left   int
+	tail   []byte
 }
 
 const tailSize = 512
 
+func (c *cappedFile) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f != nil {
+		c.f.Close()
+	}
+}
+
 func (c *cappedFile) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.left > 0 {
+	if c.f == nil && !c.failed && len(p) > 0 {
+		f, err := os.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if errors.Is(err, fs.ErrNotExist) && os.MkdirAll(filepath.Dir(c.path), 0o755) == nil {
+			f, err = os.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		}
+		c.f, c.failed = f, err != nil
+	}
+	if c.left > 0 && c.f != nil {
 		n := min(len(p), c.left)
 		c.f.Write(p[:n])
 		c.left -= n

@@ -201,9 +201,8 @@ func TestSecretsStayInTheHost(t *testing.T) {
 					t.Errorf("the walk missed %s (walked %v)", want, files)
 				}
 			}
-			if _, err := os.Stat(filepath.Join(res.Records, "logs")); err != nil {
-				t.Errorf("logs/: %v", err)
-			}
+			// logs/ appears with a guest's first output (runtime.NewLayout); when it does,
+			// the walk above covers it like every other record.
 			// Not in the run's output (what --json prints).
 			if out, _ := json.Marshal(res); bytes.Contains(out, []byte(sentinel)) {
 				t.Errorf("the key is in the run's result: %s", out)

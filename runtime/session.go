@@ -17,8 +17,10 @@ type Layout struct {
 	Tools string // installed artifacts
 }
 
-// NewLayout creates the folders of session id of capsule under workRoot; workdir, if not
-// empty, replaces <root>/work as the accessible workdir (created if absent).
+// NewLayout creates the folders of session id of capsule under workRoot that guests see
+// (the workdir's out/, logs/, .capsule-home/); workdir, if not empty, replaces <root>/work
+// as the accessible workdir (created if absent). The host-only logs/ and tools/ are
+// created by their first file, so a session that writes none costs no mkdir.
 func NewLayout(workRoot, capsule, id, workdir string) (*Layout, error) {
 	root := filepath.Join(workRoot, capsule, id)
 	l := &Layout{Root: root, Work: filepath.Join(root, "work"), Trace: filepath.Join(root, "trace.jsonl"),
@@ -30,10 +32,28 @@ func NewLayout(workRoot, capsule, id, workdir string) (*Layout, error) {
 		}
 		l.Work = abs
 	}
-	for _, d := range []string{l.Logs, l.Tools, filepath.Join(l.Work, "out"), filepath.Join(l.Work, "logs"), filepath.Join(l.Work, ".capsule-home")} {
+	dirs := []string{filepath.Join(l.Work, "out"), filepath.Join(l.Work, "logs"), filepath.Join(l.Work, ".capsule-home")}
+	// The capsule's folder exists after its first session: one mkdir per folder then,
+	// where MkdirAll would stat every parent of each first.
+	if workdir == "" && mkdirEach(append([]string{root, l.Work}, dirs...)) == nil {
+		return l, nil
+	}
+	// The records folder too: trace.jsonl goes there even when --workdir moves the work.
+	for _, d := range append([]string{root}, dirs...) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, errs.Wrap(err, CodeWorkdir, "runtime", fmt.Sprintf("cannot create %s", d), "check that work_root is writable")
 		}
 	}
 	return l, nil
+}
+
+// mkdirEach creates each folder in order, whose parent must exist; it stops at the first
+// failure.
+func mkdirEach(dirs []string) error {
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -270,6 +270,9 @@ type Grants struct {
 	FS experimentalsys.FS
 	// Env is the guest's environment, in order, as KEY=VALUE.
 	Env []string
+	// PerSession names the variables of Env whose values differ per session: init
+	// snapshots are shared across their values (sessionenv.go).
+	PerSession []string
 	// Stdout and Stderr receive the guest's output (nil: discarded).
 	Stdout, Stderr io.Writer
 	// MemoryBytes caps the guest's linear memory.
@@ -309,6 +312,10 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		e.metrics.observe(mod, reason, time.Since(start))
 	}()
 	if p.warm != nil {
+		if !patchSites(p.warm.m, p.snap.sites, p.vals) {
+			p.warm.m.Close(context.WithoutCancel(ctx))
+			return errors.New("cannot give the instance its session's environment")
+		}
 		ctx := experimental.WithMemoryAllocator(ctx, p.alloc)
 		err := fn(ctx, &Instance{Module: p.warm.m, mod: mod, fns: &p.warm.fns})
 		e.release(ctx, mod, p.warmK, p.warm, p.snap, err)
@@ -343,6 +350,7 @@ type callPlan struct {
 	reusing bool
 	warmK   [32]byte
 	warm    *warmInstance
+	vals    map[string]string // the call's per-session values (sessionenv.go)
 }
 
 // plan picks the snapshot and the warm instance a call under ctx and g can start from, so
@@ -350,7 +358,8 @@ type callPlan struct {
 func (e *Engine) plan(ctx context.Context, mod *Module, g Grants, limit uint64) *callPlan {
 	p := &callPlan{limit: limit, alloc: mod.allocator(limit), calls: &callCtx{}}
 	if mod.snapGlobals > 0 {
-		p.snapKey = snapshotKey(g, limit)
+		p.vals = perSession(g)
+		p.snapKey = snapshotKey(startupGrants(g), limit)
 		if p.snap = mod.snaps.get(p.snapKey); p.snap != nil {
 			p.alloc.image, p.alloc.data, p.alloc.snapshot = p.snap.image, nil, true // start from the state _initialize left
 		}
@@ -358,7 +367,8 @@ func (e *Engine) plan(ctx context.Context, mod *Module, g Grants, limit uint64) 
 	p.calls.set(ctx)
 	p.reusing = e.reuse && p.snap != nil
 	if p.reusing {
-		p.warmK = warmKey(p.snapKey, g)
+		// A warm instance keeps the environment it was created with: the full one keys it.
+		p.warmK = warmKey(snapshotKey(g, p.limit), g)
 		if p.warm = mod.warm.get(p.warmK); p.warm != nil {
 			p.alloc = p.warm.alloc
 			p.alloc.clearRefused()
@@ -437,7 +447,13 @@ func (e *Engine) instantiate(ctx context.Context, mod *Module, cfg wazero.Module
 // by running _initialize (and capturing a snapshot of the result for the next call).
 func (p *callPlan) start(ctx context.Context, mod *Module, m api.Module) error {
 	if p.snap != nil {
-		return p.snap.restore(m)
+		if err := p.snap.restore(m); err != nil {
+			return err
+		}
+		if !patchSites(m, p.snap.sites, p.vals) {
+			return errors.New("cannot give the instance its session's environment")
+		}
+		return nil
 	}
 	f := m.ExportedFunction("_initialize")
 	if f == nil {
@@ -449,6 +465,7 @@ func (p *callPlan) start(ctx context.Context, mod *Module, m api.Module) error {
 	if mod.snapGlobals > 0 {
 		// A failed capture only means the next call runs _initialize again.
 		if s, err := mod.capture(m); err == nil {
+			s.sites = findSites(m, p.vals)
 			mod.snaps.put(p.snapKey, s)
 		}
 	}

@@ -30,7 +30,8 @@ const maxSnapshots = 16
 type snapshot struct {
 	image   *memImage
 	pages   uint32
-	globals []uint64 // by snapGlobals index
+	globals []uint64  // by snapGlobals index
+	sites   []envSite // where per-session values sit (sessionenv.go)
 }
 
 // snapshots are the init snapshots of one compiled module, by grants key.
