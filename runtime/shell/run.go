@@ -11,7 +11,10 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
-// runSpec is one command as the wrapper receives it (JSON on its fd 3).
+// runSpec is one command as the wrapper receives it (JSON on its fd 3): first without
+// Path and Args, which follow as a command; a wrapper started ahead of its command
+// prepares all that does not depend on them (sealed: the whole root) meanwhile. The
+// inner stage receives it whole.
 type runSpec struct {
 	Tier      string
 	Path      string   // absolute path of the binary to execute
@@ -27,6 +30,12 @@ type runSpec struct {
 	RootMode  bool   // the gateway is root: sealed maps the tool to uid 65534, scoped narrows /etc
 	Proc      bool   // set by the outer stage: a private /proc is mounted
 	Resolv    string // set by the outer stage: resolv.conf's real path when outside /etc
+}
+
+// command is what a runSpec's recipient learns last: what to execute.
+type command struct {
+	Path string
+	Args []string
 }
 
 // outcome is what a finished command left behind.
@@ -45,20 +54,34 @@ func (o *outcome) cleanup() {
 // execSpec runs spec through the wrapper and collects its output; an error means the
 // sandbox failed, never the tool.
 func execSpec(ctx context.Context, wrapper string, spec *runSpec, stdin []byte, stdoutCap int, spillDir string) (*outcome, error) {
-	o := &outcome{exitCode: -1, stdout: capture{limit: stdoutCap, dir: spillDir}, stderr: capture{limit: OutputCap, dir: spillDir}}
 	if err := ctx.Err(); err != nil {
-		o.killed = err.Error()
-		return o, nil
+		return &outcome{exitCode: -1, killed: err.Error()}, nil
 	}
-	outR, outW, err := os.Pipe()
+	l, err := newLaunch(wrapper, spec, stdin)
 	if err != nil {
 		return nil, startErr(spec, err)
+	}
+	return l.exec(ctx, spec, stdoutCap, spillDir)
+}
+
+// launch is a wrapper started ahead of its command, with the read ends of its output.
+type launch struct {
+	w          *pending
+	outR, errR *os.File
+}
+
+// newLaunch starts a wrapper for commands of spec (Path and Args aside), with stdin as the
+// command's input (nil: /dev/null); the wrapper prepares and waits for the command (exec).
+func newLaunch(wrapper string, spec *runSpec, stdin []byte) (*launch, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		return nil, startErr(spec, err)
+		return nil, err
 	}
 	var inR *os.File
 	if stdin != nil {
@@ -68,7 +91,7 @@ func execSpec(ctx context.Context, wrapper string, spec *runSpec, stdin []byte, 
 			outW.Close()
 			errR.Close()
 			errW.Close()
-			return nil, startErr(spec, err)
+			return nil, err
 		}
 		inR = r
 		go func() {
@@ -76,16 +99,31 @@ func execSpec(ctx context.Context, wrapper string, spec *runSpec, stdin []byte, 
 			w.Close()
 		}()
 	}
-	start := time.Now()
-	c, err := startChild(wrapper, spec, inR, outW, errW)
-	outW.Close()
-	errW.Close()
-	if inR != nil {
-		inR.Close()
-	}
+	w, err := prestart(wrapper, spec, inR, outW, errW) // closes inR, outW, errW
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		return nil, err
+	}
+	return &launch{w: w, outR: outR, errR: errR}, nil
+}
+
+// abandon ends a launch that will not run a command.
+func (l *launch) abandon() {
+	l.w.abandon()
+	l.outR.Close()
+	l.errR.Close()
+}
+
+// exec hands the command of spec, whose other fields must be those the launch was
+// started with, to the launched wrapper and collects the command's output.
+func (l *launch) exec(ctx context.Context, spec *runSpec, stdoutCap int, spillDir string) (*outcome, error) {
+	o := &outcome{exitCode: -1, stdout: capture{limit: stdoutCap, dir: spillDir}, stderr: capture{limit: OutputCap, dir: spillDir}}
+	outR, errR := l.outR, l.errR
+	start := time.Now()
+	c, err := l.w.begin(command{Path: spec.Path, Args: spec.Args})
+	if err != nil {
+		l.abandon()
 		return nil, startErr(spec, err)
 	}
 	var wg sync.WaitGroup

@@ -16,19 +16,37 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// startChild starts the wrapper for spec: the outer stage in fresh namespaces for the
-// sealed tier, else the reaper stage, whose control pipe (fd 5) closing means "kill".
-func startChild(wrapper string, spec *runSpec, stdin, stdout, stderr *os.File) (*child, error) {
+// pending is a wrapper started before its command: its runtime starts (and, sealed, its
+// inner stage) while the gateway does other things; begin hands it the command.
+type pending struct {
+	cmd    *exec.Cmd
+	p      *childPipes
+	sealed bool
+	next   chan command // the command for the spec writer; closed unsent: abandoned
+}
+
+// prestart starts the wrapper for a command of tier: the outer stage in fresh namespaces
+// for the sealed tier, else the reaper stage, whose control pipe (fd 5) closing means
+// "kill". The wrapper waits for its command on its spec pipe. prestart closes stdin
+// (when not nil), stdout and stderr, the command's ends of its pipes.
+func prestart(wrapper string, spec *runSpec, stdin, stdout, stderr *os.File) (*pending, error) {
+	defer func() {
+		for _, f := range []*os.File{stdin, stdout, stderr} {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
 	sealed := spec.Tier == TierSealed
 	p, err := openChildPipes(!sealed)
 	if err != nil {
 		return nil, err
 	}
-	stage, attr := wrapperStage(spec)
+	stage, attr := wrapperStage(spec.Tier, spec.RootMode)
 	cmd := &exec.Cmd{
 		Path:        wrapper,
 		Args:        []string{wrapperArg0},
-		Env:         wrapperEnv(stage),
+		Env:         wrapperEnv(stage, spec.RootMode),
 		Dir:         "/",
 		Stdout:      stdout,
 		Stderr:      stderr,
@@ -45,11 +63,46 @@ func startChild(wrapper string, spec *runSpec, stdin, stdout, stderr *os.File) (
 	for _, f := range p.extra {
 		f.Close()
 	}
+	w := &pending{cmd: cmd, p: p, sealed: sealed, next: make(chan command, 1)}
+	session := *spec
+	session.Path, session.Args = "", nil
 	go func() {
-		json.NewEncoder(p.specW).Encode(spec) // a wrapper that died early is reported by its exit
+		// A wrapper that died early is reported by its exit, or discarded unused.
+		enc := json.NewEncoder(p.specW)
+		if enc.Encode(&session) == nil {
+			if c, ok := <-w.next; ok {
+				enc.Encode(c)
+			}
+		}
 		p.specW.Close()
 	}()
-	return newChild(cmd, p.setupR, p.ctlW, sealed), nil
+	return w, nil
+}
+
+// alive reports whether the wrapper has not exited, without reaping it: one that died
+// while waiting must not be handed a command (its exit would read as the tool's).
+func (w *pending) alive() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, w.cmd.Process.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err == nil && info.Signo == 0
+}
+
+// begin sends the command to the wrapper; from here on it runs.
+func (w *pending) begin(c command) (*child, error) {
+	w.next <- c
+	close(w.next)
+	return newChild(w.cmd, w.p.setupR, w.p.ctlW, w.sealed), nil
+}
+
+// abandon kills a wrapper that never got its command and reaps it.
+func (w *pending) abandon() {
+	w.cmd.Process.Kill()
+	close(w.next) // the spec writer closes the pipe
+	if w.p.ctlW != nil {
+		w.p.ctlW.Close()
+	}
+	w.cmd.Wait()
+	w.p.setupR.Close()
 }
 
 // childPipes are the pipes between the gateway and a wrapper: the spec it reads (fd 3),
@@ -104,13 +157,13 @@ func (p *childPipes) closeAll() {
 // wrapperStage returns the stage the wrapper starts in and how it is cloned: the outer
 // stage in fresh namespaces for sealed (with a user namespace of its own when the
 // gateway is not root), else the reaper; either way in its own process group.
-func wrapperStage(spec *runSpec) (string, *syscall.SysProcAttr) {
+func wrapperStage(tier string, rootMode bool) (string, *syscall.SysProcAttr) {
 	stage := stageReaper
 	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if spec.Tier == TierSealed {
+	if tier == TierSealed {
 		stage = stageOuter
 		attr.Cloneflags = unix.CLONE_NEWNS | unix.CLONE_NEWNET | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
-		if !spec.RootMode {
+		if !rootMode {
 			// Unprivileged: the outer stage is root of its own user namespace, mapped to us.
 			attr.Cloneflags |= unix.CLONE_NEWUSER
 			attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}

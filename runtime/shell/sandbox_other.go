@@ -15,15 +15,43 @@ func probeHost(string, string, string) TierReport {
 	return TierReport{Tier: TierEnvOnly, Reasons: []string{"sealed and scoped: need Linux (namespaces, Landlock, seccomp)"}}
 }
 
-func startChild(_ string, spec *runSpec, stdin, stdout, stderr *os.File) (*child, error) {
+// pending holds what a command will start with: without a wrapper, nothing runs before
+// the command is known.
+type pending struct {
+	spec                  runSpec
+	stdin, stdout, stderr *os.File
+}
+
+// prestart keeps the command's ends of its pipes until begin or abandon closes them.
+func prestart(_ string, spec *runSpec, stdin, stdout, stderr *os.File) (*pending, error) {
+	return &pending{spec: *spec, stdin: stdin, stdout: stdout, stderr: stderr}, nil
+}
+
+// close closes the command's ends of its pipes.
+func (w *pending) close() {
+	for _, f := range []*os.File{w.stdin, w.stdout, w.stderr} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+func (w *pending) alive() bool { return true }
+
+func (w *pending) abandon() { w.close() }
+
+func (w *pending) begin(c command) (*child, error) {
+	defer w.close()
+	spec := &w.spec
+	spec.Path, spec.Args = c.Path, c.Args
 	setupR, setupW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	setupW.Close()
-	cmd := &exec.Cmd{Path: spec.Path, Args: spec.Args, Env: spec.Env, Dir: spec.Workdir, Stdout: stdout, Stderr: stderr}
-	if stdin != nil {
-		cmd.Stdin = stdin
+	cmd := &exec.Cmd{Path: spec.Path, Args: spec.Args, Env: spec.Env, Dir: spec.Workdir, Stdout: w.stdout, Stderr: w.stderr}
+	if w.stdin != nil {
+		cmd.Stdin = w.stdin
 	}
 	if err := cmd.Start(); err != nil {
 		setupR.Close()

@@ -100,9 +100,12 @@ type Sandbox struct {
 	missing []string
 	env     []string
 
-	mu      sync.Mutex
-	bridges []*bridge
-	closed  bool
+	mu        sync.Mutex
+	bridges   []*bridge
+	closed    bool
+	spare     *launch        // a wrapper started for the next command without stdin
+	filling   sync.WaitGroup // refills under way; Close waits for them
+	refilling chan struct{}  // closed when the refill under way has its wrapper; nil: none
 }
 
 // New detects and checks the tier, starts the network bridges and returns the sandbox;
@@ -209,9 +212,13 @@ func (s *Sandbox) Warnings() []*errs.Error {
 // Close stops the network bridges and removes the sandbox's folder from the records.
 func (s *Sandbox) Close() error {
 	s.mu.Lock()
-	bridges := s.bridges
-	s.bridges, s.closed = nil, true
+	bridges, spare := s.bridges, s.spare
+	s.bridges, s.spare, s.closed = nil, nil, true
 	s.mu.Unlock()
+	s.filling.Wait()
+	if spare != nil {
+		spare.abandon()
+	}
 	for _, b := range bridges {
 		b.close()
 	}
@@ -483,12 +490,89 @@ func (s *Sandbox) run(ctx context.Context, spec *runSpec, stdin []byte, stdoutCa
 	if closed {
 		return nil, errs.New(CodeStart, part, "the sandbox is closed", "run commands before closing the session")
 	}
-	spec.Tier, spec.Env, spec.Workdir, spec.Limits, spec.Private = s.report.Tier, s.env, s.cfg.Workdir, s.cfg.Limits, s.private
+	full := s.sessionSpec()
+	full.Path, full.Args, full.ReadOnly = spec.Path, spec.Args, spec.ReadOnly
+	if stdin != nil || len(full.ReadOnly) > 0 {
+		return execSpec(ctx, s.wrapper, full, stdin, stdoutCap, s.private)
+	}
+	if err := ctx.Err(); err != nil {
+		return &outcome{exitCode: -1, killed: err.Error()}, nil
+	}
+	// A command without input or extra folders takes the wrapper started after the
+	// previous one: its runtime, namespaces, root and inner stage are ready, so only the
+	// command itself remains to be done. Each wrapper runs one command.
+	l := s.takeSpare()
+	if l == nil {
+		var err error
+		if l, err = newLaunch(s.wrapper, full, nil); err != nil {
+			return nil, startErr(full, err)
+		}
+	}
+	out, err := l.exec(ctx, full, stdoutCap, s.private)
+	// The next wrapper starts once this command is over: started with it, it slowed the
+	// command down (its new namespaces contend with the teardown of this one's) and
+	// commands rarely follow each other at once (a model reads the result first).
+	s.mu.Lock()
+	if !s.closed && s.refilling == nil {
+		s.filling.Add(1)
+		s.refilling = make(chan struct{})
+		go s.refill(s.refilling)
+	}
+	s.mu.Unlock()
+	return out, err
+}
+
+// sessionSpec is the part of a runSpec every command of this sandbox shares.
+func (s *Sandbox) sessionSpec() *runSpec {
+	spec := &runSpec{Tier: s.report.Tier, Env: s.env, Workdir: s.cfg.Workdir, Limits: s.cfg.Limits, Private: s.private}
 	spec.Network, spec.DNS = s.cfg.ProxyAddr != "", s.cfg.ProxyAddr != "" && s.cfg.DNSAddr != ""
 	if spec.Network && spec.Tier == TierScoped {
 		_, p, _ := net.SplitHostPort(s.cfg.ProxyAddr)
 		spec.ProxyPort, _ = strconv.Atoi(p)
 	}
 	spec.RootMode = os.Geteuid() == 0
-	return execSpec(ctx, s.wrapper, spec, stdin, stdoutCap, s.private)
+	return spec
+}
+
+// takeSpare returns the ready wrapper, if there is one alive. A refill under way is
+// waited for (it only starts a process): starting another wrapper beside it would have
+// two start at once, on the same CPUs, and one of them wasted.
+func (s *Sandbox) takeSpare() *launch {
+	s.mu.Lock()
+	if ch := s.refilling; s.spare == nil && ch != nil {
+		s.mu.Unlock()
+		<-ch
+		s.mu.Lock()
+	}
+	l := s.spare
+	s.spare = nil
+	s.mu.Unlock()
+	if l != nil && !l.w.alive() {
+		l.abandon()
+		return nil
+	}
+	return l
+}
+
+// refill starts the wrapper for the next command unless one is ready or the sandbox
+// closed, then closes done; on failure the next command starts its own and reports the
+// failure.
+func (s *Sandbox) refill(done chan struct{}) {
+	defer s.filling.Done()
+	var l *launch
+	s.mu.Lock()
+	skip := s.closed || s.spare != nil
+	s.mu.Unlock()
+	if !skip {
+		l, _ = newLaunch(s.wrapper, s.sessionSpec(), nil)
+	}
+	s.mu.Lock()
+	if l != nil && (s.closed || s.spare != nil) {
+		defer l.abandon()
+	} else if l != nil {
+		s.spare = l
+	}
+	s.refilling = nil
+	close(done)
+	s.mu.Unlock()
 }

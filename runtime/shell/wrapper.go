@@ -13,6 +13,10 @@ const (
 	stageOuter  = "outer"  // sealed: namespaces and the minimal root
 	stageReaper = "reaper" // scoped and env-only: a subreaper that kills what the tool leaves
 	stageInner  = "inner"  // limits, Landlock, seccomp, then the tool
+	// rootEnv="1" tells the outer stage the gateway runs as root, before it reads the
+	// command: it starts the inner stage first, and as root that one needs its own user
+	// namespace (the command's RootMode must agree).
+	rootEnv = "CAPSULEGATE_SANDBOX_ROOT"
 )
 
 // init makes every binary importing this package a working wrapper, including builds
@@ -40,6 +44,10 @@ type child struct {
 
 // wrapperEnv is the whole environment of a wrapper stage; the tool gets its own. GORACE
 // spares a race-enabled build (tests) the race runtime's one-second sleep at exit.
-func wrapperEnv(stage string) []string {
-	return []string{stageEnv + "=" + stage, "GORACE=atexit_sleep_ms=0"}
+func wrapperEnv(stage string, rootMode bool) []string {
+	env := []string{stageEnv + "=" + stage, "GORACE=atexit_sleep_ms=0"}
+	if rootMode {
+		env = append(env, rootEnv+"=1")
+	}
+	return env
 }

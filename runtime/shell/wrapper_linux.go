@@ -38,40 +38,87 @@ func wrapperMain(stage string) int {
 		fmt.Fprintln(os.Stderr, "capsulegate-sandbox: started without its pipes")
 		return 125
 	}
-	var spec runSpec
-	err := json.NewDecoder(specF).Decode(&spec)
-	specF.Close()
-	if err != nil {
-		fmt.Fprintf(setup, "reading the command: %v", err)
-		return 125
-	}
 	switch stage {
 	case stageOuter:
-		return outer(&spec, setup)
+		return outer(specF, setup)
 	case stageReaper:
-		return reaper(&spec, setup)
+		return reaper(specF, setup)
 	case stageInner:
-		return inner(&spec, setup)
+		spec, code := readSpec(json.NewDecoder(specF), setup)
+		specF.Close()
+		if spec == nil {
+			return code
+		}
+		return inner(spec, setup)
 	}
 	fmt.Fprintf(setup, "unknown stage %q", stage)
 	return 125
 }
 
+// readSpec reads a runSpec from in, waiting as long as the sender takes: a stage may be
+// started before its command is known (Sandbox keeps one ready). On failure it returns
+// nil and the exit code; a pipe closed without a spec is silent, because whoever closed
+// it (a failing outer stage, or a gateway discarding a ready wrapper) reports, or needs
+// no report.
+func readSpec(in *json.Decoder, setup *os.File) (*runSpec, int) {
+	var spec runSpec
+	err := in.Decode(&spec)
+	if err == io.EOF {
+		return nil, 125
+	}
+	if err != nil {
+		fmt.Fprintf(setup, "reading the command: %v", err)
+		return nil, 125
+	}
+	return &spec, 0
+}
+
+// readCommand completes spec with the command that follows it on in (see runSpec).
+func readCommand(in *json.Decoder, spec *runSpec, setup *os.File) int {
+	var c command
+	err := in.Decode(&c)
+	if err == io.EOF {
+		return 125
+	}
+	if err != nil {
+		fmt.Fprintf(setup, "reading the command: %v", err)
+		return 125
+	}
+	spec.Path, spec.Args = c.Path, c.Args
+	return 0
+}
+
 // outer is the sealed tier's first stage, root of fresh mount, network, pid, IPC and UTS
-// namespaces: it builds the minimal root, starts the inner stage, pivots into the root,
-// forwards the proxy and DNS ports, and waits, relaying the inner stage's exit status.
-func outer(spec *runSpec, setup *os.File) int {
+// namespaces: it starts the inner stage, reads the spec, builds the minimal root, pivots
+// into it and forwards the proxy and DNS ports; then it reads the command, hands the
+// whole spec to the inner stage and waits, relaying the inner stage's exit status.
+func outer(specIn, setup *os.File) int {
 	fail := func(step string, err error) int {
 		fmt.Fprintf(setup, "%s: %v", step, err)
 		return 125
 	}
+	rootMode := os.Getenv(rootEnv) == "1"
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fail("making mounts private", err)
 	}
 	// A /proc of our own pid namespace: the inner stage's uid_map is written through it.
 	procErr := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
-	if procErr != nil && spec.RootMode {
+	if procErr != nil && rootMode {
 		return fail("mounting /proc", procErr)
+	}
+	// The inner stage starts first, so its runtime starts while this stage builds the
+	// root; it needs nothing of the command until the spec it is sent after the pivot.
+	innerProc, specW, err := startInnerSealed(rootMode, setup)
+	if err != nil {
+		return fail("starting the inner stage", err)
+	}
+	in := json.NewDecoder(specIn)
+	spec, code := readSpec(in, setup)
+	if spec == nil {
+		return code
+	}
+	if spec.RootMode != rootMode {
+		return fail("reading the command", fmt.Errorf("root mode %v, but the stage was started for %v", spec.RootMode, rootMode))
 	}
 	if err := loopbackUp(); err != nil {
 		return fail("bringing up lo", err)
@@ -86,29 +133,6 @@ func outer(spec *runSpec, setup *os.File) int {
 		return fail("building the sandbox root", err)
 	}
 	spec.Proc = proc
-
-	specR, specW, err := os.Pipe()
-	if err != nil {
-		return fail("pipe", err)
-	}
-	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if spec.RootMode {
-		attr.Cloneflags = unix.CLONE_NEWUSER
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUID, Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUID, Size: 1}}
-		attr.GidMappingsEnableSetgroups = false
-		// Without setuid the child would keep host root's kuid, unmapped in its namespace.
-		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
-	}
-	// Started before the pivot: pivot_root moves its root and cwd into the new root.
-	innerProc, err := os.StartProcess("/proc/self/exe", []string{wrapperArg0}, &os.ProcAttr{
-		Dir: "/", Env: wrapperEnv(stageInner),
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, specR, setup}, Sys: attr,
-	})
-	specR.Close()
-	if err != nil {
-		return fail("starting the inner stage", err)
-	}
 	if err := placeWorkdir(nr, spec, innerProc.Pid); err != nil {
 		return fail("mounting the workdir", err)
 	}
@@ -120,6 +144,11 @@ func outer(spec *runSpec, setup *os.File) int {
 			return fail("forwarding the proxy", err)
 		}
 	}
+	// The root is ready: a wrapper started ahead waits here for its command.
+	if code := readCommand(in, spec, setup); code != 0 {
+		return code
+	}
+	specIn.Close()
 	if err := json.NewEncoder(specW).Encode(spec); err != nil {
 		return fail("handing the command to the inner stage", err)
 	}
@@ -143,11 +172,40 @@ func outer(spec *runSpec, setup *os.File) int {
 	}
 }
 
+// startInnerSealed starts the sealed tier's inner stage, which waits for its command on
+// the returned pipe; as root, in a user namespace mapping its 0 to sandboxUID. It must
+// run before the pivot: pivot_root moves the inner stage's root and cwd into the new root.
+func startInnerSealed(rootMode bool, setup *os.File) (*os.Process, *os.File, error) {
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	attr := &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if rootMode {
+		attr.Cloneflags = unix.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUID, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: sandboxUID, Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+		// Without setuid the child would keep host root's kuid, unmapped in its namespace.
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true}
+	}
+	p, err := os.StartProcess("/proc/self/exe", []string{wrapperArg0}, &os.ProcAttr{
+		Dir: "/", Env: wrapperEnv(stageInner, false),
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, specR, setup}, Sys: attr,
+	})
+	specR.Close()
+	if err != nil {
+		specW.Close()
+		return nil, nil, err
+	}
+	return p, specW, nil
+}
+
 // reaper runs the inner stage in its own process group as a child subreaper, so every
 // process the tool starts, even one that left the group with setsid, stays its
 // descendant. When the tool exits, or the gateway closes the control pipe (fd 5), it
 // kills and reaps all of them: what a pid namespace does for the sealed tier.
-func reaper(spec *runSpec, setup *os.File) int {
+func reaper(specIn, setup *os.File) int {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		fmt.Fprintf(setup, "becoming a subreaper: %v", err)
 		return 125
@@ -158,8 +216,10 @@ func reaper(spec *runSpec, setup *os.File) int {
 		fmt.Fprintf(setup, "pipe: %v", err)
 		return 125
 	}
+	// Started before the command is read, so its runtime starts meanwhile; it waits for
+	// the spec on its pipe and needs nothing else of the command.
 	p, err := os.StartProcess("/proc/self/exe", []string{wrapperArg0}, &os.ProcAttr{
-		Dir: "/", Env: wrapperEnv(stageInner),
+		Dir: "/", Env: wrapperEnv(stageInner, false),
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, specR, setup},
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	})
@@ -168,6 +228,15 @@ func reaper(spec *runSpec, setup *os.File) int {
 		fmt.Fprintf(setup, "starting the inner stage: %v", err)
 		return 125
 	}
+	in := json.NewDecoder(specIn)
+	spec, code := readSpec(in, setup)
+	if spec == nil {
+		return code // the inner stage dies with this process (Pdeathsig)
+	}
+	if code := readCommand(in, spec, setup); code != 0 {
+		return code
+	}
+	specIn.Close()
 	json.NewEncoder(specW).Encode(spec)
 	specW.Close()
 	setup.Close()
