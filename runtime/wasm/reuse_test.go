@@ -1,0 +1,353 @@
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
+
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/wit/abi"
+)
+
+// probeEngine starts an engine with opts and compiles the warmprobe guest on it.
+func probeEngine(t *testing.T, opts ...EngineOption) (*Engine, *Module) {
+	t.Helper()
+	e, _ := newEngine(t, append([]EngineOption{WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero"))}, opts...)...)
+	mod, err := e.Compile(context.Background(), "c", "warmprobe", manifest.RoleTool, guestbuild.Wasm(t, "../../internal/testguests/warmprobe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, mod
+}
+
+// probeGrants are grants with a filesystem holding data.txt and sub/.
+func probeGrants(t *testing.T) Grants {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "data.txt"), []byte("abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return Grants{FS: sysfs.DirFS(dir), Env: []string{"A=1", "B=two"}, MemoryBytes: 128 << 20, Deadline: time.Minute}
+}
+
+func probeCall(ctx context.Context, e *Engine, mod *Module, g Grants, h *Imports, data string) (string, error) {
+	out, err := e.CallTool(ctx, mod, g, h, abi.ToolInput{Data: &data})
+	return deref(out.Data), err
+}
+
+// TestReuseIsFresh runs warmprobe's calls on fresh instances and on reused ones: every
+// report is the same, line for line, except the runtime's random draw, which must be the
+// same within each engine (the snapshot fixes it), and the reused engine instantiated
+// only twice (the call that ran _initialize, and the warm instance).
+func TestReuseIsFresh(t *testing.T) {
+	ctx := context.Background()
+	calls := strings.Fields(strings.Repeat("probe dirty probe dirty dirty probe ", 3))
+	reports := map[string][]string{}
+	for _, tt := range []struct {
+		name           string
+		opts           []EngineOption
+		instantiations int64
+	}{
+		{"fresh", []EngineOption{WithoutInstanceReuse()}, int64(len(calls))},
+		{"reused", nil, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, mod := probeEngine(t, tt.opts...)
+			g := probeGrants(t)
+			mrand := ""
+			for i, data := range calls {
+				rep, err := probeCall(ctx, e, mod, g, &Imports{}, data)
+				if err != nil {
+					t.Fatalf("call %d (%s): %v", i, data, err)
+				}
+				var lines []string
+				for l := range strings.SplitSeq(rep, "\n") {
+					if v, ok := strings.CutPrefix(l, "mrand="); ok {
+						if mrand != "" && v != mrand {
+							t.Errorf("call %d: random draw %s, first call's %s", i, v, mrand)
+						}
+						mrand = v
+						continue
+					}
+					if strings.HasPrefix(l, "mrand-init=") {
+						continue // differs between engines: each ran its own _initialize
+					}
+					lines = append(lines, l)
+				}
+				reports[tt.name] = append(reports[tt.name], strings.Join(lines, "\n"))
+			}
+			if n := mod.instantiations.Load(); n != tt.instantiations {
+				t.Errorf("%d instantiations for %d calls, want %d", n, len(calls), tt.instantiations)
+			}
+		})
+	}
+	fresh, reused := reports["fresh"], reports["reused"]
+	if len(fresh) != len(calls) || len(reused) != len(calls) {
+		t.Fatalf("reports: %d fresh, %d reused", len(fresh), len(reused))
+	}
+	for i := range calls {
+		if fresh[i] != reused[i] {
+			t.Errorf("call %d (%s) differs:\nfresh:\n%s\nreused:\n%s", i, calls[i], fresh[i], reused[i])
+		}
+	}
+	if !strings.Contains(fresh[0], "fd3=errno=0 type=3") || !strings.Contains(fresh[0], "open=fd=4 off=0") {
+		t.Errorf("a fresh instance's report lacks the preopen or the next fd:\n%s", fresh[0])
+	}
+}
+
+// TestReuseNotAfterFailure: an instance whose call exited, or was canceled, or whose
+// memory grew past the snapshot's, is closed, not reused; the next call instantiates.
+// (TestWarmTables has a wasm trap.)
+func TestReuseNotAfterFailure(t *testing.T) {
+	ctx := context.Background()
+	e, mod := probeEngine(t)
+	g := probeGrants(t)
+	for range 2 {
+		if _, err := probeCall(ctx, e, mod, g, &Imports{}, "probe"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if mod.warm.size() != 1 || mod.instantiations.Load() != 2 {
+		t.Fatalf("after two calls: %d warm, %d instantiations", mod.warm.size(), mod.instantiations.Load())
+	}
+	cancelCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, tt := range []struct {
+		name, data string
+		ctx        context.Context
+		h          *Imports
+		reason     string
+	}{
+		{"exit", "exit", ctx, &Imports{}, ReasonExit},
+		{"canceled", "wait", cancelCtx, &Imports{Chunk: func(bool, string) { cancel() }}, ReasonCanceled},
+		{"memory grown", "grow", ctx, &Imports{}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := mod.instantiations.Load()
+			var ge *GuestError
+			_, err := probeCall(tt.ctx, e, mod, g, tt.h, tt.data)
+			if tt.reason == "" && err != nil || tt.reason != "" && (!errors.As(err, &ge) || ge.Reason != tt.reason) {
+				t.Fatalf("call %s: %v, want reason %q", tt.data, err, tt.reason)
+			}
+			if n := mod.warm.size(); n != 0 {
+				t.Fatalf("%d warm instances after a failed call", n)
+			}
+			if _, err := probeCall(ctx, e, mod, g, &Imports{}, "probe"); err != nil {
+				t.Fatal(err)
+			}
+			if n := mod.instantiations.Load() - before; n != 1 {
+				t.Errorf("%d instantiations for the failed call and the next, want 1 (the next)", n)
+			}
+			if n := mod.warm.size(); n != 1 {
+				t.Errorf("%d warm instances after a clean call, want 1", n)
+			}
+		})
+	}
+}
+
+// TestWarmPoolBound runs more calls at once than the pool keeps per grants: the pool
+// keeps maxWarmPerKey, closes the rest, and the gauges count what it keeps.
+func TestWarmPoolBound(t *testing.T) {
+	ctx := context.Background()
+	e, mod := probeEngine(t)
+	g := probeGrants(t)
+	if _, err := probeCall(ctx, e, mod, g, &Imports{}, "probe"); err != nil { // the snapshot
+		t.Fatal(err)
+	}
+	const n = maxWarmPerKey + 2
+	var inside sync.WaitGroup
+	inside.Add(n)
+	held := &Imports{Chunk: func(bool, string) { inside.Done(); inside.Wait() }} // all n instances live at once
+	errc := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := probeCall(ctx, e, mod, g, held, "hold")
+			errc <- err
+		}()
+	}
+	for range n {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mod.warm.size(); got != maxWarmPerKey {
+		t.Errorf("%d warm instances, want %d", got, maxWarmPerKey)
+	}
+	snap := mod.snaps.get(snapshotKey(g, 128<<20))
+	m := e.Metrics()
+	if got := testutil.ToFloat64(m.WarmInstances); got != maxWarmPerKey {
+		t.Errorf("warm instances gauge %v, want %d", got, maxWarmPerKey)
+	}
+	if got, want := testutil.ToFloat64(m.WarmBytes), float64(maxWarmPerKey*int(snap.pages)*pageSize); got != want {
+		t.Errorf("warm bytes gauge %v, want %v", got, want)
+	}
+}
+
+// TestWarmIdleTimeout: a warm instance unused for the idle timeout is closed by the pool's
+// sweep, one used within it is kept; the timer is armed while instances wait.
+func TestWarmIdleTimeout(t *testing.T) {
+	ctx := context.Background()
+	e, mod := probeEngine(t, WithWarmIdleTimeout(time.Hour))
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	e.warm.now = func() time.Time { return time.Unix(0, now.Load()) }
+	advance := func(d time.Duration) { now.Add(int64(d)) }
+	g := probeGrants(t)
+	for range 2 {
+		if _, err := probeCall(ctx, e, mod, g, &Imports{}, "probe"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		advance time.Duration
+		warm    int
+	}{
+		{59 * time.Minute, 1},
+		{time.Minute, 0},
+	} {
+		advance(tt.advance)
+		mod.warm.sweep(ctx)
+		if got := mod.warm.size(); got != tt.warm {
+			t.Fatalf("after %v more: %d warm, want %d", tt.advance, got, tt.warm)
+		}
+		mod.warm.mu.Lock()
+		armed := mod.warm.timer != nil
+		mod.warm.mu.Unlock()
+		if armed != (tt.warm > 0) {
+			t.Errorf("timer armed %v with %d warm", armed, tt.warm)
+		}
+	}
+	if got := testutil.ToFloat64(e.Metrics().WarmInstances); got != 0 {
+		t.Errorf("gauge %v after the idle timeout", got)
+	}
+	before := mod.instantiations.Load()
+	if _, err := probeCall(ctx, e, mod, g, &Imports{}, "probe"); err != nil {
+		t.Fatal(err)
+	}
+	if mod.instantiations.Load() != before+1 {
+		t.Error("the call after the idle timeout did not instantiate")
+	}
+}
+
+// TestWarmTables runs a hand-made module that changes its table (table.set, table.grow)
+// and a global: the reused instance sees them as a fresh instance does; an instance that
+// trapped is not reused.
+func TestWarmTables(t *testing.T) {
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name string
+		opts []EngineOption
+		inst int64
+	}{
+		{"fresh", []EngineOption{WithoutInstanceReuse()}, 6},
+		{"reused", nil, 3}, // the call that ran _initialize, the warm instance, its successor after the trap
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, _ := newEngine(t, tt.opts...)
+			mod, err := e.Compile(ctx, "c", "tables", manifest.RoleTool, tableModule())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mod.snapGlobals != 1 {
+				t.Fatalf("%d snapshot globals, want 1", mod.snapGlobals)
+			}
+			for i, step := range []string{"probe", "mutate", "probe", "probe", "trap", "probe"} {
+				var got uint64
+				err := e.Call(ctx, mod, Grants{MemoryBytes: 1 << 20}, func(ctx context.Context, inst *Instance) error {
+					if step != "probe" {
+						if _, err := inst.ExportedFunction(step).Call(ctx); err != nil {
+							return err
+						}
+					}
+					res, err := inst.ExportedFunction("probe").Call(ctx)
+					if err == nil {
+						got = res[0]
+					}
+					return err
+				})
+				var ge *GuestError
+				if step == "trap" {
+					if !errors.As(err, &ge) || ge.Reason != ReasonTrap {
+						t.Fatalf("call %d: %v, want a trap", i, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				// table size ×100 + slot 0's function ×10 + the global
+				want := map[bool]uint64{false: 110, true: 225}[step == "mutate"]
+				if got != want {
+					t.Errorf("call %d (%s): probe %d, want %d", i, step, got, want)
+				}
+			}
+			if n := mod.instantiations.Load(); n != tt.inst {
+				t.Errorf("%d instantiations, want %d", n, tt.inst)
+			}
+		})
+	}
+}
+
+// tableModule is a module with a one-slot funcref table holding "one", a mutable global,
+// _initialize, probe (table.size*100 + call_indirect(slot 0)*10 + global), mutate
+// (slot 0 := "two", grow the table by one, global := 5) and trap (unreachable).
+func tableModule() []byte {
+	sec := func(id byte, body ...byte) []byte { return append([]byte{id, byte(len(body))}, body...) }
+	str := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
+	var exports []byte
+	exports = append(exports, 6)
+	for _, e := range []struct {
+		name      string
+		kind, idx byte
+	}{{"_initialize", 0, 0}, {"two", 0, 2}, {"probe", 0, 3}, {"mutate", 0, 4}, {"trap", 0, 5}, {"memory", 2, 0}} {
+		exports = append(append(exports, str(e.name)...), e.kind, e.idx)
+	}
+	body := func(code ...byte) []byte { return append([]byte{byte(len(code) + 1), 0}, code...) }
+	var code []byte
+	code = append(code, 6)
+	code = append(code, body(0x0b)...)
+	code = append(code, body(0x41, 1, 0x0b)...)
+	code = append(code, body(0x41, 2, 0x0b)...)
+	code = append(code, body(
+		0xfc, 0x10, 0, 0x41, 0xe4, 0, 0x6c, // table.size 0, ×100
+		0x41, 0, 0x11, 1, 0, 0x41, 10, 0x6c, 0x6a, // + call_indirect(slot 0) ×10
+		0x23, 0, 0x6a, 0x0b)...) // + global 0
+	code = append(code, body(
+		0x41, 0, 0xd2, 2, 0x26, 0, // table.set 0 (slot 0 := two)
+		0xd0, 0x70, 0x41, 1, 0xfc, 0x0f, 0, 0x1a, // table.grow 0 by 1 (null)
+		0x41, 5, 0x24, 0, 0x0b)...) // global 0 := 5
+	code = append(code, body(0x00, 0x0b)...) // trap: unreachable
+	var m []byte
+	m = append(m, "\x00asm\x01\x00\x00\x00"...)
+	m = append(m, sec(1, 2, 0x60, 0, 0, 0x60, 0, 1, 0x7f)...)
+	m = append(m, sec(3, 6, 0, 1, 1, 1, 0, 0)...)
+	m = append(m, sec(4, 1, 0x70, 0, 1)...)
+	m = append(m, sec(5, 1, 0, 1)...)
+	m = append(m, sec(6, 1, 0x7f, 1, 0x41, 0, 0x0b)...)
+	m = append(m, sec(7, exports...)...)
+	m = append(m, sec(9, 1, 0, 0x41, 0, 0x0b, 1, 1)...)
+	m = append(m, sec(10, code...)...)
+	m = append(m, sec(11, 2, 0, 0x41, 0, 0x0b, 1, 'x', 0, 0x41, 8, 0x0b, 1, 'y')...)
+	return m
+}
+
+// TestTableModuleValid keeps the hand-made module honest: wazero compiles it unchanged.
+func TestTableModuleValid(t *testing.T) {
+	e, _ := newEngine(t, WithoutInitSnapshots())
+	if _, err := e.rt.CompileModule(context.Background(), tableModule()); err != nil {
+		t.Fatal(fmt.Errorf("table module: %w", err))
+	}
+}
