@@ -319,7 +319,7 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 	if p.warm != nil {
 		ctx := experimental.WithMemoryAllocator(ctx, p.alloc)
 		err := fn(ctx, &Instance{Module: p.warm.m, mod: mod})
-		e.release(ctx, mod, g, p.warmK, p.warm, p.snap, err)
+		e.release(ctx, mod, p.warmK, p.warm, p.snap, err)
 		return err
 	}
 	return e.callFresh(ctx, mod, g, p, fn)
@@ -379,17 +379,18 @@ func (e *Engine) plan(ctx context.Context, mod *Module, g Grants, limit uint64) 
 // callFresh instantiates a new instance for the call planned in p, starts it, runs fn on
 // it, and then keeps it warm or closes it.
 func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPlan, fn func(ctx context.Context, inst *Instance) error) (err error) {
-	ctx, m, err := e.instantiate(ctx, mod, moduleConfig(g, p.calls), p)
+	cfg := moduleConfig(g, p.calls)
+	ctx, m, err := e.instantiate(ctx, mod, cfg, p)
 	if err != nil {
 		return err
 	}
 	var w *warmInstance
 	if p.reusing && p.snap != nil {
-		w = newWarm(m, p.alloc, p.calls)
+		w = newWarm(m, p.alloc, p.calls, cfg)
 	}
 	if w != nil {
 		// Kept warm after the call if it ends cleanly; closed otherwise.
-		defer func() { e.release(ctx, mod, g, p.warmK, w, p.snap, err) }()
+		defer func() { e.release(ctx, mod, p.warmK, w, p.snap, err) }()
 	} else {
 		defer m.Close(context.WithoutCancel(ctx))
 	}
@@ -466,10 +467,10 @@ func (p *callPlan) start(ctx context.Context, mod *Module, m api.Module) error {
 }
 
 // release returns a warm-capable instance to its pool after a call that succeeded, reset
-// to what a fresh instance for g from the snapshot is, or closes it.
-func (e *Engine) release(ctx context.Context, mod *Module, g Grants, key [32]byte, w *warmInstance, snap *snapshot, err error) {
+// to what a fresh instance from the snapshot is, or closes it.
+func (e *Engine) release(ctx context.Context, mod *Module, key [32]byte, w *warmInstance, snap *snapshot, err error) {
 	ctx = context.WithoutCancel(ctx)
-	if err != nil || !e.warm.reset(ctx, w, snap, moduleConfig(g, w.calls)) {
+	if err != nil || !e.warm.reset(ctx, w, snap) {
 		w.m.Close(ctx)
 		return
 	}

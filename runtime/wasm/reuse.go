@@ -188,25 +188,28 @@ type warmInstance struct {
 	m     api.Module
 	alloc *limitedAllocator
 	calls *callCtx
+	// cfg is the configuration m was instantiated with: the grants of every call it
+	// serves are the same (warmKey), so each reset builds its new system context from it.
+	cfg   wazero.ModuleConfig
 	inst  reflect.Value // m's wazero module instance (instanceFields)
 	init  pristine
 	used  time.Time // when it last went back to its pool
 	bytes int64     // its linear memory, counted while it waits
 }
 
-// newWarm wraps m, just instantiated, so it can be reset after its call; nil when m's
-// instance cannot be reached (it is then closed after the call).
-func newWarm(m api.Module, alloc *limitedAllocator, calls *callCtx) *warmInstance {
+// newWarm wraps m, just instantiated with cfg, so it can be reset after its call; nil
+// when m's instance cannot be reached (it is then closed after the call).
+func newWarm(m api.Module, alloc *limitedAllocator, calls *callCtx, cfg wazero.ModuleConfig) *warmInstance {
 	s, err := instanceFields(m)
 	if err != nil {
 		return nil
 	}
-	return &warmInstance{m: m, alloc: alloc, calls: calls, inst: s, init: capturePristine(s)}
+	return &warmInstance{m: m, alloc: alloc, calls: calls, cfg: cfg, inst: s, init: capturePristine(s)}
 }
 
-// reset brings w back to what a fresh instance from snap, configured with cfg, is. False
-// means it could not, and w must be closed.
-func (wc *warmConfig) reset(ctx context.Context, w *warmInstance, snap *snapshot, cfg wazero.ModuleConfig) bool {
+// reset brings w back to what a fresh instance from snap is. False means it could not,
+// and w must be closed.
+func (wc *warmConfig) reset(ctx context.Context, w *warmInstance, snap *snapshot) bool {
 	mm := w.alloc.mapped
 	mem := w.m.Memory()
 	if mm == nil || mem == nil || mem.Size() != snap.pages*pageSize || w.m.IsClosed() {
@@ -215,17 +218,17 @@ func (wc *warmConfig) reset(ctx context.Context, w *warmInstance, snap *snapshot
 	if snap.image.mapOnto(mm.buf) != nil || snap.restore(w.m) != nil || w.init.restore(w.inst) != nil {
 		return false
 	}
-	if wc.freshSys(ctx, w, cfg) != nil {
+	if wc.freshSys(ctx, w) != nil {
 		return false
 	}
 	w.bytes = int64(mem.Size())
 	return true
 }
 
-// freshSys gives w the system context wazero builds from cfg for a new instance; the
-// context w had is closed, and with it every file its call left open.
-func (wc *warmConfig) freshSys(ctx context.Context, w *warmInstance, cfg wazero.ModuleConfig) error {
-	donor, err := wc.rt.InstantiateModule(ctx, wc.empty, cfg)
+// freshSys gives w the system context wazero builds from w's configuration for a new
+// instance; the context w had is closed, and with it every file its call left open.
+func (wc *warmConfig) freshSys(ctx context.Context, w *warmInstance) error {
+	donor, err := wc.rt.InstantiateModule(ctx, wc.empty, w.cfg)
 	if err != nil {
 		return fmt.Errorf("build a system context: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -349,5 +350,52 @@ func TestTableModuleValid(t *testing.T) {
 	e, _ := newEngine(t, WithoutInitSnapshots())
 	if _, err := e.rt.CompileModule(context.Background(), tableModule()); err != nil {
 		t.Fatal(fmt.Errorf("table module: %w", err))
+	}
+}
+
+// BenchmarkWarmReset times each step of a warm instance's reset on the benchtool guest
+// (memory and globals, tables and segments, the WASI context) and the whole reset.
+func BenchmarkWarmReset(b *testing.B) {
+	ctx := context.Background()
+	reg := WithCacheDir(filepath.Join(b.TempDir(), "cache"))
+	e, err := NewEngine(ctx, reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close(ctx)
+	mod, err := e.Compile(ctx, "c", "benchtool", manifest.RoleTool, guestbuild.Wasm(b, "../../internal/testguests/benchtool"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := Grants{FS: sysfs.DirFS(b.TempDir()), Env: []string{"LANG=C.UTF-8"}, MemoryBytes: 512 << 20}
+	for range 2 {
+		if err := e.Call(ctx, mod, g, func(context.Context, *Instance) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	key := warmKey(snapshotKey(g, 512<<20), g)
+	w, snap := mod.warm.get(key), mod.snaps.get(snapshotKey(g, 512<<20))
+	if w == nil || snap == nil {
+		b.Fatal("no warm instance")
+	}
+	defer w.m.Close(ctx)
+	b.Logf("%d pages, %d tables (%d slots), %d data and %d element segments", snap.pages, len(w.init.tables), len(slices.Concat(w.init.tables...)), len(w.init.data), len(w.init.elems))
+	for _, bb := range []struct {
+		name string
+		step func() bool
+	}{
+		{"memory+globals", func() bool { return snap.image.mapOnto(w.alloc.mapped.buf) == nil && snap.restore(w.m) == nil }},
+		{"tables+segments", func() bool { return w.init.restore(w.inst) == nil }},
+		{"wasi-context", func() bool { return e.warm.freshSys(ctx, w) == nil }},
+		{"all", func() bool { return e.warm.reset(ctx, w, snap) }},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if !bb.step() {
+					b.Fatal("reset step failed")
+				}
+			}
+		})
 	}
 }
