@@ -21,8 +21,9 @@ import (
 // instance started from the same init snapshot would be, and serves the next call of the
 // same grants:
 //
-//   - linear memory: remapped copy-on-write from the snapshot image (its size must still
-//     be the snapshot's: an instance whose memory grew is closed);
+//   - linear memory: remapped copy-on-write from the snapshot image; memory the call grew
+//     past the snapshot's size is discarded (its pages read zeros again) and the memory
+//     shrunk back to the snapshot's size, so a later grow sees what a fresh one does;
 //   - mutable globals: set to the snapshot's values through the exports exportGlobals
 //     added;
 //   - tables, and the data and element segment instances (dropped by data.drop and
@@ -33,9 +34,10 @@ import (
 //     clocks and random source: the instance gets a brand-new system context, built by
 //     wazero from the same module configuration a fresh instance is given.
 //
-// wazero exposes no API for the last three, so they are reached through the exported
-// fields of its module instance (Sys, Tables, DataInstances, ElementInstances) by
-// reflection; NewEngine checks their shape once and turns reuse off when a wazero
+// wazero exposes no API for these, nor for shrinking a memory, so they are reached
+// through the exported fields of its module instance (Sys, Tables, DataInstances,
+// ElementInstances, MemoryInstance.Buffer and Cap, and Engine.MemoryGrown, which tells
+// compiled code the memory's new length) by reflection; NewEngine checks their shape once and turns reuse off when a wazero
 // version no longer has it. A new system context comes from instantiating an empty module
 // with the call's configuration and moving its context over; the one the call used
 // leaves with the empty module, whose closing closes every file the guest left open.
@@ -44,8 +46,8 @@ import (
 // nanotime is not rebased) and the random source is the host's CSPRNG, stateless.
 //
 // An instance is never reused after a call that failed (trap, exit, deadline,
-// cancellation, memory limit, ABI error), once closed, when its memory grew past the
-// snapshot or is not one mapping, or when any step of the reset fails: it is closed.
+// cancellation, memory limit, ABI error), once closed, when its memory is not one
+// mapping, or when any step of the reset fails: it is closed.
 
 // maxWarmPerKey bounds the warm instances kept per grants; maxWarmKeys the grants kept
 // per module (older ones are closed).
@@ -133,6 +135,23 @@ func instanceFields(m api.Module) (reflect.Value, error) {
 	if !ok || refs.Type != reflect.TypeFor[[]uintptr]() {
 		return reflect.Value{}, errors.New("wazero table instance has no References []uintptr")
 	}
+	mem := s.FieldByName("MemoryInstance")
+	if !mem.IsValid() || mem.Kind() != reflect.Pointer || mem.Type().Elem().Kind() != reflect.Struct {
+		return reflect.Value{}, errors.New("wazero module instance has no MemoryInstance pointer")
+	}
+	if f, ok := mem.Type().Elem().FieldByName("Buffer"); !ok || f.Type != reflect.TypeFor[[]byte]() {
+		return reflect.Value{}, errors.New("wazero memory instance has no Buffer []byte")
+	}
+	if f, ok := mem.Type().Elem().FieldByName("Cap"); !ok || f.Type.Kind() != reflect.Uint32 {
+		return reflect.Value{}, errors.New("wazero memory instance has no Cap uint32")
+	}
+	eng := s.FieldByName("Engine")
+	if !eng.IsValid() || eng.Kind() != reflect.Interface {
+		return reflect.Value{}, errors.New("wazero module instance has no Engine")
+	}
+	if m, ok := eng.Type().MethodByName("MemoryGrown"); !ok || m.Type.NumIn() != 0 || m.Type.NumOut() != 0 {
+		return reflect.Value{}, errors.New("wazero module engine has no MemoryGrown()")
+	}
 	return s, nil
 }
 
@@ -212,7 +231,11 @@ func newWarm(m api.Module, alloc *limitedAllocator, calls *callCtx, cfg wazero.M
 func (wc *warmConfig) reset(ctx context.Context, w *warmInstance, snap *snapshot) bool {
 	mm := w.alloc.mapped
 	mem := w.m.Memory()
-	if mm == nil || mem == nil || mem.Size() != snap.pages*pageSize || w.m.IsClosed() {
+	size := uint64(snap.pages) * pageSize
+	if mm == nil || mem == nil || uint64(mem.Size()) < size || w.m.IsClosed() {
+		return false
+	}
+	if uint64(mem.Size()) > size && w.shrink(mm.buf, size) != nil {
 		return false
 	}
 	if snap.image.mapOnto(mm.buf) != nil || snap.restore(w.m) != nil || w.init.restore(w.inst) != nil {
@@ -223,6 +246,24 @@ func (wc *warmConfig) reset(ctx context.Context, w *warmInstance, snap *snapshot
 	}
 	w.bytes = int64(mem.Size())
 	return true
+}
+
+// shrink brings w's memory, which grew past size during its call, back to size bytes of
+// buf: the pages past it are discarded and wazero's memory instance, and the length
+// compiled code holds, are set to the smaller size.
+func (w *warmInstance) shrink(buf []byte, size uint64) error {
+	grown := uint64(w.m.Memory().Size())
+	if grown > uint64(len(buf)) {
+		return fmt.Errorf("memory of %d bytes is past its %d-byte mapping", grown, len(buf))
+	}
+	if err := discardPages(buf[size:grown]); err != nil {
+		return fmt.Errorf("discard grown memory: %w", err)
+	}
+	mem := w.inst.FieldByName("MemoryInstance").Elem()
+	mem.FieldByName("Buffer").Set(reflect.ValueOf(buf[:size:size]))
+	mem.FieldByName("Cap").SetUint(size / pageSize)
+	w.inst.FieldByName("Engine").MethodByName("MemoryGrown").Call(nil)
+	return nil
 }
 
 // freshSys gives w the system context wazero builds from w's configuration for a new

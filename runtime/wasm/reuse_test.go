@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -55,7 +56,7 @@ func probeCall(ctx context.Context, e *Engine, mod *Module, g Grants, h *Imports
 // only twice (the call that ran _initialize, and the warm instance).
 func TestReuseIsFresh(t *testing.T) {
 	ctx := context.Background()
-	calls := strings.Fields(strings.Repeat("probe dirty probe dirty dirty probe ", 3))
+	calls := strings.Fields(strings.Repeat("probe dirty probe grow probe dirty dirty probe ", 3))
 	reports := map[string][]string{}
 	for _, tt := range []struct {
 		name           string
@@ -109,9 +110,8 @@ func TestReuseIsFresh(t *testing.T) {
 	}
 }
 
-// TestReuseNotAfterFailure: an instance whose call exited, or was canceled, or whose
-// memory grew past the snapshot's, is closed, not reused; the next call instantiates.
-// (TestWarmTables has a wasm trap.)
+// TestReuseNotAfterFailure: an instance whose call exited, or was canceled, is closed,
+// not reused; the next call instantiates. (TestWarmTables has a wasm trap.)
 func TestReuseNotAfterFailure(t *testing.T) {
 	ctx := context.Background()
 	e, mod := probeEngine(t)
@@ -134,13 +134,11 @@ func TestReuseNotAfterFailure(t *testing.T) {
 	}{
 		{"exit", "exit", ctx, &Imports{}, ReasonExit},
 		{"canceled", "wait", cancelCtx, &Imports{Chunk: func(bool, string) { cancel() }}, ReasonCanceled},
-		{"memory grown", "grow", ctx, &Imports{}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := mod.instantiations.Load()
 			var ge *GuestError
-			_, err := probeCall(tt.ctx, e, mod, g, tt.h, tt.data)
-			if tt.reason == "" && err != nil || tt.reason != "" && (!errors.As(err, &ge) || ge.Reason != tt.reason) {
+			if _, err := probeCall(tt.ctx, e, mod, g, tt.h, tt.data); !errors.As(err, &ge) || ge.Reason != tt.reason {
 				t.Fatalf("call %s: %v, want reason %q", tt.data, err, tt.reason)
 			}
 			if n := mod.warm.size(); n != 0 {
@@ -243,9 +241,9 @@ func TestWarmIdleTimeout(t *testing.T) {
 	}
 }
 
-// TestWarmTables runs a hand-made module that changes its table (table.set, table.grow)
-// and a global: the reused instance sees them as a fresh instance does; an instance that
-// trapped is not reused.
+// TestWarmTables runs a hand-made module that changes its table (table.set, table.grow),
+// a global and its memory's size: the reused instance sees them as a fresh instance does
+// (a page it grows into again reads zero); an instance that trapped is not reused.
 func TestWarmTables(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range []struct {
@@ -253,7 +251,7 @@ func TestWarmTables(t *testing.T) {
 		opts []EngineOption
 		inst int64
 	}{
-		{"fresh", []EngineOption{WithoutInstanceReuse()}, 6},
+		{"fresh", []EngineOption{WithoutInstanceReuse()}, 9},
 		{"reused", nil, 3}, // the call that ran _initialize, the warm instance, its successor after the trap
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -265,12 +263,16 @@ func TestWarmTables(t *testing.T) {
 			if mod.snapGlobals != 1 {
 				t.Fatalf("%d snapshot globals, want 1", mod.snapGlobals)
 			}
-			for i, step := range []string{"probe", "mutate", "probe", "probe", "trap", "probe"} {
-				var got uint64
+			for i, step := range []string{"probe", "mutate", "probe", "peek", "probe", "mutate", "peek", "trap", "probe"} {
+				var got, peeked uint64
 				err := e.Call(ctx, mod, Grants{MemoryBytes: 1 << 20}, func(ctx context.Context, inst *Instance) error {
 					if step != "probe" {
-						if _, err := inst.ExportedFunction(step).Call(ctx); err != nil {
+						res, err := inst.ExportedFunction(step).Call(ctx)
+						if err != nil {
 							return err
+						}
+						if step == "peek" {
+							peeked = res[0]
 						}
 					}
 					res, err := inst.ExportedFunction("probe").Call(ctx)
@@ -289,10 +291,13 @@ func TestWarmTables(t *testing.T) {
 				if err != nil {
 					t.Fatalf("call %d: %v", i, err)
 				}
-				// table size ×100 + slot 0's function ×10 + the global
-				want := map[bool]uint64{false: 110, true: 225}[step == "mutate"]
+				// memory pages ×1000 + table size ×100 + slot 0's function ×10 + the global
+				want := map[string]uint64{"probe": 1110, "mutate": 2225, "peek": 2110}[step]
 				if got != want {
 					t.Errorf("call %d (%s): probe %d, want %d", i, step, got, want)
+				}
+				if peeked != 0 {
+					t.Errorf("call %d: the page grown into holds %d, want 0", i, peeked)
 				}
 			}
 			if n := mod.instantiations.Load(); n != tt.inst {
@@ -303,38 +308,48 @@ func TestWarmTables(t *testing.T) {
 }
 
 // tableModule is a module with a one-slot funcref table holding "one", a mutable global,
-// _initialize, probe (table.size*100 + call_indirect(slot 0)*10 + global), mutate
-// (slot 0 := "two", grow the table by one, global := 5) and trap (unreachable).
+// a one-page memory, _initialize, probe (memory.size*1000 + table.size*100 +
+// call_indirect(slot 0)*10 + global), mutate (slot 0 := "two", grow the table by one,
+// global := 5, grow the memory by a page and write 7 in it), peek (grow the memory by a
+// page and read its first byte) and trap (unreachable).
 func tableModule() []byte {
-	sec := func(id byte, body ...byte) []byte { return append([]byte{id, byte(len(body))}, body...) }
+	sec := func(id byte, body ...byte) []byte {
+		return append(binary.AppendUvarint([]byte{id}, uint64(len(body))), body...)
+	}
 	str := func(s string) []byte { return append([]byte{byte(len(s))}, s...) }
 	var exports []byte
-	exports = append(exports, 6)
+	exports = append(exports, 7)
 	for _, e := range []struct {
 		name      string
 		kind, idx byte
-	}{{"_initialize", 0, 0}, {"two", 0, 2}, {"probe", 0, 3}, {"mutate", 0, 4}, {"trap", 0, 5}, {"memory", 2, 0}} {
+	}{{"_initialize", 0, 0}, {"two", 0, 2}, {"probe", 0, 3}, {"mutate", 0, 4}, {"trap", 0, 5}, {"peek", 0, 6}, {"memory", 2, 0}} {
 		exports = append(append(exports, str(e.name)...), e.kind, e.idx)
 	}
 	body := func(code ...byte) []byte { return append([]byte{byte(len(code) + 1), 0}, code...) }
 	var code []byte
-	code = append(code, 6)
+	code = append(code, 7)
 	code = append(code, body(0x0b)...)
 	code = append(code, body(0x41, 1, 0x0b)...)
 	code = append(code, body(0x41, 2, 0x0b)...)
 	code = append(code, body(
 		0xfc, 0x10, 0, 0x41, 0xe4, 0, 0x6c, // table.size 0, ×100
 		0x41, 0, 0x11, 1, 0, 0x41, 10, 0x6c, 0x6a, // + call_indirect(slot 0) ×10
-		0x23, 0, 0x6a, 0x0b)...) // + global 0
+		0x23, 0, 0x6a, // + global 0
+		0x3f, 0, 0x41, 0xe8, 7, 0x6c, 0x6a, 0x0b)...) // + memory.size ×1000
 	code = append(code, body(
 		0x41, 0, 0xd2, 2, 0x26, 0, // table.set 0 (slot 0 := two)
 		0xd0, 0x70, 0x41, 1, 0xfc, 0x0f, 0, 0x1a, // table.grow 0 by 1 (null)
-		0x41, 5, 0x24, 0, 0x0b)...) // global 0 := 5
+		0x41, 5, 0x24, 0, // global 0 := 5
+		0x41, 1, 0x40, 0, 0x1a, // memory.grow 1
+		0x41, 0x80, 0x80, 4, 0x41, 7, 0x3a, 0, 0, 0x0b)...) // byte 65536 := 7
 	code = append(code, body(0x00, 0x0b)...) // trap: unreachable
+	code = append(code, body(
+		0x41, 1, 0x40, 0, 0x1a, // memory.grow 1
+		0x41, 0x80, 0x80, 4, 0x2d, 0, 0, 0x0b)...) // byte 65536
 	var m []byte
 	m = append(m, "\x00asm\x01\x00\x00\x00"...)
 	m = append(m, sec(1, 2, 0x60, 0, 0, 0x60, 0, 1, 0x7f)...)
-	m = append(m, sec(3, 6, 0, 1, 1, 1, 0, 0)...)
+	m = append(m, sec(3, 7, 0, 1, 1, 1, 0, 0, 1)...)
 	m = append(m, sec(4, 1, 0x70, 0, 1)...)
 	m = append(m, sec(5, 1, 0, 1)...)
 	m = append(m, sec(6, 1, 0x7f, 1, 0x41, 0, 0x0b)...)
