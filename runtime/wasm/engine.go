@@ -44,7 +44,8 @@ type Engine struct {
 	compiled map[[32]byte]*compiled // by sha256 of the wasm bytes
 	// snapshots starts instances from init snapshots (snapshot.go).
 	snapshots bool
-	// reuse keeps instances warm between calls (reuse.go), as warm says.
+	// reuse keeps instances warm between calls, with the settings their pools share in
+	// warm (reuse.go).
 	reuse bool
 	warm  *warmConfig
 }
@@ -294,8 +295,9 @@ type Instance struct {
 }
 
 // Call runs fn under the deadline on a fresh instance of mod with grants — or on a warm
-// one reset to be indistinguishable from it — then closes the instance or resets it. Any failure is classified (deadline, memory_limit, trap, exit, abi),
-// counted, and returned as a *GuestError.
+// one reset to be indistinguishable from it — then closes the instance or resets it.
+// Any failure is classified (deadline, memory_limit, trap, exit, abi), counted, and
+// returned as a *GuestError.
 func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx context.Context, inst *Instance) error) (err error) {
 	start := time.Now()
 	limit, err := memoryLimit(mod, g)

@@ -37,13 +37,15 @@ import (
 // wazero exposes no API for these, nor for shrinking a memory, so they are reached
 // through the exported fields of its module instance (Sys, Tables, DataInstances,
 // ElementInstances, MemoryInstance.Buffer and Cap, and Engine.MemoryGrown, which tells
-// compiled code the memory's new length) by reflection; NewEngine checks their shape once and turns reuse off when a wazero
-// version no longer has it. A new system context comes from instantiating an empty module
-// with the call's configuration and moving its context over; the one the call used
-// leaves with the empty module, whose closing closes every file the guest left open.
+// compiled code the memory's new length) by reflection; NewEngine checks their shape
+// once and turns reuse off when a wazero version no longer has it. A new system context
+// comes from instantiating an empty module with the instance's configuration and moving
+// its context over; the one the call used leaves with the empty module, whose closing
+// closes every file the guest left open.
 //
-// Clocks need nothing more: wazero's monotonic clock is process-wide (a fresh instance's
-// nanotime is not rebased) and the random source is the host's CSPRNG, stateless.
+// The new context's clocks and random source are a fresh instance's by construction:
+// wazero's monotonic clock is process-wide (a fresh instance's nanotime is not rebased)
+// and the random source is the host's CSPRNG, stateless.
 //
 // An instance is never reused after a call that failed (trap, exit, deadline,
 // cancellation, memory limit, ABI error), once closed, when its memory is not one
@@ -273,12 +275,8 @@ func (wc *warmConfig) freshSys(ctx context.Context, w *warmInstance) error {
 	if err != nil {
 		return fmt.Errorf("build a system context: %w", err)
 	}
-	d, err := instanceFields(donor)
-	if err != nil {
-		donor.Close(ctx)
-		return err
-	}
-	mine, theirs := w.inst.FieldByName("Sys"), d.FieldByName("Sys")
+	// The donor is a module instance of the type newWarmConfig checked.
+	mine, theirs := w.inst.FieldByName("Sys"), reflect.ValueOf(donor).Elem().FieldByName("Sys")
 	old := mine.Interface()
 	mine.Set(theirs)
 	theirs.Set(reflect.ValueOf(old))

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
@@ -369,7 +371,8 @@ func TestTableModuleValid(t *testing.T) {
 }
 
 // BenchmarkWarmReset times each step of a warm instance's reset on the benchtool guest
-// (memory and globals, tables and segments, the WASI context) and the whole reset.
+// (memory and globals, tables and segments, the WASI context), the whole reset, and the
+// whole reset of an instance whose memory grew.
 func BenchmarkWarmReset(b *testing.B) {
 	ctx := context.Background()
 	reg := WithCacheDir(filepath.Join(b.TempDir(), "cache"))
@@ -403,6 +406,13 @@ func BenchmarkWarmReset(b *testing.B) {
 		{"tables+segments", func() bool { return w.init.restore(w.inst) == nil }},
 		{"wasi-context", func() bool { return e.warm.freshSys(ctx, w) == nil }},
 		{"all", func() bool { return e.warm.reset(ctx, w, snap) }},
+		{"all-after-1MiB-grow", func() bool { // the grow and a write into it are timed too
+			mem := w.m.Memory()
+			if _, ok := mem.Grow(16); !ok || !mem.WriteByte(mem.Size()-1, 1) {
+				return false
+			}
+			return e.warm.reset(ctx, w, snap)
+		}},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -410,6 +420,39 @@ func BenchmarkWarmReset(b *testing.B) {
 				if !bb.step() {
 					b.Fatal("reset step failed")
 				}
+			}
+		})
+	}
+}
+
+// fakeModule is an api.Module that is not wazero's module instance.
+type fakeModule struct {
+	api.Module
+	Sys *int
+}
+
+// TestInstanceFields: reuse reaches into wazero's module instance only when it has the
+// fields the reset sets; anything else is refused, so reuse falls back to off.
+func TestInstanceFields(t *testing.T) {
+	ctx := context.Background()
+	e, _ := newEngine(t)
+	inst, err := e.rt.InstantiateModule(ctx, e.warm.empty, wazero.NewModuleConfig().WithName(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close(ctx)
+	for _, tt := range []struct {
+		name string
+		m    api.Module
+		ok   bool
+	}{
+		{"wazero's", inst, true},
+		{"another struct", &fakeModule{}, false},
+		{"not a pointer", fakeModule{}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := instanceFields(tt.m); (err == nil) != tt.ok {
+				t.Errorf("instanceFields: %v, want ok %v", err, tt.ok)
 			}
 		})
 	}
