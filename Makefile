@@ -21,7 +21,7 @@ EXAMPLE_WASM := examples/artifacts/wordcount/wordcount.wasm examples/capsules/wo
 	$(foreach d,$(DRIVERS),examples/drivers/$(d)/artifact/$(d).wasm)
 WORK_ROOT := $(CURDIR)/bin/work
 
-.PHONY: all run demo test jsdeps caddy gateway guests publish examples fuzz bench vet fmt-check check-tracked clean
+.PHONY: all run demo test jsdeps watdeps caddy gateway guests publish examples fuzz bench vet fmt-check check-tracked clean
 
 all: guests examples
 
@@ -99,7 +99,7 @@ demo: examples
 		--task "Say hello, then count the words in: the quick brown fox"
 
 ## test: no tracked build artifacts, formatting, vet and every test with the race detector
-test: check-tracked fmt-check vet jsdeps
+test: check-tracked fmt-check vet jsdeps watdeps
 	$(GO) test -race -count=1 ./...
 
 ## jsdeps: the official A2A JS SDK for the client tests, installed once before the test
@@ -107,6 +107,11 @@ test: check-tracked fmt-check vet jsdeps
 jsdeps:
 	@if command -v node >/dev/null && [ ! -f a2a/testdata/jsclient/node_modules/@a2a-js/sdk/package.json ]; then \
 		cd a2a/testdata/jsclient && npm ci --no-audit --no-fund; fi
+
+## watdeps: jco, which assembles the wasm text-format test guests (internal/watbuild),
+## installed once into the guest cache before the test packages that use it run in parallel
+watdeps:
+	@if command -v node >/dev/null; then $(GO) test -count=1 -run '^TestBuildCachesByContent$$' ./internal/watbuild >/dev/null; fi
 
 ## check-tracked: fail when git tracks a compiled binary or build artifact (ELF, Mach-O,
 ## PE, wasm, *.zip, *.mur.zip, *.test), naming each and the fix

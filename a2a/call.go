@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
+	"strings"
 )
 
 // answer is where one request's reply goes, shaped by the binding it came in on
@@ -60,6 +62,9 @@ func (a *answer) fail(rerr *rpcError, stream bool) {
 // do runs one A2A operation, whichever binding asked for it; name is the method as the
 // client called it (for messages).
 func (h *Handler) do(a *answer, m method, name string, params json.RawMessage) {
+	if a.d == v10 {
+		params = protoNames(params)
+	}
 	switch m {
 	case mSend, mStream:
 		h.doSend(a, params, m == mStream)
@@ -86,7 +91,8 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		a.fail(rerr, stream)
 		return
 	}
-	in.url = h.endpoint(a.r, h.config())
+	cfg, _ := h.configFor(a.r)
+	in.url = h.endpoint(a.r, cfg)
 	in.owner = a.who.principal
 	if in.pushRaw != "" {
 		// An inline push config is checked before the task exists: a refused one refuses
@@ -220,10 +226,74 @@ func (h *Handler) doList(a *answer, params json.RawMessage) {
 // doExtendedCard serves the authenticated extended card: the card an authenticated
 // caller gets (docs/reference/a2a.md "The extended card").
 func (h *Handler) doExtendedCard(a *answer) {
-	cfg, _ := h.cardConfig()
+	cfg, _ := h.configFor(a.r)
 	if !a.who.authenticated {
 		a.fail(errNoExtendedCard("this agent serves its extended card to authenticated callers only, and this one is anonymous; its public card at .well-known/agent-card.json is all there is"), false)
 		return
 	}
 	a.ok(json.RawMessage(buildCard(cfg, h.endpoint(a.r, cfg), a.d == v10 || cfg.CardVersion == CardV10)))
+}
+
+// snakeKey finds a member name in proto field spelling (snake_case) in a JSON text.
+var snakeKey = regexp.MustCompile(`"[a-z][a-z0-9]*_[a-z0-9_]*"\s*:`)
+
+// protoNames renames the members of 1.0 params spelled as proto fields (task_id,
+// history_length) to their JSON names (taskId, historyLength), at any depth, unless the
+// JSON name is there too: A2A 1.0 encodes its messages as ProtoJSON, whose readers accept
+// both spellings (docs/reference/a2a.md "JSON-RPC"). Params without such a member are
+// returned as they are, unparsed.
+func protoNames(params json.RawMessage) json.RawMessage {
+	if !snakeKey.Match(params) {
+		return params
+	}
+	var v any
+	if json.Unmarshal(params, &v) != nil {
+		return params // the operation reports it
+	}
+	b, err := json.Marshal(camelMembers(v))
+	if err != nil {
+		return params
+	}
+	return b
+}
+
+// camelMembers renames snake_case members of every object in v.
+func camelMembers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, val := range x {
+			x[k] = camelMembers(val)
+			if !strings.Contains(k, "_") {
+				continue
+			}
+			c := lowerCamel(k)
+			if _, taken := x[c]; !taken {
+				x[c] = x[k]
+				delete(x, k)
+			}
+		}
+	case []any:
+		for i := range x {
+			x[i] = camelMembers(x[i])
+		}
+	}
+	return v
+}
+
+// lowerCamel spells a snake_case name in lowerCamelCase, as protobuf derives JSON names.
+func lowerCamel(s string) string {
+	var b strings.Builder
+	up := false
+	for _, r := range s {
+		if r == '_' {
+			up = true
+			continue
+		}
+		if up && r >= 'a' && r <= 'z' {
+			r -= 'a' - 'A'
+		}
+		up = false
+		b.WriteRune(r)
+	}
+	return b.String()
 }

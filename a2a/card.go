@@ -163,7 +163,7 @@ func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the agent card is read with GET", http.StatusMethodNotAllowed)
 		return
 	}
-	cfg, modified := h.cardConfig()
+	cfg, modified := h.configFor(r)
 	body := buildCard(cfg, h.endpoint(r, cfg), strictCard(r, cfg))
 	sum := sha256.Sum256(body)
 	etag := `"` + hex.EncodeToString(sum[:16]) + `"`

@@ -180,7 +180,7 @@ func TestDurableRestart(t *testing.T) {
 
 			// Resubscribing with Last-Event-ID: exactly the events after it, as first sent.
 			for _, last := range []uint64{0, 2, streamed[len(streamed)-2].ID} {
-				got := rest(t, streamWith(t, g2.srv, "", "tasks/resubscribe", map[string]any{"id": first},
+				got := drain(t, streamWith(t, g2.srv, "", "tasks/resubscribe", map[string]any{"id": first},
 					map[string]string{"Last-Event-ID": fmt.Sprint(last)}))
 				want := streamed[last:]
 				if len(got) != len(want) {
@@ -193,7 +193,7 @@ func TestDurableRestart(t *testing.T) {
 				}
 			}
 			// Past the end of a finished task: its final state alone.
-			if got := rest(t, streamWith(t, g2.srv, "", "tasks/resubscribe", map[string]any{"id": first},
+			if got := drain(t, streamWith(t, g2.srv, "", "tasks/resubscribe", map[string]any{"id": first},
 				map[string]string{"Last-Event-ID": fmt.Sprint(streamed[len(streamed)-1].ID)})); len(got) != 1 || taskOf(t, "", got[0]).Kind != "task" {
 				t.Errorf("resubscribe past the end: %+v", got)
 			}
@@ -341,7 +341,7 @@ func TestDurableBeyondTheBuffer(t *testing.T) {
 		}
 	}
 	e.release <- "done"
-	rest(t, first)
+	drain(t, first)
 }
 
 // TestNoEventSkippedAcrossReconnects: over 1,000 events, a client that drops its stream
@@ -368,9 +368,9 @@ func TestNoEventSkippedAcrossReconnects(t *testing.T) {
 		}
 	}
 	e.release <- "done"
-	tail := rest(t, streamWith(t, g.srv, "", "tasks/resubscribe", map[string]any{"id": id}, map[string]string{"Last-Event-ID": fmt.Sprint(got[len(got)-1].ID)}))
+	tail := drain(t, streamWith(t, g.srv, "", "tasks/resubscribe", map[string]any{"id": id}, map[string]string{"Last-Event-ID": fmt.Sprint(got[len(got)-1].ID)}))
 	got = append(got, tail...)
-	want := append(original, rest(t, first)...)
+	want := append(original, drain(t, first)...)
 	if len(got) != len(want) {
 		t.Fatalf("%d events across reconnects, want %d", len(got), len(want))
 	}

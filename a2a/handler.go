@@ -226,7 +226,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this is an A2A JSON-RPC endpoint: POST a JSON-RPC 2.0 request; the agent card is at .well-known/agent-card.json", http.StatusMethodNotAllowed)
 		return
 	}
-	cfg := h.config()
+	cfg, _ := h.configFor(r)
 	who, ok := identify(r, cfg)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="capsule"`)

@@ -178,6 +178,12 @@ func postTo(t *testing.T, srv *httptest.Server, url string, headers map[string]s
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	return roundTrip(t, srv, req, headers)
+}
+
+// roundTrip sends req with headers set and returns the response and its whole body.
+func roundTrip(t *testing.T, srv *httptest.Server, req *http.Request, headers map[string]string) (*http.Response, []byte) {
+	t.Helper()
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
@@ -204,11 +210,20 @@ func request(method string, params any) []byte {
 // call makes one JSON-RPC call; version "" sends no A2A-Version header.
 func call(t *testing.T, srv *httptest.Server, version, method string, params any) rpcResp {
 	t.Helper()
-	headers := map[string]string{}
-	if version != "" {
-		headers["A2A-Version"] = version
+	return callWith(t, srv, version, method, params, nil)
+}
+
+// callWith is call with more request headers.
+func callWith(t *testing.T, srv *httptest.Server, version, method string, params any, headers map[string]string) rpcResp {
+	t.Helper()
+	h := map[string]string{}
+	for k, v := range headers {
+		h[k] = v
 	}
-	resp, body := post(t, srv, headers, request(method, params))
+	if version != "" {
+		h["A2A-Version"] = version
+	}
+	resp, body := post(t, srv, h, request(method, params))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%s: HTTP %d: %s", method, resp.StatusCode, body)
 	}
@@ -410,16 +425,24 @@ func parseSSE(r io.Reader) <-chan sseEvent {
 	return out
 }
 
-// next returns the next event, failing if the stream ended or stalled.
+// next returns the next event, failing if the stream ended or stalled or the event is
+// malformed.
 func next(t *testing.T, ch <-chan sseEvent) sseEvent {
+	t.Helper()
+	e := recvOpen(t, ch)
+	if strings.HasPrefix(e.Data.JSONRPC, "bad") {
+		t.Fatalf("malformed event data: %s", e.Data.JSONRPC)
+	}
+	return e
+}
+
+// recvOpen returns the next value of a stream, failing if it ended or stalled.
+func recvOpen[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
 	select {
 	case e, open := <-ch:
 		if !open {
 			t.Fatal("the stream ended early")
-		}
-		if strings.HasPrefix(e.Data.JSONRPC, "bad") {
-			t.Fatalf("malformed event data: %s", e.Data.JSONRPC)
 		}
 		return e
 	case <-time.After(watchdog):
@@ -428,10 +451,10 @@ func next(t *testing.T, ch <-chan sseEvent) sseEvent {
 	panic("unreachable")
 }
 
-// rest returns the remaining events, failing if the stream does not end.
-func rest(t *testing.T, ch <-chan sseEvent) []sseEvent {
+// drain returns a stream's remaining events, failing if it does not end.
+func drain[T any](t *testing.T, ch <-chan T) []T {
 	t.Helper()
-	var out []sseEvent
+	var out []T
 	timeout := time.After(watchdog)
 	for {
 		select {

@@ -70,13 +70,13 @@ func TestInputRequired(t *testing.T) {
 
 func TestInputRequiredStream(t *testing.T) {
 	_, srv := newServer(t, Config{Executor: &inputExec{errs: make(chan error, 1)}})
-	first := rest(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("hi")}))
+	first := drain(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("hi")}))
 	checkIDs(t, first)
 	last := decode[tObj](t, first[len(first)-1].Data.Result)
 	if last.Kind != "status-update" || last.Status.State != "input-required" || last.Final == nil || !*last.Final {
 		t.Fatalf("the stream must end at input-required with final: %+v", last)
 	}
-	second := rest(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("Bob", "contextId="+last.ContextID)}))
+	second := drain(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("Bob", "contextId="+last.ContextID)}))
 	checkIDs(t, second)
 	if second[0].ID <= first[len(first)-1].ID {
 		t.Errorf("ids restart: %d after %d", second[0].ID, first[len(first)-1].ID)
@@ -125,7 +125,7 @@ func TestAcceptanceNone(t *testing.T) {
 	_, srv := newServer(t, Config{Executor: &echoExec{}, Lifecycle: Lifecycle{Acceptance: AcceptNone}})
 	fails(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("hi")}), codeUnsupported)
 	fails(t, call(t, srv, "1.0", "SendMessage", map[string]any{"message": msg10("hi")}), codeUnsupported)
-	events := rest(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("hi")}))
+	events := drain(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("hi")}))
 	if len(events) != 1 || events[0].Data.Error == nil || events[0].Data.Error.Code != codeUnsupported {
 		t.Fatalf("stream %+v", events)
 	}
@@ -148,7 +148,7 @@ func TestAcceptanceSingle(t *testing.T) {
 		t.Fatalf("concurrent send: %+v", second)
 	}
 	// A rejected stream is one task event, in its final state.
-	events := rest(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("three", oneCtx)}))
+	events := drain(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("three", oneCtx)}))
 	if len(events) != 1 || decode[tObj](t, events[0].Data.Result).Status.State != "rejected" {
 		t.Fatalf("rejected stream %+v", events)
 	}

@@ -1,8 +1,10 @@
 package a2a
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -13,19 +15,7 @@ import (
 // callAs is call with a bearer token.
 func callAs(t *testing.T, srv *httptest.Server, version, token, method string, params any) rpcResp {
 	t.Helper()
-	headers := map[string]string{"Authorization": "Bearer " + token}
-	if version != "" {
-		headers["A2A-Version"] = version
-	}
-	resp, body := post(t, srv, headers, request(method, params))
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: HTTP %d: %s", method, resp.StatusCode, body)
-	}
-	var r rpcResp
-	if err := json.Unmarshal(body, &r); err != nil {
-		t.Fatalf("%s: %v: %s", method, err, body)
-	}
-	return r
+	return callWith(t, srv, version, method, params, map[string]string{"Authorization": "Bearer " + token})
 }
 
 // dialectMethods names each operation in one JSON-RPC dialect.
@@ -322,4 +312,69 @@ func TestPrincipalsOverREST(t *testing.T) {
 		t.Errorf("a loopback hook over REST: HTTP %d %s", resp.StatusCode, body)
 	}
 	restCall[tObj](t, srv, http.MethodPost, "tasks/"+id+":cancel", asA10, "")
+}
+
+// TestRoutes: one handler served on two routes, each with its own Route: the closed
+// route's tokens are asked for there and only there, each route's card says its own
+// auth and URL, and the open route's anonymous caller sees none of team-a's tasks.
+func TestRoutes(t *testing.T) {
+	h, err := NewHandler(Config{Card: testCard(), Executor: &echoExec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed, err := CheckRoute(Route{Tokens: []Token{{Name: "team-a", Secret: "tok-a"}}, PublicURL: "https://agents.example.com/closed/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/open/", h)
+	mux.Handle("/closed/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(WithRoute(r.Context(), &closed)))
+	}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	defer h.Shutdown(context.Background())
+
+	send := func(path, token string) (int, rpcResp) {
+		headers := map[string]string{"A2A-Version": "1.0"}
+		if token != "" {
+			headers["Authorization"] = "Bearer " + token
+		}
+		resp, body := postTo(t, srv, srv.URL+path, headers, request("SendMessage", map[string]any{"message": msg10("hi")}))
+		var r rpcResp
+		_ = json.Unmarshal(body, &r)
+		return resp.StatusCode, r
+	}
+	if code, _ := send("/closed/", ""); code != http.StatusUnauthorized {
+		t.Errorf("closed route without a token: HTTP %d", code)
+	}
+	code, r := send("/closed/", "tok-a")
+	if code != http.StatusOK || r.Error != nil {
+		t.Fatalf("closed route with team-a's token: HTTP %d %+v", code, r.Error)
+	}
+	taskA := decode[tWrap](t, r.Result).Task.ID
+	if code, r := send("/open/", ""); code != http.StatusOK || r.Error != nil {
+		t.Errorf("open route, anonymous: HTTP %d %+v", code, r.Error)
+	}
+	resp, body := postTo(t, srv, srv.URL+"/open/", map[string]string{"A2A-Version": "1.0"}, request("GetTask", map[string]any{"id": taskA}))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"code":-32001`) {
+		t.Errorf("the open route's anonymous caller reads team-a's task: %s", body)
+	}
+	for _, tc := range []struct{ path, url, bearer string }{
+		{"/closed/", "https://agents.example.com/closed/", `"bearer"`},
+		{"/open/", srv.URL + "/open/", ""},
+	} {
+		resp, err := srv.Client().Get(srv.URL + tc.path + ".well-known/agent-card.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		card, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(card), `"url":"`+tc.url+`"`) || strings.Contains(string(card), `"securitySchemes"`) != (tc.bearer != "") {
+			t.Errorf("%s card: %s", tc.path, card)
+		}
+	}
+	if _, err := CheckRoute(Route{Tokens: []Token{{Name: "a", Secret: "x y"}}}); err == nil || !strings.Contains(err.Error(), CodeBearerToken) {
+		t.Errorf("a bad route token: %v", err)
+	}
 }

@@ -551,13 +551,18 @@ func (h *Handler) deliver(t *task, ps *pushState, sub *subscription, view *snaps
 			if !h.post(ctx, t, ps, e, view) && ctx.Err() != nil {
 				return // stopped mid-delivery: the event is sent again on the next start
 			}
+			ends := endsPush(e)
 			t.mu.Lock()
 			ps.delivered = e.seq
 			if t.store != nil && findPush(t, ps.cfg.ID) == ps {
-				lastWrite = t.store.pushDelivered(t, ps.cfg.ID, e.seq)
+				cursor := e.seq
+				if ends {
+					cursor = deliveredAll // a start need not look at this config again
+				}
+				lastWrite = t.store.pushDelivered(t, ps.cfg.ID, cursor)
 			}
 			t.mu.Unlock()
-			if endsPush(e) {
+			if ends {
 				return
 			}
 		}
@@ -678,11 +683,22 @@ func (h *Handler) postOnce(ctx context.Context, p *pusher, ps *pushState, body [
 	return nil
 }
 
+// deliveredAll is the stored cursor of a config whose task ended and whose last event was
+// delivered (or given up on): nothing is left to send, whatever the task's last seq.
+const deliveredAll = ^uint64(0)
+
 // resumePushes gives back their workers to the stored configs with events left to
-// deliver (NewHandler, durable store): delivery resumes after each one's cursor.
+// deliver (NewHandler, durable store): delivery resumes after each one's cursor. Configs
+// whose delivery ended are skipped without reading their tasks, so a start costs nothing
+// for the finished tasks a store retains.
 func (h *Handler) resumePushes(ds *durableStore) error {
 	taskIDs := map[string]bool{}
-	if err := ds.allPushes(func(r pushRow) bool { taskIDs[r.TaskID] = true; return true }); err != nil {
+	if err := ds.allPushes(func(r pushRow) bool {
+		if r.Delivered != deliveredAll {
+			taskIDs[r.TaskID] = true
+		}
+		return true
+	}); err != nil {
 		return err
 	}
 	for id := range taskIDs {

@@ -3,6 +3,7 @@ package a2a
 import (
 	"context"
 	"encoding/json"
+	"github.com/capsulegate/capsulegate/internal/taskdb"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -464,11 +465,24 @@ func TestPushDurableRestart(t *testing.T) {
 			t.Fatal("the token did not survive the restart")
 		}
 	}
-	g2.stop() // waits for the workers: anything more would have been sent by now
+	// The worker ends after the terminal event's cursor is stored (stopping the handler
+	// first could cut that last acknowledgement off: it would then be sent again).
+	g2.h.pushers.Wait()
+	g2.stop()
 	select {
 	case h := <-rc.got:
 		t.Fatalf("sent again after the restart: %s", h.body)
 	default:
+	}
+	// The finished delivery's cursor says so: a third start skips the config unread.
+	db, err := taskdb.Open(path, taskdb.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Pushes(testCard().Name, task.ID)
+	if err != nil || len(rows) != 1 || rows[0].Delivered != deliveredAll {
+		t.Errorf("stored configs after the delivery ended: %+v %v", rows, err)
 	}
 }
 

@@ -165,7 +165,7 @@ func (h *Handler) serveREST(w http.ResponseWriter, r *http.Request, rt restRoute
 		writeRESTError(w, v10, errVersion(requestVersion(r)))
 		return
 	}
-	cfg := h.config()
+	cfg, _ := h.configFor(r)
 	who, ok := identify(r, cfg)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="capsule"`)

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 // restDo sends an HTTP+JSON request to path under the capsule's prefix; a non-empty
@@ -24,19 +23,7 @@ func restDo(t *testing.T, srv *httptest.Server, method, path string, headers map
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return roundTrip(t, srv, req, headers)
 }
 
 var v1 = map[string]string{"A2A-Version": "1.0"}
@@ -326,38 +313,6 @@ func restStream(t *testing.T, srv *httptest.Server, method, path string, headers
 	return out
 }
 
-func nextREST(t *testing.T, ch <-chan restEvent) restEvent {
-	t.Helper()
-	select {
-	case e, open := <-ch:
-		if !open {
-			t.Fatal("the stream ended early")
-		}
-		return e
-	case <-time.After(watchdog):
-		t.Fatal("no event within the watchdog")
-	}
-	panic("unreachable")
-}
-
-// restRest returns the stream's remaining events; it must end.
-func restRest(t *testing.T, ch <-chan restEvent) []restEvent {
-	t.Helper()
-	var out []restEvent
-	timeout := time.After(watchdog)
-	for {
-		select {
-		case e, open := <-ch:
-			if !open {
-				return out
-			}
-			out = append(out, e)
-		case <-timeout:
-			t.Fatalf("the stream did not end; got %d events", len(out))
-		}
-	}
-}
-
 // streamMember names the StreamResponse member an event holds, and decodes it.
 func streamMember(t *testing.T, e restEvent) (string, map[string]any) {
 	t.Helper()
@@ -386,7 +341,7 @@ func TestRESTStream(t *testing.T) {
 			b := newBlocking()
 			_, srv := newServer(t, Config{Executor: b})
 			first := restStream(t, srv, "POST", v.send, v.headers, v.body)
-			created := nextREST(t, first)
+			created := recvOpen(t, first)
 			kind, task := streamMember(t, created)
 			if kind != "task" || task["kind"] != nil {
 				t.Fatalf("first event %s", created.data)
@@ -396,7 +351,7 @@ func TestRESTStream(t *testing.T) {
 			job.Chunk("partial")
 			var seen restEvent
 			for {
-				e := nextREST(t, first)
+				e := recvOpen(t, first)
 				if strings.Contains(string(e.data), `"partial"`) {
 					seen = e
 					break
@@ -418,8 +373,8 @@ func TestRESTStream(t *testing.T) {
 			}
 			resumed := restStream(t, srv, verb, sub, headers, "")
 			b.release <- "done"
-			after := restRest(t, resumed)
-			firstRest := restRest(t, first)
+			after := drain(t, resumed)
+			firstRest := drain(t, first)
 			if len(after) != 2 || len(firstRest) != 2 || after[0].id != firstRest[0].id || after[1].id != firstRest[1].id || after[0].id <= seen.id {
 				t.Fatalf("resumed %v, first %v", after, firstRest)
 			}

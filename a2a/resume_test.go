@@ -60,8 +60,8 @@ func TestResumeWithLastEventID(t *testing.T) {
 				replay = append(replay, next(t, resumed))
 			}
 			e.release <- "done"
-			replay = append(replay, rest(t, resumed)...)
-			firstRest := rest(t, first)
+			replay = append(replay, drain(t, resumed)...)
+			firstRest := drain(t, first)
 			want := append(seen[last:], firstRest...)
 			if len(replay) != len(want) {
 				t.Fatalf("resumed stream had %d events, want %d", len(replay), len(want))
@@ -97,10 +97,10 @@ func TestResumeBeyondTheEnd(t *testing.T) {
 		t.Errorf("a malformed Last-Event-ID: stream began with %s", snap.Data.Result)
 	}
 	e.release <- "done"
-	got := rest(t, far)
+	got := drain(t, far)
 	if len(got) == 0 || got[0].ID != seen[2].ID+1 {
 		t.Fatalf("resumed past the end: %+v, want the events from id %d", got, seen[2].ID+1)
 	}
-	rest(t, first)
-	rest(t, bad)
+	drain(t, first)
+	drain(t, bad)
 }

@@ -194,6 +194,23 @@ type rpcResponse struct {
 	Error   *rpcError       `json:"error,omitempty"`
 }
 
+// MarshalJSON writes result even when it is null (a 0.3 push config delete answers
+// null): JSON-RPC 2.0 §5 wants exactly one of result and error in every response.
+func (r rpcResponse) MarshalJSON() ([]byte, error) {
+	if r.Error != nil {
+		return json.Marshal(struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   *rpcError       `json:"error"`
+		}{r.JSONRPC, r.ID, r.Error})
+	}
+	return json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  any             `json:"result"`
+	}{r.JSONRPC, r.ID, r.Result})
+}
+
 // response answers request id in dialect d.
 func (d dialect) response(id json.RawMessage, result any, rerr *rpcError) rpcResponse {
 	if id == nil {

@@ -188,7 +188,7 @@ func TestStreamingMethodErrorsAreSSE(t *testing.T) {
 		{"wrong version", "9.9", "message/stream", map[string]any{"message": msg03("x")}, codeVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			events := rest(t, stream(t, srv, tc.version, tc.method, tc.params))
+			events := drain(t, stream(t, srv, tc.version, tc.method, tc.params))
 			if len(events) != 1 || events[0].Data.Error == nil || events[0].Data.Error.Code != tc.code {
 				t.Fatalf("events %+v", events)
 			}
@@ -392,5 +392,46 @@ func TestListTasks(t *testing.T) {
 	}
 	for _, bad := range []map[string]any{{"pageSize": 0}, {"pageToken": "nope!"}, {"status": "sleeping"}, {"statusTimestampAfter": "yesterday"}} {
 		fails(t, call(t, srv, "1.0", "ListTasks", bad), codeInvalidParams)
+	}
+}
+
+// TestProtoFieldNames: A2A 1.0 params are ProtoJSON, whose readers accept the proto field
+// names (snake_case) beside the JSON names; the gateway does too, at any depth.
+func TestProtoFieldNames(t *testing.T) {
+	_, srv := newServer(t, Config{Executor: &echoExec{}})
+	sent := decode[tWrap](t, ok(t, call(t, srv, "1.0", "SendMessage", map[string]any{
+		"message": map[string]any{"message_id": "m-snake", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "hi"}}, "context_id": "ctx-snake"},
+	}))).Task
+	if sent.ContextID != "ctx-snake" {
+		t.Errorf("context_id ignored: %+v", sent)
+	}
+	got := decode[tObj](t, ok(t, call(t, srv, "1.0", "GetTask", map[string]any{"id": sent.ID, "history_length": 0})))
+	if len(got.History) != 0 {
+		t.Errorf("history_length ignored: %d messages", len(got.History))
+	}
+	// The JSON name wins when both are given.
+	got = decode[tObj](t, ok(t, call(t, srv, "1.0", "GetTask", map[string]any{"id": sent.ID, "historyLength": 1, "history_length": 0})))
+	if len(got.History) != 1 {
+		t.Errorf("historyLength beside history_length: %d messages", len(got.History))
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"task_id", "taskId"}, {"history_length", "historyLength"}, {"a_b_c", "aBC"}, {"push_notification_config", "pushNotificationConfig"},
+	} {
+		if got := lowerCamel(tc.in); got != tc.want {
+			t.Errorf("lowerCamel(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestNullResult: a success whose result is null still carries "result" (JSON-RPC 2.0
+// §5: exactly one of result and error).
+func TestNullResult(t *testing.T) {
+	b, err := json.Marshal(v03.response(json.RawMessage(`7`), nil, nil))
+	if err != nil || string(b) != `{"jsonrpc":"2.0","id":7,"result":null}` {
+		t.Errorf("%s %v", b, err)
+	}
+	b, _ = json.Marshal(v03.response(json.RawMessage(`7`), nil, errInvalidParams("x")))
+	if strings.Contains(string(b), `"result"`) {
+		t.Errorf("an error response carries result: %s", b)
 	}
 }

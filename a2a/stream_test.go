@@ -14,7 +14,7 @@ import (
 
 func TestStream03(t *testing.T) {
 	_, srv := newServer(t, Config{Executor: &echoExec{}})
-	events := rest(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("hello world")}))
+	events := drain(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("hello world")}))
 	checkIDs(t, events)
 	var kinds, chunks []string
 	var obj []tObj
@@ -51,7 +51,7 @@ func TestStream03(t *testing.T) {
 
 func TestStream10(t *testing.T) {
 	_, srv := newServer(t, Config{Executor: &echoExec{}})
-	events := rest(t, stream(t, srv, "1.0", "SendStreamingMessage", map[string]any{"message": msg10("hi")}))
+	events := drain(t, stream(t, srv, "1.0", "SendStreamingMessage", map[string]any{"message": msg10("hi")}))
 	checkIDs(t, events)
 	var shape []string
 	for _, e := range events {
@@ -172,7 +172,7 @@ func TestResubscribe(t *testing.T) {
 				t.Fatalf("resubscribe began with %s", snap.Data.Result)
 			}
 			b.release <- "done"
-			after := rest(t, second)
+			after := drain(t, second)
 			checkIDs(t, append([]sseEvent{snap}, after...))
 			if len(after) != 2 {
 				t.Fatalf("after the snapshot: %d events", len(after))
@@ -184,7 +184,7 @@ func TestResubscribe(t *testing.T) {
 				t.Errorf("final %s", after[1].Data.Result)
 			}
 			// The first stream saw the same ending, with the same ids.
-			firstRest := rest(t, first)
+			firstRest := drain(t, first)
 			if len(firstRest) != 2 || firstRest[0].ID != after[0].ID || firstRest[1].ID != after[1].ID {
 				t.Errorf("first stream ended with %+v", firstRest)
 			}
@@ -194,7 +194,7 @@ func TestResubscribe(t *testing.T) {
 				fails(t, call(t, srv, v.version, v.resub, map[string]any{"id": id}), codeUnsupported)
 				return
 			}
-			end := rest(t, stream(t, srv, v.version, v.resub, map[string]any{"id": id}))
+			end := drain(t, stream(t, srv, v.version, v.resub, map[string]any{"id": id}))
 			if len(end) != 1 {
 				t.Fatalf("resubscribe to a finished task: %+v", end)
 			}

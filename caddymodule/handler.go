@@ -63,6 +63,7 @@ type Handler struct {
 
 	key    string
 	entry  *hostedCapsule
+	route  *a2a.Route // this route's auth, public URL, card and body limit
 	logger *zap.Logger
 }
 
@@ -161,6 +162,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	// Two routes may serve one manifest (one hosted capsule, one A2A handler); each
+	// judges its requests by its own settings (docs/reference/a2a.md "Routes").
+	rt, err := a2a.CheckRoute(a2a.Route{Bearer: p.token, Tokens: p.tokens, PublicURL: h.PublicURL, CardVersion: h.Card, MaxBody: h.MaxBody})
+	if err != nil {
+		return err
+	}
+	h.route = &rt
 	h.key = p.path
 	v, loaded, err := capsules.LoadOrNew(h.key, func() (caddy.Destructor, error) {
 		return h.host(p)
@@ -495,7 +503,7 @@ func describe(m *manifest.Manifest) string {
 
 // ServeHTTP answers A2A for the capsule.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	h.entry.a2a.ServeHTTP(w, r)
+	h.entry.a2a.ServeHTTP(w, r.WithContext(a2a.WithRoute(r.Context(), h.route)))
 	return nil
 }
 

@@ -212,6 +212,10 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 			}
 		}
 	}
+	# The same capsule on a second route without auth: each route keeps its own.
+	handle /agents/gate-teams-open/* {
+		capsule gate/teams/murmur.yaml
+	}
 	handle /agents/gate-basic/* {
 		route {
 			basic_auth {

@@ -437,6 +437,14 @@ func TestGateway(t *testing.T) {
 				if resp.StatusCode != http.StatusUnauthorized {
 					t.Errorf("no credentials: HTTP %d", resp.StatusCode)
 				}
+				if tc.path == "/agents/gate-teams/" {
+					// The manifest is also served on an open route: there the caller is
+					// anonymous and A's task is not found; the team route still asks for
+					// a token (checked just above), whichever route was provisioned last.
+					if r := g.call(t, "/agents/gate-teams-open/", "", "tasks/get", map[string]any{"id": tk.ID}); r.Error == nil || r.Error.Code != -32001 {
+						t.Errorf("the open route reads team-a's task: %+v", r)
+					}
+				}
 			})
 		}
 	})

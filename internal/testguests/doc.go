@@ -1,3 +1,4 @@
 // Package testguests holds small wasip1 guests (one per directory) that tests build
-// with internal/guestbuild and run under wazero.
+// with internal/guestbuild (Go) or internal/watbuild (the wasm text format, tinytool)
+// and run under wazero.
 package testguests

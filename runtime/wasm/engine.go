@@ -292,6 +292,7 @@ type Grants struct {
 type Instance struct {
 	api.Module
 	mod *Module
+	fns *funcCache // a warm-capable instance's exported functions (funccache.go)
 }
 
 // Call runs fn under the deadline on a fresh instance of mod with grants — or on a warm
@@ -320,7 +321,7 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 	}()
 	if p.warm != nil {
 		ctx := experimental.WithMemoryAllocator(ctx, p.alloc)
-		err := fn(ctx, &Instance{Module: p.warm.m, mod: mod})
+		err := fn(ctx, &Instance{Module: p.warm.m, mod: mod, fns: &p.warm.fns})
 		e.release(ctx, mod, p.warmK, p.warm, p.snap, err)
 		return err
 	}
@@ -386,12 +387,14 @@ func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPl
 	if err != nil {
 		return err
 	}
+	inst := &Instance{Module: m, mod: mod}
 	var w *warmInstance
 	if p.reusing && p.snap != nil {
 		w = newWarm(m, p.alloc, p.calls, cfg)
 	}
 	if w != nil {
 		// Kept warm after the call if it ends cleanly; closed otherwise.
+		inst.fns = &w.fns
 		defer func() { e.release(ctx, mod, p.warmK, w, p.snap, err) }()
 	} else {
 		defer m.Close(context.WithoutCancel(ctx))
@@ -399,7 +402,7 @@ func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPl
 	if err := p.start(ctx, mod, m); err != nil {
 		return err
 	}
-	return fn(ctx, &Instance{Module: m, mod: mod})
+	return fn(ctx, inst)
 }
 
 // moduleConfig is the wazero configuration granting g to one instance; calls carries the

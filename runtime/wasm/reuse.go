@@ -213,6 +213,7 @@ type warmInstance struct {
 	// serves are the same (warmKey), so each reset builds its new system context from it.
 	cfg   wazero.ModuleConfig
 	inst  reflect.Value // m's wazero module instance (instanceFields)
+	fns   funcCache     // its exported functions, kept across calls
 	init  pristine
 	used  time.Time // when it last went back to its pool
 	bytes int64     // its linear memory, counted while it waits

@@ -1,0 +1,58 @@
+package a2a
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Route holds the settings a host applies per route rather than per handler: one capsule
+// (one Handler, one task registry) may be served on two routes with different auth,
+// public URLs or card versions, and each route's requests must be judged by its own
+// (docs/reference/a2a.md "Routes"). Attach it with WithRoute; a request without one uses
+// the Handler's Config.
+type Route struct {
+	Bearer      string
+	Tokens      []Token
+	PublicURL   string
+	CardVersion string
+	MaxBody     int64 // 0 = DefaultMaxBody
+}
+
+type routeKey struct{}
+
+// WithRoute returns ctx carrying rt, for a request the Handler serves.
+func WithRoute(ctx context.Context, rt *Route) context.Context {
+	return context.WithValue(ctx, routeKey{}, rt)
+}
+
+// CheckRoute validates rt as NewHandler validates the same fields of a Config, and returns
+// it normalised (a public URL's empty path becomes "/").
+func CheckRoute(rt Route) (Route, error) {
+	cfg, err := normalize(Config{Card: Card{Name: "route"}, Executor: noExecutor{}, Bearer: rt.Bearer, Tokens: rt.Tokens,
+		PublicURL: rt.PublicURL, CardVersion: rt.CardVersion, MaxBody: rt.MaxBody})
+	if err != nil {
+		return rt, err
+	}
+	rt.PublicURL, rt.MaxBody = cfg.PublicURL, cfg.MaxBody
+	return rt, nil
+}
+
+// noExecutor stands in for the executor CheckRoute does not check.
+type noExecutor struct{}
+
+func (noExecutor) Execute(context.Context, *Job) Outcome { return Outcome{} }
+
+// configFor returns the configuration that applies to r — the Handler's, with r's route
+// settings over it — and when the card last changed.
+func (h *Handler) configFor(r *http.Request) (Config, time.Time) {
+	cfg, modified := h.cardConfig()
+	if rt, ok := r.Context().Value(routeKey{}).(*Route); ok && rt != nil {
+		cfg.Bearer, cfg.Tokens, cfg.PublicURL, cfg.CardVersion = rt.Bearer, rt.Tokens, rt.PublicURL, rt.CardVersion
+		cfg.MaxBody = rt.MaxBody
+		if cfg.MaxBody == 0 {
+			cfg.MaxBody = DefaultMaxBody
+		}
+	}
+	return cfg, modified
+}
