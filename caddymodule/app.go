@@ -58,9 +58,9 @@ type App struct {
 	// (docs/guests.md). The Caddyfile's init_snapshots on|off.
 	InitSnapshots *bool `json:"init_snapshots,omitempty"`
 	// InstanceReuse keeps guest instances warm between calls of the same session, reset
-	// to their init snapshot (faster; an open file can outlive a call: docs/guests.md).
-	// The Caddyfile's instance_reuse on|off.
-	InstanceReuse bool `json:"instance_reuse,omitempty"`
+	// to exactly what a fresh instance from the init snapshot is (absent means true,
+	// unless init snapshots are off; docs/guests.md). The Caddyfile's instance_reuse on|off.
+	InstanceReuse *bool `json:"instance_reuse,omitempty"`
 	// Push, when set, lets A2A clients register push-notification webhooks with every
 	// hosted capsule, to the URLs its allow rules admit (docs/operators.md "Push
 	// notifications"); absent, capsules refuse push configs.
@@ -150,14 +150,20 @@ func (a *App) maxTasks() int {
 // initSnapshots reports whether guest calls start from init snapshots (the default).
 func (a *App) initSnapshots() bool { return a.InitSnapshots == nil || *a.InitSnapshots }
 
-// engineKey names the engine an app uses in the engines pool: one per cache folder and
-// init-snapshot setting.
+// instanceReuse reports whether guest instances are kept warm: the default, when init
+// snapshots are on (a warm instance is reset to its snapshot).
+func (a *App) instanceReuse() bool {
+	return a.initSnapshots() && (a.InstanceReuse == nil || *a.InstanceReuse)
+}
+
+// engineKey names the engine an app uses in the engines pool: one per cache folder,
+// init-snapshot and instance-reuse setting.
 func (a *App) engineKey() string {
 	switch {
 	case !a.initSnapshots():
 		return a.CacheDir + "\x00no-init-snapshots"
-	case a.InstanceReuse:
-		return a.CacheDir + "\x00instance-reuse"
+	case !a.instanceReuse():
+		return a.CacheDir + "\x00no-instance-reuse"
 	}
 	return a.CacheDir
 }
@@ -165,13 +171,13 @@ func (a *App) engineKey() string {
 // acquireEngine returns the app's engine, starting it if need be; each call holds it
 // until a matching engines.Delete(a.engineKey()).
 func (a *App) acquireEngine() (*runtime.Runtime, error) {
-	cacheDir, snapshots, reuse := a.CacheDir, a.initSnapshots(), a.InstanceReuse
+	cacheDir, snapshots, reuse := a.CacheDir, a.initSnapshots(), a.instanceReuse()
 	v, _, err := engines.LoadOrNew(a.engineKey(), func() (caddy.Destructor, error) {
 		opts := []wasm.EngineOption{wasm.WithCacheDir(cacheDir)}
 		if !snapshots {
 			opts = append(opts, wasm.WithoutInitSnapshots())
-		} else if reuse {
-			opts = append(opts, wasm.WithInstanceReuse())
+		} else if !reuse {
+			opts = append(opts, wasm.WithoutInstanceReuse())
 		}
 		e, err := runtime.New(context.Background(), opts...)
 		if err != nil {
@@ -273,7 +279,7 @@ func (a *App) Validate() error {
 			}
 		}
 	}
-	if a.InstanceReuse && !a.initSnapshots() {
+	if a.InstanceReuse != nil && *a.InstanceReuse && !a.initSnapshots() {
 		list = append(list, errs.New(CodeAppConfig, "caddy", "instance_reuse on needs init_snapshots on: instances are reset to their init snapshot",
 			"drop one of the two options"))
 	}
@@ -380,7 +386,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if opt == "init_snapshots" {
 				a.InitSnapshots = &on
 			} else {
-				a.InstanceReuse = on
+				a.InstanceReuse = &on
 			}
 		default:
 			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, retention, max_tasks, grace_period, dns_upstream, init_snapshots, instance_reuse, push)", opt)

@@ -27,7 +27,7 @@ func TestAppCaddyfile(t *testing.T) {
 		{"grace period", "capsule {\n grace_period 1m\n}", `{"grace_period":60000000000}`},
 		{"snapshots on", "capsule {\n init_snapshots on\n}", `{"init_snapshots":true}`},
 		{"reuse on", "capsule {\n instance_reuse on\n}", `{"instance_reuse":true}`},
-		{"reuse off", "capsule {\n instance_reuse off\n}", `{}`},
+		{"reuse off", "capsule {\n instance_reuse off\n}", `{"instance_reuse":false}`},
 		{"push", "capsule {\n push {\n  allow http://127.0.0.1:8080 https://hooks.example.com\n  allow *.example.org\n }\n}",
 			`{"push":{"allow":["http://127.0.0.1:8080","https://hooks.example.com","*.example.org"]}}`},
 	} {
@@ -65,6 +65,8 @@ func TestValidate(t *testing.T) {
 		{"app: push allowing nothing", new(App), `{"push":{}}`, []string{"E-RUN-020"}},
 		{"app: push with bad rules", new(App), `{"push":{"allow":["ftp://x.example","*","https://ok.example"]}}`, []string{"E-NET-003", "E-NET-015"}},
 		{"app: reuse without snapshots", new(App), `{"init_snapshots":false,"instance_reuse":true}`, []string{"E-RUN-020"}},
+		{"app: snapshots off, reuse by default", new(App), `{"init_snapshots":false}`, nil},
+		{"app: snapshots and reuse off", new(App), `{"init_snapshots":false,"instance_reuse":false}`, nil},
 		{"capsule: complete", new(Handler), `{"manifest":"a.yaml","auth":{"bearer":"TOKEN"},"max_body":1,"queue_depth":1,"public_url":"https://a.example","card":"1.0"}`, nil},
 		{"capsule: no manifest", new(Handler), `{}`, []string{"E-RUN-021"}},
 		{"capsule: negative max_body", new(Handler), `{"manifest":"a.yaml","max_body":-1}`, []string{"E-RUN-021"}},
@@ -142,5 +144,33 @@ func TestAppPush(t *testing.T) {
 	p := a.pushPolicy()
 	if p == nil || len(p.Allow) != 2 || p.Allow[0].String() != "http://127.0.0.1:8080" || p.Allow[1].String() != "*.example.org" {
 		t.Fatalf("policy %+v", p)
+	}
+}
+
+// TestAppInstanceReuse: warm instances are on unless instance_reuse off or init_snapshots
+// off says otherwise, and each setting gets its own engine.
+func TestAppInstanceReuse(t *testing.T) {
+	on, off := true, false
+	for _, tt := range []struct {
+		name            string
+		snapshots, warm *bool
+		reuse           bool
+		key             string
+	}{
+		{"default", nil, nil, true, "/c"},
+		{"reuse on", nil, &on, true, "/c"},
+		{"reuse off", nil, &off, false, "/c\x00no-instance-reuse"},
+		{"snapshots off", &off, nil, false, "/c\x00no-init-snapshots"},
+		{"snapshots on, reuse off", &on, &off, false, "/c\x00no-instance-reuse"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &App{CacheDir: "/c", InitSnapshots: tt.snapshots, InstanceReuse: tt.warm}
+			if got := a.instanceReuse(); got != tt.reuse {
+				t.Errorf("instanceReuse() = %v, want %v", got, tt.reuse)
+			}
+			if got := a.engineKey(); got != tt.key {
+				t.Errorf("engineKey() = %q, want %q", got, tt.key)
+			}
+		})
 	}
 }

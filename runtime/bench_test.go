@@ -104,13 +104,14 @@ func BenchmarkRawWazeroCall(b *testing.B) {
 // BenchmarkToolCall is the product's full call: the guest environment built from the
 // manifest's policy, a guestfs root, the memory limit and deadline, a fresh instance,
 // the canonical ABI both ways, cabi_post, classification and metrics.
-// "snapshot" starts each instance from the init snapshot (the default); "initialize"
-// runs _initialize in every call (wasm.WithoutInitSnapshots); "reuse" resets a warm instance
-// to the snapshot instead of instantiating (wasm.WithInstanceReuse).
+// "snapshot" starts a fresh instance from the init snapshot in every call
+// (wasm.WithoutInstanceReuse); "initialize" runs _initialize in every call
+// (wasm.WithoutInitSnapshots); "reuse" resets a warm instance to what a fresh one from the
+// snapshot would be instead of instantiating (the default).
 func BenchmarkToolCall(b *testing.B) {
-	b.Run("snapshot", func(b *testing.B) { benchToolCall(b) })
+	b.Run("snapshot", func(b *testing.B) { benchToolCall(b, wasm.WithoutInstanceReuse()) })
 	b.Run("initialize", func(b *testing.B) { benchToolCall(b, wasm.WithoutInitSnapshots()) })
-	b.Run("reuse", func(b *testing.B) { benchToolCall(b, wasm.WithInstanceReuse()) })
+	b.Run("reuse", func(b *testing.B) { benchToolCall(b) })
 }
 
 func benchToolCall(b *testing.B, opts ...wasm.EngineOption) {

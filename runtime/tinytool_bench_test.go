@@ -12,8 +12,8 @@ import (
 // BenchmarkTinyToolCall is BenchmarkToolCall's full call — staged module, a session's
 // grants, CallTool with metrics — for the tiny tool guest written in the wasm text format
 // (internal/testguests/tinytool) instead of a Go guest. "fresh" instantiates per call
-// (the default; instances start from the init snapshot); "warm" resets a kept instance
-// (wasm.WithInstanceReuse). Besides ns/op it reports the median and 99th percentile of
+// (wasm.WithoutInstanceReuse; instances start from the init snapshot); "warm" resets a
+// kept instance (the default). Besides ns/op it reports the median and 99th percentile of
 // the per-call wall times, in µs; issue 14's target is a warm p50 of at most 100 µs.
 func BenchmarkTinyToolCall(b *testing.B) {
 	for _, mode := range tinyModes {

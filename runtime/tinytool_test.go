@@ -26,13 +26,13 @@ import (
 const tinyWat = "../internal/testguests/tinytool/tinytool.wat"
 
 // tinyModes are the engine configurations a tool call can take: a fresh instance per
-// call (the default) and a warm instance reset between calls.
+// call (wasm.WithoutInstanceReuse) and a warm instance reset between calls (the default).
 var tinyModes = []struct {
 	name string
 	opts []wasm.EngineOption
 }{
-	{"fresh", nil},
-	{"warm", []wasm.EngineOption{wasm.WithInstanceReuse()}},
+	{"fresh", []wasm.EngineOption{wasm.WithoutInstanceReuse()}},
+	{"warm", nil},
 }
 
 // tinyRig is a runtime with a script capsule staged from a registry holding the tiny

@@ -1,8 +1,8 @@
 // Package wasm is the engine capsule guests run on: one wazero runtime per process with
 // an on-disk compilation cache, modules compiled (and rewritten for fast starts) once,
-// a fresh instance per call with exactly the grants it is given, the guest's imports,
-// and every failure classified and counted. It knows modules and calls, not capsules'
-// sessions or tasks (package runtime).
+// a fresh instance per call (or a warm one reset to be the same: reuse.go) with exactly
+// the grants it is given, the guest's imports, and every failure classified and counted.
+// It knows modules and calls, not capsules' sessions or tasks (package runtime).
 package wasm
 
 import (
@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,8 +44,10 @@ type Engine struct {
 	compiled map[[32]byte]*compiled // by sha256 of the wasm bytes
 	// snapshots starts instances from init snapshots (snapshot.go).
 	snapshots bool
-	// reuse keeps instances warm between calls (reuse.go).
+	// reuse keeps instances warm between calls, with the settings their pools share in
+	// warm (reuse.go).
 	reuse bool
+	warm  *warmConfig
 }
 
 // EngineOption configures NewEngine.
@@ -54,17 +57,13 @@ type engineConfig struct {
 	cacheDir    string
 	registerer  prometheus.Registerer
 	noSnapshots bool
-	reuse       bool
+	noReuse     bool
+	warmIdle    time.Duration
 }
 
 // WithoutInitSnapshots makes every call run the guest's _initialize, instead of starting
 // instances from the state a first _initialize left (see snapshot.go).
 func WithoutInitSnapshots() EngineOption { return func(c *engineConfig) { c.noSnapshots = true } }
-
-// WithInstanceReuse keeps instances that ended a call cleanly and resets them to their
-// init snapshot for the next call with the same grants, instead of instantiating anew
-// (see reuse.go for what carries over). It needs init snapshots.
-func WithInstanceReuse() EngineOption { return func(c *engineConfig) { c.reuse = true } }
 
 // WithCacheDir keeps compiled machine code in dir, keyed by module content, so a restart
 // does not recompile. Without it the cache lives in memory only.
@@ -117,7 +116,15 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 		cache.Close(ctx)
 		return nil, err
 	}
-	return &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}, snapshots: !cfg.noSnapshots, reuse: cfg.reuse && !cfg.noSnapshots}, nil
+	e := &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}, snapshots: !cfg.noSnapshots}
+	if !cfg.noReuse && !cfg.noSnapshots {
+		// Warm instances need init snapshots; without the means to reset an instance
+		// (another wazero version), every call gets a fresh one.
+		if wc, err := newWarmConfig(ctx, rt, cfg.warmIdle, m); err == nil {
+			e.reuse, e.warm = true, wc
+		}
+	}
+	return e, nil
 }
 
 // Metrics returns the engine's collectors.
@@ -133,6 +140,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.closed = true
 	err := e.rt.Close(ctx)
 	for _, c := range e.compiled {
+		c.warm.drain(ctx)
 		if c.image != nil {
 			c.image.close()
 		}
@@ -162,6 +170,8 @@ type compiled struct {
 	snapGlobals int
 	snaps       snapshots
 	warm        warmPool
+	// instantiations counts the instances created, for tests and benchmarks.
+	instantiations atomic.Int64
 }
 
 // MinMemory is the memory, in bytes, the module needs to start.
@@ -288,9 +298,10 @@ type Instance struct {
 	fns *funcCache // a warm-capable instance's exported functions (funccache.go)
 }
 
-// Call instantiates a fresh instance of mod with grants, runs fn on it under the deadline,
-// and closes it. Any failure is classified (deadline, memory_limit, trap, exit, abi),
-// counted, and returned as a *GuestError.
+// Call runs fn under the deadline on a fresh instance of mod with grants — or on a warm
+// one reset to be indistinguishable from it — then closes the instance or resets it.
+// Any failure is classified (deadline, memory_limit, trap, exit, abi), counted, and
+// returned as a *GuestError.
 func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx context.Context, inst *Instance) error) (err error) {
 	start := time.Now()
 	limit, err := memoryLimit(mod, g)
@@ -381,14 +392,18 @@ func (e *Engine) plan(ctx context.Context, mod *Module, g Grants, limit uint64) 
 // callFresh instantiates a new instance for the call planned in p, starts it, runs fn on
 // it, and then keeps it warm or closes it.
 func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPlan, fn func(ctx context.Context, inst *Instance) error) (err error) {
-	ctx, m, err := e.instantiate(ctx, mod, moduleConfig(g, p.calls), p)
+	cfg := moduleConfig(g, p.calls)
+	ctx, m, err := e.instantiate(ctx, mod, cfg, p)
 	if err != nil {
 		return err
 	}
 	inst := &Instance{Module: m, mod: mod}
+	var w *warmInstance
 	if p.reusing && p.snap != nil {
+		w = newWarm(m, p.alloc, p.calls, cfg)
+	}
+	if w != nil {
 		// Kept warm after the call if it ends cleanly; closed otherwise.
-		w := &warmInstance{m: m, alloc: p.alloc, calls: p.calls}
 		inst.fns = &w.fns
 		defer func() { e.release(ctx, mod, p.warmK, w, p.snap, err) }()
 	} else {
@@ -431,6 +446,7 @@ func moduleConfig(g Grants, calls *callCtx) wazero.ModuleConfig {
 func (e *Engine) instantiate(ctx context.Context, mod *Module, cfg wazero.ModuleConfig, p *callPlan) (context.Context, api.Module, error) {
 	baseCtx := ctx // the call's context, before the allocator is attached
 	ctx = experimental.WithMemoryAllocator(baseCtx, p.alloc)
+	mod.instantiations.Add(1)
 	m, err := e.rt.InstantiateModule(ctx, mod.module, cfg)
 	if err == nil && p.snap != nil && p.alloc.unmapped {
 		// The snapshot could not be mapped (no address space left for the mapping):
@@ -473,14 +489,14 @@ func (p *callPlan) start(ctx context.Context, mod *Module, m api.Module) error {
 }
 
 // release returns a warm-capable instance to its pool after a call that succeeded, reset
-// to the snapshot, or closes it.
+// to what a fresh instance from the snapshot is, or closes it.
 func (e *Engine) release(ctx context.Context, mod *Module, key [32]byte, w *warmInstance, snap *snapshot, err error) {
 	ctx = context.WithoutCancel(ctx)
-	if err != nil || !w.reset(snap) {
+	if err != nil || !e.warm.reset(ctx, w, snap) {
 		w.m.Close(ctx)
 		return
 	}
-	mod.warm.put(ctx, key, w)
+	mod.warm.put(ctx, e.warm, key, w)
 }
 
 // sleepCtx serves a guest's sleep; it ends early when the call's deadline passes, so a

@@ -24,6 +24,10 @@ type Metrics struct {
 	// Denied counts network-policy refusals, the guests' own (source "guest") and those
 	// of the sessions' proxies and resolvers ("proxy", "dns").
 	Denied *prometheus.CounterVec
+	// WarmInstances and WarmBytes are the warm instances waiting for a call and the
+	// linear memory they hold (reuse.go).
+	WarmInstances prometheus.Gauge
+	WarmBytes     prometheus.Gauge
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not registered).
@@ -48,6 +52,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "capsule_network_denied_total",
 			Help: "Connections refused by the network policy, by source: guest, proxy, dns.",
 		}, []string{"capsule", "source"}),
+		WarmInstances: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capsule_guest_warm_instances",
+			Help: "Guest instances kept warm between calls, reset and waiting for their next call.",
+		}),
+		WarmBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "capsule_guest_warm_memory_bytes",
+			Help: "Linear memory of the warm guest instances: the address space they map, shared copy-on-write with their init snapshot until a call writes it.",
+		}),
 	}
 	if err := m.Register(reg); err != nil {
 		return nil, err
@@ -63,7 +75,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 		return nil
 	}
 	err := errors.Join(promreg.Into(reg, &m.Traps), promreg.Into(reg, &m.Calls), promreg.Into(reg, &m.Duration),
-		promreg.Into(reg, &m.Denied))
+		promreg.Into(reg, &m.Denied), promreg.Into(reg, &m.WarmInstances), promreg.Into(reg, &m.WarmBytes))
 	if err != nil {
 		return errs.Wrap(err, CodeMetrics, "wasm", "cannot register the guest metrics", "remove the conflicting collector from the registry")
 	}
@@ -130,4 +142,10 @@ func (m *Metrics) observe(mod *Module, reason string, d time.Duration) {
 	}
 	m.Calls.WithLabelValues(mod.Capsule, mod.Artifact, role, status).Inc()
 	m.Duration.WithLabelValues(mod.Capsule, role).Observe(d.Seconds())
+}
+
+// warm counts n instances holding bytes of memory into (or, negative, out of) the pools.
+func (m *Metrics) warm(n int, bytes int64) {
+	m.WarmInstances.Add(float64(n))
+	m.WarmBytes.Add(float64(bytes))
 }

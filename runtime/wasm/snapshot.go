@@ -16,7 +16,8 @@ import (
 // reaches the same state there, so the engine runs _initialize once per (module, grants)
 // and keeps what it produced — the linear memory, as a sealed copy-on-write image, and the
 // mutable globals — and starts later instances from it without running _initialize.
-// Each call still gets a fresh instance: nothing a call does reaches the next one.
+// Each call still sees a fresh instance (new, or reset: reuse.go): nothing a call does
+// reaches the next one.
 // What instances of one snapshot share is what _initialize computed: the Go runtime's
 // hash and scheduler seeds, its start time, the environment it read.
 

@@ -24,9 +24,9 @@ func TestInitSnapshots(t *testing.T) {
 		opts []EngineOption
 		snap bool
 	}{
-		{"snapshots", nil, true},
+		{"snapshots, fresh instances", []EngineOption{WithoutInstanceReuse()}, true},
 		{"initialize every call", []EngineOption{WithoutInitSnapshots()}, false},
-		{"warm instances", []EngineOption{WithInstanceReuse()}, true},
+		{"warm instances (the default)", nil, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e, _ := newEngine(t, append([]EngineOption{WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero"))}, tt.opts...)...)
@@ -93,7 +93,7 @@ func FuzzExportGlobals(f *testing.F) {
 // does not return its instance to the pool, and the next call is served.
 func TestWarmInstanceLimits(t *testing.T) {
 	ctx := context.Background()
-	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")), WithInstanceReuse())
+	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	mod, err := e.Compile(ctx, "c", "spin", manifest.RoleTool, guestbuild.Wasm(t, "../../internal/testguests/hostile-spin"))
 	if err != nil {
 		t.Fatal(err)

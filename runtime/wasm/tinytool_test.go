@@ -15,7 +15,7 @@ import (
 // instance, which the runtime benchmark's "warm" case relies on, with the exported
 // functions it looked up before.
 func TestTinyToolKeptWarm(t *testing.T) {
-	e, _ := newEngine(t, WithInstanceReuse())
+	e, _ := newEngine(t)
 	ctx := context.Background()
 	mod, err := e.Compile(ctx, "tiny", "tinytool", manifest.RoleTool, watbuild.Wasm(t, "../../internal/testguests/tinytool/tinytool.wat"))
 	if err != nil {

@@ -1,0 +1,169 @@
+//go:build wasip1
+
+// Command warmprobe is a tool guest that tries every way it has to tell an instance that
+// served calls before from a fresh one, for the warm-instance tests. Input "probe"
+// reports what it sees; "dirty" first changes everything it can — memory, the Go
+// runtime's cwd, environment and args, open descriptors left open, a preopen moved, stdin
+// closed, a directory half read — then reports; "exit" exits with status 3; "grow" grows
+// memory by 32 MiB; "wait" emits a chunk
+// and sleeps an hour (the test cancels it); "hold" emits a chunk and returns.
+//
+// A report is one key=value per line. "mrand" (the Go runtime's random state, which the
+// init snapshot fixes) must be the same in every call of one engine; every other line
+// must be the same for every instance, fresh or reused.
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/capsulegate/capsulegate/wit/guest"
+	"github.com/capsulegate/capsulegate/wit/guest/tool"
+)
+
+//go:wasmimport wasi_snapshot_preview1 fd_prestat_get
+func fdPrestatGet(fd int32, buf unsafe.Pointer) uint32
+
+//go:wasmimport wasi_snapshot_preview1 fd_fdstat_get
+func fdFdstatGet(fd int32, buf unsafe.Pointer) uint32
+
+//go:wasmimport wasi_snapshot_preview1 fd_renumber
+func fdRenumber(from, to int32) uint32
+
+//go:wasmimport wasi_snapshot_preview1 fd_readdir
+func fdReaddir(fd int32, buf unsafe.Pointer, n uint32, cookie uint64, used unsafe.Pointer) uint32
+
+//go:wasmimport wasi_snapshot_preview1 fd_tell
+func fdTell(fd int32, off unsafe.Pointer) uint32
+
+//go:wasmimport wasi_snapshot_preview1 environ_sizes_get
+func environSizesGet(count, size unsafe.Pointer) uint32
+
+//go:wasmimport wasi_snapshot_preview1 args_sizes_get
+func argsSizesGet(count, size unsafe.Pointer) uint32
+
+//go:wasmimport wasi_snapshot_preview1 clock_time_get
+func clockTimeGet(id uint32, precision uint64, t unsafe.Pointer) uint32
+
+//go:wasmimport wasi_snapshot_preview1 clock_res_get
+func clockResGet(id uint32, res unsafe.Pointer) uint32
+
+//go:wasmimport wasi_snapshot_preview1 random_get
+func randomGet(buf unsafe.Pointer, n uint32) uint32
+
+var (
+	calls    int
+	heap     = map[int]string{}
+	initMono = monotonic()
+	initTime = time.Now()
+	mrandAt  = rand.Uint64() // drawn at init: the next draw depends only on the snapshot
+	ballast  []byte
+)
+
+func monotonic() uint64 {
+	var t uint64
+	clockTimeGet(1, 1, unsafe.Pointer(&t))
+	return t
+}
+
+func report() string {
+	var b strings.Builder
+	line := func(k string, v any) { fmt.Fprintf(&b, "%s=%v\n", k, v) }
+	calls++
+	line("calls", calls)
+	line("heap", len(heap))
+	line("mrand", rand.Uint64())
+	for fd := int32(0); fd < 24; fd++ {
+		var st [24]byte
+		errno := fdFdstatGet(fd, unsafe.Pointer(&st[0]))
+		var pre [8]byte
+		perr := fdPrestatGet(fd, unsafe.Pointer(&pre[0]))
+		var off uint64
+		terr := fdTell(fd, unsafe.Pointer(&off))
+		line(fmt.Sprintf("fd%d", fd), fmt.Sprintf("errno=%d type=%d flags=%d prestat=%d/%d tell=%d/%d", errno, st[0], st[2], perr, pre[4], terr, off))
+	}
+	var dirent [256]byte
+	var used uint32
+	derr := fdReaddir(3, unsafe.Pointer(&dirent[0]), uint32(len(dirent)), 0, unsafe.Pointer(&used))
+	line("readdir3", fmt.Sprintf("errno=%d used=%d", derr, used))
+	f, err := os.Open("/data.txt")
+	if err != nil {
+		line("open", err)
+	} else {
+		off, _ := f.Seek(0, 1)
+		buf := make([]byte, 3)
+		n, _ := f.Read(buf)
+		line("open", fmt.Sprintf("fd=%d off=%d read=%q", f.Fd(), off, buf[:n]))
+		f.Close()
+	}
+	wd, _ := os.Getwd()
+	line("cwd", wd)
+	line("env", strings.Join(os.Environ(), ","))
+	line("args", strings.Join(os.Args, ","))
+	var ec, es, ac, as uint32
+	environSizesGet(unsafe.Pointer(&ec), unsafe.Pointer(&es))
+	argsSizesGet(unsafe.Pointer(&ac), unsafe.Pointer(&as))
+	line("wasi-env", fmt.Sprintf("%d/%d", ec, es))
+	line("wasi-args", fmt.Sprintf("%d/%d", ac, as))
+	var r0, r1 uint64
+	clockResGet(0, unsafe.Pointer(&r0))
+	clockResGet(1, unsafe.Pointer(&r1))
+	line("clock-res", fmt.Sprintf("%d/%d", r0, r1))
+	// The monotonic clock runs on from the snapshot's reading, never behind it; its
+	// reading and the Go runtime's agree on how long ago init was (to the second).
+	mono := monotonic()
+	line("mono-after-init", mono >= initMono)
+	line("since-init-agrees", (time.Duration(mono-initMono)-time.Since(initTime)).Abs() < time.Second)
+	var rnd [16]byte
+	line("random", fmt.Sprintf("errno=%d nonzero=%t", randomGet(unsafe.Pointer(&rnd[0]), 16), rnd != [16]byte{}))
+	line("mrand-init", mrandAt)
+	return b.String()
+}
+
+// dirty changes all the state a call can reach.
+func dirty() {
+	for i := range 100 {
+		heap[i] = strings.Repeat("x", i%16) // small: the heap stays within the snapshot's memory
+	}
+	if f, err := os.Open("/data.txt"); err == nil {
+		f.Read(make([]byte, 2)) // left open at offset 2
+		fdRenumber(int32(f.Fd()), 12)
+	}
+	os.Open("/data.txt") // left open
+	os.Open("/sub")      // a directory, left open
+	var dirent [64]byte
+	var used uint32
+	fdReaddir(3, unsafe.Pointer(&dirent[0]), uint32(len(dirent)), 0, unsafe.Pointer(&used))
+	fdRenumber(3, 20) // the preopen moves
+	syscall.Close(0)
+	os.Chdir("/sub")
+	os.Setenv("DIRTY", "1")
+	os.Args = append(os.Args, "dirty")
+}
+
+func init() {
+	tool.Handle(func(in tool.Input) tool.Result {
+		switch guest.Value(in.Data) {
+		case "dirty":
+			dirty()
+		case "exit":
+			os.Exit(3)
+		case "grow":
+			ballast = make([]byte, 32<<20) // the memory grows past the snapshot's
+			ballast[len(ballast)-1] = 1
+		case "wait":
+			guest.EmitChunk("waiting")
+			time.Sleep(time.Hour)
+		case "hold":
+			guest.EmitChunk("holding")
+		}
+		return tool.Result{Status: tool.Passed, Data: guest.Some(report())}
+	})
+}
+
+func main() {}
