@@ -6,8 +6,8 @@
 package runtime
 
 import (
-	"sync"
 	"context"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
