@@ -234,7 +234,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := taskMetrics.Register(metrics); err != nil {
 		return err
 	}
-	a.reg = registry.NewLocal(a.Registry)
+	a.reg = newSharedRegistry(a.Registry)
 	return nil
 }
 

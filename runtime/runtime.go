@@ -24,6 +24,7 @@ type Runtime struct {
 	// inflating, reading and hashing it again: a gateway hosting thousands of copies of
 	// one capsule stages each in a fraction of the time.
 	modules sync.Map // string -> *wasm.Module
+	scripts scriptMemo
 }
 
 // New starts the wasm engine with opts and returns a Runtime on it.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/internal/samefile"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 )
@@ -61,11 +63,18 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}}
 	var scriptWasm []byte
 	if !m.IsAgent() {
-		if s.scriptPath, scriptWasm, err = readScriptModule(m); err != nil {
+		if s.scriptPath, err = scriptModulePath(m); err != nil {
 			return nil, err
 		}
-		sum := sha256.Sum256(scriptWasm)
-		s.scriptSum = hex.EncodeToString(sum[:])
+		var ok bool
+		if s.scriptSum, scriptWasm, ok = r.scripts.match(s.scriptPath); !ok {
+			if scriptWasm, err = readScriptModule(s.scriptPath); err != nil {
+				return nil, err
+			}
+			sum := sha256.Sum256(scriptWasm)
+			s.scriptSum = hex.EncodeToString(sum[:])
+			r.scripts.add(s.scriptSum, scriptWasm)
+		}
 	}
 	var problems errs.List
 	add := func(err error) { problems = append(problems, asProblems(err)...) }
@@ -261,15 +270,15 @@ func (s *Staged) modules() []*wasm.Module {
 	return mods
 }
 
-// readScriptModule finds a script capsule's module: capsule.wasm beside the manifest,
+// scriptModulePath finds a script capsule's module: capsule.wasm beside the manifest,
 // else exactly one *.wasm there (docs/reference/guest-abi.md "Script capsules").
-func readScriptModule(m *manifest.Manifest) (string, []byte, error) {
+func scriptModulePath(m *manifest.Manifest) (string, error) {
 	p := filepath.Join(m.Dir, "capsule.wasm")
 	if _, err := os.Stat(p); err != nil {
 		matches, _ := filepath.Glob(filepath.Join(m.Dir, "*.wasm"))
 		switch len(matches) {
 		case 0:
-			return "", nil, errs.New(CodeScriptModule, "runtime",
+			return "", errs.New(CodeScriptModule, "runtime",
 				fmt.Sprintf("capsule %s has no inference block and no capsule.wasm beside %s", m.Name, m.File),
 				"add an inference block (agent capsule) or build the script capsule's module as capsule.wasm next to the manifest")
 		case 1:
@@ -279,16 +288,68 @@ func readScriptModule(m *manifest.Manifest) (string, []byte, error) {
 			for i, x := range matches {
 				names[i] = filepath.Base(x)
 			}
-			return "", nil, errs.New(CodeScriptModule, "runtime",
+			return "", errs.New(CodeScriptModule, "runtime",
 				fmt.Sprintf("capsule %s has several modules beside its manifest (%s) and none named capsule.wasm", m.Name, strings.Join(names, ", ")),
 				"name the capsule's module capsule.wasm")
 		}
 	}
+	return p, nil
+}
+
+// readScriptModule reads the script module at p.
+func readScriptModule(p string) ([]byte, error) {
 	data, err := os.ReadFile(p)
 	if err != nil {
-		return "", nil, errs.Wrap(err, CodeScriptModule, "runtime", "cannot read "+p, "check its permissions")
+		return nil, errs.Wrap(err, CodeScriptModule, "runtime", "cannot read "+p, "check its permissions")
 	}
-	return p, data, nil
+	return data, nil
+}
+
+// scriptMemo remembers the last few script modules staged, their bytes and sha256, so
+// staging another capsule whose module holds the same bytes (copies of one capsule under
+// other names) compares them instead of hashing them.
+type scriptMemo struct {
+	mu    sync.Mutex
+	items []scriptBytes // most recent first
+}
+
+type scriptBytes struct {
+	sum  string
+	data []byte
+}
+
+// Bounds of scriptMemo: its bytes stay in memory for as long as the runtime lives.
+const (
+	memoScripts     = 4
+	memoScriptBytes = 64 << 20
+)
+
+// match returns the sum and bytes of a remembered module the file at path holds.
+func (m *scriptMemo) match(path string) (string, []byte, bool) {
+	m.mu.Lock()
+	items := slices.Clone(m.items)
+	m.mu.Unlock()
+	for _, it := range items {
+		if same, err := samefile.Holds(path, it.data); err == nil && same {
+			return it.sum, it.data, true
+		}
+	}
+	return "", nil, false
+}
+
+// add remembers a module's bytes, forgetting the oldest beyond the bounds.
+func (m *scriptMemo) add(sum string, data []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.items = slices.DeleteFunc(m.items, func(it scriptBytes) bool { return it.sum == sum })
+	m.items = slices.Insert(m.items, 0, scriptBytes{sum: sum, data: data})
+	total := 0
+	for i, it := range m.items {
+		if total += len(it.data); i >= memoScripts || total > memoScriptBytes {
+			m.items = m.items[:i]
+			break
+		}
+	}
 }
 
 // asProblems turns a staging error into the list of refusals it holds.
