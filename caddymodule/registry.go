@@ -2,12 +2,16 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
+	"github.com/capsulegate/capsulegate/internal/filesum"
 	"github.com/capsulegate/capsulegate/internal/samefile"
 	"github.com/capsulegate/capsulegate/registry"
 )
@@ -18,18 +22,20 @@ import (
 // changed or replaced archive is fetched (and verified) afresh.
 type sharedRegistry struct {
 	local *registry.Local
+	sums  *filesum.Cache // the archives' and their .sha256 files' sums, by file identity
 	mu    sync.Mutex
 	blobs map[registry.Ref]sharedBlob
 }
 
 // sharedBlob is a verified blob and the .sha256 file it was verified against.
 type sharedBlob struct {
-	blob    *registry.Blob
-	sidecar []byte
+	blob       *registry.Blob
+	sidecar    []byte
+	sidecarSum string
 }
 
 func newSharedRegistry(root string) *sharedRegistry {
-	return &sharedRegistry{local: registry.NewLocal(root), blobs: map[registry.Ref]sharedBlob{}}
+	return &sharedRegistry{local: registry.NewLocal(root), sums: filesum.New(), blobs: map[registry.Ref]sharedBlob{}}
 }
 
 // VerifiesSHA256 marks the registry as registry.Verifying: a blob it returns was
@@ -48,16 +54,23 @@ func (s *sharedRegistry) Fetch(ctx context.Context, ref registry.Ref) (*registry
 	if ok && s.unchanged(ref, prev) {
 		return prev.blob, nil
 	}
+	since := time.Now()
 	b, err := s.local.Fetch(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	// The sidecar read after the fetch: should it have changed in between, the next
 	// Fetch finds it differs and fetches again.
-	sidecar, err := os.ReadFile(s.path(b.Name, b.Version, b.Platform, ".sha256"))
+	sidecarPath := s.path(b.Name, b.Version, b.Platform, ".sha256")
+	sidecar, err := os.ReadFile(sidecarPath)
 	if err == nil {
+		sum := sha256.Sum256(sidecar)
+		sb := sharedBlob{blob: b, sidecar: sidecar, sidecarSum: hex.EncodeToString(sum[:])}
+		// Both files read from since on: recorded only if unchanged since well before.
+		s.sums.Record(s.path(b.Name, b.Version, b.Platform, ".mur.zip"), b.SHA256, since)
+		s.sums.Record(sidecarPath, sb.sidecarSum, since)
 		s.mu.Lock()
-		s.blobs[ref] = sharedBlob{blob: b, sidecar: sidecar}
+		s.blobs[ref] = sb
 		s.mu.Unlock()
 	}
 	return b, nil
@@ -72,10 +85,16 @@ func (s *sharedRegistry) unchanged(ref registry.Ref, prev sharedBlob) bool {
 		}
 	}
 	b := prev.blob
-	if same, err := samefile.Holds(s.path(b.Name, b.Version, b.Platform, ".sha256"), prev.sidecar); err != nil || !same {
+	zip, sidecar := s.path(b.Name, b.Version, b.Platform, ".mur.zip"), s.path(b.Name, b.Version, b.Platform, ".sha256")
+	if z, ok := s.sums.Lookup(zip); ok && z == b.SHA256 {
+		if c, ok := s.sums.Lookup(sidecar); ok && c == prev.sidecarSum {
+			return true // neither file changed since they were verified
+		}
+	}
+	if same, err := samefile.Holds(sidecar, prev.sidecar); err != nil || !same {
 		return false
 	}
-	same, err := samefile.Holds(s.path(b.Name, b.Version, b.Platform, ".mur.zip"), b.Data)
+	same, err := samefile.Holds(zip, b.Data)
 	return err == nil && same
 }
 

@@ -61,24 +61,18 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 		return nil, err
 	}
 	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}}
-	var scriptWasm []byte
+	var scriptRead func() ([]byte, error)
 	if !m.IsAgent() {
 		if s.scriptPath, err = scriptModulePath(m); err != nil {
 			return nil, err
 		}
-		var ok bool
-		if s.scriptSum, scriptWasm, ok = r.scripts.match(s.scriptPath); !ok {
-			if scriptWasm, err = readScriptModule(s.scriptPath); err != nil {
-				return nil, err
-			}
-			sum := sha256.Sum256(scriptWasm)
-			s.scriptSum = hex.EncodeToString(sum[:])
-			r.scripts.add(s.scriptSum, scriptWasm)
+		if s.scriptSum, scriptRead, err = r.scriptModule(s.scriptPath, m.Capabilities.Limits.MemoryBytes); err != nil {
+			return nil, err
 		}
 	}
 	var problems errs.List
 	add := func(err error) { problems = append(problems, asProblems(err)...) }
-	jobs := compileJobs(m, res, scriptWasm, s.scriptSum)
+	jobs := compileJobs(m, res, s.scriptSum, scriptRead)
 	r.compileAll(ctx, m, jobs)
 	for _, j := range jobs {
 		switch {
@@ -130,7 +124,7 @@ func moduleKey(source, world string, limit int64) string {
 
 // compileJobs lists the modules a capsule runs in the engine, in manifest order: its
 // wasm tools and drivers, then a script capsule's own module (scriptWasm, when not nil).
-func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptWasm []byte, scriptSum string) []*compileJob {
+func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptSum string, scriptRead func() ([]byte, error)) []*compileJob {
 	var jobs []*compileJob
 	limit := m.Capabilities.Limits.MemoryBytes
 	for _, a := range res.Artifacts {
@@ -146,10 +140,9 @@ func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptWasm []by
 			key:  moduleKey("archive:"+a.SHA256+"\x00"+p.Path, string(a.Role), limit),
 			read: func() ([]byte, error) { return arc.ReadFile(p.Path) }})
 	}
-	if scriptWasm != nil {
+	if scriptRead != nil {
 		jobs = append(jobs, &compileJob{name: m.Name, role: wasm.RoleCapsule, world: wasm.ScriptWorld,
-			key:  moduleKey("script:"+scriptSum, wasm.ScriptWorld, limit),
-			read: func() ([]byte, error) { return scriptWasm, nil }})
+			key: moduleKey("script:"+scriptSum, wasm.ScriptWorld, limit), read: scriptRead})
 	}
 	return jobs
 }
@@ -294,6 +287,39 @@ func scriptModulePath(m *manifest.Manifest) (string, error) {
 		}
 	}
 	return p, nil
+}
+
+// scriptModule returns the sha256 of the script module at path and how to read its
+// bytes, reading them now only when need be: a file unchanged since it was hashed
+// (r.sums) whose module is compiled already is not read at all; one holding the bytes
+// of a module staged before (r.scripts) is compared with them, not hashed.
+func (r *Runtime) scriptModule(path string, limit int64) (string, func() ([]byte, error), error) {
+	if sum, ok := r.sums.Lookup(path); ok {
+		if _, ok := r.modules.Load(moduleKey("script:"+sum, wasm.ScriptWorld, limit)); ok {
+			// Not called while the module stays remembered (always, today); should it
+			// be, the bytes must still be the ones the sum names.
+			return sum, func() ([]byte, error) {
+				data, err := readScriptModule(path)
+				if err == nil && fmt.Sprintf("%x", sha256.Sum256(data)) != sum {
+					err = errs.New(CodeScriptModule, "runtime", path+" changed while the capsule was staged", "stage it again")
+				}
+				return data, err
+			}, nil
+		}
+	}
+	since := time.Now()
+	sum, data, ok := r.scripts.match(path)
+	if !ok {
+		var err error
+		if data, err = readScriptModule(path); err != nil {
+			return "", nil, err
+		}
+		h := sha256.Sum256(data)
+		sum = hex.EncodeToString(h[:])
+		r.scripts.add(sum, data)
+	}
+	r.sums.Record(path, sum, since)
+	return sum, func() ([]byte, error) { return data, nil }, nil
 }
 
 // readScriptModule reads the script module at p.
