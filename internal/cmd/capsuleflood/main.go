@@ -114,6 +114,7 @@ func run(n, burst, starts int, bin, dir, heapOut string, copyModules bool) error
 		return fmt.Errorf("read the capsule module: %w", err)
 	}
 	shared := filepath.Join(dir, "capsule.wasm") // the file every capsule folder links to
+	os.Remove(shared)
 	if err := os.WriteFile(shared, module, 0o644); err != nil {
 		return fmt.Errorf("write the module: %w", err)
 	}
@@ -148,9 +149,10 @@ func run(n, burst, starts int, bin, dir, heapOut string, copyModules bool) error
 		fmt.Fprintf(&routes, "\thandle /%s/* {\n\t\tcapsule capsules/%s/murmur.yaml\n\t}\n", name, name)
 	}
 	fmt.Printf("capsuleflood: %d capsules, burst %d, modules copied %v, binary %s\n", n, burst, copyModules, bin)
+	_, statErr := os.Stat(filepath.Join(dir, "cache"))
 	for s := range starts {
 		label := "warm"
-		if s == 0 {
+		if s == 0 && statErr != nil {
 			label = "cold"
 		}
 		r, err := start(dir, bin, env, routes.String(), s, n, burst, heapOut != "" && s == starts-1)
@@ -414,6 +416,7 @@ func sh(dir string, env []string, name string, args ...string) error {
 // placeModule links src at dst, or writes data there when asked to copy or when the
 // link fails (another file system).
 func placeModule(src, dst string, data []byte, copyModules bool) error {
+	os.Remove(dst) // a folder kept from an earlier run (-dir): never write through its link
 	if !copyModules && os.Link(src, dst) == nil {
 		return nil
 	}
