@@ -545,7 +545,10 @@ func fingerprint(manifestPath string, h *Handler, app *App, known map[string]str
 		}
 		defer f.Close()
 		fh := sha256.New()
-		if _, err := io.Copy(fh, f); err != nil {
+		buf := copyBufs.Get().(*[32 << 10]byte)
+		defer copyBufs.Put(buf)
+		// The reader hides os.File's WriteTo, which would allocate a buffer per file.
+		if _, err := io.CopyBuffer(fh, struct{ io.Reader }{f}, buf[:]); err != nil {
 			return err
 		}
 		fmt.Fprintf(sum, "%s\x00%x\x00", path, fh.Sum(nil))
@@ -570,6 +573,10 @@ func fingerprint(manifestPath string, h *Handler, app *App, known map[string]str
 	}
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
+
+// copyBufs are fingerprint's read buffers: staging thousands of capsules would otherwise
+// leave one 32 KiB buffer per file read to the garbage collector.
+var copyBufs = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
 // executor runs A2A tasks on the version of a capsule they were admitted to, or, when
 // that version was replaced before the task started, on the current one.
