@@ -40,9 +40,10 @@ type Handler struct {
 
 	ringSize  int
 	heartbeat time.Duration
-	// swept is closed when the retention sweeper (retention.go) has returned; nil
+	// swept is closed when the retention sweeps (retention.go) have stopped; nil
 	// without a durable store.
 	swept chan struct{}
+	sweeps
 	// push is the push policy and its client, nil when push is off (push.go).
 	push *pusher
 	pushWorkers
@@ -93,7 +94,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.Store != nil {
 		h.sweep(time.Now())
 		h.swept = make(chan struct{})
-		go h.sweeper()
+		h.startSweeps()
 	}
 	return h, nil
 }
@@ -198,7 +199,7 @@ func (h *Handler) halt() {
 	h.stop()
 	h.stopPushes()
 	if h.swept != nil {
-		<-h.swept
+		h.stopSweeps()
 	}
 }
 

@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -15,20 +16,54 @@ func sweepInterval(retention time.Duration) time.Duration {
 	return max(every, time.Second)
 }
 
-// sweeper runs sweep every sweepInterval until the handler stops (Shutdown), then
-// closes h.swept.
-func (h *Handler) sweeper() {
-	defer close(h.swept)
-	for {
-		timer := time.NewTimer(sweepInterval(h.config().Retention))
-		select {
-		case <-h.base.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-		h.sweep(time.Now())
+// sweeps schedules a handler's retention sweeps on a timer rather than a goroutine of
+// its own: a gateway hosting thousands of capsules keeps no goroutine per capsule idle.
+type sweeps struct {
+	sweepMu      sync.Mutex
+	sweepTimer   *time.Timer
+	sweepStopped bool
+	sweeping     sync.WaitGroup // a sweep in progress
+}
+
+// startSweeps runs sweep every sweepInterval until stopSweeps.
+func (h *Handler) startSweeps() {
+	h.sweepMu.Lock()
+	defer h.sweepMu.Unlock()
+	h.sweepTimer = time.AfterFunc(sweepInterval(h.cfg.Retention), h.sweepTick)
+}
+
+// sweepTick is one timed sweep; it schedules the next unless the sweeps have stopped.
+func (h *Handler) sweepTick() {
+	h.sweepMu.Lock()
+	if h.sweepStopped {
+		h.sweepMu.Unlock()
+		return
 	}
+	h.sweeping.Add(1)
+	h.sweepMu.Unlock()
+	h.sweep(time.Now())
+	h.sweeping.Done()
+	h.sweepMu.Lock()
+	defer h.sweepMu.Unlock()
+	if !h.sweepStopped {
+		h.sweepTimer.Reset(sweepInterval(h.config().Retention))
+	}
+}
+
+// stopSweeps stops the sweeps, waits for one in progress and closes h.swept; the store
+// may then close. Later calls wait for the first.
+func (h *Handler) stopSweeps() {
+	h.sweepMu.Lock()
+	first := !h.sweepStopped
+	h.sweepStopped = true
+	h.sweepTimer.Stop()
+	h.sweepMu.Unlock()
+	if !first {
+		<-h.swept
+		return
+	}
+	h.sweeping.Wait()
+	close(h.swept)
 }
 
 // sweep removes from the durable store the tasks past Config.Retention or MaxTasks as

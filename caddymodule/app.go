@@ -171,7 +171,7 @@ func (a *App) engineKey() string {
 // acquireEngine returns the app's engine, starting it if need be; each call holds it
 // until a matching engines.Delete(a.engineKey()).
 func (a *App) acquireEngine() (*runtime.Runtime, error) {
-	cacheDir, snapshots, reuse := a.CacheDir, a.initSnapshots(), a.instanceReuse()
+	cacheDir, snapshots, reuse, logger := a.CacheDir, a.initSnapshots(), a.instanceReuse(), a.logger
 	v, _, err := engines.LoadOrNew(a.engineKey(), func() (caddy.Destructor, error) {
 		opts := []wasm.EngineOption{wasm.WithCacheDir(cacheDir)}
 		if !snapshots {
@@ -182,6 +182,14 @@ func (a *App) acquireEngine() (*runtime.Runtime, error) {
 		e, err := runtime.New(context.Background(), opts...)
 		if err != nil {
 			return nil, err
+		}
+		// The sums of capsules' script modules, by file identity, beside the compiled
+		// modules: a restart stages unchanged capsules without reading their modules.
+		if err := os.MkdirAll(cacheDir, 0o700); err == nil {
+			err = e.KeepSums(filepath.Join(cacheDir, "filesums"))
+		}
+		if err != nil {
+			logger.Warn("module sums are not kept across restarts", zap.Error(err))
 		}
 		return pooledEngine{e}, nil
 	})
@@ -240,7 +248,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := taskMetrics.Register(metrics); err != nil {
 		return err
 	}
-	a.reg = registry.NewLocal(a.Registry)
+	a.reg = newSharedRegistry(a.Registry)
 	return nil
 }
 

@@ -123,6 +123,15 @@ func (v *version) close() error {
 	return err
 }
 
+// known returns the sha256 of the files staging read and hashed already (the script
+// module), for fingerprint.
+func (v *version) known() map[string]string {
+	if path, sum := v.hosted.Staged().ScriptSum(); path != "" {
+		return map[string]string{path: sum}
+	}
+	return nil
+}
+
 func (c *hostedCapsule) current() *version {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -287,7 +296,7 @@ func (h *Handler) host(p *provision) (caddy.Destructor, error) {
 		return nil, err
 	}
 	// After staging, which writes a missing lock: the next reload must see the same files.
-	print, err := fingerprint(p.path, h, p.app)
+	print, err := fingerprint(p.path, h, p.app, ver.known())
 	if err != nil {
 		ver.close()
 		return nil, err
@@ -317,7 +326,7 @@ func (h *Handler) restage(p *provision, c *hostedCapsule) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.grace = p.app.gracePeriod()
-	print, err := fingerprint(p.path, h, p.app)
+	print, err := fingerprint(p.path, h, p.app, nil)
 	if err != nil {
 		return err
 	}
@@ -329,7 +338,7 @@ func (h *Handler) restage(p *provision, c *hostedCapsule) error {
 	if err != nil {
 		return err
 	}
-	if print, err = fingerprint(p.path, h, p.app); err != nil {
+	if print, err = fingerprint(p.path, h, p.app, ver.known()); err != nil {
 		ver.close()
 		return err
 	}
@@ -519,20 +528,31 @@ func (h *Handler) Cleanup() error {
 // fingerprint hashes what staging reads from disk — every file in the capsule's folder
 // (manifest, lock, capsule.wasm, skills, prompt files), an explicit lock, and the app's
 // registry and work root, and the handler's context settings — so a reload re-stages
-// exactly the capsules that changed.
-func fingerprint(manifestPath string, h *Handler, app *App) (string, error) {
+// exactly the capsules that changed. Each file counts by the sha256 of its content;
+// known gives that sum for files staging already hashed, which are not read again.
+func fingerprint(manifestPath string, h *Handler, app *App, known map[string]string) (string, error) {
 	lock := h.Lock
 	sum := sha256.New()
 	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00dns=%s\x00engine=%s\x00context_idle=%d\x00", app.Registry, app.WorkRoot, app.DNSUpstream, app.engineKey(), h.ContextIdle)
 	add := func(path string) error {
+		if s, ok := known[path]; ok {
+			fmt.Fprintf(sum, "%s\x00%s\x00", path, s)
+			return nil
+		}
 		f, err := os.Open(path)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		fmt.Fprintf(sum, "%s\x00", path)
-		_, err = io.Copy(sum, f)
-		return err
+		fh := sha256.New()
+		buf := copyBufs.Get().(*[32 << 10]byte)
+		defer copyBufs.Put(buf)
+		// The reader hides os.File's WriteTo, which would allocate a buffer per file.
+		if _, err := io.CopyBuffer(fh, struct{ io.Reader }{f}, buf[:]); err != nil {
+			return err
+		}
+		fmt.Fprintf(sum, "%s\x00%x\x00", path, fh.Sum(nil))
+		return nil
 	}
 	files := 0
 	err := filepath.WalkDir(filepath.Dir(manifestPath), func(p string, d fs.DirEntry, err error) error {
@@ -553,6 +573,10 @@ func fingerprint(manifestPath string, h *Handler, app *App) (string, error) {
 	}
 	return hex.EncodeToString(sum.Sum(nil)), nil
 }
+
+// copyBufs are fingerprint's read buffers: staging thousands of capsules would otherwise
+// leave one 32 KiB buffer per file read to the garbage collector.
+var copyBufs = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
 // executor runs A2A tasks on the version of a capsule they were admitted to, or, when
 // that version was replaced before the task started, on the current one.

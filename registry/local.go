@@ -47,6 +47,18 @@ type Registry interface {
 	Fetch(ctx context.Context, ref Ref) (*Blob, error)
 }
 
+// Verifying is a Registry whose every Fetch has hashed the bytes it returns and found
+// them to match Blob.SHA256, so Resolve need not hash them a second time: a gateway
+// staging thousands of capsules naming one artifact then hashes it at most once each.
+type Verifying interface {
+	Registry
+	VerifiesSHA256()
+}
+
+// VerifiesSHA256 marks Local as Verifying: fetchOnce checks every file it returns
+// against its .sha256.
+func (l *Local) VerifiesSHA256() {}
+
 // Meta is the <name>-<version>[-<platform>].meta.json beside a published archive.
 type Meta struct {
 	Name           string        `json:"name"`

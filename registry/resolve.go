@@ -157,7 +157,12 @@ func resolveOne(ctx context.Context, m *manifest.Manifest, a manifest.ArtifactRe
 	if err != nil {
 		return nil, nil, "", err
 	}
-	sum := sha256Hex(blob.Data)
+	var sum string
+	if _, ok := opts.Registry.(Verifying); ok && blob.SHA256 != "" {
+		sum = blob.SHA256 // hashed and checked by the registry itself
+	} else {
+		sum = sha256Hex(blob.Data)
+	}
 	if blob.SHA256 != "" && blob.SHA256 != sum {
 		// Registries check this themselves; a second look costs nothing and covers any
 		// Registry implementation that does not.

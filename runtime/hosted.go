@@ -67,6 +67,12 @@ func (r *Runtime) Serve(ctx context.Context, m *manifest.Manifest, opts ServeOpt
 	if err != nil {
 		return nil, err
 	}
+	// A hosted capsule runs from its compiled modules and opened archives (shared by
+	// every capsule naming the same bytes); its own copy of each archive's bytes would
+	// cost a gateway hosting many capsules most of its memory.
+	for i := range staged.Artifacts {
+		staged.Artifacts[i].Data = nil
+	}
 	if opts.ContextIdle <= 0 {
 		opts.ContextIdle = DefaultContextIdle
 	}

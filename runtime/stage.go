@@ -2,12 +2,15 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/internal/samefile"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 )
@@ -28,7 +32,14 @@ type Staged struct {
 	Script *wasm.Module
 	// Modules are the compiled wasm tools and drivers, by artifact name.
 	Modules map[string]*wasm.Module
+
+	scriptPath, scriptSum string // where the script module was read from, and its sha256
 }
+
+// ScriptSum returns the file a script capsule's module was read from and the hex sha256
+// of the bytes staged ("", "" for an agent capsule), so a caller fingerprinting the
+// capsule's folder need not read and hash the module again.
+func (s *Staged) ScriptSum() (path, sum string) { return s.scriptPath, s.scriptSum }
 
 // StageOptions configure Stage.
 type StageOptions struct {
@@ -49,16 +60,19 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 	if err != nil {
 		return nil, err
 	}
-	var scriptWasm []byte
+	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}}
+	var scriptRead func() ([]byte, error)
 	if !m.IsAgent() {
-		if scriptWasm, err = readScriptModule(m); err != nil {
+		if s.scriptPath, err = scriptModulePath(m); err != nil {
+			return nil, err
+		}
+		if s.scriptSum, scriptRead, err = r.scriptModule(s.scriptPath, m.Capabilities.Limits.MemoryBytes); err != nil {
 			return nil, err
 		}
 	}
-	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}}
 	var problems errs.List
 	add := func(err error) { problems = append(problems, asProblems(err)...) }
-	jobs := compileJobs(m, res, scriptWasm)
+	jobs := compileJobs(m, res, s.scriptSum, scriptRead)
 	r.compileAll(ctx, m, jobs)
 	for _, j := range jobs {
 		switch {
@@ -93,15 +107,26 @@ type compileJob struct {
 	name  string
 	role  manifest.Role
 	world string
-	code  []byte
-	err   error
-	mod   *wasm.Module
+	// key identifies the module's bytes (moduleKey); read gives them, called only when
+	// no module was remembered under key.
+	key  string
+	read func() ([]byte, error)
+	err  error
+	mod  *wasm.Module
+}
+
+// moduleKey names a module's bytes without reading them: the sha256 of the archive and
+// the payload's path in it, or the sha256 of a script capsule's own module; the world and
+// memory limit are in it too, as a remembered module has passed their checks.
+func moduleKey(source, world string, limit int64) string {
+	return fmt.Sprintf("%s\x00%s\x00%d", source, world, limit)
 }
 
 // compileJobs lists the modules a capsule runs in the engine, in manifest order: its
 // wasm tools and drivers, then a script capsule's own module (scriptWasm, when not nil).
-func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptWasm []byte) []*compileJob {
+func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptSum string, scriptRead func() ([]byte, error)) []*compileJob {
 	var jobs []*compileJob
+	limit := m.Capabilities.Limits.MemoryBytes
 	for _, a := range res.Artifacts {
 		if a.Archive == nil || (a.Role != manifest.RoleTool && a.Role != manifest.RoleDriver) {
 			continue // skills are text; hooks arrive with a later release
@@ -110,11 +135,14 @@ func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptWasm []by
 		if p.Kind != registry.PayloadWasm {
 			continue // native tools run as sandboxed subprocesses, not here
 		}
-		code, err := a.Archive.ReadFile(p.Path)
-		jobs = append(jobs, &compileJob{name: a.Name, role: a.Role, world: string(a.Role), code: code, err: err})
+		arc := a.Archive
+		jobs = append(jobs, &compileJob{name: a.Name, role: a.Role, world: string(a.Role),
+			key:  moduleKey("archive:"+a.SHA256+"\x00"+p.Path, string(a.Role), limit),
+			read: func() ([]byte, error) { return arc.ReadFile(p.Path) }})
 	}
-	if scriptWasm != nil {
-		jobs = append(jobs, &compileJob{name: m.Name, role: wasm.RoleCapsule, world: wasm.ScriptWorld, code: scriptWasm})
+	if scriptRead != nil {
+		jobs = append(jobs, &compileJob{name: m.Name, role: wasm.RoleCapsule, world: wasm.ScriptWorld,
+			key: moduleKey("script:"+scriptSum, wasm.ScriptWorld, limit), read: scriptRead})
 	}
 	return jobs
 }
@@ -132,16 +160,13 @@ func (r *Runtime) compileAll(ctx context.Context, m *manifest.Manifest, jobs []*
 		sema = make(chan struct{}, goruntime.GOMAXPROCS(0))
 	)
 	for _, j := range jobs {
-		if j.err != nil {
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sema <- struct{}{}
 			defer func() { <-sema }()
 			var perr errs.List
-			mod := r.compile(ctx, m, j.name, j.role, j.world, j.code, func(err error) { perr = append(perr, asProblems(err)...) })
+			mod := r.compileOnce(ctx, m, j, func(err error) { perr = append(perr, asProblems(err)...) })
 			mu.Lock()
 			j.mod = mod
 			if len(perr) > 0 {
@@ -151,6 +176,26 @@ func (r *Runtime) compileAll(ctx context.Context, m *manifest.Manifest, jobs []*
 		}()
 	}
 	wg.Wait()
+}
+
+// compileOnce is compile for a job, or a copy of the module an earlier stage compiled
+// and checked from the same bytes, named for m.
+func (r *Runtime) compileOnce(ctx context.Context, m *manifest.Manifest, j *compileJob, add func(error)) *wasm.Module {
+	if v, ok := r.modules.Load(j.key); ok {
+		mod := *v.(*wasm.Module)
+		mod.Capsule, mod.Artifact, mod.Role = m.Name, j.name, j.role
+		return &mod
+	}
+	code, err := j.read()
+	if err != nil {
+		add(err)
+		return nil
+	}
+	mod := r.compile(ctx, m, j.name, j.role, j.world, code, add)
+	if mod != nil {
+		r.modules.Store(j.key, mod)
+	}
+	return mod
 }
 
 // compile compiles one module of m and checks it against its world and m's memory limit,
@@ -218,15 +263,15 @@ func (s *Staged) modules() []*wasm.Module {
 	return mods
 }
 
-// readScriptModule finds a script capsule's module: capsule.wasm beside the manifest,
+// scriptModulePath finds a script capsule's module: capsule.wasm beside the manifest,
 // else exactly one *.wasm there (docs/reference/guest-abi.md "Script capsules").
-func readScriptModule(m *manifest.Manifest) ([]byte, error) {
+func scriptModulePath(m *manifest.Manifest) (string, error) {
 	p := filepath.Join(m.Dir, "capsule.wasm")
 	if _, err := os.Stat(p); err != nil {
 		matches, _ := filepath.Glob(filepath.Join(m.Dir, "*.wasm"))
 		switch len(matches) {
 		case 0:
-			return nil, errs.New(CodeScriptModule, "runtime",
+			return "", errs.New(CodeScriptModule, "runtime",
 				fmt.Sprintf("capsule %s has no inference block and no capsule.wasm beside %s", m.Name, m.File),
 				"add an inference block (agent capsule) or build the script capsule's module as capsule.wasm next to the manifest")
 		case 1:
@@ -236,16 +281,101 @@ func readScriptModule(m *manifest.Manifest) ([]byte, error) {
 			for i, x := range matches {
 				names[i] = filepath.Base(x)
 			}
-			return nil, errs.New(CodeScriptModule, "runtime",
+			return "", errs.New(CodeScriptModule, "runtime",
 				fmt.Sprintf("capsule %s has several modules beside its manifest (%s) and none named capsule.wasm", m.Name, strings.Join(names, ", ")),
 				"name the capsule's module capsule.wasm")
 		}
 	}
+	return p, nil
+}
+
+// scriptModule returns the sha256 of the script module at path and how to read its
+// bytes, reading them now only when need be: a file unchanged since it was hashed
+// (r.sums) whose module is compiled already is not read at all; one holding the bytes
+// of a module staged before (r.scripts) is compared with them, not hashed.
+func (r *Runtime) scriptModule(path string, limit int64) (string, func() ([]byte, error), error) {
+	if sum, ok := r.sums.Lookup(path); ok {
+		if _, ok := r.modules.Load(moduleKey("script:"+sum, wasm.ScriptWorld, limit)); ok {
+			// Not called while the module stays remembered (always, today); should it
+			// be, the bytes must still be the ones the sum names.
+			return sum, func() ([]byte, error) {
+				data, err := readScriptModule(path)
+				if err == nil && fmt.Sprintf("%x", sha256.Sum256(data)) != sum {
+					err = errs.New(CodeScriptModule, "runtime", path+" changed while the capsule was staged", "stage it again")
+				}
+				return data, err
+			}, nil
+		}
+	}
+	since := time.Now()
+	sum, data, ok := r.scripts.match(path)
+	if !ok {
+		var err error
+		if data, err = readScriptModule(path); err != nil {
+			return "", nil, err
+		}
+		h := sha256.Sum256(data)
+		sum = hex.EncodeToString(h[:])
+		r.scripts.add(sum, data)
+	}
+	r.sums.Record(path, sum, since)
+	return sum, func() ([]byte, error) { return data, nil }, nil
+}
+
+// readScriptModule reads the script module at p.
+func readScriptModule(p string) ([]byte, error) {
 	data, err := os.ReadFile(p)
 	if err != nil {
 		return nil, errs.Wrap(err, CodeScriptModule, "runtime", "cannot read "+p, "check its permissions")
 	}
 	return data, nil
+}
+
+// scriptMemo remembers the last few script modules staged, their bytes and sha256, so
+// staging another capsule whose module holds the same bytes (copies of one capsule under
+// other names) compares them instead of hashing them.
+type scriptMemo struct {
+	mu    sync.Mutex
+	items []scriptBytes // most recent first
+}
+
+type scriptBytes struct {
+	sum  string
+	data []byte
+}
+
+// Bounds of scriptMemo: its bytes stay in memory for as long as the runtime lives.
+const (
+	memoScripts     = 4
+	memoScriptBytes = 64 << 20
+)
+
+// match returns the sum and bytes of a remembered module the file at path holds.
+func (m *scriptMemo) match(path string) (string, []byte, bool) {
+	m.mu.Lock()
+	items := slices.Clone(m.items)
+	m.mu.Unlock()
+	for _, it := range items {
+		if same, err := samefile.Holds(path, it.data); err == nil && same {
+			return it.sum, it.data, true
+		}
+	}
+	return "", nil, false
+}
+
+// add remembers a module's bytes, forgetting the oldest beyond the bounds.
+func (m *scriptMemo) add(sum string, data []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.items = slices.DeleteFunc(m.items, func(it scriptBytes) bool { return it.sum == sum })
+	m.items = slices.Insert(m.items, 0, scriptBytes{sum: sum, data: data})
+	total := 0
+	for i, it := range m.items {
+		if total += len(it.data); i >= memoScripts || total > memoScriptBytes {
+			m.items = m.items[:i]
+			break
+		}
+	}
 }
 
 // asProblems turns a staging error into the list of refusals it holds.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -99,5 +100,53 @@ func TestStage(t *testing.T) {
 				t.Fatalf("restage: %v", err)
 			}
 		})
+	}
+}
+
+// TestStageSharesModules stages copies of one capsule under other names: each gets its
+// own modules, named for it, while a module already checked under a higher memory limit
+// is still refused under a lower one.
+func TestStageSharesModules(t *testing.T) {
+	ctx := context.Background()
+	e, _ := newRuntime(t)
+	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
+	publishWasm(t, reg, "fat", "tool", toolModule("murmur:tool/run@0.1.0#run", 100))
+	script := wasmtest.Module{Imports: []wasmtest.Import{{Module: "murmur:tool-registry/invoke@0.1.0", Name: "invoke"}},
+		Funcs: []wasmtest.Func{{Export: "murmur:capsule/run@0.1.0#run", Body: wasmtest.Nop}}}.Encode()
+	stage := func(name, extra string) (*Staged, error) {
+		dir := filepath.Join(t.TempDir(), name)
+		os.MkdirAll(dir, 0o755)
+		mpath := filepath.Join(dir, "murmur.yaml")
+		os.WriteFile(mpath, []byte("name: "+name+"\nversion: 1.0.0\nartifacts:\n  - {name: fat, version: 1.0.0}\n"+extra), 0o644)
+		os.WriteFile(filepath.Join(dir, "capsule.wasm"), script, 0o644)
+		m, err := manifest.Load(mpath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Stage(ctx, m, StageOptions{Registry: reg})
+	}
+	a, err := stage("a", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := stage("b", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Staged{a, b} {
+		name := s.Manifest.Name
+		if s.Script.Capsule != name || s.Script.Artifact != name || s.Modules["fat"].Capsule != name || s.Modules["fat"].Artifact != "fat" {
+			t.Fatalf("capsule %s staged script %+v, tool %+v", name, s.Script, s.Modules["fat"])
+		}
+		path, sum := s.ScriptSum()
+		if path != filepath.Join(s.Manifest.Dir, "capsule.wasm") || sum != fmt.Sprintf("%x", sha256.Sum256(script)) {
+			t.Fatalf("ScriptSum = %s, %s", path, sum)
+		}
+	}
+	if a.Script == b.Script || a.Modules["fat"] == b.Modules["fat"] {
+		t.Fatal("two capsules share one module value")
+	}
+	if _, err := stage("small", "capabilities:\n  limits: {memory_bytes: 1048576}\n"); errs.Find(err, wasm.CodeMemoryFloor) == nil {
+		t.Fatalf("want %s, got %v", wasm.CodeMemoryFloor, err)
 	}
 }

@@ -117,32 +117,24 @@ func (db *DB) EvictExcept(capsule string, olderThan time.Time, maxTasks int, kee
 	if err := checkID("capsule", capsule); err != nil {
 		return 0, err
 	}
+	if db.opts.ReadOnly {
+		return 0, errReadOnly // a write refused whether or not it would remove anything
+	}
+	// Most sweeps find nothing to remove (every capsule's at a gateway's start): a read
+	// tells, sparing a write transaction and its syncs per capsule.
+	due := false
+	if err := db.view(func(tx *bolt.Tx) error {
+		_, cut, _, err := evictPlan(tx, capsule, olderThan, maxTasks, keep)
+		due = cut > 0
+		return err
+	}); err != nil || !due {
+		return 0, err
+	}
 	removed := 0
 	err := <-db.enqueue(func(tx *bolt.Tx) error {
-		var all []Head
-		live := map[string]bool{}
-		err := scan(tx.Bucket(bucketHeads), appendString(nil, capsule), func(_, v []byte) (bool, error) {
-			t, err := decodeHead(v)
-			if err == nil && keep != nil && keep(t.ID) {
-				live[t.ContextID] = true
-			} else {
-				all = append(all, t)
-			}
-			return err == nil, err
-		})
+		all, cut, live, err := evictPlan(tx, capsule, olderThan, maxTasks, keep)
 		if err != nil {
 			return err
-		}
-		sort.SliceStable(all, func(i, j int) bool { return all[i].Updated.Before(all[j].Updated) })
-		cut := 0
-		for cut < len(all) && all[cut].Updated.Before(olderThan) {
-			cut++
-		}
-		if maxTasks > 0 && len(all)-cut > maxTasks {
-			cut = len(all) - maxTasks
-		}
-		for _, t := range all[cut:] {
-			live[t.ContextID] = true
 		}
 		for _, t := range all[:cut] {
 			if err := deleteTask(tx, capsule, t.ID); err != nil {
@@ -162,6 +154,37 @@ func (db *DB) EvictExcept(capsule string, olderThan time.Time, maxTasks int, kee
 		return 0, err
 	}
 	return removed, nil
+}
+
+// evictPlan lists the capsule's tasks that keep does not spare, oldest first, with how
+// many of them (the first cut) EvictExcept removes and the contexts whose turns stay.
+func evictPlan(tx *bolt.Tx, capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) ([]Head, int, map[string]bool, error) {
+	var all []Head
+	live := map[string]bool{}
+	err := scan(tx.Bucket(bucketHeads), appendString(nil, capsule), func(_, v []byte) (bool, error) {
+		t, err := decodeHead(v)
+		if err == nil && keep != nil && keep(t.ID) {
+			live[t.ContextID] = true
+		} else {
+			all = append(all, t)
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Updated.Before(all[j].Updated) })
+	cut := 0
+	for cut < len(all) && all[cut].Updated.Before(olderThan) {
+		cut++
+	}
+	if maxTasks > 0 && len(all)-cut > maxTasks {
+		cut = len(all) - maxTasks
+	}
+	for _, t := range all[cut:] {
+		live[t.ContextID] = true
+	}
+	return all, cut, live, nil
 }
 
 func (db *DB) view(fn func(*bolt.Tx) error) error {
