@@ -45,6 +45,9 @@ type Engine struct {
 	snapshots bool
 	// reuse keeps instances warm between calls (reuse.go).
 	reuse bool
+	// fallback, created when first needed, runs the modules the interrupt rewrite cannot
+	// read, with wazero's close-on-context-done (interrupt.go).
+	fallback wazero.Runtime
 }
 
 // EngineOption configures NewEngine.
@@ -77,8 +80,8 @@ func WithMetrics(reg prometheus.Registerer) EngineOption {
 	return func(c *engineConfig) { c.registerer = reg }
 }
 
-// NewEngine starts the runtime: compiler engine, compilation cache, WASI preview1, and
-// close-on-context-done so a deadline really stops a spinning guest.
+// NewEngine starts the runtime: compiler engine, compilation cache, WASI preview1 and the
+// host imports. Deadlines are enforced by the interrupt checks compile adds (interrupt.go).
 func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 	var cfg engineConfig
 	for _, o := range opts {
@@ -97,19 +100,12 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 	} else {
 		cache = wazero.NewCompilationCache()
 	}
-	rc := wazero.NewRuntimeConfigCompiler().
-		WithCompilationCache(cache).
-		WithCloseOnContextDone(true)
-	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
-		rt.Close(ctx)
+	// No close-on-context-done: it costs a call-heavy guest ~16×, and the interrupt
+	// checks stop guests instead (docs/rationale.md "Why deadlines are an interrupt flag").
+	rt, err := newRuntime(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(cache))
+	if err != nil {
 		cache.Close(ctx)
-		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot instantiate WASI preview1", "")
-	}
-	if err := defineImports(ctx, rt); err != nil {
-		rt.Close(ctx)
-		cache.Close(ctx)
-		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot define the host interfaces", "")
+		return nil, err
 	}
 	m, err := NewMetrics(cfg.registerer)
 	if err != nil {
@@ -118,6 +114,41 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 		return nil, err
 	}
 	return &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}, snapshots: !cfg.noSnapshots, reuse: cfg.reuse && !cfg.noSnapshots}, nil
+}
+
+// newRuntime starts a wazero runtime configured by rc, with WASI preview1 and the host
+// imports.
+func newRuntime(ctx context.Context, rc wazero.RuntimeConfig) (wazero.Runtime, error) {
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot instantiate WASI preview1", "")
+	}
+	if err := defineImports(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot define the host interfaces", "")
+	}
+	return rt, nil
+}
+
+// fallbackRuntime returns the runtime for modules the interrupt rewrite cannot read: it
+// checks the context at every function entry and loop back-edge itself. It has its own
+// in-memory cache, because wazero's cache key does not tell code compiled with those
+// checks from code without them.
+func (e *Engine) fallbackRuntime(ctx context.Context) (wazero.Runtime, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errors.New("the engine is closed")
+	}
+	if e.fallback == nil {
+		rt, err := newRuntime(ctx, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(true))
+		if err != nil {
+			return nil, err
+		}
+		e.fallback = rt
+	}
+	return e.fallback, nil
 }
 
 // Metrics returns the engine's collectors.
@@ -132,6 +163,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	e.closed = true
 	err := e.rt.Close(ctx)
+	if e.fallback != nil {
+		err = errors.Join(err, e.fallback.Close(ctx))
+	}
 	for _, c := range e.compiled {
 		if c.image != nil {
 			c.image.close()
@@ -150,8 +184,13 @@ type Module struct {
 
 // compiled is a module's machine code and how its instances' memory starts.
 type compiled struct {
-	module   wazero.CompiledModule
+	module wazero.CompiledModule
+	// rt is the runtime that compiled module and instantiates it.
+	rt       wazero.Runtime
 	minPages uint32
+	// movedStart: the module's start function is exported under startExport, to be
+	// called after instantiation (addInterrupts).
+	movedStart bool
 	// image, when set, is the module's initial data, mapped copy-on-write into each
 	// instance; the compiled module then has no data segments. data is the same bytes,
 	// for an allocator that cannot map (it copies them instead).
@@ -209,8 +248,8 @@ func (e *Engine) compile(ctx context.Context, wasm []byte) (*compiled, error) {
 
 // compileFast compiles wasm so its instances start fast: its data segments become a
 // copy-on-write memory image (stripDataSegments), or else one merged segment
-// (mergeDataSegments). Should a rewritten module not compile, the original is compiled,
-// so an error is the module's own.
+// (mergeDataSegments). Every form gets the interrupt checks (addInterrupts). Should a
+// rewritten module not compile, the original is compiled, so an error is the module's own.
 func (e *Engine) compileFast(ctx context.Context, wasm []byte) (*compiled, error) {
 	if imagesSupported {
 		if stripped, data, ok := stripDataSegments(wasm); ok {
@@ -220,9 +259,11 @@ func (e *Engine) compileFast(ctx context.Context, wasm []byte) (*compiled, error
 					stripped, nglobals = exported, n
 				}
 			}
-			if cm, err := e.rt.CompileModule(ctx, stripped); err == nil {
-				c := newCompiled(cm)
-				c.snapGlobals = nglobals
+			if c, err := e.compileInterruptible(ctx, stripped); err == nil {
+				cm := c.module
+				if !c.movedStart { // a start function's effects are not in a snapshot's state
+					c.snapGlobals = nglobals
+				}
 				fits := len(cm.ImportedMemories()) == 0 && uint64(data.off)+uint64(len(data.block)) <= uint64(c.minPages)*pageSize
 				if img, err := newMemImage(data); fits && err == nil {
 					c.image, c.data = img, data
@@ -235,15 +276,44 @@ func (e *Engine) compileFast(ctx context.Context, wasm []byte) (*compiled, error
 		}
 	}
 	if merged, ok := mergeDataSegments(wasm); ok {
-		if cm, err := e.rt.CompileModule(ctx, merged); err == nil {
-			return newCompiled(cm), nil
+		if c, err := e.compileInterruptible(ctx, merged); err == nil {
+			return c, nil
 		}
 	}
+	c, err := e.compileInterruptible(ctx, wasm)
+	if err == nil {
+		return c, nil
+	}
+	// Either the module is invalid — its own error is returned — or the rewrite could not
+	// read it: then it runs on the fallback runtime, which stops guests by itself.
 	cm, err := e.rt.CompileModule(ctx, wasm)
 	if err != nil {
 		return nil, err
 	}
-	return newCompiled(cm), nil
+	cm.Close(ctx)
+	rt, err := e.fallbackRuntime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cm, err = rt.CompileModule(ctx, wasm); err != nil {
+		return nil, err
+	}
+	return newCompiled(cm, rt), nil
+}
+
+// compileInterruptible compiles wasm with the interrupt checks added.
+func (e *Engine) compileInterruptible(ctx context.Context, wasm []byte) (*compiled, error) {
+	checked, movedStart, err := addInterrupts(wasm)
+	if err != nil {
+		return nil, fmt.Errorf("add interrupt checks: %w", err)
+	}
+	cm, err := e.rt.CompileModule(ctx, checked)
+	if err != nil {
+		return nil, err
+	}
+	c := newCompiled(cm, e.rt)
+	c.movedStart = movedStart
+	return c, nil
 }
 
 // allocator returns the memory allocator an instance of c must be created with: it caps
@@ -253,8 +323,8 @@ func (c *compiled) allocator(limit uint64) *limitedAllocator {
 	return &limitedAllocator{limit: limit, image: c.image, data: c.data}
 }
 
-func newCompiled(cm wazero.CompiledModule) *compiled {
-	c := &compiled{module: cm}
+func newCompiled(cm wazero.CompiledModule, rt wazero.Runtime) *compiled {
+	c := &compiled{module: cm, rt: rt}
 	for _, mem := range cm.ExportedMemories() {
 		c.minPages = max(c.minPages, mem.Min())
 	}
@@ -299,21 +369,24 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		defer cancel()
 	}
 	p := e.plan(ctx, mod, g, limit)
+	var interrupted bool
 	defer func() {
 		reason := ""
 		if err != nil {
 			reason = classify(ctx, err, p.alloc)
-			err = &GuestError{Capsule: mod.Capsule, Artifact: mod.Artifact, Role: mod.Role, Reason: reason, Err: err}
+			err = &GuestError{Capsule: mod.Capsule, Artifact: mod.Artifact, Role: mod.Role, Reason: reason, Err: wrapInterrupted(err, interrupted)}
 		}
 		e.metrics.observe(mod, reason, time.Since(start))
 	}()
 	if p.warm != nil {
 		ctx := experimental.WithMemoryAllocator(ctx, p.alloc)
+		disarm := p.warm.intr.arm(ctx)
 		err := fn(ctx, &Instance{Module: p.warm.m, mod: mod})
-		e.release(ctx, mod, p.warmK, p.warm, p.snap, err)
+		interrupted = disarm()
+		e.release(ctx, mod, p.warmK, p.warm, p.snap, err, interrupted)
 		return err
 	}
-	return e.callFresh(ctx, mod, g, p, fn)
+	return e.callFresh(ctx, mod, g, p, fn, &interrupted)
 }
 
 // memoryLimit returns the byte cap of mod's linear memory under g, refusing a module whose
@@ -368,18 +441,28 @@ func (e *Engine) plan(ctx context.Context, mod *Module, g Grants, limit uint64) 
 }
 
 // callFresh instantiates a new instance for the call planned in p, starts it, runs fn on
-// it, and then keeps it warm or closes it.
-func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPlan, fn func(ctx context.Context, inst *Instance) error) (err error) {
+// it, and then keeps it warm or closes it; interrupted reports whether its interrupt flag
+// was set.
+func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPlan, fn func(ctx context.Context, inst *Instance) error, interrupted *bool) (err error) {
 	ctx, m, err := e.instantiate(ctx, mod, moduleConfig(g, p.calls), p)
 	if err != nil {
 		return err
 	}
+	// Armed before any guest code runs (_initialize, a moved start function).
+	intr := newInterrupter(m)
+	disarm := intr.arm(ctx)
 	if p.reusing && p.snap != nil {
 		// Kept warm after the call if it ends cleanly; closed otherwise.
-		w := &warmInstance{m: m, alloc: p.alloc, calls: p.calls}
-		defer func() { e.release(ctx, mod, p.warmK, w, p.snap, err) }()
+		w := &warmInstance{m: m, alloc: p.alloc, calls: p.calls, intr: intr}
+		defer func() {
+			*interrupted = disarm()
+			e.release(ctx, mod, p.warmK, w, p.snap, err, *interrupted)
+		}()
 	} else {
-		defer m.Close(context.WithoutCancel(ctx))
+		defer func() {
+			*interrupted = disarm()
+			m.Close(context.WithoutCancel(ctx))
+		}()
 	}
 	if err := p.start(ctx, mod, m); err != nil {
 		return err
@@ -418,14 +501,14 @@ func moduleConfig(g Grants, calls *callCtx) wazero.ModuleConfig {
 func (e *Engine) instantiate(ctx context.Context, mod *Module, cfg wazero.ModuleConfig, p *callPlan) (context.Context, api.Module, error) {
 	baseCtx := ctx // the call's context, before the allocator is attached
 	ctx = experimental.WithMemoryAllocator(baseCtx, p.alloc)
-	m, err := e.rt.InstantiateModule(ctx, mod.module, cfg)
+	m, err := mod.rt.InstantiateModule(ctx, mod.module, cfg)
 	if err == nil && p.snap != nil && p.alloc.unmapped {
 		// The snapshot could not be mapped (no address space left for the mapping):
 		// start this instance the ordinary way instead.
 		m.Close(context.WithoutCancel(ctx))
 		p.snap, p.alloc = nil, mod.allocator(p.limit)
 		ctx = experimental.WithMemoryAllocator(baseCtx, p.alloc)
-		m, err = e.rt.InstantiateModule(ctx, mod.module, cfg)
+		m, err = mod.rt.InstantiateModule(ctx, mod.module, cfg)
 	}
 	return ctx, m, err
 }
@@ -435,6 +518,11 @@ func (e *Engine) instantiate(ctx context.Context, mod *Module, cfg wazero.Module
 func (p *callPlan) start(ctx context.Context, mod *Module, m api.Module) error {
 	if p.snap != nil {
 		return p.snap.restore(m)
+	}
+	if mod.movedStart {
+		if _, err := m.ExportedFunction(startExport).Call(ctx); err != nil {
+			return fmt.Errorf("start function: %w", err)
+		}
 	}
 	f := m.ExportedFunction("_initialize")
 	if f == nil {
@@ -453,10 +541,11 @@ func (p *callPlan) start(ctx context.Context, mod *Module, m api.Module) error {
 }
 
 // release returns a warm-capable instance to its pool after a call that succeeded, reset
-// to the snapshot, or closes it.
-func (e *Engine) release(ctx context.Context, mod *Module, key [32]byte, w *warmInstance, snap *snapshot, err error) {
+// to the snapshot, or closes it. An interrupted instance is closed even when its call
+// ended cleanly (the context ended just as it returned): its flag is set.
+func (e *Engine) release(ctx context.Context, mod *Module, key [32]byte, w *warmInstance, snap *snapshot, err error, interrupted bool) {
 	ctx = context.WithoutCancel(ctx)
-	if err != nil || !w.reset(snap) {
+	if err != nil || interrupted || !w.reset(snap) {
 		w.m.Close(ctx)
 		return
 	}

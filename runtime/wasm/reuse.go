@@ -31,6 +31,7 @@ type warmInstance struct {
 	m     api.Module
 	alloc *limitedAllocator
 	calls *callCtx
+	intr  *interrupter // nil on the fallback runtime
 }
 
 // callCtx carries the context of the call an instance is serving, for host functions
