@@ -371,6 +371,11 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 	p := e.plan(ctx, mod, g, limit)
 	var interrupted bool
 	defer func() {
+		if err == nil && interrupted {
+			// The context ended before the guest returned — say, in a host call that
+			// ignored it — and the guest got to the end before its next check.
+			err = context.Cause(ctx)
+		}
 		reason := ""
 		if err != nil {
 			reason = classify(ctx, err, p.alloc)
@@ -450,6 +455,7 @@ func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPl
 	}
 	// Armed before any guest code runs (_initialize, a moved start function).
 	intr := newInterrupter(m)
+	p.calls.intr.Store(intr)
 	disarm := intr.arm(ctx)
 	if p.reusing && p.snap != nil {
 		// Kept warm after the call if it ends cleanly; closed otherwise.
@@ -477,7 +483,11 @@ func moduleConfig(g Grants, calls *callCtx) wazero.ModuleConfig {
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under the same deadline
 		WithSysWalltime().WithSysNanotime().
-		WithNanosleep(func(ns int64) { sleepCtx(calls.get(), time.Duration(ns)) }).
+		WithNanosleep(func(ns int64) {
+			if !sleepCtx(calls.get(), time.Duration(ns)) {
+				calls.interrupt() // before the guest runs on: the check after the import sees it
+			}
+		}).
 		WithRandSource(randReader{})
 	if g.FS != nil {
 		cfg = cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(g.FS, "/"))
@@ -552,15 +562,17 @@ func (e *Engine) release(ctx context.Context, mod *Module, key [32]byte, w *warm
 	mod.warm.put(ctx, key, w)
 }
 
-// sleepCtx serves a guest's sleep; it ends early when the call's deadline passes, so a
-// sleeping guest cannot hold its call past the deadline (the default nanosleep ignores
-// the context).
-func sleepCtx(ctx context.Context, d time.Duration) {
+// sleepCtx serves a guest's sleep; it ends early, reporting false, when the call's
+// deadline passes, so a sleeping guest cannot hold its call past the deadline (the
+// default nanosleep ignores the context).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
 	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/tetratelabs/wazero/api"
 
@@ -13,19 +14,32 @@ import (
 )
 
 // Deadlines by interrupt flag (docs/rationale.md "Why deadlines are an interrupt flag").
-// At compile every module gets one more mutable i32 global, exported under a reserved
-// name, and a check of it — global.get; if; unreachable; end — at every loop header, at
-// the entry of every function that makes calls, and after every call of an imported
-// function. A function with neither loops nor calls runs in bounded time, so it is not
-// checked. When the call's context ends the host sets the global, and the guest traps at
-// its next check; the trap is classified by the context (deadline or canceled).
+// At compile every module gets two more mutable i32 globals, exported under reserved
+// names: a flag and a countdown. At every loop header the guest traps if the flag is set,
+// and every 1024th iteration (counted in a local) it leaves its machine code for Go once
+// (memory.grow 0), so Go's scheduler and garbage collector can stop it: compiled wasm
+// cannot be preempted. At the entry of every function that makes calls it decrements the
+// countdown global instead, and when that reaches 0 it makes the trip, checks the flag
+// and restarts the countdown. After every call of an imported function it checks the
+// flag. A function with neither loops nor calls runs in bounded time, so it is not
+// checked. When the call's context ends the host sets the flag and zeroes the countdown,
+// and the guest traps at its next check; the trap is classified by the context
+// (deadline or canceled).
 
-// interruptExport names the flag's export, startExport the module's start function when
-// it was moved out of the start section; guests cannot see exports.
+// interruptExport and countdownExport name the globals' exports, startExport the
+// module's start function when it was moved out of the start section; guests cannot see
+// exports.
 const (
 	interruptExport = "\x00capsulegate:interrupt"
+	countdownExport = "\x00capsulegate:countdown"
 	startExport     = "\x00capsulegate:start"
 )
+
+// yieldEvery is how many checks pass between two trips to Go (a power of two: loop
+// headers count with a mask): each costs about what one
+// close-on-context-done check does (tens of ns), and it bounds how long a guest can hold
+// off a garbage collection that must stop every goroutine.
+const yieldEvery = 1024
 
 // errInterrupted wraps the trap of a guest stopped at an interrupt check.
 var errInterrupted = errors.New("the call's context ended: the guest was stopped")
@@ -33,8 +47,9 @@ var errInterrupted = errors.New("the call's context ended: the guest was stopped
 // addInterrupts returns wasm with the interrupt flag and its checks added, and its start
 // section, if any, replaced by an export of the start function (the host calls it right
 // after instantiation, with the flag armed: a start function runs inside
-// InstantiateModule, where no flag could reach it yet). Function and global indexes do
-// not change: the flag is the last global, and nothing is imported. DWARF sections are
+// InstantiateModule, where no flag could reach it yet). Function, global and memory
+// indexes do not change: the globals come last, nothing is imported, and a module without
+// memory gets one of 0 pages, unexported, for memory.grow 0. DWARF sections are
 // dropped, since code offsets move. An error means the module could not be read; the
 // caller then compiles the original.
 func addInterrupts(wasm []byte) (out []byte, movedStart bool, err error) {
@@ -44,17 +59,27 @@ func addInterrupts(wasm []byte) (out []byte, movedStart bool, err error) {
 	}
 	var (
 		importedFuncs, importedGlobals, definedGlobals uint64
+		importedMems, definedMems                      uint64
 		start                                          = int64(-1)
 		replace                                        = map[int][]byte{}
 		drop                                           = map[int]bool{}
-		globalSec, exportSec, codeSec                  = -1, -1, -1
+		globalSec, exportSec, codeSec, memorySec       = -1, -1, -1, -1
+		typeParams, funcTypes                          []uint64 // parameter counts by type; types by defined function
 	)
 	for i, s := range secs {
 		body := wasm[s.Start:s.End]
 		r := wasmbin.NewReader(body)
 		switch s.ID {
 		case wasmbin.SectionImport:
-			importedFuncs, importedGlobals, err = countImports(body)
+			importedFuncs, importedGlobals, importedMems, err = countImports(body)
+		case wasmbin.SectionMemory:
+			memorySec, definedMems = i, r.U()
+		case wasmbin.SectionType:
+			typeParams, err = paramCounts(body)
+		case wasmbin.SectionFunction:
+			for n := r.U(); n > 0 && !r.Bad(); n-- {
+				funcTypes = append(funcTypes, r.U())
+			}
 		case wasmbin.SectionGlobal:
 			globalSec, definedGlobals = i, r.U()
 		case wasmbin.SectionExport:
@@ -72,22 +97,32 @@ func addInterrupts(wasm []byte) (out []byte, movedStart bool, err error) {
 		}
 	}
 	flag := importedGlobals + definedGlobals
+	countdown := flag + 1
 	if codeSec >= 0 {
 		s := secs[codeSec]
-		code, err := instrumentCode(wasm[s.Start:s.End], flag, importedFuncs)
+		params := make([]uint64, len(funcTypes))
+		for i, t := range funcTypes {
+			if t >= uint64(len(typeParams)) {
+				return nil, false, wasmbin.ErrMalformed
+			}
+			params[i] = typeParams[t]
+		}
+		code, err := instrumentCode(wasm[s.Start:s.End], flag, countdown, importedFuncs, params)
 		if err != nil {
 			return nil, false, err
 		}
 		replace[codeSec] = code
 	}
 
-	// The flag: mutable i32, 0.
-	global := []byte{0x7f, 0x01, 0x41, 0x00, wasmbin.OpEnd}
+	// The flag, mutable i32 0, and the countdown, mutable i32 yieldEvery.
+	globals := []byte{0x7f, 0x01, 0x41, 0x00, wasmbin.OpEnd, 0x7f, 0x01, 0x41}
+	globals = append(wasmbin.AppendSigned(globals, yieldEvery), wasmbin.OpEnd)
 	if globalSec >= 0 {
-		replace[globalSec] = appendToVector(wasm[secs[globalSec].Start:secs[globalSec].End], 1, global)
+		replace[globalSec] = appendToVector(wasm[secs[globalSec].Start:secs[globalSec].End], 2, globals)
 	}
 	exports := appendExport(nil, interruptExport, 0x03, flag)
-	n := uint64(1)
+	exports = appendExport(exports, countdownExport, 0x03, countdown)
+	n := uint64(2)
 	if start >= 0 {
 		exports = appendExport(exports, startExport, 0x00, uint64(start))
 		n++
@@ -104,8 +139,11 @@ func addInterrupts(wasm []byte) (out []byte, movedStart bool, err error) {
 		content []byte
 	}
 	var pending []newSection
+	if memorySec < 0 && importedMems == 0 && definedMems == 0 {
+		pending = append(pending, newSection{wasmbin.SectionMemory, []byte{0x01, 0x00, 0x00}})
+	}
 	if globalSec < 0 {
-		pending = append(pending, newSection{wasmbin.SectionGlobal, append([]byte{0x01}, global...)})
+		pending = append(pending, newSection{wasmbin.SectionGlobal, append([]byte{0x02}, globals...)})
 	}
 	if exportSec < 0 {
 		pending = append(pending, newSection{wasmbin.SectionExport, append(binary.AppendUvarint(nil, n), exports...)})
@@ -129,32 +167,61 @@ func addInterrupts(wasm []byte) (out []byte, movedStart bool, err error) {
 	return out, start >= 0, nil
 }
 
-// instrumentCode rewrites a code section's function bodies with the checks of flag;
-// calls of a function index below importedFuncs are calls of imports.
-func instrumentCode(sec []byte, flag, importedFuncs uint64) ([]byte, error) {
-	check := []byte{wasmbin.OpGlobalGet}
-	check = binary.AppendUvarint(check, flag)
-	check = append(check, wasmbin.OpIf, 0x40, wasmbin.OpUnreachable, wasmbin.OpEnd)
+// instrumentCode rewrites a code section's function bodies with the checks of the flag
+// and countdown globals; calls of a function index below importedFuncs are calls of
+// imports, and params holds each defined function's parameter count.
+func instrumentCode(sec []byte, flag, countdown, importedFuncs uint64, params []uint64) ([]byte, error) {
+	getFlag := binary.AppendUvarint([]byte{wasmbin.OpGlobalGet}, flag)
+	getCount := binary.AppendUvarint([]byte{wasmbin.OpGlobalGet}, countdown)
+	setCount := binary.AppendUvarint([]byte{0x24}, countdown)
+	trip := []byte{0x41, 0x00, 0x40, 0x00, 0x1a} // i32.const 0; memory.grow 0; drop
+	// flagCheck: if the flag is set, trap.
+	flagCheck := append(append([]byte{}, getFlag...), wasmbin.OpIf, 0x40, wasmbin.OpUnreachable, wasmbin.OpEnd)
+	// entryCheck: countdown -= 1; if countdown <= 0 { trip to Go; flagCheck; countdown =
+	// yieldEvery }. The countdown is a global so that it runs down across calls (a
+	// recursion without loops).
+	entryCheck := append(append([]byte{}, getCount...), 0x41, 0x01, 0x6b)
+	entryCheck = append(append(entryCheck, setCount...), getCount...)
+	entryCheck = append(entryCheck, 0x41, 0x00, 0x4c, wasmbin.OpIf, 0x40)
+	entryCheck = append(append(entryCheck, trip...), flagCheck...)
+	entryCheck = append(wasmbin.AppendSigned(append(entryCheck, 0x41), yieldEvery), setCount...)
+	entryCheck = append(entryCheck, wasmbin.OpEnd)
 
 	r := wasmbin.NewReader(sec)
 	n := r.U()
+	if n != uint64(len(params)) {
+		return nil, wasmbin.ErrMalformed
+	}
 	out := binary.AppendUvarint(make([]byte, 0, len(sec)+len(sec)/8), n)
-	var body []byte
+	var body, loopCheck []byte
 	for i := uint64(0); i < n && !r.Bad(); i++ {
 		fn := r.Bytes(r.U())
 		fr := wasmbin.NewReader(fn)
-		for locals := fr.U(); locals > 0 && !fr.Bad(); locals-- {
-			fr.U()
+		groups := fr.U()
+		groupsLen := len(fn) - len(fr.Rest())
+		locals := params[i]
+		for g := groups; g > 0 && !fr.Bad(); g-- {
+			locals += fr.U()
 			fr.Byte()
 		}
-		if fr.Bad() {
+		if fr.Bad() || locals >= 1<<32 {
 			return nil, wasmbin.ErrMalformed
 		}
 		code := fr.Rest()
 		head := fn[:len(fn)-len(code)]
+		// loopCheck: flagCheck; then, every 1024th iteration (counted in a new local,
+		// which lives in a register: no memory traffic), a trip to Go.
+		counter := locals
+		loopCheck = append(loopCheck[:0], flagCheck...)
+		loopCheck = binary.AppendUvarint(append(loopCheck, 0x20), counter)
+		loopCheck = append(loopCheck, 0x41, 0x01, 0x6a, 0x22)
+		loopCheck = binary.AppendUvarint(loopCheck, counter)
+		loopCheck = wasmbin.AppendSigned(append(loopCheck, 0x41), yieldEvery-1)
+		loopCheck = append(loopCheck, 0x71, 0x45, wasmbin.OpIf, 0x40)
+		loopCheck = append(append(loopCheck, trip...), wasmbin.OpEnd)
 		// Instructions, each followed by a check where one belongs.
 		body = body[:0]
-		calls := false
+		calls, loops := false, false
 		for len(fr.Rest()) > 0 {
 			at := len(code) - len(fr.Rest())
 			op, imm, err := fr.Instr()
@@ -164,24 +231,28 @@ func instrumentCode(sec []byte, flag, importedFuncs uint64) ([]byte, error) {
 			body = append(body, code[at:len(code)-len(fr.Rest())]...)
 			switch op {
 			case wasmbin.OpLoop:
-				body = append(body, check...)
+				loops = true
+				body = append(body, loopCheck...)
 			case wasmbin.OpCall:
 				calls = true
 				if imm < importedFuncs {
-					body = append(body, check...)
+					body = append(body, flagCheck...)
 				}
 			case wasmbin.OpCallIndirect, wasmbin.OpReturnCall, wasmbin.OpReturnCallIndirect:
 				calls = true
 			}
 		}
+		if loops { // one more local group: the loop counter, i32
+			head = append(append(binary.AppendUvarint(nil, groups+1), head[groupsLen:]...), 0x01, 0x7f)
+		}
 		size := len(head) + len(body)
 		if calls {
-			size += len(check)
+			size += len(entryCheck)
 		}
 		out = binary.AppendUvarint(out, uint64(size))
 		out = append(out, head...)
 		if calls {
-			out = append(out, check...)
+			out = append(out, entryCheck...)
 		}
 		out = append(out, body...)
 	}
@@ -191,8 +262,29 @@ func instrumentCode(sec []byte, flag, importedFuncs uint64) ([]byte, error) {
 	return out, nil
 }
 
-// countImports counts the functions and globals a module's import section imports.
-func countImports(body []byte) (funcs, globals uint64, err error) {
+// paramCounts reads a type section: the parameter count of each function type.
+func paramCounts(body []byte) ([]uint64, error) {
+	r := wasmbin.NewReader(body)
+	n := r.U()
+	out := make([]uint64, 0, min(n, 1<<16))
+	for i := uint64(0); i < n && !r.Bad(); i++ {
+		if r.Byte() != 0x60 {
+			return nil, wasmbin.ErrMalformed
+		}
+		p := r.U()
+		r.Bytes(p)
+		r.Bytes(r.U())
+		out = append(out, p)
+	}
+	if r.Bad() {
+		return nil, wasmbin.ErrMalformed
+	}
+	return out, nil
+}
+
+// countImports counts the functions, globals and memories a module's import section
+// imports.
+func countImports(body []byte) (funcs, globals, mems uint64, err error) {
 	r := wasmbin.NewReader(body)
 	n := r.U()
 	for i := uint64(0); i < n && !r.Bad(); i++ {
@@ -207,18 +299,19 @@ func countImports(body []byte) (funcs, globals uint64, err error) {
 			r.Limits()
 		case 0x02:
 			r.Limits()
+			mems++
 		case 0x03:
 			r.Byte()
 			r.Byte()
 			globals++
 		default:
-			return 0, 0, wasmbin.ErrMalformed
+			return 0, 0, 0, wasmbin.ErrMalformed
 		}
 	}
 	if r.Bad() {
-		return 0, 0, wasmbin.ErrMalformed
+		return 0, 0, 0, wasmbin.ErrMalformed
 	}
-	return funcs, globals, nil
+	return funcs, globals, mems, nil
 }
 
 // appendToVector returns a vector section's content with n more items, encoded in items.
@@ -243,19 +336,32 @@ func appendSection(b []byte, id byte, content []byte) []byte {
 	return append(b, content...)
 }
 
-// interrupter is the interrupt flag of one instance.
+// interrupter is the interrupt flag and countdown of one instance.
 type interrupter struct {
-	flag api.MutableGlobal
+	mu              sync.Mutex // between the AfterFunc and host functions that fire
+	flag, countdown api.MutableGlobal
 }
 
-// newInterrupter finds m's flag; nil when m has none (a module compiled on the fallback
-// runtime, whose deadlines wazero enforces).
+// fire sets the flag and zeroes the countdown: the guest traps at its next check.
+func (in *interrupter) fire() {
+	if in == nil {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.flag.Set(1)
+	in.countdown.Set(0)
+}
+
+// newInterrupter finds m's flag and countdown; nil when m has none (a module compiled on
+// the fallback runtime, whose deadlines wazero enforces).
 func newInterrupter(m api.Module) *interrupter {
-	g, ok := m.ExportedGlobal(interruptExport).(api.MutableGlobal)
-	if !ok {
+	f, ok1 := m.ExportedGlobal(interruptExport).(api.MutableGlobal)
+	c, ok2 := m.ExportedGlobal(countdownExport).(api.MutableGlobal)
+	if !ok1 || !ok2 {
 		return nil
 	}
-	return &interrupter{flag: g}
+	return &interrupter{flag: f, countdown: c}
 }
 
 // arm clears the flag — a warm instance starts its call with it cleared — and sets it
@@ -266,12 +372,16 @@ func (in *interrupter) arm(ctx context.Context) (disarm func() (fired bool)) {
 	if in == nil {
 		return func() bool { return false }
 	}
+	in.mu.Lock()
 	in.flag.Set(0)
+	in.mu.Unlock()
 	done := make(chan struct{})
-	// The write is a plain store the guest's compiled code loads at its next check; a
-	// torn or late view of it only moves the stop to a later check.
+	// The writes are plain stores the guest's compiled code loads at its next check. A
+	// late view, or the guest's own decrement overwriting the zero, only moves the stop
+	// to a later check: at most yieldEvery checks later, the countdown runs out by itself
+	// and the flag is seen.
 	stop := context.AfterFunc(ctx, func() {
-		in.flag.Set(1)
+		in.fire()
 		close(done)
 	})
 	return func() bool {

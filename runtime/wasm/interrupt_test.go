@@ -3,6 +3,7 @@ package wasm
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -259,5 +260,48 @@ func TestInterruptRearm(t *testing.T) {
 	}
 	if fired := in.arm(ctx)(); fired || in.flag.Get() != 0 {
 		t.Fatalf("live context: fired %v, flag %d", fired, in.flag.Get())
+	}
+}
+
+// TestGarbageCollectionWhileSpinning: compiled wasm cannot be preempted, so a guest that
+// never left its machine code would hold off a garbage collection (which stops every
+// goroutine) — and with it the timer that would stop the guest — for ever. The countdown's
+// trips to Go let a collection finish while a guest spins.
+func TestGarbageCollectionWhileSpinning(t *testing.T) {
+	e, _ := newEngine(t)
+	started := make(chan struct{})
+	host := e.rt.NewHostModuleBuilder("capsulegate-test")
+	host.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(context.Context, api.Module, []uint64) {
+		close(started)
+	}), nil, nil).Export("started")
+	ctx := context.Background()
+	if _, err := host.Instantiate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := gModule{
+		types:   []gType{{nil, nil}},
+		imports: []gImport{{module: "capsulegate-test", name: "started", kind: 0, typ: 0}},
+		funcs:   []gFunc{{typ: 0, body: cat(op(0x10, 0), []byte{0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b})}},
+		exports: []gExport{{"spin", 0, 1}},
+		start:   -1,
+	}
+	mod, err := e.Compile(ctx, "cap", "spin-gc", manifest.RoleTool, m.encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	callCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- callExport(callCtx, e, mod, Grants{MemoryBytes: 1 << 20}, "spin") }()
+	<-started
+	begin := time.Now()
+	runtime.GC()
+	if took := time.Since(begin); took > time.Second {
+		t.Errorf("a collection during a spin took %v", took)
+	}
+	cancel()
+	var ge *GuestError
+	if err := <-done; !errors.As(err, &ge) || ge.Reason != ReasonCanceled {
+		t.Fatalf("want canceled, got %v", err)
 	}
 }

@@ -38,7 +38,13 @@ type warmInstance struct {
 // fixed at instantiation (the guest's sleep).
 type callCtx struct {
 	p atomic.Pointer[context.Context]
+	// intr is the instance's interrupter, for host functions that see the context end
+	// before the AfterFunc that sets the flag has run.
+	intr atomic.Pointer[interrupter]
 }
+
+// interrupt sets the instance's interrupt flag now.
+func (c *callCtx) interrupt() { c.intr.Load().fire() }
 
 func (c *callCtx) set(ctx context.Context) { c.p.Store(&ctx) }
 
