@@ -301,9 +301,12 @@ func (e *Engine) compileFast(ctx context.Context, wasm []byte) (*compiled, error
 	return newCompiled(cm, rt), nil
 }
 
+// rewriteInterrupts is addInterrupts; a test replaces it to reach the fallback runtime.
+var rewriteInterrupts = addInterrupts
+
 // compileInterruptible compiles wasm with the interrupt checks added.
 func (e *Engine) compileInterruptible(ctx context.Context, wasm []byte) (*compiled, error) {
-	checked, movedStart, err := addInterrupts(wasm)
+	checked, movedStart, err := rewriteInterrupts(wasm)
 	if err != nil {
 		return nil, fmt.Errorf("add interrupt checks: %w", err)
 	}

@@ -305,3 +305,39 @@ func TestGarbageCollectionWhileSpinning(t *testing.T) {
 		t.Fatalf("want canceled, got %v", err)
 	}
 }
+
+// TestFallbackRuntime: a module the rewrite cannot read runs on the fallback runtime,
+// where wazero's close-on-context-done still stops it at its deadline; an invalid module
+// still fails with its own error and starts no fallback runtime.
+func TestFallbackRuntime(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	if _, err := e.Compile(ctx, "cap", "junk", manifest.RoleTool, []byte("\x00asm\x01\x00\x00\x00\x0a\x01")); err == nil {
+		t.Fatal("an invalid module compiled")
+	}
+	if e.fallback != nil {
+		t.Fatal("an invalid module started the fallback runtime")
+	}
+	rewriteInterrupts = func([]byte) ([]byte, bool, error) { return nil, false, errors.New("unreadable") }
+	defer func() { rewriteInterrupts = addInterrupts }()
+	mod, err := e.Compile(ctx, "cap", "hostile", manifest.RoleTool, hostile.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.fallback == nil || mod.rt != e.fallback {
+		t.Fatal("the module is not on the fallback runtime")
+	}
+	g := Grants{MemoryBytes: 4 << 20, Deadline: 200 * time.Millisecond}
+	if err := callExport(ctx, e, mod, g, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = callExport(ctx, e, mod, g, "spin")
+	var ge *GuestError
+	if !errors.As(err, &ge) || ge.Reason != ReasonDeadline || errors.Is(err, errInterrupted) {
+		t.Fatalf("want a deadline by close-on-context-done, got %v", err)
+	}
+	if took := time.Since(start); took > g.Deadline+time.Second {
+		t.Errorf("took %v", took)
+	}
+}
