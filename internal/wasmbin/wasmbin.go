@@ -190,3 +190,149 @@ func (r *Reader) SkipConstExpr() error {
 	}
 	return ErrMalformed
 }
+
+// More section ids, for rewrites that add or move sections.
+const (
+	SectionCustom   = 0
+	SectionType     = 1
+	SectionFunction = 3
+	SectionTable    = 4
+	SectionMemory   = 5
+	SectionStart    = 8
+	SectionElement  = 9
+	SectionCode     = 10
+	SectionTag      = 13
+)
+
+// Order returns where a known section goes among the others (custom sections: -1), so
+// a rewrite can insert a new section at its place.
+func Order(id byte) int {
+	switch id {
+	case SectionCustom:
+		return -1
+	case SectionTag:
+		return 55 // between memory (5) and global (6)
+	case SectionDataCount:
+		return 95 // between element (9) and code (10)
+	}
+	return int(id) * 10
+}
+
+// Opcodes the interrupt rewrite looks for.
+const (
+	OpUnreachable        = 0x00
+	OpBlock              = 0x02
+	OpLoop               = 0x03
+	OpIf                 = 0x04
+	OpEnd                = 0x0b
+	OpCall               = 0x10
+	OpCallIndirect       = 0x11
+	OpReturnCall         = 0x12
+	OpReturnCallIndirect = 0x13
+	OpGlobalGet          = 0x23
+)
+
+// Instr reads one instruction of a function body — WebAssembly 2.0 (SIMD included),
+// threads and tail calls — and returns its opcode and its first immediate (the function
+// index of a call). It returns ErrMalformed for anything else, so a rewrite never
+// passes over an instruction it cannot size.
+func (r *Reader) Instr() (op byte, imm uint64, err error) {
+	op = r.Byte()
+	switch {
+	case op == 0x02 || op == 0x03 || op == 0x04: // block type: 0x40, a value type or an s33 type index
+		r.skipLEB()
+	case op == 0x0c || op == 0x0d || op == 0x10 || op == 0x12 || (op >= 0x20 && op <= 0x26) || op == 0xd2:
+		imm = r.U()
+	case op == 0x0e: // br_table: the labels and the default
+		n := r.U()
+		for i := uint64(0); i <= n && !r.Bad(); i++ {
+			r.U()
+		}
+	case op == 0x11 || op == 0x13: // type, table
+		imm = r.U()
+		r.U()
+	case op == 0x1c: // select with types
+		n := r.U()
+		for i := uint64(0); i < n && !r.Bad(); i++ {
+			r.Byte()
+		}
+	case op >= 0x28 && op <= 0x3e:
+		r.memarg()
+	case op == 0x3f || op == 0x40 || op == 0xd0:
+		r.Byte()
+	case op == 0x41 || op == 0x42:
+		r.skipLEB()
+	case op == 0x43:
+		r.Bytes(4)
+	case op == 0x44:
+		r.Bytes(8)
+	case op <= 0x01, op == 0x05, op == 0x0b, op == 0x0f, op == 0x1a, op == 0x1b,
+		op >= 0x45 && op <= 0xc4, op == 0xd1:
+	case op == 0xfc:
+		err = r.prefixedFC()
+	case op == 0xfd:
+		err = r.prefixedSIMD()
+	case op == 0xfe:
+		if sub := r.U(); sub == 0x03 { // atomic.fence
+			r.Byte()
+		} else {
+			r.memarg()
+		}
+	default:
+		err = ErrMalformed
+	}
+	if err == nil && r.Bad() {
+		err = ErrMalformed
+	}
+	return op, imm, err
+}
+
+// skipLEB skips one LEB128 number of any width and sign.
+func (r *Reader) skipLEB() {
+	for i := 0; i < 10; i++ {
+		if r.Byte()&0x80 == 0 {
+			return
+		}
+	}
+	r.fail()
+}
+
+// memarg skips a memory argument: alignment (bit 6 set: a memory index follows) and offset.
+func (r *Reader) memarg() {
+	if r.U()&0x40 != 0 {
+		r.U()
+	}
+	r.U()
+}
+
+func (r *Reader) prefixedFC() error {
+	switch sub := r.U(); {
+	case sub <= 7: // saturating truncations
+	case sub == 8 || sub == 10 || sub == 12 || sub == 14: // memory.init, memory.copy, table.init, table.copy
+		r.U()
+		r.U()
+	case sub <= 17: // data.drop, memory.fill, elem.drop, table.grow/size/fill
+		r.U()
+	default:
+		return ErrMalformed
+	}
+	return nil
+}
+
+func (r *Reader) prefixedSIMD() error {
+	switch sub := r.U(); {
+	case sub <= 11 || sub == 92 || sub == 93: // loads and stores
+		r.memarg()
+	case sub == 12 || sub == 13: // v128.const, i8x16.shuffle
+		r.Bytes(16)
+	case sub >= 21 && sub <= 34: // extract and replace lane
+		r.Byte()
+	case sub >= 84 && sub <= 91: // load and store lane
+		r.memarg()
+		r.Byte()
+	case sub <= 255:
+	default:
+		return ErrMalformed
+	}
+	return nil
+}

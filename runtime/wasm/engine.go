@@ -48,6 +48,9 @@ type Engine struct {
 	// warm (reuse.go).
 	reuse bool
 	warm  *warmConfig
+	// fallback, created when first needed, runs the modules the interrupt rewrite cannot
+	// read, with wazero's close-on-context-done (interrupt.go).
+	fallback wazero.Runtime
 }
 
 // EngineOption configures NewEngine.
@@ -76,8 +79,8 @@ func WithMetrics(reg prometheus.Registerer) EngineOption {
 	return func(c *engineConfig) { c.registerer = reg }
 }
 
-// NewEngine starts the runtime: compiler engine, compilation cache, WASI preview1, and
-// close-on-context-done so a deadline really stops a spinning guest.
+// NewEngine starts the runtime: compiler engine, compilation cache, WASI preview1 and the
+// host imports. Deadlines are enforced by the interrupt checks compile adds (interrupt.go).
 func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 	var cfg engineConfig
 	for _, o := range opts {
@@ -96,19 +99,12 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 	} else {
 		cache = wazero.NewCompilationCache()
 	}
-	rc := wazero.NewRuntimeConfigCompiler().
-		WithCompilationCache(cache).
-		WithCloseOnContextDone(true)
-	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
-		rt.Close(ctx)
+	// No close-on-context-done: it costs a call-heavy guest ~16×, and the interrupt
+	// checks stop guests instead (docs/rationale.md "Why deadlines are an interrupt flag").
+	rt, err := newRuntime(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(cache))
+	if err != nil {
 		cache.Close(ctx)
-		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot instantiate WASI preview1", "")
-	}
-	if err := defineImports(ctx, rt); err != nil {
-		rt.Close(ctx)
-		cache.Close(ctx)
-		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot define the host interfaces", "")
+		return nil, err
 	}
 	m, err := NewMetrics(cfg.registerer)
 	if err != nil {
@@ -127,6 +123,41 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 	return e, nil
 }
 
+// newRuntime starts a wazero runtime configured by rc, with WASI preview1 and the host
+// imports.
+func newRuntime(ctx context.Context, rc wazero.RuntimeConfig) (wazero.Runtime, error) {
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot instantiate WASI preview1", "")
+	}
+	if err := defineImports(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot define the host interfaces", "")
+	}
+	return rt, nil
+}
+
+// fallbackRuntime returns the runtime for modules the interrupt rewrite cannot read: it
+// checks the context at every function entry and loop back-edge itself. It has its own
+// in-memory cache, because wazero's cache key does not tell code compiled with those
+// checks from code without them.
+func (e *Engine) fallbackRuntime(ctx context.Context) (wazero.Runtime, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errors.New("the engine is closed")
+	}
+	if e.fallback == nil {
+		rt, err := newRuntime(ctx, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(true))
+		if err != nil {
+			return nil, err
+		}
+		e.fallback = rt
+	}
+	return e.fallback, nil
+}
+
 // Metrics returns the engine's collectors.
 func (e *Engine) Metrics() *Metrics { return e.metrics }
 
@@ -139,6 +170,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	e.closed = true
 	err := e.rt.Close(ctx)
+	if e.fallback != nil {
+		err = errors.Join(err, e.fallback.Close(ctx))
+	}
 	for _, c := range e.compiled {
 		c.warm.drain(ctx)
 		if c.image != nil {
@@ -158,8 +192,13 @@ type Module struct {
 
 // compiled is a module's machine code and how its instances' memory starts.
 type compiled struct {
-	module   wazero.CompiledModule
+	module wazero.CompiledModule
+	// rt is the runtime that compiled module and instantiates it.
+	rt       wazero.Runtime
 	minPages uint32
+	// movedStart: the module's start function is exported under startExport, to be
+	// called after instantiation (addInterrupts).
+	movedStart bool
 	// image, when set, is the module's initial data, mapped copy-on-write into each
 	// instance; the compiled module then has no data segments. data is the same bytes,
 	// for an allocator that cannot map (it copies them instead).
@@ -219,8 +258,8 @@ func (e *Engine) compile(ctx context.Context, wasm []byte) (*compiled, error) {
 
 // compileFast compiles wasm so its instances start fast: its data segments become a
 // copy-on-write memory image (stripDataSegments), or else one merged segment
-// (mergeDataSegments). Should a rewritten module not compile, the original is compiled,
-// so an error is the module's own.
+// (mergeDataSegments). Every form gets the interrupt checks (addInterrupts). Should a
+// rewritten module not compile, the original is compiled, so an error is the module's own.
 func (e *Engine) compileFast(ctx context.Context, wasm []byte) (*compiled, error) {
 	if imagesSupported {
 		if stripped, data, ok := stripDataSegments(wasm); ok {
@@ -230,9 +269,11 @@ func (e *Engine) compileFast(ctx context.Context, wasm []byte) (*compiled, error
 					stripped, nglobals = exported, n
 				}
 			}
-			if cm, err := e.rt.CompileModule(ctx, stripped); err == nil {
-				c := newCompiled(cm)
-				c.snapGlobals = nglobals
+			if c, err := e.compileInterruptible(ctx, stripped); err == nil {
+				cm := c.module
+				if !c.movedStart { // a start function's effects are not in a snapshot's state
+					c.snapGlobals = nglobals
+				}
 				fits := len(cm.ImportedMemories()) == 0 && uint64(data.off)+uint64(len(data.block)) <= uint64(c.minPages)*pageSize
 				if img, err := newMemImage(data); fits && err == nil {
 					c.image, c.data = img, data
@@ -245,15 +286,47 @@ func (e *Engine) compileFast(ctx context.Context, wasm []byte) (*compiled, error
 		}
 	}
 	if merged, ok := mergeDataSegments(wasm); ok {
-		if cm, err := e.rt.CompileModule(ctx, merged); err == nil {
-			return newCompiled(cm), nil
+		if c, err := e.compileInterruptible(ctx, merged); err == nil {
+			return c, nil
 		}
 	}
+	c, err := e.compileInterruptible(ctx, wasm)
+	if err == nil {
+		return c, nil
+	}
+	// Either the module is invalid — its own error is returned — or the rewrite could not
+	// read it: then it runs on the fallback runtime, which stops guests by itself.
 	cm, err := e.rt.CompileModule(ctx, wasm)
 	if err != nil {
 		return nil, err
 	}
-	return newCompiled(cm), nil
+	cm.Close(ctx)
+	rt, err := e.fallbackRuntime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cm, err = rt.CompileModule(ctx, wasm); err != nil {
+		return nil, err
+	}
+	return newCompiled(cm, rt), nil
+}
+
+// rewriteInterrupts is addInterrupts; a test replaces it to reach the fallback runtime.
+var rewriteInterrupts = addInterrupts
+
+// compileInterruptible compiles wasm with the interrupt checks added.
+func (e *Engine) compileInterruptible(ctx context.Context, wasm []byte) (*compiled, error) {
+	checked, movedStart, err := rewriteInterrupts(wasm)
+	if err != nil {
+		return nil, fmt.Errorf("add interrupt checks: %w", err)
+	}
+	cm, err := e.rt.CompileModule(ctx, checked)
+	if err != nil {
+		return nil, err
+	}
+	c := newCompiled(cm, e.rt)
+	c.movedStart = movedStart
+	return c, nil
 }
 
 // allocator returns the memory allocator an instance of c must be created with: it caps
@@ -263,8 +336,8 @@ func (c *compiled) allocator(limit uint64) *limitedAllocator {
 	return &limitedAllocator{limit: limit, image: c.image, data: c.data}
 }
 
-func newCompiled(cm wazero.CompiledModule) *compiled {
-	c := &compiled{module: cm}
+func newCompiled(cm wazero.CompiledModule, rt wazero.Runtime) *compiled {
+	c := &compiled{module: cm, rt: rt}
 	for _, mem := range cm.ExportedMemories() {
 		c.minPages = max(c.minPages, mem.Min())
 	}
@@ -314,11 +387,17 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		defer cancel()
 	}
 	p := e.plan(ctx, mod, g, limit)
+	var interrupted bool
 	defer func() {
+		if err == nil && interrupted {
+			// The context ended before the guest returned — say, in a host call that
+			// ignored it — and the guest got to the end before its next check.
+			err = context.Cause(ctx)
+		}
 		reason := ""
 		if err != nil {
 			reason = classify(ctx, err, p.alloc)
-			err = &GuestError{Capsule: mod.Capsule, Artifact: mod.Artifact, Role: mod.Role, Reason: reason, Err: err}
+			err = &GuestError{Capsule: mod.Capsule, Artifact: mod.Artifact, Role: mod.Role, Reason: reason, Err: wrapInterrupted(err, interrupted)}
 		}
 		e.metrics.observe(mod, reason, time.Since(start))
 	}()
@@ -328,11 +407,13 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 			return errors.New("cannot give the instance its session's environment")
 		}
 		ctx := experimental.WithMemoryAllocator(ctx, p.alloc)
+		disarm := p.warm.intr.arm(ctx)
 		err := fn(ctx, &Instance{Module: p.warm.m, mod: mod, fns: &p.warm.fns})
-		e.release(ctx, mod, p.warmK, p.warm, p.snap, err)
+		interrupted = disarm()
+		e.release(ctx, mod, p.warmK, p.warm, p.snap, err, interrupted)
 		return err
 	}
-	return e.callFresh(ctx, mod, g, p, fn)
+	return e.callFresh(ctx, mod, g, p, fn, &interrupted)
 }
 
 // memoryLimit returns the byte cap of mod's linear memory under g, refusing a module whose
@@ -390,24 +471,39 @@ func (e *Engine) plan(ctx context.Context, mod *Module, g Grants, limit uint64) 
 }
 
 // callFresh instantiates a new instance for the call planned in p, starts it, runs fn on
-// it, and then keeps it warm or closes it.
-func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPlan, fn func(ctx context.Context, inst *Instance) error) (err error) {
+// it, and then keeps it warm or closes it; interrupted reports whether its interrupt flag
+// was set.
+func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPlan, fn func(ctx context.Context, inst *Instance) error, interrupted *bool) (err error) {
 	cfg := moduleConfig(g, p.calls)
 	ctx, m, err := e.instantiate(ctx, mod, cfg, p)
 	if err != nil {
 		return err
 	}
+	// Armed before any guest code runs (_initialize, a moved start function).
+	intr := newInterrupter(m)
+	p.calls.intr.Store(intr)
+	disarm := intr.arm(ctx)
 	inst := &Instance{Module: m, mod: mod}
 	var w *warmInstance
-	if p.reusing && p.snap != nil {
-		w = newWarm(m, p.alloc, p.calls, cfg)
+	// Only instances of the main runtime are kept: the fallback runtime's have no
+	// interrupt flag, and their reset would build a system context on another runtime.
+	if p.reusing && p.snap != nil && intr != nil {
+		if w = newWarm(m, p.alloc, p.calls, cfg); w != nil {
+			w.intr = intr
+		}
 	}
 	if w != nil {
 		// Kept warm after the call if it ends cleanly; closed otherwise.
 		inst.fns = &w.fns
-		defer func() { e.release(ctx, mod, p.warmK, w, p.snap, err) }()
+		defer func() {
+			*interrupted = disarm()
+			e.release(ctx, mod, p.warmK, w, p.snap, err, *interrupted)
+		}()
 	} else {
-		defer m.Close(context.WithoutCancel(ctx))
+		defer func() {
+			*interrupted = disarm()
+			m.Close(context.WithoutCancel(ctx))
+		}()
 	}
 	if err := p.start(ctx, mod, m); err != nil {
 		return err
@@ -422,7 +518,11 @@ func moduleConfig(g Grants, calls *callCtx) wazero.ModuleConfig {
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under the same deadline
 		WithSysWalltime().WithSysNanotime().
-		WithNanosleep(func(ns int64) { sleepCtx(calls.get(), time.Duration(ns)) }).
+		WithNanosleep(func(ns int64) {
+			if !sleepCtx(calls.get(), time.Duration(ns)) {
+				calls.interrupt() // before the guest runs on: the check after the import sees it
+			}
+		}).
 		WithRandSource(randReader{})
 	if g.FS != nil {
 		cfg = cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(g.FS, "/"))
@@ -447,14 +547,14 @@ func (e *Engine) instantiate(ctx context.Context, mod *Module, cfg wazero.Module
 	baseCtx := ctx // the call's context, before the allocator is attached
 	ctx = experimental.WithMemoryAllocator(baseCtx, p.alloc)
 	mod.instantiations.Add(1)
-	m, err := e.rt.InstantiateModule(ctx, mod.module, cfg)
+	m, err := mod.rt.InstantiateModule(ctx, mod.module, cfg)
 	if err == nil && p.snap != nil && p.alloc.unmapped {
 		// The snapshot could not be mapped (no address space left for the mapping):
 		// start this instance the ordinary way instead.
 		m.Close(context.WithoutCancel(ctx))
 		p.snap, p.alloc = nil, mod.allocator(p.limit)
 		ctx = experimental.WithMemoryAllocator(baseCtx, p.alloc)
-		m, err = e.rt.InstantiateModule(ctx, mod.module, cfg)
+		m, err = mod.rt.InstantiateModule(ctx, mod.module, cfg)
 	}
 	return ctx, m, err
 }
@@ -470,6 +570,11 @@ func (p *callPlan) start(ctx context.Context, mod *Module, m api.Module) error {
 			return errors.New("cannot give the instance its session's environment")
 		}
 		return nil
+	}
+	if mod.movedStart {
+		if _, err := m.ExportedFunction(startExport).Call(ctx); err != nil {
+			return fmt.Errorf("start function: %w", err)
+		}
 	}
 	f := m.ExportedFunction("_initialize")
 	if f == nil {
@@ -489,25 +594,29 @@ func (p *callPlan) start(ctx context.Context, mod *Module, m api.Module) error {
 }
 
 // release returns a warm-capable instance to its pool after a call that succeeded, reset
-// to what a fresh instance from the snapshot is, or closes it.
-func (e *Engine) release(ctx context.Context, mod *Module, key [32]byte, w *warmInstance, snap *snapshot, err error) {
+// to what a fresh instance from the snapshot is, or closes it. An interrupted instance is
+// closed even when its call ended cleanly (the context ended just as it returned): its
+// flag is set.
+func (e *Engine) release(ctx context.Context, mod *Module, key [32]byte, w *warmInstance, snap *snapshot, err error, interrupted bool) {
 	ctx = context.WithoutCancel(ctx)
-	if err != nil || !e.warm.reset(ctx, w, snap) {
+	if err != nil || interrupted || !e.warm.reset(ctx, w, snap) {
 		w.m.Close(ctx)
 		return
 	}
 	mod.warm.put(ctx, e.warm, key, w)
 }
 
-// sleepCtx serves a guest's sleep; it ends early when the call's deadline passes, so a
-// sleeping guest cannot hold its call past the deadline (the default nanosleep ignores
-// the context).
-func sleepCtx(ctx context.Context, d time.Duration) {
+// sleepCtx serves a guest's sleep; it ends early, reporting false, when the call's
+// deadline passes, so a sleeping guest cannot hold its call past the deadline (the
+// default nanosleep ignores the context).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
 	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -128,6 +128,11 @@ func importFunc(f *abi.Func, impl func(ctx context.Context, h *Imports, args []a
 		if err != nil {
 			panic(err)
 		}
+		if err := ctx.Err(); err != nil {
+			// The call's deadline passed (or it was canceled) while the host worked:
+			// the guest stops here, classified by the context.
+			panic(fmt.Errorf("the call's context ended in a host call: %w", err))
+		}
 		retPtr, _ := f.RetPtr(flat)
 		out, err := f.LowerResults(ctx, mem, guestRealloc(mod), results, retPtr)
 		if err != nil {

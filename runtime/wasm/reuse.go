@@ -217,6 +217,7 @@ type warmInstance struct {
 	init  pristine
 	used  time.Time // when it last went back to its pool
 	bytes int64     // its linear memory, counted while it waits
+	intr  *interrupter
 }
 
 // newWarm wraps m, just instantiated with cfg, so it can be reset after its call; nil
@@ -290,7 +291,13 @@ func (wc *warmConfig) freshSys(ctx context.Context, w *warmInstance) error {
 // fixed at instantiation (the guest's sleep).
 type callCtx struct {
 	p atomic.Pointer[context.Context]
+	// intr is the instance's interrupter, for host functions that see the context end
+	// before the AfterFunc that sets the flag has run.
+	intr atomic.Pointer[interrupter]
 }
+
+// interrupt sets the instance's interrupt flag now.
+func (c *callCtx) interrupt() { c.intr.Load().fire() }
 
 func (c *callCtx) set(ctx context.Context) { c.p.Store(&ctx) }
 
