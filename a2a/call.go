@@ -128,8 +128,15 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		h.stream(a, sub)
 		return
 	}
-	if in.blocking && !waitSettled(a.r.Context(), t) {
-		return // the client went away
+	if in.blocking {
+		if !waitSettled(a.r.Context(), t) {
+			return // the client went away
+		}
+		// The task ends and hands its slot on in one critical section under h.mu
+		// (execute); taking the lock once makes the answer follow that whole section, so
+		// a client told "completed" finds the slot, and its metrics, already released.
+		h.mu.Lock()
+		h.mu.Unlock()
 	}
 	snap, err := t.durableSnapshot()
 	if err != nil {
