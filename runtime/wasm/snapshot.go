@@ -149,7 +149,9 @@ func exportGlobals(wasm []byte) (out []byte, n int, ok bool) {
 		var err error
 		switch sec.ID {
 		case wasmbin.SectionImport:
-			imported, err = countImportedGlobals(body)
+			var globals uint64
+			_, globals, _, err = countImports(body)
+			imported = int(globals)
 		case wasmbin.SectionGlobal:
 			mutable, err = mutableGlobals(body, imported)
 		case wasmbin.SectionExport:
@@ -179,35 +181,6 @@ func exportGlobals(wasm []byte) (out []byte, n int, ok bool) {
 		nb = binary.AppendUvarint(nb, uint64(idx))
 	}
 	return wasmbin.Rebuild(wasm, sections, map[int][]byte{exportSec: nb}), len(mutable), true
-}
-
-func countImportedGlobals(body []byte) (int, error) {
-	r := wasmbin.NewReader(body)
-	n := r.U()
-	globals := 0
-	for i := uint64(0); i < n && !r.Bad(); i++ {
-		r.Bytes(r.U()) // module
-		r.Bytes(r.U()) // name
-		switch r.Byte() {
-		case 0x00:
-			r.U()
-		case 0x01:
-			r.Byte()
-			r.Limits()
-		case 0x02:
-			r.Limits()
-		case 0x03:
-			r.Byte()
-			r.Byte()
-			globals++
-		default:
-			return 0, wasmbin.ErrMalformed
-		}
-	}
-	if r.Bad() {
-		return 0, wasmbin.ErrMalformed
-	}
-	return globals, nil
 }
 
 func mutableGlobals(body []byte, imported int) ([]int, error) {
