@@ -340,6 +340,7 @@ func appendSection(b []byte, id byte, content []byte) []byte {
 type interrupter struct {
 	mu              sync.Mutex // between the AfterFunc and host functions that fire
 	flag, countdown api.MutableGlobal
+	fired           bool // fire ran since the last arm (mu)
 }
 
 // fire sets the flag and zeroes the countdown: the guest traps at its next check.
@@ -351,6 +352,7 @@ func (in *interrupter) fire() {
 	defer in.mu.Unlock()
 	in.flag.Set(1)
 	in.countdown.Set(0)
+	in.fired = true
 }
 
 // newInterrupter finds m's flag and countdown; nil when m has none (a module compiled on
@@ -365,7 +367,8 @@ func newInterrupter(m api.Module) *interrupter {
 }
 
 // arm clears the flag — a warm instance starts its call with it cleared — and sets it
-// when ctx ends. disarm stops that and reports whether the flag was set; when it was,
+// when ctx ends. disarm stops that and reports whether the flag was set (by ctx's end or
+// by a host function that fired it); when the AfterFunc ran,
 // it returns only after the setting is done, so nothing writes the flag once it has
 // returned.
 func (in *interrupter) arm(ctx context.Context) (disarm func() (fired bool)) {
@@ -374,6 +377,7 @@ func (in *interrupter) arm(ctx context.Context) (disarm func() (fired bool)) {
 	}
 	in.mu.Lock()
 	in.flag.Set(0)
+	in.fired = false
 	in.mu.Unlock()
 	done := make(chan struct{})
 	// The writes are plain stores the guest's compiled code loads at its next check. A
@@ -386,7 +390,12 @@ func (in *interrupter) arm(ctx context.Context) (disarm func() (fired bool)) {
 	})
 	return func() bool {
 		if stop() {
-			return false
+			// The AfterFunc did not run, but a host function may have fired the flag
+			// itself (the guest's sleep, when the context ended): that call was
+			// interrupted all the same.
+			in.mu.Lock()
+			defer in.mu.Unlock()
+			return in.fired
 		}
 		<-done
 		return true
