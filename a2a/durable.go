@@ -60,7 +60,6 @@ type taskRecord struct {
 	snapshot
 	Created time.Time
 	Seq     uint64
-	Owner   string `json:",omitempty"`
 }
 
 // eventRecord is one journal entry (taskdb.Event.Data), dialect-neutral: the fields of
@@ -217,7 +216,7 @@ func (s *durableStore) restore(rec taskdb.Task) (*task, error) {
 		text = r.History[0].Text
 	}
 	t := newTask(r.ID, r.ContextID, text, s.spec, s.ring, r.Created)
-	t.setOwner(r.Owner)
+	t.setOwner(rec.Owner) // the store keeps the owner beside the record, for its index
 	t.store = s
 	t.st, t.history, t.artifacts, t.updated, t.seq = r.Status, r.History, r.Artifacts, r.Updated, r.Seq
 	t.ring, t.ringFreed = nil, terminal(r.Status.State)
@@ -319,7 +318,7 @@ func (s *durableStore) addTurn(contextID string, turn Turn) {
 func (s *durableStore) published(t *task, e event) *durable {
 	d := &durable{}
 	if !e.progress {
-		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq, Owner: t.owner}
+		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq}
 		data, _ := json.Marshal(rec)
 		d.chs = append(d.chs, s.db.PutTask(taskdb.Task{Capsule: s.capsule, ID: t.id, ContextID: t.contextID, Owner: t.owner, Updated: t.updated,
 			Done: terminal(rec.Status.State), State: rec.Status.State, Since: rec.Status.Time, Data: data}))
