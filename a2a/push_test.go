@@ -420,6 +420,18 @@ func TestPushOtherPrincipal(t *testing.T) {
 	} {
 		fails(t, callAs(t, srv, "0.3", "sb", c.method, c.params), codeTaskNotFound)
 	}
+	// The same in 1.0's names and params.
+	for _, c := range []struct {
+		method string
+		params map[string]any
+	}{
+		{"CreateTaskPushNotificationConfig", map[string]any{"taskId": task.ID, "id": "c", "url": "https://example.com/x"}},
+		{"GetTaskPushNotificationConfig", map[string]any{"taskId": task.ID, "id": "c"}},
+		{"ListTaskPushNotificationConfigs", map[string]any{"taskId": task.ID}},
+		{"DeleteTaskPushNotificationConfig", map[string]any{"taskId": task.ID, "id": "c"}},
+	} {
+		fails(t, callAs(t, srv, "1.0", "sb", c.method, c.params), codeTaskNotFound)
+	}
 	got := decode[wireTaskPush03](t, ok(t, callAs(t, srv, "0.3", "sa", "tasks/pushNotificationConfig/get", map[string]any{"id": task.ID, "pushNotificationConfigId": "c"})))
 	if got.PushNotificationConfig.URL != "https://example.com/" {
 		t.Fatalf("bob changed alice's config: %+v", got)
