@@ -1,21 +1,10 @@
 // Drives an A2A agent with the official A2A JS SDK (protocol 0.3, JSON-RPC transport):
 // resolve the agent card, send one message, stream another, and print what came back
 // as one JSON object on stdout. Usage: node client.mjs <agent card URL>
-import { randomUUID } from 'node:crypto';
 import { ClientFactory } from '@a2a-js/sdk/client';
+import { cardURLArg, message } from './common.mjs';
 
-const cardURL = process.argv[2];
-if (!cardURL) {
-  console.error('usage: node client.mjs <agent card URL>');
-  process.exit(2);
-}
-
-const message = (text) => ({
-  kind: 'message',
-  messageId: randomUUID(),
-  role: 'user',
-  parts: [{ kind: 'text', text }],
-});
+const cardURL = cardURLArg('client.mjs');
 
 // An empty path makes the resolver fetch the card URL itself.
 const client = await new ClientFactory().createFromUrl(cardURL, '');

@@ -3,21 +3,10 @@
 // another, send one that the agent holds, read it, cancel it, and read a task that does
 // not exist; print what came back as one JSON object on stdout.
 // Usage: node rest.mjs <agent card URL>
-import { randomUUID } from 'node:crypto';
 import { ClientFactory, RestTransportFactory } from '@a2a-js/sdk/client';
+import { cardURLArg, message } from './common.mjs';
 
-const cardURL = process.argv[2];
-if (!cardURL) {
-  console.error('usage: node rest.mjs <agent card URL>');
-  process.exit(2);
-}
-
-const message = (text) => ({
-  kind: 'message',
-  messageId: randomUUID(),
-  role: 'user',
-  parts: [{ kind: 'text', text }],
-});
+const cardURL = cardURLArg('rest.mjs');
 
 // Only the REST transport is registered, so the client must find an HTTP+JSON
 // interface in the card and speak /v1/... to it.
