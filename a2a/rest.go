@@ -206,7 +206,9 @@ func isRESTType(ct string) bool {
 
 // restParams builds the JSON-RPC params of operation m from the route, query and body.
 func restParams(d dialect, m method, rt restRoute, q url.Values, body []byte) (json.RawMessage, *rpcError) {
-	obj, rerr := bodyObject(body, m == mSend || m == mStream || m == mPushSet)
+	// Proto field names (snake_case) become JSON names first, for both versions' bodies
+	// (0.3 clients such as the TCK send message_id, history_length), as in h.do.
+	obj, rerr := bodyObject(protoNames(body), m == mSend || m == mStream || m == mPushSet)
 	if rerr != nil {
 		return nil, rerr
 	}

@@ -15,18 +15,13 @@ import (
 	"strings"
 )
 
-// proto03 reads members of a proto-JSON object under their camelCase or snake_case
-// names, as protobuf JSON parsers accept either.
+// proto03 reads members of a proto-JSON object under their JSON names (restParams has
+// renamed proto field names, which protobuf JSON parsers also accept, to those).
 type proto03 map[string]json.RawMessage
 
-func (o proto03) get(camel string) (json.RawMessage, bool) {
-	if v, ok := o[camel]; ok && isSet(v) {
-		return v, true
-	}
-	if v, ok := o[snakeCase(camel)]; ok && isSet(v) {
-		return v, true
-	}
-	return nil, false
+func (o proto03) get(name string) (json.RawMessage, bool) {
+	v, ok := o[name]
+	return v, ok && isSet(v)
 }
 
 func (o proto03) str(camel string) string {
@@ -47,19 +42,6 @@ func (o proto03) obj(camel string) (proto03, *rpcError) {
 		return nil, errInvalidParams(camel + " must be an object")
 	}
 	return m, nil
-}
-
-// snakeCase spells a camelCase name in snake_case.
-func snakeCase(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r >= 'A' && r <= 'Z' {
-			b.WriteByte('_')
-			r += 'a' - 'A'
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // send03 turns a 0.3 proto-JSON SendMessageRequest into message/send params. A message
