@@ -459,9 +459,15 @@ func (e *Engine) plan(ctx context.Context, mod *Module, g Grants, limit uint64) 
 	p.calls.set(ctx)
 	p.reusing = e.reuse && p.snap != nil
 	if p.reusing {
-		// A warm instance keeps the environment it was created with: the full one keys it.
-		p.warmK = warmKey(snapshotKey(g, p.limit), g)
+		// Any instance started from the same snapshot serves: it gets this call's
+		// system context (filesystem, environment, output) now.
+		p.warmK = p.snapKey
 		if p.warm = mod.warm.get(p.warmK); p.warm != nil {
+			if e.warm.freshSys(ctx, p.warm, moduleConfig(g, p.warm.calls)) != nil {
+				p.warm.m.Close(context.WithoutCancel(ctx))
+				p.warm = nil
+				return p
+			}
 			p.alloc = p.warm.alloc
 			p.alloc.clearRefused()
 			p.warm.calls.set(ctx)
@@ -488,7 +494,7 @@ func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPl
 	// Only instances of the main runtime are kept: the fallback runtime's have no
 	// interrupt flag, and their reset would build a system context on another runtime.
 	if p.reusing && p.snap != nil && intr != nil {
-		if w = newWarm(m, p.alloc, p.calls, cfg); w != nil {
+		if w = newWarm(m, p.alloc, p.calls); w != nil {
 			w.intr = intr
 		}
 	}

@@ -3,8 +3,11 @@
 package wasm
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -16,6 +19,10 @@ import (
 type memImage struct {
 	fd   int
 	size uint64 // bytes of the file: the data's offset plus its length
+
+	mu     sync.RWMutex // guards view and closed: close unmaps view under the write lock
+	view   []byte       // the image read-only and shared, for restoreOnto; mapped on first use
+	closed bool
 }
 
 // newMemImage writes img into a fresh memfd and seals it against change.
@@ -58,7 +65,119 @@ func (m *memImage) mapOnto(buf []byte) error {
 	return err
 }
 
-func (m *memImage) close() { unix.Close(m.fd) }
+// restoreOnto brings buf, onto which mapOnto mapped m and which a guest has since used,
+// back to m's contents without remapping it. A page the guest wrote is no longer the
+// image's page but a private copy (the kernel's pagemap says it is anonymous): its bytes
+// are copied back from the image, and it stays the instance's own, writable page. Pages
+// never written still map the image and are left alone.
+//
+// Remapping instead would make every page the next call writes take a copy-on-write
+// fault, and each such fault flushes the page's translation on every CPU running one of
+// the process's threads: measured under load, those flushes were the largest single cost
+// of a warm call. Restoring in place pays that once per page an instance ever writes.
+//
+// scratch is reused between calls for the page table entries. An error means buf must be
+// remapped with mapOnto instead.
+func (m *memImage) restoreOnto(buf []byte, scratch *[]byte) error {
+	length := roundUpPage(m.size)
+	if length > uint64(len(buf)) {
+		return fmt.Errorf("image of %d bytes does not fit a %d-byte memory", m.size, len(buf))
+	}
+	if err := m.mapView(); err != nil {
+		return err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	view := m.view
+	if view == nil {
+		return errors.New("image closed")
+	}
+	pm, err := pagemapFile()
+	if err != nil {
+		return err
+	}
+	page := uint64(os.Getpagesize())
+	pages := length / page
+	if uint64(cap(*scratch)) < pages*8 {
+		*scratch = make([]byte, pages*8)
+	}
+	entries := (*scratch)[:pages*8]
+	addr := uint64(uintptr(unsafe.Pointer(&buf[0])))
+	if _, err := pm.ReadAt(entries, int64(addr/page*8)); err != nil {
+		return fmt.Errorf("read pagemap: %w", err)
+	}
+	const (
+		present = 1 << 63
+		swapped = 1 << 62
+		file    = 1 << 61 // file page or shared: still the image's
+	)
+	for i := range pages {
+		e := binary.LittleEndian.Uint64(entries[i*8:])
+		if e&(present|swapped) == 0 || e&file != 0 {
+			continue
+		}
+		off := i * page
+		end := min(off+page, uint64(len(view)))
+		if off >= end {
+			clear(buf[off : off+page])
+			continue
+		}
+		copy(buf[off:end], view[off:end])
+		clear(buf[end : off+page])
+	}
+	return nil
+}
+
+// mapView maps the image shared and read-only, if it is not yet.
+func (m *memImage) mapView() error {
+	m.mu.RLock()
+	ok := m.view != nil
+	m.mu.RUnlock()
+	if ok {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+		return errors.New("image closed")
+	case m.view != nil:
+		return nil
+	case m.size == 0:
+		return errors.New("empty image")
+	}
+	v, err := unix.Mmap(m.fd, 0, int(m.size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("map the image for reading: %w", err)
+	}
+	m.view = v
+	return nil
+}
+
+// pagemap is this process's page table view, opened once: it tells which pages of a
+// mapping were written since the mapping was made.
+var pagemap struct {
+	once sync.Once
+	f    *os.File
+	err  error
+}
+
+func pagemapFile() (*os.File, error) {
+	pagemap.once.Do(func() { pagemap.f, pagemap.err = os.Open("/proc/self/pagemap") })
+	return pagemap.f, pagemap.err
+}
+
+// close releases the image; instances that mapped it keep their mappings.
+func (m *memImage) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.view != nil {
+		unix.Munmap(m.view)
+		m.view = nil
+	}
+	m.closed = true
+	unix.Close(m.fd)
+}
 
 // imagesSupported reports whether this platform maps memory images.
 const imagesSupported = true

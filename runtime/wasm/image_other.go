@@ -13,6 +13,8 @@ func newMemImage(*dataImage) (*memImage, error) { return nil, errors.New("memory
 
 func (m *memImage) mapOnto([]byte) error { return errors.New("memory images need linux") }
 
+func (m *memImage) restoreOnto([]byte, *[]byte) error { return errors.New("memory images need linux") }
+
 func (m *memImage) close() {}
 
 func newSparseImage([]byte) (*memImage, error) { return nil, errors.New("memory images need linux") }

@@ -2,7 +2,6 @@ package wasm
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"reflect"
@@ -21,9 +20,11 @@ import (
 // instance started from the same init snapshot would be, and serves the next call of the
 // same grants:
 //
-//   - linear memory: remapped copy-on-write from the snapshot image; memory the call grew
-//     past the snapshot's size is discarded (its pages read zeros again) and the memory
-//     shrunk back to the snapshot's size, so a later grow sees what a fresh one does;
+//   - linear memory: each page the call wrote copied back from the snapshot image in
+//     place (image_linux.go: restoreOnto; remapped copy-on-write when that cannot be
+//     done); memory the call grew past the snapshot's size is discarded (its pages read
+//     zeros again) and the memory shrunk back to the snapshot's size, so a later grow
+//     sees what a fresh one does;
 //   - mutable globals: set to the snapshot's values through the exports exportGlobals
 //     added;
 //   - tables, and the data and element segment instances (dropped by data.drop and
@@ -31,8 +32,14 @@ import (
 //     first call;
 //   - WASI state — the descriptor table (files a call opened, preopens and their
 //     directory state, stdio, the numbering of the next descriptor), args, environment,
-//     clocks and random source: the instance gets a brand-new system context, built by
-//     wazero from the same module configuration a fresh instance is given.
+//     clocks and random source: when its call ends the instance gets an empty system
+//     context (closing every file the call left open, so an idle instance holds no
+//     session's files), and when it is taken for the next call, a brand-new one built by
+//     wazero from that call's module configuration, exactly what a fresh instance for
+//     the call is given. The filesystem, environment and output writers are therefore
+//     the call's, not the first call's: one warm instance serves every session whose
+//     grants share its init snapshot (the same environment but for per-session values,
+//     a filesystem or none, the same memory limit).
 //
 // wazero exposes no API for these, nor for shrinking a memory, so they are reached
 // through the exported fields of its module instance (Sys, Tables, DataInstances,
@@ -79,6 +86,7 @@ func WithWarmIdleTimeout(d time.Duration) EngineOption {
 type warmConfig struct {
 	rt      wazero.Runtime
 	empty   wazero.CompiledModule // gives each reset a fresh system context
+	idleSys wazero.ModuleConfig   // the empty system context of an instance between calls
 	idle    time.Duration
 	metrics *Metrics
 	now     func() time.Time // replaced by tests
@@ -106,7 +114,7 @@ func newWarmConfig(ctx context.Context, rt wazero.Runtime, idle time.Duration, m
 	if idle <= 0 {
 		idle = DefaultWarmIdleTimeout
 	}
-	return &warmConfig{rt: rt, empty: empty, idle: idle, metrics: m, now: time.Now}, nil
+	return &warmConfig{rt: rt, empty: empty, idleSys: wazero.NewModuleConfig().WithName(""), idle: idle, metrics: m, now: time.Now}, nil
 }
 
 // instanceFields returns the wazero module instance behind m as an addressable struct,
@@ -209,25 +217,23 @@ type warmInstance struct {
 	m     api.Module
 	alloc *limitedAllocator
 	calls *callCtx
-	// cfg is the configuration m was instantiated with: the grants of every call it
-	// serves are the same (warmKey), so each reset builds its new system context from it.
-	cfg   wazero.ModuleConfig
 	inst  reflect.Value // m's wazero module instance (instanceFields)
 	fns   funcCache     // its exported functions, kept across calls
 	init  pristine
 	used  time.Time // when it last went back to its pool
 	bytes int64     // its linear memory, counted while it waits
 	intr  *interrupter
+	pages []byte // scratch for the page table entries read by each reset (restoreOnto)
 }
 
-// newWarm wraps m, just instantiated with cfg, so it can be reset after its call; nil
-// when m's instance cannot be reached (it is then closed after the call).
-func newWarm(m api.Module, alloc *limitedAllocator, calls *callCtx, cfg wazero.ModuleConfig) *warmInstance {
+// newWarm wraps m, just instantiated, so it can be reset after its call; nil when m's
+// instance cannot be reached (it is then closed after the call).
+func newWarm(m api.Module, alloc *limitedAllocator, calls *callCtx) *warmInstance {
 	s, err := instanceFields(m)
 	if err != nil {
 		return nil
 	}
-	return &warmInstance{m: m, alloc: alloc, calls: calls, cfg: cfg, inst: s, init: capturePristine(s)}
+	return &warmInstance{m: m, alloc: alloc, calls: calls, inst: s, init: capturePristine(s)}
 }
 
 // reset brings w back to what a fresh instance from snap is. False means it could not,
@@ -242,10 +248,13 @@ func (wc *warmConfig) reset(ctx context.Context, w *warmInstance, snap *snapshot
 	if uint64(mem.Size()) > size && w.shrink(mm.buf, size) != nil {
 		return false
 	}
-	if snap.image.mapOnto(mm.buf) != nil || snap.restore(w.m) != nil || w.init.restore(w.inst) != nil {
+	if snap.image.restoreOnto(mm.buf, &w.pages) != nil && snap.image.mapOnto(mm.buf) != nil {
 		return false
 	}
-	if wc.freshSys(ctx, w) != nil {
+	if snap.restore(w.m) != nil || w.init.restore(w.inst) != nil {
+		return false
+	}
+	if wc.freshSys(ctx, w, wc.idleSys) != nil {
 		return false
 	}
 	w.bytes = int64(mem.Size())
@@ -270,10 +279,10 @@ func (w *warmInstance) shrink(buf []byte, size uint64) error {
 	return nil
 }
 
-// freshSys gives w the system context wazero builds from w's configuration for a new
-// instance; the context w had is closed, and with it every file its call left open.
-func (wc *warmConfig) freshSys(ctx context.Context, w *warmInstance) error {
-	donor, err := wc.rt.InstantiateModule(ctx, wc.empty, w.cfg)
+// freshSys gives w the system context wazero builds from cfg for a new instance; the
+// context w had is closed, and with it every file its call left open.
+func (wc *warmConfig) freshSys(ctx context.Context, w *warmInstance, cfg wazero.ModuleConfig) error {
+	donor, err := wc.rt.InstantiateModule(ctx, wc.empty, cfg)
 	if err != nil {
 		return fmt.Errorf("build a system context: %w", err)
 	}
@@ -308,19 +317,14 @@ func (c *callCtx) get() context.Context {
 	return context.Background()
 }
 
-// warmPool holds the warm instances of one compiled module, by grants.
+// warmPool holds the warm instances of one compiled module, by init snapshot key (the
+// grants an instance can serve: see the top of this file).
 type warmPool struct {
 	mu    sync.Mutex
 	byKey map[[32]byte][]*warmInstance // oldest first
 	order [][32]byte
 	cfg   *warmConfig
 	timer *time.Timer // armed while instances wait, for the oldest one's idle timeout
-}
-
-// warmKey identifies grants an instance can serve again: the snapshot's key and the very
-// filesystem and output writers it was created with.
-func warmKey(snap [32]byte, g Grants) [32]byte {
-	return sha256.Sum256(fmt.Appendf(nil, "%x %p %p %p", snap, g.FS, g.Stdout, g.Stderr))
 }
 
 func (p *warmPool) get(key [32]byte) *warmInstance {

@@ -36,15 +36,23 @@ func probeEngine(t *testing.T, opts ...EngineOption) (*Engine, *Module) {
 }
 
 // probeGrants are grants with a filesystem holding data.txt and sub/.
-func probeGrants(t *testing.T) Grants {
+func probeGrants(t *testing.T) Grants { return probeSession(t, "abcdef", "") }
+
+// probeSession are the grants of one session: its own folder, whose data.txt holds data,
+// and, unless ses is empty, its own value of the per-session variable SES.
+func probeSession(t *testing.T, data, ses string) Grants {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "data.txt"), []byte("abcdef"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "data.txt"), []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return Grants{FS: sysfs.DirFS(dir), Env: []string{"A=1", "B=two"}, MemoryBytes: 128 << 20, Deadline: time.Minute}
+	g := Grants{FS: sysfs.DirFS(dir), Env: []string{"A=1", "B=two"}, MemoryBytes: 128 << 20, Deadline: time.Minute}
+	if ses != "" {
+		g.Env, g.PerSession = append(g.Env, "SES="+ses), []string{"SES"}
+	}
+	return g
 }
 
 func probeCall(ctx context.Context, e *Engine, mod *Module, g Grants, h *Imports, data string) (string, error) {
@@ -52,10 +60,12 @@ func probeCall(ctx context.Context, e *Engine, mod *Module, g Grants, h *Imports
 	return deref(out.Data), err
 }
 
-// TestReuseIsFresh runs warmprobe's calls on fresh instances and on reused ones: every
-// report is the same, line for line, except the runtime's random draw, which must be the
-// same within each engine (the snapshot fixes it), and the reused engine instantiated
-// only twice (the call that ran _initialize, and the warm instance).
+// TestReuseIsFresh runs warmprobe's calls on fresh instances and on reused ones, the
+// calls alternating between two sessions (their own folders and per-session values):
+// every report is the same, line for line, except the runtime's random draw, which must
+// be the same within each engine (the snapshot fixes it), each call sees its own
+// session's file and value, and the reused engine instantiated only twice (the call that
+// ran _initialize, and the warm instance, which served both sessions).
 func TestReuseIsFresh(t *testing.T) {
 	ctx := context.Background()
 	calls := strings.Fields(strings.Repeat("probe dirty probe grow probe dirty dirty probe ", 3))
@@ -70,12 +80,22 @@ func TestReuseIsFresh(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e, mod := probeEngine(t, tt.opts...)
-			g := probeGrants(t)
+			sessions := []struct {
+				g         Grants
+				read, ses string
+			}{
+				{probeSession(t, "abcdef", sesA), `read="abc"`, "SES=" + sesA},
+				{probeSession(t, "uvwxyz", sesB), `read="uvw"`, "SES=" + sesB},
+			}
 			mrand := ""
 			for i, data := range calls {
-				rep, err := probeCall(ctx, e, mod, g, &Imports{}, data)
+				s := sessions[i%len(sessions)]
+				rep, err := probeCall(ctx, e, mod, s.g, &Imports{}, data)
 				if err != nil {
 					t.Fatalf("call %d (%s): %v", i, data, err)
+				}
+				if !strings.Contains(rep, s.read) || !strings.Contains(rep, s.ses) {
+					t.Errorf("call %d: not its session's file (%s) and value (%s):\n%s", i, s.read, s.ses, rep)
 				}
 				var lines []string
 				for l := range strings.SplitSeq(rep, "\n") {
@@ -111,6 +131,11 @@ func TestReuseIsFresh(t *testing.T) {
 		t.Errorf("a fresh instance's report lacks the preopen or the next fd:\n%s", fresh[0])
 	}
 }
+
+const (
+	sesA = "ses_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	sesB = "ses_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
 
 // TestReuseNotAfterFailure: an instance whose call exited, or was canceled, is closed,
 // not reused; the next call instantiates. (TestWarmTables has a wasm trap.)
@@ -391,8 +416,8 @@ func BenchmarkWarmReset(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	key := warmKey(snapshotKey(g, 512<<20), g)
-	w, snap := mod.warm.get(key), mod.snaps.get(snapshotKey(g, 512<<20))
+	key := snapshotKey(g, 512<<20)
+	w, snap := mod.warm.get(key), mod.snaps.get(key)
 	if w == nil || snap == nil {
 		b.Fatal("no warm instance")
 	}
@@ -404,7 +429,7 @@ func BenchmarkWarmReset(b *testing.B) {
 	}{
 		{"memory+globals", func() bool { return snap.image.mapOnto(w.alloc.mapped.buf) == nil && snap.restore(w.m) == nil }},
 		{"tables+segments", func() bool { return w.init.restore(w.inst) == nil }},
-		{"wasi-context", func() bool { return e.warm.freshSys(ctx, w) == nil }},
+		{"wasi-context", func() bool { return e.warm.freshSys(ctx, w, moduleConfig(g, w.calls)) == nil }},
 		{"all", func() bool { return e.warm.reset(ctx, w, snap) }},
 		{"all-after-1MiB-grow", func() bool { // the grow and a write into it are timed too
 			mem := w.m.Memory()
