@@ -21,6 +21,7 @@ const interrupted = "interrupted: the gateway stopped while this task ran"
 // durable, its earlier ones were committed too (unless their own commit failed).
 type durable struct {
 	once sync.Once
+	db   *taskdb.DB // hurried when a caller waits (taskdb.DB.Hurry)
 	chs  []<-chan error
 	err  error
 }
@@ -30,6 +31,9 @@ func (d *durable) wait() error {
 		return nil
 	}
 	d.once.Do(func() {
+		if d.db != nil && slices.ContainsFunc(d.chs, func(ch <-chan error) bool { return len(ch) == 0 }) {
+			d.db.Hurry()
+		}
 		for _, ch := range d.chs {
 			if err := <-ch; err != nil && d.err == nil {
 				d.err = err
@@ -316,7 +320,7 @@ func (s *durableStore) addTurn(contextID string, turn Turn) {
 // published writes the task record and the journal event of e, just published by t
 // (t.mu held), and returns the write of the event.
 func (s *durableStore) published(t *task, e event) *durable {
-	d := &durable{}
+	d := &durable{db: s.db}
 	if !e.progress {
 		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq}
 		data, _ := json.Marshal(rec)

@@ -58,7 +58,13 @@ func openGen(t *testing.T, path string, exec Executor) *durableGen {
 // lifecycle are set here.
 func openGenWith(t *testing.T, path string, cfg Config) *durableGen {
 	t.Helper()
-	db, err := taskdb.Open(path, taskdb.Options{})
+	return openGenStore(t, path, cfg, taskdb.Options{})
+}
+
+// openGenStore is openGenWith with the task store's options.
+func openGenStore(t *testing.T, path string, cfg Config, opts taskdb.Options) *durableGen {
+	t.Helper()
+	db, err := taskdb.Open(path, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,6 +256,24 @@ func TestDurableInterrupted(t *testing.T) {
 				t.Errorf("record not written back: %s", rec.Data)
 			}
 		})
+	}
+}
+
+// TestDurableAnswerHurries: with a group window far longer than the test, a blocking
+// send still answers, and tasks/get right after finds the task completed: the handler
+// hurries the commit it waits for instead of waiting out the window.
+func TestDurableAnswerHurries(t *testing.T) {
+	g := openGenStore(t, filepath.Join(t.TempDir(), "tasks.db"), Config{Executor: newDurableExec()}, taskdb.Options{GroupWindow: time.Hour})
+	for range 3 {
+		done := decode[tObj](t, ok(t, call(t, g.srv, "", "message/send", map[string]any{"message": msg03("hi")})))
+		if done.Status.State != stateCompleted {
+			t.Fatalf("send answered %+v", done.Status)
+		}
+		rec, found, err := g.db.Task(testCard().Name, done.ID)
+		var r taskRecord
+		if err != nil || !found || json.Unmarshal(rec.Data, &r) != nil || r.Status.State != stateCompleted {
+			t.Fatalf("the answered task is not durable as completed: %s %v %v", rec.Data, found, err)
+		}
 	}
 }
 

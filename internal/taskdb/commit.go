@@ -166,8 +166,22 @@ func (db *DB) enqueue(apply func(*bolt.Tx) error) <-chan error {
 	return o.done
 }
 
+// Hurry tells the committer that a caller is waiting for writes it queued: the writes
+// queued so far are committed now, without waiting out the rest of GroupWindow. Callers
+// that block on a write's channel call it first; writes nobody waits for yet keep being
+// gathered for the window, so background writes share commits.
+func (db *DB) Hurry() {
+	select {
+	case db.hurry <- struct{}{}:
+	default: // already signalled
+	}
+}
+
 // commitLoop is the one writer: it takes the first queued op, gathers more for
-// GroupWindow or until MaxBatch, and commits them all in one transaction.
+// GroupWindow, until MaxBatch, or until a caller waits (Hurry), and commits them all in
+// one transaction. While it commits, new writes queue up and go into the next batch, so
+// under load batches grow with the commit's own duration even when callers hurry it: a
+// lone caller waits about one commit, many share each commit.
 func (db *DB) commitLoop() {
 	defer close(db.done)
 	timer := time.NewTimer(time.Hour)
@@ -187,6 +201,19 @@ func (db *DB) commitLoop() {
 					break gather
 				}
 				batch = append(batch, o)
+				continue
+			default:
+			}
+			// Nothing more queued right now: wait for more, for the window's end, or
+			// for a caller who waits.
+			select {
+			case o, ok := <-db.queue:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, o)
+			case <-db.hurry:
+				break gather
 			case <-timer.C:
 				break gather
 			}

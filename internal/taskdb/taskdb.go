@@ -89,7 +89,7 @@ type Push struct {
 // Options tune a store; the zero value means every default.
 type Options struct {
 	LockTimeout time.Duration // how long Open waits for another process's lock; default 1 s
-	GroupWindow time.Duration // how long the committer gathers writes after the first; default 2 ms
+	GroupWindow time.Duration // longest the committer gathers writes after the first while no caller waits (Hurry); default 2 ms
 	MaxBatch    int           // most writes in one commit; default 1000
 	MaxTurns    int           // turns kept per conversation, oldest dropped; default 100
 	// ReadOnly opens an existing store for reading only, under a shared lock that other
@@ -133,6 +133,7 @@ type DB struct {
 	mu     sync.RWMutex // held for reading while enqueueing, for writing by Close
 	closed bool
 	queue  chan *op
+	hurry  chan struct{} // a caller waits for a write: commit without waiting out the window
 	done   chan struct{} // closed when the committer has exited
 
 	ops, commits atomic.Uint64
@@ -193,7 +194,7 @@ func Open(path string, opts Options) (*DB, error) {
 	if bdb, err = openBolt(path, opts.LockTimeout, opts.ReadOnly); err != nil {
 		return nil, err
 	}
-	db := &DB{path: path, opts: opts, bolt: bdb, queue: make(chan *op, opts.MaxBatch), done: make(chan struct{})}
+	db := &DB{path: path, opts: opts, bolt: bdb, queue: make(chan *op, opts.MaxBatch), hurry: make(chan struct{}, 1), done: make(chan struct{})}
 	if opts.ReadOnly {
 		close(db.done) // no committer
 	} else {

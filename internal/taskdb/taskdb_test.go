@@ -240,6 +240,35 @@ func TestGroupCommit(t *testing.T) {
 	t.Logf("%d writes in %d commits", st.Ops, st.Commits)
 }
 
+// TestHurry: with a window far longer than the test, writes nobody waits for stay
+// queued together, and Hurry commits all of them at once, in one commit.
+func TestHurry(t *testing.T) {
+	db := open(t, filepath.Join(t.TempDir(), "tasks.db"), Options{GroupWindow: time.Hour})
+	var chans []<-chan error
+	for i := range 3 {
+		chans = append(chans, db.Append("hello", Event{TaskID: "t", Seq: uint64(i + 1), Data: []byte("x")}))
+	}
+	for i, ch := range chans {
+		if len(ch) != 0 {
+			t.Fatalf("write %d committed before anyone hurried (window of an hour)", i)
+		}
+	}
+	db.Hurry()
+	for i, ch := range chans {
+		select {
+		case err := <-ch:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second): // a bound, not a wait: the window is an hour
+			t.Fatalf("write %d not committed after Hurry", i)
+		}
+	}
+	if st := db.Stats(); st.Ops != 3 || st.Commits != 1 {
+		t.Errorf("Stats = %+v, want 3 writes in 1 commit", st)
+	}
+}
+
 func TestFailedCommitReachesEveryWaiter(t *testing.T) {
 	// MaxBatch 3 and a long window make the three writes below exactly one batch.
 	db := open(t, filepath.Join(t.TempDir(), "tasks.db"), Options{MaxBatch: 3, GroupWindow: time.Minute})
