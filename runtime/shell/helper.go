@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
@@ -220,21 +221,25 @@ var (
 
 // helperProtocol returns the protocol the binary at path (stat st) speaks, asking it
 // once per path, size and modification time: every session checks its wrapper, and a
-// reinstalled helper is asked again.
+// reinstalled helper is asked again. Only what the binary itself answered is kept: a
+// start that failed or timed out (no process, a busy host) is tried again next time.
 func helperProtocol(path string, st os.FileInfo) (string, error) {
 	answersMu.Lock()
 	defer answersMu.Unlock()
 	if a, ok := answers[path]; ok && a.size == st.Size() && a.mtime.Equal(st.ModTime()) {
 		return a.protocol, a.err
 	}
-	p, err := queryProtocol(path)
-	answers[path] = helperAnswer{size: st.Size(), mtime: st.ModTime(), protocol: p, err: err}
+	p, answered, err := queryProtocol(path)
+	if answered {
+		answers[path] = helperAnswer{size: st.Size(), mtime: st.ModTime(), protocol: p, err: err}
+	}
 	return p, err
 }
 
 // queryProtocol starts the binary at path as the wrapper in the version stage, where it
-// prints its protocol and exits.
-func queryProtocol(path string) (string, error) {
+// prints its protocol and exits; answered reports that it ran and exited by itself, so
+// the outcome is the binary's own.
+func queryProtocol(path string) (proto string, answered bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path)
@@ -243,9 +248,13 @@ func queryProtocol(path string) (string, error) {
 	out.max, stderr.max = 512, 512
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	cmd.WaitDelay = time.Second
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		// ENOEXEC (not a program) is the file's own; EAGAIN and the like are the host's.
+		return "", errors.Is(err, syscall.ENOEXEC), err
+	}
+	err = cmd.Wait()
 	if ctx.Err() != nil {
-		return "", errors.New("no answer within 10s")
+		return "", false, errors.New("no answer within 10s")
 	}
 	proto, ok := strings.CutPrefix(strings.TrimSpace(out.String()), wrapperArg0+" protocol ")
 	if err != nil || !ok || proto == "" || strings.ContainsAny(proto, " \n") {
@@ -254,9 +263,9 @@ func queryProtocol(path string) (string, error) {
 		} else if s := strings.TrimSpace(stderr.String()); s != "" {
 			err = fmt.Errorf("%w: %s", err, clip(s, 200))
 		}
-		return "", err
+		return "", true, err
 	}
-	return proto, nil
+	return proto, true, nil
 }
 
 // capped keeps the first max bytes written to it and drops the rest.

@@ -22,9 +22,13 @@ func answering(t *testing.T, path, proto string) {
 	script(t, path, "echo "+wrapperArg0+" protocol "+proto, 0o755)
 }
 
+// script writes a shell script with mode exactly (whatever the umask).
 func script(t *testing.T, path, body string, mode os.FileMode) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -90,6 +94,13 @@ func TestChooseWrapper(t *testing.T) {
 		{name: "helper that does not answer", kind: WrapperSelf, path: "caddy", why: "does not answer the sandbox protocol query",
 			setup: func(t *testing.T, dir string) (string, string) {
 				script(t, filepath.Join(dir, HelperName), "echo usage >&2; exit 2", 0o755)
+				return filepath.Join(dir, "caddy"), ""
+			}},
+		{name: "helper not a program", kind: WrapperSelf, path: "caddy", why: "exec format error",
+			setup: func(t *testing.T, dir string) (string, string) {
+				if err := os.WriteFile(filepath.Join(dir, HelperName), []byte{0, 1, 2, 3}, 0o755); err != nil {
+					t.Fatal(err)
+				}
 				return filepath.Join(dir, "caddy"), ""
 			}},
 		{name: "gateway through a symlink", kind: WrapperHelper, path: "real/" + HelperName,
