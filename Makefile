@@ -21,19 +21,25 @@ EXAMPLE_WASM := examples/artifacts/wordcount/wordcount.wasm examples/capsules/wo
 	$(foreach d,$(DRIVERS),examples/drivers/$(d)/artifact/$(d).wasm)
 WORK_ROOT := $(CURDIR)/bin/work
 
-.PHONY: all run demo test jsdeps watdeps caddy gateway guests publish examples fuzz bench vet fmt-check check-tracked clean
+.PHONY: all run demo test jsdeps watdeps caddy helper gateway guests publish examples fuzz bench vet fmt-check check-tracked clean
 
 all: guests examples
 
 ## caddy: build Caddy with capsulegate's modules into bin/caddy from cmd/caddy (offline,
-## from the module cache; what every other target uses)
-caddy:
+## from the module cache; what every other target uses), and next to it the sandbox
+## helper bin/capsulegate-sandbox, which shell tool commands start (docs/sandbox.md)
+caddy: helper
 	$(GO) build -o $(CADDY) ./cmd/caddy
 
+## helper: build the sandbox helper alone into bin/capsulegate-sandbox
+helper:
+	$(GO) build -o $(BIN)/capsulegate-sandbox ./cmd/capsulegate-sandbox
+
 ## gateway: build a custom Caddy with xcaddy v0.4.5 from xcaddy.json (Caddy version +
-## this module) into bin/caddy-xcaddy, as an operator would for their own gateway
+## this module) into bin/caddy-xcaddy, as an operator would for their own gateway, with
+## the sandbox helper next to it (bin/capsulegate-sandbox)
 XCADDY_CADDY := $(shell sed -n 's/.*"caddy_version": *"\([^"]*\)".*/\1/p' xcaddy.json)
-gateway:
+gateway: helper
 	@mkdir -p $(BIN)
 	$(GO) run github.com/caddyserver/xcaddy/cmd/xcaddy@v0.4.5 build $(XCADDY_CADDY) \
 		--with github.com/capsulegate/capsulegate@v0.0.0=$(CURDIR) --output $(BIN)/caddy-xcaddy

@@ -21,6 +21,7 @@ import (
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
+	"github.com/capsulegate/capsulegate/runtime/shell"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
@@ -42,6 +43,12 @@ type App struct {
 	// DNSUpstream is the DNS server ("host:port") the shell tools' pinning resolver
 	// asks; empty means the host's first nameserver.
 	DNSUpstream string `json:"dns_upstream,omitempty"`
+	// SandboxHelper is the binary shell and native tool commands start as their sandbox
+	// wrapper: an executable capsulegate-sandbox built from the same source as the
+	// gateway, checked when the config loads (E-SEC-005). Empty takes the
+	// capsulegate-sandbox next to the gateway's executable, else the gateway itself
+	// (slower, W-SEC-004; docs/operators.md "The sandbox helper").
+	SandboxHelper string `json:"sandbox_helper,omitempty"`
 	// StateDir holds the task store, tasks.db: A2A tasks, their event journals and
 	// threaded conversations survive restarts there (default: <caddy data dir>/capsule/state).
 	StateDir string `json:"state_dir,omitempty"`
@@ -235,6 +242,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		*p = abs
 	}
+	if err := a.checkSandboxHelper(); err != nil {
+		return err
+	}
 	engine, err := a.acquireEngine()
 	if err != nil {
 		return err
@@ -249,6 +259,27 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.reg = newSharedRegistry(a.Registry)
+	return nil
+}
+
+// checkSandboxHelper makes sandbox_helper absolute and refuses it (E-SEC-005) unless it
+// is an executable helper speaking this gateway's protocol: a wrong one is found when the
+// config loads, not by the first session with shell tools.
+func (a *App) checkSandboxHelper() error {
+	if a.SandboxHelper == "" {
+		return nil
+	}
+	abs, err := filepath.Abs(a.SandboxHelper)
+	if err != nil {
+		return errs.Wrap(err, CodeAppConfig, "caddy", "cannot resolve sandbox_helper "+a.SandboxHelper, "use an absolute path")
+	}
+	a.SandboxHelper = abs
+	if err := shell.CheckHelper(abs); err != nil {
+		if e := errs.Find(err, shell.CodeHelper); e != nil {
+			return e.At("", "sandbox_helper")
+		}
+		return err
+	}
 	return nil
 }
 
@@ -329,6 +360,7 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 //	    work_root <dir>
 //	    cache_dir <dir>
 //	    dns_upstream <host:port>
+//	    sandbox_helper <path>
 //	    state_dir <dir>
 //	    retention <duration>
 //	    max_tasks <n>
@@ -366,6 +398,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.CacheDir = d.Val()
 		case "dns_upstream":
 			a.DNSUpstream = d.Val()
+		case "sandbox_helper":
+			a.SandboxHelper = d.Val()
 		case "state_dir":
 			a.StateDir = d.Val()
 		case "retention":
@@ -397,7 +431,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.InstanceReuse = &on
 			}
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, retention, max_tasks, grace_period, dns_upstream, init_snapshots, instance_reuse, push)", opt)
+			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err

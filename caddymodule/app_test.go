@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime/shell"
 )
 
 // TestAppCaddyfile reads the global `capsule { … }` option into the app's JSON, each
@@ -25,6 +28,7 @@ func TestAppCaddyfile(t *testing.T) {
 			`{"registry":"/r","work_root":"/w","cache_dir":"/c","dns_upstream":"127.0.0.1:53","init_snapshots":false}`},
 		{"retention", "capsule {\n retention 30d\n max_tasks 500\n}", `{"retention":2592000000000000,"max_tasks":500}`},
 		{"grace period", "capsule {\n grace_period 1m\n}", `{"grace_period":60000000000}`},
+		{"sandbox helper", "capsule {\n sandbox_helper /opt/gw/capsulegate-sandbox\n}", `{"sandbox_helper":"/opt/gw/capsulegate-sandbox"}`},
 		{"snapshots on", "capsule {\n init_snapshots on\n}", `{"init_snapshots":true}`},
 		{"reuse on", "capsule {\n instance_reuse on\n}", `{"instance_reuse":true}`},
 		{"reuse off", "capsule {\n instance_reuse off\n}", `{"instance_reuse":false}`},
@@ -170,6 +174,63 @@ func TestAppInstanceReuse(t *testing.T) {
 			}
 			if got := a.engineKey(); got != tt.key {
 				t.Errorf("engineKey() = %q, want %q", got, tt.key)
+			}
+		})
+	}
+}
+
+// TestAppSandboxHelper: sandbox_helper must name an executable helper of this gateway's
+// protocol (E-SEC-005 names the option, the value, the rule and the fix), checked when
+// the app is provisioned, before the engine starts; a valid one reaches the sessions.
+// This test binary imports runtime/shell, so it is a valid helper.
+func TestAppSandboxHelper(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "capsulegate-sandbox")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	for _, tc := range []struct {
+		name, caddyfile string
+		want            string // the path provisioned
+		msg             string // part of the E-SEC-005 refusal; "" = valid
+	}{
+		{name: "valid", caddyfile: "sandbox_helper " + self, want: self},
+		{name: "left out", caddyfile: "", want: ""},
+		{name: "missing file", caddyfile: "sandbox_helper " + filepath.Join(dir, "nope"), msg: "nope does not exist"},
+		{name: "not executable", caddyfile: "sandbox_helper " + plain, msg: "is not executable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := parseAppCaddyfile(caddyfile.NewTestDispenser("capsule {\n"+tc.caddyfile+"\n}"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := &App{}
+			if err := json.Unmarshal(v.(httpcaddyfile.App).Value, a); err != nil {
+				t.Fatal(err)
+			}
+			a.Registry, a.WorkRoot, a.CacheDir, a.StateDir = t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+			err = a.Provision(ctx)
+			defer a.Cleanup()
+			if tc.msg == "" {
+				if err != nil || a.SandboxHelper != tc.want {
+					t.Fatalf("provision: %v; sandbox_helper %q, want %q", err, a.SandboxHelper, tc.want)
+				}
+				return
+			}
+			if errs.Code(err) != shell.CodeHelper || a.engine != nil {
+				t.Fatalf("provision: %v (engine %v), want %s before the engine starts", err, a.engine, shell.CodeHelper)
+			}
+			value := strings.TrimPrefix(tc.caddyfile, "sandbox_helper ")
+			for _, want := range []string{"sandbox_helper: ", `"` + value + `"`, tc.msg, "it must be an absolute path to an executable capsulegate-sandbox", "(fix: "} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("refusal %q lacks %q", err, want)
+				}
 			}
 		})
 	}

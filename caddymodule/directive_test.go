@@ -130,7 +130,7 @@ func TestDirectiveErrors(t *testing.T) {
 		{name: "capsule_replay: two folders, no matcher", site: "capsule_replay a b", err: "wrong argument count"},
 		{name: "capsule_replay: a block", site: "capsule_replay a {\n\tx\n}", err: "capsule_replay takes no block"},
 	}
-	for _, opt := range []string{"registry", "work_root", "cache_dir", "state_dir", "dns_upstream"} {
+	for _, opt := range []string{"registry", "work_root", "cache_dir", "state_dir", "dns_upstream", "sandbox_helper"} {
 		rows = append(rows,
 			row{name: "app: " + opt + " without a value", global: "capsule {\n\t" + opt + "\n}", err: "wrong argument count"},
 			row{name: "app: " + opt + " with two values", global: "capsule {\n\t" + opt + " a:1 b:2\n}", err: "wrong argument count"})

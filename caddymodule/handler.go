@@ -279,7 +279,8 @@ func (h *Handler) stage(p *provision) (*version, error) {
 		return nil, err
 	}
 	hosted, err := engine.Serve(p.ctx, m, runtime.ServeOptions{Registry: app.reg, Lock: h.Lock, ContextIdle: time.Duration(h.ContextIdle),
-		Session: runtime.SessionConfig{WorkRoot: app.WorkRoot, DNSUpstream: app.DNSUpstream, Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog)}})
+		Session: runtime.SessionConfig{WorkRoot: app.WorkRoot, DNSUpstream: app.DNSUpstream, SandboxHelper: app.SandboxHelper,
+			Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog)}})
 	if err != nil {
 		engines.Delete(app.engineKey())
 		return nil, err
@@ -527,13 +528,15 @@ func (h *Handler) Cleanup() error {
 
 // fingerprint hashes what staging reads from disk — every file in the capsule's folder
 // (manifest, lock, capsule.wasm, skills, prompt files), an explicit lock, and the app's
-// registry and work root, and the handler's context settings — so a reload re-stages
+// registry, work root, DNS upstream and sandbox helper, and the handler's context
+// settings — so a reload re-stages
 // exactly the capsules that changed. Each file counts by the sha256 of its content;
 // known gives that sum for files staging already hashed, which are not read again.
 func fingerprint(manifestPath string, h *Handler, app *App, known map[string]string) (string, error) {
 	lock := h.Lock
 	sum := sha256.New()
-	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00dns=%s\x00engine=%s\x00context_idle=%d\x00", app.Registry, app.WorkRoot, app.DNSUpstream, app.engineKey(), h.ContextIdle)
+	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00dns=%s\x00sandbox_helper=%s\x00engine=%s\x00context_idle=%d\x00",
+		app.Registry, app.WorkRoot, app.DNSUpstream, app.SandboxHelper, app.engineKey(), h.ContextIdle)
 	add := func(path string) error {
 		if s, ok := known[path]; ok {
 			fmt.Fprintf(sum, "%s\x00%s\x00", path, s)

@@ -47,7 +47,12 @@ type SessionConfig struct {
 	// DNSUpstream is the upstream DNS server of the shell tools' pinning resolver
 	// ("host:port"); "" uses the host's first nameserver.
 	DNSUpstream string
-	// Stderr receives the sandbox tier and W-SEC warnings at launch; nil: bootstrap.log only.
+	// SandboxHelper is the binary shell and native tool commands start as their sandbox
+	// wrapper (shell.Config.WrapperPath, checked with shell.CheckHelper); "" takes
+	// capsulegate-sandbox next to this executable, else this executable.
+	SandboxHelper string
+	// Stderr receives the sandbox tier, the wrapper and W-SEC warnings at launch; nil:
+	// bootstrap.log only.
 	Stderr io.Writer
 	// NetLogger receives the policy proxy's log (denials); nil discards it.
 	NetLogger *slog.Logger

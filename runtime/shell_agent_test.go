@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +22,8 @@ import (
 // TestAgentShellTools runs an agent whose model asks for shell commands, through the
 // real loop, dispatcher and sandbox: a read of /etc/shadow is refused, curl reaches the
 // allowlisted local host through the session's proxy, and a host not allowed is refused
-// by the proxy, denied in the trace and counted.
+// by the proxy, denied in the trace and counted. The wrapper is the configured one
+// (SessionConfig.SandboxHelper), announced with the tier.
 func TestAgentShellTools(t *testing.T) {
 	if rep := shell.DetectTier(); rep.Tier == shell.TierEnvOnly {
 		t.Skipf("this host only gives the env-only sandbox tier (%v): nothing would confine the commands", rep.Reasons)
@@ -51,8 +53,14 @@ func TestAgentShellTools(t *testing.T) {
 	m := agentManifest(t, "anthropic-messages", p.srv.URL, "10",
 		"  shell: {allow: [bash, curl]}\n  network: {allow: [\"localhost:"+port+"\"]}\n", lookup)
 
+	// The test binary, which imports runtime/shell, as the configured wrapper.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var stderr strings.Builder
-	res, err := e.RunOnce(context.Background(), m, RunOptions{Registry: reg, Task: "please use the shell", Session: SessionConfig{WorkRoot: t.TempDir(), LookupEnv: lookup, Stderr: &stderr}})
+	res, err := e.RunOnce(context.Background(), m, RunOptions{Registry: reg, Task: "please use the shell",
+		Session: SessionConfig{WorkRoot: t.TempDir(), LookupEnv: lookup, Stderr: &stderr, SandboxHelper: self}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +79,8 @@ func TestAgentShellTools(t *testing.T) {
 	if body := string(seen[1].body); strings.Contains(body, "root:") || !strings.Contains(body, "Exit code:") {
 		t.Errorf("/etc/shadow was readable, or the result is not a shell result: %.600s", body)
 	}
-	if !strings.Contains(stderr.String(), "sandbox tier") {
-		t.Errorf("the tier was not announced: %q", stderr.String())
+	if !strings.Contains(stderr.String(), "sandbox tier") || !strings.Contains(stderr.String(), "wrapper "+self+" (configured)") {
+		t.Errorf("the tier and the configured wrapper were not announced: %q", stderr.String())
 	}
 	counts := map[string]int{}
 	var tier string

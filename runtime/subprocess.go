@@ -38,8 +38,9 @@ type subprocesses struct {
 }
 
 // openSubprocesses installs the native tools under tools/ and starts the sandbox, only
-// when the capsule has shell or native tools. The tier in force is reported on stderr
-// and in bootstrap.log, with any W-SEC warning; a tier below shell.min_tier refuses the
+// when the capsule has shell or native tools. The tier in force and the wrapper binary
+// are reported on stderr and in bootstrap.log, with any W-SEC warning (W-SEC-004: the
+// gateway's own binary is the wrapper, slower); a tier below shell.min_tier refuses the
 // session.
 func (s *session) openSubprocesses(o SessionConfig) (err error) {
 	m := s.staged.Manifest
@@ -73,8 +74,8 @@ func (s *session) openSubprocesses(o SessionConfig) (err error) {
 	}()
 	r := m.Capabilities.Resources
 	cfg := shell.Config{Workdir: s.layout.Work, Records: s.layout.Root, Env: s.subprocessEnv(o), Allow: m.Capabilities.Shell.Allow,
-		MinTier: m.Capabilities.Shell.MinTier,
-		Limits:  shell.Limits{Processes: r.Processes, OpenFiles: r.OpenFiles, FileSize: r.FileSizeBytes, CPUSeconds: r.CPUSeconds, AddressSpace: r.AddressSpaceBytes}}
+		MinTier: m.Capabilities.Shell.MinTier, WrapperPath: o.SandboxHelper,
+		Limits: shell.Limits{Processes: r.Processes, OpenFiles: r.OpenFiles, FileSize: r.FileSizeBytes, CPUSeconds: r.CPUSeconds, AddressSpace: r.AddressSpaceBytes}}
 	if len(m.Capabilities.NetworkRules) > 0 {
 		onDeny := func(d netpolicy.Denial) { s.denied("subprocess", d.Source, d.Host, d.Port, d.Err) }
 		res, err := netpolicy.NewResolver(netpolicy.ResolverConfig{Rules: m.Capabilities.NetworkRules, Upstream: o.DNSUpstream, OnDeny: onDeny})
@@ -103,7 +104,7 @@ func (s *session) openSubprocesses(o SessionConfig) (err error) {
 		return err
 	}
 	rep := sp.sb.Report()
-	line := fmt.Sprintf("%s: shell and native tools run in sandbox tier %s %v", m.Name, rep.Tier, rep.Reasons)
+	line := fmt.Sprintf("%s: shell and native tools run in sandbox tier %s %v, wrapper %s", m.Name, rep.Tier, rep.Reasons, sp.sb.Wrapper())
 	s.announce(o.Stderr, line)
 	for _, w := range sp.sb.Warnings() {
 		s.announce(o.Stderr, w.Error())

@@ -24,7 +24,8 @@ import (
 	"github.com/capsulegate/capsulegate/replay"
 )
 
-// caddyBin is the real binary, built once for this test run from this package.
+// caddyBin is the real binary, built once for this test run from this package, with
+// the sandbox helper next to it as `make caddy` installs them.
 var caddyBin string
 
 func TestMain(m *testing.M) {
@@ -34,12 +35,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	caddyBin = filepath.Join(dir, "caddy")
-	build := exec.Command("go", "build", "-o", caddyBin, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building ./cmd/caddy:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
+	for _, b := range []struct{ out, pkg string }{{caddyBin, "."}, {filepath.Join(dir, "capsulegate-sandbox"), "../capsulegate-sandbox"}} {
+		build := exec.Command("go", "build", "-o", b.out, b.pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n", b.pkg, err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -568,5 +571,90 @@ func checkAgentTrace(t *testing.T, path string) {
 		"inference 2", "task_end completed", "session_end"}
 	if !slices.Equal(seq, want) {
 		t.Errorf("trace events\n got %q\nwant %q", seq, want)
+	}
+}
+
+// TestRunShellThroughHelper runs an agent whose model asks for a shell command with the
+// real binary, as installed: the session announces the sandbox helper next to the
+// binary as its wrapper (no W-SEC-004), and the command runs through it, in its own
+// namespaces (hostname "capsule") when the host gives the sealed tier.
+func TestRunShellThroughHelper(t *testing.T) {
+	tmp := t.TempDir()
+	home := filepath.Join(tmp, "home")
+	reg := filepath.Join(tmp, "registry")
+	os.MkdirAll(home, 0o755)
+	art := filepath.Join(tmp, "art-driver")
+	copyDir(t, "../../examples/drivers/anthropic-messages/artifact", art)
+	os.WriteFile(filepath.Join(art, "anthropic-messages.wasm"), guestbuild.Wasm(t, "../../examples/drivers/anthropic-messages"), 0o644)
+	zip := filepath.Join(tmp, "driver.mur.zip")
+	for _, args := range [][]string{{"pack", art, "--output", zip}, {"publish", zip, "--registry", reg}} {
+		if r := capsule(t, home, args...); r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+		}
+	}
+	cassettes := filepath.Join(tmp, "cassettes")
+	os.MkdirAll(cassettes, 0o755)
+	os.WriteFile(filepath.Join(cassettes, "shell.json"), []byte(`{"provider": "anthropic-messages", "conversations": [{"match": "use the shell", "turns": [
+ {"id": "m1", "type": "message", "role": "assistant", "model": "m", "stop_reason": "tool_use",
+  "content": [{"type": "tool_use", "id": "tu_1", "name": "bash", "input": {"command": "echo ran-on-$(hostname)"}}], "usage": {"input_tokens": 1, "output_tokens": 1}},
+ {"id": "m2", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
+  "content": [{"type": "text", "text": "done"}], "usage": {"input_tokens": 1, "output_tokens": 1}}]}]}`), 0o644)
+	lib, err := replay.Load(cassettes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		bodies []string
+	)
+	h := lib.Handler()
+	h.OnRequest = func(_ *http.Request, body []byte) {
+		mu.Lock()
+		bodies = append(bodies, string(body))
+		mu.Unlock()
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	capDir := filepath.Join(tmp, "shelly")
+	os.MkdirAll(capDir, 0o755)
+	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte(`name: shelly
+version: 1.0.0
+artifacts:
+  - name: anthropic-messages
+    version: 0.2.0
+    runtime: driver
+    gateway:
+      endpoint: `+srv.URL+`
+inference:
+  driver:
+    artifact: anthropic-messages
+  model: m
+  max_turns: 3
+capabilities:
+  shell:
+    allow: [bash]
+`), 0o644)
+	r := capsule(t, home, "run", filepath.Join(capDir, "murmur.yaml"), "--registry", reg, "--work-root", filepath.Join(tmp, "work"),
+		"--task", "please use the shell", "--json")
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, line := range strings.Split(r.stderr, "\n") {
+		if strings.Contains(line, "sandbox tier") {
+			t.Log(line)
+		}
+	}
+	helper := filepath.Join(filepath.Dir(caddyBin), "capsulegate-sandbox")
+	if !strings.Contains(r.stderr, "wrapper "+helper+" (the sandbox helper next to the gateway)") || strings.Contains(r.stderr, "W-SEC-004") {
+		t.Errorf("the helper next to the binary was not the wrapper:\n%s", r.stderr)
+	}
+	want := "ran-on-"
+	if strings.Contains(r.stderr, "sandbox tier sealed") {
+		want = "ran-on-capsule"
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies) != 2 || !strings.Contains(bodies[1], want) || !strings.Contains(bodies[1], "Exit code: 0") {
+		t.Errorf("the model did not get the command's output %q: %d requests, last %.800s", want, len(bodies), bodies[len(bodies)-1])
 	}
 }

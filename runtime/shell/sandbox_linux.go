@@ -16,6 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// wrapperUsed: on Linux every command starts through the wrapper.
+const wrapperUsed = true
+
 // pending is a wrapper started before its command: its runtime starts (and, sealed, its
 // inner stage) while the gateway does other things; begin hands it the command.
 type pending struct {

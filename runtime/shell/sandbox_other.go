@@ -8,6 +8,7 @@ import (
 )
 
 // Outside Linux there is no wrapper: tools run directly, in the env-only tier.
+const wrapperUsed = false
 
 func wrapperMain(string) int { return 125 }
 

@@ -72,10 +72,11 @@ type Config struct {
 	DNSAddr     string   // host:port of the pinning resolver's TCP listener; "" = no DNS; used with ProxyAddr
 	MinTier     string   // "" or the weakest tier the capsule accepts: "env-only", "scoped", "sealed"
 	Limits      Limits   // resource limits; zero fields take the defaults (docs/sandbox.md "Limits and output")
-	WrapperPath string   // the binary that calls MaybeWrapper; "" = this executable
+	WrapperPath string   // the binary that calls MaybeWrapper (CheckHelper); "" = HelperName next to this executable, else this executable
 
-	probe func(wrapper, workdir, private string) TierReport // tests simulate hosts with it
-	tier  string                                            // tests force a weaker tier with it
+	probe      func(wrapper, workdir, private string) TierReport // tests simulate hosts with it
+	tier       string                                            // tests force a weaker tier with it
+	executable func() (string, error)                            // tests place the gateway elsewhere; nil = os.Executable
 }
 
 // Result is the outcome of one tool call.
@@ -94,7 +95,8 @@ type Result struct {
 type Sandbox struct {
 	cfg     Config
 	report  TierReport
-	wrapper string
+	wrap    Wrapper
+	wrapper string            // wrap.Path
 	private string            // records/sandbox-<id>: sockets, the sealed root's mountpoint, spill files
 	paths   map[string]string // shell.allow name -> absolute path; "" when not found
 	missing []string
@@ -142,14 +144,15 @@ func New(cfg Config) (*Sandbox, error) {
 	if rel, err := filepath.Rel(cfg.Workdir, cfg.Records); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 		return nil, errs.New(CodeConfig, part, fmt.Sprintf("the records folder %q is inside the workdir", cfg.Records), "keep the records outside the workdir")
 	}
-	s := &Sandbox{cfg: cfg, wrapper: cfg.WrapperPath, paths: map[string]string{}}
-	if s.wrapper == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, errs.Wrap(err, CodeConfig, part, "cannot find this binary to run the sandbox wrapper", "set Config.WrapperPath")
-		}
-		s.wrapper = exe
+	executable := cfg.executable
+	if executable == nil {
+		executable = os.Executable
 	}
+	wrap, err := chooseWrapper(cfg.WrapperPath, executable)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sandbox{cfg: cfg, wrap: wrap, wrapper: wrap.Path, paths: map[string]string{}}
 	id := make([]byte, 6)
 	rand.Read(id)
 	s.private = filepath.Join(cfg.Records, "sandbox-"+hex.EncodeToString(id))
@@ -201,12 +204,27 @@ func (s *Sandbox) Tier() string { return s.report.Tier }
 // Report returns the tier detection behind Tier.
 func (s *Sandbox) Report() TierReport { return s.report }
 
+// Wrapper returns the binary every command of this sandbox starts as its wrapper.
+func (s *Sandbox) Wrapper() Wrapper { return s.wrap }
+
 // Warnings lists what the operator should see at launch (stderr and logs/bootstrap.log):
 // W-SEC-001 for a tier weaker than sealed, W-SEC-002 for an allowed binary that is not
-// installed, W-SEC-003 (docs/errors.md "Sandbox (`E-SEC-…`, `W-SEC-…`)"). The network
-// counts as allowed when ProxyAddr is set.
+// installed, W-SEC-003, W-SEC-004 for the gateway's own binary as the wrapper
+// (docs/errors.md "Sandbox (`E-SEC-…`, `W-SEC-…`)"). The network counts as allowed when
+// ProxyAddr is set.
 func (s *Sandbox) Warnings() []*errs.Error {
-	return warnings(s.report, s.cfg.Allow, s.missing, s.cfg.ProxyAddr != "")
+	out := warnings(s.report, s.cfg.Allow, s.missing, s.cfg.ProxyAddr != "")
+	if w := s.wrap; w.Kind == WrapperSelf {
+		if w.Helper == "" {
+			w.Helper = "<the gateway's folder>/" + HelperName
+		}
+		out = append(out, errs.New(WarnSelfWrapper, part,
+			fmt.Sprintf("shell and native tools start the gateway's own binary %s as their sandbox wrapper, because %s; "+
+				"every command then initialises all of the gateway's packages, twice, which makes it tens of milliseconds slower than with the helper", w.Path, w.Why),
+			fmt.Sprintf("install the sandbox helper built from the same source next to the gateway: `go build -o %s %s` (make caddy and make gateway build bin/%s); see docs/operators.md",
+				w.Helper, helperImport, HelperName)))
+	}
+	return out
 }
 
 // Close stops the network bridges and removes the sandbox's folder from the records.

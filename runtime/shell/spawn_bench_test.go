@@ -16,8 +16,9 @@ import (
 // policy (no network, a fresh temporary workdir). Ops follow each other at once, so on
 // a busy machine this is the throughput of spawns; BenchmarkSpawnPaced is the latency of
 // one (docs/benchmarks.md "Sandboxed shell spawn"). SPAWN_BENCH_WRAPPER names another
-// binary to run as the wrapper (Config.WrapperPath), such as a built gateway, whose
-// package initialisation the test binary does not have.
+// binary to run as the wrapper (Config.WrapperPath): the built helper
+// (cmd/capsulegate-sandbox), or a built gateway, whose package initialisation the test
+// binary does not have.
 func BenchmarkSpawn(b *testing.B) { benchSpawn(b, 0) }
 
 // BenchmarkSpawnPaced is BenchmarkSpawn with an untimed pause between ops, as a model

@@ -45,10 +45,11 @@ var (
 )
 
 // DetectTier reports the strongest tier this host gives subprocesses of this binary,
-// trying a sealed run in a temporary folder; the answer is computed once per process.
+// trying a sealed run in a temporary folder through the wrapper New would choose
+// without Config.WrapperPath; the answer is computed once per process.
 func DetectTier() TierReport {
 	detectOnce.Do(func() {
-		exe, err := os.Executable()
+		w, err := chooseWrapper("", os.Executable)
 		if err != nil {
 			detected = TierReport{Tier: TierEnvOnly, Reasons: []string{"cannot find this binary to run the sandbox wrapper: " + err.Error()}}
 			return
@@ -67,7 +68,7 @@ func DetectTier() TierReport {
 			detected = TierReport{Tier: TierEnvOnly, Reasons: []string{"cannot create a probe folder: " + err.Error()}}
 			return
 		}
-		detected = probeHost(exe, work, private)
+		detected = probeHost(w.Path, work, private)
 	})
 	return detected
 }

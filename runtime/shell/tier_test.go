@@ -119,6 +119,10 @@ func codes(es []*errs.Error) []string {
 func TestWarnings(t *testing.T) {
 	envOnly := TierReport{Tier: TierEnvOnly, Reasons: []string{"simulated"}}
 	scoped := TierReport{Tier: TierScoped, Landlock: 7, Seccomp: true, Reasons: []string{"simulated"}}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		host  TierReport
 		allow []string
@@ -133,7 +137,8 @@ func TestWarnings(t *testing.T) {
 		{TierReport{Tier: TierSealed}, []string{"bash"}, "127.0.0.1:9", nil},
 		{TierReport{Tier: TierSealed}, []string{"bash", "no-such-binary-5e1"}, "", []string{WarnNoBinary}},
 	} {
-		s, err := New(Config{Workdir: t.TempDir(), Records: t.TempDir(), Allow: tc.allow, ProxyAddr: tc.proxy, probe: simulated(tc.host)})
+		// The test binary as a configured wrapper: no W-SEC-004 (TestChooseWrapper has it).
+		s, err := New(Config{Workdir: t.TempDir(), Records: t.TempDir(), Allow: tc.allow, ProxyAddr: tc.proxy, probe: simulated(tc.host), WrapperPath: self})
 		if err != nil {
 			t.Fatal(err)
 		}

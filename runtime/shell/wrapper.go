@@ -13,6 +13,9 @@ const (
 	stageOuter  = "outer"  // sealed: namespaces and the minimal root
 	stageReaper = "reaper" // scoped and env-only: a subreaper that kills what the tool leaves
 	stageInner  = "inner"  // limits, Landlock, seccomp, then the tool
+	// stageVersion prints the protocol and exits: how the gateway checks a helper. It
+	// stays as it is across releases, or mismatched helpers could not be told apart.
+	stageVersion = "version"
 	// rootEnv="1" tells the outer stage the gateway runs as root, before it reads the
 	// command: it starts the inner stage first, and as root that one needs its own user
 	// namespace (the command's RootMode must agree).
@@ -24,12 +27,15 @@ const (
 func init() { MaybeWrapper() }
 
 // MaybeWrapper runs the sandbox wrapper and exits when this process was started as the
-// wrapper, and returns at once otherwise. The package's init calls it; a main may call
-// it first thing as well.
+// wrapper (asked for its protocol, it prints Protocol), and returns at once otherwise.
+// The package's init calls it; a main may call it first thing as well.
 func MaybeWrapper() {
 	stage := os.Getenv(stageEnv)
 	if stage == "" || filepath.Base(os.Args[0]) != wrapperArg0 {
 		return
+	}
+	if stage == stageVersion {
+		os.Exit(printProtocol())
 	}
 	os.Exit(wrapperMain(stage))
 }

@@ -37,7 +37,7 @@ import (
 func main() {
 	n := flag.Int("n", 1000, "capsules on the gateway")
 	burst := flag.Int("burst", 1, "capsules sent one message/send each at start, side by side (at most n)")
-	caddyBin := flag.String("caddy", "", "the gateway binary (default: build ./cmd/caddy into the work folder)")
+	caddyBin := flag.String("caddy", "", "the gateway binary (default: build ./cmd/caddy, and the sandbox helper beside it, into the work folder)")
 	keep := flag.String("dir", "", "work folder, kept afterwards (default: a temporary one, removed)")
 	starts := flag.Int("starts", 2, "gateway starts on one compilation cache (the first is cold)")
 	heap := flag.String("heap", "", "write the heap profile of the last start here (after the forced GC)")
@@ -68,8 +68,12 @@ func run(n, burst, starts int, bin, dir, heapOut string, copyModules bool) error
 		defer os.RemoveAll(dir)
 	}
 	if bin == "" {
+		// The gateway with its sandbox helper beside it, as installed.
 		bin = filepath.Join(dir, "caddy")
 		if err := sh(root, nil, "go", "build", "-o", bin, "./cmd/caddy"); err != nil {
+			return err
+		}
+		if err := sh(root, nil, "go", "build", "-o", filepath.Join(dir, "capsulegate-sandbox"), "./cmd/capsulegate-sandbox"); err != nil {
 			return err
 		}
 	}
