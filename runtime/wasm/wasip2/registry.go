@@ -129,7 +129,7 @@ func taken[T any](c *call, v any, k kind) (T, error) {
 	return t, nil
 }
 
-func ok(v any) abi.Result  { return abi.Result{Value: v} }
+func ok(v any) abi.Result   { return abi.Result{Value: v} }
 func fail(v any) abi.Result { return abi.Result{Err: true, Value: v} }
 func some(v any) abi.Option { return abi.Option{Some: true, Value: v} }
 

@@ -26,8 +26,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/api"
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
@@ -273,7 +273,7 @@ func (f Func) Call(ctx context.Context, b Binding, stack []uint64) error {
 // noMemory stands in for a lowering without a memory: every access is out of bounds.
 type noMemory struct{}
 
-func (noMemory) Size() uint32                      { return 0 }
+func (noMemory) Size() uint32                       { return 0 }
 func (noMemory) Read(uint32, uint32) ([]byte, bool) { return nil, false }
 func (noMemory) Write(uint32, []byte) bool          { return false }
 
