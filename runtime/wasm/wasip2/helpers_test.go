@@ -37,7 +37,14 @@ func newGuest(t testing.TB, wat string, env wasip2.Env) *guest {
 	g := &guest{t: t, h: h, ctx: ctx}
 	// The canon options are bound to the guest module, whoever the caller is (the
 	// re-exported imports are called from Go).
-	bind := func(api.Module) wasip2.Binding { return wasip2.GuestBinding(g.mod) }
+	var b *wasip2.Binding
+	bind := func(api.Module) wasip2.Binding {
+		if b == nil {
+			v := wasip2.GuestBinding(g.mod)
+			b = &v
+		}
+		return *b
+	}
 	if err := h.DefineImports(ctx, rt, cm.ImportedFunctions(), bind); err != nil {
 		t.Fatal(err)
 	}

@@ -138,8 +138,8 @@ func (m *memInput) read(p []byte) (int, error) {
 	return n, nil
 }
 
-// sink is what an output-stream writes to. write may block (a slow stdout); grant is
-// what the next write may take, never 0 for an open sink.
+// sink is what an output-stream writes to; write takes p whole, and may block (a slow
+// stdout). check-write grants every open sink Host.maxWrite.
 type sink interface {
 	write(p []byte) error
 }

@@ -32,7 +32,9 @@ func GuestBinding(mod api.Module) Binding {
 }
 
 // GoFunc adapts f to a wazero host function: bind gives the canon options of the call
-// (the caller is not necessarily the module that owns them), and an error traps the guest.
+// (the caller is not necessarily the module that owns them; resolve the binding once per
+// lowering, as looking exports up costs more than most calls), and an error traps the
+// guest.
 func (f Func) GoFunc(bind func(caller api.Module) Binding) api.GoModuleFunc {
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
 		if err := f.Call(ctx, bind(mod), stack); err != nil {
