@@ -266,8 +266,20 @@ func (h *Outgoing) deny(who, host string, port int, cause error) error {
 	if e := errs.Find(cause, netpolicy.CodeRestricted); e != nil {
 		msg = e.Msg // names the address and the rule: more useful than "not allowed"
 	}
-	return errors.New(msg)
+	return &deniedError{msg: msg}
 }
+
+// ErrDenied matches every refusal of Send by the network policy, so a caller can tell it
+// from a failed exchange (WASI 0.2 answers it with its own error code).
+var ErrDenied = errors.New("network policy: request denied")
+
+// deniedError is a refusal: its text is exactly what the guest reads.
+type deniedError struct{ msg string }
+
+func (e *deniedError) Error() string { return e.msg }
+
+// Is makes errors.Is match ErrDenied.
+func (e *deniedError) Is(target error) bool { return target == ErrDenied }
 
 func unwrapURLError(err error) error {
 	var ue *url.Error

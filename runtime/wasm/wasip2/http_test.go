@@ -1,0 +1,218 @@
+package wasip2_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+
+	"github.com/capsulegate/capsulegate/netpolicy"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/wasip2"
+)
+
+// HTTP error-code cases the tests expect.
+const (
+	heRequestDenied = 15
+)
+
+func httpGuest(t *testing.T) (*guest, string) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Echo", r.Header.Get("X-Test"))
+		w.WriteHeader(201)
+		w.Write(append([]byte(r.Method+" "+r.URL.RequestURI()+" "), body...))
+	}))
+	t.Cleanup(srv.Close)
+	u, _ := url.Parse(srv.URL)
+	rules, err := netpolicy.ParseRules([]string{"127.0.0.1:" + u.Port()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &wasm.Outgoing{Capsule: "cap", Rules: rules}
+	out.Init()
+	return newGuest(t, "testdata/http.wat", wasip2.Env{HTTP: out.WASIP2("tool")}), u.Host
+}
+
+// request builds an outgoing request (POST, http, authority, /echo?q=1, header X-Test)
+// and returns its handle.
+func (g *guest) request(authority string) uint64 {
+	g.t.Helper()
+	f := g.handle("fields-new")
+	n, nl := g.str(data, "X-Test")
+	v, vl := g.str(data+64, "yes")
+	g.must("fields-append", f, n, nl, v, vl, ret)
+	if g.u8(ret) != 0 {
+		g.t.Fatalf("fields.append: %d %d", g.u8(ret), g.u8(ret+1))
+	}
+	req := g.handle("request-new", f)
+	if g.must("set-method", req, 2, 0, 0)[0] != 0 {
+		g.t.Fatal("set-method")
+	}
+	if g.must("set-scheme", req, 1, 0, 0, 0)[0] != 0 {
+		g.t.Fatal("set-scheme")
+	}
+	p, l := g.str(data, authority)
+	if g.must("set-authority", req, 1, p, l)[0] != 0 {
+		g.t.Fatal("set-authority")
+	}
+	p, l = g.str(data, "/echo?q=1")
+	if g.must("set-path-with-query", req, 1, p, l)[0] != 0 {
+		g.t.Fatal("set-path-with-query")
+	}
+	return req
+}
+
+// await blocks on the future and returns get's option<result<result<response, code>>>
+// read at ret: option case at +0, outer result at +8, inner at +16, payload at +24.
+func (g *guest) await(fut uint64) {
+	g.t.Helper()
+	pl := g.handle("future-subscribe", fut)
+	g.must("block", pl)
+	g.must("drop-pollable", pl)
+	g.must("future-get", fut, ret)
+	if g.u8(ret) != 1 || g.u8(ret+8) != 0 {
+		g.t.Fatalf("future.get after block: option %d, result %d", g.u8(ret), g.u8(ret+8))
+	}
+}
+
+func TestHTTPAllowed(t *testing.T) {
+	g, hostport := httpGuest(t)
+	req := g.request(hostport)
+	g.must("request-body", req, ret)
+	body := uint64(g.u32(ret + 4))
+	g.must("body-write", body, ret)
+	bs := uint64(g.u32(ret + 4))
+	g.must("handle", req, 0, 0, ret)
+	if g.u8(ret) != 0 {
+		t.Fatalf("handle: error-code %d", g.u8(ret+8))
+	}
+	fut := uint64(g.u32(ret + 8))
+	p, n := g.str(data, "hello body")
+	g.must("blocking-write-and-flush", bs, p, n, ret)
+	// finish while the body's stream lives traps: it is the body's child.
+	_, err := g.call("body-finish", body, 0, 0, ret)
+	wantTrap(t, err, wasip2.CodeChildren)
+	g.must("drop-output-stream", bs)
+	g.must("body-finish", body, 0, 0, ret)
+	if g.u8(ret) != 0 {
+		t.Fatalf("finish: %d", g.u8(ret))
+	}
+	g.await(fut)
+	if g.u8(ret+16) != 0 {
+		t.Fatalf("response error-code %d", g.u8(ret+24))
+	}
+	resp := uint64(g.u32(ret + 24))
+	if s := g.must("status", resp)[0]; s != 201 {
+		t.Errorf("status %d", s)
+	}
+	hs := g.handle("response-headers", resp)
+	n2, l2 := g.str(data, "x-echo")
+	g.must("fields-get", hs, n2, l2, ret)
+	if vals, cnt := g.u32(ret), g.u32(ret+4); cnt != 1 || string(g.list(vals)) != "yes" {
+		t.Errorf("x-echo: %d values", cnt)
+	}
+	g.must("drop-fields", hs)
+	g.must("consume", resp, ret)
+	ib := uint64(g.u32(ret + 4))
+	g.must("incoming-body-stream", ib, ret)
+	is := uint64(g.u32(ret + 4))
+	g.must("blocking-read", is, 1000, ret)
+	if got := string(g.list(ret + 4)); got != "POST /echo?q=1 hello body" {
+		t.Errorf("body %q", got)
+	}
+	_, err = g.call("drop-incoming-body", ib)
+	wantTrap(t, err, wasip2.CodeChildren)
+	g.must("drop-input-stream", is)
+	tr := g.handle("incoming-body-finish", ib)
+	g.must("drop-trailers", tr)
+	g.must("drop-response", resp)
+	g.must("drop-future", fut)
+	if n := g.h.Handles(); n != 0 {
+		t.Errorf("%d handles left", n)
+	}
+}
+
+func TestHTTPDenied(t *testing.T) {
+	g, _ := httpGuest(t)
+	for _, authority := range []string{"evil.example.com", "127.0.0.1:1", "169.254.169.254"} {
+		t.Run(authority, func(t *testing.T) {
+			req := g.request(authority)
+			g.must("handle", req, 0, 0, ret)
+			if g.u8(ret) != 0 {
+				t.Fatalf("handle: error-code %d", g.u8(ret+8))
+			}
+			fut := uint64(g.u32(ret + 8))
+			g.await(fut)
+			if g.u8(ret+16) != 1 || g.u8(ret+24) != heRequestDenied {
+				t.Errorf("inner result %d, error-code %d; want HTTP-request-denied", g.u8(ret+16), g.u8(ret+24))
+			}
+			g.must("drop-future", fut)
+		})
+	}
+
+	// Without an HTTP grant handle refuses at once.
+	g2 := newGuest(t, "testdata/http.wat", wasip2.Env{})
+	req := g2.request("example.com")
+	g2.must("handle", req, 0, 0, ret)
+	if g2.u8(ret) != 1 || g2.u8(ret+8) != heRequestDenied {
+		t.Errorf("handle without a grant: %d %d", g2.u8(ret), g2.u8(ret+8))
+	}
+}
+
+func TestHTTPHostile(t *testing.T) {
+	g, hostport := httpGuest(t)
+	f := g.handle("fields-new")
+	for _, tt := range []struct{ name, value string }{{"bad name", "v"}, {"x-ok", "bad\r\nvalue"}, {"Host", "evil"}, {"Transfer-Encoding", "chunked"}} {
+		n, nl := g.str(data, tt.name)
+		v, vl := g.str(data+64, tt.value)
+		g.must("fields-append", f, n, nl, v, vl, ret)
+		if g.u8(ret) != 1 {
+			t.Errorf("fields.append(%q, %q) accepted", tt.name, tt.value)
+		}
+	}
+	req := g.handle("request-new", f)
+	_, err := g.call("fields-entries", f, ret)
+	wantTrap(t, err, wasip2.CodeHandle) // given to the request: gone
+	hs := g.handle("request-headers", req)
+	n, nl := g.str(data, "x-a")
+	g.must("fields-append", hs, n, nl, n, nl, ret)
+	if g.u8(ret) != 1 || g.u8(ret+1) != 2 {
+		t.Errorf("append to a request's headers: %d %d, want immutable", g.u8(ret), g.u8(ret+1))
+	}
+	p, l := g.str(data, "bad path")
+	if g.must("set-path-with-query", req, 1, p, l)[0] != 1 {
+		t.Error("a path with a space was accepted")
+	}
+	p, l = g.str(data, "user@"+hostport)
+	if g.must("set-authority", req, 1, p, l)[0] != 1 {
+		t.Error("an authority with userinfo was accepted")
+	}
+	_, err = g.call("handle", 7777, 0, 0, ret)
+	wantTrap(t, err, wasip2.CodeHandle)
+	_, err = g.call("fields-from-list", data, 1<<20, ret)
+	wantTrap(t, err, wasip2.CodeLimit)
+
+	// A future dropped while its request waits for a body that never comes.
+	req2 := g.request(hostport)
+	g.must("request-body", req2, ret)
+	body := uint64(g.u32(ret + 4))
+	g.must("handle", req2, 0, 0, ret)
+	fut := uint64(g.u32(ret + 8))
+	g.must("drop-future", fut)
+	g.must("drop-body", body)
+
+	// A body dropped unfinished fails its request.
+	req3 := g.request(hostport)
+	g.must("request-body", req3, ret)
+	body = uint64(g.u32(ret + 4))
+	g.must("handle", req3, 0, 0, ret)
+	fut = uint64(g.u32(ret + 8))
+	g.must("drop-body", body)
+	g.await(fut)
+	if g.u8(ret+16) != 1 || g.u8(ret+24) != 38 {
+		t.Errorf("dropped body: inner %d code %d, want internal-error", g.u8(ret+16), g.u8(ret+24))
+	}
+}
