@@ -23,6 +23,7 @@
 //	enum                 uint32, the case index
 //	variant              Variant
 //	flags                uint32, bit i set for label i (at most 32 labels)
+//	own<R>, borrow<R>    uint32, the handle index (resolving it is the caller's job)
 package abi
 
 import (

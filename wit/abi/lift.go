@@ -78,7 +78,7 @@ func (l *lifter) decode(t *Type, b []byte, ptr uint32) (any, error) {
 		return le.Uint16(b), nil
 	case KindS16:
 		return int16(le.Uint16(b)), nil
-	case KindU32:
+	case KindU32, KindOwn, KindBorrow:
 		return le.Uint32(b), nil
 	case KindS32:
 		return int32(le.Uint32(b)), nil
@@ -249,7 +249,7 @@ func (l *lifter) liftFlat(t *Type, r *flatReader) (any, error) {
 		return uint16(r.next()), nil
 	case KindS16:
 		return int16(r.next()), nil
-	case KindU32:
+	case KindU32, KindOwn, KindBorrow:
 		return uint32(r.next()), nil
 	case KindS32:
 		return int32(r.next()), nil

@@ -79,7 +79,7 @@ func (w *lowerer) encode(t *Type, v any, b []byte) error {
 	switch t.kind {
 	case KindBool, KindU8, KindS8, KindU16, KindS16:
 		return encodeSmall(t, v, b)
-	case KindU32, KindS32, KindF32, KindChar:
+	case KindU32, KindS32, KindF32, KindChar, KindOwn, KindBorrow:
 		x, err := scalar32(t, v)
 		if err != nil {
 			return err
@@ -218,7 +218,7 @@ func (w *lowerer) encodeVariant(t *Type, v any, b []byte) error {
 // scalar32 converts an i32-or-f32-sized scalar to its bits.
 func scalar32(t *Type, v any) (uint32, error) {
 	switch t.kind {
-	case KindU32:
+	case KindU32, KindOwn, KindBorrow:
 		if x, ok := v.(uint32); ok {
 			return x, nil
 		}
@@ -406,7 +406,7 @@ func (w *lowerer) lowerFlat(t *Type, v any, out []uint64) ([]uint64, error) {
 			return nil, bad()
 		}
 		return append(out, uint64(uint32(int32(x)))), nil
-	case KindU32, KindS32, KindF32, KindChar:
+	case KindU32, KindS32, KindF32, KindChar, KindOwn, KindBorrow:
 		x, err := scalar32(t, v)
 		if err != nil {
 			return nil, err

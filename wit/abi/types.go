@@ -31,6 +31,8 @@ const (
 	KindEnum
 	KindVariant
 	KindFlags
+	KindOwn    // own<R>: a resource handle the receiver takes over
+	KindBorrow // borrow<R>: a resource handle lent for the call
 )
 
 // ValType is a core wasm value type. Its values are wasm's type codes, so it converts
@@ -93,6 +95,7 @@ func C(name string, t *Type) Case { return Case{Name: name, Type: t} }
 type Type struct {
 	kind   Kind
 	name   string  // set by Named
+	res    string  // own, borrow: the resource's name
 	elem   *Type   // list, option
 	fields []Field // record, tuple (names "0", "1", …)
 	cases  []Case  // variant, enum, result (ok, err), option (none, some)
@@ -213,6 +216,17 @@ func Flags(labels ...string) *Type {
 	return t
 }
 
+// Own is own<resource>, a handle the receiver takes over; its value is the uint32 handle
+// index (which table it indexes is the caller's business) and it flattens to one i32.
+func Own(resource string) *Type {
+	return &Type{kind: KindOwn, res: resource, size: 4, align: 4, flat: []ValType{I32}}
+}
+
+// Borrow is borrow<resource>, a handle lent for one call; laid out like Own.
+func Borrow(resource string) *Type {
+	return &Type{kind: KindBorrow, res: resource, size: 4, align: 4, flat: []ValType{I32}}
+}
+
 func mustType(what string, t *Type) {
 	if t == nil {
 		panic("abi: nil type for " + what)
@@ -289,6 +303,9 @@ func (t *Type) Cases() []Case { return t.cases }
 
 // Labels are the labels of a flags type; the caller must not modify them.
 func (t *Type) Labels() []string { return t.labels }
+
+// Resource is the resource name of an own or borrow handle, else "".
+func (t *Type) Resource() string { return t.res }
 
 // Named returns t under a name, which String and error messages use instead of its
 // structure (e.g. "tool-result"); layout and values are unchanged.
@@ -379,6 +396,10 @@ func (t *Type) write(b *strings.Builder) {
 		b.WriteString("}")
 	case KindFlags:
 		b.WriteString("flags{" + strings.Join(t.labels, ", ") + "}")
+	case KindOwn:
+		b.WriteString("own<" + t.res + ">")
+	case KindBorrow:
+		b.WriteString("borrow<" + t.res + ">")
 	}
 }
 
