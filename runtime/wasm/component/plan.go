@@ -458,11 +458,7 @@ func (pl *planner) eval(f *frame, d def, pth *path) {
 	case defImport:
 		imp := c.Imports[d.idx]
 		if f.args == nil {
-			v := f.importValue(imp, pth, d, pl)
-			if imp.Sort == SortCoreModule || imp.Sort == SortComponent {
-				planFail(pth, d, CodePlan, "import %q is a %s; the host cannot provide one", imp.Name, imp.Sort)
-			}
-			f.push(imp.Sort, v)
+			f.push(imp.Sort, f.importValue(imp, pth, d, pl))
 			return
 		}
 		a, ok := f.args[imp.Name]
