@@ -126,69 +126,12 @@ func (c *Component) canonOpts(r *reader) canonOpts {
 	return o
 }
 
-// hasBuffer reports whether a value of t lives partly in linear memory (strings, lists).
-func hasBuffer(t *Type) bool {
-	if t == nil {
-		return false
-	}
-	switch t.Kind {
-	case KindString, KindList:
-		return true
-	case KindOption:
-		return hasBuffer(t.Elem)
-	case KindResult:
-		return hasBuffer(t.OK) || hasBuffer(t.Err)
-	}
-	for _, f := range t.Fields {
-		if hasBuffer(f.Type) {
-			return true
-		}
-	}
-	for _, cs := range t.Cases {
-		if hasBuffer(cs.Type) {
-			return true
-		}
-	}
-	for _, e := range t.Elems {
-		if hasBuffer(e) {
-			return true
-		}
-	}
-	return false
-}
-
-// flatN is the number of core values a value of t flattens to.
+// flatN is the number of core values a value of t flattens to (0 for none).
 func flatN(t *Type) int {
 	if t == nil {
 		return 0
 	}
-	switch t.Kind {
-	case KindString, KindList:
-		return 2
-	case KindRecord:
-		n := 0
-		for _, f := range t.Fields {
-			n += flatN(f.Type)
-		}
-		return n
-	case KindTuple:
-		n := 0
-		for _, e := range t.Elems {
-			n += flatN(e)
-		}
-		return n
-	case KindVariant:
-		n := 0
-		for _, cs := range t.Cases {
-			n = max(n, flatN(cs.Type))
-		}
-		return 1 + n
-	case KindOption:
-		return 1 + flatN(t.Elem)
-	case KindResult:
-		return 1 + max(flatN(t.OK), flatN(t.Err))
-	}
-	return 1
+	return t.flat
 }
 
 // checkCanon checks a lift's or lower's options against its function type, and a
@@ -198,10 +141,10 @@ func (c *Component) checkCanon(r *reader, off int, cd *canonDef) {
 	bufParams := false
 	nParams := 0
 	for _, p := range cd.typ.Fields {
-		bufParams = bufParams || hasBuffer(p.Type)
+		bufParams = bufParams || p.Type.buffer
 		nParams += flatN(p.Type)
 	}
-	bufResults := hasBuffer(cd.typ.Result)
+	bufResults := cd.typ.Result != nil && cd.typ.Result.buffer
 	paramsSpill := nParams > abi.MaxFlatParams
 	resultsSpill := flatN(cd.typ.Result) > abi.MaxFlatResults
 	needMem := bufParams || bufResults || paramsSpill || resultsSpill

@@ -485,3 +485,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestFlat checks the flat counts and memory needs Parse records on each type against
+// the canonical ABI's own flattening.
+func TestFlat(t *testing.T) {
+	_, p := mustPlan(t, "testdata/tool.wat")
+	for _, s := range p.Steps {
+		if s.Kind != StepLower && s.Kind != StepLift {
+			continue
+		}
+		for _, f := range s.Type.Fields {
+			a := f.Type.abi()
+			fn := abi.NewFunc([]*abi.Type{a}, nil)
+			ps, _ := fn.ExportSignature()
+			if f.Type.flat <= abi.MaxFlatParams && len(ps) != f.Type.flat {
+				t.Errorf("%s: flat %d, abi %d", f.Type.WIT(), f.Type.flat, len(ps))
+			}
+		}
+	}
+	str := primTypes[KindString]
+	if str.flat != 2 || !str.buffer || primTypes[KindU64].flat != 1 {
+		t.Error("primitive flat counts")
+	}
+}

@@ -3,18 +3,24 @@ package component
 // addSize is a+b capped just past maxTypeSize.
 func addSize(a, b int) int { return min(a+b, maxTypeSize+1) }
 
-// finish computes t's expanded size from its parts and refuses a type over the cap.
+// finish computes t's expanded size, flat count and what it holds from its parts (so
+// no later question about a type walks it) and refuses a type over the size cap.
 func finish(r *reader, off int, t *Type) *Type {
 	n := 1
+	flat, caseFlat := 0, 0
 	add := func(x *Type) {
-		if x != nil {
-			n = addSize(n, x.size)
+		if x == nil {
+			return
 		}
+		n = addSize(n, x.size)
+		t.borrow = t.borrow || x.borrow
+		t.buffer = t.buffer || x.buffer
+		flat = addSize(flat, x.flat)
+		caseFlat = max(caseFlat, x.flat)
 	}
-	add(t.Elem)
-	add(t.OK)
-	add(t.Err)
-	add(t.Result)
+	for _, x := range []*Type{t.Elem, t.OK, t.Err, t.Result} {
+		add(x)
+	}
 	for _, f := range t.Fields {
 		add(f.Type)
 	}
@@ -24,8 +30,22 @@ func finish(r *reader, off int, t *Type) *Type {
 	for _, e := range t.Elems {
 		add(e)
 	}
-	if t.Kind == KindFlags || t.Kind == KindEnum {
+	switch t.Kind {
+	case KindFlags, KindEnum:
 		n = addSize(n, len(t.Labels))
+		t.flat = 1
+	case KindList:
+		t.flat, t.buffer = 2, true
+	case KindRecord, KindTuple:
+		t.flat = flat
+	case KindVariant, KindOption, KindResult:
+		t.flat = 1 + caseFlat
+	case KindOwn:
+		t.flat = 1
+	case KindBorrow:
+		t.flat, t.borrow = 1, true
+	case KindFunc:
+		t.buffer, t.borrow = false, false // a function type is not a value
 	}
 	if n > maxTypeSize {
 		failAt(r.path, off, CodeLimit, "type expands to more than %d parts", maxTypeSize)
@@ -244,40 +264,10 @@ func funcType(r *reader, sc *scope, off int) *Type {
 	default:
 		failAt(r.path, r.p-1, CodeMalformed, "function result marker 0x%02x", b)
 	}
-	if t.Result != nil && hasBorrow(t.Result) {
+	if t.Result != nil && t.Result.borrow {
 		failAt(r.path, off, CodeType, "function result %s holds a borrow", t.Result.WIT())
 	}
 	return finish(r, off, t)
-}
-
-func hasBorrow(t *Type) bool {
-	if t == nil {
-		return false
-	}
-	switch t.Kind {
-	case KindBorrow:
-		return true
-	case KindList, KindOption:
-		return hasBorrow(t.Elem)
-	case KindResult:
-		return hasBorrow(t.OK) || hasBorrow(t.Err)
-	}
-	for _, f := range t.Fields {
-		if hasBorrow(f.Type) {
-			return true
-		}
-	}
-	for _, c := range t.Cases {
-		if hasBorrow(c.Type) {
-			return true
-		}
-	}
-	for _, e := range t.Elems {
-		if hasBorrow(e) {
-			return true
-		}
-	}
-	return false
 }
 
 func newTypeScope(r *reader, sc *scope, off int) *scope {

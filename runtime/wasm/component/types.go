@@ -57,8 +57,9 @@ var primNames = [...]string{
 var primTypes = func() map[TypeKind]*Type {
 	m := map[TypeKind]*Type{}
 	for k := KindBool; k <= KindString; k++ {
-		m[k] = &Type{Kind: k, size: 1}
+		m[k] = &Type{Kind: k, size: 1, flat: 1}
 	}
+	m[KindString].flat, m[KindString].buffer = 2, true
 	return m
 }()
 
@@ -113,12 +114,15 @@ type Type struct {
 	Imports []Extern // component type
 	Exports []Extern // instance, component type
 
-	size int // nodes when expanded as a tree (capped), which bounds rendering and ABI conversion
+	size   int  // nodes when expanded as a tree (capped), which bounds rendering and ABI conversion
+	flat   int  // core values a value flattens to (capped like size)
+	borrow bool // holds a borrow handle
+	buffer bool // holds a string or list (lives partly in linear memory)
 }
 
 // maxTypeSize caps a type's expanded size: types built from shared parts can grow
 // exponentially, and rendering or converting them must stay bounded.
-const maxTypeSize = 100_000
+const maxTypeSize = 10_000
 
 // IsValue reports whether t is a value type.
 func (t *Type) IsValue() bool { return t != nil && t.Kind >= KindBool && t.Kind <= KindBorrow }
