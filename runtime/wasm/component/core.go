@@ -18,6 +18,7 @@ const (
 	CoreTag
 )
 
+// String names the kind as the text format does ("func", "memory", …).
 func (k CoreKind) String() string {
 	switch k {
 	case CoreFunc:
@@ -39,6 +40,7 @@ type CoreFuncType struct {
 	Params, Results []abi.ValType
 }
 
+// String renders the signature, e.g. "func(i32 i32) -> (i32)".
 func (f *CoreFuncType) String() string {
 	if f == nil {
 		return "func(?)"

@@ -42,6 +42,7 @@ var sortNames = [...]string{
 	SortValue: "value", SortType: "type", SortComponent: "component", SortInstance: "instance",
 }
 
+// String names the sort as messages do ("core func", "instance", …).
 func (s Sort) String() string {
 	if int(s) < len(sortNames) && sortNames[s] != "" {
 		return sortNames[s]

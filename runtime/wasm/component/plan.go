@@ -39,6 +39,7 @@ var stepNames = [...]string{
 	StepResourceRep: "resource.rep", StepDefineResource: "define-resource",
 }
 
+// String names the step kind ("instantiate", "lower", …).
 func (k StepKind) String() string {
 	if int(k) < len(stepNames) && stepNames[k] != "" {
 		return stepNames[k]
@@ -55,6 +56,7 @@ type CoreItem struct {
 	Func     int
 }
 
+// String describes the item for logs and compdump.
 func (i CoreItem) String() string {
 	if i.Instance < 0 {
 		return fmt.Sprintf("core func #%d", i.Func)
@@ -71,6 +73,7 @@ type FuncRef struct {
 	Lift   int
 }
 
+// String describes the function for logs and compdump.
 func (f FuncRef) String() string {
 	switch {
 	case f.Import == "":
@@ -89,6 +92,7 @@ type ResourceRef struct {
 	Defined int
 }
 
+// String describes the resource for logs and compdump.
 func (r ResourceRef) String() string {
 	if r.Defined >= 0 {
 		return fmt.Sprintf("defined resource #%d %q", r.Defined, r.Name)
@@ -104,6 +108,7 @@ type Options struct {
 	StringEncoding string // "utf8" (the default), "utf16" or "latin1+utf16"
 }
 
+// String lists the options that are set, for logs and compdump.
 func (o Options) String() string {
 	var parts []string
 	for _, x := range []struct {
@@ -155,6 +160,7 @@ type Step struct {
 	Dtor     *CoreItem        // define-resource: the destructor, if any
 }
 
+// String describes the step on one line, for logs and compdump.
 func (s Step) String() string {
 	switch s.Kind {
 	case StepInstantiate:

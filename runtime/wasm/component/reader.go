@@ -27,6 +27,7 @@ type path struct {
 	seg    string
 }
 
+// String joins the segments outermost first.
 func (p *path) String() string {
 	var segs []string
 	for q := p; q != nil; q = q.parent {

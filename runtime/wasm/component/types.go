@@ -151,6 +151,7 @@ func (t *Type) Definition() string {
 	return b.String()
 }
 
+// String is WIT.
 func (t *Type) String() string { return t.WIT() }
 
 func (t *Type) write(b *strings.Builder, useName bool) {
