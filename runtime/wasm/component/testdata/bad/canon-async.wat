@@ -1,0 +1,2 @@
+(component
+  (core func (canon waitable-set.new)))

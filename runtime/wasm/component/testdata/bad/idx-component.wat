@@ -1,0 +1,3 @@
+(component
+  (component)
+  (instance (instantiate 1)))

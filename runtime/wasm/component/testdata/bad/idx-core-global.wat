@@ -1,0 +1,2 @@
+(component
+  (core instance (export "g" (global 2))))

@@ -1,0 +1,2 @@
+(component
+  (alias core export 3 "memory" (core memory)))

@@ -1,0 +1,3 @@
+(component
+  (core module)
+  (core instance (instantiate 2)))

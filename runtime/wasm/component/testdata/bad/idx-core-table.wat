@@ -1,0 +1,2 @@
+(component
+  (core instance (export "t" (table 0))))

@@ -1,0 +1,2 @@
+(component
+  (import "m" (core module (type 4))))

@@ -1,0 +1,2 @@
+(component
+  (core func (canon lower (func 3))))

@@ -1,0 +1,2 @@
+(component
+  (alias export 4 "f" (func)))

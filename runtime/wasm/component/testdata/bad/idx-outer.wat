@@ -1,0 +1,2 @@
+(component
+  (type (instance (alias outer 1 9 (type)))))

@@ -1,0 +1,2 @@
+(component
+  (type (list 7)))

@@ -1,0 +1,3 @@
+(component
+  (core module (import "env" "f" (func)))
+  (core instance (instantiate 0)))

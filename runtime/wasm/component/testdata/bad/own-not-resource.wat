@@ -1,0 +1,3 @@
+(component
+  (type (list u8))
+  (type (own 0)))

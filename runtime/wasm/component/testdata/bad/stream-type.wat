@@ -1,0 +1,2 @@
+(component
+  (type (stream u8)))

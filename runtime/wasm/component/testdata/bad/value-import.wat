@@ -1,0 +1,2 @@
+(component
+  (import "v" (value string)))
