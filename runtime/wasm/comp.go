@@ -193,7 +193,9 @@ func checkComponentWorld(plan *component.Plan, artifact, world string) (int, err
 			"use a tool, driver or script capsule")
 	}
 	var problems errs.List
-	bad := func(code, msg, fix string) { problems = append(problems, errs.New(code, "runtime", "artifact "+artifact+": "+msg, fix)) }
+	bad := func(code, msg, fix string) {
+		problems = append(problems, errs.New(code, "runtime", "artifact "+artifact+": "+msg, fix))
+	}
 	offered := componentWorlds[world]
 	for _, imp := range plan.World.Imports {
 		switch {
