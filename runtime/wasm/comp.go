@@ -211,7 +211,7 @@ func checkComponentWorld(plan *component.Plan, artifact, world string) (int, err
 						"build without that function; see docs/guests.md \"WASI 0.2 interfaces\"")
 					continue
 				}
-				if got := f.Type.WIT(); !sameWIT(got, fn.WIT) {
+				if got := f.Type.WIT(); !sameWIT(got, fn.WIT) && !sameType(f.Type, fn.ABI()) {
 					bad(CodeCompType, fmt.Sprintf("imports %s#%s as %s; this host serves %s", imp.Name, f.Name, got, fn.WIT), "build against the WASI 0.2 WIT files")
 				}
 			}
@@ -237,7 +237,7 @@ func checkComponentWorld(plan *component.Plan, artifact, world string) (int, err
 					bad(CodeCompImport, fmt.Sprintf("imports %s#%s, which this host does not serve (served: %s)", imp.Name, f.Name, hostFuncNames(fns)), "build against the murmur WIT files")
 					continue
 				}
-				if got, err := f.Type.Func(); err != nil || !sameFunc(got, hf.f) {
+				if !sameType(f.Type, hf.f) {
 					bad(CodeCompType, fmt.Sprintf("imports %s#%s as %s; this host serves %s", imp.Name, f.Name, f.Type.WIT(), funcShape(hf.f)), "build against the murmur WIT files")
 				}
 			}
@@ -290,7 +290,7 @@ func runLift(plan *component.Plan, artifact, world, iface string) (int, error) {
 	if iface == "murmur:tool/run" {
 		want = abi.ToolRun01
 	}
-	if got, err := run.Type.Func(); err != nil || !sameFunc(got, want) {
+	if !sameType(run.Type, want) {
 		return fail("exports %s#run as %s; this host calls %s", item.Name, run.Type.WIT(), funcShape(want))
 	}
 	if run.Ref.Import != "" {
@@ -603,9 +603,55 @@ func isIdent(c byte) bool {
 	return c == '-' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
 }
 
-// sameFunc reports whether a and b are the same function type structurally (type names
-// aside; labels, field names and resource names count).
-func sameFunc(a, b *abi.Func) bool { return funcShape(a) == funcShape(b) }
+// sameType reports whether the component function type t is the host's function f
+// structurally: type names aside (a WIT alias such as filesize for u64, or headers for
+// the resource fields, is the type it names); labels, field names, resources count.
+func sameType(t *component.Type, f *abi.Func) bool {
+	if f == nil {
+		return false
+	}
+	got, err := unaliased(t, 0).Func()
+	return err == nil && funcShape(got) == funcShape(f)
+}
+
+// unaliased copies t with every handle naming its resource by the resource's own name
+// rather than an alias's.
+func unaliased(t *component.Type, depth int) *component.Type {
+	if t == nil || depth > 64 {
+		return t
+	}
+	n := *t
+	d := depth + 1
+	switch t.Kind {
+	case component.KindOwn, component.KindBorrow:
+		if t.Target != nil && t.Target.Resource != nil && t.Target.Resource.Name != "" {
+			tg := *t.Target
+			tg.Name = t.Target.Resource.Name
+			n.Target = &tg
+		}
+	case component.KindList, component.KindOption:
+		n.Elem = unaliased(t.Elem, d)
+	case component.KindResult:
+		n.OK, n.Err = unaliased(t.OK, d), unaliased(t.Err, d)
+	case component.KindTuple:
+		n.Elems = make([]*component.Type, len(t.Elems))
+		for i, e := range t.Elems {
+			n.Elems[i] = unaliased(e, d)
+		}
+	case component.KindRecord, component.KindFunc:
+		n.Fields = make([]component.Field, len(t.Fields))
+		for i, f := range t.Fields {
+			n.Fields[i] = component.Field{Name: f.Name, Type: unaliased(f.Type, d)}
+		}
+		n.Result = unaliased(t.Result, d)
+	case component.KindVariant:
+		n.Cases = make([]component.Case, len(t.Cases))
+		for i, c := range t.Cases {
+			n.Cases[i] = component.Case{Name: c.Name, Type: unaliased(c.Type, d)}
+		}
+	}
+	return &n
+}
 
 // funcShape renders a function type with every named type spelt out.
 func funcShape(f *abi.Func) string {

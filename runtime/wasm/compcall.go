@@ -102,7 +102,7 @@ func (e *Engine) callComponent(ctx context.Context, mod *Module, g Grants, p *ca
 	h := importsFrom(ctx)
 	env := wasip2.Env{FS: g.FS, Env: g.Env, Args: []string{mod.Artifact}, Stdout: g.Stdout, Stderr: g.Stderr, Interrupt: p.calls.interrupt}
 	if h.HTTP != nil {
-		env.HTTP = h.HTTP.WASIP2(h.Who)
+		env.HTTP, env.HTTPCheck = h.HTTP.WASIP2(h.Who), h.HTTP.WASIP2Check(h.Who)
 	}
 	cc := &compCall{cm: cm, host: wasip2.New(env), binds: make([]wasip2.Binding, len(cm.fns)), funcs: make([]wasip2.Func, len(cm.fns))}
 	ctx = context.WithValue(ctx, compCallKey{}, cc)
