@@ -137,7 +137,9 @@ func (e *Engine) callComponent(ctx context.Context, mod *Module, g Grants, p *ca
 	// it is capped at the same limit.
 	otherCtx := experimental.WithMemoryAllocator(rctx, &limitedAllocator{limit: p.limit})
 	mainCtx := experimental.WithMemoryAllocator(rctx, p.alloc)
-	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions()
+	// A random source of our own: wazero's default seeds a fake one per instance, which
+	// cost most of a component call's time (the guests' randomness is wasi:random's).
+	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().WithRandSource(randReader{})
 
 	var err error
 	if canon, err = rt.InstantiateModule(rctx, cm.canon, cfg); err != nil {
