@@ -53,14 +53,17 @@ type compModule struct {
 type instStep struct {
 	instance, module int
 	groups           []importGroup
+	glues            []wazero.CompiledModule
 }
 
 // importGroup is one import module name of an instantiation: either one earlier instance
-// as is (direct), or a glue module re-exporting items of several.
+// as is (direct), or glue module number glue of the step, re-exporting items of several.
+// The groups of a step share one glue module unless two of them import different items
+// under the same name.
 type importGroup struct {
 	name   string
 	direct int
-	glue   wazero.CompiledModule
+	glue   int
 }
 
 type canonKind uint8
@@ -428,16 +431,14 @@ func (e *Engine) buildComponent(ctx context.Context, artifact string, plan *comp
 		made = append(made, cm.mods[i])
 	}
 	for si := range cm.steps {
-		for gi := range cm.steps[si].groups {
-			g := &cm.steps[si].groups[gi]
-			if g.direct >= 0 {
-				continue
+		st := &cm.steps[si]
+		for _, items := range glueModules(plan, st) {
+			g, err := rt.CompileModule(ctx, buildGlue(items))
+			if err != nil {
+				return nil, fmt.Errorf("glue of core instance #%d's imports: %w", st.instance, err)
 			}
-			items := glueItems(plan, cm.steps[si], g.name)
-			if g.glue, err = rt.CompileModule(ctx, buildGlue(items)); err != nil {
-				return nil, fmt.Errorf("glue of core instance #%d's imports from %q: %w", cm.steps[si].instance, g.name, err)
-			}
-			made = append(made, g.glue)
+			made = append(made, g)
+			st.glues = append(st.glues, g)
 		}
 	}
 	b := rt.NewHostModuleBuilder("capsulegate:component")
@@ -531,6 +532,50 @@ func (cm *compModule) groups(s component.Step, graph func(string, ...any) error)
 		}
 	}
 	return st, nil
+}
+
+// glueModules assigns st's indirect groups to glue modules and lists what each imports
+// and exports: one module for all of them, or one per group when two groups import
+// different items under the same name.
+func glueModules(plan *component.Plan, st *instStep) [][]glueImport {
+	var all []glueImport
+	byName := map[string]glueImport{}
+	merged := true
+	for gi := range st.groups {
+		g := &st.groups[gi]
+		g.glue = -1
+		if g.direct >= 0 {
+			continue
+		}
+		for _, it := range glueItems(plan, *st, g.name) {
+			prev, seen := byName[it.Export]
+			switch {
+			case !seen:
+				byName[it.Export] = it
+				all = append(all, it)
+			case prev.Module != it.Module || prev.Name != it.Name || prev.Kind != it.Kind || !prev.Func.Equal(it.Func):
+				merged = false
+			}
+		}
+	}
+	var out [][]glueImport
+	for gi := range st.groups {
+		g := &st.groups[gi]
+		if g.direct >= 0 {
+			continue
+		}
+		switch {
+		case !merged:
+			g.glue = len(out)
+			out = append(out, glueItems(plan, *st, g.name))
+		case len(out) == 0:
+			out = append(out, all)
+			fallthrough
+		default:
+			g.glue = 0
+		}
+	}
+	return out
 }
 
 // glueItems lists what the glue module of import module name of st imports and exports.

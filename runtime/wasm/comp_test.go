@@ -458,3 +458,33 @@ func TestComponentRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestComponentGlueCollision: two import module names bringing different functions
+// under one name (two versions of wasi:cli/stdout) get a glue module each, and both
+// functions are served.
+func TestComponentGlueCollision(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	spec := compSpec{world: "script", imports: append(slices.Clone(printImports),
+		compImport{iface: "wasi:cli/stdout@0.2.3", name: "get-stdout", id: "get_stdout_023"}),
+		main: printHelpers + `
+    (data (i32.const 0x400) "one\ntwo\n")
+` + capsuleRun + `
+      (call $print (i32.const 0x400) (i32.const 4))
+      (call $bwf (call $get_stdout_023) (i32.const 0x404) (i32.const 4) (i32.const 0x80)))
+`}
+	mod, err := e.Compile(ctx, "cap", "capsule", RoleCapsule, spec.build(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(mod.comp.steps[len(mod.comp.steps)-2].glues); n < 2 {
+		t.Fatalf("main's imports have %d glue modules, want one per colliding name", n)
+	}
+	var stdout bytes.Buffer
+	if err := e.RunScript(ctx, mod, Grants{MemoryBytes: 1 << 20, Stdout: &stdout}, &Imports{}); err != nil {
+		t.Fatal(err)
+	}
+	if stdout.String() != "one\ntwo\n" {
+		t.Fatalf("stdout %q", stdout.String())
+	}
+}

@@ -147,18 +147,22 @@ func (e *Engine) callComponent(ctx context.Context, mod *Module, g Grants, p *ca
 	}
 	opened = append(opened, canon)
 	for _, st := range cm.steps {
+		glues := make([]api.Module, len(st.glues))
+		for i, g := range st.glues {
+			gm, err := rt.InstantiateModule(rctx, g, cfg)
+			if err != nil {
+				return fmt.Errorf("core instance #%d's imports: %w", st.instance, err)
+			}
+			opened = append(opened, gm)
+			glues[i] = gm
+		}
 		cur = make(map[string]api.Module, len(st.groups))
 		for _, gr := range st.groups {
 			if gr.direct >= 0 {
 				cur[gr.name] = insts[gr.direct]
-				continue
+			} else {
+				cur[gr.name] = glues[gr.glue]
 			}
-			gm, err := rt.InstantiateModule(rctx, gr.glue, cfg)
-			if err != nil {
-				return fmt.Errorf("core instance #%d's imports from %q: %w", st.instance, gr.name, err)
-			}
-			opened = append(opened, gm)
-			cur[gr.name] = gm
 		}
 		ictx, compiled := otherCtx, cm.mods[st.module]
 		if st.instance == cm.main {
