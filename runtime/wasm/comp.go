@@ -46,6 +46,9 @@ type compModule struct {
 	// bindFor lists, by core instance, the canon funcs whose memory or realloc it exports.
 	bindFor [][]int
 	mainC   *compiled
+	// preview1: the main module imports wasi_snapshot_preview1, served by the engine's
+	// preview1 host with the call's grants.
+	preview1 bool
 }
 
 // instStep is one core module instantiation: which module, and where each of its import
@@ -81,6 +84,13 @@ type canonFunc struct {
 	sig             *component.CoreFuncType
 	memory, realloc *component.CoreItem
 }
+
+// wasiP1 is the preview1 import module; viaPreview1 marks an import group resolved to
+// the engine's preview1 host.
+const (
+	wasiP1      = "wasi_snapshot_preview1"
+	viaPreview1 = -2
+)
 
 // Names under which glue modules import: the canon host module, and core instance N.
 const (
@@ -339,17 +349,24 @@ func (e *Engine) buildComponent(ctx context.Context, artifact string, plan *comp
 	}
 	cm = &compModule{plan: plan, main: main, mainModule: -1, fns: make([]canonFunc, plan.CoreFuncs),
 		bindFor: make([][]int, plan.CoreInstances), mods: make([]wazero.CompiledModule, len(plan.Modules))}
-	for _, m := range plan.Modules {
-		for _, imp := range m.Imports {
-			if imp.Module == "wasi_snapshot_preview1" {
-				return nil, errs.New(CodeCompAdapter, "runtime", fmt.Sprintf("artifact %s: a core module of the component imports wasi_snapshot_preview1 (%s): it was built with the preview1 adapter, which this host does not run inside a component", artifact, imp.Name),
-					"build for wasm32-wasip2 directly (no adapter), or ship the core module for WASI preview1 instead of the component")
-			}
-		}
-	}
 	for _, s := range plan.Steps {
 		if s.Kind == component.StepInstantiate && s.Instance == main {
 			cm.mainModule = s.Module
+		}
+	}
+	// The preview1 adapter: the main module's wasi_snapshot_preview1 imports are served by
+	// the engine's preview1 host instead (the adapter is still instantiated, unused by
+	// main); another module importing preview1 is refused.
+	for i, m := range plan.Modules {
+		for _, imp := range m.Imports {
+			if imp.Module != wasiP1 {
+				continue
+			}
+			if i != cm.mainModule {
+				return nil, errs.New(CodeCompAdapter, "runtime", fmt.Sprintf("artifact %s: core module %d of the component, not its main module, imports %s (%s); only the main module's preview1 imports can be served by the host", artifact, i, wasiP1, imp.Name),
+					"build for wasm32-wasip2 directly (no adapter), or ship the core module for WASI preview1 instead of the component")
+			}
+			cm.preview1 = true
 		}
 	}
 	if cm.mainModule < 0 {
@@ -413,6 +430,11 @@ func (e *Engine) buildComponent(ctx context.Context, artifact string, plan *comp
 	}
 	cm.mainC = mainC
 	rt := mainC.rt
+	if cm.preview1 {
+		if err := checkPreview1(rt, plan.Modules[cm.mainModule], artifact); err != nil {
+			return nil, err
+		}
+	}
 	var made []wazero.CompiledModule
 	defer func() {
 		if err != nil {
@@ -523,6 +545,13 @@ func (cm *compModule) groups(s component.Step, graph func(string, ...any) error)
 			g.direct = -1
 		}
 	}
+	if s.Instance == cm.main {
+		for gi := range st.groups {
+			if g := &st.groups[gi]; g.name == wasiP1 {
+				g.direct = viaPreview1
+			}
+		}
+	}
 	mems := map[string]int{}
 	for _, imp := range s.Imports {
 		if imp.Kind == component.CoreMemory {
@@ -544,7 +573,7 @@ func glueModules(plan *component.Plan, st *instStep) [][]glueImport {
 	for gi := range st.groups {
 		g := &st.groups[gi]
 		g.glue = -1
-		if g.direct >= 0 {
+		if g.direct != -1 {
 			continue
 		}
 		for _, it := range glueItems(plan, *st, g.name) {
@@ -561,7 +590,7 @@ func glueModules(plan *component.Plan, st *instStep) [][]glueImport {
 	var out [][]glueImport
 	for gi := range st.groups {
 		g := &st.groups[gi]
-		if g.direct >= 0 {
+		if g.direct != -1 {
 			continue
 		}
 		switch {
@@ -751,4 +780,29 @@ func writeShape(b *strings.Builder, t *abi.Type) {
 	default:
 		b.WriteString(t.Named("").String())
 	}
+}
+
+// checkPreview1 refuses a main module importing a preview1 function the engine's
+// preview1 host does not have, or with another signature.
+func checkPreview1(rt wazero.Runtime, m *component.Module, artifact string) error {
+	host := rt.Module(wasiP1)
+	if host == nil {
+		return errs.New(CodeCompAdapter, "runtime", "artifact "+artifact+": the engine has no preview1 host", "")
+	}
+	defs := host.ExportedFunctionDefinitions()
+	for _, imp := range m.Imports {
+		if imp.Module != wasiP1 {
+			continue
+		}
+		d, ok := defs[imp.Name]
+		want := &component.CoreFuncType{}
+		if ok {
+			want.Params, want.Results = abiVals(d.ParamTypes()), abiVals(d.ResultTypes())
+		}
+		if imp.Kind != component.CoreFunc || !ok || !want.Equal(imp.Func) {
+			return errs.New(CodeCompAdapter, "runtime", fmt.Sprintf("artifact %s: the main module imports %s %q, which the preview1 host does not serve with that type", artifact, wasiP1, imp.Name),
+				"build for wasm32-wasip2 directly (no adapter)")
+		}
+	}
+	return nil
 }

@@ -422,14 +422,26 @@ func TestComponentRefused(t *testing.T) {
 			spec: compSpec{world: "script", version: "0.2.0", main: `(func (export "murmur:capsule/run@0.2.0#run"))`}},
 		{name: "role's world not exported", role: RoleCapsule, code: CodeCompExport, msg: "exports no murmur:capsule/run",
 			spec: compSpec{world: "tool", main: toolMain}},
-		{name: "preview1 adapter", role: RoleCapsule, code: CodeCompAdapter, msg: "wasi_snapshot_preview1", wat: `(component
-  (core module $adapter (func (export "fd_write") (param i32 i32 i32 i32) (result i32) (i32.const 0)))
+		{name: "preview1 imported by a module other than main", role: RoleCapsule, code: CodeCompAdapter, msg: "not its main module", wat: `(component
+  (core module $other (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32))))
+  (core module $p1 (func (export "fd_write") (param i32 i32 i32 i32) (result i32) (i32.const 0)))
+  (core module $main (memory (export "memory") 1) (func (export "murmur:capsule/run@0.1.0#run")))
+  (core instance $p (instantiate $p1))
+  (core instance $o (instantiate $other (with "wasi_snapshot_preview1" (instance $p))))
+  (core instance $m (instantiate $main))
+  (alias core export $m "murmur:capsule/run@0.1.0#run" (core func $rc))
+  (func $run (canon lift (core func $rc)))
+  (instance $e (export "run" (func $run)))
+  (export "murmur:capsule/run@0.1.0" (instance $e)))
+`},
+		{name: "preview1 function the host lacks", role: RoleCapsule, code: CodeCompAdapter, msg: `"fd_frobnicate"`, wat: `(component
+  (core module $p1 (func (export "fd_frobnicate")))
   (core module $main
-    (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))
+    (import "wasi_snapshot_preview1" "fd_frobnicate" (func))
     (memory (export "memory") 1)
     (func (export "murmur:capsule/run@0.1.0#run")))
-  (core instance $a (instantiate $adapter))
-  (core instance $m (instantiate $main (with "wasi_snapshot_preview1" (instance $a))))
+  (core instance $p (instantiate $p1))
+  (core instance $m (instantiate $main (with "wasi_snapshot_preview1" (instance $p))))
   (alias core export $m "murmur:capsule/run@0.1.0#run" (core func $rc))
   (func $run (canon lift (core func $rc)))
   (instance $e (export "run" (func $run)))
@@ -485,6 +497,67 @@ func TestComponentGlueCollision(t *testing.T) {
 		t.Fatal(err)
 	}
 	if stdout.String() != "one\ntwo\n" {
+		t.Fatalf("stdout %q", stdout.String())
+	}
+}
+
+// TestComponentPreview1Adapter: a component built with the preview1 adapter (the main
+// module imports wasi_snapshot_preview1 through the shim, the fixup fills it with the
+// adapter's functions) has its main module's preview1 calls served by the engine's
+// preview1 host, with the call's grants; the adapter, which would fail the write, is
+// instantiated but never called.
+func TestComponentPreview1Adapter(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "c.wat")
+	wat := `(component
+  (core module $main
+    (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+    (memory (export "memory") 1)
+    (data (i32.const 0x100) "\00\02\00\00\03\00\00\00")
+    (data (i32.const 0x200) "hi\n")
+    (func (export "murmur:capsule/run@0.1.0#run")
+      (if (call $fd_write (i32.const 1) (i32.const 0x100) (i32.const 1) (i32.const 0x300)) (then unreachable))))
+  (core module $shim
+    (type $w (func (param i32 i32 i32 i32) (result i32)))
+    (table (export "$imports") 1 1 funcref)
+    (func (export "0") (type $w) local.get 0 local.get 1 local.get 2 local.get 3 i32.const 0 call_indirect (type $w)))
+  (core module $adapter
+    (import "env" "memory" (memory 0))
+    (func (export "fd_write") (param i32 i32 i32 i32) (result i32) (i32.const 52)))
+  (core module $fixup
+    (type $w (func (param i32 i32 i32 i32) (result i32)))
+    (import "" "0" (func $f (type $w)))
+    (import "" "$imports" (table 1 1 funcref))
+    (elem (i32.const 0) func $f))
+  (core instance $shim-i (instantiate $shim))
+  (alias core export $shim-i "0" (core func $s0))
+  (core instance $p1-bag (export "fd_write" (func $s0)))
+  (core instance $main-i (instantiate $main (with "wasi_snapshot_preview1" (instance $p1-bag))))
+  (alias core export $main-i "memory" (core memory $mem))
+  (core instance $env (export "memory" (memory $mem)))
+  (core instance $adapter-i (instantiate $adapter (with "env" (instance $env))))
+  (alias core export $adapter-i "fd_write" (core func $a0))
+  (alias core export $shim-i "$imports" (core table $t))
+  (core instance $fix-args (export "$imports" (table $t)) (export "0" (func $a0)))
+  (core instance (instantiate $fixup (with "" (instance $fix-args))))
+  (alias core export $main-i "murmur:capsule/run@0.1.0#run" (core func $rc))
+  (func $run (canon lift (core func $rc)))
+  (instance $e (export "run" (func $run)))
+  (export "murmur:capsule/run@0.1.0" (instance $e)))
+`
+	if err := os.WriteFile(path, []byte(wat), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := e.Compile(ctx, "cap", "capsule", RoleCapsule, watbuild.Wasm(t, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	if err := e.RunScript(ctx, mod, Grants{MemoryBytes: 1 << 20, Stdout: &stdout}, &Imports{}); err != nil {
+		t.Fatal(err)
+	}
+	if stdout.String() != "hi\n" {
 		t.Fatalf("stdout %q", stdout.String())
 	}
 }

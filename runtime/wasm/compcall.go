@@ -158,18 +158,25 @@ func (e *Engine) callComponent(ctx context.Context, mod *Module, g Grants, p *ca
 		}
 		cur = make(map[string]api.Module, len(st.groups))
 		for _, gr := range st.groups {
-			if gr.direct >= 0 {
+			switch {
+			case gr.direct >= 0:
 				cur[gr.name] = insts[gr.direct]
-			} else {
+			case gr.direct == viaPreview1:
+				// Not resolved here: wazero then takes the runtime's module of that name.
+			default:
 				cur[gr.name] = glues[gr.glue]
 			}
 		}
-		ictx, compiled := otherCtx, cm.mods[st.module]
+		ictx, compiled, icfg := otherCtx, cm.mods[st.module], cfg
 		if st.instance == cm.main {
 			ictx, compiled = mainCtx, mod.module
+			if cm.preview1 {
+				// The preview1 host reads the grants from the calling module's config.
+				icfg = moduleConfig(g, p.calls)
+			}
 			mod.instantiations.Add(1)
 		}
-		m, err := rt.InstantiateModule(ictx, compiled, cfg)
+		m, err := rt.InstantiateModule(ictx, compiled, icfg)
 		if err != nil {
 			return fmt.Errorf("core instance #%d: %w", st.instance, err)
 		}
