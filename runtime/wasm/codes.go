@@ -21,5 +21,5 @@ const (
 	CodeCompType    = "E-COMP-011" // an imported function's type is not the one the host serves
 	CodeCompExport  = "E-COMP-012" // the role's run export is missing, of another type, or a lift the host cannot call directly
 	CodeCompGraph   = "E-COMP-013" // the instantiation graph needs something the instantiator does not do (defined resources, non-UTF-8 strings, global imports, …)
-	CodeCompAdapter = "E-COMP-014" // a core module imports wasi_snapshot_preview1 (a preview1 adapter inside the component)
+	CodeCompAdapter = "E-COMP-014" // the preview1 adapter cannot be bypassed (preview1 imported by another module than main, or a function the preview1 host lacks)
 )

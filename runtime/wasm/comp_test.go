@@ -561,3 +561,46 @@ func TestComponentPreview1Adapter(t *testing.T) {
 		t.Fatalf("stdout %q", stdout.String())
 	}
 }
+
+// TestComponentConcurrentCalls: concurrent calls of one component each get their own
+// instance graph (anonymous instances, their own WASI host) and their own answer.
+func TestComponentConcurrentCalls(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	spec := compSpec{world: "tool", imports: []compImport{{iface: "murmur:task/task@0.1.0", name: "request-input", id: "ask"}}, main: `
+    (func (export "murmur:tool/run@0.1.0#run") (param i32 i32 i32 i32 i32 i32) (result i32)
+      (call $ask (local.get 1) (local.get 2) (i32.const 0x140))
+      (i32.store8 (i32.const 0x100) (i32.const 0))
+      (i32.store8 (i32.const 0x104) (i32.const 0))
+      (i32.store8 (i32.const 0x110) (i32.const 1))
+      (i32.store (i32.const 0x114) (i32.load (i32.const 0x140)))
+      (i32.store (i32.const 0x118) (i32.load (i32.const 0x144)))
+      (i32.store8 (i32.const 0x11c) (i32.const 0))
+      (i32.store8 (i32.const 0x128) (i32.const 0))
+      (i32.store (i32.const 0x12c) (i32.const 0))
+      (i32.store (i32.const 0x130) (i32.const 0))
+      (i32.const 0x100))
+    (func (export "cabi_post_murmur:tool/run@0.1.0#run") (param i32))
+`}
+	mod, err := e.Compile(ctx, "cap", "comp-tool", manifest.RoleTool, spec.build(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			q := fmt.Sprintf("q%d", i)
+			h := &Imports{RequestInput: func(_ context.Context, p string) (string, error) { return p + "!", nil }}
+			out, err := e.CallTool(ctx, mod, Grants{MemoryBytes: 1 << 20}, h, abi.ToolInput{Data: &q})
+			if err == nil && (out.Data == nil || *out.Data != q+"!") {
+				err = fmt.Errorf("call %d answered %+v", i, out)
+			}
+			errc <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
