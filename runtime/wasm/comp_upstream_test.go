@@ -110,7 +110,8 @@ func TestUpstreamCapsules(t *testing.T) {
 		env      []string
 		invoke   func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error)
 		http     bool
-		reason   string // the failure's classification; "" for success
+		files    map[string]string // written into the guest's folder first
+		reason   string            // the failure's classification; "" for success
 		result   string // out/result.txt
 	}{
 		{name: "capsule-spin-loop", deadline: 2 * time.Second, reason: ReasonDeadline},
@@ -118,6 +119,10 @@ func TestUpstreamCapsules(t *testing.T) {
 		{name: "capsule-env-echo", env: []string{"MURMUR_TEST_ALLOWED_VAR=visible"},
 			result: "GITHUB_TOKEN=absent\nMURMUR_TEST_ALLOWED_VAR=present:visible"},
 		{name: "capsule-filesystem-escape", result: "blocked"},
+		// Its write out of the folder fails, and it panics on that: a trap.
+		{name: "capsule-filesystem-trap", reason: ReasonTrap},
+		// It reads task.md, then sleeps 2 s: the 1 s deadline stops the sleep.
+		{name: "capsule-sleep-input", files: map[string]string{"task.md": "the task"}, deadline: time.Second, reason: ReasonDeadline},
 		{name: "capsule-network-attempt", http: true, result: "denied"},
 		{name: "capsule-allowlisted", result: "ok", invoke: func(_ context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
 			if name != "echo-tool" || in.Data == nil || *in.Data != "hello" {
@@ -144,6 +149,11 @@ func TestUpstreamCapsules(t *testing.T) {
 			if err := os.MkdirAll(work, 0o755); err != nil {
 				t.Fatal(err)
 			}
+			for name, body := range tc.files {
+				if err := os.WriteFile(filepath.Join(work, name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			gfs, err := guestfs.New(work)
 			if err != nil {
 				t.Fatal(err)
@@ -166,6 +176,9 @@ func TestUpstreamCapsules(t *testing.T) {
 			case tc.reason != "":
 				if !errors.As(err, &ge) || ge.Reason != tc.reason {
 					t.Fatalf("err %v, want reason %s", err, tc.reason)
+				}
+				if _, err := os.Stat(filepath.Join(work, "..", "..", "escape.txt")); err == nil {
+					t.Fatal("the guest wrote outside its folder")
 				}
 				return
 			case err != nil:
