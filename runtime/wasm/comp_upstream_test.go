@@ -112,7 +112,7 @@ func TestUpstreamCapsules(t *testing.T) {
 		http     bool
 		files    map[string]string // written into the guest's folder first
 		reason   string            // the failure's classification; "" for success
-		result   string // out/result.txt
+		result   string            // out/result.txt
 	}{
 		{name: "capsule-spin-loop", deadline: 2 * time.Second, reason: ReasonDeadline},
 		{name: "capsule-memory-balloon", memory: 16 << 20, reason: ReasonMemoryLimit},
