@@ -42,6 +42,8 @@ type Engine struct {
 	mu       sync.Mutex
 	closed   bool
 	compiled map[[32]byte]*compiled // by sha256 of the wasm bytes
+	// components are the components compiled, by sha256 of the component (comp.go).
+	components map[[32]byte]*compModule
 	// snapshots starts instances from init snapshots (snapshot.go).
 	snapshots bool
 	// reuse keeps instances warm between calls, with the settings their pools share in
@@ -112,7 +114,7 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 		cache.Close(ctx)
 		return nil, err
 	}
-	e := &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}, snapshots: !cfg.noSnapshots}
+	e := &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}, components: map[[32]byte]*compModule{}, snapshots: !cfg.noSnapshots}
 	if !cfg.noReuse && !cfg.noSnapshots {
 		// Warm instances need init snapshots; without the means to reset an instance
 		// (another wazero version), every call gets a fresh one.
@@ -188,6 +190,8 @@ type Module struct {
 	Artifact string
 	Role     manifest.Role
 	*compiled
+	// comp is set for a component: compiled is then its main core module (comp.go).
+	comp *compModule
 }
 
 // compiled is a module's machine code and how its instances' memory starts.
@@ -219,6 +223,17 @@ func (m *Module) MinMemory() int64 { return int64(m.minPages) * pageSize }
 // Compile compiles wasm for the artifact of capsule; machine code comes from the cache
 // when the same bytes were compiled before.
 func (e *Engine) Compile(ctx context.Context, capsule, artifact string, role manifest.Role, wasm []byte) (*Module, error) {
+	if isComponent(wasm) {
+		cm, err := e.compileComponent(ctx, artifact, role, wasm)
+		if err != nil {
+			if errs.Code(err) != "" {
+				return nil, err
+			}
+			return nil, errs.Wrap(err, CodeCompile, "runtime", fmt.Sprintf("artifact %s: the component does not compile", artifact),
+				"rebuild it for wasm32-wasip2 with wit-component (docs/guests.md \"Components\")")
+		}
+		return &Module{Capsule: capsule, Artifact: artifact, Role: role, compiled: cm.mainC, comp: cm}, nil
+	}
 	c, err := e.compile(ctx, wasm)
 	if err != nil {
 		return nil, errs.Wrap(err, CodeCompile, "runtime", fmt.Sprintf("artifact %s: the module does not compile", artifact),
@@ -401,6 +416,10 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		}
 		e.metrics.observe(mod, reason, time.Since(start))
 	}()
+	if mod.comp != nil {
+		// A component gets a fresh instance graph per call: no snapshots, no warm instances.
+		return e.callComponent(ctx, mod, g, p, fn, &interrupted)
+	}
 	if p.warm != nil {
 		if !patchSites(p.warm.m, p.snap.sites, p.vals) {
 			p.warm.m.Close(context.WithoutCancel(ctx))
@@ -449,7 +468,7 @@ type callPlan struct {
 // that a repeated call skips _initialize (and instantiation too, when reuse is on).
 func (e *Engine) plan(ctx context.Context, mod *Module, g Grants, limit uint64) *callPlan {
 	p := &callPlan{limit: limit, alloc: mod.allocator(limit), calls: &callCtx{}}
-	if mod.snapGlobals > 0 {
+	if mod.snapGlobals > 0 && mod.comp == nil {
 		p.vals = perSession(g)
 		p.snapKey = snapshotKey(startupGrants(g), limit)
 		if p.snap = mod.snaps.get(p.snapKey); p.snap != nil {

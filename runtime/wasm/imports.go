@@ -53,47 +53,64 @@ var ErrNoTask = errors.New("murmur:task/task#request-input called outside an A2A
 // ignore serves an import whose call the host accepts and drops.
 func ignore(context.Context, *Imports, []any) ([]any, error) { return nil, nil }
 
+// hostFunc is one murmur host function: its canonical ABI and implementation.
+type hostFunc struct {
+	name string
+	f    *abi.Func
+	impl func(ctx context.Context, h *Imports, args []any) ([]any, error)
+}
+
+func emitChunk(thinking bool) func(context.Context, *Imports, []any) ([]any, error) {
+	return func(_ context.Context, h *Imports, a []any) ([]any, error) {
+		if h.Chunk != nil {
+			h.Chunk(thinking, a[0].(string))
+		}
+		return nil, nil
+	}
+}
+
+func requestInput(ctx context.Context, h *Imports, a []any) ([]any, error) {
+	if h.RequestInput == nil {
+		return nil, ErrNoTask
+	}
+	answer, err := h.RequestInput(ctx, a[0].(string))
+	if err != nil {
+		return nil, err
+	}
+	return []any{answer}, nil
+}
+
+// p1Imports are the host modules a core module imports, by module name.
+var p1Imports = []struct {
+	module string
+	fns    []hostFunc
+}{
+	{abi.ModuleRegistry, []hostFunc{{abi.ImportInvoke, abi.Invoke, importInvoke}}},
+	{abi.ModuleHTTP, []hostFunc{{abi.ImportSend, abi.HTTPSend, importHTTPSend}}},
+	{abi.ModuleStream, []hostFunc{
+		{abi.ImportEmitChunk, abi.EmitChunk, emitChunk(false)},
+		{abi.ImportEmitThink, abi.EmitThink, emitChunk(true)},
+		{abi.ImportCallStarted, abi.CallStarted, ignore},
+		{abi.ImportInputBytes, abi.InputBytes, ignore},
+	}},
+	{abi.ModuleTask, []hostFunc{{abi.ImportRequest, abi.RequestIn, requestInput}}},
+}
+
+// componentImports are the murmur interfaces a component may import, by interface
+// (any 0.1.x version), served by the same implementations as the core modules' imports.
+// murmur:text/chunks is the component worlds' name for streamed text.
+var componentImports = map[string][]hostFunc{
+	"murmur:tool-registry/invoke": {{abi.ImportInvoke, abi.Invoke, importInvoke}},
+	"murmur:task/task":            {{abi.ImportRequest, abi.RequestIn, requestInput}},
+	"murmur:text/chunks": {
+		{abi.ImportEmitChunk, abi.EmitChunk, emitChunk(false)},
+		{abi.ImportEmitThink, abi.EmitThink, emitChunk(true)},
+	},
+}
+
 // defineImports instantiates the host side of every P1 import on rt.
 func defineImports(ctx context.Context, rt wazero.Runtime) error {
-	type fn struct {
-		name string
-		f    *abi.Func
-		impl func(ctx context.Context, h *Imports, args []any) ([]any, error)
-	}
-	modules := []struct {
-		module string
-		fns    []fn
-	}{
-		{abi.ModuleRegistry, []fn{{abi.ImportInvoke, abi.Invoke, importInvoke}}},
-		{abi.ModuleHTTP, []fn{{abi.ImportSend, abi.HTTPSend, importHTTPSend}}},
-		{abi.ModuleStream, []fn{
-			{abi.ImportEmitChunk, abi.EmitChunk, func(_ context.Context, h *Imports, a []any) ([]any, error) {
-				if h.Chunk != nil {
-					h.Chunk(false, a[0].(string))
-				}
-				return nil, nil
-			}},
-			{abi.ImportEmitThink, abi.EmitThink, func(_ context.Context, h *Imports, a []any) ([]any, error) {
-				if h.Chunk != nil {
-					h.Chunk(true, a[0].(string))
-				}
-				return nil, nil
-			}},
-			{abi.ImportCallStarted, abi.CallStarted, ignore},
-			{abi.ImportInputBytes, abi.InputBytes, ignore},
-		}},
-		{abi.ModuleTask, []fn{{abi.ImportRequest, abi.RequestIn, func(ctx context.Context, h *Imports, a []any) ([]any, error) {
-			if h.RequestInput == nil {
-				return nil, ErrNoTask
-			}
-			answer, err := h.RequestInput(ctx, a[0].(string))
-			if err != nil {
-				return nil, err
-			}
-			return []any{answer}, nil
-		}}}},
-	}
-	for _, m := range modules {
+	for _, m := range p1Imports {
 		b := rt.NewHostModuleBuilder(m.module)
 		for _, f := range m.fns {
 			params, results := f.f.ImportSignature()
@@ -113,33 +130,42 @@ func defineImports(ctx context.Context, rt wazero.Runtime) error {
 // breaks the ABI, or an impl error, traps the guest; wazero returns the error (wrapped
 // with %w) from the guest's call, where it is classified.
 func importFunc(f *abi.Func, impl func(ctx context.Context, h *Imports, args []any) ([]any, error)) api.GoModuleFunc {
-	nParams, _ := f.ImportSignature()
 	return func(ctx context.Context, mod api.Module, stack []uint64) {
 		mem := mod.Memory()
 		if mem == nil {
 			panic(fmt.Errorf("%w: the module exports no memory", abi.ErrABI))
 		}
-		flat := append([]uint64(nil), stack[:len(nParams)]...)
-		args, err := f.LiftParams(mem, flat)
-		if err != nil {
+		if err := serveImport(ctx, f, impl, mem, guestRealloc(mod), stack); err != nil {
 			panic(err)
 		}
-		results, err := impl(ctx, importsFrom(ctx), args)
-		if err != nil {
-			panic(err)
-		}
-		if err := ctx.Err(); err != nil {
-			// The call's deadline passed (or it was canceled) while the host worked:
-			// the guest stops here, classified by the context.
-			panic(fmt.Errorf("the call's context ended in a host call: %w", err))
-		}
-		retPtr, _ := f.RetPtr(flat)
-		out, err := f.LowerResults(ctx, mem, guestRealloc(mod), results, retPtr)
-		if err != nil {
-			panic(err)
-		}
-		copy(stack, out)
 	}
+}
+
+// serveImport runs one host call over mem and realloc: the calling module's for a core
+// module, the lowering's canon options for a component.
+func serveImport(ctx context.Context, f *abi.Func, impl func(ctx context.Context, h *Imports, args []any) ([]any, error), mem abi.Memory, realloc abi.Realloc, stack []uint64) error {
+	nParams, _ := f.ImportSignature()
+	flat := append([]uint64(nil), stack[:len(nParams)]...)
+	args, err := f.LiftParams(mem, flat)
+	if err != nil {
+		return err
+	}
+	results, err := impl(ctx, importsFrom(ctx), args)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		// The call's deadline passed (or it was canceled) while the host worked:
+		// the guest stops here, classified by the context.
+		return fmt.Errorf("the call's context ended in a host call: %w", err)
+	}
+	retPtr, _ := f.RetPtr(flat)
+	out, err := f.LowerResults(ctx, mem, realloc, results, retPtr)
+	if err != nil {
+		return err
+	}
+	copy(stack, out)
+	return nil
 }
 
 func importInvoke(ctx context.Context, h *Imports, a []any) ([]any, error) {

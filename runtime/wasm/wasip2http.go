@@ -23,3 +23,20 @@ func (h *Outgoing) WASIP2(who string) wasip2.HTTPSender {
 		return &wasip2.HTTPResponse{Status: resp.Status, Headers: resp.Headers, Body: resp.Body}, nil
 	}
 }
+
+// WASIP2Check returns the policy check of a WASI 0.2 host's outgoing-handler.handle for
+// the artifact who: a URL whose scheme, host and port the rules refuse is denied (and
+// counted) before any future exists; the addresses a name resolves to are still checked
+// when the request is sent.
+func (h *Outgoing) WASIP2Check(who string) func(url string) error {
+	return func(raw string) error {
+		u, host, port, err := parseOutgoingURL(raw)
+		if err != nil {
+			return nil // refused when sent, with the reason
+		}
+		if _, err := h.Rules.Check(u.Scheme, host, port, nil); err != nil {
+			return fmt.Errorf("%w: %w", wasip2.ErrDenied, h.deny(who, host, port, err))
+		}
+		return nil
+	}
+}

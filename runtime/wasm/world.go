@@ -67,6 +67,10 @@ func (m *Module) RunExport(world string) string {
 // the host does not serve, lacks its world's run export, or imports a host interface its
 // world does not offer.
 func (m *Module) CheckWorld(world string) error {
+	if m.comp != nil {
+		_, err := checkComponentWorld(m.comp.plan, m.Artifact, world)
+		return err
+	}
 	w, ok := worlds[world]
 	if !ok {
 		return errs.New(CodeImport, "runtime", fmt.Sprintf("artifact %s: role %q runs no wasm world in this release", m.Artifact, world),

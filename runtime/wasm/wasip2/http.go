@@ -806,6 +806,12 @@ func handle(c *call, a []any) (any, error) {
 		r.close()
 		return fail(abi.Variant{Case: heRequestDenied}), nil
 	}
+	if check := c.h.env.HTTPCheck; check != nil {
+		if err := check(req.URL); errors.Is(err, ErrDenied) {
+			r.close()
+			return fail(abi.Variant{Case: heRequestDenied}), nil
+		}
+	}
 	if int(c.h.inFlight.Add(1)) > c.h.env.MaxInFlight {
 		c.h.inFlight.Add(-1)
 		r.close()

@@ -81,6 +81,10 @@ type Env struct {
 	Stdout, Stderr io.Writer
 	// HTTP sends outgoing requests (nil: every request is denied).
 	HTTP HTTPSender
+	// HTTPCheck, if set, checks a request's URL against the network policy before
+	// outgoing-handler.handle returns: a refusal (matching ErrDenied) makes handle itself
+	// fail with HTTP-request-denied, as Wasmtime's hosts do, instead of its future.
+	HTTPCheck func(url string) error
 	// Clock gives the time (nil: the host's clocks).
 	Clock Clock
 	// Random feeds wasi:random (nil: crypto/rand).
@@ -334,4 +338,12 @@ func valueTypes(v []abi.ValType) []api.ValueType {
 type call struct {
 	ctx context.Context
 	h   *Host
+}
+
+// ABI is the function's canonical ABI description (its WIT type, structurally).
+func (f Func) ABI() *abi.Func {
+	if f.s == nil {
+		return nil
+	}
+	return f.s.f
 }
