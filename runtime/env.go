@@ -9,8 +9,10 @@ import (
 // GuestEnv builds a guest's environment (docs/reference/guest-abi.md "Environment"): it
 // starts empty; then the names of env.allow that are set on the host and not
 // credential-shaped, in manifest order; then the runtime's own values (KEY=VALUE), which
-// replace anything of the same name. Host values named MURMUR_* never pass through
-// env.allow: those names belong to the runtime. A host value that holds a driver's
+// replace anything of the same name. Host values of the names the runtime sets itself
+// (reservedEnv: MURMUR_CAPSULE_*, MURMUR_SESSION_ID, MURMUR_INFERENCE_*) never pass
+// through env.allow, even where the runtime sets none for this guest, so no host value
+// can pose as the runtime's; other MURMUR_ names pass like any. A host value that holds a driver's
 // gateway key is never passed either, whatever its variable is called: keys stay in the
 // host (docs/reference/guest-abi.md "Gateway keys and retries").
 func GuestEnv(m *manifest.Manifest, lookup func(string) (string, bool), own []string) []string {
@@ -30,7 +32,7 @@ func GuestEnv(m *manifest.Manifest, lookup func(string) (string, bool), own []st
 	}
 	caps := m.Capabilities
 	for _, name := range caps.Env.Allow {
-		if strings.HasPrefix(name, "MURMUR_") || manifest.CredentialShaped(name, caps.Shell.StripEnv) {
+		if reservedEnv(name) || manifest.CredentialShaped(name, caps.Shell.StripEnv) {
 			continue
 		}
 		if v, ok := lookup(name); ok && !holdsKey(v, keys) {
@@ -56,6 +58,12 @@ func RuntimeEnv(m *manifest.Manifest, sessionID, capsuleURL string) []string {
 		"MURMUR_SESSION_ID=" + sessionID,
 		"MURMUR_CAPSULE_URL=" + capsuleURL,
 	}
+}
+
+// reservedEnv reports whether name is one the runtime sets (RuntimeEnv, and a driver's
+// MURMUR_INFERENCE_* values): never taken from the host.
+func reservedEnv(name string) bool {
+	return name == "MURMUR_SESSION_ID" || strings.HasPrefix(name, "MURMUR_CAPSULE_") || strings.HasPrefix(name, "MURMUR_INFERENCE_")
 }
 
 // perSessionEnv names the runtime's variables whose values differ per session: guests of

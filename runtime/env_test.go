@@ -11,14 +11,16 @@ func TestGuestEnv(t *testing.T) {
 	host := map[string]string{
 		"LANG": "C.UTF-8", "TZ": "UTC", "SECRET_API_KEY": "s1", "GITHUB_TOKEN": "s2",
 		"CORP_ID": "c", "MURMUR_SESSION_ID": "forged", "UNLISTED": "u",
+		"MURMUR_CAPSULE_NAME": "forged", "MURMUR_INFERENCE_MODEL": "forged", "MURMUR_TEST_ALLOWED_VAR": "visible",
 	}
 	lookup := func(k string) (string, bool) { v, ok := host[k]; return v, ok }
-	m, err := manifest.Parse([]byte("name: c\nversion: 1.0.0\ncapabilities:\n  env:\n    allow: [TZ, LANG, MISSING, MURMUR_SESSION_ID]\n"), "m.yaml")
+	m, err := manifest.Parse([]byte("name: c\nversion: 1.0.0\ncapabilities:\n  env:\n    allow: [TZ, LANG, MISSING, MURMUR_SESSION_ID, MURMUR_CAPSULE_NAME, MURMUR_INFERENCE_MODEL, MURMUR_TEST_ALLOWED_VAR]\n"), "m.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The runtime's names never come from the host, even allowed; other MURMUR_ names do.
 	got := GuestEnv(m, lookup, RuntimeEnv(m, "ses_1", "http://x/agents/c/"))
-	want := []string{"TZ=UTC", "LANG=C.UTF-8", "MURMUR_CAPSULE_NAME=c", "MURMUR_CAPSULE_VERSION=1.0.0", "MURMUR_SESSION_ID=ses_1", "MURMUR_CAPSULE_URL=http://x/agents/c/"}
+	want := []string{"TZ=UTC", "LANG=C.UTF-8", "MURMUR_TEST_ALLOWED_VAR=visible", "MURMUR_CAPSULE_NAME=c", "MURMUR_CAPSULE_VERSION=1.0.0", "MURMUR_SESSION_ID=ses_1", "MURMUR_CAPSULE_URL=http://x/agents/c/"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("env = %v\nwant  %v", got, want)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tetratelabs/wazero/sys"
 
@@ -31,13 +32,24 @@ type GuestError struct {
 	Role              manifest.Role
 	Reason            string
 	Err               error
+	// Deadline and MemoryBytes are the call's limits, named in the message of a call
+	// stopped by one of them (zero: not known).
+	Deadline    time.Duration
+	MemoryBytes uint64
 }
 
 // Error names the artifact, the reason and the cause.
 func (e *GuestError) Error() string {
 	// wazero appends a wasm stack trace after the first line: useful in logs, noise here.
 	cause, _, _ := strings.Cut(e.Err.Error(), "\nwasm stack trace:")
-	return fmt.Sprintf("runtime: %s %s %s of capsule %s failed (%s): %s", CodeGuest, e.Role, e.Artifact, e.Capsule, e.Reason, cause)
+	msg := fmt.Sprintf("runtime: %s %s %s of capsule %s failed (%s): %s", CodeGuest, e.Role, e.Artifact, e.Capsule, e.Reason, cause)
+	switch {
+	case e.Reason == ReasonDeadline && e.Deadline > 0:
+		msg += fmt.Sprintf("; it ran past its %s deadline: raise capabilities.limits.deadline_seconds if the work needs longer", e.Deadline)
+	case e.Reason == ReasonMemoryLimit && e.MemoryBytes > 0:
+		msg += fmt.Sprintf("; it needed more than its %d-byte memory limit: raise capabilities.limits.memory_bytes if the work needs more", e.MemoryBytes)
+	}
+	return msg
 }
 
 // Unwrap returns the cause.

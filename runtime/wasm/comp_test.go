@@ -345,11 +345,14 @@ func TestComponentLimits(t *testing.T) {
 		body    string
 		g       Grants
 		reason  string
+		hint    string // in the error's message: the limit and the key to raise
 	}{
-		{name: "spin", body: capsuleRun + ` (loop $l (br $l)))`, g: Grants{MemoryBytes: 1 << 20, Deadline: 200 * time.Millisecond}, reason: ReasonDeadline},
+		{name: "spin", body: capsuleRun + ` (loop $l (br $l)))`, g: Grants{MemoryBytes: 1 << 20, Deadline: 200 * time.Millisecond}, reason: ReasonDeadline,
+			hint: "ran past its 200ms deadline: raise capabilities.limits.deadline_seconds"},
 		{name: "balloon", body: capsuleRun + `
       (loop $l (br_if $l (i32.ne (memory.grow (i32.const 16)) (i32.const -1))))
-      unreachable)`, g: Grants{MemoryBytes: 2 << 20, Deadline: 10 * time.Second}, reason: ReasonMemoryLimit},
+      unreachable)`, g: Grants{MemoryBytes: 2 << 20, Deadline: 10 * time.Second}, reason: ReasonMemoryLimit,
+			hint: "more than its 2097152-byte memory limit: raise capabilities.limits.memory_bytes"},
 		{name: "pollable never ready", imports: []compImport{
 			{iface: "wasi:clocks/monotonic-clock@0.2.6", name: "subscribe-duration", id: "after"},
 			{iface: "wasi:io/poll@0.2.6", name: "[method]pollable.block", id: "block"},
@@ -369,6 +372,9 @@ func TestComponentLimits(t *testing.T) {
 			var ge *GuestError
 			if !errors.As(err, &ge) || ge.Reason != tc.reason {
 				t.Fatalf("err %v, want reason %s", err, tc.reason)
+			}
+			if !strings.Contains(err.Error(), tc.hint) {
+				t.Errorf("message %q lacks %q", err, tc.hint)
 			}
 			if tc.g.Deadline < time.Second && time.Since(start) > 5*time.Second {
 				t.Fatalf("stopped after %v", time.Since(start))

@@ -412,7 +412,8 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		reason := ""
 		if err != nil {
 			reason = classify(ctx, err, p.alloc)
-			err = &GuestError{Capsule: mod.Capsule, Artifact: mod.Artifact, Role: mod.Role, Reason: reason, Err: wrapInterrupted(err, interrupted)}
+			err = &GuestError{Capsule: mod.Capsule, Artifact: mod.Artifact, Role: mod.Role, Reason: reason, Err: wrapInterrupted(err, interrupted),
+				Deadline: g.Deadline, MemoryBytes: limit}
 		}
 		e.metrics.observe(mod, reason, time.Since(start))
 	}()
