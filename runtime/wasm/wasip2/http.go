@@ -9,19 +9,12 @@ import (
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// HTTPRequest is one outgoing request, whole.
-type HTTPRequest struct {
-	Method, URL string
-	Headers     [][2]string
-	Body        []byte
-}
+// HTTPRequest is one outgoing request, whole: the same record capsulegate:http/outgoing
+// carries, so both imports go out through one policy.
+type HTTPRequest = abi.HTTPRequest
 
 // HTTPResponse is the answer to an HTTPRequest, its body read whole.
-type HTTPResponse struct {
-	Status  uint16
-	Headers [][2]string
-	Body    []byte
-}
+type HTTPResponse = abi.HTTPResponse
 
 // HTTPSender sends one request under the capsule's network policy (the engine adapts
 // runtime/wasm's Outgoing: rules checked before any connection, no redirects followed,

@@ -103,22 +103,19 @@ func own(k kind) *abi.Type { return abi.Own(k.String()) }
 
 // borrowed returns the value of handle v (a lifted borrow) as a T.
 func borrowed[T any](c *call, v any, k kind) (T, error) {
-	var zero T
 	x, err := c.h.tab.get(v.(uint32), k)
-	if err != nil {
-		return zero, err
-	}
-	t, ok := x.(T)
-	if !ok {
-		return zero, trapf(CodeHandle, true, "handle %d does not hold a %s", v, k)
-	}
-	return t, nil
+	return as[T](x, err, v, k)
 }
 
 // taken removes handle v (a lifted own parameter) and returns its value as a T.
 func taken[T any](c *call, v any, k kind) (T, error) {
-	var zero T
 	x, err := c.h.tab.take(v.(uint32), k)
+	return as[T](x, err, v, k)
+}
+
+// as is x, the value of handle v of kind k, as a T.
+func as[T any](x any, err error, v any, k kind) (T, error) {
+	var zero T
 	if err != nil {
 		return zero, err
 	}
