@@ -63,6 +63,8 @@ type (
 		System    string         `json:"system"`
 		Messages  []agentMessage `json:"messages"`
 		Tools     []agentTool    `json:"tools"`
+		// Params is always {}: upstream Murmur sends it, and its drivers read it.
+		Params struct{} `json:"params"`
 	}
 	driverResponse struct {
 		StopReason string       `json:"stop_reason"`
@@ -89,7 +91,11 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 	if err != nil {
 		return "", StateFailed, err
 	}
+	// Never null: upstream Murmur's drivers read tools as a list and refuse null.
 	tools := s.offeredTools()
+	if tools == nil {
+		tools = []agentTool{}
+	}
 	var msgs []agentMessage
 	for _, h := range history {
 		msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: h.User}}},
