@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -116,4 +117,26 @@ func Component(t testing.TB, core []byte, wit, world string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// RunOnlyWIT writes our murmur:tool WIT file (wit/murmur-tool-0.1.0.wit) reduced to its
+// run interface and a world, named world, that only exports it: Go tools import nothing
+// but preview1, and the file's other packages cannot be embedded by the pinned
+// wit-parser (murmur:stream's name is a keyword to it). It returns the new file's path.
+func RunOnlyWIT(t testing.TB, witFile, world string) string {
+	t.Helper()
+	src, err := os.ReadFile(witFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(src)
+	i := strings.Index(s, "\n/// A tool")
+	if i < 0 {
+		t.Fatalf("%s no longer has the tool world's comment", witFile)
+	}
+	path := filepath.Join(t.TempDir(), "tool.wit")
+	if err := os.WriteFile(path, []byte(s[:i]+"\nworld "+world+" {\n  export run;\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
