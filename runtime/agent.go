@@ -63,6 +63,8 @@ type (
 		System    string         `json:"system"`
 		Messages  []agentMessage `json:"messages"`
 		Tools     []agentTool    `json:"tools"`
+		// Params is always {}: upstream Murmur sends it, and its drivers read it.
+		Params struct{} `json:"params"`
 	}
 	driverResponse struct {
 		StopReason string       `json:"stop_reason"`
@@ -89,7 +91,11 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 	if err != nil {
 		return "", StateFailed, err
 	}
+	// Never null: upstream Murmur's drivers read tools as a list and refuse null.
 	tools := s.offeredTools()
+	if tools == nil {
+		tools = []agentTool{}
+	}
 	var msgs []agentMessage
 	for _, h := range history {
 		msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: h.User}}},
@@ -100,7 +106,7 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 		t.turn = turn
 		req, _ := json.Marshal(driverRequest{Model: inf.Model, MaxTokens: inf.MaxTokens, System: system, Messages: msgs, Tools: tools})
 		start := time.Now()
-		resp, err := s.callDriver(ctx, driver, string(req))
+		resp, streamed, err := s.callDriver(ctx, t, driver, string(req))
 		ev := Inference{Turn: turn, DurationMS: time.Since(start).Milliseconds()}
 		if err != nil {
 			ev.StopReason, ev.Error = "error", err.Error()
@@ -114,7 +120,8 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 			}
 		}
 		t.turnEvt, _ = s.stream.Emit(EventInference, t.evt, ev, map[string]string{"output": string(mustJSON(resp.Content))})
-		if answer := finalText(resp.Content); answer != "" {
+		// A driver that streamed its text (murmur:text/chunks) has sent it already.
+		if answer := finalText(resp.Content); answer != "" && !streamed {
 			s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: answer}, nil)
 		}
 		msgs = append(msgs, agentMessage{Role: "assistant", Content: resp.Content})
@@ -138,22 +145,28 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 	return "", StateMaxTurns, fmt.Errorf("the task used all %d turns (inference.max_turns) without a final answer", inf.MaxTurns)
 }
 
-// callDriver runs one driver turn and parses its answer.
-func (s *session) callDriver(ctx context.Context, driver *wasm.Module, req string) (*driverResponse, error) {
+// callDriver runs one driver turn and parses its answer; streamed reports whether the
+// driver streamed text chunks (murmur:text/chunks) to the task's subscribers.
+func (s *session) callDriver(ctx context.Context, t *task, driver *wasm.Module, req string) (resp *driverResponse, streamed bool, err error) {
 	g := s.grants(driver.Artifact, manifest.RoleDriver)
 	g.Env = append(append([]string(nil), g.Env...), s.driverEnv...)
-	out, err := s.rt.engine.CallTool(ctx, driver, g, &wasm.Imports{Who: driver.Artifact, HTTP: s.driverHTTP}, abi.ToolInput{Data: &req})
+	emit := s.chunks(t)
+	chunk := func(thinking bool, text string) {
+		streamed = streamed || !thinking
+		emit(thinking, text)
+	}
+	out, err := s.rt.engine.CallTool(ctx, driver, g, &wasm.Imports{Who: driver.Artifact, HTTP: s.driverHTTP, Chunk: chunk}, abi.ToolInput{Data: &req})
 	if err != nil {
-		return nil, err
+		return nil, streamed, err
 	}
 	if out.Status != abi.StatusPassed {
-		return nil, fmt.Errorf("driver %s answered %s: %s", driver.Artifact, out.Status, value(out.Summary))
+		return nil, streamed, fmt.Errorf("driver %s answered %s: %s", driver.Artifact, out.Status, value(out.Summary))
 	}
-	var resp driverResponse
-	if err := json.Unmarshal([]byte(value(out.Data)), &resp); err != nil {
-		return nil, fmt.Errorf("driver %s returned data that is not the driver JSON (%v): %q", driver.Artifact, err, clip.String(value(out.Data), 200))
+	resp = &driverResponse{}
+	if err := json.Unmarshal([]byte(value(out.Data)), resp); err != nil {
+		return nil, streamed, fmt.Errorf("driver %s returned data that is not the driver JSON (%v): %q", driver.Artifact, err, clip.String(value(out.Data), 200))
 	}
-	return &resp, nil
+	return resp, streamed, nil
 }
 
 // dispatch runs one tool call, looked up in the order native, shell, skill, wasm tool

@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/internal/wasmbin"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm/component"
 	"github.com/capsulegate/capsulegate/runtime/wasm/wasip2"
@@ -49,6 +50,9 @@ type compModule struct {
 	// preview1: the main module imports wasi_snapshot_preview1, served by the engine's
 	// preview1 host with the call's grants.
 	preview1 bool
+	// initByGraph: another module's start function calls main's _initialize (wit-component
+	// does so for a reactor module), so the call must not run it a second time.
+	initByGraph bool
 }
 
 // instStep is one core module instantiation: which module, and where each of its import
@@ -371,6 +375,16 @@ func (e *Engine) buildComponent(ctx context.Context, artifact string, plan *comp
 	}
 	if cm.mainModule < 0 {
 		return nil, graph("core instance #%d, whose export the run lifts, is not a module instance", main)
+	}
+	for _, s := range plan.Steps {
+		if s.Kind != component.StepInstantiate || s.Instance == main || !hasStart(plan.Modules[s.Module].Bytes) {
+			continue
+		}
+		for _, imp := range s.Imports {
+			if imp.Item.Kind == component.CoreFunc && imp.Item.Instance == main && imp.Item.Name == abi.ExportInitialize {
+				cm.initByGraph = true
+			}
+		}
 	}
 	for _, s := range plan.Steps {
 		switch s.Kind {
@@ -782,6 +796,17 @@ func writeShape(b *strings.Builder, t *abi.Type) {
 	}
 }
 
+// hasStart reports whether the core module mod has a start section.
+func hasStart(mod []byte) bool {
+	secs, _ := wasmbin.Sections(mod)
+	for _, sec := range secs {
+		if sec.ID == 8 {
+			return true
+		}
+	}
+	return false
+}
+
 // checkPreview1 refuses a main module importing a preview1 function the engine's
 // preview1 host does not have, or with another signature.
 func checkPreview1(rt wazero.Runtime, m *component.Module, artifact string) error {
@@ -794,7 +819,7 @@ func checkPreview1(rt wazero.Runtime, m *component.Module, artifact string) erro
 		if imp.Module != wasiP1 {
 			continue
 		}
-		d, ok := defs[imp.Name]
+		d, ok := defs[preview1Name(imp.Name)]
 		want := &component.CoreFuncType{}
 		if ok {
 			want.Params, want.Results = abiVals(d.ParamTypes()), abiVals(d.ResultTypes())

@@ -196,7 +196,7 @@ func (e *Engine) callComponent(ctx context.Context, mod *Module, g Grants, p *ca
 		}
 	}
 	main := insts[cm.main]
-	if f := main.ExportedFunction(abi.ExportInitialize); f != nil {
+	if f := main.ExportedFunction(abi.ExportInitialize); f != nil && !cm.initByGraph {
 		if _, err := f.Call(ctx); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"encoding/binary"
+	"strings"
 
 	"github.com/capsulegate/capsulegate/internal/wasmbin"
 	"github.com/capsulegate/capsulegate/runtime/wasm/component"
@@ -83,9 +84,26 @@ func importModuleName(name string) string {
 	return name
 }
 
+// preview1Name is the preview1 function an import of wasi_snapshot_preview1 called name
+// means: wit-component gives a core module's second import of one function a distinct
+// name, "fd_write [v2]" (Go's wasip1 output imports fd_write twice), since a core
+// instance's exports must be unique.
+func preview1Name(name string) string {
+	i := strings.LastIndex(name, " [v")
+	if i < 0 || !strings.HasSuffix(name, "]") {
+		return name
+	}
+	n := name[i+3 : len(name)-1]
+	if n == "" || strings.Trim(n, "0123456789") != "" {
+		return name
+	}
+	return name[:i]
+}
+
 // renameEmptyImports returns mod with every import from module "" importing from
-// emptyImportModule instead (mod itself when it has none); ok is false when mod's import
-// section cannot be read.
+// emptyImportModule instead, and every import of wasi_snapshot_preview1 named by its
+// preview1Name, so the host resolves it (mod itself when nothing changes); ok is false
+// when mod's import section cannot be read.
 func renameEmptyImports(mod []byte) ([]byte, bool) {
 	secs, ok := wasmbin.Sections(mod)
 	if !ok {
@@ -105,8 +123,12 @@ func renameEmptyImports(mod []byte) ([]byte, bool) {
 				changed = true
 			}
 			out = appendName(out, importModuleName(module))
+			name := string(r.Bytes(r.U()))
+			if module == wasiP1 && preview1Name(name) != name {
+				name, changed = preview1Name(name), true
+			}
+			out = appendName(out, name)
 			rest := r.Rest()
-			r.Bytes(r.U()) // name
 			switch r.Byte() {
 			case 0x00:
 				r.U()
