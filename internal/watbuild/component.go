@@ -4,16 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
 )
 
 // embedScript runs jco's component embedding with the filesystem visible: `jco embed`
@@ -49,56 +45,36 @@ func BuildComponent(ctx context.Context, core []byte, wit, world string) (string
 	h.Write(witSrc)
 	h.Write(core)
 	key := hex.EncodeToString(h.Sum(nil))
-	cache := guestbuild.CacheDir()
-	out := filepath.Join(cache, "component-"+world+"-"+key[:32]+".wasm")
-	mu, _ := buildLock.LoadOrStore(key, new(sync.Mutex))
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
-	if _, err := os.Stat(out); err == nil {
-		return out, nil
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrNoNode, err)
-	}
-	bin, err := jco(ctx)
-	if err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(cache, ".component-*")
-	if err != nil {
-		return "", fmt.Errorf("watbuild: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	// wit-parser reads a folder as one package: the WIT file alone in one.
-	witDir := filepath.Join(tmp, "wit")
-	files := map[string][]byte{filepath.Join(tmp, "core.wasm"): core, filepath.Join(tmp, "embed.mjs"): []byte(embedScript), filepath.Join(witDir, "world.wit"): witSrc}
-	os.MkdirAll(witDir, 0o755)
-	for p, b := range files {
-		if err := os.WriteFile(p, b, 0o644); err != nil {
+	return cached(ctx, key, "component-"+world+"-"+key[:32]+".wasm", func(node, bin, tmp string) (string, error) {
+		// wit-parser reads a folder as one package: the WIT file alone in one.
+		witDir := filepath.Join(tmp, "wit")
+		if err := os.MkdirAll(witDir, 0o755); err != nil {
 			return "", fmt.Errorf("watbuild: %w", err)
 		}
-	}
-	jcoDir := filepath.Dir(filepath.Dir(bin)) // node_modules/@bytecodealliance/jco
-	transpile := filepath.Join(filepath.Dir(jcoDir), "jco-transpile")
-	embedded, comp := filepath.Join(tmp, "embedded.wasm"), filepath.Join(tmp, "component.wasm")
-	for _, args := range [][]string{
-		{filepath.Join(tmp, "embed.mjs"), transpile, filepath.Join(tmp, "core.wasm"), witDir, world, embedded},
-		{bin, "new", embedded, "--wasi-reactor", "-o", comp},
-	} {
-		cmd := exec.CommandContext(ctx, node, args...)
-		cmd.Dir = tmp
-		if msg, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("watbuild: %v: %w\n%s", args[:2], err, msg)
+		files := map[string][]byte{filepath.Join(tmp, "core.wasm"): core, filepath.Join(tmp, "embed.mjs"): []byte(embedScript), filepath.Join(witDir, "world.wit"): witSrc}
+		for p, b := range files {
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				return "", fmt.Errorf("watbuild: %w", err)
+			}
 		}
-	}
-	if _, err := os.Stat(comp); err != nil {
-		return "", fmt.Errorf("watbuild: jco new wrote no component: %w", err)
-	}
-	if err := os.Rename(comp, out); err != nil {
-		return "", fmt.Errorf("watbuild: %w", err)
-	}
-	return out, nil
+		jcoDir := filepath.Dir(filepath.Dir(bin)) // node_modules/@bytecodealliance/jco
+		transpile := filepath.Join(filepath.Dir(jcoDir), "jco-transpile")
+		embedded, comp := filepath.Join(tmp, "embedded.wasm"), filepath.Join(tmp, "component.wasm")
+		for _, args := range [][]string{
+			{filepath.Join(tmp, "embed.mjs"), transpile, filepath.Join(tmp, "core.wasm"), witDir, world, embedded},
+			{bin, "new", embedded, "--wasi-reactor", "-o", comp},
+		} {
+			cmd := exec.CommandContext(ctx, node, args...)
+			cmd.Dir = tmp
+			if msg, err := cmd.CombinedOutput(); err != nil {
+				return "", fmt.Errorf("watbuild: %v: %w\n%s", args[:2], err, msg)
+			}
+		}
+		if _, err := os.Stat(comp); err != nil {
+			return "", fmt.Errorf("watbuild: jco new wrote no component: %w", err)
+		}
+		return comp, nil
+	})
 }
 
 // Component is BuildComponent for tests: it returns the component's bytes, skipping t
@@ -106,17 +82,7 @@ func BuildComponent(ctx context.Context, core []byte, wit, world string) (string
 func Component(t testing.TB, core []byte, wit, world string) []byte {
 	t.Helper()
 	out, err := BuildComponent(context.Background(), core, wit, world)
-	if errors.Is(err, ErrNoNode) && os.Getenv("CI") != "true" {
-		t.Skipf("%v; skipping", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return readBuilt(t, out, err)
 }
 
 // RunOnlyWIT writes our murmur:tool WIT file (wit/murmur-tool-0.1.0.wit) reduced to its

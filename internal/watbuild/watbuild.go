@@ -107,10 +107,28 @@ func Build(ctx context.Context, path string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("watbuild: %w", err)
 	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("watbuild: %w", err)
+	}
 	key := Key(src)
-	cache := guestbuild.CacheDir()
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-	out := filepath.Join(cache, name+"-wat-"+key[:32]+".wasm")
+	return cached(ctx, key, name+"-wat-"+key[:32]+".wasm", func(node, bin, tmp string) (string, error) {
+		out := filepath.Join(tmp, "out.wasm")
+		cmd := exec.CommandContext(ctx, node, bin, "parse", abs, "-o", out)
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("watbuild: jco parse %s: %w\n%s", path, err, msg)
+		}
+		return out, nil
+	})
+}
+
+// cached returns the cache's file name for key, making it first when it is missing:
+// make runs with node and jco in a fresh temporary folder and returns the file it
+// wrote there, which is renamed into the cache, so a reader never sees half a file.
+func cached(ctx context.Context, key, name string, make func(node, jco, tmp string) (string, error)) (string, error) {
+	cache := guestbuild.CacheDir()
+	out := filepath.Join(cache, name)
 	mu, _ := buildLock.LoadOrStore(key, new(sync.Mutex))
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
@@ -125,21 +143,16 @@ func Build(ctx context.Context, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tmp, err := os.CreateTemp(cache, ".wat-*.wasm")
+	tmp, err := os.MkdirTemp(cache, ".build-*")
 	if err != nil {
 		return "", fmt.Errorf("watbuild: %w", err)
 	}
-	tmp.Close()
-	defer os.Remove(tmp.Name())
-	abs, err := filepath.Abs(path)
+	defer os.RemoveAll(tmp)
+	built, err := make(node, bin, tmp)
 	if err != nil {
-		return "", fmt.Errorf("watbuild: %w", err)
+		return "", err
 	}
-	cmd := exec.CommandContext(ctx, node, bin, "parse", abs, "-o", tmp.Name())
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("watbuild: jco parse %s: %w\n%s", path, err, msg)
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
+	if err := os.Rename(built, out); err != nil {
 		return "", fmt.Errorf("watbuild: %w", err)
 	}
 	return out, nil
@@ -151,6 +164,13 @@ func Build(ctx context.Context, path string) (string, error) {
 func Wasm(t testing.TB, path string) []byte {
 	t.Helper()
 	out, err := Build(context.Background(), path)
+	return readBuilt(t, out, err)
+}
+
+// readBuilt returns the bytes of the built file out, or skips t when err says node or
+// npm is missing (failing instead when $CI is "true"), or fails t on any other err.
+func readBuilt(t testing.TB, out string, err error) []byte {
+	t.Helper()
 	if errors.Is(err, ErrNoNode) && os.Getenv("CI") != "true" {
 		t.Skipf("%v; skipping", err)
 	}
