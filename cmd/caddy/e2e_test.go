@@ -352,6 +352,33 @@ func TestRunAgentCapsuleAgainstReplay(t *testing.T) {
 	}
 }
 
+// recordingProvider serves the cassettes in dir as the replay provider on 127.0.0.1 for
+// the test's length; requests returns the bodies of the model requests it got so far.
+func recordingProvider(t *testing.T, dir string) (srv *httptest.Server, requests func() []string) {
+	t.Helper()
+	lib, err := replay.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		bodies []string
+	)
+	h := lib.Handler()
+	h.OnRequest = func(_ *http.Request, body []byte) {
+		mu.Lock()
+		bodies = append(bodies, string(body))
+		mu.Unlock()
+	}
+	srv = httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(bodies)
+	}
+}
+
 // capsuleEnv is capsule with extra KEY=VALUE variables in the binary's environment.
 func capsuleEnv(t *testing.T, home string, env []string, args ...string) result {
 	t.Helper()
@@ -599,22 +626,7 @@ func TestRunShellThroughHelper(t *testing.T) {
   "content": [{"type": "tool_use", "id": "tu_1", "name": "bash", "input": {"command": "echo ran-on-$(hostname)"}}], "usage": {"input_tokens": 1, "output_tokens": 1}},
  {"id": "m2", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
   "content": [{"type": "text", "text": "done"}], "usage": {"input_tokens": 1, "output_tokens": 1}}]}]}`), 0o644)
-	lib, err := replay.Load(cassettes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu     sync.Mutex
-		bodies []string
-	)
-	h := lib.Handler()
-	h.OnRequest = func(_ *http.Request, body []byte) {
-		mu.Lock()
-		bodies = append(bodies, string(body))
-		mu.Unlock()
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
+	srv, requests := recordingProvider(t, cassettes)
 	capDir := filepath.Join(tmp, "shelly")
 	os.MkdirAll(capDir, 0o755)
 	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte(`name: shelly
@@ -652,8 +664,7 @@ capabilities:
 	if strings.Contains(r.stderr, "sandbox tier sealed") {
 		want = "ran-on-capsule"
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	bodies := requests()
 	if len(bodies) != 2 || !strings.Contains(bodies[1], want) || !strings.Contains(bodies[1], "Exit code: 0") {
 		t.Errorf("the model did not get the command's output %q: %d requests, last %.800s", want, len(bodies), bodies[len(bodies)-1])
 	}

@@ -6,17 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/watbuild"
-	"github.com/capsulegate/capsulegate/replay"
 )
 
 // TestUpstreamGateway serves upstream Murmur's driver and tool components from one
@@ -59,22 +56,7 @@ func TestUpstreamGateway(t *testing.T) {
    "usage": {"input_tokens": 1, "output_tokens": 1}},
   {"id": "msg_2", "type": "message", "role": "assistant", "model": "test-model", "stop_reason": "end_turn",
    "content": [{"type": "text", "text": "`+final+`"}], "usage": {"input_tokens": 1, "output_tokens": 1}}]}]}`), 0o644)
-	lib, err := replay.Load(cassettes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu     sync.Mutex
-		bodies []string
-	)
-	h := lib.Handler()
-	h.OnRequest = func(_ *http.Request, body []byte) {
-		mu.Lock()
-		bodies = append(bodies, string(body))
-		mu.Unlock()
-	}
-	provider := httptest.NewServer(h)
-	defer provider.Close()
+	provider, requests := recordingProvider(t, cassettes)
 
 	write := func(name, yaml string, wasm []byte) {
 		os.MkdirAll(filepath.Join(dir, name), 0o755)
@@ -173,8 +155,7 @@ func TestUpstreamGateway(t *testing.T) {
 			t.Fatalf("answered task = %v", done)
 		}
 		// The tool returned the client's answer; the driver carried it to the model.
-		mu.Lock()
-		defer mu.Unlock()
+		bodies := requests()
 		if len(bodies) != 2 || !strings.Contains(bodies[1], `"tool_result"`) || !strings.Contains(bodies[1], reply) {
 			t.Fatalf("provider requests: %q", bodies)
 		}
