@@ -498,12 +498,8 @@ func TestComponentGlueCollision(t *testing.T) {
 	if n := len(mod.comp.steps[len(mod.comp.steps)-2].glues); n < 2 {
 		t.Fatalf("main's imports have %d glue modules, want one per colliding name", n)
 	}
-	var stdout bytes.Buffer
-	if err := e.RunScript(ctx, mod, Grants{MemoryBytes: 1 << 20, Stdout: &stdout}, &Imports{}); err != nil {
-		t.Fatal(err)
-	}
-	if stdout.String() != "one\ntwo\n" {
-		t.Fatalf("stdout %q", stdout.String())
+	if got := scriptStdout(t, e, mod); got != "one\ntwo\n" {
+		t.Fatalf("stdout %q", got)
 	}
 }
 
@@ -559,13 +555,20 @@ func TestComponentPreview1Adapter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := scriptStdout(t, e, mod); got != "hi\n" {
+		t.Fatalf("stdout %q", got)
+	}
+}
+
+// scriptStdout runs the script capsule mod with 1 MiB of memory and returns what it
+// wrote to stdout.
+func scriptStdout(t *testing.T, e *Engine, mod *Module) string {
+	t.Helper()
 	var stdout bytes.Buffer
-	if err := e.RunScript(ctx, mod, Grants{MemoryBytes: 1 << 20, Stdout: &stdout}, &Imports{}); err != nil {
+	if err := e.RunScript(context.Background(), mod, Grants{MemoryBytes: 1 << 20, Stdout: &stdout}, &Imports{}); err != nil {
 		t.Fatal(err)
 	}
-	if stdout.String() != "hi\n" {
-		t.Fatalf("stdout %q", stdout.String())
-	}
+	return stdout.String()
 }
 
 // TestComponentConcurrentCalls: concurrent calls of one component each get their own
