@@ -122,6 +122,11 @@ func TestThreadedDriverInput(t *testing.T) {
 			{Messages: json.RawMessage(`[` + task1Result + `]`), ContinuationID: "cont-1"},
 			{Messages: json.RawMessage(`[` + task2User + `]`), ContinuationID: "cont-2"},
 		}},
+		{name: "continuation in metadata", config: `{continuation: metadata}`, wantCont: "cont-3", want: []driverInput{
+			{Messages: json.RawMessage(`[` + task1User + `]`)},
+			{Messages: json.RawMessage(`[` + task1Result + `]`), ContinuationID: "cont-1"},
+			{Messages: json.RawMessage(`[` + task2User + `]`), ContinuationID: "cont-2"},
+		}},
 		{name: "continuation of another driver", config: `{continuation: true}`, wantCont: "cont-1",
 			history: func(tu Turn) Turn { tu.ContinuationBy = "other@1.0.0"; return tu },
 			want: []driverInput{

@@ -5,7 +5,8 @@
 // and answers from the last message. A user message "call <tool> <text>" asks for that
 // tool with {"text": <text>}; a tool result is answered "the tool said: <result>";
 // anything else "you said: <text>". With driver config {"continuation": true} it returns
-// continuation_id "cont-<n>", n one more than the id it was given (1 without one).
+// continuation_id "cont-<n>", n one more than the id it was given (1 without one); with
+// {"continuation": "metadata"} it returns it as tool-result metadata, as upstream's do.
 package main
 
 import (
@@ -69,12 +70,16 @@ func run(in tool.Input) tool.Result {
 		out["stop_reason"] = "tool_call"
 		out["content"] = []block{{Type: "text", Text: "Calling " + f[1] + "."}, {Type: "tool_call", ID: "call_" + f[2], Name: f[1], Input: arg}}
 	}
-	if strings.Contains(os.Getenv("MURMUR_INFERENCE_DRIVER_CONFIG"), `"continuation":true`) {
-		n, _ := strconv.Atoi(strings.TrimPrefix(req.ContinuationID, "cont-"))
+	var meta []tool.Pair
+	n, _ := strconv.Atoi(strings.TrimPrefix(req.ContinuationID, "cont-"))
+	switch cfg := os.Getenv("MURMUR_INFERENCE_DRIVER_CONFIG"); {
+	case strings.Contains(cfg, `"continuation":true`):
 		out["continuation_id"] = "cont-" + strconv.Itoa(n+1)
+	case strings.Contains(cfg, `"continuation":"metadata"`):
+		meta = []tool.Pair{{Key: "continuation_id", Value: "cont-" + strconv.Itoa(n+1)}}
 	}
 	b, _ := json.Marshal(out)
-	return tool.Result{Status: tool.Passed, Data: guest.Some(string(b))}
+	return tool.Result{Status: tool.Passed, Data: guest.Some(string(b)), Metadata: meta}
 }
 
 func init() { tool.Handle(run) }
