@@ -112,6 +112,11 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 	msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: text}}})
 	for turn := 1; turn <= inf.MaxTurns; turn++ {
 		t.turn = turn
+		if acked == len(msgs) {
+			// Nothing after what it acknowledged (a tool_call turn without a call): drivers
+			// refuse an empty list, so it gets the whole conversation instead.
+			cont, acked = "", 0
+		}
 		req, _ := json.Marshal(driverRequest{Model: inf.Model, MaxTokens: inf.MaxTokens, System: system, Messages: msgs[acked:], Tools: tools,
 			ContinuationID: cont})
 		start := time.Now()
