@@ -6,6 +6,7 @@ package a2a
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,7 +67,28 @@ type Job struct {
 }
 
 // Turn is one completed exchange of a threaded conversation.
-type Turn struct{ User, Agent string }
+type Turn struct {
+	User, Agent string
+	Thread
+}
+
+// Thread is what an executor keeps of a completed task for the next task of its threaded
+// context, beyond its text; the handler stores it without reading it.
+type Thread struct {
+	// Messages is the task's whole conversation in the executor's format (the runtime:
+	// the driver protocol's messages, tool calls and results included); nil when there is
+	// none, or when it exceeds MaxThreadMessages and only the text is kept.
+	Messages json.RawMessage
+	// Continuation is the executor's handle on the conversation as it stands after the
+	// task (the runtime: the driver's continuation_id); "" for none.
+	Continuation string
+	// ContinuationBy names who issued Continuation, so another issuer is not handed it.
+	ContinuationBy string
+}
+
+// MaxThreadMessages bounds a turn's Thread.Messages: a larger one is not kept, and the
+// turn keeps its text alone, so a context's history stays bounded.
+const MaxThreadMessages = 256 << 10
 
 // Outcome is how Execute ended.
 type Outcome struct {
@@ -75,6 +97,8 @@ type Outcome struct {
 	State string
 	// Text is the answer (the task's artifact) or the error message (its status message).
 	Text string
+	// Thread is kept with the turn of a completed task in a threaded context.
+	Thread Thread
 }
 
 // Card is what the agent card says about the capsule.

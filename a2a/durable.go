@@ -300,8 +300,7 @@ func (s *durableStore) turns(contextID string) []Turn {
 		return []Turn{}
 	}
 	for _, item := range items {
-		var turn Turn
-		if json.Unmarshal(item, &turn) == nil {
+		if turn, ok := decodeTurn(item); ok {
 			s.mem.addTurn(contextID, turn)
 		}
 	}
@@ -311,10 +310,38 @@ func (s *durableStore) turns(contextID string) []Turn {
 func (s *durableStore) addTurn(contextID string, turn Turn) {
 	s.turns(contextID) // load what the DB holds first, so memory does not restart the context
 	s.mem.addTurn(contextID, turn)
-	b, _ := json.Marshal(turn)
+	b, _ := json.Marshal(turnRecord{V: turnRecordVersion, User: turn.User, Agent: turn.Agent, Messages: turn.Messages,
+		Continuation: turn.Continuation, ContinuationBy: turn.ContinuationBy})
 	// Not waited for here: the task's completed status is queued after it, and a client
 	// learns of the completion only once that is durable.
 	s.db.AddTurn(s.capsule, contextID, b)
+}
+
+// turnRecordVersion is the version of the turnRecord written. Version 1 (no V) held the
+// text of a turn only; version 2 added its Thread.
+const turnRecordVersion = 2
+
+// turnRecord is a threaded turn as the store keeps it (a taskdb turn item).
+type turnRecord struct {
+	V              int `json:",omitempty"`
+	User, Agent    string
+	Messages       json.RawMessage `json:",omitempty"`
+	Continuation   string          `json:",omitempty"`
+	ContinuationBy string          `json:",omitempty"`
+}
+
+// decodeTurn reads a turnRecord of any version. One written by a later release keeps
+// its text only: what it added cannot be trusted to mean what this release reads.
+func decodeTurn(item []byte) (Turn, bool) {
+	var r turnRecord
+	if json.Unmarshal(item, &r) != nil {
+		return Turn{}, false
+	}
+	turn := Turn{User: r.User, Agent: r.Agent}
+	if r.V == turnRecordVersion {
+		turn.Thread = Thread{Messages: r.Messages, Continuation: r.Continuation, ContinuationBy: r.ContinuationBy}
+	}
+	return turn, true
 }
 
 // published writes the task record and the journal event of e, just published by t

@@ -8,16 +8,55 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"slices"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/taskdb"
 )
 
+// TestDurableTurnRecords: each version of a stored threaded turn is read back — a record
+// of a release before threads (no V) as its text, one of a later release as its text
+// too — and a turn written now keeps its Thread.
+func TestDurableTurnRecords(t *testing.T) {
+	thread := Thread{Messages: json.RawMessage(`[{"role":"user"}]`), Continuation: "c1", ContinuationBy: "d"}
+	tests := []struct {
+		name   string
+		stored string // "" writes Turn{User: "u", Agent: "a", Thread: thread} through the store
+		want   Turn
+	}{
+		{"version 1, text only", `{"User":"u","Agent":"a"}`, Turn{User: "u", Agent: "a"}},
+		{"version 2", "", Turn{User: "u", Agent: "a", Thread: thread}},
+		{"a later version keeps its text", `{"V":3,"User":"u","Agent":"a","Messages":[1],"Continuation":"c9"}`, Turn{User: "u", Agent: "a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tasks.db")
+			exec := newDurableExec()
+			t.Cleanup(func() { close(exec.release) })
+			g := openGen(t, path, exec)
+			if tt.stored == "" {
+				g.h.mu.Lock()
+				g.h.store.addTurn(contextKey("", "ctx_r"), Turn{User: "u", Agent: "a", Thread: thread})
+				g.h.mu.Unlock()
+			} else if err := <-g.db.AddTurn(testCard().Name, contextKey("", "ctx_r"), []byte(tt.stored)); err != nil {
+				t.Fatal(err)
+			}
+			g.stop()
+			g2 := openGen(t, path, exec)
+			g2.h.mu.Lock()
+			got := g2.h.store.turns(contextKey("", "ctx_r"))
+			g2.h.mu.Unlock()
+			if !reflect.DeepEqual(got, []Turn{tt.want}) {
+				t.Errorf("turns = %+v, want %+v", got, []Turn{tt.want})
+			}
+		})
+	}
+}
+
 // durableExec answers "echo: <text>" after one chunk; a task whose text is "hang"
 // reports its start and runs until released or canceled. It records every job's
-// threaded history.
+// threaded history, and keeps a Thread of its own with each answer.
 type durableExec struct {
 	started chan string
 	release chan struct{}
@@ -39,7 +78,13 @@ func (e *durableExec) Execute(ctx context.Context, job *Job) Outcome {
 		return Outcome{State: "failed", Text: "released"}
 	}
 	job.Chunk("thinking")
-	return Outcome{State: "completed", Text: "echo: " + job.Text}
+	return Outcome{State: "completed", Text: "echo: " + job.Text, Thread: execThread(job.Text)}
+}
+
+// execThread is the Thread durableExec keeps of a task with text.
+func execThread(text string) Thread {
+	m, _ := json.Marshal([]map[string]string{{"said": text}})
+	return Thread{Messages: m, Continuation: "c-" + text, ContinuationBy: "durableExec"}
 }
 
 // durableGen is one "process": a handler on the task store at path.
@@ -206,8 +251,9 @@ func TestDurableRestart(t *testing.T) {
 
 			// The threaded turns survived.
 			ok(t, call(t, g2.srv, "", "message/send", map[string]any{"message": msg03("third", "contextId=ctx_d")}))
-			want := []Turn{{User: "hi", Agent: "echo: hi"}, {User: "again", Agent: "echo: again"}}
-			if h := recv(t, exec.history); !slices.Equal(h, want) {
+			want := []Turn{{User: "hi", Agent: "echo: hi", Thread: execThread("hi")},
+				{User: "again", Agent: "echo: again", Thread: execThread("again")}}
+			if h := recv(t, exec.history); !reflect.DeepEqual(h, want) {
 				t.Errorf("history after restart: %+v, want %+v", h, want)
 			}
 		})

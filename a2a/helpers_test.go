@@ -533,3 +533,8 @@ func mustJSON(v any) string {
 // oneCtx puts a message in one fixed context: the lifecycle (single, queue) applies
 // within a context, so tests of it send every message there.
 const oneCtx = "contextId=ctx_one"
+
+// execFunc is an Executor made of a function.
+type execFunc func(context.Context, *Job) Outcome
+
+func (f execFunc) Execute(ctx context.Context, job *Job) Outcome { return f(ctx, job) }

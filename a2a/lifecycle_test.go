@@ -2,8 +2,10 @@ package a2a
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -281,7 +283,7 @@ func TestThreaded(t *testing.T) {
 			if len(jobs[0].History) != 0 || jobs[0].History == nil {
 				t.Errorf("first turn history %#v", jobs[0].History)
 			}
-			if want := []Turn{{User: "one", Agent: "echo: one"}}; !slices.Equal(jobs[1].History, want) {
+			if want := []Turn{{User: "one", Agent: "echo: one"}}; !reflect.DeepEqual(jobs[1].History, want) {
 				t.Errorf("second turn history %+v", jobs[1].History)
 			}
 			if len(jobs[2].History) != 0 {
@@ -460,6 +462,36 @@ func TestTurnStoreBounded(t *testing.T) {
 	}
 	if len(s.get("c")) != 0 || len(s.byID) != maxContexts {
 		t.Fatalf("the oldest context survived: %d contexts", len(s.byID))
+	}
+}
+
+// TestThreadBounded: a turn keeps its Thread's messages up to MaxThreadMessages; beyond
+// that, its text and continuation only.
+func TestThreadBounded(t *testing.T) {
+	msgs := func(n int) json.RawMessage { return json.RawMessage(`"` + strings.Repeat("x", n-2) + `"`) }
+	tests := []struct {
+		name     string
+		messages json.RawMessage
+		kept     bool
+	}{
+		{"at the bound", msgs(MaxThreadMessages), true},
+		{"beyond it", msgs(MaxThreadMessages + 1), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			th := Thread{Messages: tt.messages, Continuation: "c1", ContinuationBy: "d"}
+			exec := execFunc(func(_ context.Context, job *Job) Outcome {
+				return Outcome{State: "completed", Text: "ok", Thread: th}
+			})
+			h, srv := newServer(t, Config{Executor: exec, Lifecycle: Lifecycle{Threaded: true}})
+			first := decode[tObj](t, ok(t, call(t, srv, "", "message/send", map[string]any{"message": msg03("one")})))
+			h.mu.Lock()
+			got := h.store.turns(first.ContextID)
+			h.mu.Unlock()
+			if len(got) != 1 || got[0].Continuation != "c1" || got[0].ContinuationBy != "d" || (got[0].Messages != nil) != tt.kept {
+				t.Errorf("kept %d turns, messages kept %v (want %v), continuation %q", len(got), got[0].Messages != nil, tt.kept, got[0].Continuation)
+			}
+		})
 	}
 }
 

@@ -188,7 +188,7 @@ func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
 		if t.spec.threaded {
 			// Before the completed status: a durable store then writes the turn first,
 			// so a client that saw the completion finds the turn in its context.
-			h.store.addTurn(t.key, Turn{User: t.text, Agent: out.Text})
+			h.store.addTurn(t.key, Turn{User: t.text, Agent: out.Text, Thread: out.Thread.bounded()})
 		}
 		t.setStatusLocked(status{State: stateCompleted, Time: now}, now)
 	} else {

@@ -106,6 +106,14 @@ const (
 	maxTurns    = 100  // turns kept per context, oldest dropped
 )
 
+// bounded is th without its messages when they exceed MaxThreadMessages.
+func (th Thread) bounded() Thread {
+	if len(th.Messages) > MaxThreadMessages {
+		th.Messages = nil
+	}
+	return th
+}
+
 // turnStore keeps the completed turns of threaded conversations per context id.
 type turnStore struct {
 	byID map[string]*list.Element

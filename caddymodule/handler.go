@@ -592,7 +592,7 @@ type executor struct {
 func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	var history []runtime.Turn
 	for _, t := range job.History {
-		history = append(history, runtime.Turn{User: t.User, Agent: t.Agent})
+		history = append(history, runtime.Turn{User: t.User, Agent: t.Agent, Thread: runtime.Thread(t.Thread)})
 	}
 	req := runtime.TaskRequest{TaskID: job.TaskID, ContextID: job.ContextID, Principal: job.Principal, Source: "a2a", Text: job.Text,
 		History: history, RequestInput: job.Input, CapsuleURL: job.URL}
@@ -613,7 +613,7 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	if out.State == runtime.StateCompleted {
 		state = "completed"
 	}
-	return a2a.Outcome{State: state, Text: out.Result}
+	return a2a.Outcome{State: state, Text: out.Result, Thread: a2a.Thread(out.Thread)}
 }
 
 // chunkSink passes a task's streamed text to its A2A subscribers.

@@ -65,6 +65,9 @@ type (
 		Tools     []agentTool    `json:"tools"`
 		// Params is always {}: upstream Murmur sends it, and its drivers read it.
 		Params struct{} `json:"params"`
+		// ContinuationID is the one the driver returned last; Messages then holds only
+		// the messages after what it acknowledged.
+		ContinuationID string `json:"continuation_id,omitempty"`
 	}
 	driverResponse struct {
 		StopReason string       `json:"stop_reason"`
@@ -73,7 +76,8 @@ type (
 			InputTokens  int `json:"input_tokens"`
 			OutputTokens int `json:"output_tokens"`
 		} `json:"usage"`
-		Error string `json:"error"`
+		Error          string `json:"error"`
+		ContinuationID string `json:"continuation_id"`
 	}
 )
 
@@ -96,15 +100,25 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 	if tools == nil {
 		tools = []agentTool{}
 	}
-	var msgs []agentMessage
-	for _, h := range history {
-		msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: h.User}}},
-			agentMessage{Role: "assistant", Content: []agentBlock{{Type: "text", Text: h.Agent}}})
+	msgs := historyMessages(history)
+	// The driver's continuation and how many of msgs it acknowledged: only those after
+	// are sent. One issued by another driver (a reload changed it) is not handed on.
+	by := s.driverKey()
+	cont, acked := "", 0
+	if n := len(history); n > 0 && history[n-1].Continuation != "" && history[n-1].ContinuationBy == by {
+		cont, acked = history[n-1].Continuation, len(msgs)
 	}
+	first := len(msgs)
 	msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: text}}})
 	for turn := 1; turn <= inf.MaxTurns; turn++ {
 		t.turn = turn
-		req, _ := json.Marshal(driverRequest{Model: inf.Model, MaxTokens: inf.MaxTokens, System: system, Messages: msgs, Tools: tools})
+		if acked == len(msgs) {
+			// Nothing after what it acknowledged (a tool_call turn without a call): drivers
+			// refuse an empty list, so it gets the whole conversation instead.
+			cont, acked = "", 0
+		}
+		req, _ := json.Marshal(driverRequest{Model: inf.Model, MaxTokens: inf.MaxTokens, System: system, Messages: msgs[acked:], Tools: tools,
+			ContinuationID: cont})
 		start := time.Now()
 		resp, streamed, err := s.callDriver(ctx, t, driver, string(req))
 		ev := Inference{Turn: turn, DurationMS: time.Since(start).Milliseconds()}
@@ -125,8 +139,18 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 			s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: answer}, nil)
 		}
 		msgs = append(msgs, agentMessage{Role: "assistant", Content: resp.Content})
+		// A driver that answers without one has acknowledged nothing: it gets the whole
+		// conversation next turn.
+		cont, acked = resp.ContinuationID, 0
+		if cont != "" {
+			acked = len(msgs)
+		}
 		switch resp.StopReason {
 		case "end_turn", "max_tokens":
+			if cont == "" {
+				by = ""
+			}
+			t.thread = Thread{Messages: mustJSON(msgs[first:]), Continuation: cont, ContinuationBy: by}
 			return finalText(resp.Content), StateCompleted, nil
 		case "tool_call":
 			for _, b := range resp.Content {
@@ -166,7 +190,43 @@ func (s *session) callDriver(ctx context.Context, t *task, driver *wasm.Module, 
 	if err := json.Unmarshal([]byte(value(out.Data)), resp); err != nil {
 		return nil, streamed, fmt.Errorf("driver %s returned data that is not the driver JSON (%v): %q", driver.Artifact, err, clip.String(value(out.Data), 200))
 	}
+	if resp.ContinuationID == "" {
+		// Upstream Murmur's drivers return it as tool-result metadata.
+		for _, kv := range out.Metadata {
+			if kv[0] == "continuation_id" {
+				resp.ContinuationID = kv[1]
+			}
+		}
+	}
 	return resp, streamed, nil
+}
+
+// historyMessages is the conversation of a threaded context's earlier tasks, oldest
+// first: each turn's kept messages, or, for a turn kept without them, its user text and
+// answer as two text messages.
+func historyMessages(history []Turn) []agentMessage {
+	var msgs []agentMessage
+	for _, h := range history {
+		var kept []agentMessage
+		if len(h.Messages) > 0 && json.Unmarshal(h.Messages, &kept) == nil && len(kept) > 0 {
+			msgs = append(msgs, kept...)
+			continue
+		}
+		msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: h.User}}},
+			agentMessage{Role: "assistant", Content: []agentBlock{{Type: "text", Text: h.Agent}}})
+	}
+	return msgs
+}
+
+// driverKey names the capsule's driver as it is staged: the issuer of its continuations.
+func (s *session) driverKey() string {
+	d := s.staged.Manifest.Inference.Driver.Artifact
+	for _, a := range s.staged.Artifacts {
+		if a.Name == d {
+			return a.Name + "@" + a.Version
+		}
+	}
+	return d
 }
 
 // dispatch runs one tool call, looked up in the order native, shell, skill, wasm tool

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -49,8 +50,25 @@ type TaskRequest struct {
 	CapsuleURL string
 }
 
-// Turn is one finished exchange of a threaded conversation.
-type Turn struct{ User, Agent string }
+// Turn is one finished task of a threaded conversation.
+type Turn struct {
+	User, Agent string
+	Thread
+}
+
+// Thread is what an agent task leaves for the next task of its threaded context
+// (docs/reference/driver-protocol.md "Continuation").
+type Thread struct {
+	// Messages is the task's conversation as the driver protocol's messages (JSON): its
+	// user message, each assistant message with its tool calls, each tool result, the
+	// final answer. Empty for a turn kept without them: User and Agent then stand for it.
+	Messages json.RawMessage
+	// Continuation is the driver's continuation_id after the task's last turn; "" for none.
+	Continuation string
+	// ContinuationBy is the driver that issued it (artifact@version): another driver, after
+	// a reload, gets the whole conversation instead.
+	ContinuationBy string
+}
 
 // task is one task as it runs: passed down the loop, dispatch and chunk code, so that
 // nothing of it lives on the session that runs it.
@@ -61,6 +79,8 @@ type task struct {
 	// inference event, parent of the turn's tool calls.
 	turn    int
 	turnEvt string
+	// thread is what a completed agent task leaves for the next (Thread).
+	thread Thread
 	// requestInput asks the task's A2A client for input; nil outside A2A.
 	requestInput func(ctx context.Context, prompt string) (string, error)
 }
@@ -80,6 +100,8 @@ type TaskOutcome struct {
 	State  string // completed, failed, canceled or max_turns_reached
 	Result string // the answer, or "error: …" when the task did not complete
 	Turns  int
+	// Thread is the conversation of an agent task that completed; zero otherwise.
+	Thread Thread
 	// Session and Layout name the session the task ran in and its folders.
 	Session string
 	Layout  *Layout
@@ -121,6 +143,9 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 		out.State, out.Result = StateFailed, "error: "+werr.Error()
 	}
 	out.Turns = t.turn
+	if out.State == StateCompleted {
+		out.Thread = t.thread
+	}
 	s.tasks++
 	s.stream.Emit(EventTaskEnd, t.evt, TaskEnd{TaskID: req.TaskID, State: out.State, Turns: out.Turns,
 		DurationMS: time.Since(start).Milliseconds()}, map[string]string{"output": out.Result})
