@@ -291,12 +291,13 @@ func (s *session) imports(t *task, who string) *wasm.Imports {
 func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.ToolInput) (abi.ToolResult, error) {
 	mod := s.staged.Modules[name]
 	if mod == nil || mod.Role != manifest.RoleTool {
+		s.unknownCall(t, name, value(in.Data))
 		return abi.ToolResult{}, fmt.Errorf("tool-registry: no wasm tool named %q is declared in the manifest (declared: %s)", name, strings.Join(s.toolNames(), ", "))
 	}
 	start := time.Now()
 	out, err := s.rt.engine.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.imports(t, name), in)
 	s.toolCalls.Add(1)
-	rec := ToolCall{Turn: t.turn, ToolName: name, Kind: "wasm", InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
+	rec := ToolCall{Turn: t.turn, ToolName: name, Kind: KindWasm, InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
 		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds()}
 	var ge *wasm.GuestError
 	if errors.As(err, &ge) {
@@ -306,6 +307,14 @@ func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.Too
 	}
 	s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"input": value(in.Data), "output": value(out.Data)})
 	return out, err
+}
+
+// unknownCall counts and records a call of a name that resolves to no tool: the caller
+// answers it with an error, but the trace and the totals still show it was asked for.
+func (s *session) unknownCall(t *task, name, input string) {
+	s.toolCalls.Add(1)
+	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turn, ToolName: name, Kind: KindUnknown,
+		InputBytes: len(input), Status: "error"}, map[string]string{"input": input})
 }
 
 func value(p *string) string {
