@@ -51,8 +51,8 @@ type SessionConfig struct {
 	// wrapper (shell.Config.WrapperPath, checked with shell.CheckHelper); "" takes
 	// capsulegate-sandbox next to this executable, else this executable.
 	SandboxHelper string
-	// Stderr receives the sandbox tier, the wrapper and W-SEC warnings at launch; nil:
-	// bootstrap.log only.
+	// Stderr receives the sandbox tier, the wrapper and W-SEC warnings at launch, and in
+	// RunOnce the stage warnings (W-RUN-…); nil: bootstrap.log only.
 	Stderr io.Writer
 	// NetLogger receives the policy proxy's log (denials); nil discards it.
 	NetLogger *slog.Logger
@@ -84,6 +84,11 @@ func (r *Runtime) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOpt
 	staged, err := r.Stage(ctx, m, StageOptions{Registry: opts.Registry, Progress: opts.Progress})
 	if err != nil {
 		return nil, err
+	}
+	if opts.Session.Stderr != nil {
+		for _, w := range staged.Warnings {
+			fmt.Fprintln(opts.Session.Stderr, "warning:", w.Error())
+		}
 	}
 	sess, err := r.openSession(staged, opts.Session, opts.Workdir, "")
 	if err != nil {
@@ -214,6 +219,10 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 			sess.close()
 			return nil, err
 		}
+	}
+	for _, w := range s.Warnings {
+		// In every session's records: what its manifest asked for and did not get.
+		sess.announce(nil, w.Error())
 	}
 	if err := sess.openSubprocesses(o); err != nil {
 		sess.close()
