@@ -13,7 +13,7 @@ import (
 // calls a skill and a name declared nowhere, then answers. The trace shows both calls
 // (the unknown one as kind unknown, status error), session_end counts both although
 // neither is a wasm, shell or native call, and a turn with no call lists tool_names as
-// [], never null.
+// [], never null; no field of any event is null but session_start's parent_id.
 func TestTraceCountsEveryCall(t *testing.T) {
 	const cassette = `{"provider": "anthropic-messages", "conversations": [
  {"match": "read the notes", "turns": [
@@ -53,6 +53,11 @@ capabilities:
 	var turns [][]any
 	var end map[string]any
 	for _, ev := range traceEvents(t, res.Records) {
+		for k, v := range ev {
+			if v == nil && k != "parent_id" {
+				t.Errorf("%s.%s is null", ev["event_type"], k)
+			}
+		}
 		switch ev["event_type"] {
 		case EventToolCall:
 			calls = append(calls, ev)
