@@ -287,6 +287,9 @@ func (h *Handler) stage(p *provision) (*version, error) {
 	}
 	h.logger.Info("capsule staged", zap.String("capsule", m.Name), zap.String("version", m.Version),
 		zap.Duration("took", time.Since(start)))
+	for _, w := range hosted.Staged().Warnings {
+		h.logger.Warn(w.Error(), zap.String("capsule", m.Name), zap.String("version", m.Version))
+	}
 	return &version{hosted: hosted, engineKey: app.engineKey()}, nil
 }
 

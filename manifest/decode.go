@@ -31,7 +31,8 @@ type decoder struct {
 	env     func(string) (string, bool)
 	errs    errs.List
 	warns   []*errs.Error
-	pos     map[string]Pos // key path → position of its value (present keys only)
+	pos     map[string]Pos  // key path → position of its value (present keys only)
+	written map[string]bool // key paths given a value other than null
 	nodes   int
 	budget  bool // set once maxNodes was exceeded, to report it once
 	literal bool // no ${NAME} interpolation (artifact manifests)
@@ -40,7 +41,7 @@ type decoder struct {
 }
 
 func newDecoder(file string, env func(string) (string, bool)) *decoder {
-	return &decoder{file: file, env: env, pos: map[string]Pos{}}
+	return &decoder{file: file, env: env, pos: map[string]Pos{}, written: map[string]bool{}}
 }
 
 func (d *decoder) at(n *yaml.Node) string {
@@ -154,6 +155,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if isNull(n) && v.Kind() != reflect.Interface {
 		return // null leaves the zero value: "absent"
+	}
+	if path != "" && !isNull(n) {
+		d.written[path] = true
 	}
 	switch v.Kind() {
 	case reflect.Pointer:

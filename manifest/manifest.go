@@ -46,7 +46,8 @@ type Manifest struct {
 	// Warnings are the non-fatal findings (unknown keys), in file order.
 	Warnings []*errs.Error
 
-	pos map[string]Pos
+	pos     map[string]Pos
+	written map[string]bool // key paths written with a value (Written)
 }
 
 // ArtifactRef is one entry of `artifacts` (docs/reference/manifest.md "Artifacts").
@@ -234,6 +235,7 @@ func Parse(data []byte, file string, opts ...Option) (*Manifest, error) {
 	}
 	m.Warnings = d.warns
 	m.pos = d.pos
+	m.written = d.written
 	m.applyDefaults()
 	return m, nil
 }

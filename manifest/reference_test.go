@@ -34,13 +34,14 @@ func TestReferenceDocumentsEveryKey(t *testing.T) {
 		t.Error(p)
 	}
 	for _, c := range []struct {
-		header string
-		typ    reflect.Type
+		header   string
+		typ      reflect.Type
+		accepted []string
 	}{
-		{capsuleKeyHeader, reflect.TypeFor[Manifest]()},
-		{artifactKeyHeader, reflect.TypeFor[ArtifactManifest]()},
+		{capsuleKeyHeader, reflect.TypeFor[Manifest](), KeyPaths()},
+		{artifactKeyHeader, reflect.TypeFor[ArtifactManifest](), ArtifactKeyPaths()},
 	} {
-		accepted := keyPaths(c.typ)
+		accepted := c.accepted
 		if len(accepted) < 5 {
 			t.Fatalf("%s: found only %d key paths; is the walk broken?", c.typ, len(accepted))
 		}
@@ -52,36 +53,6 @@ func TestReferenceDocumentsEveryKey(t *testing.T) {
 			t.Errorf("%s documents key %q in a %q table, but %s does not accept it", referencePage, k, c.header, c.typ)
 		}
 	}
-}
-
-// keyPaths lists every key path the decoder accepts in a value of type t, in the
-// reference page's spelling: struct keys joined by ".", "[]" after a list of mappings,
-// "*" for the keys of a map of mappings. Mappings themselves are listed too; free-form
-// values (map[string]any) and lists of scalars are leaves. Keys come from structFields,
-// the decoder's own reading of the yaml tags.
-func keyPaths(t reflect.Type) []string {
-	var out []string
-	var walk func(t reflect.Type, prefix string)
-	walk = func(t reflect.Type, prefix string) {
-		for t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		switch t.Kind() {
-		case reflect.Struct:
-			for _, f := range structFields(t) {
-				p := join(prefix, f.key)
-				out = append(out, p)
-				walk(t.Field(f.index).Type, p)
-			}
-		case reflect.Slice:
-			walk(t.Elem(), prefix+"[]")
-		case reflect.Map:
-			walk(t.Elem(), join(prefix, "*"))
-		}
-	}
-	walk(t, "")
-	slices.Sort(out)
-	return out
 }
 
 // keyCellRE is the first cell of a key table row: one backticked key path.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -32,7 +33,7 @@ type Inference struct {
 	InputTokens  int      `json:"input_tokens"`
 	OutputTokens int      `json:"output_tokens"`
 	StopReason   string   `json:"stop_reason"`
-	Tools        []string `json:"tool_names"`
+	Tools        []string `json:"tool_names"` // never nil: [] when the turn asked for no tool
 	DurationMS   int64    `json:"duration_ms"`
 	Error        string   `json:"error,omitempty"`
 }
@@ -95,11 +96,9 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 	if err != nil {
 		return "", StateFailed, err
 	}
-	// Never null: upstream Murmur's drivers read tools as a list and refuse null.
+	// Never null (offeredTools returns []): upstream Murmur's drivers read tools as a list
+	// and refuse null.
 	tools := s.offeredTools()
-	if tools == nil {
-		tools = []agentTool{}
-	}
 	msgs := historyMessages(history)
 	// The driver's continuation and how many of msgs it acknowledged: only those after
 	// are sent. One issued by another driver (a reload changed it) is not handed on.
@@ -121,13 +120,17 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 			ContinuationID: cont})
 		start := time.Now()
 		resp, streamed, err := s.callDriver(ctx, t, driver, string(req))
-		ev := Inference{Turn: turn, DurationMS: time.Since(start).Milliseconds()}
+		ev := Inference{Turn: turn, Tools: []string{}, DurationMS: time.Since(start).Milliseconds()}
 		if err != nil {
 			ev.StopReason, ev.Error = "error", err.Error()
 			s.stream.Emit(EventInference, t.evt, ev, nil)
 			return "", StateFailed, err
 		}
 		ev.InputTokens, ev.OutputTokens, ev.StopReason = resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.StopReason
+		if resp.Content == nil {
+			// A driver may answer "content": null; what the host writes and sends back is [].
+			resp.Content = []agentBlock{}
+		}
 		for _, b := range resp.Content {
 			if b.Type == "tool_call" {
 				ev.Tools = append(ev.Tools, b.Name)
@@ -229,68 +232,139 @@ func (s *session) driverKey() string {
 	return d
 }
 
-// dispatch runs one tool call, looked up in the order native, shell, skill, wasm tool
-// (docs/reference/driver-protocol.md "Dispatch"), and returns the text the model sees and
-// whether it is an error.
-func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (string, bool) {
-	m := s.staged.Manifest
+// Tool kinds, as a tool_call event's kind names them (docs/reference/trace.md "tool_call").
+const (
+	KindNative  = "native"
+	KindShell   = "shell"
+	KindSkill   = "skill"
+	KindWasm    = "wasm"
+	KindUnknown = "unknown"
+)
+
+// kindRank is the dispatch precedence: a lower rank wins when one name is declared as
+// several kinds (docs/reference/driver-protocol.md "Dispatch").
+var kindRank = map[string]int{KindNative: 0, KindShell: 1, KindSkill: 2, KindWasm: 3}
+
+// toolKind says which of the capsule's tools a call named name runs: the first match
+// in the order native, shell, skill, wasm; KindUnknown when the name is none of them.
+func (s *session) toolKind(name string) string {
 	if s.sub != nil {
-		if path, ok := s.sub.natives[call.Name]; ok {
-			return s.runSubprocess(ctx, t, call, path)
+		if _, ok := s.sub.natives[name]; ok {
+			return KindNative
 		}
 	}
-	for _, b := range m.Capabilities.Shell.Allow {
-		if b == call.Name {
-			return s.runSubprocess(ctx, t, call, "")
-		}
+	if slices.Contains(s.staged.Manifest.Capabilities.Shell.Allow, name) {
+		return KindShell
 	}
 	for _, a := range s.staged.Artifacts {
-		if a.Name == call.Name && a.Role == manifest.RoleSkill {
-			text, err := skillText(a)
-			rec := ToolCall{Turn: t.turn, ToolName: call.Name, Kind: "skill", OutputBytes: len(text), Status: "passed"}
-			if err != nil {
-				rec.Status = "error"
-			}
-			s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"output": text})
-			if err != nil {
-				return "skill " + call.Name + ": " + err.Error(), true
-			}
-			return text, false
+		if a.Name == name && a.Role == manifest.RoleSkill {
+			return KindSkill
 		}
 	}
-	input := string(call.Input)
-	if input == "" {
-		input = "{}"
+	if mod := s.staged.Modules[name]; mod != nil && mod.Role == manifest.RoleTool {
+		return KindWasm
 	}
-	out, err := s.invokeAt(ctx, t, call.Name, abi.ToolInput{Data: &input})
-	if err != nil {
-		return err.Error(), true
+	return KindUnknown
+}
+
+// dispatch runs one tool call by its kind (toolKind), and returns the text the model
+// sees and whether it is an error. Every call, an unknown name included, is counted and
+// written as a tool_call event.
+func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (string, bool) {
+	switch s.toolKind(call.Name) {
+	case KindNative:
+		return s.runSubprocess(ctx, t, call, s.sub.natives[call.Name])
+	case KindShell:
+		return s.runSubprocess(ctx, t, call, "")
+	case KindSkill:
+		return s.runSkill(t, call)
+	case KindWasm:
+		input := string(call.Input)
+		if input == "" {
+			input = "{}"
+		}
+		out, err := s.invokeAt(ctx, t, call.Name, abi.ToolInput{Data: &input})
+		if err != nil {
+			return err.Error(), true
+		}
+		text := value(out.Data)
+		if text == "" {
+			text = value(out.Summary)
+		}
+		return text, out.Status != abi.StatusPassed
 	}
-	text := value(out.Data)
-	if text == "" {
-		text = value(out.Summary)
+	names := make([]string, 0, 8)
+	for _, tool := range s.offeredTools() {
+		names = append(names, tool.Name)
 	}
-	return text, out.Status != abi.StatusPassed
+	if len(names) == 0 {
+		names = append(names, "none")
+	}
+	s.unknownCall(t, call.Name, string(call.Input))
+	return fmt.Sprintf("no tool named %q is declared in the manifest (declared: %s)", call.Name, strings.Join(names, ", ")), true
+}
+
+// runSkill answers a call of a skill with its text.
+func (s *session) runSkill(t *task, call agentBlock) (string, bool) {
+	for _, a := range s.staged.Artifacts {
+		if a.Name != call.Name || a.Role != manifest.RoleSkill {
+			continue
+		}
+		text, err := skillText(a)
+		s.toolCalls.Add(1)
+		rec := ToolCall{Turn: t.turn, ToolName: call.Name, Kind: KindSkill, OutputBytes: len(text), Status: "passed"}
+		if err != nil {
+			rec.Status = "error"
+		}
+		s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"output": text})
+		if err != nil {
+			return "skill " + call.Name + ": " + err.Error(), true
+		}
+		return text, false
+	}
+	return "skill " + call.Name + " is not staged", true // toolKind found it: never reached
 }
 
 // offeredTools lists what the model may call, sorted by name
-// (docs/reference/driver-protocol.md "Tools offered").
+// (docs/reference/driver-protocol.md "Tools offered"). A name declared as several kinds
+// is offered once, as the kind dispatch runs.
 func (s *session) offeredTools() []agentTool {
-	var tools []agentTool
+	type offer struct {
+		tool agentTool
+		kind string
+	}
+	best := map[string]offer{}
+	add := func(t agentTool, kind string) {
+		if o, ok := best[t.Name]; !ok || kindRank[kind] < kindRank[o.kind] {
+			best[t.Name] = offer{t, kind}
+		}
+	}
 	emptyObject := json.RawMessage(`{"type":"object","properties":{}}`)
 	for _, st := range s.staged.Tools() {
 		t := agentTool{Name: st.Name, Description: st.Description, Parameters: emptyObject}
 		if st.InputSchema != nil {
 			t.Parameters = st.InputSchema
 		}
-		if st.Role == manifest.RoleSkill && t.Description == "" {
-			t.Description = "Returns the skill's text: " + st.Name
+		kind := KindWasm
+		if st.Role == manifest.RoleSkill {
+			kind = KindSkill
+			if t.Description == "" {
+				t.Description = "Returns the skill's text: " + st.Name
+			}
+		} else if s.sub != nil {
+			if _, ok := s.sub.natives[st.Name]; ok {
+				kind = KindNative
+			}
 		}
-		tools = append(tools, t)
+		add(t, kind)
 	}
 	for _, b := range s.staged.Manifest.Capabilities.Shell.Allow {
-		tools = append(tools, agentTool{Name: b, Description: "Runs " + b + " in the workdir",
-			Parameters: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)})
+		add(agentTool{Name: b, Description: "Runs " + b + " in the workdir",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}, KindShell)
+	}
+	tools := make([]agentTool, 0, len(best))
+	for _, o := range best {
+		tools = append(tools, o.tool)
 	}
 	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 	return tools

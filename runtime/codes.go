@@ -6,3 +6,16 @@ const (
 	CodeScriptModule = "E-RUN-010" // a script capsule without exactly one module beside its manifest
 	CodeTrace        = "E-RUN-012" // a trace write failed: the session fails, events are never dropped
 )
+
+// Stage warnings: a manifest setting this release accepts, so the capsule loads, but does
+// not act on (docs/errors.md "Runtime"). Each code stays with its key for good.
+const (
+	WarnArtifactConfig = "W-RUN-001" // artifacts[].config
+	WarnContextTokens  = "W-RUN-002" // context.max_tokens
+	WarnCompaction     = "W-RUN-003" // inference.compaction and its keys
+	WarnOtelEndpoint   = "W-RUN-004" // observability.otel_endpoint
+	WarnAfterTask      = "W-RUN-005" // lifecycle.after_task
+	WarnResourceMemory = "W-RUN-006" // capabilities.resources.memory_bytes
+	WarnResourcePids   = "W-RUN-007" // capabilities.resources.pids
+	WarnHook           = "W-RUN-008" // an artifact with runtime: hook
+)

@@ -262,7 +262,7 @@ func TestAgentFailurePaths(t *testing.T) {
 				}
 				res := req.Messages[2].Content[0]
 				if req.Messages[2].Role != "user" || res.Type != "tool_result" || res.ToolUseID != "tu_9" || !res.IsError ||
-					len(res.Content) != 1 || !strings.Contains(res.Content[0].Text, `no wasm tool named "ghost" is declared`) {
+					len(res.Content) != 1 || !strings.Contains(res.Content[0].Text, `no tool named "ghost" is declared in the manifest (declared: echo)`) {
 					t.Errorf("the tool error did not reach the model: %s", ex[1].body)
 				}
 			}},

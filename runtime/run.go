@@ -51,8 +51,8 @@ type SessionConfig struct {
 	// wrapper (shell.Config.WrapperPath, checked with shell.CheckHelper); "" takes
 	// capsulegate-sandbox next to this executable, else this executable.
 	SandboxHelper string
-	// Stderr receives the sandbox tier, the wrapper and W-SEC warnings at launch; nil:
-	// bootstrap.log only.
+	// Stderr receives the sandbox tier, the wrapper and W-SEC warnings at launch, and in
+	// RunOnce the stage warnings (W-RUN-…); nil: bootstrap.log only.
 	Stderr io.Writer
 	// NetLogger receives the policy proxy's log (denials); nil discards it.
 	NetLogger *slog.Logger
@@ -84,6 +84,11 @@ func (r *Runtime) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOpt
 	staged, err := r.Stage(ctx, m, StageOptions{Registry: opts.Registry, Progress: opts.Progress})
 	if err != nil {
 		return nil, err
+	}
+	if opts.Session.Stderr != nil {
+		for _, w := range staged.Warnings {
+			fmt.Fprintln(opts.Session.Stderr, "warning:", w.Error())
+		}
 	}
 	sess, err := r.openSession(staged, opts.Session, opts.Workdir, "")
 	if err != nil {
@@ -215,6 +220,10 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 			return nil, err
 		}
 	}
+	for _, w := range s.Warnings {
+		// In every session's records: what its manifest asked for and did not get.
+		sess.announce(nil, w.Error())
+	}
 	if err := sess.openSubprocesses(o); err != nil {
 		sess.close()
 		return nil, err
@@ -291,12 +300,13 @@ func (s *session) imports(t *task, who string) *wasm.Imports {
 func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.ToolInput) (abi.ToolResult, error) {
 	mod := s.staged.Modules[name]
 	if mod == nil || mod.Role != manifest.RoleTool {
+		s.unknownCall(t, name, value(in.Data))
 		return abi.ToolResult{}, fmt.Errorf("tool-registry: no wasm tool named %q is declared in the manifest (declared: %s)", name, strings.Join(s.toolNames(), ", "))
 	}
 	start := time.Now()
 	out, err := s.rt.engine.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.imports(t, name), in)
 	s.toolCalls.Add(1)
-	rec := ToolCall{Turn: t.turn, ToolName: name, Kind: "wasm", InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
+	rec := ToolCall{Turn: t.turn, ToolName: name, Kind: KindWasm, InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
 		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds()}
 	var ge *wasm.GuestError
 	if errors.As(err, &ge) {
@@ -306,6 +316,14 @@ func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.Too
 	}
 	s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"input": value(in.Data), "output": value(out.Data)})
 	return out, err
+}
+
+// unknownCall counts and records a call of a name that resolves to no tool: the caller
+// answers it with an error, but the trace and the totals still show it was asked for.
+func (s *session) unknownCall(t *task, name, input string) {
+	s.toolCalls.Add(1)
+	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turn, ToolName: name, Kind: KindUnknown,
+		InputBytes: len(input), Status: "error"}, map[string]string{"input": input})
 }
 
 func value(p *string) string {

@@ -33,7 +33,7 @@ func TestRunOnceScriptCapsule(t *testing.T) {
 		{"completes", "", StateCompleted, "hello",
 			[]string{EventSessionStart, EventTaskStart, EventToolCall, EventTaskEnd, EventSessionEnd}},
 		{"undeclared tool fails the task", "nope", StateFailed, `no wasm tool named "nope" is declared`,
-			[]string{EventSessionStart, EventTaskStart, EventTaskEnd, EventSessionEnd}},
+			[]string{EventSessionStart, EventTaskStart, EventToolCall, EventTaskEnd, EventSessionEnd}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,6 +32,9 @@ type Staged struct {
 	Script *wasm.Module
 	// Modules are the compiled wasm tools and drivers, by artifact name.
 	Modules map[string]*wasm.Module
+	// Warnings name what the manifest asks for that this release does not do (W-RUN-…):
+	// keys it accepts without acting on them, hook artifacts. Staging still succeeds.
+	Warnings []*errs.Error
 
 	scriptPath, scriptSum string // where the script module was read from, and its sha256
 }
@@ -53,14 +56,15 @@ type StageOptions struct {
 
 // Stage resolves and verifies every artifact (writing murmur.lock when there is none,
 // verifying against it when there is), then — only once every check passed — compiles
-// the wasm modules and checks each against its world and the memory limit.
+// the wasm modules and checks each against its world and the memory limit. What the
+// manifest asks for that this release does not do is in the result's Warnings.
 func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOptions) (*Staged, error) {
 	start := time.Now()
 	res, err := resolveArtifacts(ctx, m, opts)
 	if err != nil {
 		return nil, err
 	}
-	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}}
+	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}, Warnings: stageWarnings(m)}
 	var scriptRead func() ([]byte, error)
 	if !m.IsAgent() {
 		if s.scriptPath, err = scriptModulePath(m); err != nil {

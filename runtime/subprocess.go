@@ -149,9 +149,9 @@ func (sp *subprocesses) close() {
 // it: a shell event with the command, then the tool call.
 func (s *session) runSubprocess(ctx context.Context, t *task, call agentBlock, native string) (string, bool) {
 	m := s.staged.Manifest
-	kind := "shell"
+	kind := KindShell
 	if native != "" {
-		kind = "native"
+		kind = KindNative
 	}
 	if s.sub == nil {
 		return fmt.Sprintf("tool %s: this session has no sandbox for %s tools", call.Name, kind), true

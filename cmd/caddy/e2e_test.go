@@ -669,3 +669,43 @@ capabilities:
 		t.Errorf("the model did not get the command's output %q: %d requests, last %.800s", want, len(bodies), bodies[len(bodies)-1])
 	}
 }
+
+// TestRunWarnsForUnhonouredKeys: a manifest writing a key this release accepts but does
+// not act on still runs, and `caddy capsule run` says so on stderr with the key's stable
+// code (docs/errors.md W-RUN-…); the session's bootstrap.log keeps the warning.
+func TestRunWarnsForUnhonouredKeys(t *testing.T) {
+	tmp := t.TempDir()
+	home := filepath.Join(tmp, "home")
+	reg := filepath.Join(tmp, "registry")
+	os.MkdirAll(home, 0o755)
+	art := filepath.Join(tmp, "wordcount")
+	copyDir(t, "../../examples/artifacts/wordcount", art)
+	os.WriteFile(filepath.Join(art, "wordcount.wasm"), guestbuild.Wasm(t, "../../examples/guests/wordcount"), 0o644)
+	capDir := filepath.Join(tmp, "capsule")
+	os.MkdirAll(capDir, 0o755)
+	data, _ := os.ReadFile("../../examples/capsules/wordcount/murmur.yaml")
+	data = append(data, "\nobservability:\n  otel_endpoint: https://otel.example\n"...)
+	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), data, 0o644)
+	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../../examples/guests/wordcount-capsule"), 0o644)
+	zipPath := filepath.Join(tmp, "wordcount.mur.zip")
+	for _, args := range [][]string{{"pack", art, "--output", zipPath}, {"publish", zipPath, "--registry", reg}} {
+		if r := capsule(t, home, args...); r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+		}
+	}
+	r := capsule(t, home, "run", filepath.Join(capDir, "murmur.yaml"), "--registry", reg, "--work-root", filepath.Join(tmp, "work"), "--task", "one two", "--json")
+	if r.code != 0 {
+		t.Fatalf("run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "warning: runtime: W-RUN-004") || !strings.Contains(r.stderr, "observability.otel_endpoint") ||
+		strings.Count(r.stderr, "W-RUN-") != 1 {
+		t.Errorf("stderr does not hold exactly the otel_endpoint warning:\n%s", r.stderr)
+	}
+	var out struct{ Status, Records string }
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Status != "completed" {
+		t.Fatalf("run --json = %s (%v)", r.stdout, err)
+	}
+	if log, _ := os.ReadFile(filepath.Join(out.Records, "logs", "bootstrap.log")); !strings.Contains(string(log), "W-RUN-004") {
+		t.Errorf("bootstrap.log = %q", log)
+	}
+}

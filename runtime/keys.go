@@ -1,0 +1,137 @@
+package runtime
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/manifest"
+)
+
+// laterRelease names the release that will honour a key staged with a warning; no
+// release is planned for any of them yet.
+const laterRelease = "a later release"
+
+// keyFate is what this release does with one manifest key path.
+type keyFate struct {
+	// code is the stage warning drawn when the key is written; "" when the key takes
+	// effect.
+	code string
+	// under is, for a key inside an unhonoured mapping, that mapping: its one warning
+	// covers the key.
+	under string
+	// ignored says what the runtime does instead of honouring the key, for the warning.
+	ignored string
+}
+
+// manifestKeys is the fate of every key path the manifest parser accepts
+// (manifest.KeyPaths): it takes effect, or staging a manifest that writes it draws one
+// warning. TestEveryManifestKeyHasAFate fails when the parser accepts a key that is not
+// here, so no key is accepted without deciding what becomes of it.
+var manifestKeys = map[string]keyFate{
+	"name":                                       {},
+	"version":                                    {},
+	"artifacts":                                  {},
+	"artifacts[].name":                           {},
+	"artifacts[].version":                        {},
+	"artifacts[].runtime":                        {}, // runtime: hook draws WarnHook (stageWarnings)
+	"artifacts[].source":                         {},
+	"artifacts[].gateway":                        {},
+	"artifacts[].gateway.endpoint":               {},
+	"artifacts[].gateway.api_key":                {},
+	"artifacts[].config":                         {code: WarnArtifactConfig, ignored: "no artifact is handed its config"},
+	"capabilities":                               {},
+	"capabilities.network":                       {},
+	"capabilities.network.allow":                 {},
+	"capabilities.filesystem":                    {},
+	"capabilities.filesystem.scope":              {},
+	"capabilities.shell":                         {},
+	"capabilities.shell.allow":                   {},
+	"capabilities.shell.strip_env":               {},
+	"capabilities.shell.min_tier":                {},
+	"capabilities.env":                           {},
+	"capabilities.env.allow":                     {},
+	"capabilities.limits":                        {},
+	"capabilities.limits.memory_bytes":           {},
+	"capabilities.limits.deadline_seconds":       {},
+	"capabilities.resources":                     {},
+	"capabilities.resources.processes":           {},
+	"capabilities.resources.open_files":          {},
+	"capabilities.resources.file_size_bytes":     {},
+	"capabilities.resources.cpu_seconds":         {},
+	"capabilities.resources.address_space_bytes": {},
+	"capabilities.resources.memory_bytes": {code: WarnResourceMemory,
+		ignored: "a shell or native tool's memory is bounded by capabilities.resources.address_space_bytes (RLIMIT_AS) only"},
+	"capabilities.resources.pids": {code: WarnResourcePids,
+		ignored: "shell and native tools are bounded by capabilities.resources.processes (RLIMIT_NPROC) only"},
+	"inference":                        {},
+	"inference.transport":              {},
+	"inference.driver":                 {},
+	"inference.driver.artifact":        {},
+	"inference.driver.config":          {},
+	"inference.model":                  {},
+	"inference.endpoint":               {},
+	"inference.api_key":                {},
+	"inference.max_turns":              {},
+	"inference.max_tokens":             {},
+	"inference.system_prompt":          {},
+	"inference.system_prompt_file":     {},
+	"inference.system_prompt_artifact": {},
+	"inference.compaction": {code: WarnCompaction,
+		ignored: "the conversation is sent whole every turn and never compacted"},
+	"inference.compaction.threshold": {code: WarnCompaction, under: "inference.compaction"},
+	"inference.compaction.model":     {code: WarnCompaction, under: "inference.compaction"},
+	"lifecycle":                      {},
+	"lifecycle.task_acceptance":      {},
+	"lifecycle.after_task": {code: WarnAfterTask,
+		ignored: "a capsule hosted in the gateway stays staged between tasks, and caddy capsule run ends after its task, whatever it says"},
+	"lifecycle.queue_depth":        {},
+	"lifecycle.input_timeout_secs": {},
+	"lifecycle.conversation":       {},
+	"context":                      {},
+	"context.max_tokens": {code: WarnContextTokens,
+		ignored: "the conversation is not cut to a token budget; inference.max_turns bounds a task"},
+	"trace":         {},
+	"trace.capture": {},
+	"observability": {},
+	"observability.otel_endpoint": {code: WarnOtelEndpoint,
+		ignored: "nothing is exported over OpenTelemetry; trace.jsonl and the Prometheus metrics record sessions"},
+}
+
+// stageWarnings lists what m asks for that this release does not do: one warning per
+// unhonoured key written (naming every place it is written), and one for its hook
+// artifacts, in code order.
+func stageWarnings(m *manifest.Manifest) []*errs.Error {
+	var out []*errs.Error
+	for key, f := range manifestKeys {
+		if f.code == "" || f.under != "" {
+			continue
+		}
+		at := m.Written(key)
+		if len(at) == 0 {
+			continue
+		}
+		w := errs.New(f.code, "runtime",
+			fmt.Sprintf("accepted but not acted on by this release: %s; %s will honour it", f.ignored, laterRelease),
+			"remove it to silence this warning, or keep it for the release that honours it")
+		w.Pos, w.Path = m.Position(at[0]), strings.Join(at, ", ")
+		out = append(out, w)
+	}
+	var hooks, paths []string
+	for i, a := range m.Artifacts {
+		if a.Runtime == manifest.RoleHook {
+			hooks = append(hooks, a.Name)
+			paths = append(paths, fmt.Sprintf("artifacts[%d].runtime", i))
+		}
+	}
+	if len(hooks) > 0 {
+		w := errs.New(WarnHook, "runtime",
+			fmt.Sprintf("hook artifacts (%s) are resolved, verified and locked but never run by this release; %s will run them", strings.Join(hooks, ", "), laterRelease),
+			"remove them to silence this warning, or keep them for the release that runs hooks")
+		w.Pos, w.Path = m.Position(paths[0]), strings.Join(paths, ", ")
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b *errs.Error) int { return strings.Compare(a.Code, b.Code) })
+	return out
+}
