@@ -8,7 +8,7 @@ const (
 )
 
 // Stage warnings: a manifest setting this release accepts, so the capsule loads, but does
-// not act on (docs/errors.md "Runtime"). Each code stays with its key for good.
+// not act on (docs/errors.md). Each code stays with its key for good.
 const (
 	WarnArtifactConfig = "W-RUN-001" // artifacts[].config
 	WarnContextTokens  = "W-RUN-002" // context.max_tokens
