@@ -8,4 +8,5 @@ const (
 	CodeConversations = "E-RPL-004" // a cassette has no conversations
 	CodeConversation  = "E-RPL-005" // a conversation has an empty match, no turns, or a turn that is not an object
 	CodeListen        = "E-RPL-006" // the replay server cannot listen on its address
+	CodeUpstream      = "E-RPL-007" // the recorder's upstream is not an absolute http or https URL
 )
