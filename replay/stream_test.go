@@ -105,7 +105,7 @@ func TestStreaming(t *testing.T) {
 				}
 				names = append(names, name)
 				var d struct {
-					Delta struct{ Text string } `json:"delta"`
+					Delta   struct{ Text string } `json:"delta"`
 					Choices []struct {
 						Delta struct{ Content string } `json:"delta"`
 					} `json:"choices"`

@@ -75,7 +75,7 @@ type choice struct {
 
 type response struct {
 	Choices []choice `json:"choices"`
-	Usage struct {
+	Usage   struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
