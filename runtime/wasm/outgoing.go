@@ -153,6 +153,7 @@ type OutgoingStream struct {
 	Headers  [][2]string
 	body     io.ReadCloser
 	left     int64 // bytes the cap still allows
+	max      int64 // the cap, for messages
 	hostport string
 	done     bool
 }
@@ -168,7 +169,7 @@ func (h *Outgoing) Open(ctx context.Context, who string, req OutgoingRequest) (*
 	if maxResp <= 0 {
 		maxResp = DefaultMaxResponseBody
 	}
-	s := &OutgoingStream{Status: uint16(resp.StatusCode), Headers: lowerHeaders(resp.Header), body: resp.Body, left: maxResp, hostport: u.Host}
+	s := &OutgoingStream{Status: uint16(resp.StatusCode), Headers: lowerHeaders(resp.Header), body: resp.Body, left: maxResp, max: maxResp, hostport: u.Host}
 	return s, nil
 }
 
@@ -191,7 +192,7 @@ func (s *OutgoingStream) Read(max int) ([]byte, error) {
 		n, err := s.body.Read(buf)
 		if int64(n) > s.left {
 			s.done = true
-			return nil, fmt.Errorf("response body from %s is over the %d-byte cap", s.hostport, s.left)
+			return nil, fmt.Errorf("response body from %s is over the %d-byte cap", s.hostport, s.max)
 		}
 		s.left -= int64(n)
 		if n > 0 {
