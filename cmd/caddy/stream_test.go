@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -276,4 +277,72 @@ func TestTimeToFirstText(t *testing.T) {
 	p90 := func(d []time.Duration) time.Duration { return d[len(d)*9/10] }
 	fmt.Printf("time to first text event: median %v, p90 %v; time to the answer: median %v, p90 %v (%d runs, deltas %d ms apart)\n",
 		med(firsts).Round(100*time.Microsecond), p90(firsts).Round(100*time.Microsecond), med(answers).Round(100*time.Microsecond), p90(answers).Round(100*time.Microsecond), runs, gap)
+}
+
+// TestReplayRecordCommand runs `caddy capsule replay --record <dir> --upstream <url>`
+// against a fake provider on 127.0.0.1: the client gets the provider's stream, the
+// provider gets the key, and the cassette written holds the stream but not the key.
+func TestReplayRecordCommand(t *testing.T) {
+	const key = "sk-ant-RECORD-SENTINEL-42"
+	var gotKey string
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotKey = r.Header.Get("x-api-key")
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"usage":{"input_tokens":1,"output_tokens":0}}}`,
+			`event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+			`event: content_block_delta` + "\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"recorded"}}`,
+			`event: content_block_stop` + "\n" + `data: {"type":"content_block_stop","index":0}`,
+			`event: message_delta` + "\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}`,
+			`event: message_stop` + "\n" + `data: {"type":"message_stop"}`,
+		} {
+			w.Write([]byte(ev + "\n\n"))
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer upstream.Close()
+	home, dir := t.TempDir(), filepath.Join(t.TempDir(), "recorded")
+
+	if r := capsule(t, home, "replay", "--record", dir); r.code != 2 {
+		t.Errorf("--record without --upstream: exit %d, want 2 (%s)", r.code, r.stderr)
+	}
+	cmd := exec.Command(caddyBin, "capsule", "replay", "--record", dir, "--upstream", upstream.URL, "--listen", "127.0.0.1:0")
+	cmd.Env = []string{"HOME=" + home}
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	lines := bufio.NewReader(stderr)
+	line, err := lines.ReadString('\n')
+	i := strings.LastIndex(line, " on http://") + len(" on ") // the line names the upstream too
+	if err != nil || i < len(" on ") {
+		t.Fatalf("ready line %q: %v", line, err)
+	}
+	req, _ := http.NewRequest("POST", strings.TrimSpace(line[i:])+"/v1/messages",
+		strings.NewReader(`{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"record this"}]}`))
+	req.Header.Set("x-api-key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `"text":"recorded"`) || gotKey != key {
+		t.Fatalf("through the recorder: key %q, body %s", gotKey, body)
+	}
+	// The recorder reports the turn once the file is written.
+	if line, err = lines.ReadString('\n'); err != nil || !strings.Contains(line, "recorded turn 0") {
+		t.Fatalf("after the request: %q %v", line, err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "recorded-anthropic-messages.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), key) || !strings.Contains(string(data), `"match": "record this"`) || !strings.Contains(string(data), "content_block_delta") {
+		t.Fatalf("the cassette:\n%s", data)
+	}
+	if _, err := replay.Load(dir); err != nil {
+		t.Fatalf("the recording does not load: %v", err)
+	}
 }
