@@ -59,6 +59,9 @@ type Job struct {
 	History []Turn
 	// Chunk streams text the capsule produces as it works to the task's SSE subscribers.
 	Chunk func(text string)
+	// Thinking streams the capsule's reasoning the same way, its part marked with
+	// metadata {"thinking": true} (docs/reference/a2a.md "Streams").
+	Thinking func(text string)
 	// Input moves the task to input-required with prompt and blocks until the client
 	// answers (a message with this task id, or any message in this context id while the
 	// task waits). It returns the answer's text, or an error when ctx ends or the input

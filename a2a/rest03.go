@@ -187,7 +187,8 @@ func pushSet03(taskID string, body map[string]json.RawMessage) (json.RawMessage,
 // Results in 0.3 proto-JSON.
 
 type p03Part struct {
-	Text string `json:"text"`
+	Text     string         `json:"text"`
+	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
 type p03Message struct {
@@ -251,7 +252,7 @@ type p03List struct {
 func parts03(ps []wirePart) []p03Part {
 	out := make([]p03Part, len(ps))
 	for i, p := range ps {
-		out[i] = p03Part{Text: p.Text}
+		out[i] = p03Part{Text: p.Text, Metadata: p.Metadata}
 	}
 	return out
 }

@@ -133,7 +133,8 @@ func (h *Handler) startLocked(t *task, now time.Time) {
 	if t.spec.threaded {
 		job.History = h.store.turns(t.key)
 	}
-	job.Chunk = func(text string) { h.chunk(t, text) }
+	job.Chunk = func(text string) { h.chunk(t, text, false) }
+	job.Thinking = func(text string) { h.chunk(t, text, true) }
 	job.Input = func(ctx context.Context, prompt string) (string, error) { return h.input(ctx, t, prompt) }
 	h.cfg.Logger.Debug("a2a task started", "task", t.id, "context", t.contextID)
 	go h.execute(t.ctx, t, job)
@@ -206,8 +207,9 @@ func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
 }
 
 // chunk streams text the capsule produced as a working status update carrying an
-// agent message. Chunks are progress, not state: they are not kept in the task.
-func (h *Handler) chunk(t *task, text string) {
+// agent message (marked when it is thinking). Chunks are progress, not state: they are
+// not kept in the task.
+func (h *Handler) chunk(t *task, text string, thinking bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.st.State != stateWorking {
@@ -215,6 +217,7 @@ func (h *Handler) chunk(t *task, text string) {
 	}
 	now := time.Now()
 	msg := agentMessage(t, text)
+	msg.Thinking = thinking
 	t.publishLocked(event{kind: evStatus, status: status{State: stateWorking, Msg: &msg, Time: now}, progress: true}, now)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -355,5 +356,37 @@ func TestHeartbeat(t *testing.T) {
 		case <-timeout:
 			t.Fatal("no heartbeat within the watchdog")
 		}
+	}
+}
+
+// TestThinkingChunks: streamed thinking reaches subscribers as a working status whose
+// part is marked with metadata {"thinking": true}, in both versions; text is unmarked.
+func TestThinkingChunks(t *testing.T) {
+	for _, v := range []struct{ version, send string }{{"", "message/stream"}, {"1.0", "SendStreamingMessage"}} {
+		t.Run(v.send, func(t *testing.T) {
+			b := newBlocking()
+			_, srv := newServer(t, Config{Executor: b})
+			msg := msg03("think")
+			if v.version == "1.0" {
+				msg = msg10("think")
+			}
+			s := stream(t, srv, v.version, v.send, map[string]any{"message": msg})
+			next(t, s)
+			job := recv(t, b.started)
+			job.Thinking("pondering")
+			job.Chunk("answer")
+			b.release <- "answer"
+			var got []string
+			for _, e := range drain(t, s) {
+				raw := string(e.Data.Result)
+				if !strings.Contains(raw, "pondering") && !strings.Contains(raw, `"answer"`) || strings.Contains(raw, "artifact") {
+					continue
+				}
+				got = append(got, fmt.Sprint(strings.Contains(raw, "pondering"), strings.Contains(raw, `"metadata":{"thinking":true}`)))
+			}
+			if strings.Join(got, ",") != "true true,false false" {
+				t.Errorf("(thinking, marked) of the chunks: %v", got)
+			}
+		})
 	}
 }

@@ -31,6 +31,8 @@ func settled(s string) bool { return terminal(s) || s == stateInputRequired }
 type message struct {
 	ID, Role, Text    string // role: "user" or "agent"
 	TaskID, ContextID string
+	// Thinking marks streamed reasoning: its part carries metadata {"thinking": true}.
+	Thinking bool
 }
 
 // status is a task's status at one moment.

@@ -67,8 +67,9 @@ func (d dialect) wireRole(r string) string {
 // Wire shapes. Kind fields are set in 0.3 and left empty (omitted) in 1.0.
 
 type wirePart struct {
-	Kind string `json:"kind,omitempty"`
-	Text string `json:"text"`
+	Kind     string         `json:"kind,omitempty"`
+	Text     string         `json:"text"`
+	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
 type wireMessage struct {
@@ -146,10 +147,14 @@ func (d dialect) parts(text string) []wirePart {
 }
 
 func (d dialect) message(m message) wireMessage {
-	return wireMessage{
+	w := wireMessage{
 		Kind: d.kind("message"), MessageID: m.ID, ContextID: m.ContextID, TaskID: m.TaskID,
 		Role: d.wireRole(m.Role), Parts: d.parts(m.Text),
 	}
+	if m.Thinking {
+		w.Parts[0].Metadata = map[string]any{"thinking": true}
+	}
+	return w
 }
 
 func (d dialect) status(s status) wireStatus {

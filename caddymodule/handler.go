@@ -600,7 +600,7 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	req := runtime.TaskRequest{TaskID: job.TaskID, ContextID: job.ContextID, Principal: job.Principal, Source: "a2a", Text: job.Text,
 		History: history, RequestInput: job.Input, CapsuleURL: job.URL}
 	if job.Chunk != nil {
-		req.Sink = chunkSink(job.Chunk)
+		req.Sink = chunkSink{text: job.Chunk, thinking: job.Thinking}
 	}
 	v := x.v
 	out, ok := v.hosted.TryRunTask(ctx, req)
@@ -619,13 +619,18 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	return a2a.Outcome{State: state, Text: out.Result, Thread: a2a.Thread(out.Thread)}
 }
 
-// chunkSink passes a task's streamed text to its A2A subscribers.
-type chunkSink func(string)
+// chunkSink passes a task's streamed text, and its thinking, to its A2A subscribers.
+type chunkSink struct{ text, thinking func(string) }
 
 // Event forwards chunk events; the rest of the stream is for the trace and metrics.
 func (f chunkSink) Event(e *runtime.Event) error {
-	if c, ok := e.Data.(runtime.Chunk); ok && !c.Thinking {
-		f(c.Text)
+	c, ok := e.Data.(runtime.Chunk)
+	switch {
+	case !ok:
+	case !c.Thinking:
+		f.text(c.Text)
+	case f.thinking != nil:
+		f.thinking(c.Text)
 	}
 	return nil
 }

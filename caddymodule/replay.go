@@ -107,10 +107,46 @@ func replayCommand() *cobra.Command {
 			ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
 			defer stop()
 			addr, _ := cmd.Flags().GetString("listen")
+			if dir, _ := cmd.Flags().GetString("record"); dir != "" {
+				upstream, _ := cmd.Flags().GetString("upstream")
+				return runRecord(ctx, e, c, dir, upstream, addr)
+			}
 			return runReplay(ctx, e, c, args[0], addr)
 		})
+	c.Use = "replay <cassette-dir> | replay --record <dir> --upstream <url>"
+	args := c.Args
+	// Recording takes no cassette folder: --record names where the cassettes go.
+	c.Args = func(cmd *cobra.Command, a []string) error {
+		if dir, _ := cmd.Flags().GetString("record"); dir != "" {
+			if up, _ := cmd.Flags().GetString("upstream"); up == "" || len(a) != 0 {
+				usageExit(cmd, fmt.Errorf("replay --record <dir> takes --upstream <url> and no cassette folder"))
+			}
+			return nil
+		}
+		return args(cmd, a)
+	}
 	c.Flags().String("listen", "127.0.0.1:8089", "the address to serve on")
+	c.Flags().String("record", "", "forward to --upstream and record its answers as cassettes in this folder")
+	c.Flags().String("upstream", "", "the provider base URL to record from (with --record), e.g. https://api.anthropic.com")
 	return c
+}
+
+// runRecord forwards to upstream on addr, recording into dir, until ctx ends.
+func runRecord(ctx context.Context, e *cli.Env, c cli.Common, dir, upstream, addr string) int {
+	rc, err := replay.NewRecorder(upstream, dir)
+	if err == nil {
+		rc.OnRecord = func(file string, turn int, err error) {
+			if err != nil {
+				fmt.Fprintf(e.Stderr, "capsule replay: not recorded: %v\n", err)
+				return
+			}
+			fmt.Fprintf(e.Stderr, "capsule replay: recorded turn %d into %s\n", turn, file)
+		}
+		err = replay.ServeHandler(ctx, rc, addr, func(a net.Addr) {
+			fmt.Fprintf(e.Stderr, "capsule replay: recording %s into %s on http://%s\n", upstream, dir, a)
+		})
+	}
+	return replayExit(e, c, err)
 }
 
 // runReplay loads the cassettes and serves them on addr until ctx ends.
@@ -121,6 +157,11 @@ func runReplay(ctx context.Context, e *cli.Env, c cli.Common, dir, addr string) 
 			fmt.Fprintf(e.Stderr, "capsule replay: serving %d conversation(s) from %s on http://%s\n", lib.Conversations(), dir, a)
 		})
 	}
+	return replayExit(e, c, err)
+}
+
+// replayExit reports err, if any, and returns the exit code.
+func replayExit(e *cli.Env, c cli.Common, err error) int {
 	if err == nil {
 		return cli.ExitOK
 	}

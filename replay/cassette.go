@@ -129,6 +129,10 @@ func loadFile(path string) (*Cassette, error) {
 			if b := bytes.TrimSpace(t); len(b) == 0 || b[0] != '{' {
 				return nil, at(bad(CodeConversation, fmt.Sprintf("turns[%d] is not a JSON object", j), "write the provider's response body as an object", nil))
 			}
+			if _, err := parseStream(t); err != nil {
+				return nil, at(bad(CodeConversation, fmt.Sprintf("turns[%d] is not a valid streamed turn: %v", j, err),
+					`write {"stream": [{"delay_ms": 40, "event": "…", "data": {…}}, …]}`, nil))
+			}
 		}
 	}
 	return &c, nil
@@ -141,4 +145,57 @@ func (l *Library) Conversations() int {
 		n += len(cs)
 	}
 	return n
+}
+
+// StreamEvent is one server-sent event of a streamed turn: written after DelayMS
+// milliseconds (counted from the previous event, or from the response head), with its
+// event name (none for OpenAI's chunks) and its data — a JSON value written compactly,
+// or a string written as it is (OpenAI's final "[DONE]").
+type StreamEvent struct {
+	DelayMS int             `json:"delay_ms,omitempty"`
+	Event   string          `json:"event,omitempty"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// maxDelay bounds one event's delay, so a typo cannot hang a test for hours.
+const maxDelay = 60_000
+
+// parseStream returns the events of a streamed turn — an object whose only key is
+// "stream" — or nil for an ordinary response body.
+func parseStream(turn json.RawMessage) ([]StreamEvent, error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(turn, &probe); err != nil {
+		return nil, err
+	}
+	if _, ok := probe["stream"]; !ok {
+		return nil, nil
+	}
+	if len(probe) != 1 {
+		return nil, errors.New(`a streamed turn has only the key "stream"`)
+	}
+	var evs []StreamEvent
+	dec := json.NewDecoder(bytes.NewReader(probe["stream"]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&evs); err != nil {
+		return nil, err
+	}
+	if len(evs) == 0 {
+		return nil, errors.New("the stream has no events")
+	}
+	for i, ev := range evs {
+		if ev.DelayMS < 0 || ev.DelayMS > maxDelay {
+			return nil, fmt.Errorf("stream[%d].delay_ms is %d: want 0 to %d", i, ev.DelayMS, maxDelay)
+		}
+		if len(bytes.TrimSpace(ev.Data)) == 0 {
+			return nil, fmt.Errorf("stream[%d] has no data", i)
+		}
+		if strings.ContainsAny(ev.Event, "\r\n") {
+			return nil, fmt.Errorf("stream[%d].event holds a line break", i)
+		}
+		var str string
+		if json.Unmarshal(ev.Data, &str) == nil && strings.ContainsAny(str, "\r\n") {
+			return nil, fmt.Errorf("stream[%d].data is a string with a line break", i)
+		}
+	}
+	return evs, nil
 }

@@ -29,6 +29,10 @@ type Handler struct {
 	// the body is parsed.
 	OnRequest func(r *http.Request, body []byte)
 
+	// BeforeEvent, if set, is called before event i of the n of a streamed answer is
+	// written, after its delay: tests see, or hold, the stream at a known point.
+	BeforeEvent func(r *http.Request, i, n int)
+
 	maxBody int64 // caps request bodies in tests; 0 means MaxBody
 }
 
@@ -77,7 +81,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.OnRequest != nil {
 		h.OnRequest(r, body)
 	}
-	first, assistants, err := parseRequest(body)
+	first, assistants, stream, err := parseRequest(body)
 	if err != nil {
 		writeError(w, provider, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
@@ -87,26 +91,42 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, provider, http.StatusNotFound, "not_found_error", msg)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(turn)))
-	w.WriteHeader(http.StatusOK)
-	w.Write(turn)
+	evs, _ := parseStream(turn) // checked when the cassette was loaded
+	switch {
+	case evs == nil && !stream:
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(turn)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(turn)
+		return
+	case evs == nil:
+		if evs, err = synthesize(provider, turn); err != nil {
+			writeError(w, provider, http.StatusInternalServerError, "api_error", "cannot stream the recorded turn: "+err.Error())
+			return
+		}
+	case !stream:
+		writeError(w, provider, http.StatusBadRequest, "invalid_request_error",
+			fmt.Sprintf("turn %d for %q is a recorded stream: send \"stream\": true", assistants, short(first)))
+		return
+	}
+	h.writeStream(w, r, evs)
 }
 
 // request is the part of both providers' request bodies replay reads.
 type request struct {
+	Stream   bool `json:"stream"`
 	Messages []struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 }
 
-// parseRequest returns the text of the first user message and the number of assistant
-// messages.
-func parseRequest(body []byte) (first string, assistants int, err error) {
+// parseRequest returns the text of the first user message, the number of assistant
+// messages and whether the client asks for a stream.
+func parseRequest(body []byte) (first string, assistants int, stream bool, err error) {
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
-		return "", 0, fmt.Errorf("the request body is not valid JSON: %v", err)
+		return "", 0, false, fmt.Errorf("the request body is not valid JSON: %v", err)
 	}
 	found := false
 	for i, m := range req.Messages {
@@ -119,14 +139,14 @@ func parseRequest(body []byte) (first string, assistants int, err error) {
 			}
 			found = true
 			if first, err = contentText(m.Content); err != nil {
-				return "", 0, fmt.Errorf("messages[%d].content: %v", i, err)
+				return "", 0, false, fmt.Errorf("messages[%d].content: %v", i, err)
 			}
 		}
 	}
 	if !found {
-		return "", 0, errors.New(`the request has no message with role "user"`)
+		return "", 0, false, errors.New(`the request has no message with role "user"`)
 	}
-	return first, assistants, nil
+	return first, assistants, req.Stream, nil
 }
 
 // contentText reads a content string, or joins the text of an array of text blocks.

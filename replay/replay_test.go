@@ -182,6 +182,12 @@ func TestLoadRefuses(t *testing.T) {
 		{"empty match", `{"provider": "anthropic-messages", "conversations": [{"match":"a","turns":[{}]},{"match":"","turns":[{}]}]}`, CodeConversation, "conversations[1]"},
 		{"no turns", `{"provider": "anthropic-messages", "conversations": [{"match":"a","turns":[]}]}`, CodeConversation, "no turns"},
 		{"turn not object", `{"provider": "anthropic-messages", "conversations": [{"match":"a","turns":["hi"]}]}`, CodeConversation, "turns[0]"},
+		{"stream and more", `{"provider": "anthropic-messages", "conversations": [{"match":"a","turns":[{"stream":[{"data":{}}],"id":"x"}]}]}`, CodeConversation, "only the key"},
+		{"empty stream", `{"provider": "anthropic-messages", "conversations": [{"match":"a","turns":[{"stream":[]}]}]}`, CodeConversation, "no events"},
+		{"event without data", `{"provider": "anthropic-messages", "conversations": [{"match":"a","turns":[{"stream":[{"event":"ping"}]}]}]}`, CodeConversation, "no data"},
+		{"negative delay", `{"provider": "anthropic-messages", "conversations": [{"match":"a","turns":[{"stream":[{"delay_ms":-1,"data":{}}]}]}]}`, CodeConversation, "delay_ms"},
+		{"unknown event key", `{"provider": "anthropic-messages", "conversations": [{"match":"a","turns":[{"stream":[{"delay":1,"data":{}}]}]}]}`, CodeConversation, "delay"},
+		{"line break in event", `{"provider": "anthropic-messages", "conversations": [{"match":"a","turns":[{"stream":[{"event":"a\nb","data":{}}]}]}]}`, CodeConversation, "line break"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,12 +17,17 @@ const shutdownGrace = 5 * time.Second
 // Serve serves lib on addr until ctx ends, then shuts down gracefully and returns nil.
 // ready, if set, is called with the bound address once the listener is open.
 func Serve(ctx context.Context, lib *Library, addr string, ready func(net.Addr)) error {
+	return ServeHandler(ctx, lib.Handler(), addr, ready)
+}
+
+// ServeHandler is Serve for any handler (a Recorder).
+func ServeHandler(ctx context.Context, h http.Handler, addr string, ready func(net.Addr)) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return errs.Wrap(err, CodeListen, "replay", fmt.Sprintf("cannot listen on %q", addr), "choose a free host:port, e.g. --listen 127.0.0.1:8089")
 	}
-	srv := &http.Server{Handler: lib.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	if ready != nil {
 		ready(ln.Addr())
 	}

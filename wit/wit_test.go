@@ -15,6 +15,7 @@ func TestFilesDeclareTheirPackage(t *testing.T) {
 		"murmur-stream-0.1.0.wit":        "package murmur:stream@0.1.0;",
 		"murmur-task-0.1.0.wit":          "package murmur:task@0.1.0;",
 		"capsulegate-http-0.1.0.wit":     "package capsulegate:http@0.1.0;",
+		"capsulegate-http-0.2.0.wit":     "package capsulegate:http@0.2.0;",
 	}
 	names, err := fs.Glob(Files, "*.wit")
 	if err != nil {

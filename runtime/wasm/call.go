@@ -13,6 +13,8 @@ func (e *Engine) CallTool(ctx context.Context, mod *Module, g Grants, h *Imports
 	var out abi.ToolResult
 	world := string(mod.Role)
 	export := mod.RunExport(world)
+	ctx, closeBodies := withBodies(ctx)
+	defer closeBodies()
 	err := e.Call(WithImports(ctx, h), mod, g, func(ctx context.Context, inst *Instance) error {
 		fn := inst.ExportedFunction(export)
 		if fn == nil {
@@ -50,6 +52,8 @@ func (e *Engine) CallTool(ctx context.Context, mod *Module, g Grants, h *Imports
 // RunScript runs a script capsule's murmur:capsule/run in a fresh instance.
 func (e *Engine) RunScript(ctx context.Context, mod *Module, g Grants, h *Imports) error {
 	export := mod.RunExport(ScriptWorld)
+	ctx, closeBodies := withBodies(ctx)
+	defer closeBodies()
 	return e.Call(WithImports(ctx, h), mod, g, func(ctx context.Context, inst *Instance) error {
 		fn := inst.ExportedFunction(export)
 		if fn == nil {

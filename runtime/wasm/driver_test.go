@@ -250,7 +250,12 @@ func testDriver(t *testing.T, spec driverSpec) {
 		Credentials: []Credential{{Endpoint: srv.URL, Headers: [][2]string{keyHeader}}},
 		Sleep:       func(context.Context, time.Duration) error { sleeps++; return nil }}
 	hh.Init()
-	host := &Imports{HTTP: hh, Who: spec.name}
+	var chunks string // the text the driver streamed (murmur:stream/events emit-chunk)
+	host := &Imports{HTTP: hh, Who: spec.name, Chunk: func(thinking bool, text string) {
+		if !thinking {
+			chunks += text
+		}
+	}}
 
 	tests := []struct {
 		name, endpoint, input string
@@ -298,7 +303,7 @@ func testDriver(t *testing.T, spec driverSpec) {
 			mu.Lock()
 			reqs, fails = nil, 0
 			mu.Unlock()
-			sleeps = 0
+			sleeps, chunks = 0, ""
 			g := Grants{MemoryBytes: 256 << 20, Deadline: 30 * time.Second, Env: []string{
 				"MURMUR_INFERENCE_ENDPOINT=" + srv.URL + tt.endpoint, "MURMUR_INFERENCE_MODEL=m-test"}}
 			input := tt.input
@@ -345,6 +350,17 @@ func testDriver(t *testing.T, spec driverSpec) {
 			if tt.check != nil {
 				tt.check(t, out)
 			}
+			// The driver asks for a stream and emits the text as its deltas arrive: what it
+			// emitted is the answer's text.
+			var text string
+			for _, c := range out.Content {
+				if c.Type == "text" {
+					text += c.Text
+				}
+			}
+			if chunks != text {
+				t.Errorf("streamed chunks %q, want the answer's text %q", chunks, text)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if tt.endpoint == "/fail" {
@@ -358,6 +374,9 @@ func testDriver(t *testing.T, spec driverSpec) {
 			}
 			if err := spec.checkKey(reqs[0].header); err != nil {
 				t.Error(err)
+			}
+			if !strings.Contains(string(reqs[0].body), `"stream":true`) {
+				t.Errorf("the driver did not ask for a stream: %s", reqs[0].body)
 			}
 			if check := spec.checkReq[tt.name]; check != nil {
 				var body map[string]any

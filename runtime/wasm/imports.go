@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -33,10 +34,62 @@ type Imports struct {
 
 type importsKey struct{}
 type depthKey struct{}
+type bodiesKey struct{}
 
 // WithImports returns ctx carrying h for the host imports of calls made with it.
 func WithImports(ctx context.Context, h *Imports) context.Context {
 	return context.WithValue(ctx, importsKey{}, h)
+}
+
+// MaxOpenBodies bounds the response bodies one call holds open
+// (capsulegate:http/outgoing@0.2.0 open).
+const MaxOpenBodies = 16
+
+// bodies are the streamed response bodies one call opened, by handle. A call's bodies
+// end with it: what the guest did not close is closed when the call returns.
+type bodies struct {
+	mu   sync.Mutex
+	next uint32
+	open map[uint32]*OutgoingStream
+}
+
+// withBodies returns ctx with a fresh body table for one call and the func that closes
+// whatever the call left open.
+func withBodies(ctx context.Context) (context.Context, func()) {
+	b := &bodies{open: map[uint32]*OutgoingStream{}}
+	return context.WithValue(ctx, bodiesKey{}, b), func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for id, s := range b.open {
+			s.Close()
+			delete(b.open, id)
+		}
+	}
+}
+
+func (b *bodies) add(s *OutgoingStream) (uint32, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.open) >= MaxOpenBodies {
+		return 0, fmt.Errorf("%d response bodies are open: close one first", MaxOpenBodies)
+	}
+	b.next++ // handles start at 1 so a zeroed record never names a body
+	b.open[b.next] = s
+	return b.next, nil
+}
+
+func (b *bodies) get(id uint32) *OutgoingStream {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.open[id]
+}
+
+func (b *bodies) remove(id uint32) *OutgoingStream {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.open[id]
+	delete(b.open, id)
+	return s
 }
 
 func importsFrom(ctx context.Context) *Imports {
@@ -87,6 +140,12 @@ var p1Imports = []struct {
 }{
 	{abi.ModuleRegistry, []hostFunc{{abi.ImportInvoke, abi.Invoke, importInvoke}}},
 	{abi.ModuleHTTP, []hostFunc{{abi.ImportSend, abi.HTTPSend, importHTTPSend}}},
+	{abi.ModuleHTTP02, []hostFunc{
+		{abi.ImportSend, abi.HTTPSend, importHTTPSend},
+		{abi.ImportOpen, abi.HTTPOpen, importHTTPOpen},
+		{abi.ImportReadBody, abi.HTTPRead, importHTTPRead},
+		{abi.ImportCloseBody, abi.HTTPClose, importHTTPClose},
+	}},
 	{abi.ModuleStream, []hostFunc{
 		{abi.ImportEmitChunk, abi.EmitChunk, emitChunk(false)},
 		{abi.ImportEmitThink, abi.EmitThink, emitChunk(true)},
@@ -205,6 +264,64 @@ func importHTTPSend(ctx context.Context, h *Imports, a []any) ([]any, error) {
 		return []any{abi.Result{Err: true, Value: err.Error()}}, nil
 	}
 	return []any{abi.Result{Value: abi.HTTPResponse{Status: resp.Status, Headers: resp.Headers, Body: resp.Body}.Value()}}, nil
+}
+
+func importHTTPOpen(ctx context.Context, h *Imports, a []any) ([]any, error) {
+	req, err := abi.ToHTTPRequest(a[0])
+	if err != nil {
+		return nil, err
+	}
+	fail := func(msg string) ([]any, error) { return []any{abi.Result{Err: true, Value: msg}}, nil }
+	if h.HTTP == nil {
+		return fail("network policy: this capsule may not make HTTP requests")
+	}
+	b, _ := ctx.Value(bodiesKey{}).(*bodies)
+	if b == nil {
+		return fail("open: this call cannot hold response bodies")
+	}
+	s, err := h.HTTP.Open(ctx, h.Who, OutgoingRequest{Method: req.Method, URL: req.URL, Headers: req.Headers, Body: req.Body})
+	if err != nil {
+		return fail(err.Error())
+	}
+	id, err := b.add(s)
+	if err != nil {
+		s.Close()
+		return fail(err.Error())
+	}
+	return []any{abi.Result{Value: abi.HTTPHead{Body: id, Status: s.Status, Headers: s.Headers}.Value()}}, nil
+}
+
+// errNoBody traps a guest naming a body handle it does not hold: like a forged
+// resource handle, it is a broken contract, not a failed request.
+var errNoBody = fmt.Errorf("%w: no open response body has this handle", abi.ErrABI)
+
+func importHTTPRead(ctx context.Context, _ *Imports, a []any) ([]any, error) {
+	b, _ := ctx.Value(bodiesKey{}).(*bodies)
+	var s *OutgoingStream
+	if b != nil {
+		s = b.get(a[0].(uint32))
+	}
+	if s == nil {
+		return nil, errNoBody
+	}
+	data, err := s.Read(int(a[1].(uint32)))
+	if err != nil {
+		return []any{abi.Result{Err: true, Value: err.Error()}}, nil
+	}
+	return []any{abi.Result{Value: data}}, nil
+}
+
+func importHTTPClose(ctx context.Context, _ *Imports, a []any) ([]any, error) {
+	b, _ := ctx.Value(bodiesKey{}).(*bodies)
+	var s *OutgoingStream
+	if b != nil {
+		s = b.remove(a[0].(uint32))
+	}
+	if s == nil {
+		return nil, errNoBody
+	}
+	s.Close()
+	return nil, nil
 }
 
 // guestRealloc calls the module's cabi_realloc; a module without one can receive no

@@ -111,28 +111,118 @@ func (h *Outgoing) Init() {
 // Send performs req for the artifact who. A refusal or failure is the error string the
 // guest receives in result::err.
 func (h *Outgoing) Send(ctx context.Context, who string, req OutgoingRequest) (*OutgoingResponse, error) {
-	u, host, port, err := parseOutgoingURL(req.URL)
+	resp, u, err := h.start(ctx, who, req)
 	if err != nil {
 		return nil, err
+	}
+	defer resp.Body.Close()
+	return h.readResponse(resp, u.Host)
+}
+
+// start checks req against the URL rules, the network policy and the request body cap,
+// and sends it; the caller closes the response body.
+func (h *Outgoing) start(ctx context.Context, who string, req OutgoingRequest) (*http.Response, *url.URL, error) {
+	u, host, port, err := parseOutgoingURL(req.URL)
+	if err != nil {
+		return nil, nil, err
 	}
 	// The name is checked here with the scheme; the dialer checks the addresses it
 	// resolves against the rule for host:port.
 	if _, err := h.Rules.Check(u.Scheme, host, port, nil); err != nil {
-		return nil, h.deny(who, host, port, err)
+		return nil, nil, h.deny(who, host, port, err)
 	}
 	maxReq := h.MaxRequestBody
 	if maxReq <= 0 {
 		maxReq = DefaultMaxRequestBody
 	}
 	if int64(len(req.Body)) > maxReq {
-		return nil, fmt.Errorf("request body is %d bytes, over the %d-byte cap", len(req.Body), maxReq)
+		return nil, nil, fmt.Errorf("request body is %d bytes, over the %d-byte cap", len(req.Body), maxReq)
 	}
 	resp, err := h.exchange(ctx, who, u, host, port, req)
 	if err != nil {
+		return nil, nil, err
+	}
+	return resp, u, nil
+}
+
+// OutgoingStream is a response whose body the guest reads as it arrives
+// (capsulegate:http/outgoing@0.2.0 open): the same rules as Send, the same body cap
+// over everything read.
+type OutgoingStream struct {
+	Status   uint16
+	Headers  [][2]string
+	body     io.ReadCloser
+	left     int64 // bytes the cap still allows
+	max      int64 // the cap, for messages
+	hostport string
+	done     bool
+}
+
+// Open performs req like Send but returns once the response head has arrived; the
+// caller reads the body with Read and must Close it.
+func (h *Outgoing) Open(ctx context.Context, who string, req OutgoingRequest) (*OutgoingStream, error) {
+	resp, u, err := h.start(ctx, who, req)
+	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	return h.readResponse(resp, u.Host)
+	maxResp := h.MaxResponseBody
+	if maxResp <= 0 {
+		maxResp = DefaultMaxResponseBody
+	}
+	s := &OutgoingStream{Status: uint16(resp.StatusCode), Headers: lowerHeaders(resp.Header), body: resp.Body, left: maxResp, max: maxResp, hostport: u.Host}
+	return s, nil
+}
+
+// MaxRead bounds one Read of an OutgoingStream, whatever the guest asks for.
+const MaxRead = 1 << 20
+
+// Read waits for body bytes and returns at most max of them (MaxRead at most): at least
+// one, or none once the body has ended. Past the response body cap it fails.
+func (s *OutgoingStream) Read(max int) ([]byte, error) {
+	if s.done {
+		return []byte{}, nil
+	}
+	max = min(max, MaxRead)
+	if max <= 0 {
+		return nil, fmt.Errorf("read-body of %d bytes: ask for at least one", max)
+	}
+	// One byte past the cap is asked for, so a body exactly at the cap still ends cleanly.
+	buf := make([]byte, min(int64(max), s.left+1))
+	for {
+		n, err := s.body.Read(buf)
+		if int64(n) > s.left {
+			s.done = true
+			return nil, fmt.Errorf("response body from %s is over the %d-byte cap", s.hostport, s.max)
+		}
+		s.left -= int64(n)
+		if n > 0 {
+			return buf[:n], nil
+		}
+		if errors.Is(err, io.EOF) {
+			s.done = true
+			return []byte{}, nil
+		}
+		if err != nil {
+			s.done = true
+			return nil, fmt.Errorf("reading the response from %s failed: %v", s.hostport, err)
+		}
+	}
+}
+
+// Close releases the body; the connection is not reused when it was not read to the end.
+func (s *OutgoingStream) Close() error {
+	s.done = true
+	return s.body.Close()
+}
+
+func lowerHeaders(hs http.Header) [][2]string {
+	var out [][2]string
+	for k, vs := range hs {
+		for _, v := range vs {
+			out = append(out, [2]string{strings.ToLower(k), v})
+		}
+	}
+	return out
 }
 
 // parseOutgoingURL accepts only an absolute http or https URL without userinfo, and
@@ -236,13 +326,7 @@ func (h *Outgoing) readResponse(resp *http.Response, hostport string) (*Outgoing
 	if int64(len(body)) > maxResp {
 		return nil, fmt.Errorf("response body from %s is over the %d-byte cap", hostport, maxResp)
 	}
-	out := &OutgoingResponse{Status: uint16(resp.StatusCode), Body: body}
-	for k, vs := range resp.Header {
-		for _, v := range vs {
-			out.Headers = append(out.Headers, [2]string{strings.ToLower(k), v})
-		}
-	}
-	return out, nil
+	return &OutgoingResponse{Status: uint16(resp.StatusCode), Headers: lowerHeaders(resp.Header), Body: body}, nil
 }
 
 // deny counts a refusal and returns the guest-facing error (docs/reference/guest-abi.md

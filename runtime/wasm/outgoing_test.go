@@ -184,3 +184,84 @@ func TestProviderRetries(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPHostOpen reads a body as it arrives: the first bytes come back while the server
+// still holds the rest; the body cap counts everything read; Open keeps Send's policy.
+func TestHTTPHostOpen(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		switch r.URL.Path {
+		case "/held":
+			w.Write([]byte("first"))
+			w.(http.Flusher).Flush()
+			<-release
+			w.Write([]byte("second"))
+		case "/big":
+			w.Write([]byte(strings.Repeat("x", 20)))
+		}
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	rules, err := netpolicy.ParseRules([]string{"127.0.0.1:" + u.Port()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Outgoing{Capsule: "cap", Rules: rules, MaxResponseBody: 16}
+	h.Init()
+	ctx := context.Background()
+
+	s, err := h.Open(ctx, "drv", OutgoingRequest{URL: srv.URL + "/held"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Status != 200 || !slicesContain(s.Headers, [2]string{"content-type", "text/event-stream"}) {
+		t.Errorf("head %d %v", s.Status, s.Headers)
+	}
+	if b, err := s.Read(100); err != nil || string(b) != "first" {
+		t.Fatalf("first read %q %v", b, err)
+	}
+	close(release)
+	var rest []byte
+	for {
+		b, err := s.Read(100)
+		if err != nil {
+			t.Fatalf("reading: %v (after %q)", err, rest)
+		}
+		if len(b) == 0 {
+			break
+		}
+		rest = append(rest, b...)
+	}
+	if string(rest) != "second" {
+		t.Errorf("the rest %q", rest)
+	}
+	s.Close()
+
+	for _, tt := range []struct{ name, url, want string }{
+		{"over the cap", srv.URL + "/big", "over the 16-byte cap"},
+		{"denied", "http://example.com/", "network policy"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := h.Open(ctx, "drv", OutgoingRequest{URL: tt.url})
+			for err == nil {
+				var b []byte
+				if b, err = s.Read(3); err == nil && len(b) == 0 {
+					t.Fatal("the body ended without an error")
+				}
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func slicesContain(hs [][2]string, kv [2]string) bool {
+	for _, h := range hs {
+		if h == kv {
+			return true
+		}
+	}
+	return false
+}

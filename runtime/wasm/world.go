@@ -21,6 +21,7 @@ var (
 		"murmur:stream/events@0.1.0":        true,
 		"murmur:task/task@0.1.0":            true,
 		"capsulegate:http/outgoing@0.1.0":   true,
+		"capsulegate:http/outgoing@0.2.0":   true,
 	}
 	// worlds lists what each role may import (docs/reference/guest-abi.md "Worlds")
 	// besides WASI preview1, and which interface it must export.
@@ -28,9 +29,9 @@ var (
 		imports []string
 		export  string
 	}{
-		"script":                    {[]string{"murmur:tool-registry/invoke@0.1.0", "capsulegate:http/outgoing@0.1.0"}, "murmur:capsule/run"},
-		string(manifest.RoleTool):   {[]string{"murmur:task/task@0.1.0", "murmur:stream/events@0.1.0", "capsulegate:http/outgoing@0.1.0"}, "murmur:tool/run"},
-		string(manifest.RoleDriver): {[]string{"murmur:stream/events@0.1.0", "capsulegate:http/outgoing@0.1.0"}, "murmur:tool/run"},
+		"script":                    {[]string{"murmur:tool-registry/invoke@0.1.0", "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:capsule/run"},
+		string(manifest.RoleTool):   {[]string{"murmur:task/task@0.1.0", "murmur:stream/events@0.1.0", "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:tool/run"},
+		string(manifest.RoleDriver): {[]string{"murmur:stream/events@0.1.0", "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:tool/run"},
 	}
 )
 

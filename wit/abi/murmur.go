@@ -11,6 +11,7 @@ const (
 	ModuleStream      = "murmur:stream/events@0.1.0"
 	ModuleTask        = "murmur:task/task@0.1.0"
 	ModuleHTTP        = "capsulegate:http/outgoing@0.1.0"
+	ModuleHTTP02      = "capsulegate:http/outgoing@0.2.0"
 	ExportRealloc     = "cabi_realloc"
 	PostReturnPrefix  = "cabi_post_"
 	ExportInitialize  = "_initialize"
@@ -21,6 +22,9 @@ const (
 	ImportInputBytes  = "tool-call-input-bytes"
 	ImportRequest     = "request-input"
 	ImportSend        = "send"
+	ImportOpen        = "open"
+	ImportReadBody    = "read-body"
+	ImportCloseBody   = "close-body"
 )
 
 // Status is murmur:tool/run's enum status.
@@ -94,6 +98,7 @@ var (
 	HTTPRequestType = Record(F("method", String), F("url", String),
 		F("headers", pairs), F("body", List(U8))).Named("request")
 	HTTPResponseType = Record(F("status", U16), F("headers", pairs), F("body", List(U8))).Named("response")
+	HTTPHeadType     = Record(F("body", U32), F("status", U16), F("headers", pairs)).Named("response-head")
 )
 
 // Functions of the P1 interfaces.
@@ -108,6 +113,9 @@ var (
 	InputBytes  = NewFunc([]*Type{String, U64}, nil)
 	RequestIn   = NewFunc([]*Type{String}, []*Type{String})
 	HTTPSend    = NewFunc([]*Type{HTTPRequestType}, []*Type{ResultOf(HTTPResponseType, String)})
+	HTTPOpen    = NewFunc([]*Type{HTTPRequestType}, []*Type{ResultOf(HTTPHeadType, String)})
+	HTTPRead    = NewFunc([]*Type{U32, U32}, []*Type{ResultOf(List(U8), String)})
+	HTTPClose   = NewFunc([]*Type{U32}, nil)
 )
 
 func optValue(s *string) Option {
@@ -153,6 +161,18 @@ func (r HTTPRequest) value() any {
 // Value is r's generic value, of HTTPResponseType.
 func (r HTTPResponse) Value() any {
 	return []any{r.Status, pairsValue(r.Headers), bytesOrEmpty(r.Body)}
+}
+
+// HTTPHead is capsulegate:http/outgoing@0.2.0's response-head.
+type HTTPHead struct {
+	Body    uint32
+	Status  uint16
+	Headers [][2]string
+}
+
+// Value is r's generic value, of HTTPHeadType.
+func (r HTTPHead) Value() any {
+	return []any{r.Body, r.Status, pairsValue(r.Headers)}
 }
 
 func bytesOrEmpty(b []byte) []byte {

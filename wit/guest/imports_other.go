@@ -11,6 +11,15 @@ func Invoke(name string, in ToolInput) (ToolResult, error) { return ToolResult{}
 // HTTPSend sends req through capsulegate:http/outgoing.
 func HTTPSend(req HTTPRequest) (HTTPResponse, error) { return HTTPResponse{}, ErrNotGuest }
 
+// HTTPOpen sends req through capsulegate:http/outgoing@0.2.0, its body read as it arrives.
+func HTTPOpen(req HTTPRequest) (HTTPStream, error) { return HTTPStream{}, ErrNotGuest }
+
+// Read reads the bytes of the body that have arrived.
+func (b *HTTPBody) Read(p []byte) (int, error) { return 0, ErrNotGuest }
+
+// Close releases the body.
+func (b *HTTPBody) Close() error { return nil }
+
 // EmitChunk streams a piece of the answer through murmur:stream/events.
 func EmitChunk(chunk string) { panic(ErrNotGuest) }
 

@@ -4,6 +4,7 @@ package guest
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 
 	"github.com/capsulegate/capsulegate/wit/guest/internal/cabi"
@@ -17,6 +18,15 @@ func invokeImport(namePtr, nameLen, dataDisc, dataPtr, dataLen, logDisc, logPtr,
 
 //go:wasmimport capsulegate:http/outgoing@0.1.0 send
 func sendImport(methodPtr, methodLen, urlPtr, urlLen, hdrPtr, hdrLen, bodyPtr, bodyLen, ret uint32)
+
+//go:wasmimport capsulegate:http/outgoing@0.2.0 open
+func openImport(methodPtr, methodLen, urlPtr, urlLen, hdrPtr, hdrLen, bodyPtr, bodyLen, ret uint32)
+
+//go:wasmimport capsulegate:http/outgoing@0.2.0 read-body
+func readBodyImport(body, max, ret uint32)
+
+//go:wasmimport capsulegate:http/outgoing@0.2.0 close-body
+func closeBodyImport(body uint32)
 
 //go:wasmimport murmur:stream/events@0.1.0 emit-chunk
 func emitChunkImport(ptr, n uint32)
@@ -109,6 +119,76 @@ func HTTPSend(req HTTPRequest) (HTTPResponse, error) {
 		return HTTPResponse{}, liftErr("send", area)
 	}
 	return HTTPResponse{}, fmt.Errorf("guest: send: result discriminant %d", area[0])
+}
+
+// HTTPOpen sends req through capsulegate:http/outgoing@0.2.0 under the same rules as
+// HTTPSend, and returns once the response head has arrived; its body is read as it
+// arrives. A refusal is a *HostError.
+func HTTPOpen(req HTTPRequest) (HTTPStream, error) {
+	var f cabi.Frame
+	mp, mn := f.String(req.Method)
+	up, un := f.String(req.URL)
+	hp, hn := f.Pairs(fromPairs(req.Headers))
+	bp, bn := f.Bytes(req.Body)
+	// result<response-head, string>: the head's body handle at 4, status at 8, headers at 12.
+	ret, area := cabi.Aligned(20, 4)
+	openImport(mp, mn, up, un, hp, hn, bp, bn, ret)
+	runtime.KeepAlive(&f)
+	switch area[0] {
+	case 0:
+		resp := HTTPStream{Status: uint16(area[8]) | uint16(area[9])<<8, Body: &HTTPBody{handle: cabi.U32(area, 4)}}
+		kv, err := cabi.TakePairs(cabi.U32(area, 12), cabi.U32(area, 16))
+		if err != nil {
+			resp.Body.Close()
+			return HTTPStream{}, fmt.Errorf("guest: open: %w", err)
+		}
+		resp.Headers = toPairs(kv)
+		return resp, nil
+	case 1:
+		return HTTPStream{}, liftErr("open", area)
+	}
+	return HTTPStream{}, fmt.Errorf("guest: open: result discriminant %d", area[0])
+}
+
+// Read reads the bytes that have arrived, waiting for at least one; it returns io.EOF
+// once the body has ended. A failure (the response body cap, a broken connection) is a
+// *HostError.
+func (b *HTTPBody) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, errBodyClosed
+	}
+	if b.eof {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	ret, area := cabi.Aligned(12, 4)
+	readBodyImport(b.handle, uint32(min(len(p), 1<<20)), ret)
+	switch area[0] {
+	case 0:
+		data, err := cabi.Take(cabi.U32(area, 4), cabi.U32(area, 8))
+		if err != nil {
+			return 0, fmt.Errorf("guest: read-body: %w", err)
+		}
+		if len(data) == 0 {
+			b.eof = true
+			return 0, io.EOF
+		}
+		return copy(p, data), nil
+	case 1:
+		return 0, liftErr("read-body", area)
+	}
+	return 0, fmt.Errorf("guest: read-body: result discriminant %d", area[0])
+}
+
+// Close releases the body; reading it afterwards fails. Closing twice does nothing.
+func (b *HTTPBody) Close() error {
+	if !b.closed {
+		b.closed = true
+		closeBodyImport(b.handle)
+	}
+	return nil
 }
 
 // EmitChunk streams a piece of the answer through murmur:stream/events.

@@ -60,6 +60,23 @@ type HTTPResponse struct {
 	Body    []byte
 }
 
+// HTTPStream is the capsulegate:http/outgoing@0.2.0 record response-head: a response
+// whose Body is read as it arrives.
+type HTTPStream struct {
+	Status  uint16
+	Headers []Pair
+	Body    *HTTPBody
+}
+
+// HTTPBody is an open response body (an io.ReadCloser); the host closes what a call
+// leaves open when the call returns.
+type HTTPBody struct {
+	handle      uint32
+	eof, closed bool
+}
+
+var errBodyClosed = errors.New("guest: read-body: the body is closed")
+
 // Some returns a pointer to s, for option<string> fields.
 func Some(s string) *string { return &s }
 

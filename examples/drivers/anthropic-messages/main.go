@@ -7,7 +7,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 
 	"github.com/capsulegate/capsulegate/examples/drivers/internal/driver"
 	"github.com/capsulegate/capsulegate/wit/guest"
@@ -25,6 +28,7 @@ type block struct {
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
+	Thinking  string          `json:"thinking,omitempty"`
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   []block         `json:"content,omitempty"`
 	IsError   bool            `json:"is_error,omitempty"`
@@ -47,6 +51,7 @@ type request struct {
 	System    string    `json:"system,omitempty"`
 	Messages  []message `json:"messages"`
 	Tools     []toolDef `json:"tools,omitempty"`
+	Stream    bool      `json:"stream,omitempty"`
 }
 
 type response struct {
@@ -150,17 +155,116 @@ func decode(body []byte) driver.Output {
 	return out
 }
 
+// streamEvent is the part of a Messages streaming event the driver reads.
+type streamEvent struct {
+	Type         string `json:"type"`
+	Index        int    `json:"index"`
+	Message      *response
+	ContentBlock *block `json:"content_block"`
+	Delta        struct {
+		Type        string  `json:"type"`
+		Text        string  `json:"text"`
+		Thinking    string  `json:"thinking"`
+		PartialJSON string  `json:"partial_json"`
+		StopReason  *string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *struct {
+		OutputTokens int `json:"output_tokens"`
+	} `json:"usage"`
+}
+
+// assembler rebuilds the Messages response from its streaming events, emitting text
+// and thinking to the host as their deltas arrive.
+type assembler struct {
+	r       response
+	partial map[int]*bytes.Buffer // tool_use input JSON, by block index
+	errBody []byte
+}
+
+func (a *assembler) event(ev driver.Event) error {
+	var e streamEvent
+	if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
+		return fmt.Errorf("malformed stream event %q: %v: %s", ev.Name, err, driver.Clip(ev.Data))
+	}
+	switch e.Type {
+	case "message_start":
+		if e.Message != nil {
+			a.r.Type, a.r.Usage = e.Message.Type, e.Message.Usage
+		}
+	case "content_block_start":
+		if e.ContentBlock == nil || e.Index != len(a.r.Content) {
+			return fmt.Errorf("stream event content_block_start: block %d out of order", e.Index)
+		}
+		b := *e.ContentBlock
+		if b.Type == "tool_use" {
+			b.Input = nil // the deltas carry it
+			a.partial[e.Index] = &bytes.Buffer{}
+		}
+		a.r.Content = append(a.r.Content, b)
+	case "content_block_delta":
+		if e.Index < 0 || e.Index >= len(a.r.Content) {
+			return fmt.Errorf("stream event content_block_delta: no block %d", e.Index)
+		}
+		b := &a.r.Content[e.Index]
+		switch e.Delta.Type {
+		case "text_delta":
+			b.Text += e.Delta.Text
+			if e.Delta.Text != "" {
+				guest.EmitChunk(e.Delta.Text)
+			}
+		case "thinking_delta":
+			b.Thinking += e.Delta.Thinking
+			if e.Delta.Thinking != "" {
+				guest.EmitThinkingChunk(e.Delta.Thinking)
+			}
+		case "input_json_delta":
+			if p := a.partial[e.Index]; p != nil {
+				p.WriteString(e.Delta.PartialJSON)
+			}
+		}
+	case "content_block_stop":
+		if p := a.partial[e.Index]; p != nil && e.Index < len(a.r.Content) {
+			a.r.Content[e.Index].Input = json.RawMessage(bytes.TrimSpace(p.Bytes()))
+		}
+	case "message_delta":
+		if e.Delta.StopReason != nil {
+			a.r.StopReason = e.Delta.StopReason
+		}
+		if e.Usage != nil {
+			a.r.Usage.OutputTokens = e.Usage.OutputTokens
+		}
+	case "error":
+		a.errBody = []byte(ev.Data)
+		return errStop
+	}
+	return nil
+}
+
+var errStop = errors.New("stop")
+
 func call(in *driver.Input, endpoint string) driver.Output {
-	body, err := json.Marshal(translate(in))
+	req := translate(in)
+	req.Stream = true
+	body, err := json.Marshal(req)
 	if err != nil {
 		return driver.Fail("%s: cannot encode the request: %v", provider, err)
 	}
-	resp, msg := driver.Post(provider, endpoint+"/v1/messages",
-		[]guest.Pair{{Key: "anthropic-version", Value: APIVersion}}, body)
-	if msg != "" {
+	a := &assembler{r: response{Type: "message"}, partial: map[int]*bytes.Buffer{}}
+	whole, msg := driver.PostStream(provider, endpoint+"/v1/messages",
+		[]guest.Pair{{Key: "anthropic-version", Value: APIVersion}}, body, a.event)
+	switch {
+	case a.errBody != nil:
+		return driver.Fail("%s: %s", provider, driver.ErrorMessage(a.errBody))
+	case msg != "":
 		return driver.Output{StopReason: driver.StopError, Error: msg}
+	case whole != nil:
+		return decode(whole)
 	}
-	return decode(resp)
+	assembled, err := json.Marshal(a.r)
+	if err != nil {
+		return driver.Fail("%s: cannot assemble the streamed answer: %v", provider, err)
+	}
+	return decode(assembled)
 }
 
 func init() {

@@ -10,8 +10,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/capsulegate/capsulegate/examples/drivers/internal/driver"
+	"github.com/capsulegate/capsulegate/wit/guest"
 	"github.com/capsulegate/capsulegate/wit/guest/tool"
 )
 
@@ -51,18 +55,27 @@ type request struct {
 	MaxTokens int       `json:"max_tokens"`
 	Messages  []message `json:"messages"`
 	Tools     []toolDef `json:"tools,omitempty"`
+	Stream    bool      `json:"stream,omitempty"`
+	// StreamOptions asks for the usage in the stream's last chunk.
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type choice struct {
+	Message struct {
+		Content   *string    `json:"content"`
+		Refusal   *string    `json:"refusal"`
+		ToolCalls []toolCall `json:"tool_calls"`
+	} `json:"message"`
+	FinishReason *string `json:"finish_reason"`
 }
 
 type response struct {
-	Choices []struct {
-		Message struct {
-			Content   *string    `json:"content"`
-			Refusal   *string    `json:"refusal"`
-			ToolCalls []toolCall `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage struct {
+	Choices []choice `json:"choices"`
+	Usage   struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
@@ -171,16 +184,125 @@ func decode(body []byte) driver.Output {
 	return out
 }
 
+// chunk is the part of a chat.completion.chunk the driver reads.
+type chunk struct {
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Refusal          *string `json:"refusal"`
+			ToolCalls        []struct {
+				Index    int      `json:"index"`
+				ID       string   `json:"id"`
+				Type     string   `json:"type"`
+				Function function `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// assembler rebuilds the first choice's message from the stream's chunks, emitting its
+// text (and reasoning, from servers that send reasoning_content) as it arrives.
+type assembler struct {
+	r       response
+	content strings.Builder
+	refusal strings.Builder
+	errBody []byte
+}
+
+func (a *assembler) event(ev driver.Event) error {
+	if strings.TrimSpace(ev.Data) == "[DONE]" {
+		return nil
+	}
+	var c chunk
+	if err := json.Unmarshal([]byte(ev.Data), &c); err != nil {
+		return fmt.Errorf("malformed stream chunk: %v: %s", err, driver.Clip(ev.Data))
+	}
+	if len(c.Error) > 0 && string(c.Error) != "null" {
+		a.errBody = []byte(ev.Data)
+		return errStop
+	}
+	if c.Usage != nil {
+		a.r.Usage.PromptTokens, a.r.Usage.CompletionTokens = c.Usage.PromptTokens, c.Usage.CompletionTokens
+	}
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		if len(a.r.Choices) == 0 {
+			a.r.Choices = make([]choice, 1)
+		}
+		m := &a.r.Choices[0]
+		if d := ch.Delta.Content; d != nil && *d != "" {
+			a.content.WriteString(*d)
+			guest.EmitChunk(*d)
+		}
+		if d := ch.Delta.ReasoningContent; d != nil && *d != "" {
+			guest.EmitThinkingChunk(*d)
+		}
+		if d := ch.Delta.Refusal; d != nil {
+			a.refusal.WriteString(*d)
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			if tc.Index < 0 || tc.Index > len(m.Message.ToolCalls) {
+				return fmt.Errorf("malformed stream chunk: tool call %d out of order", tc.Index)
+			}
+			if tc.Index == len(m.Message.ToolCalls) {
+				m.Message.ToolCalls = append(m.Message.ToolCalls, toolCall{Type: "function"})
+			}
+			t := &m.Message.ToolCalls[tc.Index]
+			if tc.ID != "" {
+				t.ID = tc.ID
+			}
+			t.Function.Name += tc.Function.Name
+			t.Function.Arguments += tc.Function.Arguments
+		}
+		if ch.FinishReason != nil {
+			m.FinishReason = ch.FinishReason
+		}
+	}
+	return nil
+}
+
+var errStop = errors.New("stop")
+
 func call(in *driver.Input, endpoint string) driver.Output {
-	body, err := json.Marshal(translate(in))
+	req := translate(in)
+	req.Stream, req.StreamOptions = true, &streamOptions{IncludeUsage: true}
+	body, err := json.Marshal(req)
 	if err != nil {
 		return driver.Fail("%s: cannot encode the request: %v", provider, err)
 	}
-	resp, msg := driver.Post(provider, endpoint+"/v1/chat/completions", nil, body)
-	if msg != "" {
+	a := &assembler{}
+	whole, msg := driver.PostStream(provider, endpoint+"/v1/chat/completions", nil, body, a.event)
+	switch {
+	case a.errBody != nil:
+		return driver.Fail("%s: %s", provider, driver.ErrorMessage(a.errBody))
+	case msg != "":
 		return driver.Output{StopReason: driver.StopError, Error: msg}
+	case whole != nil:
+		return decode(whole)
 	}
-	return decode(resp)
+	if len(a.r.Choices) == 1 {
+		if a.content.Len() > 0 {
+			a.r.Choices[0].Message.Content = str(a.content.String())
+		}
+		if a.refusal.Len() > 0 {
+			a.r.Choices[0].Message.Refusal = str(a.refusal.String())
+		}
+	}
+	assembled, err := json.Marshal(a.r)
+	if err != nil {
+		return driver.Fail("%s: cannot assemble the streamed answer: %v", provider, err)
+	}
+	return decode(assembled)
 }
 
 func init() {

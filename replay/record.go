@@ -1,0 +1,251 @@
+package replay
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/atomicfile"
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+// maxRecorded bounds one recorded response body.
+const maxRecorded = 64 << 20
+
+// redacted replaces every credential value found in a recorded answer.
+const redacted = "[redacted]"
+
+// credentialHeaders are the request headers whose values never reach a cassette.
+var credentialHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "Proxy-Authorization"}
+
+// hopHeaders are not forwarded (RFC 9110 7.6.1), nor is Accept-Encoding: the recorder
+// reads the answer as the provider's plain body.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Host", "Content-Length", "Accept-Encoding"}
+
+// Recorder forwards every provider request to an upstream provider, answers with what
+// it answered — a stream as it arrives — and writes each 2xx answer as a turn of the
+// cassette recorded-<provider>.json in its folder (an event stream with the delays it
+// had). No request header is recorded, and the values of credential headers are
+// replaced in what is.
+type Recorder struct {
+	upstream *url.URL
+	dir      string
+	client   *http.Client
+
+	// OnRecord, if set, is told of every turn written, or why one was not.
+	OnRecord func(file string, turn int, err error)
+
+	mu sync.Mutex // one cassette write at a time
+}
+
+// NewRecorder returns a Recorder forwarding to upstream (an http or https base URL; a
+// request's path is appended to its path) and writing into dir, which it creates.
+func NewRecorder(upstream, dir string) (*Recorder, error) {
+	u, err := url.Parse(upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errs.New(CodeUpstream, "replay", fmt.Sprintf("upstream %q is not an absolute http or https URL", upstream), "pass the provider's base URL, e.g. --upstream https://api.anthropic.com")
+	}
+	if dir == "" {
+		return nil, errs.New(CodeDir, "replay", "no folder to record into", "pass --record <dir>")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, errs.Wrap(err, CodeDir, "replay", fmt.Sprintf("cannot create the recording folder %q", dir), "check the path and its permissions")
+	}
+	// No redirects: the credential would follow them to a host nobody named.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &Recorder{upstream: u, dir: dir, client: client}, nil
+}
+
+// ServeHTTP forwards one request and records its answer.
+func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	provider, ok := ProviderForPath(r.URL.Path)
+	if !ok || r.Method != http.MethodPost {
+		writeError(w, OpenAI, http.StatusNotFound, "not_found_error",
+			fmt.Sprintf("the recorder forwards POST …/v1/messages and POST …/v1/chat/completions, not %s %q", r.Method, r.URL.Path))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		writeError(w, provider, http.StatusRequestEntityTooLarge, "request_too_large", err.Error())
+		return
+	}
+	first, turn, _, perr := parseRequest(body)
+	target := *rc.upstream
+	target.Path = strings.TrimSuffix(target.Path, "/") + r.URL.Path
+	target.RawQuery = r.URL.RawQuery
+	up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, target.String(), bytes.NewReader(body))
+	if err != nil {
+		writeError(w, provider, http.StatusBadGateway, "api_error", err.Error())
+		return
+	}
+	up.Header = r.Header.Clone()
+	for _, k := range hopHeaders {
+		up.Header.Del(k)
+	}
+	secrets := credentialValues(r.Header)
+	resp, err := rc.client.Do(up)
+	if err != nil {
+		writeError(w, provider, http.StatusBadGateway, "api_error", "upstream: "+scrub(err.Error(), secrets))
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		if !strings.EqualFold(k, "Content-Length") {
+			w.Header()[k] = vs
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	var recorded json.RawMessage
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		recorded, err = relayStream(w, resp.Body)
+	} else {
+		var b []byte
+		b, err = io.ReadAll(io.LimitReader(resp.Body, maxRecorded+1))
+		w.Write(b)
+		if err == nil && len(b) > maxRecorded {
+			err = fmt.Errorf("the answer is over %d bytes", maxRecorded)
+		}
+		if t := bytes.TrimSpace(b); err == nil && (len(t) == 0 || t[0] != '{') {
+			err = errors.New("the answer is not a JSON object")
+		}
+		recorded = b
+	}
+	file := filepath.Join(rc.dir, "recorded-"+provider+".json")
+	switch {
+	case perr != nil:
+		err = fmt.Errorf("the request has no first user message to match: %w", perr)
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		err = fmt.Errorf("upstream answered HTTP %d: not recorded", resp.StatusCode)
+	}
+	if err == nil {
+		err = rc.save(file, provider, first, turn, json.RawMessage(scrub(string(recorded), secrets)))
+	}
+	if rc.OnRecord != nil {
+		rc.OnRecord(file, turn, err)
+	}
+}
+
+// relayStream copies an event stream to w event by event, flushing each, and returns it
+// as a streamed turn whose delays are the gaps the client saw.
+func relayStream(w http.ResponseWriter, body io.Reader) (json.RawMessage, error) {
+	var evs []StreamEvent
+	var cur StreamEvent
+	var data []string
+	last := time.Now()
+	br := bufio.NewReaderSize(body, 64<<10)
+	flush := func() {
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if len(line) > 0 {
+			w.Write([]byte(line))
+			trimmed := strings.TrimRight(line, "\r\n")
+			if trimmed == "" {
+				flush()
+				if data != nil {
+					now := time.Now()
+					cur.DelayMS = min(int(now.Sub(last)/time.Millisecond), maxDelay)
+					last = now
+					joined := strings.Join(data, "\n")
+					if json.Valid([]byte(joined)) {
+						cur.Data = json.RawMessage(joined)
+					} else {
+						cur.Data, _ = json.Marshal(joined)
+					}
+					evs = append(evs, cur)
+				}
+				cur, data = StreamEvent{}, nil
+			} else if field, value, _ := strings.Cut(trimmed, ":"); field == "event" {
+				cur.Event = strings.TrimPrefix(value, " ")
+			} else if field == "data" {
+				data = append(data, strings.TrimPrefix(value, " "))
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			flush()
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the upstream stream: %w", err)
+		}
+	}
+	if len(evs) == 0 {
+		return nil, errors.New("the upstream stream held no event")
+	}
+	return json.Marshal(map[string]any{"stream": evs})
+}
+
+// save writes turn number turn of the conversation matching first into file.
+func (rc *Recorder) save(file, provider, first string, turn int, recorded json.RawMessage) error {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	c := Cassette{Provider: provider}
+	if old, err := os.ReadFile(file); err == nil {
+		if err := json.Unmarshal(old, &c); err != nil {
+			return fmt.Errorf("%s is not a cassette: %w", file, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	i := 0
+	for i < len(c.Conversations) && c.Conversations[i].Match != first {
+		i++
+	}
+	if i == len(c.Conversations) {
+		c.Conversations = append(c.Conversations, Conversation{Match: first})
+	}
+	conv := &c.Conversations[i]
+	switch {
+	case turn < len(conv.Turns):
+		conv.Turns[turn] = recorded // a later run of the same conversation wins
+	case turn == len(conv.Turns):
+		conv.Turns = append(conv.Turns, recorded)
+	default:
+		return fmt.Errorf("turn %d of %q arrived before turn %d: not recorded", turn, short(first), len(conv.Turns))
+	}
+	out, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(file, append(out, '\n'), 0o644)
+}
+
+// credentialValues returns the values of h's credential headers, and each bearer
+// token alone, longest first so a token inside a header value is replaced whole.
+func credentialValues(h http.Header) []string {
+	var vals []string
+	for _, k := range credentialHeaders {
+		for _, v := range h.Values(k) {
+			if v = strings.TrimSpace(v); v != "" {
+				vals = append(vals, v)
+			}
+			if _, tok, ok := strings.Cut(v, " "); ok && strings.TrimSpace(tok) != "" {
+				vals = append(vals, strings.TrimSpace(tok))
+			}
+		}
+	}
+	return vals
+}
+
+func scrub(s string, secrets []string) string {
+	for _, v := range secrets {
+		if len(v) >= 4 { // shorter values would mangle ordinary text
+			s = strings.ReplaceAll(s, v, redacted)
+		}
+	}
+	return s
+}

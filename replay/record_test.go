@@ -1,0 +1,120 @@
+package replay
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRecorder records a conversation from a fake upstream on 127.0.0.1 — a streamed
+// Anthropic turn, then a whole one — and replays the cassette it wrote: the client got
+// the upstream's answers, the upstream got the key, the cassette holds no key.
+func TestRecorder(t *testing.T) {
+	const key = "sk-ant-SECRET-0123456789"
+	var gotKeys []string
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotKeys = append(gotKeys, r.Header.Get("x-api-key")+"|"+r.Header.Get("Authorization"))
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path != "/base/v1/messages" {
+			http.Error(w, "wrong path "+r.URL.Path, http.StatusNotFound)
+			return
+		}
+		if strings.Contains(string(body), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":1,\"output_tokens\":0}}}\n\n"))
+			w.(http.Flusher).Flush()
+			// A provider that echoes the key must not get it into the cassette.
+			w.Write([]byte("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi " + key + "\"}}\n\n"))
+			w.Write([]byte("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"id":"m2","type":"message","role":"assistant","content":[{"type":"text","text":"done"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`))
+	}))
+	defer upstream.Close()
+	dir := filepath.Join(t.TempDir(), "rec")
+	rc, err := NewRecorder(upstream.URL+"/base", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recErrs []error
+	rc.OnRecord = func(_ string, _ int, err error) { recErrs = append(recErrs, err) }
+	front := httptest.NewServer(rc)
+	defer front.Close()
+
+	post := func(body string) string {
+		req, _ := http.NewRequest("POST", front.URL+"/v1/messages", strings.NewReader(body))
+		req.Header.Set("x-api-key", key)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if got := post(`{"stream":true,"messages":[{"role":"user","content":"record me"}]}`); !strings.Contains(got, "event: message_stop") || !strings.Contains(got, key) {
+		t.Fatalf("streamed answer through the recorder: %q", got)
+	}
+	if got := post(`{"messages":[{"role":"user","content":"record me"},{"role":"assistant","content":"hi"}]}`); !strings.Contains(got, `"done"`) {
+		t.Fatalf("whole answer through the recorder: %q", got)
+	}
+	if len(gotKeys) != 2 || gotKeys[0] != key+"|Bearer "+key {
+		t.Errorf("upstream saw keys %q", gotKeys)
+	}
+	for _, err := range recErrs {
+		if err != nil {
+			t.Errorf("recording: %v", err)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "recorded-anthropic-messages.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), key) || strings.Contains(string(data), "SECRET") || !strings.Contains(string(data), redacted) {
+		t.Fatalf("the cassette holds the key, or does not show it redacted:\n%s", data)
+	}
+
+	// The recording replays: the stream as a stream, the second turn verbatim.
+	lib, err := Load(dir)
+	if err != nil {
+		t.Fatalf("loading the recording: %v\n%s", err, data)
+	}
+	srv := httptest.NewServer(lib.Handler())
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/messages", "application/json", strings.NewReader(`{"stream":true,"messages":[{"role":"user","content":"record me"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := readSSE(t, resp)
+	resp.Body.Close()
+	if len(evs) != 3 || evs[0].event != "message_start" || evs[2].event != "message_stop" {
+		t.Errorf("replayed stream %+v", evs)
+	}
+	resp, err = http.Post(srv.URL+"/v1/messages", "application/json", strings.NewReader(`{"messages":[{"role":"user","content":"record me"},{"role":"assistant","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"done"`) {
+		t.Errorf("replayed turn 1: %s", b)
+	}
+}
+
+func TestNewRecorderRefuses(t *testing.T) {
+	for _, tt := range []struct{ upstream, dir, code string }{
+		{"ftp://x", t.TempDir(), CodeUpstream},
+		{"api.anthropic.com", t.TempDir(), CodeUpstream},
+		{"https://api.anthropic.com", "", CodeDir},
+	} {
+		if _, err := NewRecorder(tt.upstream, tt.dir); err == nil || !strings.Contains(err.Error(), tt.code) {
+			t.Errorf("NewRecorder(%q, %q) = %v, want %s", tt.upstream, tt.dir, err, tt.code)
+		}
+	}
+}
