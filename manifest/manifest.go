@@ -130,10 +130,13 @@ type DriverRef struct {
 	Config   map[string]any `yaml:"config"`
 }
 
-// Compaction configures context compaction [P2].
+// Compaction configures how the agent loop compacts a conversation that nears
+// context.max_tokens (docs/reference/manifest.md "Inference").
 type Compaction struct {
-	Threshold float64 `yaml:"threshold"`
-	Model     string  `yaml:"model"`
+	Threshold     float64 `yaml:"threshold"`
+	Model         string  `yaml:"model"`
+	SystemPrompt  string  `yaml:"system_prompt"`
+	DumpSummaries bool    `yaml:"dump_summaries"`
 }
 
 // Lifecycle says how a capsule takes tasks (docs/reference/manifest.md "Lifecycle").
@@ -145,7 +148,8 @@ type Lifecycle struct {
 	Conversation     string `yaml:"conversation"`
 }
 
-// ContextConfig bounds the conversation context [P2].
+// ContextConfig bounds the conversation context: its token budget, against which
+// compaction fires.
 type ContextConfig struct {
 	MaxTokens int `yaml:"max_tokens"`
 }

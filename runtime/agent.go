@@ -108,6 +108,7 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 		cont, acked = history[n-1].Continuation, len(msgs)
 	}
 	first := len(msgs)
+	var done []agentMessage // the task's own messages a compaction replaced (compact)
 	msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: text}}})
 	for turn := 1; turn <= inf.MaxTurns; turn++ {
 		t.turn = turn
@@ -153,7 +154,7 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 			if cont == "" {
 				by = ""
 			}
-			t.thread = Thread{Messages: mustJSON(msgs[first:]), Continuation: cont, ContinuationBy: by}
+			t.thread = Thread{Messages: mustJSON(append(done, msgs[first:]...)), Continuation: cont, ContinuationBy: by}
 			return finalText(resp.Content), StateCompleted, nil
 		case "tool_call":
 			for _, b := range resp.Content {
@@ -162,6 +163,10 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 				}
 				out, isErr := s.dispatch(ctx, t, b)
 				msgs = append(msgs, agentMessage{Role: "tool", ToolCallID: b.ID, IsError: isErr, Content: []agentBlock{{Type: "text", Text: out}}})
+			}
+			if c := s.compact(ctx, t, driver, msgs, first, resp.Usage.InputTokens); c != nil {
+				// A replaced conversation is not the one the driver's continuation holds.
+				done, msgs, first, cont, acked = append(done, c.dropped...), c.msgs, c.first, "", 0
 			}
 		case "error":
 			return "", StateFailed, fmt.Errorf("driver %s: %s", inf.Driver.Artifact, resp.Error)
@@ -175,9 +180,14 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 // callDriver runs one driver turn and parses its answer; streamed reports whether the
 // driver streamed text chunks (murmur:text/chunks) to the task's subscribers.
 func (s *session) callDriver(ctx context.Context, t *task, driver *wasm.Module, req string) (resp *driverResponse, streamed bool, err error) {
+	return s.callDriverWith(ctx, driver, req, s.chunks(t))
+}
+
+// callDriverWith is callDriver with the text the driver streams handed to emit, which a
+// call whose text is not the task's answer (a compaction's summary) discards.
+func (s *session) callDriverWith(ctx context.Context, driver *wasm.Module, req string, emit func(thinking bool, text string)) (resp *driverResponse, streamed bool, err error) {
 	g := s.grants(driver.Artifact, manifest.RoleDriver)
 	g.Env = append(append([]string(nil), g.Env...), s.driverEnv...)
-	emit := s.chunks(t)
 	chunk := func(thinking bool, text string) {
 		streamed = streamed || !thinking
 		emit(thinking, text)

@@ -8,11 +8,11 @@ const (
 )
 
 // Stage warnings: a manifest setting this release accepts, so the capsule loads, but does
-// not act on (docs/errors.md). Each code stays with its key for good.
+// not act on (docs/errors.md). Each code stays with its key for good: W-RUN-002
+// (context.max_tokens) and W-RUN-003 (inference.compaction) are retired since those keys
+// take effect.
 const (
 	WarnArtifactConfig = "W-RUN-001" // artifacts[].config
-	WarnContextTokens  = "W-RUN-002" // context.max_tokens
-	WarnCompaction     = "W-RUN-003" // inference.compaction and its keys
 	WarnOtelEndpoint   = "W-RUN-004" // observability.otel_endpoint
 	WarnAfterTask      = "W-RUN-005" // lifecycle.after_task
 	WarnResourceMemory = "W-RUN-006" // capabilities.resources.memory_bytes

@@ -67,7 +67,7 @@ inference:
   api_key: "k"
   max_turns: 5
   max_tokens: 1024
-  compaction: {threshold: 0.9, model: m-small}
+  compaction: {threshold: 0.9, model: m-small, system_prompt: sum up, dump_summaries: true}
   %PROMPT%
 lifecycle: {task_acceptance: queue, after_task: sleep, queue_depth: 2, input_timeout_secs: 60, conversation: threaded}
 context: {max_tokens: 100000}
@@ -85,7 +85,7 @@ func TestStageWarnsForEveryUnhonouredKey(t *testing.T) {
 	publishWasm(t, reg, "drv", "driver", run)
 	publishWasm(t, reg, "wc", "tool", run)
 	publishWasm(t, reg, "audit", "hook", run)
-	allCodes := []string{WarnArtifactConfig, WarnContextTokens, WarnCompaction, WarnOtelEndpoint, WarnAfterTask,
+	allCodes := []string{WarnArtifactConfig, WarnOtelEndpoint, WarnAfterTask,
 		WarnResourceMemory, WarnResourcePids, WarnHook}
 
 	tests := []struct {

@@ -154,6 +154,9 @@ type session struct {
 	driverHTTP *wasm.Outgoing
 	toolCalls  atomic.Int64
 	denials    atomic.Int64
+	// compactHook summarises a conversation being compacted before the driver is asked
+	// (compaction.go); nil until the on-compaction hook fills it.
+	compactHook summariser
 }
 
 // openSession creates the session's folders, its event stream (trace, metrics and the
