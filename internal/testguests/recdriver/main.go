@@ -7,6 +7,7 @@
 // anything else "you said: <text>". With driver config {"continuation": true} it returns
 // continuation_id "cont-<n>", n one more than the id it was given (1 without one); with
 // {"continuation": "metadata"} it returns it as tool-result metadata, as upstream's do.
+// With {"tokens_per_message": K} it reports usage.input_tokens of K per input message.
 package main
 
 import (
@@ -69,6 +70,13 @@ func run(in tool.Input) tool.Result {
 		arg, _ := json.Marshal(map[string]string{"text": f[2]})
 		out["stop_reason"] = "tool_call"
 		out["content"] = []block{{Type: "text", Text: "Calling " + f[1] + "."}, {Type: "tool_call", ID: "call_" + f[2], Name: f[1], Input: arg}}
+	}
+	var cfg struct {
+		TokensPerMessage int `json:"tokens_per_message"`
+	}
+	json.Unmarshal([]byte(os.Getenv("MURMUR_INFERENCE_DRIVER_CONFIG")), &cfg)
+	if cfg.TokensPerMessage > 0 {
+		out["usage"] = map[string]int{"input_tokens": cfg.TokensPerMessage * len(req.Messages), "output_tokens": 1}
 	}
 	var meta []tool.Pair
 	n, _ := strconv.Atoi(strings.TrimPrefix(req.ContinuationID, "cont-"))

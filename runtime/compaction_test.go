@@ -1,0 +1,305 @@
+package runtime
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+)
+
+// TestCompactionDue: compaction fires when a turn's input tokens reach threshold ×
+// context.max_tokens (0.98 by default), and never without context.max_tokens.
+func TestCompactionDue(t *testing.T) {
+	inf := func(c *manifest.Compaction) *manifest.Inference { return &manifest.Inference{Model: "m", Compaction: c} }
+	tests := []struct {
+		name  string
+		m     manifest.Manifest
+		input int
+		want  bool
+	}{
+		{"no context.max_tokens", manifest.Manifest{Inference: inf(&manifest.Compaction{Threshold: 0.5})}, 1 << 30, false},
+		{"default 0.98, below", manifest.Manifest{Context: &manifest.ContextConfig{MaxTokens: 100}, Inference: inf(nil)}, 97, false},
+		{"default 0.98, at", manifest.Manifest{Context: &manifest.ContextConfig{MaxTokens: 100}, Inference: inf(nil)}, 98, true},
+		{"default 0.98, above", manifest.Manifest{Context: &manifest.ContextConfig{MaxTokens: 100}, Inference: inf(nil)}, 99, true},
+		{"default 0.98 of 100000, at", manifest.Manifest{Context: &manifest.ContextConfig{MaxTokens: 100000}, Inference: inf(nil)}, 98000, true},
+		{"default 0.98 of 100000, below", manifest.Manifest{Context: &manifest.ContextConfig{MaxTokens: 100000}, Inference: inf(nil)}, 97999, false},
+		{"threshold 0.5, below", manifest.Manifest{Context: &manifest.ContextConfig{MaxTokens: 100}, Inference: inf(&manifest.Compaction{Threshold: 0.5})}, 49, false},
+		{"threshold 0.5, at", manifest.Manifest{Context: &manifest.ContextConfig{MaxTokens: 100}, Inference: inf(&manifest.Compaction{Threshold: 0.5})}, 50, true},
+		{"threshold 1, at the budget", manifest.Manifest{Context: &manifest.ContextConfig{MaxTokens: 100}, Inference: inf(&manifest.Compaction{Threshold: 1})}, 100, true},
+		{"threshold 1, below", manifest.Manifest{Context: &manifest.ContextConfig{MaxTokens: 100}, Inference: inf(&manifest.Compaction{Threshold: 1})}, 99, false},
+		{"a script capsule", manifest.Manifest{Context: &manifest.ContextConfig{MaxTokens: 100}}, 100, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, ok := compactionPolicyOf(&tt.m)
+			if got := ok && p.due(tt.input); got != tt.want {
+				t.Errorf("due(%d) = %v, want %v (policy %+v)", tt.input, got, tt.want, p)
+			}
+		})
+	}
+	p, _ := compactionPolicyOf(&manifest.Manifest{Context: &manifest.ContextConfig{MaxTokens: 10}, Inference: &manifest.Inference{Model: "big",
+		Compaction: &manifest.Compaction{Model: "small", SystemPrompt: "sum", DumpSummaries: true}}})
+	if p.model != "small" || p.system != "sum" || !p.dump || p.threshold != manifest.DefaultCompactionThreshold {
+		t.Errorf("policy = %+v", p)
+	}
+}
+
+// TestReplaceWithSummary: the messages before the last two turns (each an assistant
+// message and its tool results) become one user message with the summary; the task's
+// own messages that were summarised are handed back for its thread.
+func TestReplaceWithSummary(t *testing.T) {
+	msg := func(role, text string) agentMessage {
+		return agentMessage{Role: role, Content: []agentBlock{{Type: "text", Text: text}}}
+	}
+	tests := []struct {
+		name        string
+		msgs        []string // role:text
+		first       int
+		wantMsgs    []string
+		wantFirst   int
+		wantDropped []string
+	}{
+		{"one task, three turns", []string{"user:u", "assistant:a1", "tool:t1", "assistant:a2", "tool:t2", "assistant:a3", "tool:t3"}, 0,
+			[]string{"user:" + summaryPrefix + "S", "assistant:a2", "tool:t2", "assistant:a3", "tool:t3"}, 1, []string{"user:u", "assistant:a1", "tool:t1"}},
+		{"one turn: only the user message is summarised", []string{"user:u", "assistant:a1", "tool:t1"}, 0,
+			[]string{"user:" + summaryPrefix + "S", "assistant:a1", "tool:t1"}, 1, []string{"user:u"}},
+		{"history summarised, the task's own kept", []string{"user:h", "assistant:ha", "assistant:hb", "user:u", "assistant:a1", "tool:t1"}, 3,
+			[]string{"user:" + summaryPrefix + "S", "assistant:hb", "user:u", "assistant:a1", "tool:t1"}, 2, nil},
+		{"history and part of the task", []string{"user:h", "assistant:ha", "user:u", "assistant:a1", "tool:t1", "assistant:a2", "tool:t2", "assistant:a3", "tool:t3"}, 2,
+			[]string{"user:" + summaryPrefix + "S", "assistant:a2", "tool:t2", "assistant:a3", "tool:t3"}, 1, []string{"user:u", "assistant:a1", "tool:t1"}},
+	}
+	parse := func(ss []string) []agentMessage {
+		var out []agentMessage
+		for _, s := range ss {
+			role, text, _ := strings.Cut(s, ":")
+			out = append(out, msg(role, text))
+		}
+		return out
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msgs := parse(tt.msgs)
+			c := replaceWithSummary(msgs, keepFrom(msgs, compactionKeepTurns), tt.first, "S")
+			if got, want := string(mustJSON(c.msgs)), string(mustJSON(parse(tt.wantMsgs))); got != want {
+				t.Errorf("messages\n%s\nwant\n%s", got, want)
+			}
+			if c.first != tt.wantFirst {
+				t.Errorf("first = %d, want %d", c.first, tt.wantFirst)
+			}
+			if got, want := string(mustJSON(c.dropped)), string(mustJSON(parse(tt.wantDropped))); got != want {
+				t.Errorf("dropped %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// TestTranscript: the summarisation call reads the conversation as text lines.
+func TestTranscript(t *testing.T) {
+	got := transcript([]agentMessage{
+		{Role: "user", Content: []agentBlock{{Type: "text", Text: "count a b"}}},
+		{Role: "assistant", Content: []agentBlock{{Type: "text", Text: "Counting."}, {Type: "tool_call", ID: "c1", Name: "wc", Input: json.RawMessage(`{"text":"a b"}`)}}},
+		{Role: "tool", ToolCallID: "c1", Content: []agentBlock{{Type: "text", Text: "2"}}},
+		{Role: "tool", ToolCallID: "c2", IsError: true, Content: []agentBlock{{Type: "text", Text: "no"}}},
+	})
+	want := "user: count a b\nassistant: Counting.\nassistant called wc (c1): {\"text\":\"a b\"}\ntool result (c1): 2\ntool error (c2): no\n"
+	if got != want {
+		t.Errorf("transcript\n%q\nwant\n%q", got, want)
+	}
+}
+
+// hostCompacting hosts a threaded agent capsule whose driver is recdriver reporting 50
+// input tokens per message, with context.max_tokens 100 and compaction written as given
+// (threshold 0.5 by default here): a task's first tool_call turn (one message) reaches it.
+func hostCompacting(t *testing.T, config, compaction string) *Hosted {
+	t.Helper()
+	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
+	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/recdriver"))
+	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
+	dir := t.TempDir()
+	mpath := filepath.Join(dir, "murmur.yaml")
+	os.WriteFile(mpath, []byte(`name: compacting
+version: 1.0.0
+artifacts:
+  - {name: recdriver, version: 1.0.0, runtime: driver}
+  - {name: echo, version: 1.0.0}
+inference:
+  driver: {artifact: recdriver, config: `+config+`}
+  model: m
+  max_turns: 5
+  `+compaction+`
+context: {max_tokens: 100}
+capabilities:
+  limits: {memory_bytes: 134217728, deadline_seconds: 60}
+lifecycle: {conversation: threaded}
+`), 0o644)
+	m, err := manifest.Load(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, Session: SessionConfig{WorkRoot: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestCompactionReplacesTheConversation: after the tool_call turn that reached the
+// threshold the driver is asked for a summary (compaction.model and system_prompt, no
+// tools, no continuation), and the next turn carries the summary and the kept turn
+// instead of the task's text, without the continuation the driver had returned; the
+// thread keeps the whole conversation; a compaction event records it; dump_summaries
+// writes one line per compaction.
+func TestCompactionReplacesTheConversation(t *testing.T) {
+	tests := []struct {
+		name, compaction string
+		wantSystem       string
+		wantModel        string
+		dump             bool
+	}{
+		{"driver, dump_summaries", "compaction: {threshold: 0.5, model: m-small, system_prompt: Be terse., dump_summaries: true}", "Be terse.", "m-small", true},
+		{"driver, defaults", "compaction: {threshold: 0.5}", defaultCompactionPrompt, "m", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := hostCompacting(t, `{continuation: true, tokens_per_message: 50}`, tt.compaction)
+			out := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_c", Text: "call echo hi"})
+			if out.State != StateCompleted || out.Result != `the tool said: {"text":"hi"}` {
+				t.Fatalf("task: %+v", out)
+			}
+			if got := string(out.Thread.Messages); got != compactJSON(t, task1Messages) {
+				t.Errorf("the thread kept\n%s\nwant the whole conversation\n%s", got, task1Messages)
+			}
+			// Every input recdriver got, with the fields this test reads.
+			data, err := os.ReadFile(filepath.Join(out.Layout.Work, "out", "driver-inputs.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			type input struct {
+				Model, System  string
+				Messages       []agentMessage
+				Tools          []agentTool
+				ContinuationID string `json:"continuation_id"`
+			}
+			var ins []input
+			sc := bufio.NewScanner(bytes.NewReader(data))
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				var in input
+				json.Unmarshal(sc.Bytes(), &in)
+				ins = append(ins, in)
+			}
+			if len(ins) != 3 {
+				t.Fatalf("%d driver inputs, want 3 (turn, summary, turn):\n%s", len(ins), data)
+			}
+			sum := ins[1]
+			if sum.Model != tt.wantModel || sum.System != tt.wantSystem || len(sum.Tools) != 0 || sum.ContinuationID != "" || len(sum.Messages) != 1 ||
+				sum.Messages[0].Content[0].Text != summariseRequest+"user: call echo hi\n" {
+				t.Errorf("summarisation request = %+v", sum)
+			}
+			next := ins[2]
+			if next.ContinuationID != "" {
+				t.Errorf("the turn after compaction carries continuation %q", next.ContinuationID)
+			}
+			wantFirst := summaryPrefix + "you said: " + summariseRequest + "user: call echo hi\n"
+			if len(next.Messages) != 3 || next.Messages[0].Role != "user" || next.Messages[0].Content[0].Text != wantFirst ||
+				next.Messages[1].Role != "assistant" || next.Messages[2].Role != "tool" {
+				t.Errorf("the turn after compaction sent %s", mustJSON(next.Messages))
+			}
+			// The trace's compaction event, under turn 1's inference event.
+			trace, _ := os.ReadFile(out.Layout.Trace)
+			var evs []map[string]any
+			inference := map[string]bool{}
+			for _, line := range bytes.Split(bytes.TrimSpace(trace), []byte("\n")) {
+				var ev map[string]any
+				json.Unmarshal(line, &ev)
+				switch ev["event_type"] {
+				case EventCompaction:
+					evs = append(evs, ev)
+				case EventInference:
+					if ev["turn"] == 1.0 {
+						inference[ev["event_id"].(string)] = true
+					}
+				}
+			}
+			if len(evs) != 1 {
+				t.Fatalf("%d compaction events, want 1:\n%s", len(evs), trace)
+			}
+			ev := evs[0]
+			if ev["turn"] != 1.0 || ev["tokens_before"] != 50.0 || ev["threshold_tokens"] != 50.0 || ev["summariser"] != SummariserDriver ||
+				ev["messages_before"] != 3.0 || ev["messages_after"] != 3.0 || ev["summary_input_tokens"] != 50.0 || ev["summary_output_tokens"] != 1.0 ||
+				!(ev["tokens_after"].(float64) > 1) || ev["error"] != nil || !inference[ev["parent_id"].(string)] {
+				t.Errorf("compaction event = %v", ev)
+			}
+			if _, ok := ev["summary"]; ok {
+				t.Error("the summary is in a meta trace")
+			}
+			dump, err := os.ReadFile(filepath.Join(out.Layout.Work, "out", "compaction-summaries.jsonl"))
+			if !tt.dump {
+				if !os.IsNotExist(err) {
+					t.Errorf("compaction-summaries.jsonl written without dump_summaries: %v %s", err, dump)
+				}
+				return
+			}
+			var line summaryLine
+			if err != nil || bytes.Count(dump, []byte("\n")) != 1 || json.Unmarshal(dump, &line) != nil {
+				t.Fatalf("compaction-summaries.jsonl = %q, %v", dump, err)
+			}
+			if line.Turn != 1 || line.TokensBefore != 50 || line.TokensAfter != int(ev["tokens_after"].(float64)) ||
+				line.Summary != "you said: "+summariseRequest+"user: call echo hi\n" {
+				t.Errorf("summary line = %+v", line)
+			}
+			// A second task of the context compacts again: one more line.
+			out2 := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_c", Text: "call echo ho",
+				History: []Turn{{User: "call echo hi", Agent: out.Result, Thread: out.Thread}}})
+			if out2.State != StateCompleted {
+				t.Fatalf("task 2: %+v", out2)
+			}
+			if dump, _ := os.ReadFile(filepath.Join(out.Layout.Work, "out", "compaction-summaries.jsonl")); bytes.Count(dump, []byte("\n")) != 2 {
+				t.Errorf("after two compactions compaction-summaries.jsonl holds\n%s", dump)
+			}
+		})
+	}
+}
+
+// TestCompactionHookSeam: a summariser in session.compactHook (the on-compaction hook's
+// place) is asked first; when it declines, the driver summarises.
+func TestCompactionHookSeam(t *testing.T) {
+	for _, declines := range []bool{false, true} {
+		h := hostCompacting(t, `{tokens_per_message: 50}`, "compaction: {threshold: 0.5}")
+		// A first task that makes no tool call opens the context's session without compacting.
+		if out := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_h", Text: "hello"}); out.State != StateCompleted {
+			t.Fatalf("task 1: %+v", out)
+		}
+		var asked []compactionInput
+		h.mu.Lock()
+		for _, c := range h.contexts {
+			c.sess.compactHook = func(_ context.Context, _ *task, in compactionInput) (string, int, bool, error) {
+				asked = append(asked, in)
+				return "from the hook", 0, !declines, nil
+			}
+		}
+		h.mu.Unlock()
+		out := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_h", Text: "call echo hi"})
+		if out.State != StateCompleted || len(asked) != 1 || len(asked[0].Messages) != 1 || asked[0].Turn != 1 {
+			t.Fatalf("declines %v: %+v, hook asked %+v", declines, out, asked)
+		}
+		trace, _ := os.ReadFile(out.Layout.Trace)
+		want := `"summariser":"hook"`
+		if declines {
+			want = `"summariser":"driver"`
+		}
+		if !bytes.Contains(trace, []byte(want)) {
+			t.Errorf("declines %v: trace lacks %s:\n%s", declines, want, trace)
+		}
+	}
+}
