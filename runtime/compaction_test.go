@@ -19,7 +19,9 @@ import (
 // TestCompactionDue: compaction fires when a turn's input tokens reach threshold ×
 // context.max_tokens (0.98 by default), and never without context.max_tokens.
 func TestCompactionDue(t *testing.T) {
-	inf := func(c *manifest.Compaction) *manifest.Inference { return &manifest.Inference{Model: "m", Compaction: c} }
+	inf := func(c *manifest.Compaction) *manifest.Inference {
+		return &manifest.Inference{Model: "m", Compaction: c}
+	}
 	tests := []struct {
 		name  string
 		m     manifest.Manifest
