@@ -68,3 +68,47 @@ func TestTool02(t *testing.T) {
 		})
 	}
 }
+
+// TestComponentTool02: a tool component exporting murmur:tool/run@0.2.0 is called through
+// CallTool with its attachments lifted; at 0.3.0 it is refused at Compile, naming the
+// levels served.
+func TestComponentTool02(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	main := func(ver string) string {
+		return `
+    (data (i32.const 0x400) "image/png")
+    (data (i32.const 0x410) "out/chart.png")
+    (func (export "murmur:tool/run@` + ver + `#run") (param i32 i32 i32 i32 i32 i32) (result i32)
+      (memory.fill (i32.const 0x100) (i32.const 0) (i32.const 60))
+      (i32.store8 (i32.const 0x110) (local.get 0))
+      (i32.store (i32.const 0x114) (local.get 1))
+      (i32.store (i32.const 0x118) (local.get 2))
+      (i32.store (i32.const 0x134) (i32.const 0x200))
+      (i32.store (i32.const 0x138) (i32.const 1))
+      (i32.store (i32.const 0x200) (i32.const 0x400))
+      (i32.store (i32.const 0x204) (i32.const 9))
+      (i32.store (i32.const 0x208) (i32.const 0x410))
+      (i32.store (i32.const 0x20c) (i32.const 13))
+      (i32.const 0x100))
+    (func (export "cabi_post_murmur:tool/run@` + ver + `#run") (param i32))
+`
+	}
+	mod, err := e.Compile(ctx, "cap", "comp-tool02", manifest.RoleTool, compSpec{world: "tool", version: "0.2.0", main: main("0.2.0")}.build(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mod.CheckWorld(string(manifest.RoleTool)); err != nil {
+		t.Fatal(err)
+	}
+	data := "hello"
+	out, err := e.CallTool(ctx, mod, Grants{MemoryBytes: 1 << 20}, &Imports{}, abi.ToolInput{Data: &data})
+	want := []abi.Attachment{{MediaType: "image/png", Path: "out/chart.png"}}
+	if err != nil || out.Status != abi.StatusPassed || deref(out.Data) != data || !reflect.DeepEqual(out.Attachments, want) {
+		t.Fatalf("%+v, %v", out, err)
+	}
+	_, err = e.Compile(ctx, "cap", "comp-tool03", manifest.RoleTool, compSpec{world: "tool", version: "0.3.0", main: main("0.3.0")}.build(t))
+	if errs.Find(err, CodeExportVersion) == nil || !strings.Contains(err.Error(), "it serves murmur:tool/run 0.1.x and 0.2.x") {
+		t.Fatalf("0.3.0: %v", err)
+	}
+}
