@@ -118,6 +118,11 @@ func TestHostedTasks(t *testing.T) {
 			if u := urls[tt.name]; u != "" && !strings.Contains(out.Result, "at "+u) {
 				t.Errorf("the guest did not see MURMUR_CAPSULE_URL %s: %q", u, out.Result)
 			}
+			if u := urls[tt.name]; u != "" {
+				if md, err := os.ReadFile(filepath.Join(out.Layout.Work, "MURMUR.md")); err != nil || !strings.Contains(string(md), "- Capsule URL: "+u+"\n") {
+					t.Errorf("MURMUR.md does not name the capsule URL %s: %q, %v", u, md, err)
+				}
+			}
 			if got := sink.chunks(); got != tt.wantChunks {
 				t.Errorf("chunks = %q, want %q", got, tt.wantChunks)
 			}

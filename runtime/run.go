@@ -192,7 +192,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 			trace.Close()
 		}
 	}()
-	if err := os.WriteFile(filepath.Join(l.Work, "MURMUR.md"), murmurMD(s, id), 0o444); err != nil {
+	if err := writeMurmurMD(l.Work, s, id, ""); err != nil {
 		return nil, err
 	}
 	root := filepath.Join(l.Work, filepath.FromSlash(m.Capabilities.Filesystem.Scope))
@@ -442,21 +442,4 @@ func readResult(work string) (string, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(f, 16<<20))
 	return strings.TrimRight(string(data), "\n"), err
-}
-
-// murmurMD describes the session to its guests (docs/reference/guest-abi.md "Files").
-func murmurMD(s *Staged, id string) []byte {
-	m := s.Manifest
-	var b strings.Builder
-	fmt.Fprintf(&b, "# %s %s\n\nSession: %s\n\n## Tools\n\n", m.Name, m.Version, id)
-	var tools []string
-	for _, t := range s.Tools() {
-		tools = append(tools, fmt.Sprintf("- `%s` (%s) %s", t.Name, t.Role, t.Description))
-	}
-	if len(tools) == 0 {
-		tools = []string{"- none"}
-	}
-	b.WriteString(strings.Join(tools, "\n"))
-	b.WriteString("\n\n## Layout\n\n- `/task.md` the task\n- `/out/result.txt` the answer\n- `/logs/` full output of shell commands\n\nCall a tool through murmur:tool-registry/invoke with its name and a JSON input.\n")
-	return []byte(b.String())
 }

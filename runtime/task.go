@@ -203,8 +203,8 @@ func (s *session) chunks(t *task) func(thinking bool, text string) {
 	}
 }
 
-// setCapsuleURL makes url the MURMUR_CAPSULE_URL of the session's guests from now on;
-// the gateway learns it from each task's request.
+// setCapsuleURL makes url the MURMUR_CAPSULE_URL of the session's guests from now on,
+// and MURMUR.md's capsule URL; the gateway learns it from each task's request.
 func (s *session) setCapsuleURL(url string) {
 	if url == "" {
 		return
@@ -215,6 +215,10 @@ func (s *session) setCapsuleURL(url string) {
 				env := append([]string(nil), s.env...) // calls in flight keep the slice they have
 				env[i] = "MURMUR_CAPSULE_URL=" + url
 				s.env = env
+				if err := writeMurmurMD(s.layout.Work, s.staged, s.id, url); err != nil {
+					// The task runs on: the environment holds the URL, MURMUR.md keeps the last one.
+					s.announce(nil, err.Error())
+				}
 			}
 			return
 		}

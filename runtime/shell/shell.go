@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -414,29 +415,23 @@ func (s *Sandbox) writeFullLog(command string, out *outcome) (string, error) {
 }
 
 // RunNative runs the native tool name, the binary at path (tools/<name>/<name>), with
-// {"data": data, "log_path": <workdir>/logs/<name>-<time>.log} on stdin
-// (docs/reference/driver-protocol.md "Dispatch"). Its stdout is read as
-// {"status","summary","data"}; any other stdout is passed through as the data. The
-// binary's folder is visible to the tool, read-only.
+// {"data": "<data as compact JSON text>", "log_path": "<workdir>/logs/<name>-<time>.log"}
+// on stdin, as Murmur's native tools read it (docs/reference/driver-protocol.md
+// "Dispatch"); data is "{}" when empty. Its stdout is read as {"status","summary","data"};
+// any other stdout is passed through as the data. The binary's folder is visible to the
+// tool, read-only.
 func (s *Sandbox) RunNative(ctx context.Context, name, path string, data json.RawMessage) (Result, error) {
 	res := Result{Binary: name, Command: name, Status: "error", ExitCode: -1, Metadata: map[string]string{}}
 	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() || !filepath.IsAbs(path) {
 		res.Text = fmt.Sprintf("native tool %s: its binary %q is missing", name, path)
 		return res, nil
 	}
-	if len(data) == 0 {
-		data = json.RawMessage("null")
-	}
-	mkdirIn(s.cfg.Workdir, "logs") // the tool finds out itself if its log cannot be written
-	logPath := filepath.Join(s.cfg.Workdir, "logs", name+"-"+time.Now().UTC().Format("20060102T150405.000000000Z")+".log")
-	stdin, err := json.Marshal(struct {
-		Data    json.RawMessage `json:"data"`
-		LogPath string          `json:"log_path"`
-	}{data, logPath})
+	stdin, err := nativeInput(data, filepath.Join(s.cfg.Workdir, "logs", name+"-"+time.Now().UTC().Format("20060102T150405.000000000Z")+".log"))
 	if err != nil {
-		res.Text = fmt.Sprintf("native tool %s: the input is not JSON: %v", name, err)
+		res.Text = fmt.Sprintf("native tool %s: %v", name, err)
 		return res, nil
 	}
+	mkdirIn(s.cfg.Workdir, "logs") // the tool finds out itself if its log cannot be written
 	out, err := s.run(ctx, &runSpec{Path: path, Args: []string{name}, ReadOnly: []string{filepath.Dir(path)}}, stdin, maxNativeOutput)
 	if err != nil {
 		return res, err
@@ -476,6 +471,23 @@ func (s *Sandbox) RunNative(ctx context.Context, name, path string, data json.Ra
 		res.Text = fmt.Sprintf("native tool %s exited with code %d\nStdout:\n%s\nStderr:\n%s", name, out.exitCode, out.stdout.head, out.stderr.head)
 	}
 	return res, nil
+}
+
+// nativeInput is a native tool's stdin: data travels as a JSON string holding the
+// arguments (Murmur's tool-input.data is a string; its native tools decode it again).
+func nativeInput(data json.RawMessage, logPath string) ([]byte, error) {
+	text := "{}"
+	if len(bytes.TrimSpace(data)) > 0 {
+		var b bytes.Buffer
+		if err := json.Compact(&b, data); err != nil {
+			return nil, fmt.Errorf("the input is not JSON: %w", err)
+		}
+		text = b.String()
+	}
+	return json.Marshal(struct {
+		Data    string `json:"data"`
+		LogPath string `json:"log_path"`
+	}{text, logPath})
 }
 
 // mkdirIn creates rel inside dir through an os.Root: links a tool planted in the

@@ -98,6 +98,10 @@ func fixFor(tier string) string {
 // interpreters get `-c <command>`; everything else gets the command split into words.
 var interpreters = []string{"bash", "sh", "zsh", "dash", "ksh", "fish", "python3", "node"}
 
+// IsInterpreter says whether binary runs a shell tool's command as a script (-c, node -e)
+// rather than as words.
+func IsInterpreter(binary string) bool { return slices.Contains(interpreters, binary) }
+
 // warnings lists what an operator should know about a sandbox: a tier weaker than
 // sealed, allowed binaries missing from the sandbox's PATH, and W-SEC-003 (docs/errors.md
 // "Sandbox (`E-SEC-…`, `W-SEC-…`)").

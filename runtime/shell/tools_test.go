@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -82,7 +83,7 @@ func TestShellRefusals(t *testing.T) {
 	}
 }
 
-// TestNativeTool: the tool gets {"data", "log_path"} on stdin; its {"status","summary",
+// TestNativeTool: the tool gets {"data": "<input as JSON text>", "log_path"} on stdin; its {"status","summary",
 // "data"} is the result; other stdout passes through; its own folder is read-only.
 func TestNativeTool(t *testing.T) {
 	for _, tier := range append(tiers(t), TierEnvOnly) {
@@ -100,7 +101,7 @@ except OSError:
 with open(req["log_path"], "w") as f:
     f.write("logged")
 print(json.dumps({"status": "passed", "summary": "reversed",
-    "data": json.dumps({"text": req["data"]["text"][::-1], "own_folder": own, "log": req["log_path"]})}))
+    "data": json.dumps({"text": json.loads(req["data"])["text"][::-1], "own_folder": own, "log": req["log_path"]})}))
 `)
 			plain := filepath.Join(rec, "tools", "plain", "plain")
 			writeFile(t, plain, "#!/bin/sh\necho plain words\n")
@@ -134,6 +135,70 @@ print(json.dumps({"status": "passed", "summary": "reversed",
 			r, err = s.RunNative(context.Background(), "gone", filepath.Join(rec, "tools", "gone", "gone"), nil)
 			if err != nil || r.Status != "error" || !strings.Contains(r.Text, "missing") {
 				t.Errorf("missing tool: %+v %v", r, err)
+			}
+		})
+	}
+}
+
+// TestNativeInput: data is the input as compact JSON text, "{}" when there is none.
+func TestNativeInput(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"text": "abc", "n": [1, 2]}`, `{"data":"{\"text\":\"abc\",\"n\":[1,2]}","log_path":"/w/logs/t.log"}`},
+		{``, `{"data":"{}","log_path":"/w/logs/t.log"}`},
+		{" \n", `{"data":"{}","log_path":"/w/logs/t.log"}`},
+		{`"just text"`, `{"data":"\"just text\"","log_path":"/w/logs/t.log"}`},
+	} {
+		got, err := nativeInput(json.RawMessage(tc.in), "/w/logs/t.log")
+		if err != nil || string(got) != tc.want {
+			t.Errorf("nativeInput(%q) = %s, %v; want %s", tc.in, got, err, tc.want)
+		}
+	}
+	if _, err := nativeInput(json.RawMessage(`{not json`), "/w/logs/t.log"); err == nil {
+		t.Error("nativeInput accepted input that is not JSON")
+	}
+}
+
+// TestMurmurNativeTool runs a native tool built from source (testdata/murmurtool) that
+// reads stdin as Murmur's native tools do: data must be a string holding the arguments,
+// and log_path a file in the workdir's logs/ it appends one line to per call.
+func TestMurmurNativeTool(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go toolchain to build the native tool:", err)
+	}
+	rec := t.TempDir()
+	tool := filepath.Join(rec, "tools", "fixture", "fixture")
+	build := exec.Command(gobin, "build", "-o", tool, "./testdata/murmurtool")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the native tool: %v\n%s", err, out)
+	}
+	for _, tier := range append(tiers(t), TierEnvOnly) {
+		t.Run(tier, func(t *testing.T) {
+			work := t.TempDir()
+			s := newSandbox(t, Config{Workdir: work, Records: rec, tier: tier})
+			for _, tc := range []struct{ input, wantData, wantOp string }{
+				{`{"operation": "list_entries", "path": "."}`, `{"operation":"list_entries","path":"."}`, "list_entries"},
+				{``, `{}`, "<nil>"},
+			} {
+				r, err := s.RunNative(context.Background(), "fixture", tool, json.RawMessage(tc.input))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got struct {
+					Args map[string]any
+					Data string
+				}
+				if r.Status != "passed" || r.Metadata["summary"] != "decoded" || json.Unmarshal([]byte(r.Text), &got) != nil || got.Data != tc.wantData {
+					t.Fatalf("input %q: %+v", tc.input, r)
+				}
+				logs, _ := filepath.Glob(filepath.Join(work, "logs", "fixture-*.log"))
+				if len(logs) == 0 {
+					t.Fatalf("input %q: no log in %s/logs", tc.input, work)
+				}
+				if b, _ := os.ReadFile(logs[len(logs)-1]); string(b) != "murmur-tool-fixture: "+tc.wantOp+"\n" {
+					t.Errorf("input %q: log %q", tc.input, b)
+				}
 			}
 		})
 	}

@@ -7,12 +7,13 @@ import (
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// CallTool runs one call of a tool or driver module's murmur:tool/run in a fresh
-// instance: lower the input, call, lift the result, then let the guest free it.
+// CallTool runs one call of a tool or driver module's murmur:tool/run (0.1.x or 0.2.x) in
+// a fresh instance: lower the input, call, lift the result, then let the guest free it.
 func (e *Engine) CallTool(ctx context.Context, mod *Module, g Grants, h *Imports, in abi.ToolInput) (abi.ToolResult, error) {
 	var out abi.ToolResult
 	world := string(mod.Role)
 	export := mod.RunExport(world)
+	run := toolRun(export)
 	ctx, closeBodies := withBodies(ctx)
 	defer closeBodies()
 	err := e.Call(WithImports(ctx, h), mod, g, func(ctx context.Context, inst *Instance) error {
@@ -24,7 +25,7 @@ func (e *Engine) CallTool(ctx context.Context, mod *Module, g Grants, h *Imports
 		if mem == nil {
 			return fmt.Errorf("%w: artifact %s exports no memory", abi.ErrABI, mod.Artifact)
 		}
-		flat, err := abi.ToolRun01.LowerParams(ctx, mem, guestRealloc(inst), []any{in.Value()})
+		flat, err := run.LowerParams(ctx, mem, guestRealloc(inst), []any{in.Value()})
 		if err != nil {
 			return err
 		}
@@ -32,7 +33,7 @@ func (e *Engine) CallTool(ctx context.Context, mod *Module, g Grants, h *Imports
 		if err != nil {
 			return err
 		}
-		vals, err := abi.ToolRun01.LiftResults(mem, res)
+		vals, err := run.LiftResults(mem, res)
 		if err != nil {
 			return err
 		}

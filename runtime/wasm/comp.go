@@ -232,14 +232,14 @@ func checkComponentWorld(plan *component.Plan, artifact, world string) (int, err
 					bad(CodeCompType, fmt.Sprintf("imports %s#%s as %s; this host serves %s", imp.Name, f.Name, got, fn.WIT), "build against the WASI 0.2 WIT files")
 				}
 			}
-		case imp.Interface == "murmur:tool/run" && isMinor(imp.Version, "0.1"):
+		case imp.Interface == "murmur:tool/run" && serves(imp.Interface, imp.Version):
 			if len(imp.Funcs) > 0 {
 				bad(CodeCompImport, fmt.Sprintf("imports functions of %s (%s); it may import that interface for its types only", imp.Name, imp.Funcs[0].Name), "export murmur:tool/run instead of importing its run")
 			}
 		default:
 			fns, known := componentImports[imp.Interface]
 			if !known || !isMinor(imp.Version, "0.1") {
-				bad(CodeCompImport, fmt.Sprintf("imports %s, which this host does not serve (a component may import: wasi:*@0.2.x, murmur:tool/run@0.1.x for its types, and for a %s %s, each @0.1.x)", imp.Name, world, strings.Join(offered, ", ")),
+				bad(CodeCompImport, fmt.Sprintf("imports %s, which this host does not serve (a component may import: wasi:*@0.2.x, murmur:tool/run@0.1.x or 0.2.x for its types, and for a %s %s, each @0.1.x)", imp.Name, world, strings.Join(offered, ", ")),
 					"rebuild the guest without that import, or against a served version")
 				continue
 			}
@@ -284,15 +284,15 @@ func runLift(plan *component.Plan, artifact, world, iface string) (int, error) {
 	var item *component.WorldItem
 	for i := range plan.World.Exports {
 		if x := &plan.World.Exports[i]; x.Interface == iface && x.Sort == component.SortInstance {
-			if !slices.Contains(served[iface], x.Version) {
-				return -1, errs.New(CodeExportVersion, "runtime", fmt.Sprintf("artifact %s exports %s, a version of %s this host does not serve (served: %s)", artifact, x.Name, iface, strings.Join(served[iface], ", ")),
+			if !serves(iface, x.Version) {
+				return -1, errs.New(CodeExportVersion, "runtime", fmt.Sprintf("artifact %s exports %s, a version of %s this host does not serve (it %s)", artifact, x.Name, iface, servedLevels(iface)),
 					"rebuild the guest against a served version of the interface")
 			}
 			item = x
 		}
 	}
 	if item == nil {
-		return fail("exports no %s@{%s} with run, which a %s component must", iface, strings.Join(served[iface], ","), world)
+		return fail("exports no %s@<version> with run, which a %s component must (this host %s)", iface, world, servedLevels(iface))
 	}
 	var run *component.NamedFunc
 	for i := range item.Funcs {
@@ -305,7 +305,7 @@ func runLift(plan *component.Plan, artifact, world, iface string) (int, error) {
 	}
 	want := abi.NewFunc(nil, nil)
 	if iface == "murmur:tool/run" {
-		want = abi.ToolRun01
+		want = toolRun(item.Name + "#run")
 	}
 	if !sameType(run.Type, want) {
 		return fail("exports %s#run as %s; this host calls %s", item.Name, run.Type.WIT(), funcShape(want))

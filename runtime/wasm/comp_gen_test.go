@@ -203,6 +203,16 @@ const toolTypes = `
     (field "data-path" (option string)) (field "truncated" bool) (field "metadata" (list (tuple string string)))))
 `
 
+// toolTypes02 are toolTypes at murmur:tool/run 0.2: the result adds attachments.
+const toolTypes02 = `
+  (type $input (record (field "data" (option string)) (field "log-path" (option string))))
+  (type $status (enum "passed" "failed" "error"))
+  (type $attachment (record (field "media-type" string) (field "path" string)))
+  (type $output (record (field "status" $status) (field "summary" (option string)) (field "data" (option string))
+    (field "data-path" (option string)) (field "truncated" bool) (field "metadata" (list (tuple string string)))
+    (field "attachments" (list $attachment))))
+`
+
 // wat renders the component.
 func (s compSpec) wat(t *testing.T) string {
 	var b strings.Builder
@@ -334,10 +344,14 @@ func (s compSpec) wat(t *testing.T) string {
 	fmt.Fprintf(&b, "  (alias core export $main-i %q (core func $run-core))\n", core)
 	b.WriteString(s.extra)
 	if s.world == "tool" {
-		b.WriteString(toolTypes)
+		types, attachment := toolTypes, ""
+		if strings.HasPrefix(ver, "0.2.") {
+			types, attachment = toolTypes02, ` (export "attachment" (type $attachment))`
+		}
+		b.WriteString(types)
 		fmt.Fprintf(&b, "  (alias core export $main-i \"cabi_post_%s\" (core func $post))\n", export)
 		fmt.Fprintf(&b, "  (func $run (param \"input\" $input) (result $output) (canon lift (core func $run-core) (memory $memory) (realloc $realloc) (post-return $post)%s))\n", s.liftOpt)
-		b.WriteString("  (instance $e (export \"tool-input\" (type $input)) (export \"status\" (type $status)) (export \"tool-result\" (type $output)) (export \"run\" (func $run)))\n")
+		fmt.Fprintf(&b, "  (instance $e (export \"tool-input\" (type $input)) (export \"status\" (type $status))%s (export \"tool-result\" (type $output)) (export \"run\" (func $run)))\n", attachment)
 	} else {
 		fmt.Fprintf(&b, "  (func $run (canon lift (core func $run-core)%s))\n", s.liftOpt)
 		b.WriteString("  (instance $e (export \"run\" (func $run)))\n")

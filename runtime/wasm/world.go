@@ -7,13 +7,16 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// Interfaces this host serves, by "namespace:package/interface", with their versions.
+// Interfaces this host serves, by "namespace:package/interface", with their levels.
 var (
+	// served lists the exported interfaces' levels ("major.minor"): a guest may export any
+	// version of a level (0.1.0, 0.1.3), whose records are the same.
 	served = map[string][]string{
-		"murmur:tool/run":    {"0.1.0"},
-		"murmur:capsule/run": {"0.1.0"},
+		"murmur:tool/run":    {"0.1", "0.2"},
+		"murmur:capsule/run": {"0.1"},
 	}
 	// hostImports are the host interfaces, by "namespace:package/interface@version".
 	hostImports = map[string]bool{
@@ -53,15 +56,17 @@ func parseExport(name string) (iface, version, fn string, ok bool) {
 }
 
 // RunExport returns the full export name of the world's run function in mod, after
-// CheckWorld accepted it.
+// CheckWorld accepted it; of a module exporting several served versions, the last in
+// name order (the highest, 0.2.0 over 0.1.0), so the choice does not vary between calls.
 func (m *Module) RunExport(world string) string {
 	want := worlds[world].export
+	best := ""
 	for name := range m.module.ExportedFunctions() {
-		if iface, _, fn, ok := parseExport(name); ok && iface == want && fn == "run" {
-			return name
+		if iface, ver, fn, ok := parseExport(name); ok && iface == want && fn == "run" && serves(iface, ver) && name > best {
+			best = name
 		}
 	}
-	return ""
+	return best
 }
 
 // CheckWorld refuses, before anything runs, a module that exports an interface version
@@ -84,13 +89,12 @@ func (m *Module) CheckWorld(world string) error {
 		if !ok {
 			continue
 		}
-		vers, known := served[iface]
-		if !known {
+		if _, known := served[iface]; !known {
 			continue // an interface of another world: harmless, never called
 		}
-		if !contains(vers, ver) {
+		if !serves(iface, ver) {
 			problems = append(problems, errs.New(CodeExportVersion, "runtime",
-				fmt.Sprintf("artifact %s exports %q, version %s of %s, which this host does not serve (served: %s)", m.Artifact, name, ver, iface, strings.Join(vers, ", ")),
+				fmt.Sprintf("artifact %s exports %q, version %s of %s, which this host does not serve (it %s)", m.Artifact, name, ver, iface, servedLevels(iface)),
 				"rebuild the guest against a served version of the interface"))
 			continue
 		}
@@ -100,7 +104,7 @@ func (m *Module) CheckWorld(world string) error {
 	}
 	if !found && len(problems) == 0 {
 		problems = append(problems, errs.New(CodeExport, "runtime",
-			fmt.Sprintf("artifact %s exports no %s@{%s}#run, which a %s module must", m.Artifact, w.export, strings.Join(served[w.export], ","), world),
+			fmt.Sprintf("artifact %s exports no %s@<version>#run, which a %s module must (this host %s)", m.Artifact, w.export, world, servedLevels(w.export)),
 			"export the world's run function (the Go SDK's tool or capsule package does)"))
 	}
 	allowed := map[string]bool{}
@@ -130,13 +134,37 @@ func (m *Module) CheckWorld(world string) error {
 	return nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
+// serves reports whether version of the exported interface iface is of a level served.
+func serves(iface, version string) bool {
+	for _, level := range served[iface] {
+		if isMinor(version, level) {
 			return true
 		}
 	}
 	return false
+}
+
+// servedLevels names the levels of iface served, for refusals:
+// "serves murmur:tool/run 0.1.x and 0.2.x".
+func servedLevels(iface string) string {
+	levels := make([]string, len(served[iface]))
+	for i, l := range served[iface] {
+		levels[i] = l + ".x"
+	}
+	list := strings.Join(levels, ", ")
+	if n := len(levels); n > 1 {
+		list = strings.Join(levels[:n-1], ", ") + " and " + levels[n-1]
+	}
+	return "serves " + iface + " " + list
+}
+
+// toolRun is the function type of a murmur:tool/run export: the 0.2 result adds
+// attachments.
+func toolRun(export string) *abi.Func {
+	if _, ver, _, ok := parseExport(export); ok && isMinor(ver, "0.2") {
+		return abi.ToolRun02
+	}
+	return abi.ToolRun01
 }
 
 func dedupe(s []string) []string {

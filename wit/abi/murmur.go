@@ -104,7 +104,7 @@ var (
 // Functions of the P1 interfaces.
 var (
 	ToolRun01   = NewFunc([]*Type{ToolInputType}, []*Type{ToolResultType})
-	toolRun02   = NewFunc([]*Type{ToolInputType}, []*Type{ToolResultType02}) // not served yet; tests check its layout
+	ToolRun02   = NewFunc([]*Type{ToolInputType}, []*Type{ToolResultType02}) // its result adds attachments
 	capsuleRun  = NewFunc(nil, nil)
 	Invoke      = NewFunc([]*Type{String, ToolInputType}, []*Type{ResultOf(ToolResultType, String)})
 	EmitChunk   = NewFunc([]*Type{String}, nil)

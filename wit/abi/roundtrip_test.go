@@ -131,7 +131,7 @@ func TestFuncRoundTrip(t *testing.T) {
 	}{
 		{"capsule run", capsuleRun, []any{}, []any{}},
 		{"tool run", ToolRun01, []any{ToolInput{Data: ptr("d"), LogPath: ptr("/l")}.Value()}, []any{sampleResult().Value(false)}},
-		{"tool run 0.2.0", toolRun02, []any{ToolInput{}.Value()}, []any{sampleResult().Value(true)}},
+		{"tool run 0.2.0", ToolRun02, []any{ToolInput{}.Value()}, []any{sampleResult().Value(true)}},
 		{"invoke", Invoke, []any{"grep", ToolInput{}.Value()}, []any{Result{Err: true, Value: "no such tool"}}},
 		{"input bytes", InputBytes, []any{"id", uint64(1 << 40)}, []any{}},
 		{"request input", RequestIn, []any{"name?"}, []any{"Ada"}},

@@ -92,10 +92,10 @@ func TestWazeroMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := toolRun02.LowerResults(ctx, m, realloc, []any{res.Value(true)}, ret); err != nil {
+	if _, err := ToolRun02.LowerResults(ctx, m, realloc, []any{res.Value(true)}, ret); err != nil {
 		t.Fatal(err)
 	}
-	vals, err := toolRun02.LiftResults(m, []uint64{uint64(ret)})
+	vals, err := ToolRun02.LiftResults(m, []uint64{uint64(ret)})
 	if err != nil {
 		t.Fatal(err)
 	}
