@@ -41,12 +41,6 @@ func writeMurmurMD(work string, s *Staged, id, url string) error {
 	return nil
 }
 
-// compactionConfigured says whether the manifest asks for compaction: a context budget
-// and an inference.compaction block.
-func compactionConfigured(m *manifest.Manifest) bool {
-	return m.Context != nil && m.Context.MaxTokens > 0 && m.Inference != nil && m.Inference.Compaction != nil
-}
-
 // murmurEntry is one tool of MURMUR.md's list.
 type murmurEntry struct{ name, kind, text string }
 
@@ -127,9 +121,10 @@ func murmurMD(s *Staged, id, url string) []byte {
 	if m.Context != nil && m.Context.MaxTokens > 0 {
 		budget = strconv.Itoa(m.Context.MaxTokens) + " tokens"
 	}
-	compaction := "compaction not configured"
-	if compactionConfigured(m) {
-		compaction = "compaction configured"
+	// The same policy the agent loop applies (compaction.go): on whenever a budget is set.
+	compaction := "compaction off"
+	if p, ok := compactionPolicyOf(m); ok {
+		compaction = fmt.Sprintf("compaction on: the conversation is summarised once a turn's input reaches %d tokens", p.limit())
 	}
 	fmt.Fprintf(&b, "- Context budget: %s (%s)\n\n## Tools\n\n", budget, compaction)
 	tools := murmurTools(s)

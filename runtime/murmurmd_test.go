@@ -34,7 +34,7 @@ func packed(t *testing.T, yaml, file string) registry.Resolved {
 }
 
 // TestMurmurMD: MURMUR.md holds the capsule URL, the model, the context budget and whether
-// compaction is configured, and every tool offered with its kind, for each capsule shape.
+// compaction is on, and every tool offered with its kind, for each capsule shape.
 func TestMurmurMD(t *testing.T) {
 	wasmTool := packed(t, "name: wordcount\nversion: 1.0.0\nruntime: tool\ndescription: |\n  Counts words.\n  # Not a heading `x`\n", "wordcount.wasm")
 	nativeTool := packed(t, "name: fixture\nversion: 0.1.0\nruntime: tool\nimplementation: native\ndescription: Creates directories.\n", "bin/fixture")
@@ -60,13 +60,13 @@ func TestMurmurMD(t *testing.T) {
 	}{
 		{"agent, no tools, capsule run", &Staged{Manifest: agent()}, "", []string{
 			"# MURMUR.md: seed 2.0.0\n", "- Session: ses_x\n", "- Capsule URL: none (not served over A2A)\n",
-			"- Model: claude-sonnet-4-5\n", "- Context budget: not set (compaction not configured)\n", "## Tools\n\n- none\n",
+			"- Model: claude-sonnet-4-5\n", "- Context budget: not set (compaction off)\n", "## Tools\n\n- none\n",
 			"through the tool-calling interface"}, []string{"tool-registry"}},
 		{"agent in the gateway", &Staged{Manifest: budget}, "https://agents.example.com/agents/seed/", []string{
 			"- Capsule URL: https://agents.example.com/agents/seed/\n",
-			"- Context budget: 120000 tokens (compaction not configured)\n"}, nil},
+			"- Context budget: 120000 tokens (compaction on: the conversation is summarised once a turn's input reaches 117600 tokens)\n"}, nil},
 		{"compaction configured", &Staged{Manifest: compacting}, "", []string{
-			"- Context budget: 64000 tokens (compaction configured)\n"}, nil},
+			"- Context budget: 64000 tokens (compaction on: the conversation is summarised once a turn's input reaches 57600 tokens)\n"}, nil},
 		{"model left to the driver", &Staged{Manifest: noModel}, "", []string{"- Model: the driver's default\n"}, nil},
 		{"every kind", &Staged{Manifest: agent("bash", "git", "fixture"), Artifacts: []registry.Resolved{wasmTool, nativeTool, skill, bare}}, "", []string{
 			"- `bare` (skill) guidance (call by name to load guidance)\n",
