@@ -83,10 +83,13 @@ type ToolProposed struct {
 // HookCall records one hook call (EventHook): which hook answered which event, its
 // answer, and whether the host honoured it.
 type HookCall struct {
-	Hook       string `json:"hook"`
-	Binding    string `json:"binding"`
-	Mode       string `json:"execution_mode"`
-	Output     string `json:"output"` // the hook-output case, or "error"
+	Hook    string `json:"hook"`
+	Binding string `json:"binding"`
+	Mode    string `json:"execution_mode"`
+	// Answers is the id of the event an async hook answered: its answer is recorded
+	// later, under the event the sink saw when it arrived.
+	Answers    string `json:"answers,omitempty"`
+	Output     string `json:"output"` // the hook-output case, "error", or "dropped"
 	Reason     string `json:"reason,omitempty"`
 	Honoured   bool   `json:"honoured"`
 	Error      string `json:"error,omitempty"`

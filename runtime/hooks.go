@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/capsulegate/capsulegate/manifest"
@@ -43,7 +45,13 @@ type Hook struct {
 	// Deadline bounds one call (the hook role's deadline: 30 s unless
 	// limits.deadline_seconds is written).
 	Deadline time.Duration
+	// QueueDepth is an async hook's queue length; 0 is DefaultHookQueue.
+	QueueDepth int
 }
+
+// DefaultHookQueue is how many events an async hook's queue holds before on_overflow
+// applies.
+const DefaultHookQueue = 64
 
 // ToolOutcome is murmur:hook's tool-outcome: what a tool call that ran produced.
 type ToolOutcome struct {
@@ -62,31 +70,123 @@ type ToolEventRecord struct {
 	Outcome    *ToolOutcome
 }
 
+// SessionContextRecord is murmur:hook's session-context. Capabilities names the
+// session's grants as "network:<host>" and "env:<NAME>", never values.
+type SessionContextRecord struct {
+	CapsuleName, CapsuleVersion, SessionID, Model string
+	Capabilities                                  []string
+}
+
+// TaskStartRecord is murmur:hook's task-start-event; the token figures are 0 ("not
+// computed"), as upstream allows.
+type TaskStartRecord struct {
+	TaskID, ContextID, Source                            string
+	InputBytes, BudgetTokens, ContextWindow, PriorTokens uint64
+}
+
+// InferenceRecord is murmur:hook's inference-event; Decision is the turn's stop reason
+// and ToolName its first tool call, if any. Prompt, output and tools stay none.
+type InferenceRecord struct {
+	Turn                      uint32
+	InputTokens, OutputTokens uint64
+	Decision                  string
+	ToolName                  *string
+}
+
+// TaskEndRecord is murmur:hook's task-end-event.
+type TaskEndRecord struct{ TaskID, ExitStatus string }
+
+// SessionEndRecord is murmur:hook's session-end-event; the totals this release does
+// not keep per session (turns, tokens, shell calls) are 0.
+type SessionEndRecord struct {
+	TotalTurns                          uint32
+	TotalInputTokens, TotalOutputTokens uint64
+	TotalToolCalls, TotalShellCalls     uint32
+	DurationMS                          uint64
+	ExitStatus                          string
+}
+
 // HookSink is the sink that runs a session's hooks on its event stream: each event a
 // hook is bound to is handed to it, and the answers its commit_policy allows are applied
 // through the event (Event.Deny); every call is recorded as a hook event after the event
 // it answered.
 type HookSink struct {
-	ctx   context.Context
-	hooks []*Hook
+	ctx    context.Context
+	hooks  []*Hook
+	queues map[*Hook]chan asyncCall
+
+	wg    sync.WaitGroup
+	once  sync.Once
+	mu    sync.Mutex
+	done  []HookCall // async answers not yet recorded in the stream
+	ended bool
+}
+
+// asyncCall is one event waiting in an async hook's queue.
+type asyncCall struct {
+	fn, answers string
+	record      any
 }
 
 // NewHookSink returns the sink running hooks, calls bounded by ctx and each hook's
-// Deadline.
+// Deadline. Each async hook gets one worker and an ordered queue, drained at
+// session_end (or Close).
 func NewHookSink(ctx context.Context, hooks ...*Hook) *HookSink {
-	return &HookSink{ctx: ctx, hooks: hooks}
+	h := &HookSink{ctx: ctx, hooks: hooks, queues: map[*Hook]chan asyncCall{}}
+	for _, hk := range hooks {
+		if hk.Manifest.ExecutionMode != manifest.ModeAsync {
+			continue
+		}
+		q := make(chan asyncCall, cmp.Or(hk.QueueDepth, DefaultHookQueue))
+		h.queues[hk] = q
+		h.wg.Add(1)
+		go h.worker(hk, q)
+	}
+	return h
 }
 
-// Event hands e to the blocking hooks bound to it, in manifest order. A hook's failure
-// is recorded, never fails the session (upstream's rule outside on-compaction).
+// worker is an async hook's one instance: it answers the queued events in order. It
+// never touches the stream (the stream may be waiting on this queue); its answers are
+// recorded by the next event the sink sees.
+func (h *HookSink) worker(hk *Hook, q <-chan asyncCall) {
+	defer h.wg.Done()
+	for c := range q {
+		_, rec := h.call(hk, c.fn, c.record)
+		rec.Answers = c.answers
+		h.mu.Lock()
+		h.done = append(h.done, rec)
+		h.mu.Unlock()
+	}
+}
+
+// Close drains every async queue and waits for its worker; session_end does it too.
+func (h *HookSink) Close() {
+	h.once.Do(func() {
+		h.mu.Lock()
+		h.ended = true
+		h.mu.Unlock()
+		for _, q := range h.queues {
+			close(q)
+		}
+		h.wg.Wait()
+	})
+}
+
+// Event hands e to the hooks bound to it, in manifest order: blocking hooks are called
+// now, async ones get it queued. A hook's failure is recorded, never fails the session
+// (upstream's rule outside on-compaction).
 func (h *HookSink) Event(e *Event) error {
-	fn, record := hookRecord(e)
-	if fn == "" {
+	if e.Type == EventHook {
 		return nil
 	}
+	fn, record := hookRecord(e)
 	for _, hk := range h.hooks {
 		am := hk.Manifest
-		if !am.Binds(fn) || am.ExecutionMode == manifest.ModeAsync {
+		if fn == "" || !am.Binds(fn) {
+			continue
+		}
+		if am.ExecutionMode == manifest.ModeAsync {
+			h.enqueue(e, hk, asyncCall{fn: fn, answers: e.ID, record: record})
 			continue
 		}
 		out, rec := h.call(hk, fn, record)
@@ -100,7 +200,42 @@ func (h *HookSink) Event(e *Event) error {
 		}
 		e.Then(EventHook, rec, nil)
 	}
+	if e.Type == EventSessionEnd {
+		h.Close()
+	}
+	h.mu.Lock()
+	done := h.done
+	h.done = nil
+	h.mu.Unlock()
+	for _, rec := range done {
+		e.Then(EventHook, rec, nil)
+	}
 	return nil
+}
+
+// enqueue puts c on hk's queue; when it is full, on_overflow says: drop the event
+// (recorded as a hook event answering it with output "dropped") or block the stream
+// until the worker makes room. An async hook's deny is never honoured: its answer
+// comes after the fact.
+func (h *HookSink) enqueue(e *Event, hk *Hook, c asyncCall) {
+	h.mu.Lock()
+	ended := h.ended
+	h.mu.Unlock()
+	if ended {
+		return // nothing after the drain: the worker is gone
+	}
+	q := h.queues[hk]
+	// session_end is never dropped: the drain waits for the queue anyway.
+	if hk.Manifest.OnOverflow == manifest.OverflowBlock || e.Type == EventSessionEnd {
+		q <- c
+		return
+	}
+	select {
+	case q <- c:
+	default:
+		e.Then(EventHook, HookCall{Hook: hk.Name, Binding: c.fn, Mode: manifest.ModeAsync, Output: "dropped", Answers: c.answers,
+			Error: fmt.Sprintf("the hook's queue of %d was full (on_overflow: drop)", cap(q))}, nil)
+	}
 }
 
 // call runs one hook call under its deadline and returns the answer and its record.
@@ -123,8 +258,32 @@ func (h *HookSink) call(hk *Hook, fn string, record any) (HookOutput, HookCall) 
 }
 
 // hookRecord maps a stream event to the lifecycle function bound to it and the record
-// that function takes; "" for events no hook answers. Only tool calls are mapped so far.
+// that function takes; "" for events no hook answers (on-compaction and on-stage have no
+// event on the stream yet).
 func hookRecord(e *Event) (string, any) {
+	switch d := e.Data.(type) {
+	case SessionStart:
+		caps := []string{}
+		for _, h := range d.Grants.Network {
+			caps = append(caps, "network:"+h)
+		}
+		for _, n := range d.Grants.Env {
+			caps = append(caps, "env:"+n)
+		}
+		return manifest.BindSessionStart, SessionContextRecord{CapsuleName: d.Capsule, CapsuleVersion: d.Version, SessionID: e.SessionID, Model: d.Model, Capabilities: caps}
+	case TaskStart:
+		return manifest.BindTaskStart, TaskStartRecord{TaskID: d.TaskID, ContextID: d.ContextID, Source: d.Source, InputBytes: uint64(d.InputBytes)}
+	case Inference:
+		r := InferenceRecord{Turn: uint32(d.Turn), InputTokens: uint64(d.InputTokens), OutputTokens: uint64(d.OutputTokens), Decision: d.StopReason}
+		if len(d.Tools) > 0 {
+			r.ToolName = &d.Tools[0]
+		}
+		return manifest.BindInference, r
+	case TaskEnd:
+		return manifest.BindTaskEnd, TaskEndRecord{TaskID: d.TaskID, ExitStatus: d.State}
+	case SessionEnd:
+		return manifest.BindSessionEnd, SessionEndRecord{TotalToolCalls: uint32(d.ToolCalls), DurationMS: uint64(d.DurationMS), ExitStatus: d.ExitStatus}
+	}
 	switch e.Type {
 	case EventToolProposed:
 		d, ok := e.Data.(ToolProposed)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,7 +106,6 @@ func TestHookSinkVerdicts(t *testing.T) {
 		{"shell commands answer on-shell", "binding: on-shell\ncommit_policy: deny\n", &fakeHook{out: HookOutput{OutputDeny, "no"}}, KindShell, true,
 			HookCall{Binding: "on-shell", Output: "deny", Reason: "no", Honoured: true}, true},
 		{"other binding is not called", "binding: on-shell\ncommit_policy: deny\n", &fakeHook{out: HookOutput{OutputDeny, "no"}}, KindWasm, false, HookCall{}, false},
-		{"async hooks are not asked", "execution_mode: async\n", &fakeHook{out: HookOutput{OutputDeny, "no"}}, KindWasm, false, HookCall{}, false},
 		{"a failing hook denies nothing", "binding: on-tool-call\ncommit_policy: deny\n", &fakeHook{err: errors.New("trap")}, KindWasm, false,
 			HookCall{Binding: "on-tool-call", Output: "error", Error: "trap"}, true},
 		{"deadline", "binding: on-tool-call\ncommit_policy: deny\n", &fakeHook{wait: true}, KindWasm, false,
@@ -207,5 +207,84 @@ trace: {capture: content}
 	want := "tool_call_proposed,hook:policy:deny,tool_call:denied,hook:policy:deny"
 	if got := strings.Join(order, ","); got != want {
 		t.Errorf("trace %s, want %s", got, want)
+	}
+}
+
+// gatedHook is an async hook whose first call signals started and then waits for gate;
+// it keeps the records it answered, in order (its worker is its only caller).
+type gatedHook struct {
+	started, gate chan struct{}
+	once          sync.Once
+	fns           []string
+}
+
+func (g *gatedHook) Call(ctx context.Context, fn string, record any) (HookOutput, error) {
+	g.once.Do(func() { close(g.started); <-g.gate })
+	g.fns = append(g.fns, fn)
+	return HookOutput{Case: OutputNone}, nil
+}
+
+// TestAsyncHookQueue feeds an async hook with a queue of one while its first call is
+// held: on_overflow drop records the overflowing event as dropped, block waits for room;
+// either way what was queued is answered in order and drained by session_end, whose
+// hook events follow it in the stream.
+func TestAsyncHookQueue(t *testing.T) {
+	tests := []struct {
+		overflow string
+		wantFns  string
+		dropped  int
+	}{
+		{"drop", "on-session-start,on-task-start,on-session-end", 1},
+		{"block", "on-session-start,on-task-start,on-task-end,on-session-end", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.overflow, func(t *testing.T) {
+			g := &gatedHook{started: make(chan struct{}), gate: make(chan struct{})}
+			hk := &Hook{Name: "audit", Manifest: hookManifest(t, "execution_mode: async\non_overflow: "+tt.overflow+"\n"), Guest: g, Deadline: time.Minute, QueueDepth: 1}
+			c := &collect{}
+			s := NewStream("ses_1", NewHookSink(context.Background(), hk), c)
+			s.Emit(EventSessionStart, "", SessionStart{Capsule: "c"}, nil)
+			<-g.started // the worker holds session_start; the queue is empty
+			s.Emit(EventTaskStart, "", TaskStart{TaskID: "t"}, nil)
+			emitted := make(chan struct{})
+			go func() {
+				// drop: the queue is full, task_end is dropped at once; block: waits for room.
+				s.Emit(EventTaskEnd, "", TaskEnd{TaskID: "t"}, nil)
+				close(emitted)
+			}()
+			if tt.overflow == "drop" {
+				<-emitted
+			}
+			close(g.gate)
+			<-emitted
+			s.Emit(EventSessionEnd, "", SessionEnd{}, nil)
+			if got := strings.Join(g.fns, ","); got != tt.wantFns {
+				t.Errorf("the hook answered %s, want %s", got, tt.wantFns)
+			}
+			var answered, dropped int
+			end := -1
+			for i, e := range c.events {
+				if e.Type == EventSessionEnd {
+					end = i
+				}
+				if e.Type == EventHook {
+					switch rec := e.Data.(HookCall); rec.Output {
+					case "dropped":
+						dropped++
+					case OutputNone:
+						answered++
+						if rec.Answers == "" || rec.Mode != "async" {
+							t.Errorf("async answer %+v names no event it answers", rec)
+						}
+					}
+				}
+			}
+			if dropped != tt.dropped || answered != len(g.fns) {
+				t.Errorf("%d dropped, %d answered; want %d, %d", dropped, answered, tt.dropped, len(g.fns))
+			}
+			if last := c.events[len(c.events)-1]; end < 0 || last.Type != EventHook {
+				t.Errorf("the drained answers should follow session_end")
+			}
+		})
 	}
 }
