@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"strings"
@@ -39,6 +40,15 @@ type ArtifactManifest struct {
 	// UpstreamAuth is how a driver's provider expects the gateway key; nil means
 	// "Authorization: Bearer {key}".
 	UpstreamAuth *UpstreamAuth `yaml:"upstream_auth"`
+
+	// Binding is the one event a hook answers; "" answers every session event.
+	Binding string `yaml:"binding"`
+	// ExecutionMode is blocking or async; set to blocking for a hook that names none.
+	ExecutionMode string `yaml:"execution_mode"`
+	// CommitPolicy is which answer of the hook the host honours; none when unwritten.
+	CommitPolicy string `yaml:"commit_policy"`
+	// OnOverflow is what an async hook's full queue does to a new event: drop or block.
+	OnOverflow string `yaml:"on_overflow"`
 }
 
 // UpstreamAuth names the header a driver's provider reads its key from and the header's
@@ -94,6 +104,7 @@ func ParseArtifactManifest(data []byte, file string) (*ArtifactManifest, []*errs
 		if a.Implementation != "" && a.Runtime == RoleSkill {
 			v.fail("implementation", CodeEnum, "a skill has no implementation: its payload is skill.md", "remove implementation")
 		}
+		v.hookKeys(a)
 		if u := a.UpstreamAuth; u != nil {
 			switch {
 			case a.Runtime != RoleDriver:
@@ -113,6 +124,13 @@ func ParseArtifactManifest(data []byte, file string) (*ArtifactManifest, []*errs
 	}
 	if a.Implementation == "" && a.Runtime != RoleSkill {
 		a.Implementation = ImplWasm
+	}
+	if a.Runtime == RoleHook {
+		a.ExecutionMode = cmp.Or(a.ExecutionMode, ModeBlocking)
+		a.CommitPolicy = cmp.Or(a.CommitPolicy, CommitNone)
+		if a.ExecutionMode == ModeAsync {
+			a.OnOverflow = cmp.Or(a.OnOverflow, OverflowDrop)
+		}
 	}
 	return a, d.warns, nil
 }

@@ -27,6 +27,7 @@ const (
 	CodeURL              = "E-MAN-023" // an endpoint that is not an http(s) URL
 	CodeSourceMissing    = "E-MAN-024" // a local skill source or prompt file not found at stage
 	CodeUpstreamAuth     = "E-MAN-025" // a driver's upstream_auth header or value template malformed
+	CodeHookPairing      = "E-MAN-026" // hook keys on a non-hook, or a binding/mode/policy pairing refused
 
 	CodeUnknownKey = "W-MAN-001" // unknown key (warning)
 

@@ -290,6 +290,29 @@ func TestArtifactManifest(t *testing.T) {
 		{"name: d\nversion: 1.0.0\nruntime: driver\nupstream_auth: {header: x-api-key, value: \"sk-fixed\"}\n", CodeUpstreamAuth},
 		{"name: d\nversion: 1.0.0\nruntime: driver\nupstream_auth: {header: x-api-key, value: \"{key}{key}\"}\n", CodeUpstreamAuth},
 		{"name: d\nversion: 1.0.0\nruntime: driver\nupstream_auth: {header: x-api-key}\n", CodeMissing},
+		// Hook keys: their words, then their pairings (docs/reference/manifest.md "The artifact manifest").
+		{"name: h\nversion: 1.0.0\nruntime: hook\n", ""},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nbinding: on-tool-call\ncommit_policy: deny\n", ""},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nbinding: on-shell\ncommit_policy: deny\n", ""},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nbinding: on-stage\ncommit_policy: write-manifests\n", ""},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nbinding: on-compaction\ncommit_policy: replace-context\n", ""},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nbinding: on-task-end\ncommit_policy: reopen-task\n", ""},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nexecution_mode: async\non_overflow: block\n", ""},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nexecution_mode: async\ncommit_policy: none\n", ""},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nbinding: on-tool\n", CodeEnum},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nexecution_mode: later\n", CodeEnum},
+		{"name: h\nversion: 1.0.0\nruntime: hook\ncommit_policy: allow\n", CodeEnum},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nexecution_mode: async\non_overflow: spill\n", CodeEnum},
+		{"name: h\nversion: 1.0.0\nruntime: tool\nbinding: on-tool-call\n", CodeHookPairing},
+		{"name: h\nversion: 1.0.0\ncommit_policy: none\n", CodeHookPairing},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nbinding: on-stage\nexecution_mode: async\n", CodeHookPairing},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nbinding: on-tool-call\nexecution_mode: async\ncommit_policy: deny\n", CodeHookPairing},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nbinding: on-task-end\ncommit_policy: deny\n", CodeHookPairing},
+		{"name: h\nversion: 1.0.0\nruntime: hook\ncommit_policy: deny\n", CodeHookPairing},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nbinding: on-tool-call\ncommit_policy: reopen-task\n", CodeHookPairing},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nbinding: on-inference\ncommit_policy: replace-context\n", CodeHookPairing},
+		{"name: h\nversion: 1.0.0\nruntime: hook\nbinding: on-compaction\ncommit_policy: write-manifests\n", CodeHookPairing},
+		{"name: h\nversion: 1.0.0\nruntime: hook\non_overflow: drop\n", CodeHookPairing},
 	}
 	for _, tt := range tests {
 		a, _, err := ParseArtifactManifest([]byte(tt.yaml), "murmur.yaml")
@@ -299,6 +322,10 @@ func TestArtifactManifest(t *testing.T) {
 		if err == nil && a.Implementation == "" && a.Runtime != RoleSkill {
 			t.Errorf("%q: no implementation default", tt.yaml)
 		}
+	}
+	h, _, err := ParseArtifactManifest([]byte("name: h\nversion: 1.0.0\nruntime: hook\nexecution_mode: async\n"), "m")
+	if err != nil || h.ExecutionMode != ModeAsync || h.CommitPolicy != CommitNone || h.OnOverflow != OverflowDrop || !h.Binds(BindToolCall) {
+		t.Errorf("async hook defaults: got %+v, %v", h, err)
 	}
 	a, _, err := ParseArtifactManifest([]byte("name: echo\nversion: 1.0.0\ndescription: ${NOT_EXPANDED}\ninput_schema: {type: object, properties: {n: {type: integer}}}\n"), "m")
 	if err != nil || a.Description != "${NOT_EXPANDED}" || a.InputSchema["type"] != "object" {

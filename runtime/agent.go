@@ -161,7 +161,7 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 				if b.Type != "tool_call" {
 					continue
 				}
-				out, isErr := s.dispatch(ctx, t, b)
+				out, isErr := s.dispatchGated(ctx, t, b) // hooks may refuse it first (hooks.go)
 				msgs = append(msgs, agentMessage{Role: "tool", ToolCallID: b.ID, IsError: isErr, Content: []agentBlock{{Type: "text", Text: out}}})
 			}
 			if c := s.compact(ctx, t, driver, msgs, first, resp.Usage.InputTokens); c != nil {

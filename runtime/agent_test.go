@@ -157,8 +157,9 @@ type agentFixture struct {
 	reg *registry.Local
 	srv *httptest.Server
 
-	mu   sync.Mutex
-	seen []string
+	mu     sync.Mutex
+	seen   []string
+	bodies []string // each request's body, as the provider got it
 }
 
 func newAgentFixture(t *testing.T, driver, cassette, header string) *agentFixture {
@@ -175,9 +176,10 @@ func newAgentFixture(t *testing.T, driver, cassette, header string) *agentFixtur
 		t.Fatal(err)
 	}
 	h := lib.Handler()
-	h.OnRequest = func(r *http.Request, _ []byte) {
+	h.OnRequest = func(r *http.Request, body []byte) {
 		f.mu.Lock()
 		f.seen = append(f.seen, r.Header.Get(header))
+		f.bodies = append(f.bodies, string(body))
 		f.mu.Unlock()
 	}
 	f.srv = httptest.NewServer(h)

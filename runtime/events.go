@@ -21,6 +21,11 @@ const (
 	EventNetworkDenied = "network_denied"
 	EventTaskEnd       = "task_end"
 	EventSessionEnd    = "session_end"
+	// EventToolProposed is a decision point: a tool call the model asked for, before it
+	// runs; a sink may refuse it (Event.Deny), and the loop asks through Stream.Ask.
+	EventToolProposed = "tool_call_proposed"
+	// EventHook is one hook call and its answer, sent right after the event it answered.
+	EventHook = "hook"
 )
 
 // Event is one thing that happened in a session. Data is the event's own fields (a
@@ -34,6 +39,61 @@ type Event struct {
 	Time      time.Time
 	Data      any
 	Content   map[string]string
+
+	verdict *Verdict // non-nil only on an event sent by Ask
+	then    []*Event // sent to every sink right after this one (Then)
+}
+
+// Verdict is what the sinks decided of an event sent by Stream.Ask.
+type Verdict struct {
+	Denied bool
+	Reason string // shown to the model
+	By     string // who refused: a hook artifact's name
+}
+
+// Deny refuses what the event proposes, with reason, on behalf of by; the first denial
+// stands. It reports whether the event is a decision point at all.
+func (e *Event) Deny(by, reason string) bool {
+	if e.verdict == nil {
+		return false
+	}
+	if !e.verdict.Denied {
+		*e.verdict = Verdict{Denied: true, Reason: reason, By: by}
+	}
+	return true
+}
+
+// Then queues an event the stream sends to every sink right after e, as e's child: how
+// a sink records what it did (a hook's answer) in the same ordered stream without
+// emitting from inside a delivery.
+func (e *Event) Then(typ string, data any, content map[string]string) {
+	e.then = append(e.then, &Event{Type: typ, ID: ids.New("evt_"), ParentID: e.ID, SessionID: e.SessionID, Time: time.Now(), Data: data, Content: content})
+}
+
+// ToolProposed is a tool call before it runs (EventToolProposed); the input is the
+// event's content "input", always handed to the sinks, kept in the trace only with
+// trace.capture: content.
+type ToolProposed struct {
+	Turn       int    `json:"turn"`
+	ToolName   string `json:"tool_name"`
+	Kind       string `json:"kind"`
+	InputBytes int    `json:"input_bytes"`
+}
+
+// HookCall records one hook call (EventHook): which hook answered which event, its
+// answer, and whether the host honoured it.
+type HookCall struct {
+	Hook    string `json:"hook"`
+	Binding string `json:"binding"`
+	Mode    string `json:"execution_mode"`
+	// Answers is the id of the event an async hook answered: its answer is recorded
+	// later, under the event the sink saw when it arrived.
+	Answers    string `json:"answers,omitempty"`
+	Output     string `json:"output"` // the hook-output case, "error", or "dropped"
+	Reason     string `json:"reason,omitempty"`
+	Honoured   bool   `json:"honoured"`
+	Error      string `json:"error,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
 }
 
 // SessionStart opens a session.
@@ -125,18 +185,40 @@ func NewStream(id string, sinks ...Sink) *Stream { return &Stream{sessionID: id,
 // Emit returns that failure and sends nothing more.
 func (s *Stream) Emit(typ, parent string, data any, content map[string]string) (string, error) {
 	e := &Event{Type: typ, ID: ids.New("evt_"), ParentID: parent, SessionID: s.sessionID, Time: time.Now(), Data: data, Content: content}
+	return e.ID, s.send(e)
+}
+
+// Ask sends a decision-point event like Emit and returns what the sinks decided of it
+// (Event.Deny): the loop learns a hook's verdict from the stream, never from the hook.
+func (s *Stream) Ask(typ, parent string, data any, content map[string]string) (string, Verdict, error) {
+	e := &Event{Type: typ, ID: ids.New("evt_"), ParentID: parent, SessionID: s.sessionID, Time: time.Now(), Data: data, Content: content,
+		verdict: &Verdict{}}
+	err := s.send(e)
+	s.mu.Lock()
+	v := *e.verdict
+	s.mu.Unlock()
+	return e.ID, v, err
+}
+
+// send delivers e to every sink, then the events the sinks queued under it (Then), in
+// the order they were queued.
+func (s *Stream) send(e *Event) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil {
-		return e.ID, s.err
-	}
-	for _, sink := range s.sinks {
-		if err := sink.Event(e); err != nil {
-			s.err = err
-			return e.ID, err
+	for queue := []*Event{e}; len(queue) > 0; queue = queue[1:] {
+		if s.err != nil {
+			return s.err
 		}
+		ev := queue[0]
+		for _, sink := range s.sinks {
+			if err := sink.Event(ev); err != nil {
+				s.err = err
+				return err
+			}
+		}
+		queue = append(queue, ev.then...)
 	}
-	return e.ID, nil
+	return nil
 }
 
 // Attach adds a sink for a while (an SSE subscriber of one task) and returns the function

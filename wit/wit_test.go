@@ -16,6 +16,10 @@ func TestFilesDeclareTheirPackage(t *testing.T) {
 		"murmur-task-0.1.0.wit":          "package murmur:task@0.1.0;",
 		"capsulegate-http-0.1.0.wit":     "package capsulegate:http@0.1.0;",
 		"capsulegate-http-0.2.0.wit":     "package capsulegate:http@0.2.0;",
+		"murmur-hook-0.9.0.wit":          "package murmur:hook@0.9.0;",
+		"murmur-runtime-0.4.0.wit":       "package murmur:runtime@0.4.0;",
+		"murmur-task-io-0.1.0.wit":       "package murmur:task-io@0.1.0;",
+		"murmur-conversation-0.2.0.wit":  "package murmur:conversation@0.2.0;",
 	}
 	names, err := fs.Glob(Files, "*.wit")
 	if err != nil {
@@ -38,6 +42,7 @@ func TestFilesDeclareTheirPackage(t *testing.T) {
 		"murmur-tool-0.1.0.wit":    "world driver {",
 		"murmur-tool-0.2.0.wit":    "world tool {",
 		"murmur-capsule-0.1.0.wit": "world script-capsule {",
+		"murmur-runtime-0.4.0.wit": "world hook {",
 	} {
 		if b, _ := fs.ReadFile(Files, name); !strings.Contains(string(b), world) {
 			t.Errorf("%s lacks %q", name, world)

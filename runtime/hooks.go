@@ -1,0 +1,335 @@
+package runtime
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capsulegate/capsulegate/manifest"
+)
+
+// Hook-output cases of murmur:hook/lifecycle@0.9.0 (wit/murmur-hook-0.9.0.wit).
+const (
+	OutputNone           = "none"
+	OutputReplaceContext = "replace-context"
+	OutputWriteManifests = "write-manifests"
+	OutputArtifact       = "artifact"
+	OutputReopenTask     = "reopen-task"
+	OutputSeedContext    = "seed-context"
+	OutputDeny           = "deny"
+)
+
+// HookOutput is a hook's answer: its hook-output case and the case's string, for the
+// cases that carry one (deny, reopen-task, artifact).
+type HookOutput struct {
+	Case string
+	Text string
+}
+
+// HookGuest runs one hook artifact's lifecycle functions: fn is the export
+// (on-tool-call, …) and record the event's murmur:hook record (ToolEventRecord, …). An
+// error is the hook's err(string) answer, a trap or a deadline.
+type HookGuest interface {
+	Call(ctx context.Context, fn string, record any) (HookOutput, error)
+}
+
+// Hook is a hook artifact of a session: its own manifest and the guest that answers.
+type Hook struct {
+	Name     string
+	Manifest *manifest.ArtifactManifest
+	Guest    HookGuest
+	// Deadline bounds one call (the hook role's deadline: 30 s unless
+	// limits.deadline_seconds is written).
+	Deadline time.Duration
+	// QueueDepth is an async hook's queue length; 0 is DefaultHookQueue.
+	QueueDepth int
+}
+
+// DefaultHookQueue is how many events an async hook's queue holds before on_overflow
+// applies.
+const DefaultHookQueue = 64
+
+// ToolOutcome is murmur:hook's tool-outcome: what a tool call that ran produced.
+type ToolOutcome struct {
+	OutputBytes uint64
+	DurationMS  uint64
+	Status      string
+}
+
+// ToolEventRecord is murmur:hook's tool-event. Outcome nil is the decision point (the
+// call has not run); set, the call ran and is only observed.
+type ToolEventRecord struct {
+	Turn       uint32
+	ToolName   string
+	InputBytes uint64
+	Input      string
+	Outcome    *ToolOutcome
+}
+
+// SessionContextRecord is murmur:hook's session-context. Capabilities names the
+// session's grants as "network:<host>" and "env:<NAME>", never values.
+type SessionContextRecord struct {
+	CapsuleName, CapsuleVersion, SessionID, Model string
+	Capabilities                                  []string
+}
+
+// TaskStartRecord is murmur:hook's task-start-event; the token figures are 0 ("not
+// computed"), as upstream allows.
+type TaskStartRecord struct {
+	TaskID, ContextID, Source                            string
+	InputBytes, BudgetTokens, ContextWindow, PriorTokens uint64
+}
+
+// InferenceRecord is murmur:hook's inference-event; Decision is the turn's stop reason
+// and ToolName its first tool call, if any. Prompt, output and tools stay none.
+type InferenceRecord struct {
+	Turn                      uint32
+	InputTokens, OutputTokens uint64
+	Decision                  string
+	ToolName                  *string
+}
+
+// TaskEndRecord is murmur:hook's task-end-event.
+type TaskEndRecord struct{ TaskID, ExitStatus string }
+
+// SessionEndRecord is murmur:hook's session-end-event; the totals this release does
+// not keep per session (turns, tokens, shell calls) are 0.
+type SessionEndRecord struct {
+	TotalTurns                          uint32
+	TotalInputTokens, TotalOutputTokens uint64
+	TotalToolCalls, TotalShellCalls     uint32
+	DurationMS                          uint64
+	ExitStatus                          string
+}
+
+// HookSink is the sink that runs a session's hooks on its event stream: each event a
+// hook is bound to is handed to it, and the answers its commit_policy allows are applied
+// through the event (Event.Deny); every call is recorded as a hook event after the event
+// it answered.
+type HookSink struct {
+	ctx    context.Context
+	hooks  []*Hook
+	queues map[*Hook]chan asyncCall
+
+	wg    sync.WaitGroup
+	once  sync.Once
+	mu    sync.Mutex
+	done  []HookCall // async answers not yet recorded in the stream
+	ended bool
+}
+
+// asyncCall is one event waiting in an async hook's queue.
+type asyncCall struct {
+	fn, answers string
+	record      any
+}
+
+// NewHookSink returns the sink running hooks, calls bounded by ctx and each hook's
+// Deadline. Each async hook gets one worker and an ordered queue, drained at
+// session_end (or Close).
+func NewHookSink(ctx context.Context, hooks ...*Hook) *HookSink {
+	h := &HookSink{ctx: ctx, hooks: hooks, queues: map[*Hook]chan asyncCall{}}
+	for _, hk := range hooks {
+		if hk.Manifest.ExecutionMode != manifest.ModeAsync {
+			continue
+		}
+		q := make(chan asyncCall, cmp.Or(hk.QueueDepth, DefaultHookQueue))
+		h.queues[hk] = q
+		h.wg.Add(1)
+		go h.worker(hk, q)
+	}
+	return h
+}
+
+// worker is an async hook's one instance: it answers the queued events in order. It
+// never touches the stream (the stream may be waiting on this queue); its answers are
+// recorded by the next event the sink sees.
+func (h *HookSink) worker(hk *Hook, q <-chan asyncCall) {
+	defer h.wg.Done()
+	for c := range q {
+		_, rec := h.call(hk, c.fn, c.record)
+		rec.Answers = c.answers
+		h.mu.Lock()
+		h.done = append(h.done, rec)
+		h.mu.Unlock()
+	}
+}
+
+// Close drains every async queue and waits for its worker; session_end does it too.
+func (h *HookSink) Close() {
+	h.once.Do(func() {
+		h.mu.Lock()
+		h.ended = true
+		h.mu.Unlock()
+		for _, q := range h.queues {
+			close(q)
+		}
+		h.wg.Wait()
+	})
+}
+
+// Event hands e to the hooks bound to it, in manifest order: blocking hooks are called
+// now, async ones get it queued. A hook's failure is recorded, never fails the session
+// (upstream's rule outside on-compaction).
+func (h *HookSink) Event(e *Event) error {
+	if e.Type == EventHook {
+		return nil
+	}
+	fn, record := hookRecord(e)
+	for _, hk := range h.hooks {
+		am := hk.Manifest
+		if fn == "" || !am.Binds(fn) {
+			continue
+		}
+		if am.ExecutionMode == manifest.ModeAsync {
+			h.enqueue(e, hk, asyncCall{fn: fn, answers: e.ID, record: record})
+			continue
+		}
+		out, rec := h.call(hk, fn, record)
+		if out.Case == OutputDeny && rec.Error == "" {
+			rec.Reason = out.Text
+			if rec.Reason == "" {
+				// Upstream: an empty reason still denies, with one naming the defect.
+				rec.Reason = fmt.Sprintf("hook %s denied this call without giving a reason", hk.Name)
+			}
+			rec.Honoured = am.CommitPolicy == manifest.CommitDeny && e.Deny(hk.Name, rec.Reason)
+		}
+		e.Then(EventHook, rec, nil)
+	}
+	if e.Type == EventSessionEnd {
+		h.Close()
+	}
+	h.mu.Lock()
+	done := h.done
+	h.done = nil
+	h.mu.Unlock()
+	for _, rec := range done {
+		e.Then(EventHook, rec, nil)
+	}
+	return nil
+}
+
+// enqueue puts c on hk's queue; when it is full, on_overflow says: drop the event
+// (recorded as a hook event answering it with output "dropped") or block the stream
+// until the worker makes room. An async hook's deny is never honoured: its answer
+// comes after the fact.
+func (h *HookSink) enqueue(e *Event, hk *Hook, c asyncCall) {
+	h.mu.Lock()
+	ended := h.ended
+	h.mu.Unlock()
+	if ended {
+		return // nothing after the drain: the worker is gone
+	}
+	q := h.queues[hk]
+	// session_end is never dropped: the drain waits for the queue anyway.
+	if hk.Manifest.OnOverflow == manifest.OverflowBlock || e.Type == EventSessionEnd {
+		q <- c
+		return
+	}
+	select {
+	case q <- c:
+	default:
+		e.Then(EventHook, HookCall{Hook: hk.Name, Binding: c.fn, Mode: manifest.ModeAsync, Output: "dropped", Answers: c.answers,
+			Error: fmt.Sprintf("the hook's queue of %d was full (on_overflow: drop)", cap(q))}, nil)
+	}
+}
+
+// call runs one hook call under its deadline and returns the answer and its record.
+func (h *HookSink) call(hk *Hook, fn string, record any) (HookOutput, HookCall) {
+	ctx, cancel := context.WithTimeout(h.ctx, hk.Deadline)
+	defer cancel()
+	start := time.Now()
+	out, err := hk.Guest.Call(ctx, fn, record)
+	rec := HookCall{Hook: hk.Name, Binding: fn, Mode: hk.Manifest.ExecutionMode, Output: out.Case, DurationMS: time.Since(start).Milliseconds()}
+	switch {
+	case err != nil:
+		rec.Output, rec.Error = "error", err.Error()
+		if errors.Is(err, context.DeadlineExceeded) {
+			rec.Error = fmt.Sprintf("no answer within %s: %v", hk.Deadline, err)
+		}
+	case out.Case == OutputNone:
+		rec.Honoured = true
+	}
+	return out, rec
+}
+
+// hookRecord maps a stream event to the lifecycle function bound to it and the record
+// that function takes; "" for events no hook answers (on-compaction and on-stage have no
+// event on the stream yet).
+func hookRecord(e *Event) (string, any) {
+	switch d := e.Data.(type) {
+	case SessionStart:
+		caps := []string{}
+		for _, h := range d.Grants.Network {
+			caps = append(caps, "network:"+h)
+		}
+		for _, n := range d.Grants.Env {
+			caps = append(caps, "env:"+n)
+		}
+		return manifest.BindSessionStart, SessionContextRecord{CapsuleName: d.Capsule, CapsuleVersion: d.Version, SessionID: e.SessionID, Model: d.Model, Capabilities: caps}
+	case TaskStart:
+		return manifest.BindTaskStart, TaskStartRecord{TaskID: d.TaskID, ContextID: d.ContextID, Source: d.Source, InputBytes: uint64(d.InputBytes)}
+	case Inference:
+		r := InferenceRecord{Turn: uint32(d.Turn), InputTokens: uint64(d.InputTokens), OutputTokens: uint64(d.OutputTokens), Decision: d.StopReason}
+		if len(d.Tools) > 0 {
+			r.ToolName = &d.Tools[0]
+		}
+		return manifest.BindInference, r
+	case TaskEnd:
+		return manifest.BindTaskEnd, TaskEndRecord{TaskID: d.TaskID, ExitStatus: d.State}
+	case SessionEnd:
+		return manifest.BindSessionEnd, SessionEndRecord{TotalToolCalls: uint32(d.ToolCalls), DurationMS: uint64(d.DurationMS), ExitStatus: d.ExitStatus}
+	}
+	switch e.Type {
+	case EventToolProposed:
+		d, ok := e.Data.(ToolProposed)
+		if !ok {
+			return "", nil
+		}
+		return bindingOf(d.Kind), ToolEventRecord{Turn: uint32(d.Turn), ToolName: d.ToolName, InputBytes: uint64(d.InputBytes), Input: e.Content["input"]}
+	case EventToolCall:
+		d, ok := e.Data.(ToolCall)
+		if !ok {
+			return "", nil
+		}
+		return bindingOf(d.Kind), ToolEventRecord{Turn: uint32(d.Turn), ToolName: d.ToolName, InputBytes: uint64(d.InputBytes), Input: e.Content["input"],
+			Outcome: &ToolOutcome{OutputBytes: uint64(d.OutputBytes), DurationMS: uint64(d.DurationMS), Status: d.Status}}
+	}
+	return "", nil
+}
+
+// bindingOf is the binding a tool call of kind answers to: shell commands have their own.
+func bindingOf(kind string) string {
+	if kind == KindShell {
+		return manifest.BindShell
+	}
+	return manifest.BindToolCall
+}
+
+// dispatchGated asks the stream whether a tool call may run before dispatch runs it: a
+// denied call is not run, its tool_call event says denied, and the model is shown the
+// hook's reason as the call's error result.
+func (s *session) dispatchGated(ctx context.Context, t *task, call agentBlock) (string, bool) {
+	kind := s.toolKind(call.Name)
+	input := string(call.Input)
+	_, v, _ := s.stream.Ask(EventToolProposed, t.parent(), ToolProposed{Turn: t.turn, ToolName: call.Name, Kind: kind, InputBytes: len(input)},
+		map[string]string{"input": input})
+	if !v.Denied {
+		return s.dispatch(ctx, t, call)
+	}
+	s.toolCalls.Add(1)
+	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turn, ToolName: call.Name, Kind: kind, InputBytes: len(input), Status: StatusDenied}, nil)
+	return deniedText(call.Name, v), true
+}
+
+// StatusDenied is a tool_call's status when a hook refused it before it ran.
+const StatusDenied = "denied"
+
+// deniedText is what the model is shown for a refused call: the hook's reason, verbatim.
+func deniedText(tool string, v Verdict) string {
+	return fmt.Sprintf("the call of %s was refused by hook %s: %s", tool, v.By, strings.TrimSpace(v.Reason))
+}

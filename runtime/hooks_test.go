@@ -1,0 +1,290 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capsulegate/capsulegate/manifest"
+)
+
+// fakeHook answers every call with out (or err), and records what it was handed.
+type fakeHook struct {
+	out   HookOutput
+	err   error
+	wait  bool // block until the call's deadline
+	calls []string
+	recs  []any
+}
+
+func (f *fakeHook) Call(ctx context.Context, fn string, record any) (HookOutput, error) {
+	f.calls = append(f.calls, fn)
+	f.recs = append(f.recs, record)
+	if f.wait {
+		<-ctx.Done()
+		return HookOutput{}, ctx.Err()
+	}
+	return f.out, f.err
+}
+
+func hookManifest(t *testing.T, yaml string) *manifest.ArtifactManifest {
+	t.Helper()
+	am, _, err := manifest.ParseArtifactManifest([]byte("name: h\nversion: 1.0.0\nruntime: hook\n"+yaml), "murmur.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return am
+}
+
+// collect is a sink keeping every event it is handed.
+type collect struct{ events []*Event }
+
+func (c *collect) Event(e *Event) error { c.events = append(c.events, e); return nil }
+
+func TestStreamAskAndThen(t *testing.T) {
+	c := &collect{}
+	denier := sinkFunc(func(e *Event) error {
+		if e.Type == EventToolProposed {
+			e.Deny("first", "no")
+			e.Deny("second", "ignored: the first denial stands")
+			e.Then(EventHook, HookCall{Hook: "first"}, nil)
+		}
+		if e.Type == EventToolCall && e.Deny("x", "y") {
+			t.Error("Deny on an event Emit sent must report it is no decision point")
+		}
+		return nil
+	})
+	s := NewStream("ses_1", denier, c)
+	id, v, err := s.Ask(EventToolProposed, "p", ToolProposed{ToolName: "rm"}, nil)
+	if err != nil || v != (Verdict{Denied: true, Reason: "no", By: "first"}) {
+		t.Fatalf("Ask = %+v, %v", v, err)
+	}
+	s.Emit(EventToolCall, id, ToolCall{}, nil)
+	var types []string
+	for _, e := range c.events {
+		types = append(types, e.Type)
+	}
+	if got := strings.Join(types, ","); got != "tool_call_proposed,hook,tool_call" {
+		t.Fatalf("events %s", got)
+	}
+	if c.events[1].ParentID != id {
+		t.Errorf("the hook event's parent is %q, want the event it answered %q", c.events[1].ParentID, id)
+	}
+	if _, v, _ := NewStream("ses_2", c).Ask(EventToolProposed, "", ToolProposed{}, nil); v.Denied {
+		t.Error("no sink denied, yet the verdict is a denial")
+	}
+}
+
+type sinkFunc func(*Event) error
+
+func (f sinkFunc) Event(e *Event) error { return f(e) }
+
+func TestHookSinkVerdicts(t *testing.T) {
+	tests := []struct {
+		name     string
+		yaml     string
+		guest    *fakeHook
+		kind     string
+		denied   bool
+		want     HookCall // Hook, Binding, Output, Reason, Honoured, and whether Error is set
+		wantCall bool
+	}{
+		{"deny honoured", "binding: on-tool-call\ncommit_policy: deny\n", &fakeHook{out: HookOutput{OutputDeny, "rm is not allowed"}}, KindWasm, true,
+			HookCall{Binding: "on-tool-call", Output: "deny", Reason: "rm is not allowed", Honoured: true}, true},
+		{"empty reason still denies", "binding: on-tool-call\ncommit_policy: deny\n", &fakeHook{out: HookOutput{Case: OutputDeny}}, KindWasm, true,
+			HookCall{Binding: "on-tool-call", Output: "deny", Reason: "hook h denied this call without giving a reason", Honoured: true}, true},
+		{"deny without commit_policy deny is not honoured", "binding: on-tool-call\n", &fakeHook{out: HookOutput{OutputDeny, "no"}}, KindWasm, false,
+			HookCall{Binding: "on-tool-call", Output: "deny", Reason: "no"}, true},
+		{"none", "", &fakeHook{out: HookOutput{Case: OutputNone}}, KindWasm, false,
+			HookCall{Binding: "on-tool-call", Output: "none", Honoured: true}, true},
+		{"shell commands answer on-shell", "binding: on-shell\ncommit_policy: deny\n", &fakeHook{out: HookOutput{OutputDeny, "no"}}, KindShell, true,
+			HookCall{Binding: "on-shell", Output: "deny", Reason: "no", Honoured: true}, true},
+		{"other binding is not called", "binding: on-shell\ncommit_policy: deny\n", &fakeHook{out: HookOutput{OutputDeny, "no"}}, KindWasm, false, HookCall{}, false},
+		{"a failing hook denies nothing", "binding: on-tool-call\ncommit_policy: deny\n", &fakeHook{err: errors.New("trap")}, KindWasm, false,
+			HookCall{Binding: "on-tool-call", Output: "error", Error: "trap"}, true},
+		{"deadline", "binding: on-tool-call\ncommit_policy: deny\n", &fakeHook{wait: true}, KindWasm, false,
+			HookCall{Binding: "on-tool-call", Output: "error", Error: "no answer within 1ms"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &collect{}
+			hk := &Hook{Name: "h", Manifest: hookManifest(t, tt.yaml), Guest: tt.guest, Deadline: time.Millisecond}
+			s := NewStream("ses_1", NewHookSink(context.Background(), hk), c)
+			_, v, err := s.Ask(EventToolProposed, "", ToolProposed{Turn: 2, ToolName: "sh", Kind: tt.kind, InputBytes: 9}, map[string]string{"input": `{"cmd":1}`})
+			if err != nil || v.Denied != tt.denied {
+				t.Fatalf("verdict %+v, %v; want denied %v", v, err, tt.denied)
+			}
+			if !tt.wantCall {
+				if len(tt.guest.calls) != 0 || len(c.events) != 1 {
+					t.Fatalf("called %v, events %d", tt.guest.calls, len(c.events))
+				}
+				return
+			}
+			rec := tt.guest.recs[0].(ToolEventRecord)
+			if rec.Input != `{"cmd":1}` || rec.Turn != 2 || rec.Outcome != nil {
+				t.Errorf("record %+v: want the full input, no outcome", rec)
+			}
+			if len(c.events) != 2 {
+				t.Fatalf("%d events, want the proposal and its hook event", len(c.events))
+			}
+			got := c.events[1].Data.(HookCall)
+			if !strings.HasPrefix(got.Error, tt.want.Error) || (got.Error == "") != (tt.want.Error == "") {
+				t.Errorf("error %q, want %q…", got.Error, tt.want.Error)
+			}
+			got.Error, got.DurationMS, tt.want.Hook, tt.want.Mode, tt.want.Error = "", 0, "h", "blocking", ""
+			if got != tt.want {
+				t.Errorf("hook event %+v, want %+v", got, tt.want)
+			}
+			if v.Denied && v.Reason != tt.want.Reason {
+				t.Errorf("reason %q, want %q", v.Reason, tt.want.Reason)
+			}
+		})
+	}
+}
+
+// TestDeniedToolCallReachesTheModel runs the agent loop against the cassette with a
+// blocking on-tool-call hook denying echo: echo never runs, the model's next turn holds
+// the hook's reason as the call's error result, and the trace has the proposal, the
+// hook's answer and the denied call, in that order.
+func TestDeniedToolCallReachesTheModel(t *testing.T) {
+	f := newAgentFixture(t, "anthropic-messages", agentCassette, "x-api-key")
+	dir := t.TempDir()
+	mpath := filepath.Join(dir, "murmur.yaml")
+	os.WriteFile(mpath, []byte(`name: agent
+version: 1.0.0
+artifacts:
+  - {name: anthropic-messages, version: 1.0.0, runtime: driver, gateway: {endpoint: "${EP}", api_key: "k"}}
+  - {name: echo, version: 1.0.0}
+inference: {driver: {artifact: anthropic-messages}, model: claude-test, max_turns: 4}
+capabilities:
+  limits: {memory_bytes: 134217728, deadline_seconds: 60}
+trace: {capture: content}
+`), 0o644)
+	m, err := manifest.Load(mpath, manifest.WithLookupEnv(func(k string) (string, bool) { return f.srv.URL, k == "EP" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := &fakeHook{out: HookOutput{OutputDeny, "echo is off limits today"}}
+	hk := &Hook{Name: "policy", Manifest: hookManifest(t, "binding: on-tool-call\ncommit_policy: deny\n"), Guest: policy, Deadline: 30 * time.Second}
+	res, err := f.e.RunOnce(context.Background(), m, RunOptions{Registry: f.reg, Task: "please echo hi",
+		Session: SessionConfig{WorkRoot: t.TempDir(), Sinks: []Sink{NewHookSink(context.Background(), hk)}}})
+	if err != nil || res.Status != StateCompleted {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	f.mu.Lock()
+	bodies := append([]string(nil), f.bodies...)
+	f.mu.Unlock()
+	if len(bodies) != 2 || !strings.Contains(bodies[1], "refused by hook policy: echo is off limits today") {
+		t.Fatalf("the model's next turn lacks the hook's reason: %q", bodies)
+	}
+	trace, _ := os.ReadFile(filepath.Join(res.Records, "trace.jsonl"))
+	var order []string
+	for _, line := range strings.Split(strings.TrimSpace(string(trace)), "\n") {
+		var ev struct {
+			Type   string `json:"event_type"`
+			Status string `json:"status"`
+			Output string `json:"output"`
+			Hook   string `json:"hook"`
+		}
+		json.Unmarshal([]byte(line), &ev)
+		switch ev.Type {
+		case EventToolProposed:
+			order = append(order, ev.Type)
+		case EventHook:
+			order = append(order, ev.Type+":"+ev.Hook+":"+ev.Output)
+		case EventToolCall:
+			order = append(order, ev.Type+":"+ev.Status)
+		}
+	}
+	// The second hook event is the post-call observation of the refused call: a deny
+	// there is recorded, not honoured.
+	want := "tool_call_proposed,hook:policy:deny,tool_call:denied,hook:policy:deny"
+	if got := strings.Join(order, ","); got != want {
+		t.Errorf("trace %s, want %s", got, want)
+	}
+}
+
+// gatedHook is an async hook whose first call signals started and then waits for gate;
+// it keeps the records it answered, in order (its worker is its only caller).
+type gatedHook struct {
+	started, gate chan struct{}
+	once          sync.Once
+	fns           []string
+}
+
+func (g *gatedHook) Call(ctx context.Context, fn string, record any) (HookOutput, error) {
+	g.once.Do(func() { close(g.started); <-g.gate })
+	g.fns = append(g.fns, fn)
+	return HookOutput{Case: OutputNone}, nil
+}
+
+// TestAsyncHookQueue feeds an async hook with a queue of one while its first call is
+// held: on_overflow drop records the overflowing event as dropped, block waits for room;
+// either way what was queued is answered in order and drained by session_end, whose
+// hook events follow it in the stream.
+func TestAsyncHookQueue(t *testing.T) {
+	tests := []struct {
+		overflow string
+		wantFns  string
+		dropped  int
+	}{
+		{"drop", "on-session-start,on-task-start,on-session-end", 1},
+		{"block", "on-session-start,on-task-start,on-task-end,on-session-end", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.overflow, func(t *testing.T) {
+			g := &gatedHook{started: make(chan struct{}), gate: make(chan struct{})}
+			hk := &Hook{Name: "audit", Manifest: hookManifest(t, "execution_mode: async\non_overflow: "+tt.overflow+"\n"), Guest: g, Deadline: time.Minute, QueueDepth: 1}
+			c := &collect{}
+			s := NewStream("ses_1", NewHookSink(context.Background(), hk), c)
+			s.Emit(EventSessionStart, "", SessionStart{Capsule: "c"}, nil)
+			<-g.started // the worker holds session_start; the queue is empty
+			s.Emit(EventTaskStart, "", TaskStart{TaskID: "t"}, nil)
+			emitted := make(chan struct{})
+			go func() {
+				// drop: the queue is full, task_end is dropped at once; block: waits for room.
+				s.Emit(EventTaskEnd, "", TaskEnd{TaskID: "t"}, nil)
+				close(emitted)
+			}()
+			if tt.overflow == "drop" {
+				<-emitted
+			}
+			close(g.gate)
+			<-emitted
+			s.Emit(EventSessionEnd, "", SessionEnd{}, nil)
+			if got := strings.Join(g.fns, ","); got != tt.wantFns {
+				t.Errorf("the hook answered %s, want %s", got, tt.wantFns)
+			}
+			var answered, dropped int
+			end := -1
+			for i, e := range c.events {
+				if e.Type == EventSessionEnd {
+					end = i
+				}
+				if e.Type == EventHook {
+					switch rec := e.Data.(HookCall); rec.Output {
+					case "dropped":
+						dropped++
+					case OutputNone:
+						answered++
+						if rec.Answers == "" || rec.Mode != "async" {
+							t.Errorf("async answer %+v names no event it answers", rec)
+						}
+					}
+				}
+			}
+			if dropped != tt.dropped || answered != len(g.fns) {
+				t.Errorf("%d dropped, %d answered; want %d, %d", dropped, answered, tt.dropped, len(g.fns))
+			}
+			if last := c.events[len(c.events)-1]; end < 0 || last.Type != EventHook {
+				t.Errorf("the drained answers should follow session_end")
+			}
+		})
+	}
+}
