@@ -12,6 +12,7 @@ const (
 	// World (interface version) refusals at stage.
 	CodeExportVersion = "E-RUN-007" // a module exports an interface version this host does not serve
 	CodeImport        = "E-RUN-008" // a module imports something its role's world does not offer
+	CodeHookExport    = "E-RUN-013" // a hook module exports no lifecycle function of its binding
 )
 
 // Component refusals at stage (the component package's parse and plan codes are

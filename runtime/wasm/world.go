@@ -17,6 +17,7 @@ var (
 	served = map[string][]string{
 		"murmur:tool/run":    {"0.1", "0.2"},
 		"murmur:capsule/run": {"0.1"},
+		abi.HookInterface:    {"0.9"},
 	}
 	// hostImports are the host interfaces, by "namespace:package/interface@version".
 	hostImports = map[string]bool{
@@ -35,6 +36,8 @@ var (
 		"script":                    {[]string{"murmur:tool-registry/invoke@0.1.0", "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:capsule/run"},
 		string(manifest.RoleTool):   {[]string{"murmur:task/task@0.1.0", "murmur:stream/events@0.1.0", "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:tool/run"},
 		string(manifest.RoleDriver): {[]string{"murmur:stream/events@0.1.0", "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:tool/run"},
+		// A hook imports nothing but WASI: it answers events, it does not act.
+		string(manifest.RoleHook): {nil, abi.HookInterface},
 	}
 )
 
@@ -98,9 +101,14 @@ func (m *Module) CheckWorld(world string) error {
 				"rebuild the guest against a served version of the interface"))
 			continue
 		}
-		if iface == w.export && fn == "run" {
+		if iface == w.export && (fn == "run" || world == string(manifest.RoleHook) && abi.HookFuncs[fn] != nil) {
 			found = true
 		}
+	}
+	if !found && len(problems) == 0 && world == string(manifest.RoleHook) {
+		problems = append(problems, errs.New(CodeHookExport, "runtime",
+			fmt.Sprintf("artifact %s exports no function of %s, which a hook module must (this host %s)", m.Artifact, w.export, servedLevels(w.export)),
+			"export the lifecycle functions the hook answers (the Go SDK's wit/guest/hook package does)"))
 	}
 	if !found && len(problems) == 0 {
 		problems = append(problems, errs.New(CodeExport, "runtime",

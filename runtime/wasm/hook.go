@@ -1,0 +1,98 @@
+package wasm
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/wit/abi"
+)
+
+// HookExport returns the core export name of lifecycle function fn in a hook module, ""
+// when it does not export fn at a served version; of several, the highest in name order.
+func (m *Module) HookExport(fn string) string {
+	best := ""
+	for name := range m.module.ExportedFunctions() {
+		if iface, ver, f, ok := parseExport(name); ok && iface == abi.HookInterface && f == fn && serves(iface, ver) && name > best {
+			best = name
+		}
+	}
+	return best
+}
+
+// CheckHook refuses, at stage, a hook module that exports none of the lifecycle
+// functions its binding calls: the one named, or — no binding — any of them. A hook
+// answering nothing would be a hook in name only.
+func (m *Module) CheckHook(binding string) error {
+	if m.comp != nil {
+		return errs.New(CodeHookExport, "runtime", fmt.Sprintf("artifact %s: hooks run as core modules only in this release, and it is a component", m.Artifact),
+			"build the hook as a WASI preview1 core module (the Go SDK's wit/guest/hook package)")
+	}
+	if binding != "" {
+		if m.HookExport(binding) == "" {
+			return errs.New(CodeHookExport, "runtime", fmt.Sprintf("artifact %s is bound to %s and exports no %s@0.9.x#%s", m.Artifact, binding, abi.HookInterface, binding),
+				"export that function (register its handler with the Go SDK's wit/guest/hook), or change the hook's binding")
+		}
+		return nil
+	}
+	for fn := range abi.HookFuncs {
+		if m.HookExport(fn) != "" {
+			return nil
+		}
+	}
+	return errs.New(CodeHookExport, "runtime", fmt.Sprintf("artifact %s exports no function of %s", m.Artifact, abi.HookInterface),
+		"export the lifecycle functions the hook answers")
+}
+
+// HookAnswer is what one lifecycle call answered: a hook-output case and its string,
+// or the guest's err(string).
+type HookAnswer struct {
+	Case, Text string
+	// Failed is set when the guest answered err(Text).
+	Failed bool
+}
+
+// CallHook calls lifecycle function fn of a hook module in a fresh instance with record,
+// the generic value of fn's event record (abi.HookFuncs). A module not exporting fn
+// answers none without being instantiated: a hook with no binding answers what it
+// exports.
+func (e *Engine) CallHook(ctx context.Context, mod *Module, g Grants, fn string, record any) (HookAnswer, error) {
+	f := abi.HookFuncs[fn]
+	if f == nil {
+		return HookAnswer{}, fmt.Errorf("%w: no lifecycle function %q", abi.ErrValue, fn)
+	}
+	export := mod.HookExport(fn)
+	if export == "" {
+		return HookAnswer{Case: abi.HookOutputCases[0]}, nil
+	}
+	var out HookAnswer
+	err := e.Call(ctx, mod, g, func(ctx context.Context, inst *Instance) error {
+		call := inst.ExportedFunction(export)
+		mem := inst.Memory()
+		if call == nil || mem == nil {
+			return fmt.Errorf("%w: artifact %s exports no %s or no memory", abi.ErrABI, mod.Artifact, export)
+		}
+		flat, err := f.LowerParams(ctx, mem, guestRealloc(inst), []any{record})
+		if err != nil {
+			return err
+		}
+		res, err := call.Call(ctx, flat...)
+		if err != nil {
+			return err
+		}
+		vals, err := f.LiftResults(mem, res)
+		if err != nil {
+			return err
+		}
+		if out.Case, out.Text, out.Failed, err = abi.ToHookOutput(vals[0]); err != nil {
+			return fmt.Errorf("%w: %v", abi.ErrABI, err)
+		}
+		if post := inst.ExportedFunction(abi.PostReturnPrefix + export); post != nil {
+			if _, err := post.Call(ctx, res...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
