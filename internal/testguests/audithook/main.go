@@ -1,0 +1,48 @@
+//go:build wasip1
+
+// Command audithook is an async hook with no binding: it appends one JSON line per
+// session event to /audit.jsonl, the root of the folder the host grants it.
+package main
+
+import (
+	"encoding/json"
+	"os"
+
+	"github.com/capsulegate/capsulegate/wit/guest/hook"
+)
+
+// record appends {"event": fn, "record": rec} as one line; each call runs in a fresh
+// instance, so the file is opened every time.
+func record[E any](fn string) func(E) (hook.Output, error) {
+	return func(rec E) (hook.Output, error) {
+		line, err := json.Marshal(struct {
+			Event  string `json:"event"`
+			Record E      `json:"record"`
+		}{fn, rec})
+		if err != nil {
+			return hook.Output{}, err
+		}
+		f, err := os.OpenFile("/audit.jsonl", os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return hook.Output{}, err
+		}
+		if _, err := f.Write(append(line, '\n')); err != nil {
+			f.Close()
+			return hook.Output{}, err
+		}
+		return hook.None(), f.Close()
+	}
+}
+
+func init() {
+	hook.Handle(hook.Handlers{
+		SessionStart: record[hook.SessionContext]("on-session-start"),
+		TaskStart:    record[hook.TaskStartEvent]("on-task-start"),
+		Inference:    record[hook.InferenceEvent]("on-inference"),
+		ToolCall:     record[hook.ToolEvent]("on-tool-call"),
+		TaskEnd:      record[hook.TaskEndEvent]("on-task-end"),
+		SessionEnd:   record[hook.SessionEndEvent]("on-session-end"),
+	})
+}
+
+func main() {}
