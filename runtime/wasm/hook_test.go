@@ -1,0 +1,129 @@
+package wasm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/guestfs"
+	"github.com/capsulegate/capsulegate/internal/wasmtest"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/wit/abi"
+)
+
+// toolEvent is the generic value of a tool-event; outcome nil is the decision point.
+func toolEvent(name, input string, outcome *[3]any) any {
+	o := abi.Option{}
+	if outcome != nil {
+		o = abi.Option{Some: true, Value: []any{outcome[0], outcome[1], outcome[2]}}
+	}
+	return []any{uint32(1), name, uint64(len(input)), input, o}
+}
+
+// TestCallHook calls the Go SDK's test hooks through every lifecycle function they
+// export: records lower (flat and, for on-inference, spilled to memory), answers lift,
+// and the audit hook's lines say what it was handed, in order.
+func TestCallHook(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	policy, err := e.Compile(ctx, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../internal/testguests/policyhook"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit, err := e.Compile(ctx, "cap", "audit", manifest.RoleHook, guestbuild.Wasm(t, "../../internal/testguests/audithook"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*Module{policy, audit} {
+		if err := m.CheckWorld(string(manifest.RoleHook)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := t.TempDir()
+	gfs, err := guestfs.New(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gfs.Close()
+	tool := "some"
+	tests := []struct {
+		mod    *Module
+		fn     string
+		record any
+		want   HookAnswer
+		line   string // what audit.jsonl gains, "" for nothing
+	}{
+		{policy, "on-tool-call", toolEvent("echo", `{"text":"rm -rf /"}`, nil),
+			HookAnswer{Case: "deny", Text: "policyhook: echo mentions rm, which this capsule may not run"}, ""},
+		{policy, "on-tool-call", toolEvent("echo", `{"text":"rm"}`, &[3]any{uint64(3), uint64(4), "passed"}), HookAnswer{Case: "none"}, ""},
+		{policy, "on-tool-call", toolEvent("echo", `{"text":"hi"}`, nil), HookAnswer{Case: "none"}, ""},
+		{policy, "on-session-end", []any{uint32(0), uint64(0), uint64(0), uint32(0), uint32(0), uint64(0), "completed"}, HookAnswer{Case: "none"}, ""},
+		{policy, "on-shell", nil, HookAnswer{Case: "none"}, ""}, // not exported: none, never called
+		{audit, "on-session-start", []any{"cap", "1.0.0", "ses_1", "m", []any{"env:A", "network:h"}}, HookAnswer{Case: "none"},
+			`{"event":"on-session-start","record":{"capsule_name":"cap","capsule_version":"1.0.0","session_id":"ses_1","model":"m","capabilities":["env:A","network:h"]}}`},
+		{audit, "on-task-start", []any{"tsk_1", "ctx_1", "cli", uint64(5), uint64(6), uint64(7), uint64(8)}, HookAnswer{Case: "none"},
+			`{"event":"on-task-start","record":{"task_id":"tsk_1","context_id":"ctx_1","source":"cli","input_bytes":5,"budget_tokens":6,"context_window":7,"prior_tokens":8}}`},
+		{audit, "on-inference", []any{uint32(2), uint64(10), uint64(5), "tool_use", abi.Option{Some: true, Value: tool}, abi.Option{}, abi.Option{}, abi.Option{Some: true, Value: "[]"}}, HookAnswer{Case: "none"},
+			`{"event":"on-inference","record":{"turn":2,"input_tokens":10,"output_tokens":5,"decision":"tool_use","tool_name":"some","tools":"[]"}}`},
+		{audit, "on-tool-call", toolEvent("echo", "x", &[3]any{uint64(3), uint64(4), "passed"}), HookAnswer{Case: "none"},
+			`{"event":"on-tool-call","record":{"turn":1,"tool_name":"echo","input_bytes":1,"input":"x","outcome":{"output_bytes":3,"duration_ms":4,"status":"passed"}}}`},
+		{audit, "on-task-end", []any{"tsk_1", "completed"}, HookAnswer{Case: "none"}, `{"event":"on-task-end","record":{"task_id":"tsk_1","exit_status":"completed"}}`},
+		{audit, "on-session-end", []any{uint32(1), uint64(2), uint64(3), uint32(4), uint32(5), uint64(6), "completed"}, HookAnswer{Case: "none"},
+			`{"event":"on-session-end","record":{"total_turns":1,"total_input_tokens":2,"total_output_tokens":3,"total_tool_calls":4,"total_shell_calls":5,"duration_ms":6,"exit_status":"completed"}}`},
+	}
+	var lines []string
+	for _, tt := range tests {
+		got, err := e.CallHook(ctx, tt.mod, Grants{FS: gfs, MemoryBytes: 64 << 20}, tt.fn, tt.record)
+		if err != nil || got != tt.want {
+			t.Errorf("%s %s: %+v, %v; want %+v", tt.mod.Artifact, tt.fn, got, err, tt.want)
+		}
+		if tt.line != "" {
+			lines = append(lines, tt.line)
+		}
+	}
+	data, _ := os.ReadFile(filepath.Join(out, "audit.jsonl"))
+	if got, want := strings.TrimSpace(string(data)), strings.Join(lines, "\n"); got != want {
+		t.Errorf("audit.jsonl:\n%s\nwant:\n%s", got, want)
+	}
+	// Without a filesystem the audit hook's write fails: its err(string) is an answer.
+	got, err := e.CallHook(ctx, audit, Grants{MemoryBytes: 64 << 20}, "on-task-end", []any{"t", "s"})
+	if err != nil || !got.Failed || got.Text == "" {
+		t.Errorf("no filesystem: %+v, %v; want the guest's err", got, err)
+	}
+}
+
+// TestCheckHook: a hook module must export its binding's lifecycle function, or — bound
+// to nothing — at least one of them; the hook world refuses a module exporting none.
+func TestCheckHook(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	policy, err := e.Compile(ctx, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../internal/testguests/policyhook"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare, err := e.Compile(ctx, "cap", "bare", manifest.RoleHook, wasmtest.Module{Funcs: []wasmtest.Func{{Export: "f", Body: wasmtest.Nop}}, MemoryPages: 1}.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		mod     *Module
+		binding string
+		code    string
+	}{
+		{policy, "on-tool-call", ""},
+		{policy, "", ""},
+		{policy, "on-shell", CodeHookExport}, // the SDK does not export on-shell
+		{bare, "", CodeHookExport},
+	} {
+		if err := tt.mod.CheckHook(tt.binding); (tt.code == "") != (err == nil) || tt.code != "" && errs.Find(err, tt.code) == nil {
+			t.Errorf("%s bound to %q: %v, want %q", tt.mod.Artifact, tt.binding, err, tt.code)
+		}
+	}
+	if err := bare.CheckWorld(string(manifest.RoleHook)); errs.Find(err, CodeHookExport) == nil {
+		t.Errorf("CheckWorld of a hook exporting nothing: %v, want %s", err, CodeHookExport)
+	}
+}
