@@ -6,12 +6,15 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/registry"
 )
 
 // fakeHook answers every call with out (or err), and records what it was handed.
@@ -286,5 +289,121 @@ func TestAsyncHookQueue(t *testing.T) {
 				t.Errorf("the drained answers should follow session_end")
 			}
 		})
+	}
+}
+
+// rmCassette has the model ask echo to run something holding "rm", then end.
+const rmCassette = `{"provider": "anthropic-messages", "conversations": [
+ {"match": "clean up", "turns": [
+   {"id": "r1", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "tool_use",
+    "content": [{"type": "tool_use", "id": "tu_1", "name": "echo", "input": {"text": "rm -rf /tmp/x"}}],
+    "usage": {"input_tokens": 10, "output_tokens": 5}},
+   {"id": "r2", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "end_turn",
+    "content": [{"type": "text", "text": "I may not."}], "usage": {"input_tokens": 20, "output_tokens": 6}}]}]}`
+
+// publishHook publishes a hook artifact built from a test guest, its manifest carrying
+// keys (binding, execution_mode, …).
+func publishHook(t *testing.T, reg *registry.Local, name, guest, keys string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte("name: "+name+"\nversion: 1.0.0\nruntime: hook\n"+keys), 0o644)
+	os.WriteFile(filepath.Join(dir, name+".wasm"), guestbuild.Wasm(t, "../internal/testguests/"+guest), 0o644)
+	data, _, err := registry.Pack(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Publish(context.Background(), data, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWasmHooksInASession runs a capsule with two real hook guests against the
+// cassette: the blocking policy hook denies the echo call holding "rm" (never run, its
+// reason in the model's next turn), the async audit hook writes one line per event to
+// out/audit.jsonl in stream order, and the trace records both hooks' answers.
+func TestWasmHooksInASession(t *testing.T) {
+	f := newAgentFixture(t, "anthropic-messages", rmCassette, "x-api-key")
+	publishHook(t, f.reg, "policy", "policyhook", "binding: on-tool-call\ncommit_policy: deny\n")
+	publishHook(t, f.reg, "audit", "audithook", "execution_mode: async\n")
+	dir := t.TempDir()
+	mpath := filepath.Join(dir, "murmur.yaml")
+	os.WriteFile(mpath, []byte(`name: agent
+version: 1.0.0
+artifacts:
+  - {name: anthropic-messages, version: 1.0.0, runtime: driver, gateway: {endpoint: "${EP}", api_key: "k"}}
+  - {name: echo, version: 1.0.0}
+  - {name: policy, version: 1.0.0, runtime: hook}
+  - {name: audit, version: 1.0.0, runtime: hook}
+inference: {driver: {artifact: anthropic-messages}, model: claude-test, max_turns: 4}
+capabilities:
+  limits: {memory_bytes: 134217728, deadline_seconds: 60}
+trace: {capture: content}
+`), 0o644)
+	m, err := manifest.Load(mpath, manifest.WithLookupEnv(func(k string) (string, bool) { return f.srv.URL, k == "EP" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.e.RunOnce(context.Background(), m, RunOptions{Registry: f.reg, Task: "please clean up", Session: SessionConfig{WorkRoot: t.TempDir()}})
+	if err != nil || res.Status != StateCompleted {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	f.mu.Lock()
+	bodies := append([]string(nil), f.bodies...)
+	f.mu.Unlock()
+	if len(bodies) != 2 || !strings.Contains(bodies[1], "refused by hook policy: policyhook: echo mentions rm") {
+		t.Fatalf("the model's next turn lacks the hook's reason: %q", bodies)
+	}
+
+	audit, err := os.ReadFile(filepath.Join(res.Workdir, "out", "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	for _, line := range strings.Split(strings.TrimSpace(string(audit)), "\n") {
+		var l struct {
+			Event  string `json:"event"`
+			Record struct {
+				Outcome *struct{ Status string } `json:"outcome"`
+			} `json:"record"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if l.Record.Outcome != nil {
+			l.Event += ":" + l.Record.Outcome.Status
+		}
+		events = append(events, l.Event)
+	}
+	want := "on-session-start,on-task-start,on-inference,on-tool-call,on-tool-call:denied,on-inference,on-task-end,on-session-end"
+	if got := strings.Join(events, ","); got != want {
+		t.Errorf("audit.jsonl events %s, want %s", got, want)
+	}
+
+	trace, _ := os.ReadFile(filepath.Join(res.Records, "trace.jsonl"))
+	var hooks []string
+	for _, line := range strings.Split(strings.TrimSpace(string(trace)), "\n") {
+		var ev struct {
+			Type    string `json:"event_type"`
+			Hook    string `json:"hook"`
+			Binding string `json:"binding"`
+			Output  string `json:"output"`
+			Error   string `json:"error"`
+		}
+		json.Unmarshal([]byte(line), &ev)
+		if ev.Type == EventHook {
+			if ev.Error != "" {
+				t.Errorf("hook %s at %s failed: %s", ev.Hook, ev.Binding, ev.Error)
+			}
+			hooks = append(hooks, ev.Hook+":"+ev.Binding+":"+ev.Output)
+		}
+	}
+	for _, h := range []string{"policy:on-tool-call:deny", "policy:on-tool-call:none", "audit:on-session-start:none", "audit:on-session-end:none"} {
+		if !slices.Contains(hooks, h) {
+			t.Errorf("trace hook events %v lack %s", hooks, h)
+		}
+	}
+	if n := len(hooks); n != 2+len(events) {
+		t.Errorf("%d hook events in the trace, want %d (policy twice, audit once per event)", n, 2+len(events))
 	}
 }

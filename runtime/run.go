@@ -144,6 +144,10 @@ type session struct {
 	tasks   int
 
 	stream *Stream
+	// hooks runs the session's hook modules on its stream, with hookFS (its out/) as
+	// their root; both nil without hooks.
+	hooks  *HookSink
+	hookFS *guestfs.FS
 	// current is the task running, for reporters that are not handed it (the policy
 	// proxy's and resolver's denials); tasks of a session run one at a time.
 	current atomic.Pointer[task]
@@ -185,11 +189,24 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 		}
 		sinks = append(sinks, trace)
 	}
+	var hooks *HookSink
+	var hookFS *guestfs.FS
+	if len(s.Hooks) > 0 {
+		if hookFS, err = guestfs.New(filepath.Join(l.Work, "out")); err != nil {
+			return nil, err
+		}
+		hooks = r.hookSink(s, hookFS)
+		sinks = append(sinks, hooks)
+	}
 	sinks = append(sinks, o.Sinks...)
 	stream := NewStream(id, sinks...)
 	defer func() {
 		if err != nil && trace != nil {
 			trace.Close()
+		}
+		if err != nil && hooks != nil {
+			hooks.Close()
+			hookFS.Close()
 		}
 	}()
 	if err := writeMurmurMD(l.Work, s, id, ""); err != nil {
@@ -213,7 +230,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 	}
 	lookup := o.LookupEnv
 	sess := &session{rt: r, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
-		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace}
+		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS}
 	sess.http = &wasm.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
 		OnDeny: func(who, host string, port int, err error) { sess.denied(who, "guest", host, port, err) }}
 	sess.http.Init()
@@ -272,6 +289,11 @@ func (s *session) denied(who, source, host string, port int, err error) {
 func (s *session) close() {
 	if s.sub != nil {
 		s.sub.close()
+	}
+	if s.hooks != nil {
+		// Drained at session_end already, unless the session never got there.
+		s.hooks.Close()
+		s.hookFS.Close()
 	}
 	s.fs.Close()
 	s.mu.Lock()

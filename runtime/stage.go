@@ -32,8 +32,11 @@ type Staged struct {
 	Script *wasm.Module
 	// Modules are the compiled wasm tools and drivers, by artifact name.
 	Modules map[string]*wasm.Module
+	// Hooks are the compiled hook modules, by artifact name: apart from Modules, so a
+	// model can never call a hook as a tool.
+	Hooks map[string]*wasm.Module
 	// Warnings name what the manifest asks for that this release does not do (W-RUN-…):
-	// keys it accepts without acting on them, hook artifacts. Staging still succeeds.
+	// keys it accepts without acting on them. Staging still succeeds.
 	Warnings []*errs.Error
 
 	scriptPath, scriptSum string // where the script module was read from, and its sha256
@@ -64,7 +67,7 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 	if err != nil {
 		return nil, err
 	}
-	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}, Warnings: stageWarnings(m)}
+	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}, Hooks: map[string]*wasm.Module{}, Warnings: stageWarnings(m)}
 	var scriptRead func() ([]byte, error)
 	if !m.IsAgent() {
 		if s.scriptPath, err = scriptModulePath(m); err != nil {
@@ -84,6 +87,8 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 			add(j.err)
 		case j.role == wasm.RoleCapsule:
 			s.Script = j.mod
+		case j.role == manifest.RoleHook:
+			s.Hooks[j.name] = j.mod
 		default:
 			s.Modules[j.name] = j.mod
 		}
@@ -117,6 +122,8 @@ type compileJob struct {
 	read func() ([]byte, error)
 	err  error
 	mod  *wasm.Module
+	// binding is a hook's binding, checked against its exports (wasm.Module.CheckHook).
+	binding string
 }
 
 // moduleKey names a module's bytes without reading them: the sha256 of the archive and
@@ -127,22 +134,32 @@ func moduleKey(source, world string, limit int64) string {
 }
 
 // compileJobs lists the modules a capsule runs in the engine, in manifest order: its
-// wasm tools and drivers, then a script capsule's own module (scriptWasm, when not nil).
+// wasm tools, drivers and hooks, then a script capsule's own module (scriptWasm, when
+// not nil).
 func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptSum string, scriptRead func() ([]byte, error)) []*compileJob {
 	var jobs []*compileJob
 	limit := m.Capabilities.Limits.MemoryBytes
 	for _, a := range res.Artifacts {
-		if a.Archive == nil || (a.Role != manifest.RoleTool && a.Role != manifest.RoleDriver) {
-			continue // skills are text; hooks arrive with a later release
+		if a.Archive == nil || (a.Role != manifest.RoleTool && a.Role != manifest.RoleDriver && a.Role != manifest.RoleHook) {
+			continue // skills are text
 		}
 		p := a.Archive.Payload()
+		if p.Kind != registry.PayloadWasm && a.Role == manifest.RoleHook {
+			jobs = append(jobs, &compileJob{name: a.Name, role: a.Role, err: errs.New(wasm.CodeHookExport, "runtime",
+				fmt.Sprintf("hook artifact %s is not a wasm module: hooks run in the engine only", a.Name), "build the hook as a WASI preview1 module (wit/guest/hook)")})
+			continue
+		}
 		if p.Kind != registry.PayloadWasm {
 			continue // native tools run as sandboxed subprocesses, not here
 		}
 		arc := a.Archive
-		jobs = append(jobs, &compileJob{name: a.Name, role: a.Role, world: string(a.Role),
+		j := &compileJob{name: a.Name, role: a.Role, world: string(a.Role),
 			key:  moduleKey("archive:"+a.SHA256+"\x00"+p.Path, string(a.Role), limit),
-			read: func() ([]byte, error) { return arc.ReadFile(p.Path) }})
+			read: func() ([]byte, error) { return arc.ReadFile(p.Path) }}
+		if a.Role == manifest.RoleHook {
+			j.binding = arc.Manifest().Binding
+		}
+		jobs = append(jobs, j)
 	}
 	if scriptRead != nil {
 		jobs = append(jobs, &compileJob{name: m.Name, role: wasm.RoleCapsule, world: wasm.ScriptWorld,
@@ -164,6 +181,9 @@ func (r *Runtime) compileAll(ctx context.Context, m *manifest.Manifest, jobs []*
 		sema = make(chan struct{}, goruntime.GOMAXPROCS(0))
 	)
 	for _, j := range jobs {
+		if j.err != nil {
+			continue // refused before compiling
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -171,6 +191,12 @@ func (r *Runtime) compileAll(ctx context.Context, m *manifest.Manifest, jobs []*
 			defer func() { <-sema }()
 			var perr errs.List
 			mod := r.compileOnce(ctx, m, j, func(err error) { perr = append(perr, asProblems(err)...) })
+			if mod != nil && j.role == manifest.RoleHook {
+				// After the memo: the binding is the artifact's, not its bytes'.
+				if err := mod.CheckHook(j.binding); err != nil {
+					perr, mod = append(perr, asProblems(err)...), nil
+				}
+			}
 			mu.Lock()
 			j.mod = mod
 			if len(perr) > 0 {
@@ -254,11 +280,14 @@ func (s *Staged) Tools() []Tool {
 	return tools
 }
 
-// modules returns every compiled module of the capsule: its tools and drivers, and a
-// script capsule's own.
+// modules returns every compiled module of the capsule: its tools, drivers and hooks,
+// and a script capsule's own.
 func (s *Staged) modules() []*wasm.Module {
-	mods := make([]*wasm.Module, 0, len(s.Modules)+1)
+	mods := make([]*wasm.Module, 0, len(s.Modules)+len(s.Hooks)+1)
 	for _, m := range s.Modules {
+		mods = append(mods, m)
+	}
+	for _, m := range s.Hooks {
 		mods = append(mods, m)
 	}
 	if s.Script != nil {

@@ -1,0 +1,95 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/capsulegate/capsulegate/internal/guestfs"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/wit/abi"
+)
+
+// wasmHook is the HookGuest of a staged hook module: each call runs in a fresh instance
+// with the hook's grants.
+type wasmHook struct {
+	engine *wasm.Engine
+	mod    *wasm.Module
+	grants wasm.Grants
+}
+
+// Call lowers record for fn, calls the module and returns its answer; the guest's
+// err(string) is an error. A function the module does not export answers none.
+func (w *wasmHook) Call(ctx context.Context, fn string, record any) (HookOutput, error) {
+	if w.mod.HookExport(fn) == "" {
+		return HookOutput{Case: OutputNone}, nil
+	}
+	v, err := hookValue(record)
+	if err != nil {
+		return HookOutput{}, fmt.Errorf("%s: %w", fn, err)
+	}
+	ans, err := w.engine.CallHook(ctx, w.mod, w.grants, fn, v)
+	switch {
+	case err != nil:
+		return HookOutput{}, err
+	case ans.Failed:
+		return HookOutput{}, fmt.Errorf("hook %s answered err: %s", w.mod.Artifact, ans.Text)
+	}
+	return HookOutput{Case: ans.Case, Text: ans.Text}, nil
+}
+
+// hookValue is the generic value (wit/abi) of a murmur:hook record.
+func hookValue(record any) (any, error) {
+	opt := func(s *string) abi.Option {
+		if s == nil {
+			return abi.Option{}
+		}
+		return abi.Option{Some: true, Value: *s}
+	}
+	switch r := record.(type) {
+	case SessionContextRecord:
+		caps := make([]any, len(r.Capabilities))
+		for i, c := range r.Capabilities {
+			caps[i] = c
+		}
+		return []any{r.CapsuleName, r.CapsuleVersion, r.SessionID, r.Model, caps}, nil
+	case TaskStartRecord:
+		return []any{r.TaskID, r.ContextID, r.Source, r.InputBytes, r.BudgetTokens, r.ContextWindow, r.PriorTokens}, nil
+	case InferenceRecord:
+		return []any{r.Turn, r.InputTokens, r.OutputTokens, r.Decision, opt(r.ToolName), abi.Option{}, abi.Option{}, abi.Option{}}, nil
+	case ToolEventRecord:
+		o := abi.Option{}
+		if r.Outcome != nil {
+			o = abi.Option{Some: true, Value: []any{r.Outcome.OutputBytes, r.Outcome.DurationMS, r.Outcome.Status}}
+		}
+		return []any{r.Turn, r.ToolName, r.InputBytes, r.Input, o}, nil
+	case TaskEndRecord:
+		return []any{r.TaskID, r.ExitStatus}, nil
+	case SessionEndRecord:
+		return []any{r.TotalTurns, r.TotalInputTokens, r.TotalOutputTokens, r.TotalToolCalls, r.TotalShellCalls, r.DurationMS, r.ExitStatus}, nil
+	}
+	// on-shell's shell-event (argv, exit code, output) is not kept by the stream yet.
+	return nil, fmt.Errorf("%T records are not lowered to a wasm hook by this release", record)
+}
+
+// hookSink builds the sink running s's staged hooks in manifest order, or nil when it
+// has none. Hooks are granted nothing by default — no network, no environment — but the
+// session's out/ folder as their root, where an audit hook keeps its records; each call
+// is bounded by the hook role's deadline.
+func (r *Runtime) hookSink(s *Staged, gfs *guestfs.FS) *HookSink {
+	m := s.Manifest
+	var hooks []*Hook
+	for _, a := range s.Artifacts {
+		mod := s.Hooks[a.Name]
+		if a.Role != manifest.RoleHook || mod == nil || a.Archive == nil {
+			continue
+		}
+		d := m.Deadline(manifest.RoleHook)
+		g := wasm.Grants{FS: gfs, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: d}
+		hooks = append(hooks, &Hook{Name: a.Name, Manifest: a.Archive.Manifest(), Guest: &wasmHook{engine: r.engine, mod: mod, grants: g}, Deadline: d})
+	}
+	if len(hooks) == 0 {
+		return nil
+	}
+	return NewHookSink(context.Background(), hooks...)
+}
