@@ -17,5 +17,4 @@ const (
 	WarnAfterTask      = "W-RUN-005" // lifecycle.after_task
 	WarnResourceMemory = "W-RUN-006" // capabilities.resources.memory_bytes
 	WarnResourcePids   = "W-RUN-007" // capabilities.resources.pids
-	WarnHook           = "W-RUN-008" // an artifact with runtime: hook
 )

@@ -35,7 +35,7 @@ var manifestKeys = map[string]keyFate{
 	"artifacts":                                  {},
 	"artifacts[].name":                           {},
 	"artifacts[].version":                        {},
-	"artifacts[].runtime":                        {}, // runtime: hook draws WarnHook (stageWarnings)
+	"artifacts[].runtime":                        {}, // runtime: hook runs as a hook (hookguest.go)
 	"artifacts[].source":                         {},
 	"artifacts[].gateway":                        {},
 	"artifacts[].gateway.endpoint":               {},
@@ -100,8 +100,7 @@ var manifestKeys = map[string]keyFate{
 }
 
 // stageWarnings lists what m asks for that this release does not do: one warning per
-// unhonoured key written (naming every place it is written), and one for its hook
-// artifacts, in code order.
+// unhonoured key written (naming every place it is written), in code order.
 func stageWarnings(m *manifest.Manifest) []*errs.Error {
 	var out []*errs.Error
 	for key, f := range manifestKeys {
@@ -116,20 +115,6 @@ func stageWarnings(m *manifest.Manifest) []*errs.Error {
 			fmt.Sprintf("accepted but not acted on by this release: %s; %s will honour it", f.ignored, laterRelease),
 			"remove it to silence this warning, or keep it for the release that honours it")
 		w.Pos, w.Path = m.Position(at[0]), strings.Join(at, ", ")
-		out = append(out, w)
-	}
-	var hooks, paths []string
-	for i, a := range m.Artifacts {
-		if a.Runtime == manifest.RoleHook {
-			hooks = append(hooks, a.Name)
-			paths = append(paths, fmt.Sprintf("artifacts[%d].runtime", i))
-		}
-	}
-	if len(hooks) > 0 {
-		w := errs.New(WarnHook, "runtime",
-			fmt.Sprintf("hook artifacts (%s) are resolved, verified and locked but never run by this release; %s will run them", strings.Join(hooks, ", "), laterRelease),
-			"remove them to silence this warning, or keep them for the release that runs hooks")
-		w.Pos, w.Path = m.Position(paths[0]), strings.Join(paths, ", ")
 		out = append(out, w)
 	}
 	slices.SortFunc(out, func(a, b *errs.Error) int { return strings.Compare(a.Code, b.Code) })

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capsulegate/capsulegate/internal/wasmtest"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 )
@@ -77,16 +78,16 @@ observability: {otel_endpoint: "https://otel.example"}
 
 // TestStageWarnsForEveryUnhonouredKey stages manifests that together write every key
 // the parser accepts, and checks that each draws no warning for the keys that take
-// effect and exactly one for each that does not (and one for its hook artifacts).
+// effect and exactly one for each that does not; hook artifacts, which run, draw none.
 func TestStageWarnsForEveryUnhonouredKey(t *testing.T) {
 	e, _ := newRuntime(t)
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	run := toolModule("murmur:tool/run@0.1.0#run", 1)
 	publishWasm(t, reg, "drv", "driver", run)
 	publishWasm(t, reg, "wc", "tool", run)
-	publishWasm(t, reg, "audit", "hook", run)
+	publishWasm(t, reg, "audit", "hook", wasmtest.Module{Funcs: []wasmtest.Func{{Export: "murmur:hook/lifecycle@0.9.0#on-session-end", Body: wasmtest.Nop}}, MemoryPages: 1}.Encode())
 	allCodes := []string{WarnArtifactConfig, WarnOtelEndpoint, WarnAfterTask,
-		WarnResourceMemory, WarnResourcePids, WarnHook}
+		WarnResourceMemory, WarnResourcePids}
 
 	tests := []struct {
 		name string
@@ -136,11 +137,6 @@ inference: {driver: {artifact: drv}, model: m-test}
 				written[k] = true
 				if f := manifestKeys[k]; f.code != "" && !slices.Contains(fromTable, f.code) {
 					fromTable = append(fromTable, f.code)
-				}
-			}
-			for _, a := range m.Artifacts {
-				if a.Runtime == manifest.RoleHook && !slices.Contains(fromTable, WarnHook) {
-					fromTable = append(fromTable, WarnHook)
 				}
 			}
 			slices.Sort(fromTable)
