@@ -167,7 +167,9 @@ func TestCheckWorld(t *testing.T) {
 		{"no run export", "driver", wasmtest.Module{Funcs: []wasmtest.Func{fn("cabi_realloc")}}, CodeExport, "murmur:tool/run"},
 		{"import not in the world", "driver", wasmtest.Module{Imports: []wasmtest.Import{imp("murmur:task/task@0.1.0")}, Funcs: []wasmtest.Func{fn("murmur:tool/run@0.1.0#run")}}, CodeImport, "not offered to a driver"},
 		{"import not served", "tool", wasmtest.Module{Imports: []wasmtest.Import{imp("murmur:task/task@9.9.9")}, Funcs: []wasmtest.Func{fn("murmur:tool/run@0.1.0#run")}}, CodeImport, "not served"},
-		{"hook has no world yet", "hook", wasmtest.Module{Funcs: []wasmtest.Func{fn("x")}}, CodeImport, "hook"},
+		{"hook exporting no lifecycle function", "hook", wasmtest.Module{Funcs: []wasmtest.Func{fn("x")}}, CodeHookExport, "exports no function of murmur:hook/lifecycle"},
+		{"hook of an unserved version", "hook", wasmtest.Module{Funcs: []wasmtest.Func{fn("murmur:hook/lifecycle@0.8.0#on-tool-call")}}, CodeExportVersion, "serves murmur:hook/lifecycle 0.9.x"},
+		{"hook importing a host interface", "hook", wasmtest.Module{Imports: []wasmtest.Import{imp("murmur:stream/events@0.1.0")}, Funcs: []wasmtest.Func{fn("murmur:hook/lifecycle@0.9.0#on-tool-call")}}, CodeImport, "not offered to a hook"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
