@@ -67,32 +67,10 @@ func (e *Engine) CallHook(ctx context.Context, mod *Module, g Grants, fn string,
 	}
 	var out HookAnswer
 	err := e.Call(ctx, mod, g, func(ctx context.Context, inst *Instance) error {
-		call := inst.ExportedFunction(export)
-		mem := inst.Memory()
-		if call == nil || mem == nil {
-			return fmt.Errorf("%w: artifact %s exports no %s or no memory", abi.ErrABI, mod.Artifact, export)
-		}
-		flat, err := f.LowerParams(ctx, mem, guestRealloc(inst), []any{record})
-		if err != nil {
+		return callLifted(ctx, inst, mod.Artifact, export, f, []any{record}, func(vals []any) (err error) {
+			out.Case, out.Text, out.Failed, err = abi.ToHookOutput(vals[0])
 			return err
-		}
-		res, err := call.Call(ctx, flat...)
-		if err != nil {
-			return err
-		}
-		vals, err := f.LiftResults(mem, res)
-		if err != nil {
-			return err
-		}
-		if out.Case, out.Text, out.Failed, err = abi.ToHookOutput(vals[0]); err != nil {
-			return fmt.Errorf("%w: %v", abi.ErrABI, err)
-		}
-		if post := inst.ExportedFunction(abi.PostReturnPrefix + export); post != nil {
-			if _, err := post.Call(ctx, res...); err != nil {
-				return err
-			}
-		}
-		return nil
+		})
 	})
 	return out, err
 }
