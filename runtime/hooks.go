@@ -210,6 +210,14 @@ func (h *HookSink) Event(e *Event) error {
 			}
 			rec.Honoured = am.CommitPolicy == manifest.CommitDeny && e.Deny(hk.Name, rec.Reason)
 		}
+		if out.Case == OutputReopenTask && rec.Error == "" {
+			rec.Reason = out.Text
+			if rec.Reason == "" {
+				rec.Reason = fmt.Sprintf("hook %s reopened this task without a message", hk.Name)
+			}
+			end, _ := e.Data.(TaskEnd)
+			rec.Honoured = am.CommitPolicy == manifest.CommitReopenTask && end.reopenable && e.ReopenTask(hk.Name, rec.Reason)
+		}
 		e.Then(EventHook, rec, nil)
 	}
 	if e.Type == EventSessionEnd {
