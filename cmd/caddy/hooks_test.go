@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,36 @@ const hookedCassette = `{"provider": "anthropic-messages", "conversations": [
     "content": [{"type": "tool_use", "id": "tu_2", "name": "echo", "input": {"text": "tidy a"}}], "usage": {"input_tokens": 500, "output_tokens": 5}},
    {"id": "m3", "type": "message", "role": "assistant", "model": "m", "stop_reason": "tool_use",
     "content": [{"type": "tool_use", "id": "tu_3", "name": "echo", "input": {"text": "tidy b"}}], "usage": {"input_tokens": 990, "output_tokens": 5}}]}]}`
+
+// serveCapsule runs `caddy run` on a Caddyfile serving the capsule at mpath under
+// /agents/<name>/, with registry reg and work root <dir>/work.
+func serveCapsule(t *testing.T, dir, home, reg, name, mpath string) *gateway {
+	t.Helper()
+	port, admin := freePort(t), freePort(t)
+	cf := filepath.Join(dir, "Caddyfile")
+	os.WriteFile(cf, []byte(fmt.Sprintf(`{
+	admin 127.0.0.1:%s
+	default_bind 127.0.0.1
+	capsule {
+		registry %s
+		work_root %s
+		cache_dir %s
+	}
+}
+
+http://127.0.0.1:%s {
+	handle /agents/%s/* {
+		capsule %s
+	}
+}
+`, admin, reg, filepath.Join(dir, "work"), filepath.Join(dir, "cache"), port, name, mpath)), 0o644)
+	g := &gateway{dir: dir, home: home, base: "http://127.0.0.1:" + port, logs: &syncBuffer{}, httpClient: &http.Client{Timeout: 120 * time.Second}}
+	g.cmd = exec.Command(caddyBin, "run", "--config", cf, "--adapter", "caddyfile")
+	g.cmd.Dir = dir
+	g.cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config")}
+	waitServing(t, g.cmd, g.logs)
+	return g
+}
 
 // TestHooksAndCompactionThroughTheGateway is the hooks acceptance run through `caddy
 // run`: an agent capsule with a blocking on-tool-call deny hook (policyhook), an async
@@ -85,30 +116,8 @@ capabilities:
   limits: {memory_bytes: 134217728, deadline_seconds: 120}
 trace: {capture: content}
 `), 0o644)
-	port, admin := freePort(t), freePort(t)
 	work := filepath.Join(dir, "work")
-	cf := filepath.Join(dir, "Caddyfile")
-	os.WriteFile(cf, []byte(fmt.Sprintf(`{
-	admin 127.0.0.1:%s
-	default_bind 127.0.0.1
-	capsule {
-		registry %s
-		work_root %s
-		cache_dir %s
-	}
-}
-
-http://127.0.0.1:%s {
-	handle /agents/hooked/* {
-		capsule %s
-	}
-}
-`, admin, reg, work, filepath.Join(dir, "cache"), port, filepath.Join(capDir, "murmur.yaml"))), 0o644)
-	g := &gateway{dir: dir, home: home, base: "http://127.0.0.1:" + port, logs: &syncBuffer{}, httpClient: &http.Client{Timeout: 120 * time.Second}}
-	g.cmd = exec.Command(caddyBin, "run", "--config", cf, "--adapter", "caddyfile")
-	g.cmd.Dir = dir
-	g.cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config")}
-	waitServing(t, g.cmd, g.logs)
+	g := serveCapsule(t, dir, home, reg, "hooked", filepath.Join(capDir, "murmur.yaml"))
 
 	tk := decodeTask(t, g.call(t, "/agents/hooked/", "", "message/send", map[string]any{"message": msg03("please clean up the scratch folder")}))
 	if tk.Status.State != "completed" || tk.text() != "Cleaned up without rm." {
@@ -217,5 +226,72 @@ http://127.0.0.1:%s {
 	}
 	if got, wantSeq := strings.Join(seq, ","), "tool_call_proposed,hook:policy:deny,tool_call:denied,tool_call_proposed,tool_call_proposed,compaction:driver"; got != wantSeq {
 		t.Errorf("trace\n%s\nwant\n%s", got, wantSeq)
+	}
+}
+
+// TestReopenTaskThroughTheGateway: an A2A client streaming a task of an agent capsule
+// with a blocking on-task-end reopen-task hook (reopenhook) sees a working status update
+// carrying the hook's message, then the answer to it: the task was reopened once with
+// the message as its next user turn.
+func TestReopenTaskThroughTheGateway(t *testing.T) {
+	dir := t.TempDir()
+	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
+	os.MkdirAll(home, 0o755)
+	for _, a := range []struct{ name, keys, src string }{
+		{"recdriver", "runtime: driver\ndescription: recdriver\n", "recdriver"},
+		{"reopen", "runtime: hook\nbinding: on-task-end\ncommit_policy: reopen-task\n", "reopenhook"},
+	} {
+		src := filepath.Join(t.TempDir(), a.name)
+		os.MkdirAll(src, 0o755)
+		os.WriteFile(filepath.Join(src, "murmur.yaml"), []byte("name: "+a.name+"\nversion: 1.0.0\n"+a.keys), 0o644)
+		publish(t, home, reg, src, a.name, guestbuild.Wasm(t, "../../internal/testguests/"+a.src))
+	}
+	capDir := filepath.Join(dir, "reopening")
+	os.MkdirAll(capDir, 0o755)
+	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte(`name: reopening
+version: 1.0.0
+artifacts:
+  - {name: recdriver, version: 1.0.0, runtime: driver}
+  - {name: reopen, version: 1.0.0, runtime: hook}
+inference: {driver: {artifact: recdriver}, model: m, max_turns: 3}
+capabilities:
+  limits: {memory_bytes: 134217728, deadline_seconds: 120}
+`), 0o644)
+	g := serveCapsule(t, dir, home, reg, "reopening", filepath.Join(capDir, "murmur.yaml"))
+	const message = "reopenhook: check your work"
+	var working []string
+	var final string
+	var all []string
+	for ev := range g.stream(t, "/agents/reopening/", "", "message/stream", map[string]any{"message": msg03("hello")}) {
+		var r struct {
+			Result struct {
+				Kind   string
+				Status struct {
+					State   string
+					Message *struct{ Parts []struct{ Text string } }
+				}
+				Artifact struct{ Parts []struct{ Text string } }
+			}
+		}
+		json.Unmarshal(ev.data, &r)
+		all = append(all, string(ev.data))
+		switch {
+		case r.Result.Kind == "status-update" && r.Result.Status.State == "working" && r.Result.Status.Message != nil:
+			for _, p := range r.Result.Status.Message.Parts {
+				working = append(working, p.Text)
+			}
+		case r.Result.Kind == "status-update" && r.Result.Status.State != "working":
+			final += "|" + r.Result.Status.State
+		case r.Result.Kind == "artifact-update":
+			for _, p := range r.Result.Artifact.Parts {
+				final += "|" + p.Text
+			}
+		}
+	}
+	if !slices.Contains(working, message) {
+		t.Errorf("working status updates %q lack the hook's message", working)
+	}
+	if final != "|you said: "+message+"|completed" {
+		t.Errorf("the stream ended with %q, want the answer to the reopened turn, completed; events:\n%s", final, strings.Join(all, "\n"))
 	}
 }
