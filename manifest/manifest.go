@@ -26,6 +26,7 @@ const (
 	DefaultMaxTurns            = 10
 	DefaultMaxTokens           = 8192
 	DefaultQueueDepth          = 1
+	DefaultMaxTaskReopens      = 3
 	DefaultCompactionThreshold = 0.98
 )
 
@@ -146,6 +147,8 @@ type Lifecycle struct {
 	QueueDepth       int    `yaml:"queue_depth"`
 	InputTimeoutSecs int    `yaml:"input_timeout_secs"`
 	Conversation     string `yaml:"conversation"`
+	// MaxTaskReopens bounds how often on-task-end hooks may reopen one task.
+	MaxTaskReopens int `yaml:"max_task_reopens"`
 }
 
 // ContextConfig bounds the conversation context: its token budget, against which
@@ -295,6 +298,9 @@ func (m *Manifest) applyDefaults() {
 	}
 	if l.QueueDepth == 0 {
 		l.QueueDepth = DefaultQueueDepth
+	}
+	if l.MaxTaskReopens == 0 {
+		l.MaxTaskReopens = DefaultMaxTaskReopens
 	}
 	if l.Conversation == "" {
 		l.Conversation = "stateless"

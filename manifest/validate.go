@@ -341,6 +341,7 @@ func (v *validator) lifecycle() {
 	v.enum("lifecycle.conversation", "lifecycle.conversation", l.Conversation)
 	v.positive("lifecycle.queue_depth", int64(l.QueueDepth), CodeRange)
 	v.positive("lifecycle.input_timeout_secs", int64(l.InputTimeoutSecs), CodeRange)
+	v.positive("lifecycle.max_task_reopens", int64(l.MaxTaskReopens), CodeRange)
 }
 
 func orTool(r Role) Role {

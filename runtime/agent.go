@@ -164,7 +164,11 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 				out, isErr := s.dispatchGated(ctx, t, b) // hooks may refuse it first (hooks.go)
 				msgs = append(msgs, agentMessage{Role: "tool", ToolCallID: b.ID, IsError: isErr, Content: []agentBlock{{Type: "text", Text: out}}})
 			}
-			if c := s.compact(ctx, t, driver, msgs, first, resp.Usage.InputTokens); c != nil {
+			c, err := s.compact(ctx, t, driver, msgs, first, resp.Usage.InputTokens)
+			if err != nil {
+				return "", StateFailed, err
+			}
+			if c != nil {
 				// A replaced conversation is not the one the driver's continuation holds.
 				done, msgs, first, cont, acked = append(done, c.dropped...), c.msgs, c.first, "", 0
 			}

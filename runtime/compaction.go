@@ -64,6 +64,9 @@ type compactionInput struct {
 	Messages []agentMessage // the messages the summary replaces, oldest first
 	Model    string         // inference.compaction.model, else inference.model
 	System   string         // inference.compaction.system_prompt; "" when not written
+	// Tokens is the input token count that reached the threshold, Threshold the policy's.
+	Tokens    int
+	Threshold float64
 }
 
 // summariser writes the summary that replaces in.Messages; outputTokens is its size as
@@ -147,23 +150,30 @@ func replaceWithSummary(msgs []agentMessage, cut, first int, summary string) *co
 // compact runs the compaction step after a turn that took inputTokens: when the policy
 // says it is due, the messages before the latest turns are summarised (the hook, else
 // the driver) and replaced. It returns nil when nothing was replaced: not due, or the
-// summary failed (the compaction event says why, and the task goes on uncompacted).
-func (s *session) compact(ctx context.Context, t *task, driver *wasm.Module, msgs []agentMessage, first, inputTokens int) *compacted {
+// driver's summary failed (the compaction event says why, and the task goes on
+// uncompacted). An on-compaction hook that fails fails the task: the error says so.
+func (s *session) compact(ctx context.Context, t *task, driver *wasm.Module, msgs []agentMessage, first, inputTokens int) (*compacted, error) {
 	p, ok := compactionPolicyOf(s.staged.Manifest)
 	if !ok || !p.due(inputTokens) {
-		return nil
+		return nil, nil
 	}
 	start := time.Now()
 	cut := keepFrom(msgs, compactionKeepTurns)
 	ev := Compaction{Turn: t.turn, TokensBefore: inputTokens, ThresholdTokens: p.limit(), MessagesBefore: len(msgs), MessagesAfter: len(msgs)}
-	in := compactionInput{Turn: t.turn, Messages: msgs[:cut], Model: p.model, System: p.system}
+	in := compactionInput{Turn: t.turn, Messages: msgs[:cut], Model: p.model, System: p.system, Tokens: inputTokens, Threshold: p.threshold}
 	summary, out, err := "", 0, error(nil)
 	ok = false
 	if s.compactHook != nil {
 		summary, out, ok, err = s.compactHook(ctx, t, in)
 		ev.Summariser = SummariserHook
+		if err != nil {
+			// Upstream: a failing on-compaction hook fails the task.
+			ev.Error, ev.DurationMS = err.Error(), time.Since(start).Milliseconds()
+			s.stream.Emit(EventCompaction, t.parent(), ev, nil)
+			return nil, fmt.Errorf("compaction: %w", err)
+		}
 	}
-	if err == nil && !ok {
+	if !ok {
 		ev.Summariser = SummariserDriver
 		summary, ev.SummaryInput, out, err = s.summariseWithDriver(ctx, driver, in)
 	}
@@ -174,7 +184,7 @@ func (s *session) compact(ctx context.Context, t *task, driver *wasm.Module, msg
 	if err != nil {
 		ev.Error, ev.DurationMS = err.Error(), time.Since(start).Milliseconds()
 		s.stream.Emit(EventCompaction, t.parent(), ev, nil)
-		return nil
+		return nil, nil
 	}
 	c := replaceWithSummary(msgs, cut, first, summary)
 	ev.MessagesAfter, ev.TokensAfter = len(c.msgs), estimateAfter(out, summary, msgs[cut:])
@@ -186,7 +196,7 @@ func (s *session) compact(ctx context.Context, t *task, driver *wasm.Module, msg
 			fmt.Fprintf(s.log("bootstrap.log"), "%s compaction: out/compaction-summaries.jsonl: %v\n", time.Now().UTC().Format(time.RFC3339), err)
 		}
 	}
-	return c
+	return c, nil
 }
 
 // estimateAfter is the compacted conversation's size in tokens: the summary's reported

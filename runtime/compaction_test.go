@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
@@ -123,6 +125,12 @@ func TestTranscript(t *testing.T) {
 // (threshold 0.5 by default here): a task's first tool_call turn (one message) reaches it.
 func hostCompacting(t *testing.T, config, compaction string) *Hosted {
 	t.Helper()
+	return hostCompactingWith(t, config, compaction)
+}
+
+// hostCompactingWith is hostCompacting with sinks (hook sinks) on its sessions' streams.
+func hostCompactingWith(t *testing.T, config, compaction string, sinks ...Sink) *Hosted {
+	t.Helper()
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/recdriver"))
@@ -148,7 +156,7 @@ lifecycle: {conversation: threaded}
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, Session: SessionConfig{WorkRoot: t.TempDir()}})
+	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, Session: SessionConfig{WorkRoot: t.TempDir(), Sinks: sinks}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,5 +311,91 @@ func TestCompactionHookSeam(t *testing.T) {
 		if !bytes.Contains(trace, []byte(want)) {
 			t.Errorf("declines %v: trace lacks %s:\n%s", declines, want, trace)
 		}
+	}
+}
+
+// TestOnCompactionHook runs a blocking on-compaction hook through the seam: with
+// commit_policy replace-context its replace-context answer is the summary the driver
+// is not asked for; one answering none leaves the summary to the driver; one that fails
+// fails the task, as upstream does. Each is handed the messages being replaced and the
+// tokens that reached the threshold, and its answer is a hook event in the trace.
+func TestOnCompactionHook(t *testing.T) {
+	tests := []struct {
+		name       string
+		guest      *fakeHook
+		state      string
+		summariser string
+		inputs     int    // driver inputs: turns and summarisation calls
+		first      string // the first message of the turn after compaction
+		honoured   bool
+	}{
+		{"replace-context summarises", &fakeHook{out: HookOutput{OutputReplaceContext, "from the hook"}}, StateCompleted, SummariserHook, 2,
+			summaryPrefix + "from the hook", true},
+		{"none leaves it to the driver", &fakeHook{out: HookOutput{Case: OutputNone}}, StateCompleted, SummariserDriver, 3,
+			summaryPrefix + "you said: " + summariseRequest + "user: call echo hi\n", true},
+		{"a failing hook fails the task", &fakeHook{err: errors.New("trap")}, StateFailed, SummariserHook, 1, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hk := &Hook{Name: "compactor", Manifest: hookManifest(t, "binding: on-compaction\ncommit_policy: replace-context\n"), Guest: tt.guest, Deadline: time.Minute}
+			h := hostCompactingWith(t, `{tokens_per_message: 50}`, "compaction: {threshold: 0.5}", NewHookSink(context.Background(), hk))
+			out := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_h", Text: "call echo hi"})
+			if out.State != tt.state {
+				t.Fatalf("task: %+v, want %s", out, tt.state)
+			}
+			if tt.state == StateFailed && !strings.Contains(out.Result, "on-compaction hook compactor failed: trap") {
+				t.Errorf("the failed task says %q", out.Result)
+			}
+			if got := strings.Join(tt.guest.calls, ","); got != manifest.BindCompaction {
+				t.Fatalf("the hook was called for %s", got)
+			}
+			rec := tt.guest.recs[0].(CompactionRecord)
+			if len(rec.Messages) != 1 || rec.Messages[0] != (HookMessage{"user", "call echo hi"}) || rec.SessionTokens != 50 || rec.Threshold != 0.5 ||
+				rec.Model == nil || *rec.Model != "m" || rec.SystemPrompt != nil {
+				t.Errorf("compaction record %+v", rec)
+			}
+			data, _ := os.ReadFile(filepath.Join(out.Layout.Work, "out", "driver-inputs.jsonl"))
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			if len(lines) != tt.inputs {
+				t.Fatalf("%d driver inputs, want %d:\n%s", len(lines), tt.inputs, data)
+			}
+			if tt.first != "" {
+				var next struct{ Messages []agentMessage }
+				json.Unmarshal([]byte(lines[len(lines)-1]), &next)
+				if len(next.Messages) == 0 || next.Messages[0].Content[0].Text != tt.first {
+					t.Errorf("the turn after compaction sent %s, want first %q", mustJSON(next.Messages), tt.first)
+				}
+			}
+			trace, _ := os.ReadFile(out.Layout.Trace)
+			var seq []string
+			for _, line := range bytes.Split(bytes.TrimSpace(trace), []byte("\n")) {
+				var ev struct {
+					Type       string `json:"event_type"`
+					Binding    string `json:"binding"`
+					Output     string `json:"output"`
+					Honoured   bool   `json:"honoured"`
+					Summariser string `json:"summariser"`
+					Error      string `json:"error"`
+				}
+				json.Unmarshal(line, &ev)
+				switch {
+				case ev.Type == EventHook && ev.Binding == manifest.BindCompaction:
+					if ev.Honoured != tt.honoured {
+						t.Errorf("hook event %s honoured %v, want %v", line, ev.Honoured, tt.honoured)
+					}
+					seq = append(seq, "hook:"+ev.Output)
+				case ev.Type == EventCompaction:
+					seq = append(seq, "compaction:"+ev.Summariser+map[bool]string{true: ":error"}[ev.Error != ""])
+				}
+			}
+			want := "hook:" + map[string]string{StateFailed: "error"}[tt.state]
+			if tt.state != StateFailed {
+				want = "hook:" + tt.guest.out.Case
+			}
+			want += ",compaction:" + tt.summariser + map[bool]string{true: ":error"}[tt.state == StateFailed]
+			if got := strings.Join(seq, ","); got != want {
+				t.Errorf("trace %s, want %s", got, want)
+			}
+		})
 	}
 }

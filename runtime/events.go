@@ -49,6 +49,21 @@ type Verdict struct {
 	Denied bool
 	Reason string // shown to the model
 	By     string // who refused: a hook artifact's name
+	// Reopen is the message a hook reopened an ended task with; "" when none did.
+	Reopen string
+}
+
+// ReopenTask asks that the task whose end e is be reopened with msg as its next user
+// turn, on behalf of by; the first request stands. It reports whether e is a decision
+// point at all.
+func (e *Event) ReopenTask(by, msg string) bool {
+	if e.verdict == nil {
+		return false
+	}
+	if e.verdict.Reopen == "" {
+		e.verdict.Reopen, e.verdict.By = msg, by
+	}
+	return true
 }
 
 // Deny refuses what the event proposes, with reason, on behalf of by; the first denial
@@ -152,6 +167,8 @@ type TaskEnd struct {
 	State      string `json:"state"`
 	Turns      int    `json:"turns"`
 	DurationMS int64  `json:"duration_ms"`
+	// reopenable says an on-task-end hook may reopen the task (hooks.go).
+	reopenable bool
 }
 
 // SessionEnd closes a session.

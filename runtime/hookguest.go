@@ -65,6 +65,12 @@ func hookValue(record any) (any, error) {
 		return []any{r.Turn, r.ToolName, r.InputBytes, r.Input, o}, nil
 	case TaskEndRecord:
 		return []any{r.TaskID, r.ExitStatus}, nil
+	case CompactionRecord:
+		msgs := make([]any, len(r.Messages))
+		for i, m := range r.Messages {
+			msgs[i] = []any{m.Role, m.Content, abi.Option{}, abi.Option{}, abi.Option{}}
+		}
+		return []any{msgs, r.SessionTokens, r.Threshold, opt(r.Model), opt(r.SystemPrompt)}, nil
 	case SessionEndRecord:
 		return []any{r.TotalTurns, r.TotalInputTokens, r.TotalOutputTokens, r.TotalToolCalls, r.TotalShellCalls, r.DurationMS, r.ExitStatus}, nil
 	}

@@ -93,6 +93,18 @@ type InferenceRecord struct {
 	ToolName                  *string
 }
 
+// HookMessage is murmur:hook's message as the host hands it: a role and its text.
+type HookMessage struct{ Role, Content string }
+
+// CompactionRecord is murmur:hook's compaction-event: the messages the summary replaces,
+// the input tokens that reached the threshold, and the summarisation call's settings.
+type CompactionRecord struct {
+	Messages            []HookMessage
+	SessionTokens       uint64
+	Threshold           float64
+	Model, SystemPrompt *string
+}
+
 // TaskEndRecord is murmur:hook's task-end-event.
 type TaskEndRecord struct{ TaskID, ExitStatus string }
 
@@ -197,6 +209,14 @@ func (h *HookSink) Event(e *Event) error {
 				rec.Reason = fmt.Sprintf("hook %s denied this call without giving a reason", hk.Name)
 			}
 			rec.Honoured = am.CommitPolicy == manifest.CommitDeny && e.Deny(hk.Name, rec.Reason)
+		}
+		if out.Case == OutputReopenTask && rec.Error == "" {
+			rec.Reason = out.Text
+			if rec.Reason == "" {
+				rec.Reason = fmt.Sprintf("hook %s reopened this task without a message", hk.Name)
+			}
+			end, _ := e.Data.(TaskEnd)
+			rec.Honoured = am.CommitPolicy == manifest.CommitReopenTask && end.reopenable && e.ReopenTask(hk.Name, rec.Reason)
 		}
 		e.Then(EventHook, rec, nil)
 	}
@@ -332,4 +352,69 @@ const StatusDenied = "denied"
 // deniedText is what the model is shown for a refused call: the hook's reason, verbatim.
 func deniedText(tool string, v Verdict) string {
 	return fmt.Sprintf("the call of %s was refused by hook %s: %s", tool, v.By, strings.TrimSpace(v.Reason))
+}
+
+// compactionHooks are the sink's blocking hooks bound to on-compaction, in manifest
+// order; an async hook is never asked (its answer would come after the compaction).
+func (h *HookSink) compactionHooks() []*Hook {
+	var out []*Hook
+	for _, hk := range h.hooks {
+		if hk.Manifest.ExecutionMode != manifest.ModeAsync && hk.Manifest.Binds(manifest.BindCompaction) {
+			out = append(out, hk)
+		}
+	}
+	return out
+}
+
+// hookSummariser is the summariser of the on-compaction hooks in sinks (the session's
+// HookSinks), or nil when none is bound: each is called in order with the messages
+// being replaced, and the first whose commit_policy is replace-context and that answers
+// replace-context writes the summary (its messages' text). One that answers none leaves
+// it to the next, then to the driver; one that fails fails the compaction, and the task.
+func (s *session) hookSummariser(sinks []Sink) summariser {
+	type bound struct {
+		sink *HookSink
+		hook *Hook
+	}
+	var hooks []bound
+	for _, k := range sinks {
+		if h, ok := k.(*HookSink); ok {
+			for _, hk := range h.compactionHooks() {
+				hooks = append(hooks, bound{h, hk})
+			}
+		}
+	}
+	if len(hooks) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, t *task, in compactionInput) (string, int, bool, error) {
+		rec := CompactionRecord{SessionTokens: uint64(in.Tokens), Threshold: in.Threshold, Model: &in.Model}
+		if in.System != "" {
+			rec.SystemPrompt = &in.System
+		}
+		for _, m := range in.Messages {
+			var b strings.Builder
+			for _, c := range m.Content {
+				if c.Type == "tool_call" {
+					fmt.Fprintf(&b, "called %s (%s): %s", c.Name, c.ID, c.Input)
+				} else {
+					b.WriteString(c.Text)
+				}
+			}
+			rec.Messages = append(rec.Messages, HookMessage{Role: m.Role, Content: b.String()})
+		}
+		for _, bh := range hooks {
+			out, call := bh.sink.call(bh.hook, manifest.BindCompaction, rec)
+			takes := bh.hook.Manifest.CommitPolicy == manifest.CommitReplaceContext && out.Case == OutputReplaceContext && call.Error == ""
+			call.Honoured = call.Honoured || takes
+			s.stream.Emit(EventHook, t.parent(), call, nil)
+			if call.Error != "" {
+				return "", 0, false, fmt.Errorf("on-compaction hook %s failed: %s", bh.hook.Name, call.Error)
+			}
+			if takes {
+				return out.Text, 0, true, nil
+			}
+		}
+		return "", 0, false, nil
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // fakeHook answers every call with out (or err), and records what it was handed.
@@ -405,5 +406,109 @@ trace: {capture: content}
 	}
 	if n := len(hooks); n != 2+len(events) {
 		t.Errorf("%d hook events in the trace, want %d (policy twice, audit once per event)", n, 2+len(events))
+	}
+}
+
+// hostReopening hosts a threaded agent capsule (recdriver answering "you said: …",
+// lifecycle as given) with sinks on its sessions' streams.
+func hostReopening(t *testing.T, lifecycle string, sinks ...Sink) *Hosted {
+	t.Helper()
+	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
+	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/recdriver"))
+	mpath := filepath.Join(t.TempDir(), "murmur.yaml")
+	os.WriteFile(mpath, []byte(`name: reopening
+version: 1.0.0
+artifacts:
+  - {name: recdriver, version: 1.0.0, runtime: driver}
+inference: {driver: {artifact: recdriver}, model: m, max_turns: 3}
+capabilities:
+  limits: {memory_bytes: 134217728, deadline_seconds: 60}
+lifecycle: {conversation: threaded`+lifecycle+`}
+`), 0o644)
+	m, err := manifest.Load(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, Session: SessionConfig{WorkRoot: t.TempDir(), Sinks: sinks}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestReopenTask: a blocking on-task-end hook with commit_policy reopen-task that
+// answers reopen-task reopens the completed task with its message as the next user
+// turn (after the conversation so far), up to lifecycle.max_task_reopens; the task's
+// subscribers see the message as progress (a working status update over A2A). Without
+// that commit_policy the answer is recorded, not honoured.
+func TestReopenTask(t *testing.T) {
+	tests := []struct {
+		name, keys, lifecycle string
+		reopens               int // honoured
+		calls                 int // on-task-end calls
+	}{
+		{"reopened up to the default", "binding: on-task-end\ncommit_policy: reopen-task\n", "", manifest.DefaultMaxTaskReopens, manifest.DefaultMaxTaskReopens + 1},
+		{"max_task_reopens", "binding: on-task-end\ncommit_policy: reopen-task\n", ", max_task_reopens: 1", 1, 2},
+		{"no reopen-task commit_policy", "binding: on-task-end\n", "", 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &fakeHook{out: HookOutput{OutputReopenTask, "and once more"}}
+			hk := &Hook{Name: "reopener", Manifest: hookManifest(t, tt.keys), Guest: g, Deadline: time.Minute}
+			h := hostReopening(t, tt.lifecycle, NewHookSink(context.Background(), hk))
+			seen := &collect{}
+			out := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_r", Text: "first", Sink: seen})
+			want := "you said: first"
+			if tt.reopens > 0 {
+				want = "you said: and once more"
+			}
+			if out.State != StateCompleted || out.Result != want {
+				t.Fatalf("task: %+v, want %q", out, want)
+			}
+			if len(g.calls) != tt.calls {
+				t.Errorf("on-task-end called %d times, want %d", len(g.calls), tt.calls)
+			}
+			progress := 0
+			for _, e := range seen.events {
+				if c, ok := e.Data.(Chunk); ok && c.Text == "and once more" {
+					progress++
+				}
+			}
+			if progress != tt.reopens {
+				t.Errorf("%d progress messages, want %d", progress, tt.reopens)
+			}
+			// Each reopened run hands the driver the conversation so far, then the message.
+			data, _ := os.ReadFile(filepath.Join(out.Layout.Work, "out", "driver-inputs.jsonl"))
+			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+			if len(lines) != tt.reopens+1 {
+				t.Fatalf("%d driver inputs, want %d", len(lines), tt.reopens+1)
+			}
+			var last struct{ Messages []agentMessage }
+			json.Unmarshal([]byte(lines[len(lines)-1]), &last)
+			if n := len(last.Messages); n != 2*tt.reopens+1 || last.Messages[0].Content[0].Text != "first" || last.Messages[n-1].Content[0].Text != map[bool]string{true: "and once more", false: "first"}[tt.reopens > 0] {
+				t.Errorf("the last run sent %s", mustJSON(last.Messages))
+			}
+			trace, _ := os.ReadFile(out.Layout.Trace)
+			honoured := 0
+			for _, line := range strings.Split(strings.TrimSpace(string(trace)), "\n") {
+				var ev struct {
+					Type     string `json:"event_type"`
+					Output   string `json:"output"`
+					Reason   string `json:"reason"`
+					Honoured bool   `json:"honoured"`
+				}
+				json.Unmarshal([]byte(line), &ev)
+				if ev.Type == EventHook && ev.Output == OutputReopenTask && ev.Honoured {
+					if ev.Reason != "and once more" {
+						t.Errorf("reopen hook event reason %q", ev.Reason)
+					}
+					honoured++
+				}
+			}
+			if honoured != tt.reopens {
+				t.Errorf("%d honoured reopen-task hook events, want %d", honoured, tt.reopens)
+			}
+		})
 	}
 }

@@ -89,6 +89,7 @@ var manifestKeys = map[string]keyFate{
 		ignored: "a capsule hosted in the gateway stays staged between tasks, and caddy capsule run ends after its task, whatever it says"},
 	"lifecycle.queue_depth":        {},
 	"lifecycle.input_timeout_secs": {},
+	"lifecycle.max_task_reopens":   {}, // on-task-end reopen-task (task.go)
 	"lifecycle.conversation":       {},
 	"context":                      {},
 	"context.max_tokens":           {}, // the budget compaction fires against

@@ -70,7 +70,7 @@ inference:
   max_tokens: 1024
   compaction: {threshold: 0.9, model: m-small, system_prompt: sum up, dump_summaries: true}
   %PROMPT%
-lifecycle: {task_acceptance: queue, after_task: sleep, queue_depth: 2, input_timeout_secs: 60, conversation: threaded}
+lifecycle: {task_acceptance: queue, after_task: sleep, queue_depth: 2, input_timeout_secs: 60, conversation: threaded, max_task_reopens: 2}
 context: {max_tokens: 100000}
 trace: {capture: content}
 observability: {otel_endpoint: "https://otel.example"}

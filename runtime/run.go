@@ -231,6 +231,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 	lookup := o.LookupEnv
 	sess := &session{rt: r, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS}
+	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &wasm.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
 		OnDeny: func(who, host string, port int, err error) { sess.denied(who, "guest", host, port, err) }}
 	sess.http.Init()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -127,6 +128,24 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 	s.setCapsuleURL(req.CapsuleURL)
 	t.evt, _ = s.stream.Emit(EventTaskStart, s.sessEvt, TaskStart{TaskID: req.TaskID, ContextID: req.ContextID, Source: req.Source,
 		InputBytes: len(req.Text)}, map[string]string{"input": req.Text})
+	for reopens := 0; ; reopens++ {
+		m := s.staged.Manifest
+		out, v := s.runOnce(ctx, t, req, start, m.IsAgent() && reopens < m.Lifecycle.MaxTaskReopens)
+		if v.Reopen == "" {
+			return out
+		}
+		// Reopened by an on-task-end hook: its message is the next user turn, after the
+		// conversation so far, and the task's subscribers see it as progress.
+		s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: v.Reopen}, nil)
+		req.History = append(slices.Clone(req.History), Turn{User: req.Text, Agent: out.Result, Thread: out.Thread})
+		req.Text = v.Reopen
+	}
+}
+
+// runOnce runs the task once (execute), writes its result and ends it (task_end): the
+// verdict is what the on-task-end hooks answered, a reopen request among it when
+// reopenable (an agent task under lifecycle.max_task_reopens) and the task completed.
+func (s *session) runOnce(ctx context.Context, t *task, req TaskRequest, start time.Time, reopenable bool) (TaskOutcome, Verdict) {
 	out := TaskOutcome{TaskID: req.TaskID, State: StateCompleted, Session: s.id, Layout: s.layout}
 	result, state, err := s.execute(ctx, t, req)
 	switch {
@@ -147,9 +166,9 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 		out.Thread = t.thread
 	}
 	s.tasks++
-	s.stream.Emit(EventTaskEnd, t.evt, TaskEnd{TaskID: req.TaskID, State: out.State, Turns: out.Turns,
-		DurationMS: time.Since(start).Milliseconds()}, map[string]string{"output": out.Result})
-	return out
+	_, v, _ := s.stream.Ask(EventTaskEnd, t.evt, TaskEnd{TaskID: req.TaskID, State: out.State, Turns: out.Turns,
+		DurationMS: time.Since(start).Milliseconds(), reopenable: reopenable && out.State == StateCompleted}, map[string]string{"output": out.Result})
+	return out, v
 }
 
 // execute writes task.md and runs the task: the agent loop, or the script capsule's run,

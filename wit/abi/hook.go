@@ -1,6 +1,9 @@
 package abi
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Hook lifecycle names: the exported interface of murmur:hook@0.9.0
 // (wit/murmur-hook-0.9.0.wit) and the prefix of its exports' core names.
@@ -78,8 +81,21 @@ func ToHookOutput(v any) (kind, text string, failed bool, err error) {
 		return "", "", false, valueErr(HookOutputType, "got %v", r.Value)
 	}
 	kind = HookOutputCases[o.Case]
-	if s, ok := o.Value.(string); ok {
-		text = s
+	switch v := o.Value.(type) {
+	case string:
+		text = v
+	case []any:
+		// replace-context and seed-context carry messages: text is their contents,
+		// blank-line separated.
+		var parts []string
+		for _, m := range v {
+			if f, ok := m.([]any); ok && len(f) > 1 {
+				if c, ok := f[1].(string); ok {
+					parts = append(parts, c)
+				}
+			}
+		}
+		text = strings.Join(parts, "\n\n")
 	}
 	return kind, text, false, nil
 }

@@ -39,6 +39,10 @@ func None() Output { return Output{Case: CaseNone} }
 // model is shown reason.
 func Deny(reason string) Output { return Output{Case: CaseDeny, Text: reason} }
 
+// ReopenTask reopens the task that ended (on-task-end under commit_policy reopen-task)
+// with message as its next user turn.
+func ReopenTask(message string) Output { return Output{Case: CaseReopenTask, Text: message} }
+
 // SessionContext is murmur:hook's session-context.
 type SessionContext struct {
 	CapsuleName    string   `json:"capsule_name"`
