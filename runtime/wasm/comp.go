@@ -133,37 +133,39 @@ func isMinor(version, majorMinor string) bool {
 	return err == nil && patch[0] != '-' && patch[0] != '+'
 }
 
-// compileComponent parses, plans, checks and compiles a component for artifact.
-func (e *Engine) compileComponent(ctx context.Context, artifact string, role manifest.Role, wasm []byte) (*compModule, error) {
+// compileComponent parses, plans, checks and compiles a component for artifact; for a
+// hook, it also returns the core export each exported lifecycle function lifts.
+func (e *Engine) compileComponent(ctx context.Context, artifact string, role manifest.Role, wasm []byte) (_ *compModule, hooks map[string]string, err error) {
 	c, err := component.Parse(wasm)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	plan, err := c.Plan()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	main, err := checkComponentWorld(plan, artifact, worldOf(role))
+	main, hooks, err := checkComponentWorld(plan, artifact, worldOf(role))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	key := sha256.Sum256(wasm)
 	e.mu.Lock()
 	cm := e.components[key]
 	e.mu.Unlock()
 	if cm != nil {
-		return cm, nil
+		return cm, hooks, nil
 	}
 	if cm, err = e.buildComponent(ctx, artifact, plan, main); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if prev := e.components[key]; prev != nil {
-		return prev, nil // compiled meanwhile by another stage; ours is dropped with the runtime
+		return prev, hooks, nil // compiled meanwhile by another stage; ours is dropped with the runtime
 	}
 	e.components[key] = cm
-	return cm, nil
+	return cm, hooks, nil
 }
 
 // probeHost answers which WASI 0.2 functions are served, with their types.
@@ -201,12 +203,13 @@ func findHostFunc(fs []hostFunc, name string) (hostFunc, bool) {
 }
 
 // checkComponentWorld refuses, before anything runs, a component that imports what the
-// host does not serve to world's role or exports no run the host can call directly; it
-// returns the core instance whose export the run lifts.
-func checkComponentWorld(plan *component.Plan, artifact, world string) (int, error) {
+// host does not serve to world's role or exports no run (for a hook: no lifecycle
+// function) the host can call directly; it returns the core instance whose exports
+// those lift and, for a hook, the core export each lifecycle function lifts.
+func checkComponentWorld(plan *component.Plan, artifact, world string) (int, map[string]string, error) {
 	w, ok := worlds[world]
 	if !ok {
-		return -1, errs.New(CodeImport, "runtime", fmt.Sprintf("artifact %s: role %q runs no wasm world in this release", artifact, world),
+		return -1, nil, errs.New(CodeImport, "runtime", fmt.Sprintf("artifact %s: role %q runs no wasm world in this release", artifact, world),
 			"use a tool, driver or script capsule")
 	}
 	var problems errs.List
@@ -232,7 +235,7 @@ func checkComponentWorld(plan *component.Plan, artifact, world string) (int, err
 					bad(CodeCompType, fmt.Sprintf("imports %s#%s as %s; this host serves %s", imp.Name, f.Name, got, fn.WIT), "build against the WASI 0.2 WIT files")
 				}
 			}
-		case imp.Interface == "murmur:tool/run" && serves(imp.Interface, imp.Version):
+		case imp.Interface == "murmur:tool/run" && world != hookWorld && serves(imp.Interface, imp.Version):
 			if len(imp.Funcs) > 0 {
 				bad(CodeCompImport, fmt.Sprintf("imports functions of %s (%s); it may import that interface for its types only", imp.Name, imp.Funcs[0].Name), "export murmur:tool/run instead of importing its run")
 			}
@@ -244,7 +247,11 @@ func checkComponentWorld(plan *component.Plan, artifact, world string) (int, err
 				continue
 			}
 			if !slices.Contains(offered, imp.Interface) {
-				bad(CodeCompImport, fmt.Sprintf("imports %s, which is not offered to a %s (a %s may import: %s)", imp.Name, world, world, strings.Join(offered, ", ")),
+				may := strings.Join(offered, ", ")
+				if may == "" {
+					may = "WASI 0.2 only"
+				}
+				bad(CodeCompImport, fmt.Sprintf("imports %s, which is not offered to a %s (a %s may import: %s)", imp.Name, world, world, may),
 					"rebuild the guest without that import")
 				continue
 			}
@@ -260,17 +267,71 @@ func checkComponentWorld(plan *component.Plan, artifact, world string) (int, err
 			}
 		}
 	}
-	main := -1
-	if len(problems) == 0 {
-		var err error
-		if main, err = runLift(plan, artifact, world, w.export); err != nil {
-			return -1, err
+	if len(problems) > 0 {
+		return -1, nil, problems
+	}
+	if world == hookWorld {
+		return hookLifts(plan, artifact)
+	}
+	main, err := runLift(plan, artifact, world, w.export)
+	return main, nil, err
+}
+
+// hookWorld is the world of a hook.
+const hookWorld = string(manifest.RoleHook)
+
+// hookLifts finds a hook component's murmur:hook/lifecycle export and checks that each
+// lifecycle function it exports is a lift the host can call directly, all of one core
+// instance (as runLift checks run); it returns that instance and, by function, the
+// core export lifted.
+func hookLifts(plan *component.Plan, artifact string) (int, map[string]string, error) {
+	iface := abi.HookInterface
+	var item *component.WorldItem
+	for i := range plan.World.Exports {
+		if x := &plan.World.Exports[i]; x.Interface == iface && x.Sort == component.SortInstance {
+			if !serves(iface, x.Version) {
+				return -1, nil, errs.New(CodeExportVersion, "runtime", fmt.Sprintf("artifact %s exports %s, a version of %s this host does not serve (it %s)", artifact, x.Name, iface, servedLevels(iface)),
+					"rebuild the guest against a served version of the interface")
+			}
+			if item == nil || x.Name > item.Name {
+				item = x
+			}
 		}
 	}
-	if len(problems) > 0 {
-		return -1, problems
+	none := func(what string) (int, map[string]string, error) {
+		return -1, nil, errs.New(CodeHookExport, "runtime", fmt.Sprintf("artifact %s exports %s, which a hook component must (this host %s)", artifact, what, servedLevels(iface)),
+			"export the lifecycle functions the hook answers (wit/murmur-hook-0.9.0.wit)")
 	}
-	return main, nil
+	if item == nil {
+		return none("no " + iface + "@<version>")
+	}
+	fail := func(format string, a ...any) (int, error) {
+		return -1, errs.New(CodeCompExport, "runtime", "artifact "+artifact+": "+fmt.Sprintf(format, a...),
+			"build the component with wit-component from a core module exporting the lifecycle functions (cargo component, wasm32-wasip2)")
+	}
+	main := -1
+	hooks := map[string]string{}
+	for i := range item.Funcs {
+		f := &item.Funcs[i]
+		want := abi.HookFuncs[f.Name]
+		if want == nil {
+			continue // not a lifecycle function of this release: never called
+		}
+		inst, err := checkLift(plan, artifact, item.Name, f, want, fail)
+		if err != nil {
+			return -1, nil, err
+		}
+		if main >= 0 && inst != main {
+			_, err := fail("%s#%s lifts an export of core instance #%d, the other lifecycle functions of #%d; the host calls them on one instance", item.Name, f.Name, inst, main)
+			return -1, nil, err
+		}
+		main = inst
+		hooks[f.Name] = item.Name + "#" + f.Name
+	}
+	if main < 0 {
+		return none(item.Name + " without a lifecycle function")
+	}
+	return main, hooks, nil
 }
 
 // runLift finds the world's run export and checks it is a lift the host can call
@@ -307,24 +368,32 @@ func runLift(plan *component.Plan, artifact, world, iface string) (int, error) {
 	if iface == "murmur:tool/run" {
 		want = toolRun(item.Name + "#run")
 	}
-	if !sameType(run.Type, want) {
-		return fail("exports %s#run as %s; this host calls %s", item.Name, run.Type.WIT(), funcShape(want))
+	return checkLift(plan, artifact, item.Name, run, want, fail)
+}
+
+// checkLift checks that function f of the exported instance named item is of type want
+// and a lift the host can call directly: of the core export <item>#<f> of one module
+// instance, with that instance's memory, cabi_realloc and post-return, UTF-8; it
+// returns that instance.
+func checkLift(plan *component.Plan, artifact, item string, f *component.NamedFunc, want *abi.Func, fail func(string, ...any) (int, error)) (int, error) {
+	export := item + "#" + f.Name
+	if !sameType(f.Type, want) {
+		return fail("exports %s as %s; this host calls %s", export, f.Type.WIT(), funcShape(want))
 	}
-	if run.Ref.Import != "" {
-		return fail("re-exports an imported function (%s) as %s#run; the host calls only a lift of its own core export", run.Ref, item.Name)
+	if f.Ref.Import != "" {
+		return fail("re-exports an imported function (%s) as %s; the host calls only a lift of its own core export", f.Ref, export)
 	}
 	var lift *component.Step
 	for i := range plan.Steps {
-		if s := &plan.Steps[i]; s.Kind == component.StepLift && s.Lift == run.Ref.Lift {
+		if s := &plan.Steps[i]; s.Kind == component.StepLift && s.Lift == f.Ref.Lift {
 			lift = s
 		}
 	}
-	export := item.Name + "#run"
 	switch {
 	case lift == nil:
-		return fail("%s#run is not a lift", item.Name)
+		return fail("%s is not a lift", export)
 	case lift.Core.Instance < 0 || lift.Core.Name != export:
-		return fail("%s#run lifts %s, not a core export named %q the host could call directly", item.Name, lift.Core, export)
+		return fail("%s lifts %s, not a core export named %q the host could call directly", export, lift.Core, export)
 	}
 	main := lift.Core.Instance
 	is := func(it *component.CoreItem, name string) bool {
@@ -333,13 +402,13 @@ func runLift(plan *component.Plan, artifact, world, iface string) (int, error) {
 	o := lift.Options
 	switch {
 	case o.StringEncoding != "" && o.StringEncoding != "utf8":
-		return -1, errs.New(CodeCompGraph, "runtime", fmt.Sprintf("artifact %s: %s#run uses string-encoding=%s; only utf8 is supported", artifact, item.Name, o.StringEncoding), "build with UTF-8 strings (the default)")
+		return -1, errs.New(CodeCompGraph, "runtime", fmt.Sprintf("artifact %s: %s uses string-encoding=%s; only utf8 is supported", artifact, export, o.StringEncoding), "build with UTF-8 strings (the default)")
 	case o.Memory != nil && !is(o.Memory, "memory"):
-		return fail("%s#run lifts with memory %s, not core instance #%d's \"memory\"", item.Name, o.Memory, main)
+		return fail("%s lifts with memory %s, not core instance #%d's \"memory\"", export, o.Memory, main)
 	case o.Realloc != nil && !is(o.Realloc, abi.ExportRealloc):
-		return fail("%s#run lifts with realloc %s, not core instance #%d's %q", item.Name, o.Realloc, main, abi.ExportRealloc)
+		return fail("%s lifts with realloc %s, not core instance #%d's %q", export, o.Realloc, main, abi.ExportRealloc)
 	case o.PostReturn != nil && !is(o.PostReturn, abi.PostReturnPrefix+export):
-		return fail("%s#run lifts with post-return %s, not core instance #%d's %q", item.Name, o.PostReturn, main, abi.PostReturnPrefix+export)
+		return fail("%s lifts with post-return %s, not core instance #%d's %q", export, o.PostReturn, main, abi.PostReturnPrefix+export)
 	}
 	return main, nil
 }

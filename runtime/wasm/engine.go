@@ -192,6 +192,9 @@ type Module struct {
 	*compiled
 	// comp is set for a component: compiled is then its main core module (comp.go).
 	comp *compModule
+	// hooks maps, for a hook component, each lifecycle function it exports to the core
+	// export of its main instance that the function lifts.
+	hooks map[string]string
 }
 
 // compiled is a module's machine code and how its instances' memory starts.
@@ -224,7 +227,7 @@ func (m *Module) MinMemory() int64 { return int64(m.minPages) * pageSize }
 // when the same bytes were compiled before.
 func (e *Engine) Compile(ctx context.Context, capsule, artifact string, role manifest.Role, wasm []byte) (*Module, error) {
 	if isComponent(wasm) {
-		cm, err := e.compileComponent(ctx, artifact, role, wasm)
+		cm, hooks, err := e.compileComponent(ctx, artifact, role, wasm)
 		if err != nil {
 			if errs.Code(err) != "" {
 				return nil, err
@@ -232,7 +235,7 @@ func (e *Engine) Compile(ctx context.Context, capsule, artifact string, role man
 			return nil, errs.Wrap(err, CodeCompile, "runtime", fmt.Sprintf("artifact %s: the component does not compile", artifact),
 				"rebuild it for wasm32-wasip2 with wit-component (docs/guests.md \"Components\")")
 		}
-		return &Module{Capsule: capsule, Artifact: artifact, Role: role, compiled: cm.mainC, comp: cm}, nil
+		return &Module{Capsule: capsule, Artifact: artifact, Role: role, compiled: cm.mainC, comp: cm, hooks: hooks}, nil
 	}
 	c, err := e.compile(ctx, wasm)
 	if err != nil {

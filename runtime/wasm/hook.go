@@ -10,7 +10,12 @@ import (
 
 // HookExport returns the core export name of lifecycle function fn in a hook module, ""
 // when it does not export fn at a served version; of several, the highest in name order.
+// For a hook component, it is the export of its main instance that fn lifts (checked at
+// Compile), "" when the component does not export fn.
 func (m *Module) HookExport(fn string) string {
+	if m.comp != nil {
+		return m.hooks[fn]
+	}
 	best := ""
 	for name := range m.module.ExportedFunctions() {
 		if iface, ver, f, ok := parseExport(name); ok && iface == abi.HookInterface && f == fn && serves(iface, ver) && name > best {
@@ -20,14 +25,10 @@ func (m *Module) HookExport(fn string) string {
 	return best
 }
 
-// CheckHook refuses, at stage, a hook module that exports none of the lifecycle
-// functions its binding calls: the one named, or — no binding — any of them. A hook
-// answering nothing would be a hook in name only.
+// CheckHook refuses, at stage, a hook module or component that exports none of the
+// lifecycle functions its binding calls: the one named, or — no binding — any of them. A
+// hook answering nothing would be a hook in name only.
 func (m *Module) CheckHook(binding string) error {
-	if m.comp != nil {
-		return errs.New(CodeHookExport, "runtime", fmt.Sprintf("artifact %s: hooks run as core modules only in this release, and it is a component", m.Artifact),
-			"build the hook as a WASI preview1 core module (the Go SDK's wit/guest/hook package)")
-	}
 	if binding != "" {
 		if m.HookExport(binding) == "" {
 			return errs.New(CodeHookExport, "runtime", fmt.Sprintf("artifact %s is bound to %s and exports no %s@0.9.x#%s", m.Artifact, binding, abi.HookInterface, binding),

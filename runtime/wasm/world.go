@@ -77,7 +77,7 @@ func (m *Module) RunExport(world string) string {
 // world does not offer.
 func (m *Module) CheckWorld(world string) error {
 	if m.comp != nil {
-		_, err := checkComponentWorld(m.comp.plan, m.Artifact, world)
+		_, _, err := checkComponentWorld(m.comp.plan, m.Artifact, world)
 		return err
 	}
 	w, ok := worlds[world]
