@@ -12,7 +12,7 @@ const (
 	// World (interface version) refusals at stage.
 	CodeExportVersion = "E-RUN-007" // a module exports an interface version this host does not serve
 	CodeImport        = "E-RUN-008" // a module imports something its role's world does not offer
-	CodeHookExport    = "E-RUN-013" // a hook module exports no lifecycle function of its binding
+	CodeHookExport    = "E-RUN-013" // a hook module or component exports no lifecycle function of its binding
 )
 
 // Component refusals at stage (the component package's parse and plan codes are
@@ -20,7 +20,7 @@ const (
 const (
 	CodeCompImport  = "E-COMP-010" // a component imports an interface, function or version this host does not serve to its role
 	CodeCompType    = "E-COMP-011" // an imported function's type is not the one the host serves
-	CodeCompExport  = "E-COMP-012" // the role's run export is missing, of another type, or a lift the host cannot call directly
+	CodeCompExport  = "E-COMP-012" // the role's run export (a hook's lifecycle function) is missing, of another type, or a lift the host cannot call directly
 	CodeCompGraph   = "E-COMP-013" // the instantiation graph needs something the instantiator does not do (defined resources, non-UTF-8 strings, global imports, …)
 	CodeCompAdapter = "E-COMP-014" // the preview1 adapter cannot be bypassed (preview1 imported by another module than main, or a function the preview1 host lacks)
 )

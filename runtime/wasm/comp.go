@@ -32,7 +32,8 @@ import (
 // are one host module per component whose trampolines find the call's WASI host and
 // murmur imports in the context. Because the run lift must be a plain lift of the main
 // module's export with that module's memory, realloc and post-return, CallTool and
-// RunScript call it exactly as they call a core module.
+// RunScript call it exactly as they call a core module; a hook component's lifecycle
+// functions are checked the same way (hookLifts), so CallHook calls them unchanged.
 
 // compModule is a component compiled at stage.
 type compModule struct {
