@@ -242,17 +242,18 @@ func checkComponentWorld(plan *component.Plan, artifact, world string) (int, map
 			}
 		default:
 			fns, known := componentImports[imp.Interface]
+			if world == hookWorld {
+				bad(CodeCompImport, fmt.Sprintf("imports %s; a hook component may import WASI 0.2 only (wasi:*@0.2.x)", imp.Name),
+					"rebuild the hook without that import: a hook answers events, it does not act")
+				continue
+			}
 			if !known || !isMinor(imp.Version, "0.1") {
 				bad(CodeCompImport, fmt.Sprintf("imports %s, which this host does not serve (a component may import: wasi:*@0.2.x, murmur:tool/run@0.1.x or 0.2.x for its types, and for a %s %s, each @0.1.x)", imp.Name, world, strings.Join(offered, ", ")),
 					"rebuild the guest without that import, or against a served version")
 				continue
 			}
 			if !slices.Contains(offered, imp.Interface) {
-				may := strings.Join(offered, ", ")
-				if may == "" {
-					may = "WASI 0.2 only"
-				}
-				bad(CodeCompImport, fmt.Sprintf("imports %s, which is not offered to a %s (a %s may import: %s)", imp.Name, world, world, may),
+				bad(CodeCompImport, fmt.Sprintf("imports %s, which is not offered to a %s (a %s may import: %s)", imp.Name, world, world, strings.Join(offered, ", ")),
 					"rebuild the guest without that import")
 				continue
 			}

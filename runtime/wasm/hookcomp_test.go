@@ -59,12 +59,13 @@ const hookMain = `
 
 // hookComp renders a hook component in wit-component's shape exporting the lifecycle
 // functions funcs (on-tool-call, on-task-end), each lifting the core export
-// murmur:hook/lifecycle@0.9.0#<fn> unless core names another.
-func hookComp(funcs []string, core map[string]string) string {
+// murmur:hook/lifecycle@0.9.0#<fn> unless core names another; imports is component
+// text put first (imports of instances it does not use).
+func hookComp(funcs []string, core map[string]string, imports string) string {
 	const iface = "murmur:hook/lifecycle@0.9.0"
 	params := map[string]string{"on-tool-call": `(param "event" $tool-event)`, "on-task-end": `(param "event" $task-end-event)`}
 	var b strings.Builder
-	b.WriteString("(component\n  (core module $main\n" + mainPrelude + hookMain + "  )\n")
+	b.WriteString("(component\n" + imports + "  (core module $main\n" + mainPrelude + hookMain + "  )\n")
 	b.WriteString("  (core instance $main-i (instantiate $main))\n")
 	b.WriteString("  (alias core export $main-i \"memory\" (core memory $memory))\n")
 	b.WriteString("  (alias core export $main-i \"cabi_realloc\" (core func $realloc))\n")
@@ -105,7 +106,7 @@ func buildHookComp(t *testing.T, wat string) []byte {
 func TestComponentHook(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	mod, err := e.Compile(ctx, "cap", "comp-hook", manifest.RoleHook, buildHookComp(t, hookComp([]string{"on-tool-call", "on-task-end"}, nil)))
+	mod, err := e.Compile(ctx, "cap", "comp-hook", manifest.RoleHook, buildHookComp(t, hookComp([]string{"on-tool-call", "on-task-end"}, nil, "")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,22 +143,27 @@ func TestComponentHook(t *testing.T) {
 }
 
 // TestComponentHookRefused: a hook component whose lifecycle function lifts another
-// core export, or that exports no lifecycle function, is refused at Compile.
+// core export, that exports no lifecycle function, or that imports a murmur interface
+// (a hook imports WASI only) is refused at Compile.
 func TestComponentHookRefused(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
 	tests := []struct {
-		name  string
-		funcs []string
-		core  map[string]string
-		code  string
+		name    string
+		funcs   []string
+		core    map[string]string
+		imports string
+		code    string
 	}{
-		{"lifts another export", []string{"on-tool-call", "on-task-end"}, map[string]string{"on-tool-call": "deny-all"}, CodeCompExport},
-		{"no lifecycle function", nil, nil, CodeHookExport},
+		{"lifts another export", []string{"on-tool-call", "on-task-end"}, map[string]string{"on-tool-call": "deny-all"}, "", CodeCompExport},
+		{"no lifecycle function", nil, nil, "", CodeHookExport},
+		{"imports murmur:task", []string{"on-tool-call"}, nil,
+			`  (import "murmur:task/task@0.1.0" (instance (export "request-input" (func (param "prompt" string) (result string)))))` + "\n", CodeCompImport},
+		{"imports murmur:tool/run", []string{"on-tool-call"}, nil, `  (import "murmur:tool/run@0.1.0" (instance))` + "\n", CodeCompImport},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.Compile(ctx, "cap", "comp-hook", manifest.RoleHook, buildHookComp(t, hookComp(tt.funcs, tt.core)))
+			_, err := e.Compile(ctx, "cap", "comp-hook", manifest.RoleHook, buildHookComp(t, hookComp(tt.funcs, tt.core, tt.imports)))
 			if errs.Find(err, tt.code) == nil {
 				t.Fatalf("Compile: %v, want %s", err, tt.code)
 			}
