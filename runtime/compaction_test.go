@@ -12,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
-	"github.com/capsulegate/capsulegate/registry"
-	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // TestCompactionDue: compaction fires when a turn's input tokens reach threshold ×
@@ -131,36 +128,7 @@ func hostCompacting(t *testing.T, config, compaction string) *Hosted {
 // hostCompactingWith is hostCompacting with sinks (hook sinks) on its sessions' streams.
 func hostCompactingWith(t *testing.T, config, compaction string, sinks ...Sink) *Hosted {
 	t.Helper()
-	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
-	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
-	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/recdriver"))
-	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
-	dir := t.TempDir()
-	mpath := filepath.Join(dir, "murmur.yaml")
-	os.WriteFile(mpath, []byte(`name: compacting
-version: 1.0.0
-artifacts:
-  - {name: recdriver, version: 1.0.0, runtime: driver}
-  - {name: echo, version: 1.0.0}
-inference:
-  driver: {artifact: recdriver, config: `+config+`}
-  model: m
-  max_turns: 5
-  `+compaction+`
-context: {max_tokens: 100}
-capabilities:
-  limits: {memory_bytes: 134217728, deadline_seconds: 60}
-lifecycle: {conversation: threaded}
-`), 0o644)
-	m, err := manifest.Load(mpath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, Session: SessionConfig{WorkRoot: t.TempDir(), Sinks: sinks}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return hostRecCapsule(t, "compacting", config, compaction, "context: {max_tokens: 100}\n", sinks...)
 }
 
 // TestCompactionReplacesTheConversation: after the tool_call turn that reached the

@@ -19,13 +19,20 @@ import (
 // inputs in out/driver-inputs.jsonl) and whose one tool is echo; config is the driver's.
 func hostRecDriver(t *testing.T, config string) *Hosted {
 	t.Helper()
+	return hostRecCapsule(t, "threads", config, "", "")
+}
+
+// hostRecCapsule is hostRecDriver's capsule named name, with more lines of its inference
+// block (indented) and more top-level keys, and sinks on its sessions' streams.
+func hostRecCapsule(t *testing.T, name, config, inference, extra string, sinks ...Sink) *Hosted {
+	t.Helper()
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/recdriver"))
 	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "murmur.yaml")
-	os.WriteFile(mpath, []byte(`name: threads
+	os.WriteFile(mpath, []byte(`name: `+name+`
 version: 1.0.0
 artifacts:
   - {name: recdriver, version: 1.0.0, runtime: driver}
@@ -34,7 +41,8 @@ inference:
   driver: {artifact: recdriver, config: `+config+`}
   model: m
   max_turns: 5
-capabilities:
+  `+inference+`
+`+extra+`capabilities:
   limits: {memory_bytes: 134217728, deadline_seconds: 60}
 lifecycle: {conversation: threaded}
 `), 0o644)
@@ -42,7 +50,7 @@ lifecycle: {conversation: threaded}
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, Session: SessionConfig{WorkRoot: t.TempDir()}})
+	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, Session: SessionConfig{WorkRoot: t.TempDir(), Sinks: sinks}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -610,15 +610,7 @@ func TestRunShellThroughHelper(t *testing.T) {
 	home := filepath.Join(tmp, "home")
 	reg := filepath.Join(tmp, "registry")
 	os.MkdirAll(home, 0o755)
-	art := filepath.Join(tmp, "art-driver")
-	copyDir(t, "../../examples/drivers/anthropic-messages/artifact", art)
-	os.WriteFile(filepath.Join(art, "anthropic-messages.wasm"), guestbuild.Wasm(t, "../../examples/drivers/anthropic-messages"), 0o644)
-	zip := filepath.Join(tmp, "driver.mur.zip")
-	for _, args := range [][]string{{"pack", art, "--output", zip}, {"publish", zip, "--registry", reg}} {
-		if r := capsule(t, home, args...); r.code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
-		}
-	}
+	publish(t, home, reg, "../../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../../examples/drivers/anthropic-messages"))
 	cassettes := filepath.Join(tmp, "cassettes")
 	os.MkdirAll(cassettes, 0o755)
 	os.WriteFile(filepath.Join(cassettes, "shell.json"), []byte(`{"provider": "anthropic-messages", "conversations": [{"match": "use the shell", "turns": [
