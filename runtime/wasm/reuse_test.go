@@ -427,7 +427,9 @@ func BenchmarkWarmReset(b *testing.B) {
 		name string
 		step func() bool
 	}{
-		{"memory+globals", func() bool { return snap.image.restoreOnto(w.alloc.mapped.buf, &w.pages) == nil && snap.restore(w.m) == nil }},
+		{"memory+globals", func() bool {
+			return snap.image.restoreOnto(w.alloc.mapped.buf, &w.pages) == nil && snap.restore(w.m) == nil
+		}},
 		{"tables+segments", func() bool { return w.init.restore(w.inst) == nil }},
 		{"wasi-context", func() bool { return e.warm.freshSys(ctx, w, moduleConfig(g, w.calls)) == nil }},
 		{"all", func() bool { return e.warm.reset(ctx, w, snap) }},
