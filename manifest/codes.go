@@ -28,6 +28,7 @@ const (
 	CodeSourceMissing    = "E-MAN-024" // a local skill source or prompt file not found at stage
 	CodeUpstreamAuth     = "E-MAN-025" // a driver's upstream_auth header or value template malformed
 	CodeHookPairing      = "E-MAN-026" // hook keys on a non-hook, or a binding/mode/policy pairing refused
+	CodeHookGrants       = "E-MAN-027" // capabilities on a non-hook entry, or a hook grant wider than the capsule's
 
 	CodeUnknownKey = "W-MAN-001" // unknown key (warning)
 

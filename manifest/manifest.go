@@ -59,6 +59,31 @@ type ArtifactRef struct {
 	Source  string         `yaml:"source"`
 	Gateway *Gateway       `yaml:"gateway"`
 	Config  map[string]any `yaml:"config"`
+	// Capabilities are what a hook entry grants its hook, within the capsule's own
+	// (docs/reference/manifest.md "Hook grants"); nil grants a hook nothing.
+	Capabilities *HookGrants `yaml:"capabilities"`
+}
+
+// HookGrants are a hook entry's capabilities: each can only narrow the capsule's.
+type HookGrants struct {
+	// TaskIO.Read lets the hook read the task in scope (murmur:task-io/read).
+	TaskIO struct {
+		Read bool `yaml:"read"`
+	} `yaml:"task_io"`
+	// Conversation.Read lets the hook read its context's conversation
+	// (murmur:conversation/read).
+	Conversation struct {
+		Read bool `yaml:"read"`
+	} `yaml:"conversation"`
+	// Env.Allow names variables of the capsule's env.allow the hook sees.
+	Env struct {
+		Allow []string `yaml:"allow"`
+	} `yaml:"env"`
+	// Limits lower the capsule's for this hook's calls; zero keeps the capsule's.
+	Limits struct {
+		MemoryBytes     int64 `yaml:"memory_bytes"`
+		DeadlineSeconds int   `yaml:"deadline_seconds"`
+	} `yaml:"limits"`
 }
 
 // Gateway is where the host sends a driver's requests and the key it adds to them.
@@ -332,6 +357,24 @@ func (m *Manifest) Deadline(role Role) time.Duration {
 		return DefaultHookDeadlineSeconds * time.Second
 	}
 	return DefaultDeadlineSeconds * time.Second
+}
+
+// HookDeadline is the wall-clock limit of one call of hook a: its entry's
+// limits.deadline_seconds when written, else the hook role's.
+func (m *Manifest) HookDeadline(a *ArtifactRef) time.Duration {
+	if a != nil && a.Capabilities != nil && a.Capabilities.Limits.DeadlineSeconds > 0 {
+		return time.Duration(a.Capabilities.Limits.DeadlineSeconds) * time.Second
+	}
+	return m.Deadline(RoleHook)
+}
+
+// HookMemory is the memory limit of hook a's instances: its entry's limits.memory_bytes
+// when written, else the capsule's.
+func (m *Manifest) HookMemory(a *ArtifactRef) int64 {
+	if a != nil && a.Capabilities != nil && a.Capabilities.Limits.MemoryBytes > 0 {
+		return a.Capabilities.Limits.MemoryBytes
+	}
+	return m.Capabilities.Limits.MemoryBytes
 }
 
 // Position returns where the value at a key path stands in the file ("file:line:col"),

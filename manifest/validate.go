@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -185,6 +186,9 @@ func (v *validator) artifacts() {
 				v.fail(p+".version", code, fmt.Sprintf("artifact %q version %q is not usable: %s", a.Name, a.Version, why), "pin a concrete version such as 1.2.0")
 			}
 		}
+		if a.Capabilities != nil {
+			v.hookGrants(p+".capabilities", a.Name, role, a.Capabilities)
+		}
 		if a.Gateway != nil {
 			if role != RoleDriver {
 				v.fail(p+".gateway", CodeGatewayRole, fmt.Sprintf("artifact %q has a gateway but runtime %q: only drivers talk to a model endpoint", a.Name, role),
@@ -194,6 +198,31 @@ func (v *validator) artifacts() {
 				v.url(p+".gateway.endpoint", a.Gateway.Endpoint)
 			}
 		}
+	}
+}
+
+// hookGrants checks a hook entry's capabilities: only a hook has them, and each stays
+// within the capsule's grants (a hook's own capabilities can only narrow them).
+func (v *validator) hookGrants(p, name string, role Role, g *HookGrants) {
+	if role != RoleHook {
+		v.fail(p, CodeHookGrants, fmt.Sprintf("artifact %q has capabilities but runtime %q: only a hook entry is granted capabilities of its own", name, role),
+			"remove capabilities, or set runtime: hook; a tool or driver has the capsule's grants")
+		return
+	}
+	caps := &v.m.Capabilities
+	for i, n := range g.Env.Allow {
+		if !slices.Contains(caps.Env.Allow, n) {
+			v.fail(fmt.Sprintf("%s.env.allow[%d]", p, i), CodeHookGrants, fmt.Sprintf("hook %q is granted %s, which the capsule's capabilities.env.allow does not grant: a hook's grants can only narrow the capsule's", name, n),
+				"add "+n+" to capabilities.env.allow, or remove it from the hook's")
+		}
+	}
+	if mem, capsule := g.Limits.MemoryBytes, caps.Limits.MemoryBytes; mem < 0 || capsule > 0 && mem > capsule {
+		v.fail(p+".limits.memory_bytes", CodeHookGrants, fmt.Sprintf("hook %q limits.memory_bytes %d is over the capsule's %d: a hook's limits can only lower the capsule's", name, mem, capsule),
+			fmt.Sprintf("write at most %d, or raise capabilities.limits.memory_bytes", capsule))
+	}
+	if s, capsule := g.Limits.DeadlineSeconds, int(v.m.Deadline(RoleHook).Seconds()); s < 0 || s > capsule {
+		v.fail(p+".limits.deadline_seconds", CodeHookGrants, fmt.Sprintf("hook %q limits.deadline_seconds %d is over the capsule's hook deadline of %d s: a hook's limits can only lower the capsule's", name, s, capsule),
+			fmt.Sprintf("write 1–%d, or raise capabilities.limits.deadline_seconds", capsule))
 	}
 }
 

@@ -122,6 +122,16 @@ var componentWorlds = map[string][]string{
 	ScriptWorld:                 {"murmur:tool-registry/invoke"},
 	string(manifest.RoleTool):   {"murmur:task/task", "murmur:text/chunks"},
 	string(manifest.RoleDriver): {"murmur:text/chunks"},
+	hookWorld:                   {"murmur:runtime/inference", "murmur:runtime/tokens", "murmur:task-io/read", "murmur:conversation/read"},
+}
+
+// offeredLevels names the interfaces offered with their served levels: "murmur:task/task@0.1.x, …".
+func offeredLevels(offered []string) string {
+	out := make([]string, len(offered))
+	for i, o := range offered {
+		out[i] = o + "@" + importLevel(o) + ".x"
+	}
+	return strings.Join(out, ", ")
 }
 
 // isMinor reports whether version is major.minor.x for the given "major.minor".
@@ -242,13 +252,8 @@ func checkComponentWorld(plan *component.Plan, artifact, world string) (int, map
 			}
 		default:
 			fns, known := componentImports[imp.Interface]
-			if world == hookWorld {
-				bad(CodeCompImport, fmt.Sprintf("imports %s; a hook component may import WASI 0.2 only (wasi:*@0.2.x)", imp.Name),
-					"rebuild the hook without that import: a hook answers events, it does not act")
-				continue
-			}
-			if !known || !isMinor(imp.Version, "0.1") {
-				bad(CodeCompImport, fmt.Sprintf("imports %s, which this host does not serve (a component may import: wasi:*@0.2.x, murmur:tool/run@0.1.x or 0.2.x for its types, and for a %s %s, each @0.1.x)", imp.Name, world, strings.Join(offered, ", ")),
+			if !known || !isMinor(imp.Version, importLevel(imp.Interface)) {
+				bad(CodeCompImport, fmt.Sprintf("imports %s, which this host does not serve (a component may import: wasi:*@0.2.x, murmur:tool/run@0.1.x or 0.2.x for its types, and for a %s %s)", imp.Name, world, offeredLevels(offered)),
 					"rebuild the guest without that import, or against a served version")
 				continue
 			}

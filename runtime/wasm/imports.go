@@ -28,6 +28,8 @@ type Imports struct {
 	Chunk func(thinking bool, text string)
 	// RequestInput asks the A2A client for input; nil outside an A2A task.
 	RequestInput func(ctx context.Context, prompt string) (string, error)
+	// Hook serves a hook's imports; nil answers each as ungranted.
+	Hook *HookImports
 	// Who names the calling artifact in network-denial records.
 	Who string
 }
@@ -153,11 +155,16 @@ var p1Imports = []struct {
 		{abi.ImportInputBytes, abi.InputBytes, ignore},
 	}},
 	{abi.ModuleTask, []hostFunc{{abi.ImportRequest, abi.RequestIn, requestInput}}},
+	{abi.ModuleInference, hookHostFuncs["murmur:runtime/inference"]},
+	{abi.ModuleTokens, hookHostFuncs["murmur:runtime/tokens"]},
+	{abi.ModuleTaskIO, hookHostFuncs["murmur:task-io/read"]},
+	{abi.ModuleConversation, hookHostFuncs["murmur:conversation/read"]},
 }
 
-// componentImports are the murmur interfaces a component may import, by interface
-// (any 0.1.x version), served by the same implementations as the core modules' imports.
-// murmur:text/chunks is the component worlds' name for streamed text.
+// componentImports are the murmur interfaces a component may import, by interface (any
+// version of its level in importLevels, else 0.1.x), served by the same implementations
+// as the core modules' imports. murmur:text/chunks is the component worlds' name for
+// streamed text.
 var componentImports = map[string][]hostFunc{
 	"murmur:tool-registry/invoke": {{abi.ImportInvoke, abi.Invoke, importInvoke}},
 	"murmur:task/task":            {{abi.ImportRequest, abi.RequestIn, requestInput}},
@@ -165,6 +172,27 @@ var componentImports = map[string][]hostFunc{
 		{abi.ImportEmitChunk, abi.EmitChunk, emitChunk(false)},
 		{abi.ImportEmitThink, abi.EmitThink, emitChunk(true)},
 	},
+}
+
+// importLevels are the levels of the imported interfaces not at 0.1.x.
+var importLevels = map[string]string{
+	"murmur:runtime/inference": "0.4",
+	"murmur:runtime/tokens":    "0.4",
+	"murmur:conversation/read": "0.2",
+}
+
+// importLevel is the level ("major.minor") of iface a component may import.
+func importLevel(iface string) string {
+	if l, ok := importLevels[iface]; ok {
+		return l
+	}
+	return "0.1"
+}
+
+func init() {
+	for iface, fns := range hookHostFuncs {
+		componentImports[iface] = fns
+	}
 }
 
 // defineImports instantiates the host side of every P1 import on rt.

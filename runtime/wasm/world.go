@@ -26,6 +26,10 @@ var (
 		"murmur:task/task@0.1.0":            true,
 		"capsulegate:http/outgoing@0.1.0":   true,
 		"capsulegate:http/outgoing@0.2.0":   true,
+		abi.ModuleInference:                 true,
+		abi.ModuleTokens:                    true,
+		abi.ModuleTaskIO:                    true,
+		abi.ModuleConversation:              true,
 	}
 	// worlds lists what each role may import (docs/reference/guest-abi.md "Worlds")
 	// besides WASI preview1, and which interface it must export.
@@ -36,8 +40,9 @@ var (
 		"script":                    {[]string{"murmur:tool-registry/invoke@0.1.0", "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:capsule/run"},
 		string(manifest.RoleTool):   {[]string{"murmur:task/task@0.1.0", "murmur:stream/events@0.1.0", "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:tool/run"},
 		string(manifest.RoleDriver): {[]string{"murmur:stream/events@0.1.0", "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:tool/run"},
-		// A hook imports nothing but WASI: it answers events, it does not act.
-		string(manifest.RoleHook): {nil, abi.HookInterface},
+		// A hook imports what Murmur's hook world offers: it answers events, it does
+		// not act (no network, no tools).
+		string(manifest.RoleHook): {[]string{abi.ModuleInference, abi.ModuleTokens, abi.ModuleTaskIO, abi.ModuleConversation}, abi.HookInterface},
 	}
 )
 
