@@ -110,6 +110,7 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 	first := len(msgs)
 	var done []agentMessage // the task's own messages a compaction replaced (compact)
 	msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: text}}})
+	t.scope.start(msgs)
 	for turn := 1; turn <= inf.MaxTurns; turn++ {
 		t.turn = turn
 		if acked == len(msgs) {
@@ -143,6 +144,7 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 			s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: answer}, nil)
 		}
 		msgs = append(msgs, agentMessage{Role: "assistant", Content: resp.Content})
+		t.scope.enter(msgs[len(msgs)-1])
 		// A driver that answers without one has acknowledged nothing: it gets the whole
 		// conversation next turn.
 		cont, acked = resp.ContinuationID, 0
@@ -163,12 +165,14 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 				}
 				out, isErr := s.dispatchGated(ctx, t, b) // hooks may refuse it first (hooks.go)
 				msgs = append(msgs, agentMessage{Role: "tool", ToolCallID: b.ID, IsError: isErr, Content: []agentBlock{{Type: "text", Text: out}}})
+				t.scope.enter(msgs[len(msgs)-1])
 			}
 			c, err := s.compact(ctx, t, driver, msgs, first, resp.Usage.InputTokens)
 			if err != nil {
 				return "", StateFailed, err
 			}
 			if c != nil {
+				t.scope.enter(c.msgs[0]) // the summary enters the record; nothing leaves it
 				// A replaced conversation is not the one the driver's continuation holds.
 				done, msgs, first, cont, acked = append(done, c.dropped...), c.msgs, c.first, "", 0
 			}

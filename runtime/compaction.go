@@ -220,21 +220,15 @@ func (s *session) summariseWithDriver(ctx context.Context, driver *wasm.Module, 
 	if system == "" {
 		system = defaultCompactionPrompt
 	}
-	req, _ := json.Marshal(driverRequest{Model: in.Model, MaxTokens: s.staged.Manifest.Inference.MaxTokens, System: system,
-		Messages: []agentMessage{{Role: "user", Content: []agentBlock{{Type: "text", Text: summariseRequest + transcript(in.Messages)}}}},
-		Tools:    []agentTool{}})
-	resp, _, err := s.callDriverWith(ctx, driver, string(req), func(bool, string) {})
+	msgs := []agentMessage{{Role: "user", Content: []agentBlock{{Type: "text", Text: summariseRequest + transcript(in.Messages)}}}}
+	summary, _, resp, err := s.completeOnce(ctx, driver, in.Model, system, msgs)
+	if resp != nil {
+		inputTokens, outputTokens = resp.Usage.InputTokens, resp.Usage.OutputTokens
+	}
 	if err != nil {
-		return "", 0, 0, fmt.Errorf("summarising with driver %s: %w", driver.Artifact, err)
+		return "", inputTokens, outputTokens, fmt.Errorf("summarising: %w", err)
 	}
-	switch resp.StopReason {
-	case "end_turn", "max_tokens":
-	case "error":
-		return "", resp.Usage.InputTokens, resp.Usage.OutputTokens, fmt.Errorf("summarising with driver %s: %s", driver.Artifact, resp.Error)
-	default:
-		return "", resp.Usage.InputTokens, resp.Usage.OutputTokens, fmt.Errorf("summarising with driver %s: it answered stop_reason %q", driver.Artifact, resp.StopReason)
-	}
-	return finalText(resp.Content), resp.Usage.InputTokens, resp.Usage.OutputTokens, nil
+	return summary, inputTokens, outputTokens, nil
 }
 
 // transcript writes msgs as plain text, one line per block, for the summarisation call:

@@ -11,11 +11,15 @@ import (
 )
 
 // wasmHook is the HookGuest of a staged hook module: each call runs in a fresh instance
-// with the hook's grants.
+// with the hook's grants, its output in the session's logs and its imports served by the
+// session (hookhost.go).
 type wasmHook struct {
 	engine *wasm.Engine
 	mod    *wasm.Module
 	grants wasm.Grants
+	// sess serves the hook's imports and holds its logs; entry grants it what it reads.
+	sess  *session
+	entry *manifest.HookGrants
 }
 
 // Call lowers record for fn, calls the module and returns its answer; the guest's
@@ -28,7 +32,10 @@ func (w *wasmHook) Call(ctx context.Context, fn string, record any) (HookOutput,
 	if err != nil {
 		return HookOutput{}, fmt.Errorf("%s: %w", fn, err)
 	}
-	ans, err := w.engine.CallHook(ctx, w.mod, w.grants, fn, v)
+	g := w.grants
+	g.Stdout, g.Stderr = w.sess.log(w.mod.Artifact+".stdout.log"), w.sess.log(w.mod.Artifact+".stderr.log")
+	ctx = wasm.WithImports(ctx, &wasm.Imports{Who: w.mod.Artifact, Hook: w.sess.hookImports(w.entry)})
+	ans, err := w.engine.CallHook(ctx, w.mod, g, fn, v)
 	switch {
 	case err != nil:
 		return HookOutput{}, err
@@ -78,11 +85,14 @@ func hookValue(record any) (any, error) {
 	return nil, fmt.Errorf("%T records are not lowered to a wasm hook by this release", record)
 }
 
-// hookSink builds the sink running s's staged hooks in manifest order, or nil when it
-// has none. Hooks are granted nothing by default — no network, no environment — but the
-// session's out/ folder as their root, where an audit hook keeps its records; each call
-// is bounded by the hook role's deadline.
-func (r *Runtime) hookSink(s *Staged, gfs *guestfs.FS) *HookSink {
+// hookSink builds the sink running s's staged hooks in manifest order for sess, calls
+// bounded by ctx, or nil when it has none. Hooks are granted nothing by default — no
+// network, no environment — but the session's out/ folder as their root, where an audit
+// hook keeps its records; a hook's entry in the manifest may grant it variables of the
+// capsule's env.allow, reading the task and conversation, and lower limits
+// (docs/reference/manifest.md "Hook grants"). Each call is bounded by the hook's
+// deadline.
+func (r *Runtime) hookSink(ctx context.Context, s *Staged, gfs *guestfs.FS, sess *session, lookup func(string) (string, bool)) *HookSink {
 	m := s.Manifest
 	var hooks []*Hook
 	for _, a := range s.Artifacts {
@@ -90,12 +100,24 @@ func (r *Runtime) hookSink(s *Staged, gfs *guestfs.FS) *HookSink {
 		if a.Role != manifest.RoleHook || mod == nil || a.Archive == nil {
 			continue
 		}
-		d := m.Deadline(manifest.RoleHook)
-		g := wasm.Grants{FS: gfs, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: d}
-		hooks = append(hooks, &Hook{Name: a.Name, Manifest: a.Archive.Manifest(), Guest: &wasmHook{engine: r.engine, mod: mod, grants: g}, Deadline: d})
+		ref := m.Artifact(a.Name)
+		var entry *manifest.HookGrants
+		var env []string
+		if ref != nil && ref.Capabilities != nil {
+			entry = ref.Capabilities
+			for _, n := range entry.Env.Allow {
+				if v, ok := lookup(n); ok {
+					env = append(env, n+"="+v)
+				}
+			}
+		}
+		d := m.HookDeadline(ref)
+		g := wasm.Grants{FS: gfs, Env: env, MemoryBytes: m.HookMemory(ref), Deadline: d}
+		hooks = append(hooks, &Hook{Name: a.Name, Manifest: a.Archive.Manifest(), Deadline: d,
+			Guest: &wasmHook{engine: r.engine, mod: mod, grants: g, sess: sess, entry: entry}})
 	}
 	if len(hooks) == 0 {
 		return nil
 	}
-	return NewHookSink(context.Background(), hooks...)
+	return NewHookSink(ctx, hooks...)
 }

@@ -392,17 +392,7 @@ func (s *session) hookSummariser(sinks []Sink) summariser {
 		if in.System != "" {
 			rec.SystemPrompt = &in.System
 		}
-		for _, m := range in.Messages {
-			var b strings.Builder
-			for _, c := range m.Content {
-				if c.Type == "tool_call" {
-					fmt.Fprintf(&b, "called %s (%s): %s", c.Name, c.ID, c.Input)
-				} else {
-					b.WriteString(c.Text)
-				}
-			}
-			rec.Messages = append(rec.Messages, HookMessage{Role: m.Role, Content: b.String()})
-		}
+		rec.Messages = hookMessages(in.Messages)
 		for _, bh := range hooks {
 			out, call := bh.sink.call(bh.hook, manifest.BindCompaction, rec)
 			takes := bh.hook.Manifest.CommitPolicy == manifest.CommitReplaceContext && out.Case == OutputReplaceContext && call.Error == ""

@@ -52,7 +52,10 @@ artifacts:
     gateway: {endpoint: "https://llm.example", api_key: "k"}
   - {name: wc, version: 1.0.0, runtime: tool, config: {lang: en}}
   - {name: notes, source: notes.md, runtime: skill}
-  - {name: audit, version: 1.0.0, runtime: hook}
+  - name: audit
+    version: 1.0.0
+    runtime: hook
+    capabilities: {task_io: {read: true}, conversation: {read: true}, env: {allow: [LANG]}, limits: {memory_bytes: 67108864, deadline_seconds: 10}}
 capabilities:
   network: {allow: [example.com]}
   filesystem: {scope: data}

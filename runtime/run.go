@@ -148,6 +148,8 @@ type session struct {
 	// their root; both nil without hooks.
 	hooks  *HookSink
 	hookFS *guestfs.FS
+	// hookCancel ends the context the hooks' calls run under, when the session closes.
+	hookCancel context.CancelFunc
 	// current is the task running, for reporters that are not handed it (the policy
 	// proxy's and resolver's denials); tasks of a session run one at a time.
 	current atomic.Pointer[task]
@@ -189,13 +191,20 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 		}
 		sinks = append(sinks, trace)
 	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	// The session is filled in below; its hooks reach it only once it runs.
+	sess := &session{}
+	hookCtx, hookCancel := context.WithCancel(context.Background())
 	var hooks *HookSink
 	var hookFS *guestfs.FS
 	if len(s.Hooks) > 0 {
 		if hookFS, err = guestfs.New(filepath.Join(l.Work, "out")); err != nil {
+			hookCancel()
 			return nil, err
 		}
-		hooks = r.hookSink(s, hookFS)
+		hooks = r.hookSink(hookCtx, s, hookFS, sess, o.LookupEnv)
 		sinks = append(sinks, hooks)
 	}
 	sinks = append(sinks, o.Sinks...)
@@ -207,6 +216,9 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 		if err != nil && hooks != nil {
 			hooks.Close()
 			hookFS.Close()
+		}
+		if err != nil {
+			hookCancel()
 		}
 	}()
 	if err := writeMurmurMD(l.Work, s, id, ""); err != nil {
@@ -225,12 +237,9 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 	if err != nil {
 		return nil, err
 	}
-	if o.LookupEnv == nil {
-		o.LookupEnv = os.LookupEnv
-	}
 	lookup := o.LookupEnv
-	sess := &session{rt: r, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
-		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS}
+	*sess = session{rt: r, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
+		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &wasm.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
 		OnDeny: func(who, host string, port int, err error) { sess.denied(who, "guest", host, port, err) }}
@@ -295,6 +304,9 @@ func (s *session) close() {
 		// Drained at session_end already, unless the session never got there.
 		s.hooks.Close()
 		s.hookFS.Close()
+	}
+	if s.hookCancel != nil {
+		s.hookCancel() // after the drain: what the queues held has been answered
 	}
 	s.fs.Close()
 	s.mu.Lock()

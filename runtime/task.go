@@ -84,6 +84,8 @@ type task struct {
 	thread Thread
 	// requestInput asks the task's A2A client for input; nil outside A2A.
 	requestInput func(ctx context.Context, prompt string) (string, error)
+	// scope is what the hooks may read of the task (hookhost.go).
+	scope hookScope
 }
 
 // parent is the event a tool call or denial of the task hangs under: the current model
@@ -125,6 +127,7 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 	t := &task{id: req.TaskID, requestInput: req.RequestInput}
 	s.current.Store(t)
 	defer s.current.Store(nil)
+	defer t.scope.leave()
 	s.setCapsuleURL(req.CapsuleURL)
 	t.evt, _ = s.stream.Emit(EventTaskStart, s.sessEvt, TaskStart{TaskID: req.TaskID, ContextID: req.ContextID, Source: req.Source,
 		InputBytes: len(req.Text)}, map[string]string{"input": req.Text})
@@ -147,6 +150,7 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 // reopenable (an agent task under lifecycle.max_task_reopens) and the task completed.
 func (s *session) runOnce(ctx context.Context, t *task, req TaskRequest, start time.Time, reopenable bool) (TaskOutcome, Verdict) {
 	out := TaskOutcome{TaskID: req.TaskID, State: StateCompleted, Session: s.id, Layout: s.layout}
+	t.scope.attempt(req.Text)
 	result, state, err := s.execute(ctx, t, req)
 	switch {
 	case err != nil && errors.Is(ctx.Err(), context.Canceled):
@@ -164,6 +168,7 @@ func (s *session) runOnce(ctx context.Context, t *task, req TaskRequest, start t
 	out.Turns = t.turn
 	if out.State == StateCompleted {
 		out.Thread = t.thread
+		t.scope.finish(out.Result)
 	}
 	s.tasks++
 	_, v, _ := s.stream.Ask(EventTaskEnd, t.evt, TaskEnd{TaskID: req.TaskID, State: out.State, Turns: out.Turns,

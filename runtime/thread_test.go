@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
@@ -26,31 +28,57 @@ func hostRecDriver(t *testing.T, config string) *Hosted {
 // block (indented) and more top-level keys, and sinks on its sessions' streams.
 func hostRecCapsule(t *testing.T, name, config, inference, extra string, sinks ...Sink) *Hosted {
 	t.Helper()
+	return hostRec(t, recCapsule{name: name, config: config, inference: inference, extra: extra}, sinks...)
+}
+
+// recCapsule is a recdriver capsule: hostRecCapsule's settings, hook guests to publish
+// and declare, more capabilities and the environment its sessions look up.
+type recCapsule struct {
+	name, config, inference, extra string
+	// hooks are test guest folders (under internal/testguests) published as hooks, each
+	// declared with the lines of hookEntry[name] (indented under its list item).
+	hooks     map[string]string
+	hookEntry map[string]string
+	caps      string // more lines under capabilities (indented)
+	env       map[string]string
+}
+
+func hostRec(t *testing.T, c recCapsule, sinks ...Sink) *Hosted {
+	t.Helper()
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/recdriver"))
 	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
+	var hooks strings.Builder
+	for name, dir := range c.hooks {
+		publishWasm(t, reg, name, "hook", guestbuild.Wasm(t, "../internal/testguests/"+dir))
+		fmt.Fprintf(&hooks, "  - name: %s\n    version: 1.0.0\n    runtime: hook\n%s", name, c.hookEntry[name])
+	}
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "murmur.yaml")
-	os.WriteFile(mpath, []byte(`name: `+name+`
+	os.WriteFile(mpath, []byte(`name: `+c.name+`
 version: 1.0.0
 artifacts:
   - {name: recdriver, version: 1.0.0, runtime: driver}
   - {name: echo, version: 1.0.0}
-inference:
-  driver: {artifact: recdriver, config: `+config+`}
+`+hooks.String()+`inference:
+  driver: {artifact: recdriver, config: `+c.config+`}
   model: m
   max_turns: 5
-  `+inference+`
-`+extra+`capabilities:
+  `+c.inference+`
+`+c.extra+`capabilities:
   limits: {memory_bytes: 134217728, deadline_seconds: 60}
-lifecycle: {conversation: threaded}
+`+c.caps+`lifecycle: {conversation: threaded}
 `), 0o644)
 	m, err := manifest.Load(mpath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, Session: SessionConfig{WorkRoot: t.TempDir(), Sinks: sinks}})
+	cfg := SessionConfig{WorkRoot: t.TempDir(), Sinks: sinks}
+	if c.env != nil {
+		cfg.LookupEnv = func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
+	}
+	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, Session: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
