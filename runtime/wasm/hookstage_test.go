@@ -8,6 +8,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
 // TestCallHookOnStage: the Go SDK exports on-stage; CallHook lowers a stage-event (the
@@ -70,5 +71,58 @@ func TestCallHookOnStage(t *testing.T) {
 				t.Errorf("%+v with manifests %v; want %+v with %v", got, names, tt.want, tt.names)
 			}
 		})
+	}
+}
+
+// stageMain is a hook component's main module whose on-stage answers
+// ok(write-manifests([{binary-name: "jq", content: "name: jq\n"}])) whatever the
+// shell-allow list: the list at 0x500, its one record's strings at 0x600 and 0x610.
+const stageMain = `
+    (data (i32.const 0x600) "jq")
+    (data (i32.const 0x610) "name: jq\n")
+    (func (export "murmur:hook/lifecycle@0.9.0#on-stage") (param i32 i32) (result i32)
+      (i32.store8 (i32.const 0x100) (i32.const 0))
+      (i32.store8 (i32.const 0x104) (i32.const 2))
+      (i32.store (i32.const 0x108) (i32.const 0x500))
+      (i32.store (i32.const 0x10c) (i32.const 1))
+      (i32.store (i32.const 0x500) (i32.const 0x600))
+      (i32.store (i32.const 0x504) (i32.const 2))
+      (i32.store (i32.const 0x508) (i32.const 0x610))
+      (i32.store (i32.const 0x50c) (i32.const 9))
+      (i32.const 0x100))
+`
+
+// TestComponentHookOnStage: a hook component exporting on-stage (wit-component's shape)
+// is accepted bound to on-stage, and CallHook lifts its write-manifests answer with the
+// tool manifests, as for a core module.
+func TestComponentHookOnStage(t *testing.T) {
+	const iface = "murmur:hook/lifecycle@0.9.0"
+	wat := "(component\n  (core module $main\n" + mainPrelude + stageMain + "  )\n" +
+		"  (core instance $main-i (instantiate $main))\n" +
+		"  (alias core export $main-i \"memory\" (core memory $memory))\n" +
+		"  (alias core export $main-i \"cabi_realloc\" (core func $realloc))\n" +
+		hookTypes +
+		"  (type $stage-event (record (field \"shell-allow\" (list string))))\n" +
+		"  (alias core export $main-i \"" + iface + "#on-stage\" (core func $core))\n" +
+		"  (func $f (param \"event\" $stage-event) (result (result $hook-output (error string))) (canon lift (core func $core) (memory $memory) (realloc $realloc)))\n" +
+		"  (instance $e" + hookTypeExports + " (export \"stage-event\" (type $stage-event)) (export \"on-stage\" (func $f)))\n" +
+		"  (export \"" + iface + "\" (instance $e))\n)\n"
+	e, _ := newEngine(t)
+	ctx := context.Background()
+	mod, err := e.Compile(ctx, "cap", "comp-stage", manifest.RoleHook, buildHookComp(t, wat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, binding := range []string{"", manifest.BindStage} {
+		if err := mod.CheckHook(binding); err != nil {
+			t.Errorf("bound to %q: %v", binding, err)
+		}
+	}
+	got, err := e.CallHook(ctx, mod, Grants{MemoryBytes: 1 << 20}, manifest.BindStage, []any{[]any{"jq", "git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Case != "write-manifests" || got.Failed || !reflect.DeepEqual(got.Manifests, []abi.ToolManifest{{BinaryName: "jq", Content: "name: jq\n"}}) {
+		t.Errorf("on-stage answered %+v", got)
 	}
 }
