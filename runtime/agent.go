@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -377,8 +378,16 @@ func (s *session) offeredTools() []agentTool {
 		add(t, kind)
 	}
 	for _, b := range s.staged.Manifest.Capabilities.Shell.Allow {
-		add(agentTool{Name: b, Description: "Runs " + b + " in the workdir",
-			Parameters: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}, KindShell)
+		t := agentTool{Name: b, Description: "Runs " + b + " in the workdir",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`)}
+		// An on-stage hook's tool manifest describes the binary instead (write-manifests).
+		if st, ok := s.staged.ShellTools[b]; ok {
+			t.Description = cmp.Or(st.Description, t.Description)
+			if st.InputSchema != nil {
+				t.Parameters = st.InputSchema
+			}
+		}
+		add(t, KindShell)
 	}
 	tools := make([]agentTool, 0, len(best))
 	for _, o := range best {

@@ -18,3 +18,12 @@ const (
 	WarnResourceMemory = "W-RUN-006" // capabilities.resources.memory_bytes
 	WarnResourcePids   = "W-RUN-007" // capabilities.resources.pids
 )
+
+// Stage warnings of on-stage hooks (docs/errors.md): a hook's failure or an answer staging
+// does not honour is reported, and the capsule still stages, as upstream Murmur does.
+const (
+	WarnStageHookFailed      = "W-RUN-009" // an on-stage hook answered err, trapped or ran out of time
+	WarnStageHookAnswer      = "W-RUN-010" // an on-stage answer not honoured: its case, or its commit_policy
+	WarnStageShellNotAllowed = "W-RUN-011" // write-manifests for a binary outside shell.allow
+	WarnStageManifest        = "W-RUN-012" // write-manifests content that is not a usable tool manifest
+)

@@ -54,6 +54,12 @@ func hookValue(record any) (any, error) {
 		return abi.Option{Some: true, Value: *s}
 	}
 	switch r := record.(type) {
+	case StageRecord:
+		allow := make([]any, len(r.ShellAllow))
+		for i, b := range r.ShellAllow {
+			allow[i] = b
+		}
+		return []any{allow}, nil
 	case SessionContextRecord:
 		caps := make([]any, len(r.Capabilities))
 		for i, c := range r.Capabilities {

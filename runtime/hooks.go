@@ -278,8 +278,8 @@ func (h *HookSink) call(hk *Hook, fn string, record any) (HookOutput, HookCall) 
 }
 
 // hookRecord maps a stream event to the lifecycle function bound to it and the record
-// that function takes; "" for events no hook answers (on-compaction and on-stage have no
-// event on the stream yet).
+// that function takes; "" for events no hook answers (on-compaction has no event on the
+// stream yet; on-stage is called at staging, before any stream: stagehooks.go).
 func hookRecord(e *Event) (string, any) {
 	switch d := e.Data.(type) {
 	case SessionStart:

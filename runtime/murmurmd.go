@@ -84,7 +84,11 @@ func murmurTools(s *Staged) []murmurEntry {
 			if shell.IsInterpreter(b) {
 				how = "pass a whole script in `command`; the interpreter runs it"
 			}
-			add(murmurEntry{name: b, kind: KindShell, text: "runs " + b + " in the workdir: " + how})
+			text := "runs " + b + " in the workdir: " + how
+			if st, ok := s.ShellTools[b]; ok && st.Description != "" {
+				text = cleanDescription(st.Description) + " (" + text + ")"
+			}
+			add(murmurEntry{name: b, kind: KindShell, text: text})
 		}
 	}
 	out := make([]murmurEntry, 0, len(best))

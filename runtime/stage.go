@@ -36,8 +36,12 @@ type Staged struct {
 	// model can never call a hook as a tool.
 	Hooks map[string]*wasm.Module
 	// Warnings name what the manifest asks for that this release does not do (W-RUN-…):
-	// keys it accepts without acting on them. Staging still succeeds.
+	// keys it accepts without acting on them; and what its on-stage hooks did that was
+	// not honoured (W-RUN-009…012). Staging still succeeds.
 	Warnings []*errs.Error
+	// ShellTools are the shell binaries on-stage hooks described (write-manifests), by
+	// binary: what the model is offered for them instead of the default description.
+	ShellTools map[string]ShellTool
 
 	scriptPath, scriptSum string // where the script module was read from, and its sha256
 }
@@ -59,8 +63,9 @@ type StageOptions struct {
 
 // Stage resolves and verifies every artifact (writing murmur.lock when there is none,
 // verifying against it when there is), then — only once every check passed — compiles
-// the wasm modules and checks each against its world and the memory limit. What the
-// manifest asks for that this release does not do is in the result's Warnings.
+// the wasm modules and checks each against its world and the memory limit, and then
+// calls the on-stage hooks. What the manifest asks for that this release does not do,
+// and what the hooks did that is not honoured, is in the result's Warnings.
 func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOptions) (*Staged, error) {
 	start := time.Now()
 	res, err := resolveArtifacts(ctx, m, opts)
@@ -96,6 +101,10 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 	if len(problems) > 0 {
 		return nil, problems
 	}
+	// Only once everything compiled: on-stage is called on a capsule that will stage.
+	var warns []*errs.Error
+	s.ShellTools, warns = runStageHooks(ctx, m.Capabilities.Shell.Allow, r.stageHooks(s))
+	s.Warnings = append(s.Warnings, warns...)
 	r.metrics.Stage.WithLabelValues(m.Name).Observe(time.Since(start).Seconds())
 	return s, nil
 }

@@ -51,6 +51,8 @@ type HookAnswer struct {
 	Case, Text string
 	// Failed is set when the guest answered err(Text).
 	Failed bool
+	// Manifests is a write-manifests answer's payload, in the guest's order.
+	Manifests []abi.ToolManifest
 }
 
 // CallHook calls lifecycle function fn of a hook module in a fresh instance with record,
@@ -69,7 +71,10 @@ func (e *Engine) CallHook(ctx context.Context, mod *Module, g Grants, fn string,
 	var out HookAnswer
 	err := e.Call(ctx, mod, g, func(ctx context.Context, inst *Instance) error {
 		return callLifted(ctx, inst, mod.Artifact, export, f, []any{record}, func(vals []any) (err error) {
-			out.Case, out.Text, out.Failed, err = abi.ToHookOutput(vals[0])
+			if out.Case, out.Text, out.Failed, err = abi.ToHookOutput(vals[0]); err != nil {
+				return err
+			}
+			out.Manifests, err = abi.HookManifests(vals[0])
 			return err
 		})
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -78,7 +79,7 @@ func TestCallHook(t *testing.T) {
 	var lines []string
 	for _, tt := range tests {
 		got, err := e.CallHook(ctx, tt.mod, Grants{FS: gfs, MemoryBytes: 64 << 20}, tt.fn, tt.record)
-		if err != nil || got != tt.want {
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s %s: %+v, %v; want %+v", tt.mod.Artifact, tt.fn, got, err, tt.want)
 		}
 		if tt.line != "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -135,7 +136,7 @@ func TestComponentHook(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := e.CallHook(ctx, mod, Grants{MemoryBytes: 1 << 20}, tt.fn, tt.record)
-			if err != nil || got != tt.want {
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("%s: %+v, %v; want %+v", tt.fn, got, err, tt.want)
 			}
 		})

@@ -26,6 +26,7 @@ var (
 		C("artifact", String), C("reopen-task", String), C("seed-context", List(hookMessage)), C("deny", String)).Named("hook-output")
 
 	// Records of the lifecycle functions, in WIT field order.
+	StageEventType     = Record(F("shell-allow", List(String))).Named("stage-event")
 	SessionContextType = Record(F("capsule-name", String), F("capsule-version", String), F("session-id", String), F("model", String),
 		F("capabilities", List(String))).Named("session-context")
 	TaskStartEventType = Record(F("task-id", String), F("context-id", String), F("source", String), F("input-bytes", U64),
@@ -53,7 +54,7 @@ var HookFuncs = map[string]*Func{}
 func init() {
 	res := []*Type{ResultOf(HookOutputType, String)}
 	for fn, rec := range map[string]*Type{
-		"on-session-start": SessionContextType, "on-task-start": TaskStartEventType, "on-inference": InferenceEventType,
+		"on-stage": StageEventType, "on-session-start": SessionContextType, "on-task-start": TaskStartEventType, "on-inference": InferenceEventType,
 		"on-tool-call": ToolEventType, "on-shell": ShellEventType, "on-compaction": CompactionEventType,
 		"on-task-end": TaskEndEventType, "on-session-end": SessionEndEventType,
 	} {
@@ -63,7 +64,8 @@ func init() {
 
 // ToHookOutput converts a lifted result<hook-output, string>: the case name and its
 // string (deny, artifact, reopen-task), or the guest's err string as failed. The cases
-// carrying lists are reported by name only: no binding this release calls honours them.
+// carrying lists give their contents as text, blank-line separated; write-manifests'
+// binary names are only in HookManifests, which callers honouring it use.
 func ToHookOutput(v any) (kind, text string, failed bool, err error) {
 	r, ok := v.(Result)
 	if !ok {
@@ -98,6 +100,44 @@ func ToHookOutput(v any) (kind, text string, failed bool, err error) {
 		text = strings.Join(parts, "\n\n")
 	}
 	return kind, text, false, nil
+}
+
+// ToolManifest is murmur:hook's tool-manifest: the packed tool manifest (murmur.yaml
+// text) a hook writes for shell binary BinaryName.
+type ToolManifest struct {
+	BinaryName string
+	Content    string
+}
+
+// HookManifests returns the tool manifests of a lifted result<hook-output, string> that
+// answered write-manifests, in the guest's order; nil for any other answer.
+func HookManifests(v any) ([]ToolManifest, error) {
+	r, ok := v.(Result)
+	if !ok || r.Err {
+		return nil, nil
+	}
+	o, ok := r.Value.(Variant)
+	if !ok || o.Case >= uint32(len(HookOutputCases)) || HookOutputCases[o.Case] != "write-manifests" {
+		return nil, nil
+	}
+	list, ok := o.Value.([]any)
+	if !ok {
+		return nil, valueErr(List(hookToolManifest), "got %T", o.Value)
+	}
+	out := make([]ToolManifest, len(list))
+	for i, e := range list {
+		f, ok := e.([]any)
+		if !ok || len(f) != 2 {
+			return nil, valueErr(hookToolManifest, "got %v", e)
+		}
+		name, ok1 := f[0].(string)
+		content, ok2 := f[1].(string)
+		if !ok1 || !ok2 {
+			return nil, valueErr(hookToolManifest, "got %v", e)
+		}
+		out[i] = ToolManifest{BinaryName: name, Content: content}
+	}
+	return out, nil
 }
 
 // HookExportName is the core export name of lifecycle function fn at version.

@@ -40,6 +40,9 @@ func answer[E any](h func(E) (Output, error), lift func() (E, error)) (ret uint3
 // lower writes the answer in the result layout and returns the return area's address,
 // kept alive until cabi_post (or the next call).
 func lower(out Output, err error) uint32 {
+	if out.Case == CaseWriteManifests && err == nil {
+		return lowerManifests(out.Manifests)
+	}
 	f := new(cabi.Frame)
 	ret, b := f.Alloc(retSize, 4)
 	disc, ok := caseIndex[out.Case]

@@ -14,8 +14,7 @@
 package hook
 
 // Output cases a Go hook can answer: the hook-output cases carrying a string, and none.
-// The list-carrying cases (replace-context, write-manifests, seed-context) are not
-// offered: no binding the host calls in this release honours them.
+// Of the list-carrying cases, write-manifests is offered in stage.go (WriteManifests).
 const (
 	CaseNone       = "none"
 	CaseArtifact   = "artifact"
@@ -30,6 +29,8 @@ var caseIndex = map[string]byte{CaseNone: 0, CaseArtifact: 3, CaseReopenTask: 4,
 type Output struct {
 	Case string
 	Text string
+	// Manifests is write-manifests' payload (WriteManifests).
+	Manifests []ToolManifest
 }
 
 // None is the answer that changes nothing; the host always honours it.
@@ -112,6 +113,7 @@ type SessionEndEvent struct {
 // Handlers are a hook's lifecycle functions; a nil one answers none. An error answers
 // err(string), which the host records and never lets fail the session.
 type Handlers struct {
+	Stage        func(StageEvent) (Output, error)
 	SessionStart func(SessionContext) (Output, error)
 	TaskStart    func(TaskStartEvent) (Output, error)
 	Inference    func(InferenceEvent) (Output, error)
