@@ -145,7 +145,8 @@ func TestComponentHook(t *testing.T) {
 
 // TestComponentHookRefused: a hook component whose lifecycle function lifts another
 // core export, that exports no lifecycle function, or that imports a murmur interface
-// (a hook imports WASI only) is refused at Compile.
+// its world does not offer, at a level not served or with another type, is refused at
+// Compile; one importing its world's interfaces compiles.
 func TestComponentHookRefused(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
@@ -161,10 +162,23 @@ func TestComponentHookRefused(t *testing.T) {
 		{"imports murmur:task", []string{"on-tool-call"}, nil,
 			`  (import "murmur:task/task@0.1.0" (instance (export "request-input" (func (param "prompt" string) (result string)))))` + "\n", CodeCompImport},
 		{"imports murmur:tool/run", []string{"on-tool-call"}, nil, `  (import "murmur:tool/run@0.1.0" (instance))` + "\n", CodeCompImport},
+		{"imports tokens of another level", []string{"on-tool-call"}, nil,
+			`  (import "murmur:runtime/tokens@0.3.0" (instance (export "count" (func (param "text" string) (result u64)))))` + "\n", CodeCompImport},
+		{"imports tokens with another type", []string{"on-tool-call"}, nil,
+			`  (import "murmur:runtime/tokens@0.4.0" (instance (export "count" (func (param "text" string) (result u32)))))` + "\n", CodeCompType},
+		{"imports the hook world", []string{"on-tool-call"}, nil,
+			`  (import "murmur:runtime/tokens@0.4.0" (instance (export "count" (func (param "text" string) (result u64)))))` + "\n" +
+				`  (import "murmur:task-io/read@0.1.0" (instance (export "output-len" (func (result (result u64 (error (enum "not-granted" "no-task" "no-output" "out-of-range"))))))))` + "\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := e.Compile(ctx, "cap", "comp-hook", manifest.RoleHook, buildHookComp(t, hookComp(tt.funcs, tt.core, tt.imports)))
+			if tt.code == "" {
+				if err != nil {
+					t.Fatalf("Compile: %v", err)
+				}
+				return
+			}
 			if errs.Find(err, tt.code) == nil {
 				t.Fatalf("Compile: %v, want %s", err, tt.code)
 			}
