@@ -130,9 +130,18 @@ func TestHookSinkVerdicts(t *testing.T) {
 				}
 				return
 			}
-			rec := tt.guest.recs[0].(ToolEventRecord)
-			if rec.Input != `{"cmd":1}` || rec.Turn != 2 || rec.Outcome != nil {
-				t.Errorf("record %+v: want the full input, no outcome", rec)
+			switch rec := tt.guest.recs[0].(type) {
+			case ToolEventRecord:
+				if rec.Input != `{"cmd":1}` || rec.Turn != 2 || rec.Outcome != nil {
+					t.Errorf("record %+v: want the full input, no outcome", rec)
+				}
+			case ShellEventRecord:
+				// No sandbox planned the command: the name called and the input as is.
+				if rec.Binary != "sh" || rec.Command != `{"cmd":1}` || rec.Turn != 2 || rec.Argv == nil || rec.Outcome != nil {
+					t.Errorf("record %+v: want the shell event of the proposal, no outcome", rec)
+				}
+			default:
+				t.Errorf("record %T", rec)
 			}
 			if len(c.events) != 2 {
 				t.Fatalf("%d events, want the proposal and its hook event", len(c.events))
@@ -302,14 +311,14 @@ const rmCassette = `{"provider": "anthropic-messages", "conversations": [
    {"id": "r2", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "end_turn",
     "content": [{"type": "text", "text": "I may not."}], "usage": {"input_tokens": 20, "output_tokens": 6}}]}]}`
 
-// publishHook publishes a hook artifact built from a test guest, its manifest carrying
-// keys (binding, execution_mode, …).
-func publishHook(t *testing.T, reg *registry.Local, name, guest, keys string) {
+// publishHook publishes a hook artifact built from the guest package at pkg (relative to
+// runtime/), its manifest carrying keys (binding, execution_mode, …).
+func publishHook(t *testing.T, reg *registry.Local, name, pkg, keys string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	os.MkdirAll(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte("name: "+name+"\nversion: 1.0.0\nruntime: hook\n"+keys), 0o644)
-	os.WriteFile(filepath.Join(dir, name+".wasm"), guestbuild.Wasm(t, "../internal/testguests/"+guest), 0o644)
+	os.WriteFile(filepath.Join(dir, name+".wasm"), guestbuild.Wasm(t, pkg), 0o644)
 	data, _, err := registry.Pack(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -319,14 +328,20 @@ func publishHook(t *testing.T, reg *registry.Local, name, guest, keys string) {
 	}
 }
 
+// The example hooks' sources, built by the tests as `make guests` builds them.
+const (
+	policyHookPkg = "../examples/guests/policy-hook"
+	auditHookPkg  = "../examples/guests/audit-hook"
+)
+
 // TestWasmHooksInASession runs a capsule with two real hook guests against the
 // cassette: the blocking policy hook denies the echo call holding "rm" (never run, its
 // reason in the model's next turn), the async audit hook writes one line per event to
 // out/audit.jsonl in stream order, and the trace records both hooks' answers.
 func TestWasmHooksInASession(t *testing.T) {
 	f := newAgentFixture(t, "anthropic-messages", rmCassette, "x-api-key")
-	publishHook(t, f.reg, "policy", "policyhook", "binding: on-tool-call\ncommit_policy: deny\n")
-	publishHook(t, f.reg, "audit", "audithook", "execution_mode: async\n")
+	publishHook(t, f.reg, "policy", policyHookPkg, "binding: on-tool-call\ncommit_policy: deny\n")
+	publishHook(t, f.reg, "audit", auditHookPkg, "execution_mode: async\n")
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "murmur.yaml")
 	os.WriteFile(mpath, []byte(`name: agent
@@ -352,7 +367,7 @@ trace: {capture: content}
 	f.mu.Lock()
 	bodies := append([]string(nil), f.bodies...)
 	f.mu.Unlock()
-	if len(bodies) != 2 || !strings.Contains(bodies[1], "refused by hook policy: policyhook: echo mentions rm") {
+	if len(bodies) != 2 || !strings.Contains(bodies[1], "refused by hook policy: policy-hook: echo mentions rm") {
 		t.Fatalf("the model's next turn lacks the hook's reason: %q", bodies)
 	}
 
