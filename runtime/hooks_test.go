@@ -319,9 +319,16 @@ const rmCassette = `{"provider": "anthropic-messages", "conversations": [
 // runtime/), its manifest carrying keys (binding, execution_mode, …).
 func publishHook(t *testing.T, reg *registry.Local, name, pkg, keys string) {
 	t.Helper()
+	publishHookDir(t, reg, name, []byte("name: "+name+"\nversion: 1.0.0\nruntime: hook\n"+keys), pkg)
+}
+
+// publishHookDir packs and publishes a hook artifact folder: yaml as its murmur.yaml, the
+// module built from pkg as <name>.wasm.
+func publishHookDir(t *testing.T, reg *registry.Local, name string, yaml []byte, pkg string) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte("name: "+name+"\nversion: 1.0.0\nruntime: hook\n"+keys), 0o644)
+	os.WriteFile(filepath.Join(dir, "murmur.yaml"), yaml, 0o644)
 	os.WriteFile(filepath.Join(dir, name+".wasm"), guestbuild.Wasm(t, pkg), 0o644)
 	data, _, err := registry.Pack(dir)
 	if err != nil {
@@ -541,17 +548,7 @@ func publishExampleHook(t *testing.T, reg *registry.Local, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(t.TempDir(), name)
-	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "murmur.yaml"), yaml, 0o644)
-	os.WriteFile(filepath.Join(dir, name+".wasm"), guestbuild.Wasm(t, "../examples/guests/"+name), 0o644)
-	data, _, err := registry.Pack(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := reg.Publish(context.Background(), data, ""); err != nil {
-		t.Fatal(err)
-	}
+	publishHookDir(t, reg, name, yaml, "../examples/guests/"+name)
 }
 
 // TestShellHooksInASession runs an agent whose model asks for shell commands, with the
