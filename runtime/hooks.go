@@ -334,7 +334,7 @@ func hookRecord(e *Event) (string, any) {
 			return "", nil // a native tool's command: on-tool-call answers it
 		}
 		r := d.ran.res
-		rec := shellRecord(d.ran.turn, shell.Command{Binary: r.Binary, Path: r.Path, Text: r.Command, Argv: r.Argv, Script: r.Script})
+		rec := shellRecord(d.ran.turn, r.Planned)
 		rec.Outcome = &ShellOutcome{ExitCode: int32(r.ExitCode), Stdout: clipUTF8(r.Stdout, ShellOutputCap), Stderr: clipUTF8(r.Stderr, ShellOutputCap),
 			StdoutBytes: uint64(r.StdoutBytes), StderrBytes: uint64(r.StderrBytes), DurationMS: uint64(r.Duration.Milliseconds())}
 		return manifest.BindShell, rec
@@ -346,6 +346,8 @@ func hookRecord(e *Event) (string, any) {
 			return "", nil
 		}
 		if d.Kind == KindShell {
+			// Without a sandbox (the call will be refused unrun) there is no plan: the
+			// name called and the input as it came.
 			cmd := shell.Command{Binary: d.ToolName, Text: e.Content["input"]}
 			if d.shell != nil {
 				cmd = *d.shell

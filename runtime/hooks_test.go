@@ -572,6 +572,8 @@ func TestShellHooksInASession(t *testing.T) {
 		{tool: "ls", command: "ls -d .", binary: "/ls", argv: []string{"ls", "-d", "."}, stdout: ".\n"},
 		{tool: "bash", command: "echo out; echo err >&2; exit 3", binary: "/bash", script: true, exit: 3, stdout: "out\n", stderr: "err\n"},
 		{tool: "bash", command: "cd /tmp && rm -f x", denied: "policy-hook: the script invokes rm", binary: "/bash", script: true},
+		// The trace cuts a command at 200 bytes; hooks get it whole, before and after.
+		{tool: "bash", command: "printf %s " + strings.Repeat("y", 300), binary: "/bash", script: true, stdout: strings.Repeat("y", 300)},
 	}
 	var turns []string
 	for i, c := range calls {
@@ -666,7 +668,7 @@ capabilities:
 		}
 	}
 	for i, c := range calls {
-		t.Run(fmt.Sprintf("%d %s", i, c.command), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d %.30s", i, c.command), func(t *testing.T) {
 			next := string(seen[i+1].body)
 			wantStatus := "passed"
 			if c.denied != "" {
@@ -729,8 +731,8 @@ func TestShellHookRecord(t *testing.T) {
 		{"proposal with a plan", &Event{Type: EventToolProposed, Data: ToolProposed{Turn: 2, ToolName: "bash", Kind: KindShell,
 			shell: &shell.Command{Binary: "bash", Path: "/usr/bin/bash", Text: script, Argv: []string{"bash", "-c", script}, Script: script}}},
 			manifest.BindShell, ShellEventRecord{Turn: 2, Binary: "/usr/bin/bash", Command: script, Argv: []string{"bash", "-c", script}, Script: &script}},
-		{"a command that ran", &Event{Type: EventShell, Data: ShellRun{ran: &shellRan{turn: 3, res: shell.Result{Binary: "ls", Path: "/usr/bin/ls",
-			Command: "-l", Argv: []string{"ls", "-l"}, ExitCode: 2, Stdout: long, Stderr: "e", StdoutBytes: 1 << 20, StderrBytes: 1, Duration: 5 * time.Millisecond}}}},
+		{"a command that ran", &Event{Type: EventShell, Data: ShellRun{ran: &shellRan{turn: 3, res: shell.Result{Binary: "ls", Command: "-l",
+			Planned: shell.Command{Binary: "ls", Path: "/usr/bin/ls", Text: "-l", Argv: []string{"ls", "-l"}}, ExitCode: 2, Stdout: long, Stderr: "e", StdoutBytes: 1 << 20, StderrBytes: 1, Duration: 5 * time.Millisecond}}}},
 			manifest.BindShell, ShellEventRecord{Turn: 3, Binary: "/usr/bin/ls", Command: "-l", Argv: []string{"ls", "-l"},
 				Outcome: &ShellOutcome{ExitCode: 2, Stdout: strings.Repeat("a", ShellOutputCap-1) + "\uFFFD", Stderr: "e", StdoutBytes: 1 << 20, StderrBytes: 1, DurationMS: 5}}},
 		{"a native tool's command", &Event{Type: EventShell, Data: ShellRun{Binary: "nt"}}, "", nil},

@@ -91,11 +91,10 @@ type Result struct {
 	Bytes    int64             // bytes the command wrote to stdout and stderr
 	Duration time.Duration
 
-	// What a shell command ran and wrote, for on-shell hooks: the plan (Plan) and each
-	// stream's kept head (at most OutputCap bytes) with its full size.
-	Path                     string
-	Argv                     []string
-	Script                   string
+	// What a shell command ran and wrote, for on-shell hooks: its plan (Plan; the whole
+	// command, unlike Command) and each stream's kept head (at most OutputCap bytes)
+	// with its full size.
+	Planned                  Command
 	Stdout, Stderr           string
 	StdoutBytes, StderrBytes int64
 }
@@ -348,7 +347,7 @@ func (s *Sandbox) Plan(binary string, input []byte) (cmd Command, refusal string
 func (s *Sandbox) RunShell(ctx context.Context, binary string, input []byte) (Result, error) {
 	res := Result{Binary: binary, Status: "error", ExitCode: -1, Metadata: map[string]string{}}
 	cmd, refusal := s.Plan(binary, input)
-	res.Command, res.Path, res.Argv, res.Script = clip(cmd.Text, 200), cmd.Path, cmd.Argv, cmd.Script
+	res.Command, res.Planned = clip(cmd.Text, 200), cmd
 	if refusal != "" {
 		res.Text = refusal
 		return res, nil
