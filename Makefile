@@ -17,8 +17,10 @@ GUEST_DIRS := $(patsubst %/main.go,%,$(GUEST_SRCS))
 GUEST_BUILD = GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath
 SDK_SRCS := $(shell find wit/guest -name '*.go')
 DRIVERS := anthropic-messages openai-chat
+HOOKS := policy-hook audit-hook
 EXAMPLE_WASM := examples/artifacts/wordcount/wordcount.wasm examples/capsules/wordcount/capsule.wasm \
-	$(foreach d,$(DRIVERS),examples/drivers/$(d)/artifact/$(d).wasm)
+	$(foreach d,$(DRIVERS),examples/drivers/$(d)/artifact/$(d).wasm) \
+	$(foreach h,$(HOOKS),examples/artifacts/$(h)/$(h).wasm)
 WORK_ROOT := $(CURDIR)/bin/work
 
 .PHONY: all run demo test jsdeps watdeps caddy helper gateway guests publish examples fuzz bench vet fmt-check check-tracked clean
@@ -59,6 +61,13 @@ examples/artifacts/wordcount/wordcount.wasm: $(wildcard examples/guests/wordcoun
 
 examples/capsules/wordcount/capsule.wasm: $(wildcard examples/guests/wordcount-capsule/*.go) $(SDK_SRCS)
 	$(GUEST_BUILD) -o $@ ./examples/guests/wordcount-capsule
+
+# The example hooks: each examples/guests/<hook> builds into its artifact folder.
+examples/artifacts/policy-hook/policy-hook.wasm: $(wildcard examples/guests/policy-hook/*.go) $(SDK_SRCS)
+	$(GUEST_BUILD) -o $@ ./examples/guests/policy-hook
+
+examples/artifacts/audit-hook/audit-hook.wasm: $(wildcard examples/guests/audit-hook/*.go) $(SDK_SRCS)
+	$(GUEST_BUILD) -o $@ ./examples/guests/audit-hook
 
 DRIVER_SRCS := $(wildcard examples/drivers/*/*.go examples/drivers/internal/*/*.go)
 examples/drivers/anthropic-messages/artifact/anthropic-messages.wasm: $(DRIVER_SRCS) $(SDK_SRCS)

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // TestCompactionDue: compaction fires when a turn's input tokens reach threshold ×
@@ -365,5 +367,32 @@ func TestOnCompactionHook(t *testing.T) {
 				t.Errorf("trace %s, want %s", got, want)
 			}
 		})
+	}
+}
+
+// TestOnCompactionGoHook runs the summaryhook test guest (the Go SDK's Compaction
+// handler) as the on-compaction hook of a compacting session: the host lowers the
+// compaction-event, the guest lifts it and answers replace-context with one message,
+// and that message's text is the summary the next turn starts with.
+func TestOnCompactionGoHook(t *testing.T) {
+	r, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	mod, err := r.engine.Compile(context.Background(), "compacting", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../internal/testguests/summaryhook"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hk := &Hook{Name: "summary", Manifest: hookManifest(t, "binding: on-compaction\ncommit_policy: replace-context\n"),
+		Guest: &wasmHook{engine: r.engine, mod: mod, grants: wasm.Grants{MemoryBytes: 64 << 20, Deadline: time.Minute}}, Deadline: time.Minute}
+	h := hostCompactingWith(t, `{tokens_per_message: 50}`, "compaction: {threshold: 0.5}", NewHookSink(context.Background(), hk))
+	out := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_h", Text: "call echo hi"})
+	if out.State != StateCompleted {
+		t.Fatalf("task: %+v", out)
+	}
+	data, _ := os.ReadFile(filepath.Join(out.Layout.Work, "out", "driver-inputs.jsonl"))
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var next struct{ Messages []agentMessage }
+	json.Unmarshal([]byte(lines[len(lines)-1]), &next)
+	want := summaryPrefix + `summaryhook: 1 messages (user), first "call echo hi"; 50 tokens at 0.50; model m; system -`
+	if len(lines) != 2 || len(next.Messages) == 0 || next.Messages[0].Content[0].Text != want {
+		t.Errorf("%d driver inputs; the turn after compaction sent %s, want first %q", len(lines), mustJSON(next.Messages), want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/ids"
+	"github.com/capsulegate/capsulegate/runtime/shell"
 )
 
 // Event types of the session stream (docs/reference/trace.md "Events").
@@ -93,6 +94,9 @@ type ToolProposed struct {
 	ToolName   string `json:"tool_name"`
 	Kind       string `json:"kind"`
 	InputBytes int    `json:"input_bytes"`
+	// shell is what a shell call would run, for on-shell hooks; the trace keeps only
+	// the fields above.
+	shell *shell.Command
 }
 
 // HookCall records one hook call (EventHook): which hook answered which event, its
@@ -178,6 +182,8 @@ type SessionEnd struct {
 	Denials    int    `json:"network_denials"`
 	ExitStatus string `json:"exit_status"`
 	DurationMS int64  `json:"duration_ms"`
+	// shellCalls counts the shell commands among ToolCalls, for session-end hooks.
+	shellCalls int
 }
 
 // Sink receives a session's events, in order. An error fails the session.

@@ -76,6 +76,16 @@ func hookValue(record any) (any, error) {
 			o = abi.Option{Some: true, Value: []any{r.Outcome.OutputBytes, r.Outcome.DurationMS, r.Outcome.Status}}
 		}
 		return []any{r.Turn, r.ToolName, r.InputBytes, r.Input, o}, nil
+	case ShellEventRecord:
+		argv := make([]any, len(r.Argv))
+		for i, a := range r.Argv {
+			argv[i] = a
+		}
+		o := abi.Option{}
+		if c := r.Outcome; c != nil {
+			o = abi.Option{Some: true, Value: []any{c.ExitCode, c.Stdout, c.Stderr, c.StdoutBytes, c.StderrBytes, c.DurationMS}}
+		}
+		return []any{r.Turn, r.Binary, r.Command, argv, opt(r.Script), opt(r.Recipe), o}, nil
 	case TaskEndRecord:
 		return []any{r.TaskID, r.ExitStatus}, nil
 	case CompactionRecord:
@@ -87,7 +97,6 @@ func hookValue(record any) (any, error) {
 	case SessionEndRecord:
 		return []any{r.TotalTurns, r.TotalInputTokens, r.TotalOutputTokens, r.TotalToolCalls, r.TotalShellCalls, r.DurationMS, r.ExitStatus}, nil
 	}
-	// on-shell's shell-event (argv, exit code, output) is not kept by the stream yet.
 	return nil, fmt.Errorf("%T records are not lowered to a wasm hook by this release", record)
 }
 

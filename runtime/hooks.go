@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/shell"
 )
 
 // Hook-output cases of murmur:hook/lifecycle@0.9.0 (wit/murmur-hook-0.9.0.wit).
@@ -70,6 +71,30 @@ type ToolEventRecord struct {
 	Outcome    *ToolOutcome
 }
 
+// ShellOutcome is murmur:hook's shell-outcome: what a shell command that ran wrote. The
+// streams are their first ShellOutputCap bytes; the byte counts are their full sizes.
+type ShellOutcome struct {
+	ExitCode                 int32
+	Stdout, Stderr           string
+	StdoutBytes, StderrBytes uint64
+	DurationMS               uint64
+}
+
+// ShellOutputCap is how much of each output stream an on-shell hook is shown.
+const ShellOutputCap = shell.OutputCap
+
+// ShellEventRecord is murmur:hook's shell-event: Binary is the resolved path when the
+// sandbox found it (else the name called), Command the input's command, Argv what is
+// executed and Script the command an interpreter runs. Outcome nil is the decision point;
+// set, the command ran. Recipe stays none: shell tools here take commands, not recipes.
+type ShellEventRecord struct {
+	Turn            uint32
+	Binary, Command string
+	Argv            []string
+	Script, Recipe  *string
+	Outcome         *ShellOutcome
+}
+
 // SessionContextRecord is murmur:hook's session-context. Capabilities names the
 // session's grants as "network:<host>" and "env:<NAME>", never values.
 type SessionContextRecord struct {
@@ -109,7 +134,7 @@ type CompactionRecord struct {
 type TaskEndRecord struct{ TaskID, ExitStatus string }
 
 // SessionEndRecord is murmur:hook's session-end-event; the totals this release does
-// not keep per session (turns, tokens, shell calls) are 0.
+// not keep per session (turns, tokens) are 0.
 type SessionEndRecord struct {
 	TotalTurns                          uint32
 	TotalInputTokens, TotalOutputTokens uint64
@@ -302,7 +327,17 @@ func hookRecord(e *Event) (string, any) {
 	case TaskEnd:
 		return manifest.BindTaskEnd, TaskEndRecord{TaskID: d.TaskID, ExitStatus: d.State}
 	case SessionEnd:
-		return manifest.BindSessionEnd, SessionEndRecord{TotalToolCalls: uint32(d.ToolCalls), DurationMS: uint64(d.DurationMS), ExitStatus: d.ExitStatus}
+		return manifest.BindSessionEnd, SessionEndRecord{TotalToolCalls: uint32(d.ToolCalls), TotalShellCalls: uint32(d.shellCalls),
+			DurationMS: uint64(d.DurationMS), ExitStatus: d.ExitStatus}
+	case ShellRun:
+		if d.ran == nil {
+			return "", nil // a native tool's command: on-tool-call answers it
+		}
+		r := d.ran.res
+		rec := shellRecord(d.ran.turn, r.Planned)
+		rec.Outcome = &ShellOutcome{ExitCode: int32(r.ExitCode), Stdout: clipUTF8(r.Stdout, ShellOutputCap), Stderr: clipUTF8(r.Stderr, ShellOutputCap),
+			StdoutBytes: uint64(r.StdoutBytes), StderrBytes: uint64(r.StderrBytes), DurationMS: uint64(r.Duration.Milliseconds())}
+		return manifest.BindShell, rec
 	}
 	switch e.Type {
 	case EventToolProposed:
@@ -310,24 +345,46 @@ func hookRecord(e *Event) (string, any) {
 		if !ok {
 			return "", nil
 		}
-		return bindingOf(d.Kind), ToolEventRecord{Turn: uint32(d.Turn), ToolName: d.ToolName, InputBytes: uint64(d.InputBytes), Input: e.Content["input"]}
+		if d.Kind == KindShell {
+			// Without a sandbox (the call will be refused unrun) there is no plan: the
+			// name called and the input as it came.
+			cmd := shell.Command{Binary: d.ToolName, Text: e.Content["input"]}
+			if d.shell != nil {
+				cmd = *d.shell
+			}
+			return manifest.BindShell, shellRecord(d.Turn, cmd)
+		}
+		return manifest.BindToolCall, ToolEventRecord{Turn: uint32(d.Turn), ToolName: d.ToolName, InputBytes: uint64(d.InputBytes), Input: e.Content["input"]}
 	case EventToolCall:
 		d, ok := e.Data.(ToolCall)
-		if !ok {
-			return "", nil
+		if !ok || d.Kind == KindShell {
+			return "", nil // a shell command that ran is answered at its shell event
 		}
-		return bindingOf(d.Kind), ToolEventRecord{Turn: uint32(d.Turn), ToolName: d.ToolName, InputBytes: uint64(d.InputBytes), Input: e.Content["input"],
+		return manifest.BindToolCall, ToolEventRecord{Turn: uint32(d.Turn), ToolName: d.ToolName, InputBytes: uint64(d.InputBytes), Input: e.Content["input"],
 			Outcome: &ToolOutcome{OutputBytes: uint64(d.OutputBytes), DurationMS: uint64(d.DurationMS), Status: d.Status}}
 	}
 	return "", nil
 }
 
-// bindingOf is the binding a tool call of kind answers to: shell commands have their own.
-func bindingOf(kind string) string {
-	if kind == KindShell {
-		return manifest.BindShell
+// shellRecord is the shell-event of cmd, run or about to run at turn, without outcome.
+func shellRecord(turn int, cmd shell.Command) ShellEventRecord {
+	rec := ShellEventRecord{Turn: uint32(turn), Binary: cmp.Or(cmd.Path, cmd.Binary), Command: cmd.Text, Argv: cmd.Argv}
+	if rec.Argv == nil {
+		rec.Argv = []string{}
 	}
-	return manifest.BindToolCall
+	if cmd.Script != "" {
+		rec.Script = &cmd.Script
+	}
+	return rec
+}
+
+// clipUTF8 cuts s to at most n bytes without splitting a UTF-8 sequence: a wasm hook's
+// string must be valid UTF-8.
+func clipUTF8(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // dispatchGated asks the stream whether a tool call may run before dispatch runs it: a
@@ -336,12 +393,20 @@ func bindingOf(kind string) string {
 func (s *session) dispatchGated(ctx context.Context, t *task, call agentBlock) (string, bool) {
 	kind := s.toolKind(call.Name)
 	input := string(call.Input)
-	_, v, _ := s.stream.Ask(EventToolProposed, t.parent(), ToolProposed{Turn: t.turn, ToolName: call.Name, Kind: kind, InputBytes: len(input)},
-		map[string]string{"input": input})
+	proposed := ToolProposed{Turn: t.turn, ToolName: call.Name, Kind: kind, InputBytes: len(input)}
+	if kind == KindShell && s.sub != nil {
+		// Worked out as RunShell will run it, so an on-shell hook judges the real argv.
+		cmd, _ := s.sub.sb.Plan(call.Name, call.Input)
+		proposed.shell = &cmd
+	}
+	_, v, _ := s.stream.Ask(EventToolProposed, t.parent(), proposed, map[string]string{"input": input})
 	if !v.Denied {
 		return s.dispatch(ctx, t, call)
 	}
 	s.toolCalls.Add(1)
+	if kind == KindShell {
+		s.shellCalls.Add(1)
+	}
 	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turn, ToolName: call.Name, Kind: kind, InputBytes: len(input), Status: StatusDenied}, nil)
 	return deniedText(call.Name, v), true
 }

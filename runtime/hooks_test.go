@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +18,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime/shell"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
@@ -130,9 +134,18 @@ func TestHookSinkVerdicts(t *testing.T) {
 				}
 				return
 			}
-			rec := tt.guest.recs[0].(ToolEventRecord)
-			if rec.Input != `{"cmd":1}` || rec.Turn != 2 || rec.Outcome != nil {
-				t.Errorf("record %+v: want the full input, no outcome", rec)
+			switch rec := tt.guest.recs[0].(type) {
+			case ToolEventRecord:
+				if rec.Input != `{"cmd":1}` || rec.Turn != 2 || rec.Outcome != nil {
+					t.Errorf("record %+v: want the full input, no outcome", rec)
+				}
+			case ShellEventRecord:
+				// No sandbox planned the command: the name called and the input as is.
+				if rec.Binary != "sh" || rec.Command != `{"cmd":1}` || rec.Turn != 2 || rec.Argv == nil || rec.Outcome != nil {
+					t.Errorf("record %+v: want the shell event of the proposal, no outcome", rec)
+				}
+			default:
+				t.Errorf("record %T", rec)
 			}
 			if len(c.events) != 2 {
 				t.Fatalf("%d events, want the proposal and its hook event", len(c.events))
@@ -302,14 +315,21 @@ const rmCassette = `{"provider": "anthropic-messages", "conversations": [
    {"id": "r2", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "end_turn",
     "content": [{"type": "text", "text": "I may not."}], "usage": {"input_tokens": 20, "output_tokens": 6}}]}]}`
 
-// publishHook publishes a hook artifact built from a test guest, its manifest carrying
-// keys (binding, execution_mode, …).
-func publishHook(t *testing.T, reg *registry.Local, name, guest, keys string) {
+// publishHook publishes a hook artifact built from the guest package at pkg (relative to
+// runtime/), its manifest carrying keys (binding, execution_mode, …).
+func publishHook(t *testing.T, reg *registry.Local, name, pkg, keys string) {
+	t.Helper()
+	publishHookDir(t, reg, name, []byte("name: "+name+"\nversion: 1.0.0\nruntime: hook\n"+keys), pkg)
+}
+
+// publishHookDir packs and publishes a hook artifact folder: yaml as its murmur.yaml, the
+// module built from pkg as <name>.wasm.
+func publishHookDir(t *testing.T, reg *registry.Local, name string, yaml []byte, pkg string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte("name: "+name+"\nversion: 1.0.0\nruntime: hook\n"+keys), 0o644)
-	os.WriteFile(filepath.Join(dir, name+".wasm"), guestbuild.Wasm(t, "../internal/testguests/"+guest), 0o644)
+	os.WriteFile(filepath.Join(dir, "murmur.yaml"), yaml, 0o644)
+	os.WriteFile(filepath.Join(dir, name+".wasm"), guestbuild.Wasm(t, pkg), 0o644)
 	data, _, err := registry.Pack(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -319,14 +339,20 @@ func publishHook(t *testing.T, reg *registry.Local, name, guest, keys string) {
 	}
 }
 
+// The example hooks' sources, built by the tests as `make guests` builds them.
+const (
+	policyHookPkg = "../examples/guests/policy-hook"
+	auditHookPkg  = "../examples/guests/audit-hook"
+)
+
 // TestWasmHooksInASession runs a capsule with two real hook guests against the
 // cassette: the blocking policy hook denies the echo call holding "rm" (never run, its
 // reason in the model's next turn), the async audit hook writes one line per event to
 // out/audit.jsonl in stream order, and the trace records both hooks' answers.
 func TestWasmHooksInASession(t *testing.T) {
 	f := newAgentFixture(t, "anthropic-messages", rmCassette, "x-api-key")
-	publishHook(t, f.reg, "policy", "policyhook", "binding: on-tool-call\ncommit_policy: deny\n")
-	publishHook(t, f.reg, "audit", "audithook", "execution_mode: async\n")
+	publishHook(t, f.reg, "policy", policyHookPkg, "binding: on-tool-call\ncommit_policy: deny\n")
+	publishHook(t, f.reg, "audit", auditHookPkg, "execution_mode: async\n")
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "murmur.yaml")
 	os.WriteFile(mpath, []byte(`name: agent
@@ -352,7 +378,7 @@ trace: {capture: content}
 	f.mu.Lock()
 	bodies := append([]string(nil), f.bodies...)
 	f.mu.Unlock()
-	if len(bodies) != 2 || !strings.Contains(bodies[1], "refused by hook policy: policyhook: echo mentions rm") {
+	if len(bodies) != 2 || !strings.Contains(bodies[1], "refused by hook policy: policy-hook: echo mentions rm") {
 		t.Fatalf("the model's next turn lacks the hook's reason: %q", bodies)
 	}
 
@@ -508,6 +534,222 @@ func TestReopenTask(t *testing.T) {
 			}
 			if honoured != tt.reopens {
 				t.Errorf("%d honoured reopen-task hook events, want %d", honoured, tt.reopens)
+			}
+		})
+	}
+}
+
+// publishExampleHook publishes an example hook as `make publish` does: its artifact
+// folder's murmur.yaml (examples/artifacts/<name>) with the module built from
+// examples/guests/<name>.
+func publishExampleHook(t *testing.T, reg *registry.Local, name string) {
+	t.Helper()
+	yaml, err := os.ReadFile(filepath.Join("../examples/artifacts", name, "murmur.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishHookDir(t, reg, name, yaml, "../examples/guests/"+name)
+}
+
+// TestShellHooksInASession runs an agent whose model asks for shell commands, with the
+// example hooks as published: policy-hook (on-shell, commit_policy deny) refuses the
+// commands running rm before they run, its reason in the model's next turn and the
+// tool_call denied; the others run and the audit hook's out/audit.jsonl has each one's
+// shell-event twice, at the decision point and with its outcome (exit code, output,
+// sizes), and session_end counts every shell call.
+func TestShellHooksInASession(t *testing.T) {
+	calls := []struct {
+		tool, command string
+		denied        string // the reason the model is shown; "" when the command runs
+		binary        string // the shell-event's binary: the resolved path
+		argv          []string
+		script        bool // an interpreter runs the command as a script
+		exit          int32
+		stdout        string
+		stderr        string
+	}{
+		{tool: "rm", command: "rm -rf notes", denied: "policy-hook: the command's binary is rm", binary: "/rm", argv: []string{"rm", "-rf", "notes"}},
+		{tool: "ls", command: "ls -d .", binary: "/ls", argv: []string{"ls", "-d", "."}, stdout: ".\n"},
+		{tool: "bash", command: "echo out; echo err >&2; exit 3", binary: "/bash", script: true, exit: 3, stdout: "out\n", stderr: "err\n"},
+		{tool: "bash", command: "cd /tmp && rm -f x", denied: "policy-hook: the script invokes rm", binary: "/bash", script: true},
+		// The trace cuts a command at 200 bytes; hooks get it whole, before and after.
+		{tool: "bash", command: "printf %s " + strings.Repeat("y", 300), binary: "/bash", script: true, stdout: strings.Repeat("y", 300)},
+	}
+	var turns []string
+	for i, c := range calls {
+		turns = append(turns, fmt.Sprintf(`{"id": "s%d", "type": "message", "role": "assistant", "model": "m-test", "stop_reason": "tool_use",
+ "content": [{"type": "tool_use", "id": "tu_%d", "name": %q, "input": {"command": %q}}], "usage": {"input_tokens": 1, "output_tokens": 1}}`, i, i, c.tool, c.command))
+	}
+	turns = append(turns, `{"id": "end", "type": "message", "role": "assistant", "model": "m-test", "stop_reason": "end_turn",
+ "content": [{"type": "text", "text": "done"}], "usage": {"input_tokens": 1, "output_tokens": 1}}`)
+	p := newProvider(t, `{"provider": "anthropic-messages", "conversations": [{"match": "use the shell", "turns": [`+strings.Join(turns, ",")+`]}]}`)
+	e, reg := agentRig(t, map[string][2]string{"anthropic-messages": {"driver", "../examples/drivers/anthropic-messages"}})
+	publishExampleHook(t, reg, "policy-hook")
+	publishExampleHook(t, reg, "audit-hook")
+	mpath := filepath.Join(t.TempDir(), "murmur.yaml")
+	os.WriteFile(mpath, []byte(`name: agent
+version: 1.0.0
+artifacts:
+  - {name: anthropic-messages, version: 1.0.0, runtime: driver, gateway: {endpoint: "`+p.srv.URL+`", api_key: "k"}}
+  - {name: policy-hook, version: 1.0.0, runtime: hook}
+  - {name: audit-hook, version: 1.0.0, runtime: hook}
+inference: {driver: {artifact: anthropic-messages}, model: m-test, max_turns: 8}
+capabilities:
+  limits: {memory_bytes: 134217728, deadline_seconds: 60}
+  shell: {allow: [rm, ls, bash]}
+`), 0o644)
+	m, err := manifest.Load(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.RunOnce(context.Background(), m, RunOptions{Registry: reg, Task: "please use the shell",
+		Session: SessionConfig{WorkRoot: t.TempDir(), Stderr: io.Discard, SandboxHelper: self}})
+	if err != nil || res.Status != StateCompleted || res.Result != "done" {
+		t.Fatalf("%+v, %v", res, err)
+	}
+
+	seen := p.seen()
+	if len(seen) != len(calls)+1 {
+		t.Fatalf("%d provider requests, want %d", len(seen), len(calls)+1)
+	}
+	var statuses []string
+	denials := 0
+	for _, ev := range traceEvents(t, res.Records) {
+		switch {
+		case ev["event_type"] == EventToolCall:
+			statuses = append(statuses, ev["status"].(string))
+		case ev["event_type"] == EventHook && ev["hook"] == "policy-hook":
+			if ev["binding"] != manifest.BindShell || ev["error"] != nil {
+				t.Errorf("policy hook event %v", ev)
+			}
+			if ev["output"] == OutputDeny && ev["honoured"] == true {
+				denials++
+			}
+		}
+	}
+	if denials != 2 {
+		t.Errorf("%d honoured denials in the trace, want 2", denials)
+	}
+	type shellLine struct {
+		Event  string `json:"event"`
+		Record struct {
+			Binary  string   `json:"binary"`
+			Command string   `json:"command"`
+			Argv    []string `json:"argv"`
+			Script  *string  `json:"script"`
+			Outcome *struct {
+				ExitCode    int32  `json:"exit_code"`
+				Stdout      string `json:"stdout"`
+				StdoutBytes uint64 `json:"stdout_bytes"`
+				StderrBytes uint64 `json:"stderr_bytes"`
+			} `json:"outcome"`
+			Shells *int `json:"total_shell_calls"`
+		} `json:"record"`
+	}
+	audit, err := os.ReadFile(filepath.Join(res.Workdir, "out", "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shells []shellLine
+	for _, line := range strings.Split(strings.TrimSpace(string(audit)), "\n") {
+		var l shellLine
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if l.Event == "on-shell" {
+			shells = append(shells, l)
+		}
+		if l.Event == "on-session-end" && (l.Record.Shells == nil || *l.Record.Shells != len(calls)) {
+			t.Errorf("session end %s: want total_shell_calls %d", line, len(calls))
+		}
+	}
+	for i, c := range calls {
+		t.Run(fmt.Sprintf("%d %.30s", i, c.command), func(t *testing.T) {
+			next := string(seen[i+1].body)
+			wantStatus := "passed"
+			if c.denied != "" {
+				wantStatus = StatusDenied
+				if !strings.Contains(next, "refused by hook policy-hook: "+c.denied) {
+					t.Errorf("the model's next turn lacks the hook's reason: %.800s", next)
+				}
+			} else if !strings.Contains(next, fmt.Sprintf("Exit code: %d", c.exit)) {
+				t.Errorf("the model's next turn lacks the command's result: %.800s", next)
+			}
+			if i >= len(statuses) || statuses[i] != wantStatus {
+				t.Errorf("tool_call statuses %v, want %s at %d", statuses, wantStatus, i)
+			}
+			// The audit hook sees the decision point, then, for a command that ran, its outcome.
+			if len(shells) == 0 {
+				t.Fatal("no more on-shell lines in audit.jsonl")
+			}
+			want := 2
+			if c.denied != "" {
+				want = 1
+			}
+			for j := range want {
+				l := shells[0]
+				shells = shells[1:]
+				r := l.Record
+				if !strings.HasSuffix(r.Binary, c.binary) || !strings.HasPrefix(r.Binary, "/") || r.Command != c.command || (r.Script != nil) != c.script {
+					t.Errorf("shell-event %+v: want binary …%s, command %q, script %v", r, c.binary, c.command, c.script)
+				}
+				if c.argv != nil && !slices.Equal(r.Argv, c.argv) {
+					t.Errorf("argv %q, want %q", r.Argv, c.argv)
+				}
+				if j == 0 && r.Outcome != nil {
+					t.Errorf("the decision point has an outcome: %+v", r.Outcome)
+				}
+				if j == 1 && (r.Outcome == nil || r.Outcome.ExitCode != c.exit || r.Outcome.Stdout != c.stdout ||
+					r.Outcome.StdoutBytes != uint64(len(c.stdout)) || r.Outcome.StderrBytes != uint64(len(c.stderr))) {
+					t.Errorf("outcome %+v, want exit %d, stdout %q", r.Outcome, c.exit, c.stdout)
+				}
+			}
+		})
+	}
+	if len(shells) != 0 {
+		t.Errorf("%d on-shell lines more than the calls: %+v", len(shells), shells)
+	}
+}
+
+// TestShellHookRecord: how shell events map to on-shell records — the proposal with the
+// sandbox's plan (resolved binary, argv, script), the shell event of a command that ran
+// with its outcome (streams cut at ShellOutputCap, valid UTF-8, full sizes kept), and
+// the events on-shell does not answer.
+func TestShellHookRecord(t *testing.T) {
+	script := "echo hi"
+	long := strings.Repeat("a", ShellOutputCap-1) + "\xe2\x82\xac" // a 3-byte rune across the cap
+	tests := []struct {
+		name string
+		e    *Event
+		fn   string
+		want any
+	}{
+		{"proposal with a plan", &Event{Type: EventToolProposed, Data: ToolProposed{Turn: 2, ToolName: "bash", Kind: KindShell,
+			shell: &shell.Command{Binary: "bash", Path: "/usr/bin/bash", Text: script, Argv: []string{"bash", "-c", script}, Script: script}}},
+			manifest.BindShell, ShellEventRecord{Turn: 2, Binary: "/usr/bin/bash", Command: script, Argv: []string{"bash", "-c", script}, Script: &script}},
+		{"a command that ran", &Event{Type: EventShell, Data: ShellRun{ran: &shellRan{turn: 3, res: shell.Result{Binary: "ls", Command: "-l",
+			Planned: shell.Command{Binary: "ls", Path: "/usr/bin/ls", Text: "-l", Argv: []string{"ls", "-l"}}, ExitCode: 2, Stdout: long, Stderr: "e", StdoutBytes: 1 << 20, StderrBytes: 1, Duration: 5 * time.Millisecond}}}},
+			manifest.BindShell, ShellEventRecord{Turn: 3, Binary: "/usr/bin/ls", Command: "-l", Argv: []string{"ls", "-l"},
+				Outcome: &ShellOutcome{ExitCode: 2, Stdout: strings.Repeat("a", ShellOutputCap-1) + "\uFFFD", Stderr: "e", StdoutBytes: 1 << 20, StderrBytes: 1, DurationMS: 5}}},
+		{"a native tool's command", &Event{Type: EventShell, Data: ShellRun{Binary: "nt"}}, "", nil},
+		{"a shell tool_call: its shell event answers", &Event{Type: EventToolCall, Data: ToolCall{ToolName: "ls", Kind: KindShell, Status: "passed"}}, "", nil},
+		{"a wasm tool call", &Event{Type: EventToolCall, Data: ToolCall{Turn: 1, ToolName: "echo", Kind: KindWasm, Status: "passed"}},
+			manifest.BindToolCall, ToolEventRecord{Turn: 1, ToolName: "echo", Outcome: &ToolOutcome{Status: "passed"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fn, rec := hookRecord(tt.e)
+			if fn != tt.fn || !reflect.DeepEqual(rec, tt.want) {
+				t.Errorf("%s %+v, want %s %+v", fn, rec, tt.fn, tt.want)
+			}
+			if rec != nil {
+				if _, err := hookValue(rec); err != nil {
+					t.Errorf("hookValue: %v", err)
+				}
 			}
 		})
 	}

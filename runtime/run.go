@@ -159,6 +159,7 @@ type session struct {
 	driverEnv  []string
 	driverHTTP *wasm.Outgoing
 	toolCalls  atomic.Int64
+	shellCalls atomic.Int64 // the shell commands among toolCalls
 	denials    atomic.Int64
 	// compactHook summarises a conversation being compacted before the driver is asked
 	// (compaction.go); nil until the on-compaction hook fills it.
@@ -270,7 +271,8 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 // end emits session_end and closes the session; it returns the first sink failure.
 func (s *session) end(status string) error {
 	s.stream.Emit(EventSessionEnd, s.sessEvt, SessionEnd{Tasks: s.tasks, ExitStatus: status,
-		ToolCalls: int(s.toolCalls.Load()), Denials: int(s.denials.Load()), DurationMS: time.Since(s.start).Milliseconds()}, nil)
+		ToolCalls: int(s.toolCalls.Load()), Denials: int(s.denials.Load()), DurationMS: time.Since(s.start).Milliseconds(),
+		shellCalls: int(s.shellCalls.Load())}, nil)
 	s.close()
 	err := s.stream.Err()
 	if s.trace != nil {

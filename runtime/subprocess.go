@@ -25,6 +25,15 @@ type ShellRun struct {
 	ExitCode   int    `json:"exit_code"`
 	Bytes      int64  `json:"bytes"`
 	DurationMS int64  `json:"duration_ms"`
+	// ran is the whole result of a shell (not native) command, for on-shell hooks; the
+	// trace keeps only the fields above.
+	ran *shellRan
+}
+
+// shellRan is what an on-shell hook is told of a shell command that ran.
+type shellRan struct {
+	turn int
+	res  shell.Result
 }
 
 // subprocesses is what a session's shell and native tools share: the OS sandbox and,
@@ -174,8 +183,12 @@ func (s *session) runSubprocess(ctx context.Context, t *task, call agentBlock, n
 	if err != nil {
 		rec.Status = "error"
 	}
-	s.stream.Emit(EventShell, t.parent(), ShellRun{Binary: r.Binary, Command: r.Command, ExitCode: r.ExitCode, Bytes: r.Bytes,
-		DurationMS: r.Duration.Milliseconds()}, nil)
+	run := ShellRun{Binary: r.Binary, Command: r.Command, ExitCode: r.ExitCode, Bytes: r.Bytes, DurationMS: r.Duration.Milliseconds()}
+	if native == "" {
+		s.shellCalls.Add(1)
+		run.ran = &shellRan{turn: t.turn, res: r}
+	}
+	s.stream.Emit(EventShell, t.parent(), run, nil)
 	s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"input": string(call.Input), "output": r.Text})
 	if err != nil {
 		return fmt.Sprintf("tool %s: %v", call.Name, err), true

@@ -71,8 +71,8 @@ http://127.0.0.1:%s {
 }
 
 // TestHooksAndCompactionThroughTheGateway is the hooks acceptance run through `caddy
-// run`: an agent capsule with a blocking on-tool-call deny hook (policyhook), an async
-// audit hook (audithook) and compaction, both hooks published as hook artifacts, gets
+// run`: an agent capsule with a blocking on-tool-call deny hook (the example policy-hook),
+// an async audit hook (the example audit-hook) and compaction, both hooks published as hook artifacts, gets
 // one A2A message/send against the cassette. The denied call's reason reaches the
 // model's next turn, the driver is asked for one summary that then replaces the
 // history, audit.jsonl has every event in order, and the trace has the proposal, the
@@ -83,14 +83,14 @@ func TestHooksAndCompactionThroughTheGateway(t *testing.T) {
 	os.MkdirAll(home, 0o755)
 	publish(t, home, reg, "../../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../../examples/drivers/anthropic-messages"))
 	for _, a := range []struct{ name, keys, src string }{
-		{"echo", "runtime: tool\ndescription: echoes its input\n", "echo"},
-		{"policy", "runtime: hook\nbinding: on-tool-call\nexecution_mode: blocking\ncommit_policy: deny\n", "policyhook"},
-		{"audit", "runtime: hook\nexecution_mode: async\n", "audithook"},
+		{"echo", "runtime: tool\ndescription: echoes its input\n", "../../internal/testguests/echo"},
+		{"policy", "runtime: hook\nbinding: on-tool-call\nexecution_mode: blocking\ncommit_policy: deny\n", "../../examples/guests/policy-hook"},
+		{"audit", "runtime: hook\nexecution_mode: async\n", "../../examples/guests/audit-hook"},
 	} {
 		src := filepath.Join(t.TempDir(), a.name)
 		os.MkdirAll(src, 0o755)
 		os.WriteFile(filepath.Join(src, "murmur.yaml"), []byte("name: "+a.name+"\nversion: 1.0.0\n"+a.keys), 0o644)
-		publish(t, home, reg, src, a.name, guestbuild.Wasm(t, "../../internal/testguests/"+a.src))
+		publish(t, home, reg, src, a.name, guestbuild.Wasm(t, a.src))
 	}
 	cassettes := filepath.Join(dir, "cassettes")
 	os.MkdirAll(cassettes, 0o755)
@@ -132,7 +132,7 @@ trace: {capture: content}
 	if len(bodies) != 5 {
 		t.Fatalf("%d provider requests, want 5:\n%s", len(bodies), strings.Join(bodies, "\n"))
 	}
-	if !strings.Contains(bodies[1], "refused by hook policy: policyhook: echo mentions rm") {
+	if !strings.Contains(bodies[1], "refused by hook policy: policy-hook: echo mentions rm") {
 		t.Errorf("the request after the denial lacks the hook's reason: %s", bodies[1])
 	}
 	summaries := 0

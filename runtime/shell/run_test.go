@@ -69,6 +69,10 @@ func TestOutputCap(t *testing.T) {
 	if r.Bytes != 10485760+20000 {
 		t.Errorf("Bytes = %d", r.Bytes)
 	}
+	// What on-shell hooks get: each stream's kept head and its full size.
+	if r.Stdout != strings.Repeat("x", OutputCap) || r.Stderr != strings.Repeat("y", OutputCap) || r.StdoutBytes != 10485760 || r.StderrBytes != 20000 {
+		t.Errorf("streams for hooks: %d and %d bytes kept of %d and %d", len(r.Stdout), len(r.Stderr), r.StdoutBytes, r.StderrBytes)
+	}
 	full, err := os.ReadFile(filepath.Join(work, rel))
 	if err != nil {
 		t.Fatal(err)

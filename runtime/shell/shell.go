@@ -90,6 +90,13 @@ type Result struct {
 	ExitCode int               // 128+signal when killed; -1 when it never ran
 	Bytes    int64             // bytes the command wrote to stdout and stderr
 	Duration time.Duration
+
+	// What a shell command ran and wrote, for on-shell hooks: its plan (Plan; the whole
+	// command, unlike Command) and each stream's kept head (at most OutputCap bytes)
+	// with its full size.
+	Planned                  Command
+	Stdout, Stderr           string
+	StdoutBytes, StderrBytes int64
 }
 
 // Sandbox runs one session's shell and native tools.
@@ -284,6 +291,53 @@ func lookPath(name string) string {
 	return ""
 }
 
+// Command is what a shell tool call runs, worked out before it runs (Plan).
+type Command struct {
+	Binary string   // the shell.allow name the model called
+	Path   string   // the binary's absolute path on the sandbox's PATH; "" when not allowed or not found
+	Text   string   // the input's command, verbatim
+	Argv   []string // what is executed, argv[0] the binary's name; nil when the call is refused
+	Script string   // the command when an interpreter runs it as a script; "" otherwise
+}
+
+// Plan works out what RunShell runs for input without running it, so a hook can judge
+// the call first; refusal is the text the model reads when the call cannot run at all
+// (bad input, a binary not allowed or not installed), "" when it can.
+func (s *Sandbox) Plan(binary string, input []byte) (cmd Command, refusal string) {
+	cmd.Binary = binary
+	var in struct {
+		Command *string `json:"command"`
+	}
+	if err := json.Unmarshal(input, &in); err != nil || in.Command == nil || strings.TrimSpace(*in.Command) == "" {
+		return cmd, fmt.Sprintf(`tool %s: the input must be {"command": "<non-empty command>"}`, binary)
+	}
+	cmd.Text = *in.Command
+	path, allowed := s.paths[binary]
+	cmd.Path = path
+	switch {
+	case !allowed:
+		return cmd, fmt.Sprintf("tool %s: %q is not in capabilities.shell.allow (allowed: %s)", binary, binary, strings.Join(s.cfg.Allow, ", "))
+	case path == "":
+		return cmd, fmt.Sprintf("tool %s: %q is not installed on the sandbox's PATH (%s)", binary, binary, sandboxPATH)
+	}
+	switch {
+	case binary == "node":
+		cmd.Argv, cmd.Script = []string{binary, "-e", cmd.Text}, cmd.Text
+	case slices.Contains(interpreters, binary):
+		cmd.Argv, cmd.Script = []string{binary, "-c", cmd.Text}, cmd.Text
+	default:
+		words, err := splitWords(cmd.Text)
+		if err != nil {
+			return cmd, fmt.Sprintf("tool %s: %v", binary, err)
+		}
+		if len(words) > 0 && (words[0] == binary || words[0] == path) {
+			words = words[1:]
+		}
+		cmd.Argv = append([]string{binary}, words...)
+	}
+	return cmd, ""
+}
+
 // RunShell runs a shell tool call (docs/sandbox.md "How a command runs"): input is
 // {"command": "..."}. Interpreters get `-c <command>` (node: `-e`); other binaries get
 // the command split into words with shell quoting rules and no shell, a leading word
@@ -292,47 +346,20 @@ func lookPath(name string) string {
 // itself failed (E-SEC-003).
 func (s *Sandbox) RunShell(ctx context.Context, binary string, input []byte) (Result, error) {
 	res := Result{Binary: binary, Status: "error", ExitCode: -1, Metadata: map[string]string{}}
-	var in struct {
-		Command *string `json:"command"`
-	}
-	if err := json.Unmarshal(input, &in); err != nil || in.Command == nil || strings.TrimSpace(*in.Command) == "" {
-		res.Text = fmt.Sprintf(`tool %s: the input must be {"command": "<non-empty command>"}`, binary)
+	cmd, refusal := s.Plan(binary, input)
+	res.Command, res.Planned = clip(cmd.Text, 200), cmd
+	if refusal != "" {
+		res.Text = refusal
 		return res, nil
 	}
-	command := *in.Command
-	res.Command = clip(command, 200)
-	path, allowed := s.paths[binary]
-	switch {
-	case !allowed:
-		res.Text = fmt.Sprintf("tool %s: %q is not in capabilities.shell.allow (allowed: %s)", binary, binary, strings.Join(s.cfg.Allow, ", "))
-		return res, nil
-	case path == "":
-		res.Text = fmt.Sprintf("tool %s: %q is not installed on the sandbox's PATH (%s)", binary, binary, sandboxPATH)
-		return res, nil
-	}
-	var argv []string
-	switch {
-	case binary == "node":
-		argv = []string{binary, "-e", command}
-	case slices.Contains(interpreters, binary):
-		argv = []string{binary, "-c", command}
-	default:
-		words, err := splitWords(command)
-		if err != nil {
-			res.Text = fmt.Sprintf("tool %s: %v", binary, err)
-			return res, nil
-		}
-		if len(words) > 0 && (words[0] == binary || words[0] == path) {
-			words = words[1:]
-		}
-		argv = append([]string{binary}, words...)
-	}
-	out, err := s.run(ctx, &runSpec{Path: path, Args: argv}, nil, OutputCap)
+	command := cmd.Text
+	out, err := s.run(ctx, &runSpec{Path: cmd.Path, Args: cmd.Argv}, nil, OutputCap)
 	if err != nil {
 		return res, err
 	}
 	defer out.cleanup()
 	res.ExitCode, res.Bytes, res.Duration, res.Status = out.exitCode, out.stdout.total+out.stderr.total, out.duration, "passed"
+	res.Stdout, res.Stderr, res.StdoutBytes, res.StderrBytes = string(out.stdout.head), string(out.stderr.head), out.stdout.total, out.stderr.total
 	var logRel string
 	if out.stdout.cut() || out.stderr.cut() {
 		rel, err := s.writeFullLog(command, out)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,34 @@ func TestShellRefusals(t *testing.T) {
 		}
 		if r.Status != "error" || r.ExitCode != -1 || !strings.Contains(r.Text, tc.want) {
 			t.Errorf("%s %s: %+v", tc.tool, tc.input, r)
+		}
+	}
+}
+
+// TestPlan: what a shell call will run, worked out before it runs (for on-shell hooks)
+// — the resolved path, argv as RunShell executes it, the script an interpreter gets —
+// and the refusals RunShell answers with.
+func TestPlan(t *testing.T) {
+	s := newSandbox(t, Config{Allow: []string{"bash", "echo", "no-such-binary-5e1"}})
+	for _, tc := range []struct {
+		tool, input string
+		argv        []string
+		script      string
+		refusal     string
+	}{
+		{"bash", `{"command": "ls; rm -f a"}`, []string{"bash", "-c", "ls; rm -f a"}, "ls; rm -f a", ""},
+		{"echo", `{"command": "echo 'a b' c"}`, []string{"echo", "a b", "c"}, "", ""},
+		{"echo", `{"command": "x"}`, []string{"echo", "x"}, "", ""},
+		{"rm", `{"command": "rm -rf /"}`, nil, "", "not in capabilities.shell.allow"},
+		{"no-such-binary-5e1", `{"command": "x"}`, nil, "", "not installed"},
+		{"bash", `{}`, nil, "", "non-empty"},
+	} {
+		cmd, refusal := s.Plan(tc.tool, []byte(tc.input))
+		if !slices.Equal(cmd.Argv, tc.argv) || cmd.Script != tc.script || (refusal == "") != (tc.refusal == "") || !strings.Contains(refusal, tc.refusal) {
+			t.Errorf("%s %s: %+v, %q", tc.tool, tc.input, cmd, refusal)
+		}
+		if cmd.Argv != nil && (!filepath.IsAbs(cmd.Path) || filepath.Base(cmd.Path) != tc.tool) {
+			t.Errorf("%s: path %q", tc.tool, cmd.Path)
 		}
 	}
 }

@@ -25,21 +25,41 @@ func toolEvent(name, input string, outcome *[3]any) any {
 	return []any{uint32(1), name, uint64(len(input)), input, o}
 }
 
-// TestCallHook calls the Go SDK's test hooks through every lifecycle function they
-// export: records lower (flat and, for on-inference, spilled to memory), answers lift,
-// and the audit hook's lines say what it was handed, in order.
+// shellEvent is the generic value of a shell-event; outcome nil is the decision point,
+// else exit code, stdout, stderr, their sizes and the duration.
+func shellEvent(binary, command string, argv []any, script *string, outcome []any) any {
+	sc := abi.Option{}
+	if script != nil {
+		sc = abi.Option{Some: true, Value: *script}
+	}
+	o := abi.Option{}
+	if outcome != nil {
+		o = abi.Option{Some: true, Value: outcome}
+	}
+	return []any{uint32(3), binary, command, argv, sc, abi.Option{}, o}
+}
+
+// TestCallHook calls the Go SDK's hooks (the example policy and audit hooks, the
+// summaryhook test guest) through every lifecycle function they export: records lower
+// (flat and, for on-inference and on-shell, spilled to memory), answers lift (strings
+// and replace-context's messages), and the audit hook's lines say what it was handed, in
+// order.
 func TestCallHook(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	policy, err := e.Compile(ctx, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../internal/testguests/policyhook"))
+	policy, err := e.Compile(ctx, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../examples/guests/policy-hook"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit, err := e.Compile(ctx, "cap", "audit", manifest.RoleHook, guestbuild.Wasm(t, "../../internal/testguests/audithook"))
+	audit, err := e.Compile(ctx, "cap", "audit", manifest.RoleHook, guestbuild.Wasm(t, "../../examples/guests/audit-hook"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []*Module{policy, audit} {
+	summary, err := e.Compile(ctx, "cap", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../../internal/testguests/summaryhook"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []*Module{policy, audit, summary} {
 		if err := m.CheckWorld(string(manifest.RoleHook)); err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +70,13 @@ func TestCallHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gfs.Close()
-	tool := "some"
+	tool, script, model := "some", "ls; rm -f a", "m"
+	ran := []any{int32(2), "out\n", "err\n", uint64(1 << 20), uint64(4), uint64(7)}
+	msgs := []any{
+		[]any{"user", "please tidy", abi.Option{Some: true, Value: "msg_1"}, abi.Option{}, abi.Option{}},
+		[]any{"assistant", "called rm", abi.Option{}, abi.Option{Some: true, Value: "tu_1"}, abi.Option{Some: true, Value: uint32(1)}},
+	}
+	compaction := []any{msgs, uint64(900), 0.75, abi.Option{Some: true, Value: model}, abi.Option{}}
 	tests := []struct {
 		mod    *Module
 		fn     string
@@ -59,11 +85,26 @@ func TestCallHook(t *testing.T) {
 		line   string // what audit.jsonl gains, "" for nothing
 	}{
 		{policy, "on-tool-call", toolEvent("echo", `{"text":"rm -rf /"}`, nil),
-			HookAnswer{Case: "deny", Text: "policyhook: echo mentions rm, which this capsule may not run"}, ""},
+			HookAnswer{Case: "deny", Text: "policy-hook: echo mentions rm, which this capsule may not run"}, ""},
 		{policy, "on-tool-call", toolEvent("echo", `{"text":"rm"}`, &[3]any{uint64(3), uint64(4), "passed"}), HookAnswer{Case: "none"}, ""},
 		{policy, "on-tool-call", toolEvent("echo", `{"text":"hi"}`, nil), HookAnswer{Case: "none"}, ""},
 		{policy, "on-session-end", []any{uint32(0), uint64(0), uint64(0), uint32(0), uint32(0), uint64(0), "completed"}, HookAnswer{Case: "none"}, ""},
-		{policy, "on-shell", nil, HookAnswer{Case: "none"}, ""}, // not exported: none, never called
+		{policy, "on-shell", shellEvent("/usr/bin/rm", "-rf x", []any{"rm", "-rf", "x"}, nil, nil),
+			HookAnswer{Case: "deny", Text: "policy-hook: the command's binary is rm, and this capsule may not run rm"}, ""},
+		{policy, "on-shell", shellEvent("/usr/bin/bash", script, []any{"bash", "-c", script}, &script, nil),
+			HookAnswer{Case: "deny", Text: "policy-hook: the script invokes rm, and this capsule may not run rm"}, ""},
+		{policy, "on-shell", shellEvent("/usr/bin/rm", "x", []any{"rm", "x"}, nil, ran), HookAnswer{Case: "none"}, ""}, // ran: observed only
+		{policy, "on-shell", shellEvent("/usr/bin/ls", "-l", []any{"ls", "-l"}, nil, nil), HookAnswer{Case: "none"}, ""},
+		{summary, "on-compaction", compaction, HookAnswer{Case: "replace-context",
+			Text: `summaryhook: 2 messages (user,assistant), first "please tidy"; 900 tokens at 0.75; model m; system -`}, ""},
+		{audit, "on-shell", shellEvent("/usr/bin/bash", script, []any{"bash", "-c", script}, &script, ran), HookAnswer{Case: "none"},
+			`{"event":"on-shell","record":{"turn":3,"binary":"/usr/bin/bash","command":"ls; rm -f a","argv":["bash","-c","ls; rm -f a"],"script":"ls; rm -f a",` +
+				`"outcome":{"exit_code":2,"stdout":"out\n","stderr":"err\n","stdout_bytes":1048576,"stderr_bytes":4,"duration_ms":7}}}`},
+		{audit, "on-shell", shellEvent("ls", "", []any{}, nil, nil), HookAnswer{Case: "none"},
+			`{"event":"on-shell","record":{"turn":3,"binary":"ls","command":"","argv":[]}}`},
+		{audit, "on-compaction", compaction, HookAnswer{Case: "none"},
+			`{"event":"on-compaction","record":{"messages":[{"role":"user","content":"please tidy","id":"msg_1"},` +
+				`{"role":"assistant","content":"called rm","source_id":"tu_1","inserted_by":"seed-context"}],"session_tokens":900,"threshold":0.75,"model":"m"}}`},
 		{audit, "on-session-start", []any{"cap", "1.0.0", "ses_1", "m", []any{"env:A", "network:h"}}, HookAnswer{Case: "none"},
 			`{"event":"on-session-start","record":{"capsule_name":"cap","capsule_version":"1.0.0","session_id":"ses_1","model":"m","capabilities":["env:A","network:h"]}}`},
 		{audit, "on-task-start", []any{"tsk_1", "ctx_1", "cli", uint64(5), uint64(6), uint64(7), uint64(8)}, HookAnswer{Case: "none"},
@@ -102,7 +143,7 @@ func TestCallHook(t *testing.T) {
 func TestCheckHook(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	policy, err := e.Compile(ctx, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../internal/testguests/policyhook"))
+	policy, err := e.Compile(ctx, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../examples/guests/policy-hook"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +158,8 @@ func TestCheckHook(t *testing.T) {
 	}{
 		{policy, "on-tool-call", ""},
 		{policy, "", ""},
-		{policy, "on-shell", CodeHookExport}, // the SDK does not export on-shell
+		{policy, "on-shell", ""},
+		{policy, "on-compaction", ""}, // the SDK exports every lifecycle function
 		{bare, "", CodeHookExport},
 	} {
 		if err := tt.mod.CheckHook(tt.binding); (tt.code == "") != (err == nil) || tt.code != "" && errs.Find(err, tt.code) == nil {

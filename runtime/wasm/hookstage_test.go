@@ -21,7 +21,7 @@ func TestCallHookOnStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := e.Compile(ctx, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../internal/testguests/policyhook"))
+	policy, err := e.Compile(ctx, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../examples/guests/policy-hook"))
 	if err != nil {
 		t.Fatal(err)
 	}

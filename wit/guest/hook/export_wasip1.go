@@ -56,11 +56,17 @@ func lower(out Output, err error) uint32 {
 		cabi.PutU32(b, retErrString+4, n)
 	} else {
 		b[retOutDisc] = disc
-		if out.Case != CaseNone {
-			p, n := f.String(out.Text)
-			cabi.PutU32(b, retOutString, p)
-			cabi.PutU32(b, retOutString+4, n)
+		var p, n uint32
+		switch out.Case {
+		case CaseNone:
+		case CaseReplaceContext:
+			p, n = lowerMessages(f, out.Messages)
+		default:
+			p, n = f.String(out.Text)
 		}
+		// A string and a list share the payload's flat (ptr, len) layout.
+		cabi.PutU32(b, retOutString, p)
+		cabi.PutU32(b, retOutString+4, n)
 	}
 	cabi.Hold(ret, f)
 	return ret

@@ -13,22 +13,26 @@
 //	func main() {}
 package hook
 
-// Output cases a Go hook can answer: the hook-output cases carrying a string, and none.
-// Of the list-carrying cases, write-manifests is offered in stage.go (WriteManifests).
+// Output cases a Go hook can answer: none, the hook-output cases carrying a string, and
+// replace-context, which carries messages. Write-manifests is offered in stage.go
+// (WriteManifests).
 const (
-	CaseNone       = "none"
-	CaseArtifact   = "artifact"
-	CaseReopenTask = "reopen-task"
-	CaseDeny       = "deny"
+	CaseNone           = "none"
+	CaseReplaceContext = "replace-context"
+	CaseArtifact       = "artifact"
+	CaseReopenTask     = "reopen-task"
+	CaseDeny           = "deny"
 )
 
 // caseIndex is each offered case's discriminant in hook-output's WIT order.
-var caseIndex = map[string]byte{CaseNone: 0, CaseArtifact: 3, CaseReopenTask: 4, CaseDeny: 6}
+var caseIndex = map[string]byte{CaseNone: 0, CaseReplaceContext: 1, CaseArtifact: 3, CaseReopenTask: 4, CaseDeny: 6}
 
-// Output is a hook's answer: its case and, for the cases that carry one, its string.
+// Output is a hook's answer: its case and, for the cases that carry one, its string or
+// its messages (replace-context).
 type Output struct {
-	Case string
-	Text string
+	Case     string
+	Text     string
+	Messages []Message
 	// Manifests is write-manifests' payload (WriteManifests).
 	Manifests []ToolManifest
 }
@@ -36,13 +40,17 @@ type Output struct {
 // None is the answer that changes nothing; the host always honours it.
 func None() Output { return Output{Case: CaseNone} }
 
-// Deny refuses the call about to be made (on-tool-call under commit_policy deny); the
-// model is shown reason.
+// Deny refuses the call about to be made (on-tool-call or on-shell under commit_policy
+// deny); the model is shown reason.
 func Deny(reason string) Output { return Output{Case: CaseDeny, Text: reason} }
 
 // ReopenTask reopens the task that ended (on-task-end under commit_policy reopen-task)
 // with message as its next user turn.
 func ReopenTask(message string) Output { return Output{Case: CaseReopenTask, Text: message} }
+
+// ReplaceContext answers on-compaction (under commit_policy replace-context) with the
+// messages that stand for the ones being compacted: usually one summary message.
+func ReplaceContext(msgs ...Message) Output { return Output{Case: CaseReplaceContext, Messages: msgs} }
 
 // SessionContext is murmur:hook's session-context.
 type SessionContext struct {
@@ -93,6 +101,49 @@ type ToolEvent struct {
 	Outcome    *ToolOutcome `json:"outcome,omitempty"`
 }
 
+// ShellOutcome is murmur:hook's shell-outcome: what a shell command that ran wrote. The
+// host passes each stream's head (up to 16 KiB); the byte counts are the full sizes.
+type ShellOutcome struct {
+	ExitCode    int32  `json:"exit_code"`
+	Stdout      string `json:"stdout"`
+	Stderr      string `json:"stderr"`
+	StdoutBytes uint64 `json:"stdout_bytes"`
+	StderrBytes uint64 `json:"stderr_bytes"`
+	DurationMS  uint64 `json:"duration_ms"`
+}
+
+// ShellEvent is murmur:hook's shell-event: Outcome nil is the decision point, before the
+// command runs (where a deny is honoured); set, it ran.
+type ShellEvent struct {
+	Turn    uint32        `json:"turn"`
+	Binary  string        `json:"binary"`
+	Command string        `json:"command"`
+	Argv    []string      `json:"argv"`
+	Script  *string       `json:"script,omitempty"`
+	Recipe  *string       `json:"recipe,omitempty"`
+	Outcome *ShellOutcome `json:"outcome,omitempty"`
+}
+
+// Message is murmur:hook's message; InsertedBy is "replace-context", "seed-context" or
+// nil.
+type Message struct {
+	Role       string  `json:"role"`
+	Content    string  `json:"content"`
+	ID         *string `json:"id,omitempty"`
+	SourceID   *string `json:"source_id,omitempty"`
+	InsertedBy *string `json:"inserted_by,omitempty"`
+}
+
+// CompactionEvent is murmur:hook's compaction-event: the messages being compacted and
+// the summarisation call's settings.
+type CompactionEvent struct {
+	Messages      []Message `json:"messages"`
+	SessionTokens uint64    `json:"session_tokens"`
+	Threshold     float64   `json:"threshold"`
+	Model         *string   `json:"model,omitempty"`
+	SystemPrompt  *string   `json:"system_prompt,omitempty"`
+}
+
 // TaskEndEvent is murmur:hook's task-end-event.
 type TaskEndEvent struct {
 	TaskID     string `json:"task_id"`
@@ -118,6 +169,8 @@ type Handlers struct {
 	TaskStart    func(TaskStartEvent) (Output, error)
 	Inference    func(InferenceEvent) (Output, error)
 	ToolCall     func(ToolEvent) (Output, error)
+	Shell        func(ShellEvent) (Output, error)
+	Compaction   func(CompactionEvent) (Output, error)
 	TaskEnd      func(TaskEndEvent) (Output, error)
 	SessionEnd   func(SessionEndEvent) (Output, error)
 }

@@ -2,14 +2,6 @@ package hook
 
 import "fmt"
 
-// Message is murmur:hook/lifecycle's message: what the hook world's imports hand out and
-// take (docs/reference/guest-abi.md "The hook world").
-type Message struct {
-	Role, Content string
-	// ID and SourceID are carried verbatim; the host mints none.
-	ID, SourceID *string
-}
-
 // InferenceRequest is murmur:runtime/inference's inference-request: nil SystemPrompt
 // sends none, nil Model means the capsule's inference.model.
 type InferenceRequest struct {

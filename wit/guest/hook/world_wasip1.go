@@ -34,33 +34,14 @@ func readOutputImport(offset, max uint64, ret uint32)
 //go:wasmimport murmur:conversation/read@0.2.0 read-messages
 func readMessagesImport(cursorDisc, cursorPtr, cursorLen, limit, ret uint32)
 
-// message's layout in memory: role, content, id, source-id, inserted-by.
-const (
-	msgSize     = 44
-	msgContent  = 8
-	msgID       = 16
-	msgSourceID = 28
-)
-
 // Infer runs one completion through the capsule's own inference driver.
 func Infer(req InferenceRequest) (InferenceResponse, error) {
 	var f cabi.Frame
-	mp, mb := f.Alloc(uint32(len(req.Messages))*msgSize, 4)
-	for i, m := range req.Messages {
-		off := uint32(i) * msgSize
-		rp, rn := f.String(m.Role)
-		cp, cn := f.String(m.Content)
-		cabi.PutU32(mb, off, rp)
-		cabi.PutU32(mb, off+4, rn)
-		cabi.PutU32(mb, off+msgContent, cp)
-		cabi.PutU32(mb, off+msgContent+4, cn)
-		f.PutOptString(mb, off+msgID, m.ID)
-		f.PutOptString(mb, off+msgSourceID, m.SourceID)
-	}
+	mp, mn := lowerMessages(&f, req.Messages)
 	sd, sp, sn := f.OptString(req.SystemPrompt)
 	md, mdp, mdn := f.OptString(req.Model)
 	ret, area := cabi.Aligned(40, 8)
-	runInferenceImport(mp, uint32(len(req.Messages)), sd, sp, sn, md, mdp, mdn, ret)
+	runInferenceImport(mp, mn, sd, sp, sn, md, mdp, mdn, ret)
 	runtime.KeepAlive(&f)
 	switch area[0] {
 	case 0:
@@ -160,30 +141,6 @@ func ReadMessages(cursor *string, limit uint32) (MessagePage, error) {
 	if page.NextCursor, err = cabi.TakeOptStringAt(area, 12); err != nil {
 		return page, err
 	}
-	n := cabi.U32(area, 8)
-	if n > 1<<20 {
-		return page, fmt.Errorf("hook: read-messages: %d messages", n)
-	}
-	b, err := cabi.Take(cabi.U32(area, 4), n*msgSize)
-	if err != nil {
-		return page, err
-	}
-	for i := uint32(0); i < n; i++ {
-		e := b[i*msgSize:]
-		var m Message
-		if m.Role, err = cabi.TakeString(cabi.U32(e, 0), cabi.U32(e, 4)); err != nil {
-			return page, err
-		}
-		if m.Content, err = cabi.TakeString(cabi.U32(e, msgContent), cabi.U32(e, msgContent+4)); err != nil {
-			return page, err
-		}
-		if m.ID, err = cabi.TakeOptStringAt(e, msgID); err != nil {
-			return page, err
-		}
-		if m.SourceID, err = cabi.TakeOptStringAt(e, msgSourceID); err != nil {
-			return page, err
-		}
-		page.Messages = append(page.Messages, m)
-	}
+	page.Messages, err = takeMessages(cabi.U32(area, 4), cabi.U32(area, 8))
 	return page, nil
 }

@@ -1,7 +1,9 @@
 //go:build wasip1
 
-// Command audithook is an async hook with no binding: it appends one JSON line per
-// session event to /audit.jsonl, the root of the folder the host grants it.
+// Command audit-hook is an async hook with no binding and commit_policy none: it appends
+// one JSON line per session event, {"event": <lifecycle function>, "record": <its
+// record>}, to /audit.jsonl, the root of the folder the host grants it (the session's
+// out/ folder). Its artifact is examples/artifacts/audit-hook.
 package main
 
 import (
@@ -40,6 +42,8 @@ func init() {
 		TaskStart:    record[hook.TaskStartEvent]("on-task-start"),
 		Inference:    record[hook.InferenceEvent]("on-inference"),
 		ToolCall:     record[hook.ToolEvent]("on-tool-call"),
+		Shell:        record[hook.ShellEvent]("on-shell"),
+		Compaction:   record[hook.CompactionEvent]("on-compaction"),
 		TaskEnd:      record[hook.TaskEndEvent]("on-task-end"),
 		SessionEnd:   record[hook.SessionEndEvent]("on-session-end"),
 	})
