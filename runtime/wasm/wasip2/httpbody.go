@@ -43,13 +43,17 @@ func (emptyBody) Close() error             { return nil }
 
 var errBudget = errors.New("the host's buffer budget is spent: the response body was refused")
 
+// pumpRead bounds one read of the pump: a sender may allocate what it is asked for, and
+// a streamed answer comes in small pieces.
+const pumpRead = 64 << 10
+
 // pump reads the body chunk by chunk until it ends, fails, or the guest lets go; it
 // closes the body when it returns. A Read blocked on the network returns when stop
 // cancels the request's context.
 func (b *netBody) pump() {
 	defer b.src.Close()
 	for {
-		p, err := b.src.Read(b.h.maxRead)
+		p, err := b.src.Read(min(b.h.maxRead, pumpRead))
 		if err == nil && len(p) == 0 {
 			err = io.EOF
 		}
