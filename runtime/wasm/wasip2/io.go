@@ -180,7 +180,7 @@ func (s *inputStream) close() {
 	}
 }
 
-// memInput is bytes held in memory (stdin, a response body), read once.
+// memInput is bytes held in memory (stdin), read once.
 type memInput struct {
 	mu   sync.Mutex
 	data []byte
