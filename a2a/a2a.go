@@ -87,6 +87,10 @@ type Thread struct {
 	Continuation string
 	// ContinuationBy names who issued Continuation, so another issuer is not handed it.
 	ContinuationBy string
+	// Compacted says Messages is the whole conversation so far as a compaction left it
+	// (the runtime: a summary, the messages kept, what followed), so the next task starts
+	// from this turn's messages rather than every turn's.
+	Compacted bool
 }
 
 // MaxThreadMessages bounds a turn's Thread.Messages: a larger one is not kept, and the

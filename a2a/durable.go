@@ -310,16 +310,25 @@ func (s *durableStore) turns(contextID string) []Turn {
 func (s *durableStore) addTurn(contextID string, turn Turn) {
 	s.turns(contextID) // load what the DB holds first, so memory does not restart the context
 	s.mem.addTurn(contextID, turn)
-	b, _ := json.Marshal(turnRecord{V: turnRecordVersion, User: turn.User, Agent: turn.Agent, Messages: turn.Messages,
-		Continuation: turn.Continuation, ContinuationBy: turn.ContinuationBy})
+	// A compacted thread is version 3, so a release that cannot tell it from a task's own
+	// messages reads its text only; any other stays version 2, readable by those releases.
+	v := turnRecordThread
+	if turn.Compacted {
+		v = turnRecordVersion
+	}
+	b, _ := json.Marshal(turnRecord{V: v, User: turn.User, Agent: turn.Agent, Messages: turn.Messages,
+		Continuation: turn.Continuation, ContinuationBy: turn.ContinuationBy, Compacted: turn.Compacted})
 	// Not waited for here: the task's completed status is queued after it, and a client
 	// learns of the completion only once that is durable.
 	s.db.AddTurn(s.capsule, contextID, b)
 }
 
-// turnRecordVersion is the version of the turnRecord written. Version 1 (no V) held the
-// text of a turn only; version 2 added its Thread.
-const turnRecordVersion = 2
+// Versions of the turnRecord: version 1 (no V) held the text of a turn only; version 2
+// added its Thread; version 3 (turnRecordVersion, the newest read) marks a compacted one.
+const (
+	turnRecordThread  = 2
+	turnRecordVersion = 3
+)
 
 // turnRecord is a threaded turn as the store keeps it (a taskdb turn item).
 type turnRecord struct {
@@ -328,6 +337,7 @@ type turnRecord struct {
 	Messages       json.RawMessage `json:",omitempty"`
 	Continuation   string          `json:",omitempty"`
 	ContinuationBy string          `json:",omitempty"`
+	Compacted      bool            `json:",omitempty"`
 }
 
 // decodeTurn reads a turnRecord of any version. One written by a later release keeps
@@ -338,8 +348,8 @@ func decodeTurn(item []byte) (Turn, bool) {
 		return Turn{}, false
 	}
 	turn := Turn{User: r.User, Agent: r.Agent}
-	if r.V == turnRecordVersion {
-		turn.Thread = Thread{Messages: r.Messages, Continuation: r.Continuation, ContinuationBy: r.ContinuationBy}
+	if r.V >= turnRecordThread && r.V <= turnRecordVersion {
+		turn.Thread = Thread{Messages: r.Messages, Continuation: r.Continuation, ContinuationBy: r.ContinuationBy, Compacted: r.Compacted}
 	}
 	return turn, true
 }

@@ -17,17 +17,22 @@ import (
 
 // TestDurableTurnRecords: each version of a stored threaded turn is read back — a record
 // of a release before threads (no V) as its text, one of a later release as its text
-// too — and a turn written now keeps its Thread.
+// too — and a turn written now keeps its Thread, a compacted one (version 3) included,
+// and is written at the version that says what it holds.
 func TestDurableTurnRecords(t *testing.T) {
 	thread := Thread{Messages: json.RawMessage(`[{"role":"user"}]`), Continuation: "c1", ContinuationBy: "d"}
+	compacted := Thread{Messages: json.RawMessage(`[{"role":"user","content":[{"type":"text","text":"Summary"}]}]`), Continuation: "c2", ContinuationBy: "d", Compacted: true}
 	tests := []struct {
 		name   string
-		stored string // "" writes Turn{User: "u", Agent: "a", Thread: thread} through the store
+		stored string // "" writes Turn{User: "u", Agent: "a", Thread: write} through the store
+		write  Thread
+		wantV  int // the version written, when written through the store
 		want   Turn
 	}{
-		{"version 1, text only", `{"User":"u","Agent":"a"}`, Turn{User: "u", Agent: "a"}},
-		{"version 2", "", Turn{User: "u", Agent: "a", Thread: thread}},
-		{"a later version keeps its text", `{"V":3,"User":"u","Agent":"a","Messages":[1],"Continuation":"c9"}`, Turn{User: "u", Agent: "a"}},
+		{name: "version 1, text only", stored: `{"User":"u","Agent":"a"}`, want: Turn{User: "u", Agent: "a"}},
+		{name: "version 2", write: thread, wantV: 2, want: Turn{User: "u", Agent: "a", Thread: thread}},
+		{name: "version 3, compacted", write: compacted, wantV: 3, want: Turn{User: "u", Agent: "a", Thread: compacted}},
+		{name: "a later version keeps its text", stored: `{"V":4,"User":"u","Agent":"a","Messages":[1],"Continuation":"c9"}`, want: Turn{User: "u", Agent: "a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,12 +42,24 @@ func TestDurableTurnRecords(t *testing.T) {
 			g := openGen(t, path, exec)
 			if tt.stored == "" {
 				g.h.mu.Lock()
-				g.h.store.addTurn(contextKey("", "ctx_r"), Turn{User: "u", Agent: "a", Thread: thread})
+				g.h.store.addTurn(contextKey("", "ctx_r"), Turn{User: "u", Agent: "a", Thread: tt.write})
 				g.h.mu.Unlock()
 			} else if err := <-g.db.AddTurn(testCard().Name, contextKey("", "ctx_r"), []byte(tt.stored)); err != nil {
 				t.Fatal(err)
 			}
 			g.stop()
+			if tt.wantV != 0 {
+				db, err := taskdb.Open(path, taskdb.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				items, err := db.Turns(testCard().Name, contextKey("", "ctx_r"))
+				db.Close()
+				var rec turnRecord
+				if err != nil || len(items) != 1 || json.Unmarshal(items[0], &rec) != nil || rec.V != tt.wantV {
+					t.Fatalf("stored %q (%v), want one record of version %d", items, err, tt.wantV)
+				}
+			}
 			g2 := openGen(t, path, exec)
 			g2.h.mu.Lock()
 			got := g2.h.store.turns(contextKey("", "ctx_r"))

@@ -106,10 +106,11 @@ const (
 	maxTurns    = 100  // turns kept per context, oldest dropped
 )
 
-// bounded is th without its messages when they exceed MaxThreadMessages.
+// bounded is th without its messages when they exceed MaxThreadMessages (and then not
+// compacted: there is no compacted conversation left to start from).
 func (th Thread) bounded() Thread {
 	if len(th.Messages) > MaxThreadMessages {
-		th.Messages = nil
+		th.Messages, th.Compacted = nil, false
 	}
 	return th
 }

@@ -109,7 +109,7 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 		cont, acked = history[n-1].Continuation, len(msgs)
 	}
 	first := len(msgs)
-	var done []agentMessage // the task's own messages a compaction replaced (compact)
+	compacted := false // msgs starts with a summary: the thread hands all of it on
 	msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: text}}})
 	t.scope.start(msgs)
 	for turn := 1; turn <= inf.MaxTurns; turn++ {
@@ -157,7 +157,13 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 			if cont == "" {
 				by = ""
 			}
-			t.thread = Thread{Messages: mustJSON(append(done, msgs[first:]...)), Continuation: cont, ContinuationBy: by}
+			t.thread = Thread{Messages: mustJSON(msgs[first:]), Continuation: cont, ContinuationBy: by}
+			if compacted {
+				// The summary stands for the earlier turns and the task's start: the next task
+				// starts from the compacted conversation, which is what a continuation
+				// issued since acknowledges.
+				t.thread.Messages, t.thread.Compacted = mustJSON(msgs), true
+			}
 			return finalText(resp.Content), StateCompleted, nil
 		case "tool_call":
 			for _, b := range resp.Content {
@@ -175,7 +181,7 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 			if c != nil {
 				t.scope.enter(c.msgs[0]) // the summary enters the record; nothing leaves it
 				// A replaced conversation is not the one the driver's continuation holds.
-				done, msgs, first, cont, acked = append(done, c.dropped...), c.msgs, c.first, "", 0
+				msgs, first, cont, acked, compacted = c.msgs, c.first, "", 0, true
 			}
 		case "error":
 			return "", StateFailed, fmt.Errorf("driver %s: %s", inf.Driver.Artifact, resp.Error)
@@ -225,10 +231,18 @@ func (s *session) callDriverWith(ctx context.Context, driver *wasm.Module, req s
 
 // historyMessages is the conversation of a threaded context's earlier tasks, oldest
 // first: each turn's kept messages, or, for a turn kept without them, its user text and
-// answer as two text messages.
+// answer as two text messages. It starts at the newest turn whose task compacted: its
+// messages are the whole conversation up to its end, the turns before summarised in it.
 func historyMessages(history []Turn) []agentMessage {
+	start := 0
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Compacted && len(history[i].Messages) > 0 {
+			start = i
+			break
+		}
+	}
 	var msgs []agentMessage
-	for _, h := range history {
+	for _, h := range history[start:] {
 		var kept []agentMessage
 		if len(h.Messages) > 0 && json.Unmarshal(h.Messages, &kept) == nil && len(kept) > 0 {
 			msgs = append(msgs, kept...)

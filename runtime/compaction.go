@@ -115,9 +115,6 @@ func (p compactionPolicy) due(inputTokens int) bool { return inputTokens >= p.li
 type compacted struct {
 	msgs  []agentMessage // the summary, then the kept messages
 	first int            // where the task's own messages start in msgs
-	// dropped are the task's own messages the summary replaced: the task's thread keeps
-	// them, so a threaded context hands its conversation on whole.
-	dropped []agentMessage
 }
 
 // keepFrom is the index of the first message kept after the summary: the keep-th last
@@ -137,10 +134,7 @@ func keepFrom(msgs []agentMessage, keep int) int {
 // user message holding the summary. first is where the task's own messages started.
 func replaceWithSummary(msgs []agentMessage, cut, first int, summary string) *compacted {
 	c := &compacted{msgs: make([]agentMessage, 0, 1+len(msgs)-cut)}
-	if cut > first {
-		c.dropped = append(c.dropped, msgs[first:cut]...)
-		first = cut
-	}
+	first = max(first, cut) // the task's own messages summarised start with the summary
 	c.msgs = append(c.msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: summaryPrefix + summary}}})
 	c.msgs = append(c.msgs, msgs[cut:]...)
 	c.first = first - cut + 1

@@ -69,6 +69,11 @@ type Thread struct {
 	// ContinuationBy is the driver that issued it (artifact@version): another driver, after
 	// a reload, gets the whole conversation instead.
 	ContinuationBy string
+	// Compacted says Messages is the whole conversation as the task's last compaction
+	// left it (the summary, the messages kept, what followed), not the task's own
+	// messages: the next task starts from it, without the earlier turns' messages the
+	// summary replaced.
+	Compacted bool
 }
 
 // task is one task as it runs: passed down the loop, dispatch and chunk code, so that

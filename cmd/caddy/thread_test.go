@@ -18,10 +18,39 @@ import (
 
 // TestThreadedAcrossRestart: through the real gateway, with its durable store, the second
 // task of a threaded context — after a restart between the two — sends the driver the
-// first task's tool call and tool result, in order, in the driver protocol's format. The
-// driver is recdriver (internal/testguests), which records each input it gets in its
-// session's out/driver-inputs.jsonl.
+// first task's tool call and tool result, in order, in the driver protocol's format; when
+// the first task compacted, the second starts from its summary instead of the messages
+// the summary replaced. The driver is recdriver (internal/testguests), which records each
+// input it gets in its session's out/driver-inputs.jsonl.
 func TestThreadedAcrossRestart(t *testing.T) {
+	const (
+		task1User = `{"role":"user","content":[{"type":"text","text":"call echo hi"}]},`
+		task1Rest = `{"role":"assistant","content":[{"type":"text","text":"Calling echo."},{"type":"tool_call","id":"call_hi","name":"echo","input":{"text":"hi"}}]},` +
+			`{"role":"tool","content":[{"type":"text","text":"{\"text\":\"hi\"}"}],"tool_call_id":"call_hi"},` +
+			`{"role":"assistant","content":[{"type":"text","text":"the tool said: {\"text\":\"hi\"}"}]},` +
+			`{"role":"user","content":[{"type":"text","text":"and now?"}]}]`
+		summary = `{"role":"user","content":[{"type":"text","text":"Summary of the conversation so far:\n\nyou said: Summarise the conversation below.\n\nuser: call echo hi\n"}]},`
+	)
+	tests := []struct {
+		name        string
+		config      string // the driver's
+		more        string // more manifest lines after the inference block's (indented to join it)
+		task1Inputs int    // driver calls of task 1
+		want        string // task 2's messages
+	}{
+		{name: "whole conversation", config: "{}", task1Inputs: 2, want: `[` + task1User + task1Rest},
+		{name: "compacted", config: "{tokens_per_message: 50}", more: "  compaction: {threshold: 0.5}\ncontext: {max_tokens: 100}\n", task1Inputs: 3, want: `[` + summary + task1Rest},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			testThreadedAcrossRestart(t, tc.config, tc.more, tc.task1Inputs, tc.want)
+		})
+	}
+}
+
+// testThreadedAcrossRestart runs task 1, kills and restarts the gateway, runs task 2 and
+// checks task 2's one driver input is want.
+func testThreadedAcrossRestart(t *testing.T, config, more string, task1Inputs int, want string) {
 	dir := t.TempDir()
 	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
 	os.MkdirAll(home, 0o755)
@@ -42,10 +71,10 @@ artifacts:
   - {name: recdriver, version: 1.0.0, runtime: driver}
   - {name: echo, version: 1.0.0}
 inference:
-  driver: {artifact: recdriver}
+  driver: {artifact: recdriver, config: `+config+`}
   model: m
   max_turns: 5
-capabilities:
+`+more+`capabilities:
   limits: {memory_bytes: 134217728, deadline_seconds: 120}
 lifecycle: {conversation: threaded}
 `), 0o644)
@@ -112,8 +141,8 @@ http://127.0.0.1:`+port+` {
 	if len(inputs[0]) != 1 {
 		inputs[0], inputs[1] = inputs[1], inputs[0]
 	}
-	if len(inputs[0]) != 1 || len(inputs[1]) != 2 {
-		t.Fatalf("driver inputs per session: %d and %d, want 1 and 2", len(inputs[0]), len(inputs[1]))
+	if len(inputs[0]) != 1 || len(inputs[1]) != task1Inputs {
+		t.Fatalf("driver inputs per session: %d and %d, want 1 and %d", len(inputs[0]), len(inputs[1]), task1Inputs)
 	}
 	var in struct {
 		Messages       json.RawMessage `json:"messages"`
@@ -122,15 +151,10 @@ http://127.0.0.1:`+port+` {
 	if err := json.Unmarshal([]byte(inputs[0][0]), &in); err != nil {
 		t.Fatal(err)
 	}
-	want := `[{"role":"user","content":[{"type":"text","text":"call echo hi"}]},` +
-		`{"role":"assistant","content":[{"type":"text","text":"Calling echo."},{"type":"tool_call","id":"call_hi","name":"echo","input":{"text":"hi"}}]},` +
-		`{"role":"tool","content":[{"type":"text","text":"{\"text\":\"hi\"}"}],"tool_call_id":"call_hi"},` +
-		`{"role":"assistant","content":[{"type":"text","text":"the tool said: {\"text\":\"hi\"}"}]},` +
-		`{"role":"user","content":[{"type":"text","text":"and now?"}]}]`
 	if got := string(in.Messages); got != want || in.ContinuationID != nil {
 		t.Errorf("task 2's driver input after the restart (continuation %v):\n%s\nwant\n%s", in.ContinuationID, got, want)
 	}
-	if !strings.Contains(inputs[1][1], `"role":"tool"`) {
-		t.Errorf("task 1's second turn: %s", inputs[1][1])
+	if !strings.Contains(inputs[1][task1Inputs-1], `"role":"tool"`) {
+		t.Errorf("task 1's last turn: %s", inputs[1][task1Inputs-1])
 	}
 }

@@ -192,7 +192,7 @@ func (s *OutgoingStream) Read(max int) ([]byte, error) {
 		n, err := s.body.Read(buf)
 		if int64(n) > s.left {
 			s.done = true
-			return nil, fmt.Errorf("response body from %s is over the %d-byte cap", s.hostport, s.max)
+			return nil, &overCapError{fmt.Sprintf("response body from %s is over the %d-byte cap", s.hostport, s.max)}
 		}
 		s.left -= int64(n)
 		if n > 0 {
@@ -352,6 +352,17 @@ func (h *Outgoing) deny(who, host string, port int, cause error) error {
 	}
 	return &deniedError{msg: msg}
 }
+
+// errOverCap matches a response body read past its cap (OutgoingStream.Read).
+var errOverCap = errors.New("response body over its cap")
+
+// overCapError is the cap's refusal: its text is exactly what the guest reads.
+type overCapError struct{ msg string }
+
+func (e *overCapError) Error() string { return e.msg }
+
+// Is makes errors.Is match errOverCap.
+func (e *overCapError) Is(target error) bool { return target == errOverCap }
 
 // ErrDenied matches every refusal of Send by the network policy, so a caller can tell it
 // from a failed exchange (WASI 0.2 answers it with its own error code).

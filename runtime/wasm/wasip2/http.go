@@ -13,17 +13,37 @@ import (
 // carries, so both imports go out through one policy.
 type HTTPRequest = abi.HTTPRequest
 
-// HTTPResponse is the answer to an HTTPRequest, its body read whole.
-type HTTPResponse = abi.HTTPResponse
+// HTTPResponse is the head of the answer to an HTTPRequest; its body is read as it
+// arrives.
+type HTTPResponse struct {
+	Status  uint16
+	Headers [][2]string
+	// Body is read by the host as the guest reads the incoming-body's stream, and closed
+	// when the guest lets go of it (or the request's context ends).
+	Body BodyReader
+}
 
-// HTTPSender sends one request under the capsule's network policy (the engine adapts
-// runtime/wasm's Outgoing: rules checked before any connection, no redirects followed,
-// bodies capped). A refusal by the policy must match ErrDenied; the guest then gets
-// error-code HTTP-request-denied.
+// BodyReader is a response body as it arrives from the network: Read waits for at
+// least one byte and returns at most max, or an empty slice and no error once the body
+// has ended. runtime/wasm's OutgoingStream is one, so both HTTP imports share its cap.
+type BodyReader interface {
+	Read(max int) ([]byte, error)
+	Close() error
+}
+
+// HTTPSender sends one request under the capsule's network policy and returns once the
+// response head has arrived (the engine adapts runtime/wasm's Outgoing.Open: rules
+// checked before any connection, no redirects followed, bodies capped). The request
+// lives as long as ctx: the host cancels it when the guest drops the body. A refusal by
+// the policy must match ErrDenied; the guest then gets error-code HTTP-request-denied.
 type HTTPSender func(ctx context.Context, req HTTPRequest) (*HTTPResponse, error)
 
 // ErrDenied marks a request the network policy refused.
 var ErrDenied = errors.New("wasip2: the network policy denied the request")
+
+// ErrResponseBodySize marks a body read past the response body cap: the guest's stream
+// fails with an error whose http-error-code is HTTP-response-body-size.
+var ErrResponseBodySize = errors.New("wasip2: the response body is over its cap")
 
 // wasi:http types.
 var (
@@ -71,6 +91,7 @@ const (
 	heRequestBodySize        = 17
 	heRequestMethodInvalid   = 18
 	heRequestURIInvalid      = 19
+	heResponseIncomplete     = 25
 	heResponseBodySize       = 28
 	heInternalError          = 38
 )
@@ -253,24 +274,10 @@ func (s bodySink) write(p []byte) error {
 	return nil
 }
 
-// heldBody is a received body, charged to the budget until its last holder lets go.
-type heldBody struct {
-	h    *Host
-	data []byte
-	refs int
-}
-
-func (b *heldBody) unref() {
-	if b.refs--; b.refs == 0 {
-		b.h.release(int64(len(b.data)))
-		b.data = nil
-	}
-}
-
 type inResponse struct {
 	status   uint16
 	headers  [][2]string
-	body     *heldBody
+	body     *netBody
 	consumed bool
 }
 
@@ -281,7 +288,7 @@ func (r *inResponse) close() {
 }
 
 type inBody struct {
-	body        *heldBody
+	body        *netBody
 	streamTaken bool
 }
 
@@ -294,24 +301,34 @@ type future struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	resp   *HTTPResponse
-	held   *heldBody
+	held   *netBody
 	errc   *abi.Variant
 	taken  bool
 	drop   bool
 }
 
+// close is the drop of the future: a request not yet answered is abandoned, an answer
+// never taken is released; one taken lives on in its incoming-response.
 func (f *future) close() {
-	f.cancel()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.drop = true
-	if f.held != nil && !f.taken {
+	if f.taken {
+		return
+	}
+	f.cancel()
+	if f.held != nil {
 		f.held.unref()
 		f.held = nil
 	}
 }
 
-type futureTrailers struct{ taken bool }
+// futureTrailers is ready at once: incoming-body.finish ends the body, and its result is
+// the body's failure, if it failed (trailers are not passed on).
+type futureTrailers struct {
+	taken bool
+	code  *abi.Variant
+}
 
 type requestOptions struct{ timeouts [3]abi.Option }
 
@@ -651,11 +668,11 @@ func httpSpecs() []*spec {
 			if b.streamTaken {
 				return fail(nil), nil
 			}
-			b.body.refs++
-			s := &inputStream{src: &memInput{data: b.body.data}, onDrop: b.body.unref}
+			b.body.ref()
+			s := &inputStream{src: b.body, onDrop: b.body.unref}
 			h, err := c.h.tab.add(kInputStream, s, a[0].(uint32))
 			if err != nil {
-				b.body.refs--
+				b.body.unref()
 				return nil, err
 			}
 			b.streamTaken = true
@@ -666,8 +683,9 @@ func httpSpecs() []*spec {
 			if err != nil {
 				return nil, err
 			}
+			code := b.body.failure()
 			b.close()
-			return c.h.tab.add(kFutureTrailers, &futureTrailers{}, 0)
+			return c.h.tab.add(kFutureTrailers, &futureTrailers{code: code}, 0)
 		}),
 		m(kFutureTrailers, "subscribe", nil, own(kPollable), func(c *call, a []any) (any, error) {
 			return c.subscribe(a[0], kFutureTrailers, nil)
@@ -681,7 +699,10 @@ func httpSpecs() []*spec {
 				return some(fail(nil)), nil
 			}
 			t.taken = true
-			return some(ok(ok(none))), nil // the whole body was read: no trailers
+			if t.code != nil {
+				return some(ok(fail(*t.code))), nil
+			}
+			return some(ok(ok(none))), nil // trailers are not passed on
 		}),
 		fn(httpTypes, "http-error-code", ps(pr("err", abi.Borrow("io-error"))), abi.OptionOf(tHTTPError), func(c *call, a []any) (any, error) {
 			e, err := borrowed[*ioError](c, a[0], kError)
@@ -810,24 +831,31 @@ func handle(c *call, a []any) (any, error) {
 		r.close()
 		return fail(abi.Variant{Case: heConnectionLimitReached}), nil
 	}
-	// The request lives as long as the call that made it, the future and the host.
+	// The request lives as long as the call that made it, the host, and the future or
+	// the response body that holds it; it counts as in flight until it ends.
 	ctx, cancel := context.WithCancel(c.ctx)
 	stopHost := context.AfterFunc(c.h.done, cancel)
+	stop := sync.OnceFunc(func() {
+		stopHost()
+		cancel()
+		c.h.inFlight.Add(-1)
+	})
 	f := &future{h: c.h, done: make(chan struct{}), cancel: cancel}
 	h, err := c.h.tab.add(kFutureIncomingResponse, f, 0)
 	if err != nil {
-		c.h.inFlight.Add(-1)
-		stopHost()
-		cancel()
+		stop()
 		r.close()
 		return nil, err
 	}
 	r.headers.close() // its entries were copied into req
 	go func() {
-		defer c.h.inFlight.Add(-1)
-		defer stopHost()
-		defer cancel()
-		f.finish(f.run(ctx, r.body, req))
+		resp, code := f.run(ctx, r.body, req)
+		b := f.finish(resp, code, stop)
+		if b == nil {
+			stop()
+			return
+		}
+		b.pump() // the body now owns stop: it ends the request when the guest lets go
 	}()
 	return ok(h), nil
 }
@@ -892,25 +920,23 @@ func (f *future) run(ctx context.Context, body *outBody, req HTTPRequest) (*HTTP
 	return resp, nil
 }
 
-// finish records the outcome and makes the future ready.
-func (f *future) finish(resp *HTTPResponse, code *abi.Variant) {
+// finish records the outcome and makes the future ready; it returns the body the guest
+// may now read, which will call stop when released, or nil (the caller stops).
+func (f *future) finish(resp *HTTPResponse, code *abi.Variant, stop func()) *netBody {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	defer close(f.done)
 	if code != nil {
 		f.errc = code
-		return
+		return nil
 	}
 	if f.drop {
-		return
-	}
-	if !f.h.charge(int64(len(resp.Body))) {
-		v := abi.Variant{Case: heResponseBodySize, Value: some(uint64(len(resp.Body)))}
-		f.errc = &v
-		return
+		resp.Body.Close()
+		return nil
 	}
 	f.resp = resp
-	f.held = &heldBody{h: f.h, data: resp.Body, refs: 1}
+	f.held = newNetBody(f.h, resp.Body, stop)
+	return f.held
 }
 
 func futureGet(c *call, a []any) (any, error) {

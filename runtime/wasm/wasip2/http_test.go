@@ -1,11 +1,16 @@
 package wasip2_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
@@ -14,7 +19,9 @@ import (
 
 // HTTP error-code cases the tests expect.
 const (
-	heRequestDenied = 15
+	heConnectionLimitReached = 11
+	heRequestDenied          = 15
+	heResponseBodySize       = 28
 )
 
 func httpGuest(t *testing.T) (*guest, string) {
@@ -214,5 +221,163 @@ func TestHTTPHostile(t *testing.T) {
 	g.await(fut)
 	if g.u8(ret+16) != 1 || g.u8(ret+24) != 38 {
 		t.Errorf("dropped body: inner %d code %d, want internal-error", g.u8(ret+16), g.u8(ret+24))
+	}
+}
+
+// chanBody is a response body the test feeds chunk by chunk: Read waits for the next
+// one or for the request's context to end; Close is reported on closed.
+type chanBody struct {
+	ctx    context.Context
+	chunks chan bodyChunk
+	closed chan struct{}
+	once   sync.Once
+}
+
+type bodyChunk struct {
+	p   []byte
+	err error
+}
+
+func (b *chanBody) Read(int) ([]byte, error) {
+	select {
+	case c := <-b.chunks:
+		return c.p, c.err
+	case <-b.ctx.Done():
+		return nil, b.ctx.Err()
+	}
+}
+
+func (b *chanBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// waitClosed fails the test unless b is closed in good time (a guard, not a pause: it
+// returns as soon as the host closes the body).
+func waitClosed(t *testing.T, b *chanBody) {
+	t.Helper()
+	select {
+	case <-b.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the response body was never closed")
+	}
+}
+
+// TestHTTPBodyStreams: an incoming-body's stream hands the guest each chunk as the
+// sender's body yields it: read answers nothing while none has arrived and the stream's
+// pollable is ready exactly while bytes are held; skip and blocking-read take what came;
+// blocking-read traps when its call's deadline passes first; a body over its cap fails
+// the stream with HTTP-response-body-size, and so does the body's future-trailers. A
+// request counts in flight until its response is let go, which cancels the request and
+// closes its body.
+func TestHTTPBodyStreams(t *testing.T) {
+	bodies := make(chan *chanBody, 4)
+	send := func(ctx context.Context, req wasip2.HTTPRequest) (*wasip2.HTTPResponse, error) {
+		b := &chanBody{ctx: ctx, chunks: make(chan bodyChunk), closed: make(chan struct{})}
+		bodies <- b
+		return &wasip2.HTTPResponse{Status: 200, Body: b}, nil
+	}
+	g := newGuest(t, "testdata/http.wat", wasip2.Env{HTTP: send, MaxInFlight: 1})
+	get := func() (fut, resp uint64) {
+		t.Helper()
+		g.must("handle", g.request("example.com"), 0, 0, ret)
+		if g.u8(ret) != 0 {
+			t.Fatalf("handle: error-code %d", g.u8(ret+8))
+		}
+		fut = uint64(g.u32(ret + 8))
+		g.await(fut)
+		if g.u8(ret+16) != 0 {
+			t.Fatalf("response error-code %d", g.u8(ret+24))
+		}
+		return fut, uint64(g.u32(ret + 24))
+	}
+	read := func(fn string, is, n uint64) string {
+		t.Helper()
+		g.must(fn, is, n, ret)
+		if g.u8(ret) != 0 {
+			t.Fatalf("%s: stream-error %d", fn, g.u8(ret+4))
+		}
+		return string(g.list(ret + 4))
+	}
+
+	fut, resp := get()
+	b := <-bodies
+	g.must("consume", resp, ret)
+	ib := uint64(g.u32(ret + 4))
+	g.must("incoming-body-stream", ib, ret)
+	is := uint64(g.u32(ret + 4))
+	pl := g.handle("input-subscribe", is)
+	if got := read("read", is, 10); got != "" || g.handle("ready", pl) != 0 {
+		t.Fatalf("before any chunk: read %q, ready %d", got, g.handle("ready", pl))
+	}
+	b.chunks <- bodyChunk{p: []byte("abc")}
+	g.must("block", pl)
+	if got := read("read", is, 2); got != "ab" || g.handle("ready", pl) != 1 {
+		t.Fatalf("first read %q, ready %d; want \"ab\" and ready", got, g.handle("ready", pl))
+	}
+	if got := read("read", is, 10); got != "c" || g.handle("ready", pl) != 0 {
+		t.Fatalf("second read %q, ready %d; want \"c\" and not ready", got, g.handle("ready", pl))
+	}
+	b.chunks <- bodyChunk{p: []byte("defg")}
+	g.must("block", pl)
+	if g.must("skip", is, 2, ret); g.u8(ret) != 0 || g.u64(ret+8) != 2 {
+		t.Fatalf("skip: %d, %d", g.u8(ret), g.u64(ret+8))
+	}
+	if got := read("blocking-read", is, 10); got != "fg" {
+		t.Fatalf("blocking-read %q", got)
+	}
+
+	// Nothing comes: blocking-read ends with its call's deadline, the stream lives on.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := g.callCtx(ctx, "blocking-read", is, 10, ret)
+	cancel()
+	wantTrap(t, err, wasip2.CodeContext)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%v does not match context.DeadlineExceeded", err)
+	}
+
+	b.chunks <- bodyChunk{err: fmt.Errorf("%w: 70 bytes over 64", wasip2.ErrResponseBodySize)}
+	if g.must("blocking-read", is, 10, ret); g.u8(ret) != 1 || g.u8(ret+4) != 0 {
+		t.Fatalf("over the cap: result %d, stream-error %d; want last-operation-failed", g.u8(ret), g.u8(ret+4))
+	}
+	e := uint64(g.u32(ret + 8))
+	if g.must("http-error-code", e, ret); g.u8(ret) != 1 || g.u8(ret+8) != heResponseBodySize {
+		t.Errorf("http-error-code: option %d, case %d; want HTTP-response-body-size", g.u8(ret), g.u8(ret+8))
+	}
+	g.must("drop-error", e)
+	if g.must("read", is, 10, ret); g.u8(ret) != 1 || g.u8(ret+4) != 1 {
+		t.Errorf("read after the failure: %d %d, want closed", g.u8(ret), g.u8(ret+4))
+	}
+	waitClosed(t, b)
+	g.must("drop-pollable", pl)
+	g.must("drop-input-stream", is)
+	tr := g.handle("incoming-body-finish", ib)
+	if g.must("trailers-get", tr, ret); g.u8(ret) != 1 || g.u8(ret+8) != 0 || g.u8(ret+16) != 1 || g.u8(ret+24) != heResponseBodySize {
+		t.Errorf("trailers: %d %d %d %d, want the body's error-code", g.u8(ret), g.u8(ret+8), g.u8(ret+16), g.u8(ret+24))
+	}
+	g.must("drop-trailers", tr)
+	g.must("drop-response", resp)
+	g.must("drop-future", fut)
+
+	// MaxInFlight 1: a response not let go holds its request, so the next is refused;
+	// dropping it unread cancels the request, closes the body and frees the place.
+	fut2, resp2 := get()
+	b2 := <-bodies
+	g.must("handle", g.request("example.com"), 0, 0, ret)
+	if g.u8(ret) != 1 || g.u8(ret+8) != heConnectionLimitReached {
+		t.Fatalf("handle while a body is open: %d %d, want connection-limit-reached", g.u8(ret), g.u8(ret+8))
+	}
+	g.must("drop-response", resp2)
+	g.must("drop-future", fut2)
+	waitClosed(t, b2)
+	if b2.ctx.Err() == nil {
+		t.Error("the dropped response's request was not canceled")
+	}
+	fut3, resp3 := get()
+	<-bodies
+	g.must("drop-response", resp3)
+	g.must("drop-future", fut3)
+	if n := g.h.Handles(); n != 0 {
+		t.Errorf("%d handles left", n)
 	}
 }

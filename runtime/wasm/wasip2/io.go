@@ -26,12 +26,15 @@ type ioError struct {
 	isHTTP  bool
 }
 
-// pollable is a pollable resource: always ready, ready at a monotonic instant, or ready
-// when a channel closes.
+// pollable is a pollable resource: always ready, ready at a monotonic instant, ready
+// when a channel closes, or ready while a source has something to read.
 type pollable struct {
 	timer bool
 	at    uint64          // timer: the monotonic instant, in ns
 	done  <-chan struct{} // not a timer: closed when ready; nil means always ready
+	// src, if set, is asked each time: a network body is ready while it holds bytes or
+	// has ended, and not ready again once the guest has read them.
+	src waitSource
 }
 
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -39,6 +42,9 @@ var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return
 func (p *pollable) ready(h *Host) bool {
 	if p.timer {
 		return h.clock.Monotonic() >= p.at
+	}
+	if p.src != nil {
+		return isClosed(p.src.readyCh())
 	}
 	if p.done == nil {
 		return true
@@ -54,6 +60,9 @@ func (p *pollable) ready(h *Host) bool {
 // wait returns a channel closed when p is ready, and a function releasing it.
 func (p *pollable) wait(h *Host) (<-chan struct{}, func()) {
 	if !p.timer {
+		if p.src != nil {
+			return p.src.readyCh(), func() {}
+		}
 		if p.done == nil {
 			return closedCh, func() {}
 		}
@@ -68,14 +77,43 @@ func (p *pollable) wait(h *Host) (<-chan struct{}, func()) {
 	return ch, func() { t.Stop() }
 }
 
-// await blocks until one of chs is closed, or the call's context ends (a trap).
-func (c *call) await(what string, chs ...<-chan struct{}) error {
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// contexts are the contexts a blocking call ends with: the call's, the host's and, for a
+// warm instance, the current call's.
+func (c *call) contexts() []context.Context {
 	ctxs := []context.Context{c.ctx, c.h.done}
 	if c.h.env.Context != nil {
 		if cc := c.h.env.Context(); cc != nil {
 			ctxs = append(ctxs, cc)
 		}
 	}
+	return ctxs
+}
+
+// ended is the trap of a call whose context has ended, nil while none has.
+func (c *call) ended(what string) error {
+	for _, x := range c.contexts() {
+		if x.Err() != nil {
+			if c.h.env.Interrupt != nil {
+				c.h.env.Interrupt()
+			}
+			return contextTrap(x, what)
+		}
+	}
+	return nil
+}
+
+// await blocks until one of chs is closed, or the call's context ends (a trap).
+func (c *call) await(what string, chs ...<-chan struct{}) error {
+	ctxs := c.contexts()
 	cases := make([]reflect.SelectCase, 0, len(chs)+len(ctxs))
 	for _, ch := range chs {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
@@ -107,6 +145,28 @@ type inSource interface {
 	read(p []byte) (int, error)
 }
 
+// waitSource is an inSource that may have nothing yet (a response body on its way):
+// read then returns 0 and no error, and readyCh is closed once it would return
+// something. Other sources are always ready.
+type waitSource interface {
+	inSource
+	readyCh() <-chan struct{}
+}
+
+// awaitSource blocks a blocking read, skip or splice until src has something, or
+// traps when the call's context ends first.
+func (c *call) awaitSource(src inSource, what string) error {
+	ws, ok := src.(waitSource)
+	if !ok {
+		return nil
+	}
+	ch := ws.readyCh()
+	if isClosed(ch) {
+		return nil
+	}
+	return c.await(what, ch)
+}
+
 type inputStream struct {
 	src    inSource
 	closed bool
@@ -120,7 +180,7 @@ func (s *inputStream) close() {
 	}
 }
 
-// memInput is bytes held in memory (stdin, a response body), read once.
+// memInput is bytes held in memory (stdin), read once.
 type memInput struct {
 	mu   sync.Mutex
 	data []byte
@@ -189,6 +249,10 @@ func (c *call) streamFailed(err error) (any, error) {
 	if errors.As(err, &fe) {
 		e.fsCode = int(fe.code)
 	}
+	var be *bodyError
+	if errors.As(err, &be) {
+		e.isHTTP, e.httpErr = true, bodyErrorCode(be.err)
+	}
 	h, terr := c.newError(e)
 	if terr != nil {
 		return nil, terr
@@ -241,19 +305,26 @@ func ioSpecs() []*spec {
 
 		drop(ioStreams, kInputStream),
 		fn(ioStreams, "[method]input-stream.read", ps(self(kInputStream), pr("len", abi.U64)), abi.ResultOf(tBytes, tStreamError), func(c *call, a []any) (any, error) {
-			return c.read(a[0], a[1].(uint64), false)
+			return c.read(a[0], a[1].(uint64), false, "")
 		}),
 		fn(ioStreams, "[method]input-stream.blocking-read", ps(self(kInputStream), pr("len", abi.U64)), abi.ResultOf(tBytes, tStreamError), func(c *call, a []any) (any, error) {
-			return c.read(a[0], a[1].(uint64), false)
+			return c.read(a[0], a[1].(uint64), false, "input-stream.blocking-read")
 		}),
 		fn(ioStreams, "[method]input-stream.skip", ps(self(kInputStream), pr("len", abi.U64)), abi.ResultOf(abi.U64, tStreamError), func(c *call, a []any) (any, error) {
-			return c.read(a[0], a[1].(uint64), true)
+			return c.read(a[0], a[1].(uint64), true, "")
 		}),
 		fn(ioStreams, "[method]input-stream.blocking-skip", ps(self(kInputStream), pr("len", abi.U64)), abi.ResultOf(abi.U64, tStreamError), func(c *call, a []any) (any, error) {
-			return c.read(a[0], a[1].(uint64), true)
+			return c.read(a[0], a[1].(uint64), true, "input-stream.blocking-skip")
 		}),
 		fn(ioStreams, "[method]input-stream.subscribe", ps(self(kInputStream)), own(kPollable), func(c *call, a []any) (any, error) {
-			// Every input source here is in memory or a file: always ready.
+			s, err := borrowed[*inputStream](c, a[0], kInputStream)
+			if err != nil {
+				return nil, err
+			}
+			// A response body is ready as its bytes arrive; stdin and files always are.
+			if ws, ok := s.src.(waitSource); ok {
+				return c.h.tab.add(kPollable, &pollable{src: ws}, a[0].(uint32))
+			}
 			return c.subscribe(a[0], kInputStream, nil)
 		}),
 
@@ -294,8 +365,12 @@ func ioSpecs() []*spec {
 				return c.write(a[0], make([]byte, a[1].(uint64)), MaxBlockingWrite, "blocking-write-zeroes-and-flush")
 			},
 		},
-		fn(ioStreams, "[method]output-stream.splice", ps(self(kOutputStream), pr("src", abi.Borrow("input-stream")), pr("len", abi.U64)), abi.ResultOf(abi.U64, tStreamError), splice),
-		fn(ioStreams, "[method]output-stream.blocking-splice", ps(self(kOutputStream), pr("src", abi.Borrow("input-stream")), pr("len", abi.U64)), abi.ResultOf(abi.U64, tStreamError), splice),
+		fn(ioStreams, "[method]output-stream.splice", ps(self(kOutputStream), pr("src", abi.Borrow("input-stream")), pr("len", abi.U64)), abi.ResultOf(abi.U64, tStreamError), func(c *call, a []any) (any, error) {
+			return splice(c, a, "")
+		}),
+		fn(ioStreams, "[method]output-stream.blocking-splice", ps(self(kOutputStream), pr("src", abi.Borrow("input-stream")), pr("len", abi.U64)), abi.ResultOf(abi.U64, tStreamError), func(c *call, a []any) (any, error) {
+			return splice(c, a, "output-stream.blocking-splice")
+		}),
 	}
 }
 
@@ -380,9 +455,10 @@ func (c *call) subscribe(v any, k kind, done <-chan struct{}) (any, error) {
 	return c.h.tab.add(kPollable, &pollable{done: done}, v.(uint32))
 }
 
-// read serves read, blocking-read (every source here is ready at once), skip and
-// blocking-skip.
-func (c *call) read(v any, n uint64, skip bool) (any, error) {
+// read serves read, skip and, when blocking names the call, blocking-read and
+// blocking-skip: those wait for a source that has nothing yet (a response body on its
+// way) until it has, or trap when the call's context ends.
+func (c *call) read(v any, n uint64, skip bool, blocking string) (any, error) {
 	s, err := borrowed[*inputStream](c, v, kInputStream)
 	if err != nil {
 		return nil, err
@@ -397,8 +473,20 @@ func (c *call) read(v any, n uint64, skip bool) (any, error) {
 		}
 		return ok([]byte{}), nil
 	}
+	if blocking != "" {
+		if err := c.awaitSource(s.src, blocking); err != nil {
+			return nil, err
+		}
+	}
 	k, rerr := s.src.read(buf)
 	if k == 0 && rerr != nil {
+		if blocking != "" && !errors.Is(rerr, io.EOF) {
+			// The body failed because the call's context ended: that is the trap, not a
+			// stream error the guest could take for the server's.
+			if err := c.ended(blocking); err != nil {
+				return nil, err
+			}
+		}
 		s.closed = true
 		if errors.Is(rerr, io.EOF) {
 			return streamClosed, nil
@@ -442,7 +530,7 @@ func c_flush(c *call, a []any) (any, error) {
 	return ok(nil), nil
 }
 
-func splice(c *call, a []any) (any, error) {
+func splice(c *call, a []any, blocking string) (any, error) {
 	out, err := borrowed[*outputStream](c, a[0], kOutputStream)
 	if err != nil {
 		return nil, err
@@ -457,6 +545,11 @@ func splice(c *call, a []any) (any, error) {
 	buf := make([]byte, min(a[2].(uint64), uint64(c.h.maxWrite)))
 	if len(buf) == 0 {
 		return ok(uint64(0)), nil
+	}
+	if blocking != "" {
+		if err := c.awaitSource(in.src, blocking); err != nil {
+			return nil, err
+		}
 	}
 	k, rerr := in.src.read(buf)
 	if k == 0 && rerr != nil {

@@ -49,7 +49,8 @@ const (
 	// DefaultMaxRequestBody caps one outgoing request body (as the capsulegate:http
 	// import does).
 	DefaultMaxRequestBody = 16 << 20
-	// DefaultMaxInFlight bounds outgoing-handler.handle requests not yet answered.
+	// DefaultMaxInFlight bounds outgoing-handler.handle requests in flight: from handle
+	// until their answer is refused or its body is let go (each holds a connection).
 	DefaultMaxInFlight = 8
 	// MaxFieldEntries bounds the entries of one fields resource.
 	MaxFieldEntries = 1024
@@ -107,7 +108,7 @@ type Env struct {
 	MaxBuffered int64
 	// MaxRequestBody caps one outgoing body (0: DefaultMaxRequestBody).
 	MaxRequestBody int64
-	// MaxInFlight bounds unanswered outgoing requests (0: DefaultMaxInFlight).
+	// MaxInFlight bounds outgoing requests in flight (0: DefaultMaxInFlight).
 	MaxInFlight int
 }
 
