@@ -33,8 +33,12 @@ func (w *wasmHook) Call(ctx context.Context, fn string, record any) (HookOutput,
 		return HookOutput{}, fmt.Errorf("%s: %w", fn, err)
 	}
 	g := w.grants
-	g.Stdout, g.Stderr = w.sess.log(w.mod.Artifact+".stdout.log"), w.sess.log(w.mod.Artifact+".stderr.log")
-	ctx = wasm.WithImports(ctx, &wasm.Imports{Who: w.mod.Artifact, Hook: w.sess.hookImports(w.entry)})
+	imports := &wasm.Imports{Who: w.mod.Artifact}
+	if w.sess != nil { // a hook outside a session (a test's) has no logs and imports nothing
+		g.Stdout, g.Stderr = w.sess.log(w.mod.Artifact+".stdout.log"), w.sess.log(w.mod.Artifact+".stderr.log")
+		imports.Hook = w.sess.hookImports(w.entry)
+	}
+	ctx = wasm.WithImports(ctx, imports)
 	ans, err := w.engine.CallHook(ctx, w.mod, g, fn, v)
 	switch {
 	case err != nil:

@@ -137,8 +137,8 @@ func TestOnStageHookDescribesShellTools(t *testing.T) {
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/recdriver"))
-	publishHook(t, reg, "describer", "stagehook", "binding: on-stage\ncommit_policy: write-manifests\n")
-	publishHook(t, reg, "unbound", "stagehook", "")
+	publishHook(t, reg, "describer", "../internal/testguests/stagehook", "binding: on-stage\ncommit_policy: write-manifests\n")
+	publishHook(t, reg, "unbound", "../internal/testguests/stagehook", "")
 	tests := []struct {
 		name, hook string
 		allow      string

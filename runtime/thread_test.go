@@ -51,7 +51,7 @@ func hostRec(t *testing.T, c recCapsule, sinks ...Sink) *Hosted {
 	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
 	var hooks strings.Builder
 	for name, dir := range c.hooks {
-		publishWasm(t, reg, name, "hook", guestbuild.Wasm(t, "../internal/testguests/"+dir))
+		publishHook(t, reg, name, "../internal/testguests/"+dir, "")
 		fmt.Fprintf(&hooks, "  - name: %s\n    version: 1.0.0\n    runtime: hook\n%s", name, c.hookEntry[name])
 	}
 	dir := t.TempDir()
