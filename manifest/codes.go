@@ -19,7 +19,6 @@ const (
 	CodePromptSources    = "E-MAN-015" // more than one system prompt source
 	CodeEndpointConflict = "E-MAN-016" // inference.endpoint/api_key disagree with the driver's gateway
 	CodeRange            = "E-MAN-017" // a number out of its range
-	CodeUnsupported      = "E-MAN-018" // a feature of a later release
 	CodeModel            = "E-MAN-019" // inference.model missing for http transport
 	CodePromptArtifact   = "E-MAN-020" // system_prompt_artifact names no skill artifact
 	CodeSourcePath       = "E-MAN-021" // source or system_prompt_file path unusable
@@ -29,6 +28,7 @@ const (
 	CodeUpstreamAuth     = "E-MAN-025" // a driver's upstream_auth header or value template malformed
 	CodeHookPairing      = "E-MAN-026" // hook keys on a non-hook, or a binding/mode/policy pairing refused
 	CodeHookGrants       = "E-MAN-027" // capabilities on a non-hook entry, or a hook grant wider than the capsule's
+	CodeHarnessPath      = "E-MAN-028" // a capabilities.harness.paths path that is not absolute and clean
 
 	CodeUnknownKey = "W-MAN-001" // unknown key (warning)
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
@@ -117,9 +118,29 @@ type Capabilities struct {
 		DeadlineSeconds int   `yaml:"deadline_seconds"`
 	} `yaml:"limits"`
 	Resources Resources `yaml:"resources"`
+	// Harness grants a process transport's harness CLI what it needs outside its run
+	// folder (docs/reference/manifest.md "Capabilities").
+	Harness struct {
+		Paths []HarnessPath `yaml:"paths"`
+	} `yaml:"harness"`
 
 	// NetworkRules is Network.Allow parsed by netpolicy.
 	NetworkRules netpolicy.Rules `yaml:"-"`
+}
+
+// HarnessPath is a path a harness may use: Access is read (the default) or read-write.
+type HarnessPath struct {
+	Path   string `yaml:"path" required:"true"`
+	Access string `yaml:"access"`
+}
+
+// Grants reports whether the grant covers access to p: the same path or a folder above
+// it, with read-write covering read.
+func (h HarnessPath) Grants(p, access string) bool {
+	if h.Access != "read-write" && access == "read-write" {
+		return false
+	}
+	return p == h.Path || strings.HasPrefix(p, strings.TrimSuffix(h.Path, "/")+"/")
 }
 
 // Resources are the native subprocess limits (docs/reference/manifest.md "Capabilities");
@@ -286,6 +307,11 @@ func (m *Manifest) applyDefaults() {
 	if c.Limits.MemoryBytes == 0 {
 		c.Limits.MemoryBytes = DefaultMemoryBytes
 	}
+	for i := range c.Harness.Paths {
+		if c.Harness.Paths[i].Access == "" {
+			c.Harness.Paths[i].Access = "read"
+		}
+	}
 	if inf := m.Inference; inf != nil {
 		if inf.Transport == "" {
 			inf.Transport = "http"
@@ -358,6 +384,10 @@ func (m *Manifest) Deadline(role Role) time.Duration {
 	}
 	return DefaultDeadlineSeconds * time.Second
 }
+
+// IsProcess reports whether m's inference runs a harness CLI through a process driver
+// (inference.transport: process).
+func (m *Manifest) IsProcess() bool { return m.Inference != nil && m.Inference.Transport == "process" }
 
 // HookDeadline is the wall-clock limit of one call of hook a: its entry's
 // limits.deadline_seconds when written, else the hook role's.

@@ -56,14 +56,15 @@ func CheckVersion(s string) string {
 }
 
 var enums = map[string][]string{
-	"artifacts[].runtime":       {"tool", "driver", "hook", "skill"},
-	"inference.transport":       {"http", "process"},
-	"lifecycle.task_acceptance": {"none", "single", "queue"},
-	"lifecycle.after_task":      {"exit", "sleep"},
-	"lifecycle.conversation":    {"stateless", "threaded"},
-	"trace.capture":             {"none", "meta", "content"},
-	"artifact.runtime":          {"tool", "driver", "hook", "skill"},
-	"artifact.implementation":   {"wasm", "native"},
+	"artifacts[].runtime":                 {"tool", "driver", "hook", "skill"},
+	"inference.transport":                 {"http", "process"},
+	"capabilities.harness.paths[].access": {"read", "read-write"},
+	"lifecycle.task_acceptance":           {"none", "single", "queue"},
+	"lifecycle.after_task":                {"exit", "sleep"},
+	"lifecycle.conversation":              {"stateless", "threaded"},
+	"trace.capture":                       {"none", "meta", "content"},
+	"artifact.runtime":                    {"tool", "driver", "hook", "skill"},
+	"artifact.implementation":             {"wasm", "native"},
 }
 
 // validator applies the rules of docs/reference/manifest.md after decoding, reporting
@@ -228,6 +229,14 @@ func (v *validator) hookGrants(p, name string, role Role, g *HookGrants) {
 
 func (v *validator) capabilities() {
 	c := &v.m.Capabilities
+	for i, hp := range c.Harness.Paths {
+		p := fmt.Sprintf("capabilities.harness.paths[%d]", i)
+		if hp.Path == "" || !path.IsAbs(hp.Path) || path.Clean(hp.Path) != hp.Path {
+			v.fail(p+".path", CodeHarnessPath, fmt.Sprintf("harness path %q is not an absolute, clean path", hp.Path),
+				"write the path the harness needs as an absolute path without . or .. segments, e.g. /opt/claude")
+		}
+		v.enum(p+".access", "capabilities.harness.paths[].access", hp.Access)
+	}
 	if v.has("capabilities.network.allow") {
 		rules, err := netpolicy.ParseRules(c.Network.Allow)
 		for _, e := range asList(err) {
@@ -311,9 +320,6 @@ func (v *validator) inference() {
 		return
 	}
 	v.enum("inference.transport", "inference.transport", inf.Transport)
-	if inf.Transport == "process" {
-		v.fail("inference.transport", CodeUnsupported, `transport "process" is not supported by this release`, "use transport: http (the default)")
-	}
 	if (inf.Transport == "" || inf.Transport == "http") && inf.Model == "" {
 		v.fail("inference.model", CodeModel, "inference.model is required for the http transport", "add `model: …` naming the provider's model")
 	}

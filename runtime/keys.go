@@ -75,6 +75,10 @@ var manifestKeys = map[string]keyFate{
 		ignored: "a shell or native tool's memory is bounded by capabilities.resources.address_space_bytes (RLIMIT_AS) only"},
 	"capabilities.resources.pids": {code: WarnResourcePids,
 		ignored: "shell and native tools are bounded by capabilities.resources.processes (RLIMIT_NPROC) only"},
+	"capabilities.harness":                {}, // a process driver's harness needs are checked against it (process.go)
+	"capabilities.harness.paths":          {},
+	"capabilities.harness.paths[].path":   {},
+	"capabilities.harness.paths[].access": {},
 	"inference":                           {},
 	"inference.transport":                 {},
 	"inference.driver":                    {},

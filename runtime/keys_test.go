@@ -61,6 +61,7 @@ capabilities:
   filesystem: {scope: data}
   shell: {allow: [bash], strip_env: ["FOO_*"], min_tier: env-only}
   env: {allow: [LANG]}
+  harness: {paths: [{path: /opt/harness, access: read}]}
   limits: {memory_bytes: 134217728, deadline_seconds: 60}
   resources: {processes: 64, open_files: 256, file_size_bytes: 1048576, cpu_seconds: 60, address_space_bytes: 1073741824, memory_bytes: 1048576, pids: 32}
 inference:

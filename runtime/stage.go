@@ -101,6 +101,9 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 	if len(problems) > 0 {
 		return nil, problems
 	}
+	if m.IsProcess() {
+		return nil, r.checkProcessDriver(ctx, m, s.Modules[m.Inference.Driver.Artifact])
+	}
 	// Only once everything compiled: on-stage is called on a capsule that will stage.
 	var warns []*errs.Error
 	s.ShellTools, warns = runStageHooks(ctx, m.Capabilities.Shell.Allow, r.stageHooks(s))
@@ -162,8 +165,12 @@ func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptSum strin
 			continue // native tools run as sandboxed subprocesses, not here
 		}
 		arc := a.Archive
-		j := &compileJob{name: a.Name, role: a.Role, world: string(a.Role),
-			key:  moduleKey("archive:"+a.SHA256+"\x00"+p.Path, string(a.Role), limit),
+		world := string(a.Role)
+		if m.IsProcess() && a.Name == m.Inference.Driver.Artifact {
+			world = wasm.ProcessWorld
+		}
+		j := &compileJob{name: a.Name, role: a.Role, world: world,
+			key:  moduleKey("archive:"+a.SHA256+"\x00"+p.Path, world, limit),
 			read: func() ([]byte, error) { return arc.ReadFile(p.Path) }}
 		if a.Role == manifest.RoleHook {
 			j.binding = arc.Manifest().Binding

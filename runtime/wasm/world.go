@@ -81,6 +81,14 @@ func (m *Module) RunExport(world string) string {
 // the host does not serve, lacks its world's run export, or imports a host interface its
 // world does not offer.
 func (m *Module) CheckWorld(world string) error {
+	if world == ProcessWorld {
+		return m.checkProcessWorld()
+	}
+	if world == string(manifest.RoleDriver) {
+		if err := m.checkHTTPDriver(); err != nil {
+			return err
+		}
+	}
 	if m.comp != nil {
 		_, _, err := checkComponentWorld(m.comp.plan, m.Artifact, world)
 		return err
