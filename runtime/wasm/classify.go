@@ -69,7 +69,7 @@ func classify(ctx context.Context, err error, alloc *limitedAllocator) string {
 	case alloc != nil && alloc.wasRefused():
 		return ReasonMemoryLimit
 	case errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeDeadlineExceeded,
-		errors.Is(ctx.Err(), context.DeadlineExceeded):
+		errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(context.Cause(ctx), context.DeadlineExceeded):
 		return ReasonDeadline
 	case errors.As(err, &exit) && exit.ExitCode() == sys.ExitCodeContextCanceled,
 		errors.Is(ctx.Err(), context.Canceled):

@@ -114,20 +114,64 @@ func (m *Module) checkProcessWorld() error {
 	return nil
 }
 
-// Describe calls describe() of a process driver in a fresh instance granted nothing,
-// under g's deadline and memory.
+// Describe calls describe() of a process driver in an instance of its own, granted
+// nothing, under g's deadline and memory.
 func (e *Engine) Describe(ctx context.Context, mod *Module, g Grants) (abi.Description, error) {
-	var d abi.Description
-	err := e.Call(ctx, mod, nothingGranted(g), func(ctx context.Context, inst *Instance) error {
-		return callLifted(ctx, inst, mod.Artifact, mod.ProcessExport(abi.ProcessDescribe), abi.ProcessFuncs[abi.ProcessDescribe], nil, func(vals []any) (err error) {
-			d, err = abi.ToDescription(vals[0])
-			return err
-		})
-	})
-	return d, err
+	d := e.OpenDriver(mod, g)
+	defer d.Close()
+	return d.Describe(ctx)
 }
 
 // nothingGranted keeps only g's limits: no filesystem, environment or output.
 func nothingGranted(g Grants) Grants {
 	return Grants{MemoryBytes: g.MemoryBytes, Deadline: g.Deadline}
+}
+
+// Driver is a process driver held for one run: its calls share one instance, each
+// bounded by the hook-call deadline the driver was opened with (Held).
+type Driver struct {
+	h *Held
+}
+
+// OpenDriver holds an instance of the process driver mod for a run, granted nothing
+// but g's memory limit and per-call deadline.
+func (e *Engine) OpenDriver(mod *Module, g Grants) *Driver {
+	return &Driver{h: e.Hold(mod, nothingGranted(g))}
+}
+
+// Close ends the driver's instance.
+func (d *Driver) Close() { d.h.Close() }
+
+func (d *Driver) call(ctx context.Context, fn string, args []any, use func([]any) error) error {
+	return d.h.Call(ctx, fn, d.h.mod.ProcessExport(fn), abi.ProcessFuncs[fn], args, use)
+}
+
+// Describe calls describe().
+func (d *Driver) Describe(ctx context.Context) (desc abi.Description, err error) {
+	err = d.call(ctx, abi.ProcessDescribe, nil, func(v []any) (err error) { desc, err = abi.ToDescription(v[0]); return err })
+	return desc, err
+}
+
+// Launch plans a turn; refused is the driver's err answer.
+func (d *Driver) Launch(ctx context.Context, req abi.LaunchRequest) (plan abi.LaunchPlan, refused string, err error) {
+	err = d.call(ctx, abi.ProcessLaunch, []any{req.Value()}, func(v []any) (err error) { plan, refused, err = abi.ToLaunch(v[0]); return err })
+	return plan, refused, err
+}
+
+// Parse reads a batch of stdout lines into events.
+func (d *Driver) Parse(ctx context.Context, lines []string) (events []abi.Event, err error) {
+	err = d.call(ctx, abi.ProcessParse, []any{abi.LinesValue(lines)}, func(v []any) (err error) { events, err = abi.ToEvents(v[0]); return err })
+	return events, err
+}
+
+// ClassifyExit gives the final event of a run that ended without one.
+func (d *Driver) ClassifyExit(ctx context.Context, x abi.ExitStatus) (ev abi.Event, err error) {
+	err = d.call(ctx, abi.ProcessClassify, []any{x.Value()}, func(v []any) (err error) { ev, err = abi.ToEvent(v[0]); return err })
+	return ev, err
+}
+
+// ReadLogin reads what the login check printed.
+func (d *Driver) ReadLogin(ctx context.Context, o abi.LoginOutput) (state, detail string, err error) {
+	err = d.call(ctx, abi.ProcessLogin, []any{o.Value()}, func(v []any) (err error) { state, detail, err = abi.ToLoginState(v[0]); return err })
+	return state, detail, err
 }

@@ -2,7 +2,8 @@
 
 // Command procdriver is a process driver for a stand-in harness, `fakeharness`, whose
 // stdout lines are "<case> <text>" (text-delta hi, turn-end done, …): what the runtime's
-// process transport tests drive. Its describe() needs PROC_MODE and PROC_HINT, read
+// process transport tests drive ("whoami" answers a note with the session launch was
+// given; "spin" never returns). Its describe() needs PROC_MODE and PROC_HINT, read
 // access to /opt/fakeharness and the host harness.example, and has a login check.
 package main
 
@@ -40,6 +41,11 @@ func (d *driver) Parse(lines []string) []process.Event {
 	for _, l := range lines {
 		c, text, _ := strings.Cut(l, " ")
 		switch c {
+		case "whoami": // what launch was given, so tests see one instance serve the run
+			out = append(out, process.Event{Case: process.Note, Text: d.session})
+		case "spin": // never returns: the runtime's per-call deadline must cut it
+			for {
+			}
 		case process.TextDelta, process.Text, process.TurnEnd, process.Note:
 			out = append(out, process.Event{Case: c, Text: text})
 		case process.TurnFailed:
