@@ -29,7 +29,7 @@ var hostile = wasmtest.Module{
 	MemoryPages: 1,
 }
 
-func newEngine(t *testing.T, opts ...EngineOption) (*Engine, *prometheus.Registry) {
+func newEngine(t testing.TB, opts ...EngineOption) (*Engine, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	e, err := NewEngine(context.Background(), append(opts, WithMetrics(reg))...)

@@ -13,7 +13,7 @@ import (
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-func compileProcDriver(t *testing.T, e *Engine) *Module {
+func compileProcDriver(t testing.TB, e *Engine) *Module {
 	t.Helper()
 	mod, err := e.Compile(context.Background(), "cap", "procdriver", manifest.RoleDriver, guestbuild.Wasm(t, "../../internal/testguests/procdriver"))
 	if err != nil {
