@@ -181,7 +181,7 @@ func wrapperStage(tier string, rootMode bool) (string, *syscall.SysProcAttr) {
 // reaper's control pipe (nil for sealed, where killing the outer stage is enough).
 func newChild(cmd *exec.Cmd, setup, ctlW *os.File, sealed bool) *child {
 	pid := cmd.Process.Pid
-	c := &child{setup: setup}
+	c := &child{setup: setup, signal: cmd.Process.Signal}
 	if sealed {
 		// The outer stage is init of the sandbox's pid namespace: its death kills every
 		// process in it, and the pidfd behind Process.Kill cannot hit a recycled pid.

@@ -71,6 +71,7 @@ func (w *pending) begin(c command) (*child, error) {
 	return &child{
 		setup:    setupR,
 		kill:     func() { cmd.Process.Kill() },
+		signal:   cmd.Process.Signal,
 		waitExit: func() { <-done },
 		reap:     func() (int, error) { <-done; return code, werr },
 	}, nil

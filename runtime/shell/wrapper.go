@@ -42,10 +42,11 @@ func MaybeWrapper() {
 
 // child is a started command: the wrapper, and through it the tool.
 type child struct {
-	setup    *os.File            // read end of the pipe the wrapper reports setup failures on
-	kill     func()              // kills everything the command started
-	waitExit func()              // returns once the wrapper exited, without reaping it
-	reap     func() (int, error) // kills leftovers, reaps the wrapper, returns the exit code
+	setup    *os.File              // read end of the pipe the wrapper reports setup failures on
+	kill     func()                // kills everything the command started
+	signal   func(os.Signal) error // signals the wrapper, which hands SIGINT on to the command
+	waitExit func()                // returns once the wrapper exited, without reaping it
+	reap     func() (int, error)   // kills leftovers, reaps the wrapper, returns the exit code
 }
 
 // wrapperEnv is the whole environment of a wrapper stage; the tool gets its own. GORACE

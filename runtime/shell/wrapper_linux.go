@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -112,6 +113,9 @@ func outer(specIn, setup *os.File) int {
 	if err != nil {
 		return fail("starting the inner stage", err)
 	}
+	// An interrupt is the command's to handle (a harness ends its turn): as init of the
+	// pid namespace this stage would otherwise ignore it.
+	handOn(func(sig os.Signal) { innerProc.Signal(sig) })
 	in := json.NewDecoder(specIn)
 	spec, code := readSpec(in, setup)
 	if spec == nil {
@@ -228,6 +232,7 @@ func reaper(specIn, setup *os.File) int {
 		fmt.Fprintf(setup, "starting the inner stage: %v", err)
 		return 125
 	}
+	handOn(func(sig os.Signal) { unix.Kill(-p.Pid, sig.(syscall.Signal)) })
 	in := json.NewDecoder(specIn)
 	spec, code := readSpec(in, setup)
 	if spec == nil {
@@ -267,6 +272,18 @@ func reaper(specIn, setup *os.File) int {
 	}
 	killDescendants()
 	return status
+}
+
+// handOn passes every SIGINT this stage receives to to: the gateway interrupts a
+// command by signalling its wrapper.
+func handOn(to func(os.Signal)) {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGINT)
+	go func() {
+		for sig := range ch {
+			to(sig)
+		}
+	}()
 }
 
 // killDescendants kills this process's children until none is left; orphans of the

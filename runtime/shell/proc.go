@@ -1,0 +1,233 @@
+package shell
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ProcSpec is a long-running command of the sandbox whose output is read as it comes: a
+// process transport's harness CLI (docs/reference/process-drivers.md).
+type ProcSpec struct {
+	// Path is the binary's absolute path; Args its argv, Args[0] the name it runs as.
+	Path string
+	Args []string
+	// Env is added to the sandbox's environment (a launch plan's env-set).
+	Env []string
+	// ReadOnly are folders the command may read and execute (the harness's install).
+	ReadOnly []string
+	// Stdin is written to the command's stdin once it starts; with KeepStdinOpen the
+	// stdin stays open for Proc.WriteStdin, else it is closed after Stdin.
+	Stdin         []byte
+	KeepStdinOpen bool
+}
+
+// StderrTail is how much of a process's stderr its ProcExit keeps, the end of it.
+const StderrTail = 4 << 10
+
+// Proc is a running ProcSpec: read its stdout from Stdout until EOF, then Wait.
+type Proc struct {
+	// Stdout is the command's stdout as it is written.
+	Stdout io.Reader
+	c      *child
+	outR   *os.File
+	stdin  *os.File // nil once closed, or when there is none
+	inMu   sync.Mutex
+	stderr tail
+	errW   sync.WaitGroup
+	start  time.Time
+
+	done   chan struct{}
+	exit   ProcExit
+	killed string
+	killMu sync.Mutex
+}
+
+// ProcExit is how a Proc ended.
+type ProcExit struct {
+	// Code is the exit code, or 128+signal when a signal ended it.
+	Code int
+	// Killed says why the gateway killed it ("" when it ended by itself).
+	Killed     string
+	StderrTail string
+	Duration   time.Duration
+}
+
+// tail keeps the last StderrTail bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - StderrTail; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// Start runs spec in the sandbox, its stdout streamed to Proc.Stdout. ctx ending kills it
+// (and everything it started). An error means the sandbox could not start it.
+func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("shell: the sandbox is closed")
+	}
+	if len(spec.Args) == 0 {
+		return nil, errors.New("shell: a command without argv[0]")
+	}
+	full := s.sessionSpec()
+	full.Path, full.Args, full.ReadOnly = spec.Path, spec.Args, spec.ReadOnly
+	full.Env = append(append([]string(nil), full.Env...), spec.Env...)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		return nil, err
+	}
+	w, err := prestart(s.wrapper, full, inR, outW, errW) // closes inR, outW, errW
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		inW.Close()
+		return nil, startErr(full, err)
+	}
+	c, _ := w.begin(command{Path: full.Path, Args: full.Args})
+	p := &Proc{Stdout: outR, c: c, outR: outR, stdin: inW, start: time.Now(), done: make(chan struct{})}
+	p.errW.Add(1)
+	go func() {
+		defer p.errW.Done()
+		io.Copy(&p.stderr, errR)
+		errR.Close()
+	}()
+	if len(spec.Stdin) > 0 {
+		go func() {
+			p.WriteStdin(spec.Stdin)
+			if !spec.KeepStdinOpen {
+				p.CloseStdin()
+			}
+		}()
+	} else if !spec.KeepStdinOpen {
+		p.CloseStdin()
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			p.Kill(ctx.Err().Error())
+		case <-p.done:
+		}
+	}()
+	go p.wait(full)
+	return p, nil
+}
+
+// wait reaps the wrapper once it exits and records how the command ended.
+func (p *Proc) wait(spec *runSpec) {
+	p.c.waitExit()
+	code, werr := p.c.reap()
+	// Output pipes held by a process that escaped the group (possible outside sealed)
+	// must not keep Stdout open: the reader ends a moment after the command.
+	t := time.AfterFunc(2*time.Second, func() { p.outR.Close() })
+	p.errW.Wait()
+	t.Stop()
+	setup := readSetup(p.c.setup)
+	p.killMu.Lock()
+	killed := p.killed
+	p.killMu.Unlock()
+	p.exit = ProcExit{Code: code, Killed: killed, StderrTail: p.stderr.String(), Duration: time.Since(p.start)}
+	switch {
+	case setup != "":
+		p.exit.Code, p.exit.StderrTail = 125, fmt.Sprintf("the sandbox (tier %s) could not start %s: %s", spec.Tier, spec.Args[0], setup)
+	case werr != nil:
+		p.exit.Code, p.exit.StderrTail = 125, werr.Error()
+	}
+	p.CloseStdin()
+	close(p.done)
+}
+
+func readSetup(f *os.File) string {
+	b, _ := io.ReadAll(io.LimitReader(f, 64<<10))
+	f.Close()
+	return string(b)
+}
+
+// WriteStdin writes b to the command's stdin; an error once it is closed or the command
+// stopped reading.
+func (p *Proc) WriteStdin(b []byte) error {
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	if p.stdin == nil {
+		return errors.New("shell: the command's stdin is closed")
+	}
+	_, err := p.stdin.Write(b)
+	return err
+}
+
+// CloseStdin closes the command's stdin.
+func (p *Proc) CloseStdin() {
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	if p.stdin != nil {
+		p.stdin.Close()
+		p.stdin = nil
+	}
+}
+
+// Interrupt sends SIGINT to the command: the wrapper hands it on to the command
+// (docs/sandbox.md "How a command runs").
+func (p *Proc) Interrupt() error {
+	select {
+	case <-p.done:
+		return errors.New("shell: the command has ended")
+	default:
+	}
+	return p.c.signal(syscall.SIGINT)
+}
+
+// Kill kills the command and everything it started, recording why; the first reason
+// stands.
+func (p *Proc) Kill(why string) {
+	p.killMu.Lock()
+	if p.killed == "" {
+		p.killed = why
+	}
+	p.killMu.Unlock()
+	p.c.kill()
+}
+
+// Done is closed once the command has ended and Wait would not block.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Wait returns how the command ended, once it has.
+func (p *Proc) Wait() ProcExit {
+	<-p.done
+	return p.exit
+}

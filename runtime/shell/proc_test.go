@@ -1,0 +1,104 @@
+//go:build linux
+
+package shell
+
+import (
+	"bufio"
+	"context"
+	"strings"
+	"testing"
+)
+
+// startBash starts a bash script in s as a long-running command.
+func startBash(t *testing.T, ctx context.Context, s *Sandbox, script string, spec ProcSpec) *Proc {
+	t.Helper()
+	spec.Path, spec.Args = lookPath("bash"), []string{"bash", "-c", script}
+	p, err := s.Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill("test over"); p.Wait() })
+	return p
+}
+
+// TestStart runs long-running commands in each tier the host gives: stdout is read as
+// it is written, stdin stays open for more, an interrupt reaches the command's own
+// handler through the wrapper, a kill (or the context's end) stops it and says why, and
+// the exit keeps the end of stderr.
+func TestStart(t *testing.T) {
+	for _, tier := range append(tiers(t), TierEnvOnly) {
+		t.Run(tier, func(t *testing.T) {
+			s := newSandbox(t, Config{tier: tier})
+			ctx := context.Background()
+
+			t.Run("conversation", func(t *testing.T) {
+				p := startBash(t, ctx, s, `echo one; read x; echo "got $x"; echo oops >&2; exit 3`, ProcSpec{KeepStdinOpen: true, Env: []string{"EXTRA=1"}})
+				r := bufio.NewReader(p.Stdout)
+				if l, _ := r.ReadString('\n'); l != "one\n" {
+					t.Fatalf("first line %q", l)
+				}
+				// The command is waiting for this: its first line came before its input.
+				if err := p.WriteStdin([]byte("hi\n")); err != nil {
+					t.Fatal(err)
+				}
+				if l, _ := r.ReadString('\n'); l != "got hi\n" {
+					t.Errorf("second line %q", l)
+				}
+				x := p.Wait()
+				if x.Code != 3 || x.Killed != "" || !strings.Contains(x.StderrTail, "oops") {
+					t.Errorf("exit %+v", x)
+				}
+			})
+			t.Run("env and stdin", func(t *testing.T) {
+				p := startBash(t, ctx, s, `echo "extra=$EXTRA"; cat`, ProcSpec{Env: []string{"EXTRA=yes"}, Stdin: []byte("from stdin\n")})
+				r := bufio.NewScanner(p.Stdout)
+				var lines []string
+				for r.Scan() {
+					lines = append(lines, r.Text())
+				}
+				if strings.Join(lines, "|") != "extra=yes|from stdin" || p.Wait().Code != 0 {
+					t.Errorf("lines %q, exit %+v", lines, p.Wait())
+				}
+			})
+			t.Run("interrupt", func(t *testing.T) {
+				p := startBash(t, ctx, s, `trap 'echo interrupted; exit 7' INT; echo ready; while :; do sleep 0.05; done`, ProcSpec{})
+				r := bufio.NewReader(p.Stdout)
+				if l, _ := r.ReadString('\n'); l != "ready\n" {
+					t.Fatalf("first line %q", l)
+				}
+				if err := p.Interrupt(); err != nil {
+					t.Fatal(err)
+				}
+				if l, _ := r.ReadString('\n'); l != "interrupted\n" {
+					t.Errorf("after the interrupt %q", l)
+				}
+				if x := p.Wait(); x.Code != 7 || x.Killed != "" {
+					t.Errorf("exit %+v", x)
+				}
+			})
+			t.Run("kill", func(t *testing.T) {
+				p := startBash(t, ctx, s, `echo ready; sleep 1000 & wait`, ProcSpec{})
+				r := bufio.NewReader(p.Stdout)
+				if l, _ := r.ReadString('\n'); l != "ready\n" {
+					t.Fatalf("first line %q", l)
+				}
+				p.Kill("the inactivity timeout")
+				if x := p.Wait(); x.Killed != "the inactivity timeout" || x.Code == 0 {
+					t.Errorf("exit %+v", x)
+				}
+			})
+			t.Run("context ends", func(t *testing.T) {
+				cctx, cancel := context.WithCancel(ctx)
+				p := startBash(t, cctx, s, `echo ready; sleep 1000`, ProcSpec{})
+				r := bufio.NewReader(p.Stdout)
+				if l, _ := r.ReadString('\n'); l != "ready\n" {
+					t.Fatalf("first line %q", l)
+				}
+				cancel()
+				if x := p.Wait(); !strings.Contains(x.Killed, "canceled") {
+					t.Errorf("exit %+v", x)
+				}
+			})
+		})
+	}
+}
