@@ -29,31 +29,44 @@ func (s *Sandbox) startBridges() error {
 		if b.target == "" {
 			continue
 		}
-		path := filepath.Join(s.private, b.name)
-		if len(path) > 100 {
-			// sun_path holds 108 bytes; the folder's fd names it in fewer.
-			dir, err := os.Open(s.private)
-			if err != nil {
-				return errs.Wrap(err, CodeBridge, part, "cannot open the sandbox's folder "+s.private, "check the records folder")
-			}
-			defer dir.Close() // the socket stays; only the name used to create it goes
-			path = fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), b.name)
-		}
-		ln, err := net.Listen("unix", path)
+		br, err := s.listenBridge(b.name, b.target)
 		if err != nil {
-			return errs.Wrap(err, CodeBridge, part, "cannot listen on "+filepath.Join(s.private, b.name), "check that the records folder is writable and on a local filesystem")
+			return err
 		}
-		if ul, ok := ln.(*net.UnixListener); ok {
-			ul.SetUnlinkOnClose(false) // Close removes the whole folder
-		}
-		br := &bridge{ln: ln, target: b.target, conns: map[net.Conn]struct{}{}}
 		s.mu.Lock()
 		s.bridges = append(s.bridges, br)
 		s.mu.Unlock()
-		br.wg.Add(1)
-		go br.serve()
 	}
 	return nil
+}
+
+// reachSocket names the socket a reachable host port is bridged through.
+func reachSocket(port int) string { return fmt.Sprintf("reach-%d.sock", port) }
+
+// listenBridge serves a bridge from name, a socket in the sandbox's private folder, to
+// target; the caller closes it.
+func (s *Sandbox) listenBridge(name, target string) (*bridge, error) {
+	path := filepath.Join(s.private, name)
+	if len(path) > 100 {
+		// sun_path holds 108 bytes; the folder's fd names it in fewer.
+		dir, err := os.Open(s.private)
+		if err != nil {
+			return nil, errs.Wrap(err, CodeBridge, part, "cannot open the sandbox's folder "+s.private, "check the records folder")
+		}
+		defer dir.Close() // the socket stays; only the name used to create it goes
+		path = fmt.Sprintf("/proc/self/fd/%d/%s", dir.Fd(), name)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, errs.Wrap(err, CodeBridge, part, "cannot listen on "+filepath.Join(s.private, name), "check that the records folder is writable and on a local filesystem")
+	}
+	if ul, ok := ln.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(false) // Close removes the whole folder
+	}
+	br := &bridge{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	br.wg.Add(1)
+	go br.serve()
+	return br, nil
 }
 
 func (b *bridge) serve() {

@@ -146,6 +146,15 @@ func applyLandlock(spec *runSpec) error {
 			return fmt.Errorf("proxy port %d: %w", spec.ProxyPort, e)
 		}
 	}
+	for _, port := range spec.Reach {
+		if netRights == 0 {
+			break
+		}
+		pa := llNetPortAttr{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
+		if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, rfd, llRuleNetPort, uintptr(unsafe.Pointer(&pa)), 0, 0, 0); e != 0 {
+			return fmt.Errorf("reachable port %d: %w", port, e)
+		}
+	}
 	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, rfd, 0, 0); e != 0 {
 		return fmt.Errorf("landlock_restrict_self: %w", e)
 	}

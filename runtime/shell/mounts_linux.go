@@ -84,7 +84,11 @@ func buildRoot(nr string, spec *runSpec, procOK bool) (bool, error) {
 			return false, fmt.Errorf("resolv.conf: %w", err)
 		}
 	}
-	for _, sock := range []string{"proxy.sock", "dns.sock"} {
+	socks := []string{"proxy.sock", "dns.sock"}
+	for _, port := range spec.Reach {
+		socks = append(socks, reachSocket(port))
+	}
+	for _, sock := range socks {
 		src := filepath.Join(spec.Private, sock)
 		if _, err := os.Lstat(src); err != nil {
 			continue

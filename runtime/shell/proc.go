@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,6 +28,11 @@ type ProcSpec struct {
 	// stdin stays open for Proc.WriteStdin, else it is closed after Stdin.
 	Stdin         []byte
 	KeepStdinOpen bool
+	// Reach are host loopback addresses ("127.0.0.1:<port>") the command may connect to
+	// at the same address in every tier — the run's credential gateway and tool bridge —
+	// and which it reaches directly, never through the proxy. In sealed each is carried
+	// through a socket of its own; in scoped Landlock lets its port through.
+	Reach []string
 }
 
 // StderrTail is how much of a process's stderr its ProcExit keeps, the end of it.
@@ -94,15 +102,49 @@ func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 	}
 	full := s.sessionSpec()
 	full.Path, full.Args, full.ReadOnly = spec.Path, spec.Args, spec.ReadOnly
-	full.Env = append(append([]string(nil), full.Env...), spec.Env...)
+	var env []string
+	for _, kv := range full.Env {
+		if k, _, _ := strings.Cut(kv, "="); len(spec.Reach) == 0 || !strings.EqualFold(k, "NO_PROXY") {
+			env = append(env, kv)
+		}
+	}
+	var bridges []*bridge
+	closeBridges := func() {
+		for _, b := range bridges {
+			b.close()
+		}
+	}
+	for _, addr := range spec.Reach {
+		host, p, err := net.SplitHostPort(addr)
+		port, perr := strconv.Atoi(p)
+		if err != nil || perr != nil || host != "127.0.0.1" || port < 1 || port > 65535 {
+			closeBridges()
+			return nil, fmt.Errorf("shell: %q is not a 127.0.0.1 address a command may reach", addr)
+		}
+		full.Reach = append(full.Reach, port)
+		if full.Tier == TierSealed {
+			b, err := s.listenBridge(reachSocket(port), addr)
+			if err != nil {
+				closeBridges()
+				return nil, err
+			}
+			bridges = append(bridges, b)
+		}
+	}
+	if len(spec.Reach) > 0 {
+		env = append(env, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
+	}
+	full.Env = append(env, spec.Env...)
 	outR, outW, err := os.Pipe()
 	if err != nil {
+		closeBridges()
 		return nil, err
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
+		closeBridges()
 		return nil, err
 	}
 	inR, inW, err := os.Pipe()
@@ -111,6 +153,7 @@ func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 		outW.Close()
 		errR.Close()
 		errW.Close()
+		closeBridges()
 		return nil, err
 	}
 	w, err := prestart(s.wrapper, full, inR, outW, errW) // closes inR, outW, errW
@@ -118,6 +161,7 @@ func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 		outR.Close()
 		errR.Close()
 		inW.Close()
+		closeBridges()
 		return nil, startErr(full, err)
 	}
 	c, _ := w.begin(command{Path: full.Path, Args: full.Args})
@@ -145,7 +189,10 @@ func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 		case <-p.done:
 		}
 	}()
-	go p.wait(full)
+	go func() {
+		p.wait(full)
+		closeBridges()
+	}()
 	return p, nil
 }
 

@@ -5,6 +5,8 @@ package shell
 import (
 	"bufio"
 	"context"
+	"io"
+	"net"
 	"strings"
 	"testing"
 )
@@ -87,6 +89,20 @@ func TestStart(t *testing.T) {
 					t.Errorf("exit %+v", x)
 				}
 			})
+			t.Run("reach", func(t *testing.T) {
+				allowed, other := echoServer(t), echoServer(t)
+				script := `exec 3<>/dev/tcp/127.0.0.1/` + port(allowed) + ` && echo ping >&3 && read -t 10 x <&3 && echo "reached $x $NO_PROXY"
+(exec 4<>/dev/tcp/127.0.0.1/` + port(other) + ` && echo leaked) 2>/dev/null || echo blocked`
+				p := startBash(t, ctx, s, script, ProcSpec{Reach: []string{allowed}})
+				out, _ := io.ReadAll(p.Stdout)
+				want := "reached ping 127.0.0.1,localhost\nblocked\n"
+				if tier == TierEnvOnly {
+					want = "reached ping 127.0.0.1,localhost\nleaked\n" // env-only confines no network (docs/sandbox.md)
+				}
+				if string(out) != want {
+					t.Errorf("output %q, want %q (stderr %q)", out, want, p.Wait().StderrTail)
+				}
+			})
 			t.Run("context ends", func(t *testing.T) {
 				cctx, cancel := context.WithCancel(ctx)
 				p := startBash(t, cctx, s, `echo ready; sleep 1000`, ProcSpec{})
@@ -101,4 +117,32 @@ func TestStart(t *testing.T) {
 			})
 		})
 	}
+}
+
+// echoServer listens on 127.0.0.1 and echoes each line back; it returns its address.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
 }

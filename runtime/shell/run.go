@@ -27,6 +27,7 @@ type runSpec struct {
 	Network   bool   // forward the proxy (and DNS, when DNS) into the sandbox
 	DNS       bool
 	ProxyPort int    // scoped: the only TCP port the tool may connect to
+	Reach     []int  // host loopback ports a long-running command may connect to (ProcSpec.Reach)
 	RootMode  bool   // the gateway is root: sealed maps the tool to uid 65534, scoped narrows /etc
 	Proc      bool   // set by the outer stage: a private /proc is mounted
 	Resolv    string // set by the outer stage: resolv.conf's real path when outside /etc

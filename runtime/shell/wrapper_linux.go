@@ -148,6 +148,15 @@ func outer(specIn, setup *os.File) int {
 			return fail("forwarding the proxy", err)
 		}
 	}
+	for _, port := range spec.Reach {
+		// The same port inside as on the host, so the command's URLs read the same in
+		// every tier; each reaches the host only through its own socket.
+		ln, err := net.Listen("tcp4", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			return fail("forwarding a reachable port", err)
+		}
+		go acceptLoop(ln, rootMarker+"/"+reachSocket(port))
+	}
 	// The root is ready: a wrapper started ahead waits here for its command.
 	if code := readCommand(in, spec, setup); code != 0 {
 		return code
