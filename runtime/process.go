@@ -21,24 +21,21 @@ const (
 	CodeProcessPath        = "E-PRC-009" // a harness-needs path capabilities.harness.paths does not grant
 	CodeProcessHost        = "E-PRC-010" // a harness-needs host capabilities.network.allow does not grant
 	CodeProcessLoginCheck  = "E-PRC-011" // a login-check with no arguments
-	CodeProcessNotRunnable = "E-PRC-012" // the capsule passes every check, but this release does not run harnesses yet
 )
 
 // checkProcessDriver calls describe() of a process capsule's driver, as staging does
 // once per staging, and checks its answer against the manifest: everything the harness
 // needs must be granted before anything runs (docs/reference/process-drivers.md).
-func (r *Runtime) checkProcessDriver(ctx context.Context, m *manifest.Manifest, mod *wasm.Module) error {
+func (r *Runtime) checkProcessDriver(ctx context.Context, m *manifest.Manifest, mod *wasm.Module) (abi.Description, error) {
 	d, err := r.engine.Describe(ctx, mod, wasm.Grants{MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(manifest.RoleHook)})
 	if err != nil {
-		return errs.New(CodeProcessDescribe, "runtime", fmt.Sprintf("process driver %s: describe() failed: %v", mod.Artifact, err),
+		return d, errs.New(CodeProcessDescribe, "runtime", fmt.Sprintf("process driver %s: describe() failed: %v", mod.Artifact, err),
 			"fix the driver: describe() must answer at once, granted nothing")
 	}
 	if problems := checkDescription(m, mod.Artifact, d); len(problems) > 0 {
-		return problems
+		return d, problems
 	}
-	return errs.New(CodeProcessNotRunnable, "runtime",
-		fmt.Sprintf("process driver %s (harness %s, binary %s) passes its checks, but this release does not run harness CLIs yet", mod.Artifact, d.Harness, d.Binary),
-		"use inference.transport: http with an http driver until process drivers run")
+	return d, nil
 }
 
 // checkDescription lists what in d the manifest does not allow, each with its code.

@@ -30,8 +30,7 @@ var allProcessFuncs = []string{"describe", "launch", "parse", "classify-exit", "
 // TestProcessDriverRefusals is the refusal table of a process driver at stage: each
 // refusal of the driver's module (its interface level, its imports, the transport) and
 // of its describe() answer against the manifest (required env, login check, the paths
-// and hosts the harness needs) has its code, and a driver passing them all is refused
-// only because this release does not run harnesses yet.
+// and hosts the harness needs) has its code, and a driver passing them all stages.
 func TestProcessDriverRefusals(t *testing.T) {
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
@@ -44,7 +43,7 @@ func TestProcessDriverRefusals(t *testing.T) {
 		wasmtest.Import{Module: "murmur:task/task@0.1.0", Name: "request-input"}))
 	publishWasm(t, reg, "trapproc", "driver", processModule("0.6.0", allProcessFuncs))
 
-	granted := "  env: {allow: [PROC_MODE, PROC_HINT]}\n  harness: {paths: [{path: /opt}]}\n  network: {allow: [harness.example]}\n"
+	granted := "  env: {allow: [PROC_MODE, PROC_HINT]}\n  harness: {paths: [{path: /usr}]}\n  network: {allow: [harness.example]}\n"
 	tests := []struct {
 		name, driver, transport, caps string
 		want                          []string // codes, in order
@@ -56,17 +55,17 @@ func TestProcessDriverRefusals(t *testing.T) {
 		{"part of the level", "halfproc", "process", granted, []string{wasm.CodeProcessLevel}, "not all of its functions"},
 		{"a murmur import", "importingproc", "process", granted, []string{wasm.CodeProcessImport}, "murmur:task/task@0.1.0#request-input"},
 		{"describe fails", "trapproc", "process", granted, []string{CodeProcessDescribe}, "describe() failed"},
-		{"required env missing", "procdriver", "process", "  harness: {paths: [{path: /opt}]}\n  network: {allow: [harness.example]}\n",
+		{"required env missing", "procdriver", "process", "  harness: {paths: [{path: /usr}]}\n  network: {allow: [harness.example]}\n",
 			[]string{CodeProcessEnvMissing}, "cannot run without PROC_MODE, PROC_HINT,"},
-		{"required env partly granted", "procdriver", "process", "  env: {allow: [PROC_HINT]}\n  harness: {paths: [{path: /opt}]}\n  network: {allow: [harness.example]}\n",
+		{"required env partly granted", "procdriver", "process", "  env: {allow: [PROC_HINT]}\n  harness: {paths: [{path: /usr}]}\n  network: {allow: [harness.example]}\n",
 			[]string{CodeProcessEnvMissing}, "cannot run without PROC_MODE,"},
 		{"harness path not granted", "procdriver", "process", "  env: {allow: [PROC_MODE, PROC_HINT]}\n  harness: {paths: [{path: /opt/other}]}\n  network: {allow: [harness.example]}\n",
-			[]string{CodeProcessPath}, "read access to /opt/fakeharness"},
-		{"harness host not granted", "procdriver", "process", "  env: {allow: [PROC_MODE, PROC_HINT]}\n  harness: {paths: [{path: /opt/fakeharness, access: read-write}]}\n",
+			[]string{CodeProcessPath}, "read access to /usr/share"},
+		{"harness host not granted", "procdriver", "process", "  env: {allow: [PROC_MODE, PROC_HINT]}\n  harness: {paths: [{path: /usr/share, access: read-write}]}\n",
 			[]string{CodeProcessHost}, "reaches harness.example"},
 		{"an unusable description", "badprocdriver", "process", granted,
 			[]string{CodeProcessDescribe, CodeProcessDescribe, CodeProcessEnvName, CodeProcessEnvName, CodeProcessEnvName, CodeProcessLoginCheck}, "names no harness"},
-		{"every check passes", "procdriver", "process", granted, []string{CodeProcessNotRunnable}, "harness fake, binary fakeharness"},
+		{"every check passes", "procdriver", "process", granted, nil, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

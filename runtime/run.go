@@ -56,6 +56,9 @@ type SessionConfig struct {
 	Stderr io.Writer
 	// NetLogger receives the policy proxy's log (denials); nil discards it.
 	NetLogger *slog.Logger
+	// HarnessInactivity is how long a process capsule's harness may print nothing before
+	// its turn is interrupted; 0 is DefaultHarnessInactivity.
+	HarnessInactivity time.Duration
 }
 
 // RunOptions configure a one-shot run (caddy capsule run).
@@ -161,6 +164,8 @@ type session struct {
 	toolCalls  atomic.Int64
 	shellCalls atomic.Int64 // the shell commands among toolCalls
 	denials    atomic.Int64
+	// harnessInactivity bounds a harness's silence (SessionConfig.HarnessInactivity).
+	harnessInactivity time.Duration
 	// compactHook summarises a conversation being compacted before the driver is asked
 	// (compaction.go); nil until the on-compaction hook fills it.
 	compactHook summariser
@@ -240,7 +245,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 	}
 	lookup := o.LookupEnv
 	*sess = session{rt: r, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
-		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel}
+		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &wasm.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
 		OnDeny: func(who, host string, port int, err error) { sess.denied(who, "guest", host, port, err) }}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/wit/abi"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/samefile"
@@ -42,6 +43,9 @@ type Staged struct {
 	// ShellTools are the shell binaries on-stage hooks described (write-manifests), by
 	// binary: what the model is offered for them instead of the default description.
 	ShellTools map[string]ShellTool
+	// Process is what a process capsule's driver said it drives (describe(), checked
+	// against the manifest at stage); nil for other capsules.
+	Process *abi.Description
 
 	scriptPath, scriptSum string // where the script module was read from, and its sha256
 }
@@ -102,7 +106,11 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 		return nil, problems
 	}
 	if m.IsProcess() {
-		return nil, r.checkProcessDriver(ctx, m, s.Modules[m.Inference.Driver.Artifact])
+		d, err := r.checkProcessDriver(ctx, m, s.Modules[m.Inference.Driver.Artifact])
+		if err != nil {
+			return nil, err
+		}
+		s.Process = &d
 	}
 	// Only once everything compiled: on-stage is called on a capsule that will stage.
 	var warns []*errs.Error

@@ -72,7 +72,7 @@ func (s *session) openSubprocesses(o SessionConfig) (err error) {
 		}
 		natives[a.Name] = path
 	}
-	if len(m.Capabilities.Shell.Allow) == 0 && len(natives) == 0 {
+	if len(m.Capabilities.Shell.Allow) == 0 && len(natives) == 0 && !m.IsProcess() {
 		return nil
 	}
 	sp := &subprocesses{natives: natives}

@@ -189,6 +189,9 @@ func (s *session) execute(ctx context.Context, t *task, req TaskRequest) (result
 	if err := os.WriteFile(task, []byte(req.Text), 0o644); err != nil {
 		return "", StateFailed, err
 	}
+	if m.IsProcess() {
+		return s.processTask(ctx, t, req.Text, req.History)
+	}
 	if m.IsAgent() {
 		return s.agentTask(ctx, t, req.Text, req.History)
 	}

@@ -4,7 +4,7 @@
 // stdout lines are "<case> <text>" (text-delta hi, turn-end done, …): what the runtime's
 // process transport tests drive ("whoami" answers a note with the session launch was
 // given; "spin" never returns). Its describe() needs PROC_MODE and PROC_HINT, read
-// access to /opt/fakeharness and the host harness.example, and has a login check.
+// access to /usr/share and the host harness.example, and has a login check.
 package main
 
 import (
@@ -19,7 +19,7 @@ type driver struct{ session string }
 func (driver) Describe() process.Description {
 	return process.Description{Harness: "fake", Binary: "fakeharness", VersionArgs: []string{"--version"}, TestedVersions: []string{"1.0.0"},
 		Interrupt: process.InterruptSignal, RequiredEnv: []string{"PROC_MODE", "PROC_HINT"}, StreamsText: true, ReportsUsage: true,
-		NeedsPaths: []process.PathNeed{{Path: "/opt/fakeharness", Access: "read"}}, NeedsHosts: []string{"harness.example"},
+		NeedsPaths: []process.PathNeed{{Path: "/usr/share", Access: "read"}}, NeedsHosts: []string{"harness.example"},
 		LoginCheck: []string{"auth", "status"}}
 }
 
@@ -32,7 +32,7 @@ func (d *driver) Launch(req process.LaunchRequest) (process.LaunchPlan, error) {
 	if req.Resume {
 		args = append(args, "--resume")
 	}
-	return process.LaunchPlan{Args: append(args, req.Task), EnvSet: [][2]string{{"FAKE_FILES", "{files_dir}"}},
+	return process.LaunchPlan{Args: append(args, req.Task), EnvSet: [][2]string{{"FAKE_FILES", "{files_dir}"}, {"FAKE_GATEWAY", "{gateway_url}"}, {"FAKE_KEY", "{gateway_key}"}},
 		Files: []process.File{{Name: "session.txt", Contents: req.SessionID}}}, nil
 }
 

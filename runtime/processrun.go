@@ -1,0 +1,377 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/clip"
+	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/internal/ids"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/credgate"
+	"github.com/capsulegate/capsulegate/runtime/shell"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/wit/abi"
+)
+
+// EventHarness records what a process driver read out of its harness's output that is
+// not a chunk of the answer: a session started, a tool call or result the harness
+// reported, a retry, a note (docs/reference/trace.md "harness").
+const EventHarness = "harness"
+
+// HarnessEvent is a harness event's data.
+type HarnessEvent struct {
+	Case     string `json:"case"`
+	ToolName string `json:"tool_name,omitempty"`
+	Text     string `json:"text,omitempty"`
+}
+
+// Run-time refusals of a process capsule's task (docs/reference/process-drivers.md "The run").
+const (
+	CodeProcessLaunch = "E-PRC-013" // launch refused the turn, or its plan is unusable
+	CodeProcessSpawn  = "E-PRC-014" // the harness binary is missing, or the sandbox could not start it
+)
+
+// DefaultHarnessInactivity is how long a harness may print nothing before its turn is
+// interrupted; InterruptGrace how long it then has to end before it is killed.
+const (
+	DefaultHarnessInactivity = 600 * time.Second
+	InterruptGrace           = 10 * time.Second
+)
+
+// parseBatch is the most stdout lines handed to parse at once.
+const parseBatch = 64
+
+// harnessBy marks a thread's continuation as a harness session id of driver key.
+func harnessBy(driverKey string) string { return "harness:" + driverKey }
+
+// processTask runs one task of a process capsule: its driver plans the turn, the harness
+// runs in the session's sandbox with the credential gateway as its provider, its stdout
+// is parsed into the session's events, and its answer is the task's result.
+func (s *session) processTask(ctx context.Context, t *task, text string, history []Turn) (result, state string, err error) {
+	m := s.staged.Manifest
+	inf := m.Inference
+	mod := s.staged.Modules[inf.Driver.Artifact]
+	desc := s.staged.Process
+	if mod == nil || desc == nil || s.sub == nil {
+		return "", StateFailed, fmt.Errorf("process driver %s is not staged to run", inf.Driver.Artifact)
+	}
+	d := s.rt.engine.OpenDriver(mod, wasm.Grants{MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(manifest.RoleHook)})
+	defer d.Close()
+	system, err := s.systemPrompt()
+	if err != nil {
+		return "", StateFailed, err
+	}
+	by := harnessBy(s.driverKey())
+	req := abi.LaunchRequest{SystemPrompt: system, Task: text, SessionID: ids.New("hs_")}
+	if n := len(history); n > 0 && history[n-1].Continuation != "" && history[n-1].ContinuationBy == by {
+		req.SessionID, req.Resume = history[n-1].Continuation, true
+	}
+	if inf.Model != "" {
+		req.Model = &inf.Model
+	}
+	if inf.Driver.Config != nil {
+		cfg := string(mustJSON(inf.Driver.Config))
+		req.Config = &cfg
+	}
+	var reach []string
+	var gw *credgate.Server
+	if a := m.Artifact(inf.Driver.Artifact); a != nil && a.Gateway != nil && a.Gateway.Endpoint != "" {
+		if gw, err = credgate.Start(credgate.Config{Endpoint: a.Gateway.Endpoint, Out: s.driverHTTP, Who: inf.Driver.Artifact}); err != nil {
+			return "", StateFailed, err
+		}
+		defer gw.Close()
+		reach = append(reach, strings.TrimPrefix(gw.URL(), "http://"))
+	}
+	plan, refused, err := d.Launch(ctx, req)
+	switch {
+	case err != nil:
+		return "", StateFailed, err
+	case refused != "":
+		return "", StateFailed, errs.New(CodeProcessLaunch, "runtime", fmt.Sprintf("process driver %s refused the turn: %s", inf.Driver.Artifact, refused), "see the driver's message")
+	}
+	spec, err := s.harnessSpec(t, desc, plan, gw)
+	if err != nil {
+		return "", StateFailed, err
+	}
+	spec.Reach = reach
+	run := &harnessRun{s: s, t: t, d: d, desc: desc, plan: plan, sessionID: req.SessionID}
+	return run.run(ctx, spec, by)
+}
+
+// harnessSpec resolves the harness binary and turns plan into the command: its files
+// written under the run's folder, {files_dir}, {gateway_url} and {gateway_key}
+// substituted, the plan's variables checked.
+func (s *session) harnessSpec(t *task, desc *abi.Description, plan abi.LaunchPlan, gw *credgate.Server) (shell.ProcSpec, error) {
+	driver := s.staged.Manifest.Inference.Driver.Artifact
+	refuse := func(msg string) (shell.ProcSpec, error) {
+		return shell.ProcSpec{}, errs.New(CodeProcessLaunch, "runtime", fmt.Sprintf("process driver %s: %s", driver, msg), "fix the driver's launch plan")
+	}
+	bin := desc.Binary
+	if !filepath.IsAbs(bin) {
+		p, err := exec.LookPath(bin)
+		if err != nil {
+			return shell.ProcSpec{}, errs.New(CodeProcessSpawn, "runtime", fmt.Sprintf("harness %s: its binary %q is not on the gateway's PATH", desc.Harness, bin),
+				"install the harness CLI, or put it on the gateway's PATH")
+		}
+		bin = p
+	}
+	real, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return shell.ProcSpec{}, errs.New(CodeProcessSpawn, "runtime", fmt.Sprintf("harness %s: its binary %q: %v", desc.Harness, bin, err), "install the harness CLI")
+	}
+	filesDir := filepath.Join(s.layout.Work, ".harness", t.id)
+	if err := os.MkdirAll(filesDir, 0o700); err != nil {
+		return shell.ProcSpec{}, err
+	}
+	subst := func(v string) string {
+		v = strings.ReplaceAll(v, "{files_dir}", filesDir)
+		if gw != nil {
+			v = strings.ReplaceAll(strings.ReplaceAll(v, "{gateway_url}", gw.URL()), "{gateway_key}", gw.Placeholder())
+		}
+		return v
+	}
+	root, err := os.OpenRoot(filesDir)
+	if err != nil {
+		return shell.ProcSpec{}, err
+	}
+	defer root.Close()
+	for _, f := range plan.Files {
+		if !filepath.IsLocal(f.Name) {
+			return refuse(fmt.Sprintf("the plan's file %q is not a path inside the files folder", f.Name))
+		}
+		if dir := filepath.Dir(f.Name); dir != "." {
+			if err := root.MkdirAll(dir, 0o700); err != nil {
+				return shell.ProcSpec{}, err
+			}
+		}
+		if err := root.WriteFile(f.Name, []byte(subst(f.Contents)), 0o600); err != nil {
+			return shell.ProcSpec{}, err
+		}
+	}
+	spec := shell.ProcSpec{Path: real, Args: []string{filepath.Base(bin)}, Stdin: plan.Stdin, KeepStdinOpen: plan.KeepStdinOpen,
+		ReadOnly: []string{filepath.Dir(real)}}
+	for _, a := range plan.Args {
+		spec.Args = append(spec.Args, subst(a))
+	}
+	for _, kv := range plan.EnvSet {
+		if kv[0] == "" || strings.ContainsAny(kv[0], "=\x00") || strings.ContainsRune(kv[1], 0) {
+			return refuse(fmt.Sprintf("the plan sets variable %q, which is not a usable name (or its value holds NUL)", kv[0]))
+		}
+		spec.Env = append(spec.Env, kv[0]+"="+subst(kv[1]))
+	}
+	for _, n := range desc.NeedsPaths {
+		// Granted by capabilities.harness.paths (checked at stage); one missing on this
+		// host has nothing to show.
+		if _, err := os.Stat(n.Path); err == nil {
+			spec.ReadOnly = append(spec.ReadOnly, n.Path)
+		}
+	}
+	return spec, nil
+}
+
+// harnessRun is one task's harness run: its events read from the driver, its answer.
+type harnessRun struct {
+	s         *session
+	t         *task
+	d         *wasm.Driver
+	desc      *abi.Description
+	plan      abi.LaunchPlan
+	sessionID string
+
+	answer      strings.Builder // the text of the message in progress
+	streamed    bool            // its text went out as chunks already
+	final       string
+	failed      *abi.Event
+	terminal    bool
+	interrupted bool
+	usage       abi.Usage
+	start       time.Time
+}
+
+// run starts the harness and reads it to its end.
+func (r *harnessRun) run(ctx context.Context, spec shell.ProcSpec, by string) (string, string, error) {
+	s := r.s
+	r.start = time.Now()
+	p, err := s.sub.sb.Start(context.WithoutCancel(ctx), spec)
+	if err != nil {
+		return "", StateFailed, errs.Wrap(err, CodeProcessSpawn, "runtime", "the harness "+r.desc.Harness+" could not be started", "see docs/sandbox.md")
+	}
+	lines := make(chan string, parseBatch)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(p.Stdout)
+		sc.Buffer(make([]byte, 64<<10), 8<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	inactivity := s.harnessInactivity
+	if inactivity <= 0 {
+		inactivity = DefaultHarnessInactivity
+	}
+	idle := time.NewTimer(inactivity)
+	defer idle.Stop()
+	var grace <-chan time.Time
+	stop := func(why string) {
+		if r.interrupted {
+			return
+		}
+		r.interrupted = true
+		s.stream.Emit(EventHarness, r.t.evt, HarnessEvent{Case: "interrupt", Text: why}, nil)
+		var ierr error
+		switch r.desc.Interrupt {
+		case "stdin-message":
+			ierr = p.WriteStdin(r.plan.InterruptStdin)
+		case "signal-int":
+			ierr = p.Interrupt()
+		default:
+			ierr = errors.New("the harness cannot be interrupted")
+		}
+		if ierr != nil {
+			p.Kill(why)
+			return
+		}
+		grace = time.After(InterruptGrace)
+	}
+	done := ctx.Done()
+loop:
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				break loop
+			}
+			batch := []string{l}
+		more:
+			for len(batch) < parseBatch {
+				select {
+				case l, ok := <-lines:
+					if !ok {
+						break more
+					}
+					batch = append(batch, l)
+				default:
+					break more
+				}
+			}
+			idle.Reset(inactivity)
+			events, err := r.d.Parse(context.WithoutCancel(ctx), batch)
+			if err != nil {
+				p.Kill("the driver failed")
+				return "", StateFailed, fmt.Errorf("process driver %s: parse: %w", s.staged.Manifest.Inference.Driver.Artifact, err)
+			}
+			for _, e := range events {
+				r.event(e)
+			}
+		case <-idle.C:
+			stop(fmt.Sprintf("the harness printed nothing for %s", inactivity))
+		case <-done:
+			done = nil
+			stop("the task was canceled")
+		case <-grace:
+			p.Kill("it did not end within " + InterruptGrace.String() + " of its interrupt")
+		}
+	}
+	exit := p.Wait()
+	if !r.terminal {
+		x := abi.ExitStatus{StderrTail: clip.String(exit.StderrTail, 2048), Interrupted: r.interrupted || exit.Killed != ""}
+		code := int32(exit.Code)
+		if exit.Code > 128 && exit.Code < 160 {
+			sig := int32(exit.Code - 128)
+			x.Signal = &sig
+		} else {
+			x.Code = &code
+		}
+		ev, err := r.d.ClassifyExit(context.WithoutCancel(ctx), x)
+		if err != nil {
+			return "", StateFailed, fmt.Errorf("process driver %s: classify-exit: %w", s.staged.Manifest.Inference.Driver.Artifact, err)
+		}
+		if ev.Case != "turn-end" && ev.Case != "turn-failed" {
+			ev = abi.Event{Case: "turn-failed", FailureKind: "other", Text: "classify-exit answered " + ev.Case}
+		}
+		r.event(ev)
+	}
+	inference := Inference{Turn: 1, Tools: []string{}, DurationMS: time.Since(r.start).Milliseconds(), StopReason: "end_turn"}
+	if r.usage.Input != nil {
+		inference.InputTokens = int(*r.usage.Input)
+	}
+	if r.usage.Output != nil {
+		inference.OutputTokens = int(*r.usage.Output)
+	}
+	if r.failed != nil {
+		inference.StopReason, inference.Error = "error", r.failed.FailureKind+": "+r.failed.Text
+	}
+	r.t.turn = 1
+	s.stream.Emit(EventInference, r.t.evt, inference, nil)
+	r.t.thread = Thread{Continuation: r.sessionID, ContinuationBy: by}
+	if r.failed != nil {
+		state := StateFailed
+		if r.failed.FailureKind == "canceled" && ctx.Err() != nil {
+			state = StateCanceled
+		}
+		if r.failed.FailureKind == "max-turns" {
+			state = StateMaxTurns
+		}
+		return "", state, fmt.Errorf("harness %s: turn failed (%s): %s", r.desc.Harness, r.failed.FailureKind, r.failed.Text)
+	}
+	return r.final, StateCompleted, nil
+}
+
+// event applies one event of the harness to the task: text to the task's subscribers,
+// the rest to the trace.
+func (r *harnessRun) event(e abi.Event) {
+	s, t := r.s, r.t
+	if r.terminal {
+		return // a run's first terminal event stands
+	}
+	switch e.Case {
+	case "text-delta":
+		r.answer.WriteString(e.Text)
+		r.streamed = true
+		s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: e.Text}, nil)
+	case "text":
+		// The whole message: it replaces the deltas streamed for it.
+		if !r.streamed && e.Text != "" {
+			s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: e.Text}, nil)
+		}
+		r.answer.Reset()
+		r.answer.WriteString(e.Text)
+		r.streamed = false
+	case "thinking-delta", "thinking":
+		s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: e.Text, Thinking: true}, nil)
+	case "usage":
+		r.usage = e.Usage // cumulative: the last report stands for the run
+	case "session-started":
+		if e.SessionID != "" {
+			r.sessionID = e.SessionID
+		}
+		s.stream.Emit(EventHarness, t.evt, HarnessEvent{Case: e.Case, Text: e.Auth}, nil)
+	case "tool-call":
+		s.stream.Emit(EventHarness, t.evt, HarnessEvent{Case: e.Case, ToolName: e.ToolName, Text: clip.String(e.ToolInput, 200)}, nil)
+	case "tool-result":
+		s.stream.Emit(EventHarness, t.evt, HarnessEvent{Case: e.Case, Text: clip.String(e.Text, 200)}, nil)
+	case "turn-end":
+		r.terminal, r.final = true, e.Text
+		if r.final == "" {
+			r.final = r.answer.String()
+		}
+		if !r.streamed && r.answer.Len() == 0 && r.final != "" {
+			s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: r.final}, nil)
+		}
+	case "turn-failed":
+		r.terminal = true
+		ev := e
+		r.failed = &ev
+		s.stream.Emit(EventHarness, t.evt, HarnessEvent{Case: e.Case, Text: e.FailureKind + ": " + clip.String(e.Text, 500)}, nil)
+	default: // retry, note
+		s.stream.Emit(EventHarness, t.evt, HarnessEvent{Case: e.Case, Text: clip.String(e.Text, 500)}, nil)
+	}
+}

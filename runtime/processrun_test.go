@@ -1,0 +1,175 @@
+package runtime
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime/shell"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+)
+
+// fakeHarness is the stand-in harness procdriver drives: what it prints depends on the
+// task, the last argument.
+const fakeHarness = `#!/bin/bash
+sess=$3; resume=no; [ "$4" = --resume ] && resume=yes
+task="${@: -1}"
+case "$task" in
+hello) echo "session-started $sess"; echo "text-delta Hel"; echo "text-delta lo"; echo "turn-end Hello";;
+resume) echo "turn-end resumed=$resume session=$sess";;
+env) echo "turn-end mode=$PROC_MODE hint=$PROC_HINT file=$(cat "$FAKE_FILES/session.txt") key=${ANTHROPIC_API_KEY:-none} home=${HOME%%/*}";;
+gateway) echo "turn-end $(curl -s -H "x-api-key: $FAKE_KEY" -d '{}' "$FAKE_GATEWAY/v1/messages")";;
+denied*) if curl -s -m 5 "http://127.0.0.1:${task#denied }/" >/dev/null 2>&1; then echo "turn-end reached"; else echo "turn-end blocked"; fi;;
+quota) echo "turn-failed quota out of credit";;
+crash) echo boom >&2; exit 3;;
+hang) trap 'exit 130' INT; echo "text-delta x"; while :; do sleep 0.05; done;;
+*) echo "what is $task?";;
+esac
+`
+
+const harnessSentinel = "sk-sentinel-harness-never-holds-this"
+
+// hostHarnessed serves a process capsule driving fakeharness through procdriver, its
+// gateway endpoint the provider stand-in behind prov.
+func hostHarnessed(t *testing.T, prov *httptest.Server, inactivity time.Duration, sinks ...Sink) *Hosted {
+	t.Helper()
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "fakeharness"), []byte(fakeHarness), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
+	publishWasm(t, reg, "procdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/procdriver"))
+	mpath := filepath.Join(t.TempDir(), "murmur.yaml")
+	os.WriteFile(mpath, []byte(`name: harnessed
+version: 1.0.0
+artifacts:
+  - name: procdriver
+    version: 1.0.0
+    runtime: driver
+    gateway: {endpoint: "`+prov.URL+`", api_key: "`+harnessSentinel+`"}
+inference:
+  transport: process
+  driver: {artifact: procdriver}
+capabilities:
+  env: {allow: [PROC_MODE, PROC_HINT]}
+  harness: {paths: [{path: /usr}]}
+  network: {allow: [harness.example]}
+lifecycle: {conversation: threaded}
+`), 0o644)
+	m, err := manifest.Load(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"PROC_MODE": "m1", "PROC_HINT": "h"}
+	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, Session: SessionConfig{WorkRoot: t.TempDir(), Sinks: sinks,
+		HarnessInactivity: inactivity, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestProcessTransport runs tasks of a process capsule end to end against a stand-in
+// harness in the session's sandbox: the answer streams as chunks, the next task of the
+// context resumes the harness session, the harness sees only its granted variables and
+// the plan's, its provider requests reach the provider with the real key through the
+// credential gateway (which the harness never holds), another host port stays
+// unreachable, and each way a turn fails — a failure the harness reports, a crash
+// without a terminal event, a hang cut by the inactivity timeout — ends the task failed
+// with the driver's classification.
+func TestProcessTransport(t *testing.T) {
+	var mu sync.Mutex
+	var keys []string
+	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Authorization")+"|"+r.Header.Get("X-Api-Key"))
+		mu.Unlock()
+		io.WriteString(w, "provider-ok")
+	}))
+	defer prov.Close()
+	denied, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer denied.Close()
+	seen := &collect{}
+	h := hostHarnessed(t, prov, 500*time.Millisecond, seen)
+	ctx := context.Background()
+	run := func(ctxID, text string, history ...Turn) TaskOutcome {
+		return h.RunTask(ctx, TaskRequest{ContextID: ctxID, Text: text, History: history})
+	}
+
+	hello := run("ctx_a", "hello")
+	if hello.State != StateCompleted || hello.Result != "Hello" {
+		t.Fatalf("hello: %+v", hello)
+	}
+	var chunks []string
+	for _, e := range seen.events {
+		if c, ok := e.Data.(Chunk); ok {
+			chunks = append(chunks, c.Text)
+		}
+	}
+	if strings.Join(chunks, "|") != "Hel|lo" {
+		t.Errorf("chunks %q", chunks)
+	}
+	resumed := run("ctx_a", "resume", Turn{User: "hello", Agent: hello.Result, Thread: hello.Thread})
+	if resumed.Result != "resumed=yes session="+hello.Thread.Continuation || hello.Thread.Continuation == "" {
+		t.Errorf("resume: %q (first session %q)", resumed.Result, hello.Thread.Continuation)
+	}
+	if fresh := run("ctx_b", "resume"); !strings.HasPrefix(fresh.Result, "resumed=no") {
+		t.Errorf("a new context resumed: %q", fresh.Result)
+	}
+
+	env := run("ctx_c", "env")
+	if !strings.HasPrefix(env.Result, "mode=m1 hint=h file=hs_") || !strings.Contains(env.Result, "key=none") {
+		t.Errorf("env: %+v", env)
+	}
+	gw := run("ctx_d", "gateway")
+	if gw.Result != "provider-ok" {
+		t.Errorf("gateway: %+v", gw)
+	}
+	mu.Lock()
+	if len(keys) != 1 || keys[0] != "Bearer "+harnessSentinel+"|" {
+		t.Errorf("the provider saw keys %q", keys)
+	}
+	mu.Unlock()
+	if tier := shell.DetectTier().Tier; tier != shell.TierEnvOnly {
+		if r := run("ctx_e", "denied "+strings.TrimPrefix(denied.Addr().String(), "127.0.0.1:")); r.Result != "blocked" {
+			t.Errorf("a denied port in tier %s: %+v", tier, r)
+		}
+	}
+
+	tests := []struct{ task, state, says string }{
+		{"quota", StateFailed, "turn failed (quota): out of credit"},
+		{"crash", StateFailed, "turn failed (harness-error): exited without an answer: boom"},
+		{"hang", StateFailed, "turn failed (canceled): interrupted"},
+	}
+	for _, tt := range tests {
+		out := run("ctx_f", tt.task)
+		if out.State != tt.state || !strings.Contains(out.Result, tt.says) {
+			t.Errorf("%s: %+v, want %s saying %q", tt.task, out, tt.state, tt.says)
+		}
+	}
+	// The sentinel is nowhere in what the harness was given: its files and its output.
+	filepath.Walk(hello.Layout.Work, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), harnessSentinel) {
+				t.Errorf("%s holds the provider key", p)
+			}
+		}
+		return nil
+	})
+}
