@@ -15,12 +15,12 @@ import (
 // Codes of a process driver's refusals at stage that its describe() answer draws
 // (docs/errors.md); the module checks' are in runtime/wasm.
 const (
-	CodeProcessDescribe    = "E-PRC-006" // describe() failed, or answered no harness or an unusable binary
-	CodeProcessEnvName     = "E-PRC-007" // a required-env name is not a usable variable name
-	CodeProcessEnvMissing  = "E-PRC-008" // required-env names capabilities.env.allow does not grant
-	CodeProcessPath        = "E-PRC-009" // a harness-needs path capabilities.harness.paths does not grant
-	CodeProcessHost        = "E-PRC-010" // a harness-needs host capabilities.network.allow does not grant
-	CodeProcessLoginCheck  = "E-PRC-011" // a login-check with no arguments
+	CodeProcessDescribe   = "E-PRC-006" // describe() failed, or answered no harness or an unusable binary
+	CodeProcessEnvName    = "E-PRC-007" // a required-env name is not a usable variable name
+	CodeProcessEnvMissing = "E-PRC-008" // required-env names capabilities.env.allow does not grant
+	CodeProcessPath       = "E-PRC-009" // a harness-needs path capabilities.harness.paths does not grant
+	CodeProcessHost       = "E-PRC-010" // a harness-needs host capabilities.network.allow does not grant
+	CodeProcessLoginCheck = "E-PRC-011" // a login-check with no arguments
 )
 
 // checkProcessDriver calls describe() of a process capsule's driver, as staging does
