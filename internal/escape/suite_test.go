@@ -65,7 +65,7 @@ func (s *suite) lacks(need string) string {
 
 // Sentinels: what must never reach a guest, a tool or a response.
 const (
-	secret     = "ESCAPE-SENTINEL-7f3a91"     // the content of the file outside every workdir
+	secret     = "ESCAPE-SENTINEL-7f3a91"      // the content of the file outside every workdir
 	hostSecret = "ESCAPE-HOST-ENV-SENTINEL-c4" // the value of a host variable no capsule may see
 )
 
