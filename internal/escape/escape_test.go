@@ -59,8 +59,9 @@ func TestEscapeSuite(t *testing.T) {
 	s := newSuite(t)
 	ran, skipped := map[Surface]int{}, map[Surface][]string{}
 	for _, r := range rows {
-		var wasSkipped bool
+		var didRun, wasSkipped bool
 		t.Run(r.id, func(t *testing.T) {
+			didRun = true                               // false when -run filtered the row out
 			defer func() { wasSkipped = t.Skipped() }() // also when Skip ends the row early
 			if why := s.lacks(r.need); why != "" {
 				t.Skipf("%s (%s): this host lacks %s: %s", r.id, r.attack, r.need, why)
@@ -73,9 +74,11 @@ func TestEscapeSuite(t *testing.T) {
 				t.Errorf("%s (%s): classified %q, want %q", r.id, r.attack, o.class, r.want)
 			}
 		})
-		if wasSkipped {
+		switch {
+		case !didRun:
+		case wasSkipped:
 			skipped[r.surface] = append(skipped[r.surface], r.id)
-		} else {
+		default:
 			ran[r.surface]++
 		}
 	}

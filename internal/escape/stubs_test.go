@@ -5,7 +5,6 @@ type netFixture struct{}
 type dnsFixture struct{}
 type a2aFixture struct{}
 
-func wasi2HandleRows() []row { return nil }
 func shellRows() []row       { return nil }
 func nativeRows() []row      { return nil }
 func networkRows() []row     { return nil }
