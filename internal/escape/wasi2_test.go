@@ -316,4 +316,3 @@ func wasi2HandleRows() []row {
 		}),
 	)
 }
-
