@@ -9,5 +9,4 @@ func shellRows() []row   { return nil }
 func nativeRows() []row  { return nil }
 func networkRows() []row { return nil }
 func dnsRows() []row     { return nil }
-func archiveRows() []row { return nil }
 func a2aRows() []row     { return nil }
