@@ -172,7 +172,9 @@ func codeClass(err error) string {
 func archiveRows() []row {
 	zeros := make([]byte, 10000)
 	plain := func(ents ...zent) func(*testing.T) []byte {
-		return func(t *testing.T) []byte { return buildZip(t, nil, append([]zent{manifestEnt, payloadEnt}, ents...)...) }
+		return func(t *testing.T) []byte {
+			return buildZip(t, nil, append([]zent{manifestEnt, payloadEnt}, ents...)...)
+		}
 	}
 	cases := []struct {
 		attack, want string
@@ -245,7 +247,9 @@ func archiveRows() []row {
 	}
 	return append(rows,
 		row{id: "AR-50", surface: Archive, attack: "pack a folder holding a symlink to a secret outside", want: registry.CodePackSymlink,
-			run: packAttack(func(dir, outside string) error { return os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(dir, "notes.txt")) })},
+			run: packAttack(func(dir, outside string) error {
+				return os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(dir, "notes.txt"))
+			})},
 		row{id: "AR-51", surface: Archive, attack: "pack a folder holding a named pipe", want: registry.CodePackSpecial,
 			run: packAttack(func(dir, _ string) error { return syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o644) })},
 		row{id: "AR-52", surface: Archive, attack: "fetch an artifact named ../../outside from the local registry", want: registry.CodeArtifactName,
