@@ -40,7 +40,6 @@ type suite struct {
 
 	sb  *sandboxFixture
 	net *netFixture
-	dns *dnsFixture
 	a2a *a2aFixture
 }
 
