@@ -1,6 +1,0 @@
-package escape
-
-type sandboxFixture struct{}
-
-func shellRows() []row  { return nil }
-func nativeRows() []row { return nil }
