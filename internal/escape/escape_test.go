@@ -10,6 +10,9 @@ package escape
 
 import (
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -119,4 +122,55 @@ func checkTable(t *testing.T, rows []row) {
 // TestEscapeTable checks the table alone, without running it: quick, for editing.
 func TestEscapeTable(t *testing.T) {
 	checkTable(t, table())
+}
+
+// TestEscapeDetectors is the control of the suite: each way a row notices an escape
+// does notice one, so a row cannot pass because its sentinel is blind.
+func TestEscapeDetectors(t *testing.T) {
+	s := newSuite(t)
+	f := s.hostFiles(t)
+	if got := f.escaped(); got != "" {
+		t.Fatalf("a fresh workdir reports an escape: %s", got)
+	}
+	for _, p := range []string{filepath.Join(f.outside, "planted.txt"), filepath.Join(f.root, "beside.txt")} {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if f.escaped() == "" {
+			t.Errorf("a file created at %s went unnoticed", p)
+		}
+		os.Remove(p)
+	}
+	if err := os.WriteFile(filepath.Join(f.outside, "secret.txt"), []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f.escaped() == "" {
+		t.Error("a changed secret.txt went unnoticed")
+	}
+	if leaked("prefix "+secret+" suffix") == "" || leaked("root:x:0:0:root:/root:/bin/bash") == "" || leaked("harmless") != "" {
+		t.Error("leaked does not tell sentinels from harmless text")
+	}
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "secret.txt"), []byte(secret), 0o644)
+	os.WriteFile(filepath.Join(root, "slipped"), []byte("x"), 0o644)
+	if got := treeChanged(root, map[string]bool{"secret.txt": true}); len(got) != 1 {
+		t.Errorf("treeChanged = %q, want the slipped file", got)
+	}
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if datagramQueued(pc) {
+		t.Error("an empty UDP listener reports a datagram")
+	}
+	c, err := net.Dial("udp4", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("x"))
+	if !datagramQueued(pc) {
+		t.Error("a datagram sent to the UDP sentinel went unnoticed")
+	}
 }

@@ -110,13 +110,19 @@ func (f *sandboxFixture) escaped() string {
 	if st, err := os.Stat(filepath.Join(f.work, "myid")); err == nil && st.Mode()&os.ModeSetuid != 0 {
 		out = append(out, "a set-uid file in the workdir")
 	}
-	// A datagram sent to host loopback would be queued already: loopback delivers at
-	// once. (A deadline already past would fail the read before looking.)
-	f.udp.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
-	if _, _, err := f.udp.ReadFrom(make([]byte, 64)); err == nil {
+	if datagramQueued(f.udp) {
 		out = append(out, "the host's loopback UDP listener got a datagram")
 	}
 	return strings.Join(out, "; ")
+}
+
+// datagramQueued says whether pc holds a datagram. One sent to host loopback would be
+// queued already: loopback delivers at once. (A deadline already past would fail the
+// read before looking, hence a short one.)
+func datagramQueued(pc net.PacketConn) bool {
+	pc.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	_, _, err := pc.ReadFrom(make([]byte, 64))
+	return err == nil
 }
 
 // placeholders in commands: the fixture's paths, the sentinel ports, the gateway's pid.
