@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ type sandboxFixture struct {
 	sb                          *shell.Sandbox
 	work, home, outside, native string
 	udp                         net.PacketConn
+	unixPath, unixAbstract      string       // unix socket sentinels: a path outside, an abstract name
+	unixHits                    atomic.Int64 // connections they accepted
 }
 
 func (s *suite) sandbox(t *testing.T) *sandboxFixture {
@@ -78,6 +81,30 @@ func (s *suite) sandbox(t *testing.T) *sandboxFixture {
 		t.Fatal(err)
 	}
 	s.top.Cleanup(func() { f.udp.Close() })
+	// Unix socket sentinels on the host: one by path (in a folder beside the workdir), one
+	// abstract (abstract names belong to the network namespace).
+	f.unixPath = filepath.Join(base, "sockets", "gateway.sock")
+	f.unixAbstract = fmt.Sprintf("capsulegate-escape-%d", os.Getpid())
+	if err := os.Mkdir(filepath.Dir(f.unixPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{f.unixPath, "@" + f.unixAbstract} {
+		l, err := net.Listen("unix", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.top.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				f.unixHits.Add(1)
+				c.Close()
+			}
+		}()
+	}
 	s.top.Setenv("ESCAPE_HOST_SECRET", hostSecret) // in the gateway's environment, never in a tool's
 	sb, err := shell.New(shell.Config{Workdir: f.work, Records: records, Env: []string{"LANG=C"},
 		Allow: []string{"bash", "python3"}, ProxyAddr: n.proxyAddr, DNSAddr: n.dnsAddr, MinTier: shell.TierSealed})
@@ -98,7 +125,10 @@ func (f *sandboxFixture) escaped() string {
 			out = append(out, p+" changed")
 		}
 	}
-	for dir, n := range map[string]int{f.outside: 2, f.home: 1, filepath.Dir(f.work): 4} {
+	if n := f.unixHits.Load(); n != 0 {
+		out = append(out, fmt.Sprintf("a host unix socket accepted %d connections", n))
+	}
+	for dir, n := range map[string]int{f.outside: 2, f.home: 1, filepath.Dir(f.work): 5} {
 		if ents, _ := os.ReadDir(dir); len(ents) != n {
 			var names []string
 			for _, e := range ents {
@@ -131,7 +161,7 @@ func (s *suite) expand(cmd string) string {
 	_, udpPort, _ := net.SplitHostPort(f.udp.LocalAddr().String())
 	return strings.NewReplacer("{home}", f.home, "{outside}", f.outside, "{outsidebase}", filepath.Base(f.outside),
 		"{sentinel}", n.sentinelPort, "{udp}", udpPort, "{gateway}", strconv.Itoa(os.Getpid()),
-		"{tool}", filepath.Dir(f.native)).Replace(cmd)
+		"{tool}", filepath.Dir(f.native), "{unixpath}", f.unixPath, "{abstract}", f.unixAbstract).Replace(cmd)
 }
 
 // shellClass names how a command ended: its exit status, and the error it printed when
@@ -147,6 +177,9 @@ func shellClass(code int, output string) string {
 		{"Network is unreachable", "ENETUNREACH"},
 		{"No such process", "ESRCH"},
 		{"Address family not supported", "EAFNOSUPPORT"},
+		{"Function not implemented", "ENOSYS"},
+		{"Too many open files", "EMFILE"},
+		{"MemoryError", "MemoryError"},
 		{"The requested URL returned error: 403", "HTTP 403"},
 		{"Could not resolve", "no DNS answer"},
 	}, errnoNames...) {
@@ -211,6 +244,24 @@ func shellRows() []row {
 		{"send DNS straight to a public resolver", `python3 -c "import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('8.8.8.8', 53))"`, "exit 1 ENETUNREACH"},
 		{"resolve a name no rule allows", "getent hosts evil.example", "exit 2"},
 		{"open a raw packet socket", `python3 -c "import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW)"`, "exit 1 EAFNOSUPPORT"},
+		{"connect to a host unix socket by path", `python3 -c "import socket; socket.socket(socket.AF_UNIX).connect('{unixpath}')"`, "exit 1 ENOENT"},
+		{"connect to a host abstract unix socket", `python3 -c "import socket; socket.socket(socket.AF_UNIX).connect('\0{abstract}')"`, "exit 1 ECONNREFUSED"},
+		{"reopen the workdir's parent through /proc/self/cwd", "cat /proc/self/cwd/../{outsidebase}/other.txt", "exit 1 ENOENT"},
+		{"use a descriptor inherited from the gateway (exit 3: none open)", `python3 -c "import os, sys; l=[os.readlink('/proc/self/fd/%d' % f) for f in range(3, 1024) if os.path.lexists('/proc/self/fd/%d' % f)]; print(l); sys.exit(0 if l else 3)"`, "exit 3"},
+		{"open files without bound", `python3 -c "
+import os
+fs = []
+while True: fs.append(os.open('/dev/null', os.O_RDONLY))"`, "exit 1 EMFILE"},
+		{"allocate 8 GiB", `python3 -c "b = bytearray(8 << 30)"`, "exit 1 MemoryError"},
+	}
+	// Kernel interfaces seccomp keeps from tools, called raw through libc's syscall(2).
+	// io_uring answers ENOSYS, so programs fall back to ordinary calls.
+	for _, sc := range []string{"io_uring_setup", "userfaultfd", "bpf", "open_by_handle_at", "perf_event_open", "keyctl"} {
+		want := "exit 1 EPERM"
+		if sc == "io_uring_setup" {
+			want = "exit 1 ENOSYS"
+		}
+		cases = append(cases, struct{ attack, cmd, want string }{"the " + sc + " system call", fmt.Sprintf(rawSyscall, sc), want})
 	}
 	var rows []row
 	for i, c := range cases {
@@ -218,6 +269,17 @@ func shellRows() []row {
 	}
 	return rows
 }
+
+// rawSyscall calls the system call it names (%s) with zero arguments and fails with its
+// errno.
+const rawSyscall = `python3 -c "
+import ctypes, os
+nr = {'x86_64': {'io_uring_setup': 425, 'userfaultfd': 323, 'bpf': 321, 'open_by_handle_at': 304, 'perf_event_open': 298, 'keyctl': 250},
+      'aarch64': {'io_uring_setup': 425, 'userfaultfd': 282, 'bpf': 280, 'open_by_handle_at': 265, 'perf_event_open': 241, 'keyctl': 219}}[os.uname().machine]['%s']
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.syscall(nr, 0, 0, 0, 0, 0) < 0:
+    e = ctypes.get_errno()
+    raise OSError(e, os.strerror(e))"`
 
 // nativeTool is a native tool (a Python script, read by the sandbox's python3) that
 // attempts the operation its input names and reports the errno it met.
