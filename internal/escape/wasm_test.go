@@ -312,11 +312,10 @@ func envAttack(component bool, part string) func(*testing.T, *suite) outcome {
 // a forbidden sentinel server that must never be reached, and the Outgoing host with
 // rules allowing the first and api.example.com (which resolves to loopback).
 type wasmNet struct {
-	host            *wasm.Imports
-	allowed         string // host:port
-	forbiddenPort   string
-	forbiddenHits   atomic.Int64
-	deniedBeforeRow float64
+	host          *wasm.Imports
+	allowed       string // host:port
+	forbiddenPort string
+	forbiddenHits atomic.Int64
 }
 
 func (s *suite) wasmNet(t *testing.T) *wasmNet {
