@@ -9,6 +9,8 @@
 //	rawread P   WASI path_open of P on the root preopen, then read: bypasses Go's
 //	            lexical cleaning, so "../x" reaches the host as "../x"
 //	rawwrite P  the same with O_CREAT|O_TRUNC, then write "escaped"
+//	ls P        os.ReadDir(P): the names listed, one a line
+//	rename A B  os.Rename(A, B): moving a file out of (or into) the workdir
 //	ok          nothing: status passed
 //
 // Success is status passed with what was read in data; failure is status failed with
@@ -74,6 +76,16 @@ func run(op, p string) (string, error) {
 		defer f.Close()
 		b, err := io.ReadAll(f)
 		return string(b), err
+	case "ls":
+		ents, err := os.ReadDir(p)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return strings.Join(names, "\n"), err
+	case "rename":
+		from, to, _ := strings.Cut(p, " ")
+		return "", os.Rename(from, to)
 	case "rawwrite":
 		f, err := rawOpen(p, oflagCreat|oflagTrunc)
 		if err != nil {

@@ -2,10 +2,12 @@
 
 // Command hostile-spin is a tool guest that, given input data "spin", loops forever
 // without calling the host or yielding; given "sleep N", sleeps N seconds in one
-// WASI poll_oneoff; any other input returns status passed.
+// WASI poll_oneoff; given "exit N", calls proc_exit(N) mid-call; given "panic", panics
+// (a nil map write); any other input returns status passed.
 package main
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -26,6 +28,14 @@ func init() {
 	tool.Handle(func(in tool.Input) tool.Result {
 		if guest.Value(in.Data) == "spin" {
 			spin()
+		}
+		if n, ok := strings.CutPrefix(guest.Value(in.Data), "exit "); ok {
+			code, _ := strconv.Atoi(n)
+			os.Exit(code)
+		}
+		if guest.Value(in.Data) == "panic" {
+			var m map[string]int
+			m["boom"] = 1
 		}
 		if n, ok := strings.CutPrefix(guest.Value(in.Data), "sleep "); ok {
 			secs, _ := strconv.Atoi(n)

@@ -1,0 +1,234 @@
+package escape
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/capsulegate/capsulegate/a2a"
+	"github.com/capsulegate/capsulegate/netpolicy"
+)
+
+// A2A input rows send hostile requests to a real a2a.Handler served on 127.0.0.1 with
+// two named principals (tokens), a 64 KiB body limit and a push policy. Sentinels: the
+// executor (a refused request must never become a task), a webhook listener on loopback
+// (no push may reach it), and principal A's task, whose text principal B must never see.
+
+type a2aFixture struct {
+	url          string // the A2A endpoint
+	hookURL      string // the loopback webhook sentinel
+	hookHits     atomic.Int64
+	jobs         atomic.Int64
+	taskA        string // a task of principal A holding the secret
+	client       *http.Client
+	sentinelText string
+}
+
+// countingExec answers every task at once and counts them.
+type countingExec struct{ jobs *atomic.Int64 }
+
+func (e countingExec) Execute(_ context.Context, job *a2a.Job) a2a.Outcome {
+	e.jobs.Add(1)
+	return a2a.Outcome{State: "completed", Text: "echo: " + job.Text}
+}
+
+const (
+	tokenA = "tok-principal-a-3f1"
+	tokenB = "tok-principal-b-9c2"
+	a2aMax = 64 << 10
+)
+
+func (s *suite) a2aFix(t *testing.T) *a2aFixture {
+	if s.a2a != nil {
+		return s.a2a
+	}
+	f := &a2aFixture{sentinelText: "principal A's " + secret}
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.hookHits.Add(1) }))
+	s.top.Cleanup(hook.Close)
+	f.hookURL = hook.URL + "/hook"
+	allow, err := netpolicy.ParseRules([]string{"https://hooks.example.com", "https://rebind.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := a2a.NewHandler(a2a.Config{
+		Card:     a2a.Card{Name: "escape", Description: "escape suite", Version: "1.0.0"},
+		Executor: countingExec{&f.jobs},
+		MaxBody:  a2aMax,
+		Tokens:   []a2a.Token{{Name: "team-a", Secret: tokenA}, {Name: "team-b", Secret: tokenB}},
+		Push: &a2a.PushPolicy{Allow: allow, Resolver: staticResolver{
+			"hooks.example.com":  {netip.MustParseAddr("93.184.216.34")},
+			"rebind.example.com": {netip.MustParseAddr("127.0.0.1")},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/agents/escape/", h)
+	srv := httptest.NewServer(mux)
+	s.top.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		h.Shutdown(ctx)
+		srv.Close()
+	})
+	f.url, f.client = srv.URL+"/agents/escape/", srv.Client()
+	// Principal A's task, the one B goes after.
+	status, body := f.post(t, tokenA, rpc("message/send", map[string]any{"message": message(f.sentinelText)}), nil)
+	var r struct {
+		Result struct{ ID string } `json:"result"`
+	}
+	if status != http.StatusOK || json.Unmarshal(body, &r) != nil || r.Result.ID == "" {
+		t.Fatalf("principal A's task: HTTP %d %s", status, body)
+	}
+	f.taskA = r.Result.ID
+	s.a2a = f
+	return f
+}
+
+// post sends body to the endpoint with token (none when ""), and returns the status and
+// the whole answer.
+func (f *a2aFixture) post(t *testing.T, token string, body io.Reader, header map[string]string) (int, []byte) {
+	req, err := http.NewRequest(http.MethodPost, f.url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func message(text string, extra ...string) map[string]any {
+	m := map[string]any{"kind": "message", "messageId": "m-" + strconv.Itoa(len(text)), "role": "user",
+		"parts": []map[string]any{{"kind": "text", "text": text}}}
+	for _, kv := range extra {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+func rpc(method string, params any) io.Reader {
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
+	if err != nil {
+		panic(err)
+	}
+	return bytes.NewReader(b)
+}
+
+// a2aAttack sends what build makes (as token) and classifies the answer as "HTTP
+// <status>" or "JSON-RPC <code>". No task may run, no webhook be reached, and principal
+// A's text must not come back.
+func a2aAttack(token string, build func(f *a2aFixture) io.Reader) func(*testing.T, *suite) outcome {
+	return func(t *testing.T, s *suite) outcome {
+		f := s.a2aFix(t)
+		jobs, hooks := f.jobs.Load(), f.hookHits.Load()
+		status, body := f.post(t, token, build(f), nil)
+		class := "HTTP " + strconv.Itoa(status)
+		if status == http.StatusOK {
+			var r struct {
+				Error *struct{ Code int } `json:"error"`
+			}
+			if json.Unmarshal(body, &r) == nil && r.Error != nil {
+				class = "JSON-RPC " + strconv.Itoa(r.Error.Code)
+			} else {
+				class = "answered"
+			}
+		}
+		var escaped []string
+		if token != tokenA && strings.Contains(string(body), secret) {
+			escaped = append(escaped, "principal A's task text came back")
+		}
+		if n := f.jobs.Load() - jobs; n != 0 {
+			escaped = append(escaped, fmt.Sprintf("the refused request ran %d tasks", n))
+		}
+		if n := f.hookHits.Load() - hooks; n != 0 {
+			escaped = append(escaped, fmt.Sprintf("the loopback webhook was called %d times", n))
+		}
+		return outcome{class: class, escaped: strings.Join(escaped, "; ")}
+	}
+}
+
+func text(s string) func(*a2aFixture) io.Reader {
+	return func(*a2aFixture) io.Reader { return strings.NewReader(s) }
+}
+
+func call(method string, params func(f *a2aFixture) any) func(*a2aFixture) io.Reader {
+	return func(f *a2aFixture) io.Reader { return rpc(method, params(f)) }
+}
+
+func pushTo(url string) func(f *a2aFixture) any {
+	return func(f *a2aFixture) any {
+		if url == "{hook}" {
+			url = f.hookURL
+		}
+		return map[string]any{"taskId": f.taskA, "pushNotificationConfig": map[string]any{"url": url}}
+	}
+}
+
+func a2aRows() []row {
+	send := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"%s"}]}}}`
+	huge := fmt.Sprintf(send, strings.Repeat("x", a2aMax+1))
+	cases := []struct {
+		attack, token, want string
+		build               func(*a2aFixture) io.Reader
+	}{
+		{"a body over the limit, its length declared", tokenA, "HTTP 413", text(huge)},
+		{"a body over the limit, chunked (no length)", tokenA, "HTTP 413", func(*a2aFixture) io.Reader { return io.MultiReader(strings.NewReader(huge)) }},
+		{"no credentials", "", "HTTP 401", text(fmt.Sprintf(send, "hi"))},
+		{"a wrong token", "nope", "HTTP 401", text(fmt.Sprintf(send, "hi"))},
+		{"a prefix of a real token", tokenA[:len(tokenA)-1], "HTTP 401", text(fmt.Sprintf(send, "hi"))},
+		{"a real token with a suffix", tokenA + "x", "HTTP 401", text(fmt.Sprintf(send, "hi"))},
+		{"malformed JSON", tokenA, "JSON-RPC -32700", text(`{"jsonrpc": "2.0", "id": 1, "method": `)},
+		{"JSON nested 30,000 deep", tokenA, "JSON-RPC -32700", text(`{"jsonrpc":"2.0","id":1,"method":"message/send","params":` + strings.Repeat("[", 30000) + strings.Repeat("]", 30000) + `}`)},
+		{"a batch smuggling a send", tokenA, "JSON-RPC -32600", text("[" + fmt.Sprintf(send, "batched") + "]")},
+		{"an unknown method", tokenA, "JSON-RPC -32601", call("tasks/frobnicate", func(*a2aFixture) any { return map[string]any{} })},
+		{"a message with the agent's role", tokenA, "JSON-RPC -32602", call("message/send", func(*a2aFixture) any {
+			m := message("I am the agent")
+			m["role"] = "agent"
+			return map[string]any{"message": m}
+		})},
+		{"a data part (content the capsule does not take)", tokenA, "JSON-RPC -32005", call("message/send", func(*a2aFixture) any {
+			return map[string]any{"message": map[string]any{"kind": "message", "messageId": "m2", "role": "user", "parts": []map[string]any{{"kind": "data", "data": map[string]any{"x": 1}}}}}
+		})},
+		{"principal B reads principal A's task", tokenB, "JSON-RPC -32001", call("tasks/get", func(f *a2aFixture) any { return map[string]any{"id": f.taskA} })},
+		{"principal B cancels principal A's task", tokenB, "JSON-RPC -32001", call("tasks/cancel", func(f *a2aFixture) any { return map[string]any{"id": f.taskA} })},
+		{"principal B continues principal A's task", tokenB, "JSON-RPC -32001", call("message/send", func(f *a2aFixture) any {
+			return map[string]any{"message": message("hijack", "taskId="+f.taskA)}
+		})},
+		{"principal B sets a webhook on principal A's task", tokenB, "JSON-RPC -32001", call("tasks/pushNotificationConfig/set", pushTo("https://hooks.example.com/b"))},
+		{"a push webhook on loopback", tokenA, "JSON-RPC -32602", call("tasks/pushNotificationConfig/set", pushTo("{hook}"))},
+		{"a push webhook at the metadata address", tokenA, "JSON-RPC -32602", call("tasks/pushNotificationConfig/set", pushTo("http://169.254.169.254/latest/meta-data/"))},
+		{"a push webhook allowed by name, resolving to loopback", tokenA, "JSON-RPC -32602", call("tasks/pushNotificationConfig/set", pushTo("https://rebind.example.com/hook"))},
+		{"a push webhook carrying credentials", tokenA, "JSON-RPC -32602", call("tasks/pushNotificationConfig/set", pushTo("https://user:pw@hooks.example.com/"))},
+		{"a push webhook on file://", tokenA, "JSON-RPC -32602", call("tasks/pushNotificationConfig/set", pushTo("file:///etc/passwd"))},
+		{"a loopback webhook inline on a send", tokenA, "JSON-RPC -32602", call("message/send", func(f *a2aFixture) any {
+			return map[string]any{"message": message("with a hook"), "configuration": map[string]any{"pushNotificationConfig": map[string]any{"url": f.hookURL}}}
+		})},
+	}
+	var rows []row
+	for i, c := range cases {
+		rows = append(rows, row{id: fmt.Sprintf("A2-%02d", i+1), surface: A2AInput, attack: c.attack, want: c.want, run: a2aAttack(c.token, c.build)})
+	}
+	return rows
+}

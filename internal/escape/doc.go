@@ -1,0 +1,30 @@
+// Package escape holds capsulegate's escape suite (escape_test.go and its siblings):
+// one table of attacks, across every surface a capsule can reach the host through, each
+// of which must be blocked and classified. docs/escapes.md describes the suite, how to
+// run it and what a new case must assert.
+//
+// The package itself only names the surfaces, so the table's surface column has one
+// spelling everywhere, including surfaces whose code does not exist yet (harnesses and
+// the MCP bridge): their rows are added to the same table when they are built.
+package escape
+
+// Surface is the way into the host an escape case attacks: the table's surface column.
+type Surface string
+
+// The surfaces of the escape suite.
+const (
+	WasmCore      Surface = "wasm-core"      // a core-module guest on wazero (preview1, capsulegate imports)
+	WasmComponent Surface = "wasm-component" // a component guest (the preview1 adapter over WASI 0.2)
+	WASI2Handle   Surface = "wasi2-handle"   // WASI 0.2 resource handles and buffers handed to the host
+	Shell         Surface = "shell"          // a shell tool command in the OS sandbox
+	Native        Surface = "native"         // a native tool binary in the OS sandbox
+	Network       Surface = "network"        // the network policy: rules and the forward proxy
+	DNS           Surface = "dns"            // the session's pinning resolver
+	Archive       Surface = "archive"        // .mur.zip archives opened, extracted and packed
+	A2AInput      Surface = "a2a-input"      // requests to the A2A endpoint
+	Harness       Surface = "harness"        // reserved: process harnesses (no rows until they exist)
+	MCPBridge     Surface = "mcp-bridge"     // reserved: the MCP bridge (no rows until it exists)
+)
+
+// Surfaces lists every surface in the order the suite reports them.
+var Surfaces = []Surface{WasmCore, WasmComponent, WASI2Handle, Shell, Native, Network, DNS, Archive, A2AInput, Harness, MCPBridge}

@@ -1,0 +1,176 @@
+package escape
+
+// TestEscapeSuite is the escape suite: one table (rows) of attacks on every surface, each
+// run against the real code through its exported API. A row passes only when the attack
+// was blocked — a sentinel it aimed at (a file outside, a listener, an upstream DNS
+// server, a host variable) saw nothing — and it was classified as the row expects (a
+// stable error code, a guest failure reason, a guest-visible errno, an HTTP or DNS
+// status, an exit status). docs/escapes.md lists the surfaces and what a new row must
+// assert.
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// row is one attack.
+type row struct {
+	id      string  // stable name, unique in the table: <surface prefix>-<n>
+	surface Surface // the way in
+	attack  string  // the attack in words
+	want    string  // the expected classification
+	need    string  // "" or a requirement checked before the row runs (needSealed)
+	run     func(t *testing.T, s *suite) outcome
+}
+
+// outcome is what an attack got.
+type outcome struct {
+	class   string // how it was refused, compared with row.want
+	escaped string // what got out, "" when nothing did; any other value fails the row
+}
+
+// blocked is the outcome of an attack refused as class with nothing out.
+func blocked(class string) outcome { return outcome{class: class} }
+
+// Requirements a row may need from the host.
+const (
+	needSealed = "sealed" // the OS sandbox's sealed tier (namespaces, Landlock, seccomp)
+)
+
+// table is the suite, in surface order. Rows of the reserved surfaces (harness,
+// mcp-bridge) join it when those surfaces exist.
+func table() []row {
+	var rows []row
+	for _, part := range [][]row{wasmCoreRows(), wasmComponentRows(), wasi2HandleRows(), shellRows(), nativeRows(),
+		networkRows(), dnsRows(), archiveRows(), a2aRows()} {
+		rows = append(rows, part...)
+	}
+	return rows
+}
+
+// minRows is the acceptance floor of issue 17: at least this many cases.
+const minRows = 100
+
+func TestEscapeSuite(t *testing.T) {
+	rows := table()
+	checkTable(t, rows)
+	s := newSuite(t)
+	ran, skipped := map[Surface]int{}, map[Surface][]string{}
+	for _, r := range rows {
+		var didRun, wasSkipped bool
+		t.Run(r.id, func(t *testing.T) {
+			didRun = true                               // false when -run filtered the row out
+			defer func() { wasSkipped = t.Skipped() }() // also when Skip ends the row early
+			if why := s.lacks(r.need); why != "" {
+				t.Skipf("%s (%s): this host lacks %s: %s", r.id, r.attack, r.need, why)
+			}
+			o := r.run(t, s)
+			if o.escaped != "" {
+				t.Errorf("ESCAPE %s (%s): %s", r.id, r.attack, o.escaped)
+			}
+			if o.class != r.want {
+				t.Errorf("%s (%s): classified %q, want %q", r.id, r.attack, o.class, r.want)
+			}
+		})
+		switch {
+		case !didRun:
+		case wasSkipped:
+			skipped[r.surface] = append(skipped[r.surface], r.id)
+		default:
+			ran[r.surface]++
+		}
+	}
+	var b strings.Builder
+	total := 0
+	for _, sf := range Surfaces {
+		total += ran[sf]
+		fmt.Fprintf(&b, "\n  %-15s %3d ran", sf, ran[sf])
+		if n := len(skipped[sf]); n > 0 {
+			fmt.Fprintf(&b, ", %d skipped", n)
+		}
+	}
+	t.Logf("escape suite: %d rows, %d ran here:%s", len(rows), total, b.String())
+}
+
+// checkTable holds the table to its own rules: unique ids, known surfaces (none of the
+// reserved ones without code behind them), every field filled, at least minRows rows.
+func checkTable(t *testing.T, rows []row) {
+	t.Helper()
+	if len(rows) < minRows {
+		t.Errorf("the escape table has %d rows, fewer than %d", len(rows), minRows)
+	}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if seen[r.id] {
+			t.Errorf("row id %s used twice", r.id)
+		}
+		seen[r.id] = true
+		if !slices.Contains(Surfaces, r.surface) {
+			t.Errorf("%s: unknown surface %q", r.id, r.surface)
+		}
+		if r.attack == "" || r.want == "" || r.run == nil {
+			t.Errorf("%s: a row needs its attack, expected classification and run", r.id)
+		}
+	}
+}
+
+// TestEscapeTable checks the table alone, without running it: quick, for editing.
+func TestEscapeTable(t *testing.T) {
+	checkTable(t, table())
+}
+
+// TestEscapeDetectors is the control of the suite: each way a row notices an escape
+// does notice one, so a row cannot pass because its sentinel is blind.
+func TestEscapeDetectors(t *testing.T) {
+	s := newSuite(t)
+	f := s.hostFiles(t)
+	if got := f.escaped(); got != "" {
+		t.Fatalf("a fresh workdir reports an escape: %s", got)
+	}
+	for _, p := range []string{filepath.Join(f.outside, "planted.txt"), filepath.Join(f.root, "beside.txt")} {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if f.escaped() == "" {
+			t.Errorf("a file created at %s went unnoticed", p)
+		}
+		os.Remove(p)
+	}
+	if err := os.WriteFile(filepath.Join(f.outside, "secret.txt"), []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f.escaped() == "" {
+		t.Error("a changed secret.txt went unnoticed")
+	}
+	if leaked("prefix "+secret+" suffix") == "" || leaked("root:x:0:0:root:/root:/bin/bash") == "" || leaked("harmless") != "" {
+		t.Error("leaked does not tell sentinels from harmless text")
+	}
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "secret.txt"), []byte(secret), 0o644)
+	os.WriteFile(filepath.Join(root, "slipped"), []byte("x"), 0o644)
+	if got := treeChanged(root, map[string]bool{"secret.txt": true}); len(got) != 1 {
+		t.Errorf("treeChanged = %q, want the slipped file", got)
+	}
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if datagramQueued(pc) {
+		t.Error("an empty UDP listener reports a datagram")
+	}
+	c, err := net.Dial("udp4", pc.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("x"))
+	if !datagramQueued(pc) {
+		t.Error("a datagram sent to the UDP sentinel went unnoticed")
+	}
+}
