@@ -7,6 +7,7 @@ const (
 	CodeStart   = "E-SEC-003" // the sandbox could not start a command
 	CodeBridge  = "E-SEC-004" // the sandbox's sockets cannot be created in the records folder
 	CodeHelper  = "E-SEC-005" // the configured wrapper (sandbox_helper) is missing, not executable, or speaks another protocol
+	CodeCgroup  = "E-SEC-006" // cgroup limits are asked for and cannot be applied on this host
 
 	WarnWeakTier    = "W-SEC-001" // a tier weaker than sealed applies
 	WarnNoBinary    = "W-SEC-002" // a shell.allow binary is not on the sandbox's PATH

@@ -26,11 +26,12 @@ type runSpec struct {
 	Private   string // records/sandbox-<id>: proxy.sock, dns.sock, root/
 	Network   bool   // forward the proxy (and DNS, when DNS) into the sandbox
 	DNS       bool
-	ProxyPort int    // scoped: the only TCP port the tool may connect to
-	Reach     []int  // host loopback ports a long-running command may connect to (ProcSpec.Reach)
-	RootMode  bool   // the gateway is root: sealed maps the tool to uid 65534, scoped narrows /etc
-	Proc      bool   // set by the outer stage: a private /proc is mounted
-	Resolv    string // set by the outer stage: resolv.conf's real path when outside /etc
+	ProxyPort int      // scoped: the only TCP port the tool may connect to
+	Reach     []int    // host loopback ports a long-running command may connect to (ProcSpec.Reach)
+	Cgroups   []string // cgroup.procs files the wrapper joins before it starts anything
+	RootMode  bool     // the gateway is root: sealed maps the tool to uid 65534, scoped narrows /etc
+	Proc      bool     // set by the outer stage: a private /proc is mounted
+	Resolv    string   // set by the outer stage: resolv.conf's real path when outside /etc
 }
 
 // command is what a runSpec's recipient learns last: what to execute.

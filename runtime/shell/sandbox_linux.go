@@ -49,7 +49,7 @@ func prestart(wrapper string, spec *runSpec, stdin, stdout, stderr *os.File) (*p
 	cmd := &exec.Cmd{
 		Path:        wrapper,
 		Args:        []string{wrapperArg0},
-		Env:         wrapperEnv(stage, spec.RootMode),
+		Env:         append(wrapperEnv(stage, spec.RootMode), cgroupVar(spec.Cgroups)...),
 		Dir:         "/",
 		Stdout:      stdout,
 		Stderr:      stderr,

@@ -74,6 +74,9 @@ type Config struct {
 	MinTier     string   // "" or the weakest tier the capsule accepts: "env-only", "scoped", "sealed"
 	Limits      Limits   // resource limits; zero fields take the defaults (docs/sandbox.md "Limits and output")
 	WrapperPath string   // the binary that calls MaybeWrapper (CheckHelper); "" = HelperName next to this executable, else this executable
+	// Cgroup bounds all the session's commands together (memory, pids, CPU); zero: no
+	// cgroup. A host that cannot apply it refuses the sandbox (E-SEC-006).
+	Cgroup CgroupLimits
 
 	probe      func(wrapper, workdir, private string) TierReport // tests simulate hosts with it
 	tier       string                                            // tests force a weaker tier with it
@@ -109,6 +112,8 @@ type Sandbox struct {
 	paths   map[string]string // shell.allow name -> absolute path; "" when not found
 	missing []string
 	env     []string
+
+	cg *cgroups // the session's cgroup, when Config.Cgroup asks for one
 
 	mu        sync.Mutex
 	bridges   []*bridge
@@ -184,6 +189,14 @@ func New(cfg Config) (*Sandbox, error) {
 		os.RemoveAll(s.private)
 		return nil, err
 	}
+	if cfg.Cgroup.any() {
+		if s.cg, err = newCgroups("capsulegate-"+hex.EncodeToString(id), cfg.Cgroup); err != nil {
+			os.RemoveAll(s.private)
+			return nil, errs.Wrap(err, CodeCgroup, part, "the capsule's cgroup limits (resources.cgroup_*) cannot be applied on this host",
+				"run the gateway where it may create cgroups below its own (root, or a delegated cgroup v2 subtree), or remove the cgroup limits")
+		}
+		s.report.Cgroups = fmt.Sprintf("v%d", s.cg.version)
+	}
 	for _, name := range cfg.Allow {
 		p := lookPath(name)
 		s.paths[name] = p
@@ -248,8 +261,13 @@ func (s *Sandbox) Close() error {
 	for _, b := range bridges {
 		b.close()
 	}
+	s.cg.close()
 	return os.RemoveAll(s.private)
 }
+
+// CgroupEvents counts what the session's cgroup limits did so far: processes killed for
+// memory, forks refused; zero without a cgroup.
+func (s *Sandbox) CgroupEvents() CgroupEvents { return s.cg.events() }
 
 // buildEnv returns the subprocess environment: the caller's, without the names this
 // package owns, then those names. NO_PROXY is never set: every destination, localhost
@@ -582,6 +600,9 @@ func (s *Sandbox) run(ctx context.Context, spec *runSpec, stdin []byte, stdoutCa
 // sessionSpec is the part of a runSpec every command of this sandbox shares.
 func (s *Sandbox) sessionSpec() *runSpec {
 	spec := &runSpec{Tier: s.report.Tier, Env: s.env, Workdir: s.cfg.Workdir, Limits: s.cfg.Limits, Private: s.private}
+	if s.cg != nil {
+		spec.Cgroups = s.cg.procsFiles()
+	}
 	spec.Network, spec.DNS = s.cfg.ProxyAddr != "", s.cfg.ProxyAddr != "" && s.cfg.DNSAddr != ""
 	if spec.Network && spec.Tier == TierScoped {
 		_, p, _ := net.SplitHostPort(s.cfg.ProxyAddr)

@@ -24,6 +24,9 @@ type TierReport struct {
 	Landlock   int      // the kernel's Landlock ABI version; 0 = none
 	Seccomp    bool     // seccomp filters are available
 	Namespaces bool     // a sealed trial run succeeded (namespaces, idmapped workdir when root)
+	// Cgroups is the cgroup version the session's limits are applied with ("v2", "v1"),
+	// "" when it has none.
+	Cgroups string
 }
 
 // rank orders tiers: a higher rank confines more.

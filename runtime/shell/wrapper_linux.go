@@ -39,6 +39,13 @@ func wrapperMain(stage string) int {
 		fmt.Fprintln(os.Stderr, "capsulegate-sandbox: started without its pipes")
 		return 125
 	}
+	if stage == stageOuter || stage == stageReaper {
+		// First: whatever this stage starts is then born in the session's cgroup.
+		if err := joinCgroups(); err != nil {
+			fmt.Fprintf(setup, "%v", err)
+			return 125
+		}
+	}
 	switch stage {
 	case stageOuter:
 		return outer(specF, setup)
