@@ -96,6 +96,9 @@ type Config struct {
 	// duration as the harness sees it (waiting for a slot included) and whether it
 	// failed, at tool level (isError) or protocol level.
 	OnCall func(name string, dur time.Duration, isError bool)
+
+	// slotWait, set by tests, is called when a call has to wait for a slot.
+	slotWait func()
 }
 
 // Bridge is one running MCP server for one run.
@@ -426,12 +429,10 @@ func (b *Bridge) handler(name string) mcp.ToolHandler {
 
 // call waits for a slot, checks the arguments and dispatches.
 func (b *Bridge) call(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, bool, error) {
-	select {
-	case b.sem <- struct{}{}:
-		defer func() { <-b.sem }()
-	case <-ctx.Done():
+	if !b.acquire(ctx) {
 		return nil, false, fmt.Errorf("mcpbridge: tool %q: waiting for a call slot: %w", name, ctx.Err())
 	}
+	defer func() { <-b.sem }()
 	input, ok := objectArgs(args)
 	if !ok {
 		return textResult("arguments must be a JSON object", true), true, nil
@@ -441,6 +442,24 @@ func (b *Bridge) call(ctx context.Context, name string, args json.RawMessage) (*
 		return nil, false, fmt.Errorf("mcpbridge: tool %q: %w", name, err)
 	}
 	return textResult(out, isError), isError, nil
+}
+
+// acquire takes a call slot, waiting for one until ctx is done.
+func (b *Bridge) acquire(ctx context.Context) bool {
+	select {
+	case b.sem <- struct{}{}:
+		return true
+	default:
+	}
+	if b.cfg.slotWait != nil {
+		b.cfg.slotWait()
+	}
+	select {
+	case b.sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // objectArgs returns the call's arguments if they are a JSON object; absent or null
