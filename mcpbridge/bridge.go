@@ -52,8 +52,8 @@ const tokenBytes = 32
 // capsule with hundreds of tools does not produce a huge error message.
 const maxNamesInError = 64
 
-// ErrClosed is the error a call gets once the bridge is closed.
-var ErrClosed = errors.New("mcpbridge: bridge closed")
+// errClosed is the error a call gets once the bridge is closed.
+var errClosed = errors.New("mcpbridge: bridge closed")
 
 // Tool is one tool the bridge lists: a capsule's declared tool or skill.
 type Tool struct {
@@ -407,7 +407,7 @@ func (b *Bridge) handler(name string) mcp.ToolHandler {
 		b.mu.Lock()
 		if b.closed {
 			b.mu.Unlock()
-			return nil, ErrClosed
+			return nil, errClosed
 		}
 		b.inflight.Add(1)
 		b.mu.Unlock()
@@ -437,11 +437,22 @@ func (b *Bridge) call(ctx context.Context, name string, args json.RawMessage) (*
 	if !ok {
 		return textResult("arguments must be a JSON object", true), true, nil
 	}
-	out, isError, err := b.cfg.Dispatch(ctx, name, input)
+	out, isError, err := b.dispatch(ctx, name, input)
 	if err != nil {
 		return nil, false, fmt.Errorf("mcpbridge: tool %q: %w", name, err)
 	}
 	return textResult(out, isError), isError, nil
+}
+
+// dispatch calls Config.Dispatch, turning a panic into an error: the SDK runs handlers
+// on goroutines of its own, with no recovery, so a panic there would end the gateway.
+func (b *Bridge) dispatch(ctx context.Context, name string, input json.RawMessage) (out string, isError bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, isError, err = "", false, fmt.Errorf("dispatch panicked: %v", r)
+		}
+	}()
+	return b.cfg.Dispatch(ctx, name, input)
 }
 
 // acquire takes a call slot, waiting for one until ctx is done.

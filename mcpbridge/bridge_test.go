@@ -204,6 +204,11 @@ func TestCall(t *testing.T) {
 			wantCall: &call{"search", `{"q":"x"}`}, wantErr: "sandbox gone", wantOn: true,
 		},
 		{
+			name: "dispatch panic", tool: "search", args: map[string]any{"q": "x"},
+			dispatch: func(context.Context, string, json.RawMessage) (string, bool, error) { panic("bug in a hook") },
+			wantCall: &call{"search", `{"q":"x"}`}, wantErr: "dispatch panicked: bug in a hook", wantOn: true,
+		},
+		{
 			name: "array arguments", tool: "search", args: []string{"wasm"},
 			wantText: "arguments must be a JSON object", wantTool: true, wantOn: true,
 		},
@@ -496,6 +501,29 @@ func TestCloseEndsInFlight(t *testing.T) {
 	if c, err := net.Dial("tcp", addr); err == nil {
 		c.Close()
 		t.Errorf("%s still accepts connections after Close", addr)
+	}
+}
+
+// TestClientCancelEndsCall proves a client abandoning its call (notifications/cancelled)
+// cancels Dispatch's context.
+func TestClientCancelEndsCall(t *testing.T) {
+	entered, why := make(chan struct{}, 1), make(chan error, 1)
+	var returned atomic.Bool
+	b := start(t, Config{Dispatch: blocking(entered, &returned, why)})
+	cs := connect(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "search", Arguments: map[string]any{}})
+		done <- err
+	}()
+	<-entered
+	cancel()
+	if err := <-why; !errors.Is(err, context.Canceled) {
+		t.Errorf("Dispatch's context ended with %v, want cancelled", err)
+	}
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("CallTool returned %v, want cancelled", err)
 	}
 }
 
