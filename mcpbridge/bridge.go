@@ -112,7 +112,6 @@ type Bridge struct {
 
 	srv    *http.Server
 	mcp    *mcp.Server
-	ln     net.Listener
 	sem    chan struct{}
 	ctx    context.Context // cancelled by Close; every call's context derives from it
 	cancel context.CancelFunc
@@ -159,7 +158,6 @@ func Start(ctx context.Context, cfg Config) (*Bridge, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.ln = ln
 	b.url, b.hosts, err = addresses(ln.Addr())
 	if err != nil {
 		ln.Close()
@@ -181,7 +179,8 @@ func Start(ctx context.Context, cfg Config) (*Bridge, error) {
 		defer close(b.served)
 		b.srv.Serve(ln) // returns http.ErrServerClosed once Close runs
 	}()
-	b.stop = context.AfterFunc(ctx, func() { b.Close() })
+	// shutdown, not Close: Close reads b.stop, which this very line is setting.
+	b.stop = context.AfterFunc(ctx, func() { b.shutdown() })
 	return b, nil
 }
 
@@ -356,8 +355,13 @@ func (b *Bridge) Token() string { return b.token }
 // listener and connections, and waits for the Dispatch calls under way to return. Once it
 // returns, Dispatch is not called again. Later calls return the first one's result.
 func (b *Bridge) Close() error {
+	b.stop()
+	return b.shutdown()
+}
+
+// shutdown is Close but for unregistering the close on Start's context.
+func (b *Bridge) shutdown() error {
 	b.closeOnce.Do(func() {
-		b.stop()
 		b.mu.Lock()
 		b.closed = true
 		b.mu.Unlock()
