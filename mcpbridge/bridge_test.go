@@ -669,3 +669,72 @@ func TestListenAndToken(t *testing.T) {
 		}
 	}
 }
+
+// TestAddresses proves the URL names the listener's own address (loopback for an
+// unspecified one) and that the Host values accepted are that address and the loopback
+// forms of its port, nothing else.
+func TestAddresses(t *testing.T) {
+	loopback := []string{"127.0.0.1:5000", "localhost:5000", "[::1]:5000"}
+	for _, tc := range []struct {
+		addr    string
+		wantURL string
+		extra   string // accepted besides the loopback forms; "" for none
+	}{
+		{"127.0.0.1:5000", "http://127.0.0.1:5000/mcp", ""},
+		{"0.0.0.0:5000", "http://127.0.0.1:5000/mcp", ""},
+		{"[::]:5000", "http://127.0.0.1:5000/mcp", ""},
+		{"10.200.0.1:5000", "http://10.200.0.1:5000/mcp", "10.200.0.1:5000"},
+		{"[fd00::1]:5000", "http://[fd00::1]:5000/mcp", "[fd00::1]:5000"},
+	} {
+		t.Run(tc.addr, func(t *testing.T) {
+			addr, err := net.ResolveTCPAddr("tcp", tc.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			url, hosts, err := addresses(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if url != tc.wantURL {
+				t.Errorf("URL %s, want %s", url, tc.wantURL)
+			}
+			want := slices.Clone(loopback)
+			if tc.extra != "" {
+				want = append(want, tc.extra)
+			}
+			var got []string
+			for h := range hosts {
+				got = append(got, h)
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("hosts %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestUnknownMessage proves the unknown-tool error lists the declared tools, at most
+// maxNamesInError of them, and says so when there are none.
+func TestUnknownMessage(t *testing.T) {
+	var many []string
+	for i := range maxNamesInError + 3 {
+		many = append(many, fmt.Sprintf("t%d", i))
+	}
+	for _, tc := range []struct {
+		name  string
+		names []string
+		want  string
+	}{
+		{"none", nil, `unknown tool "x": this server declares no tools`},
+		{"two", []string{"a", "b"}, `unknown tool "x": declared tools are a, b`},
+		{"capped", many, `unknown tool "x": declared tools are ` + strings.Join(many[:maxNamesInError], ", ") + " and 3 more"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := (&Bridge{names: tc.names}).unknownMessage("x"); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
