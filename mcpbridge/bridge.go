@@ -351,9 +351,10 @@ func (b *Bridge) URL() string { return b.url }
 // Token returns the per-run bearer token a client must send as "Authorization: Bearer <token>".
 func (b *Bridge) Token() string { return b.token }
 
-// Close stops the bridge: it cancels the calls in flight, ends the sessions, closes the
-// listener and connections, and waits for the Dispatch calls under way to return. Once it
-// returns, Dispatch is not called again. Later calls return the first one's result.
+// Close stops the bridge: it cancels the calls in flight, closes the listener and
+// connections, ends the sessions, and waits for the Dispatch calls under way to return (a
+// Dispatch that ignores its context holds Close up). Once it returns, Dispatch is not
+// called again. Later calls return the first one's result.
 func (b *Bridge) Close() error {
 	b.stop()
 	return b.shutdown()
@@ -366,13 +367,15 @@ func (b *Bridge) shutdown() error {
 		b.closed = true
 		b.mu.Unlock()
 		b.cancel()
-		for ss := range b.mcp.Sessions() {
-			ss.Close()
-		}
 		if err := b.srv.Close(); err != nil {
 			b.closeErr = fmt.Errorf("mcpbridge: close: %w", err)
 		}
 		<-b.served
+		// Closing a session waits for its handlers, as the wait below does for calls
+		// between the HTTP and MCP layers: so a Dispatch must honour its context.
+		for ss := range b.mcp.Sessions() {
+			ss.Close()
+		}
 		b.inflight.Wait()
 	})
 	return b.closeErr

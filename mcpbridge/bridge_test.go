@@ -469,12 +469,21 @@ func blocking(entered chan<- struct{}, returned *atomic.Bool, why chan<- error) 
 	}
 }
 
-// TestCloseEndsInFlight proves Close cancels a call blocked in Dispatch, waits for it to
-// return, fails the client's call, is idempotent, and leaves nothing listening.
+// TestCloseEndsInFlight proves Close cancels a call blocked in Dispatch and does not
+// return before Dispatch does (here, Dispatch lingers after its cancellation until the
+// test lets it go, once the rest of Close is done), fails the client's call, is
+// idempotent, and leaves nothing listening.
 func TestCloseEndsInFlight(t *testing.T) {
-	entered, why := make(chan struct{}, 1), make(chan error, 1)
+	entered, cancelled, finish := make(chan struct{}), make(chan error, 1), make(chan struct{})
 	var returned atomic.Bool
-	b := start(t, Config{Dispatch: blocking(entered, &returned, why)})
+	b := start(t, Config{Dispatch: func(ctx context.Context, _ string, _ json.RawMessage) (string, bool, error) {
+		close(entered)
+		<-ctx.Done()
+		cancelled <- context.Cause(ctx)
+		<-finish
+		returned.Store(true)
+		return "", false, ctx.Err()
+	}})
 	cs := connect(t, b)
 	done := make(chan error, 1)
 	go func() {
@@ -482,14 +491,23 @@ func TestCloseEndsInFlight(t *testing.T) {
 		done <- err
 	}()
 	<-entered
-	if err := b.Close(); err != nil {
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	if err := <-cancelled; !errors.Is(err, context.Canceled) {
+		t.Errorf("Dispatch's context ended with %v, want cancelled", err)
+	}
+	<-b.served // all of Close but the wait for Dispatch is done
+	select {
+	case <-closed:
+		t.Fatal("Close returned while Dispatch was still running")
+	default:
+	}
+	close(finish)
+	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	if !returned.Load() {
-		t.Error("Close returned while Dispatch was still running")
-	}
-	if err := <-why; !errors.Is(err, context.Canceled) {
-		t.Errorf("Dispatch's context ended with %v, want cancelled", err)
+		t.Error("Close returned before Dispatch did")
 	}
 	if err := <-done; err == nil {
 		t.Error("the client's call succeeded after Close")
