@@ -3,6 +3,7 @@ package runtime
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/mcpbridge"
 	"github.com/capsulegate/capsulegate/runtime/credgate"
 	"github.com/capsulegate/capsulegate/runtime/shell"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
@@ -90,6 +92,19 @@ func (s *session) processTask(ctx context.Context, t *task, text string, history
 		defer gw.Close()
 		reach = append(reach, strings.TrimPrefix(gw.URL(), "http://"))
 	}
+	if tools := s.offeredTools(); len(tools) > 0 {
+		b, err := s.toolBridge(ctx, t, tools)
+		if err != nil {
+			return "", StateFailed, err
+		}
+		defer b.Close()
+		names := make([]string, len(tools))
+		for i, tl := range tools {
+			names[i] = tl.Name
+		}
+		req.Bridge = &abi.Bridge{ServerName: BridgeServerName, URL: b.URL(), BearerToken: b.Token(), ToolNames: names}
+		reach = append(reach, strings.TrimPrefix(strings.TrimSuffix(b.URL(), mcpbridge.Path), "http://"))
+	}
 	plan, refused, err := d.Launch(ctx, req)
 	switch {
 	case err != nil:
@@ -104,6 +119,28 @@ func (s *session) processTask(ctx context.Context, t *task, text string, history
 	spec.Reach = reach
 	run := &harnessRun{s: s, t: t, d: d, desc: desc, plan: plan, sessionID: req.SessionID}
 	return run.run(ctx, spec, by)
+}
+
+// BridgeServerName is the name a run's tool bridge is given to the harness under.
+const BridgeServerName = "capsule"
+
+// toolBridge serves tools to the harness of task t over MCP for one run: each call goes
+// through the same dispatch as a model's tool call under the http transport (hooks,
+// trace, limits, the sandbox).
+func (s *session) toolBridge(ctx context.Context, t *task, tools []agentTool) (*mcpbridge.Bridge, error) {
+	list := make([]mcpbridge.Tool, len(tools))
+	for i, tl := range tools {
+		list[i] = mcpbridge.Tool{Name: tl.Name, Description: tl.Description, InputSchema: tl.Parameters}
+	}
+	dispatch := func(ctx context.Context, name string, input json.RawMessage) (string, bool, error) {
+		out, isErr := s.dispatchGated(ctx, t, agentBlock{Type: "tool_call", ID: ids.New("call_"), Name: name, Input: input})
+		return out, isErr, nil
+	}
+	b, err := mcpbridge.Start(context.WithoutCancel(ctx), mcpbridge.Config{ServerName: BridgeServerName, Tools: list, Dispatch: dispatch})
+	if err != nil {
+		return nil, fmt.Errorf("the tool bridge: %w", err)
+	}
+	return b, nil
 }
 
 // harnessSpec resolves the harness binary and turns plan into the command: its files

@@ -31,6 +31,13 @@ resume) echo "turn-end resumed=$resume session=$sess";;
 env) echo "turn-end mode=$PROC_MODE hint=$PROC_HINT file=$(cat "$FAKE_FILES/session.txt") key=${ANTHROPIC_API_KEY:-none} home=${HOME%%/*}";;
 gateway) echo "turn-end $(curl -s -H "x-api-key: $FAKE_KEY" -d '{}' "$FAKE_GATEWAY/v1/messages")";;
 denied*) if curl -s -m 5 "http://127.0.0.1:${task#denied }/" >/dev/null 2>&1; then echo "turn-end reached"; else echo "turn-end blocked"; fi;;
+tool) J='Content-Type: application/json'; A='Accept: application/json, text/event-stream'; H="Authorization: Bearer $FAKE_BRIDGE_TOKEN"; P='Mcp-Protocol-Version: 2025-06-18'
+  curl -s -D "$FAKE_FILES/h" -o /dev/null -H "$J" -H "$A" -H "$H" -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"fake","version":"1"}}}' "$FAKE_BRIDGE"
+  sid=$(grep -i '^mcp-session-id:' "$FAKE_FILES/h" | cut -d' ' -f2 | tr -d '\r')
+  curl -s -o /dev/null -H "$J" -H "$A" -H "$H" -H "$P" -H "Mcp-Session-Id: $sid" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$FAKE_BRIDGE"
+  out=$(curl -s -H "$J" -H "$A" -H "$H" -H "$P" -H "Mcp-Session-Id: $sid" -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"via bridge"}}}' "$FAKE_BRIDGE" | grep '^data:' | tr -d '\n')
+  nokey=$(curl -s -o /dev/null -w '%{http_code}' -H "$J" -H "$A" -d '{}' "$FAKE_BRIDGE")
+  echo "turn-end tools=$FAKE_TOOLS nokey=$nokey $out";;
 quota) echo "turn-failed quota out of credit";;
 crash) echo boom >&2; exit 3;;
 hang) trap 'exit 130' INT; echo "text-delta x"; while :; do sleep 0.05; done;;
@@ -52,6 +59,7 @@ func hostHarnessed(t *testing.T, prov *httptest.Server, inactivity time.Duration
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "procdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/procdriver"))
+	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
 	mpath := filepath.Join(t.TempDir(), "murmur.yaml")
 	os.WriteFile(mpath, []byte(`name: harnessed
 version: 1.0.0
@@ -60,6 +68,7 @@ artifacts:
     version: 1.0.0
     runtime: driver
     gateway: {endpoint: "`+prov.URL+`", api_key: "`+harnessSentinel+`"}
+  - {name: echo, version: 1.0.0}
 inference:
   transport: process
   driver: {artifact: procdriver}
@@ -84,7 +93,8 @@ lifecycle: {conversation: threaded}
 
 // TestProcessTransport runs tasks of a process capsule end to end against a stand-in
 // harness in the session's sandbox: the answer streams as chunks, the next task of the
-// context resumes the harness session, the harness sees only its granted variables and
+// context resumes the harness session, the capsule's tool is called through the MCP
+// bridge (its bearer token required) and traced as a tool call, the harness sees only its granted variables and
 // the plan's, its provider requests reach the provider with the real key through the
 // credential gateway (which the harness never holds), another host port stays
 // unreachable, and each way a turn fails — a failure the harness reports, a crash
@@ -133,6 +143,19 @@ func TestProcessTransport(t *testing.T) {
 		t.Errorf("a new context resumed: %q", fresh.Result)
 	}
 
+	tool := run("ctx_t", "tool")
+	if !strings.HasPrefix(tool.Result, "tools=echo nokey=401 ") || !strings.Contains(tool.Result, `via bridge`) || strings.Contains(tool.Result, `"isError":true`) {
+		t.Errorf("a tool call through the bridge: %+v", tool)
+	}
+	calls := 0
+	for _, e := range seen.events {
+		if c, ok := e.Data.(ToolCall); ok && c.ToolName == "echo" && c.Status == "passed" {
+			calls++
+		}
+	}
+	if calls != 1 {
+		t.Errorf("%d tool_call events for echo, want 1", calls)
+	}
 	env := run("ctx_c", "env")
 	if !strings.HasPrefix(env.Result, "mode=m1 hint=h file=hs_") || !strings.Contains(env.Result, "key=none") {
 		t.Errorf("env: %+v", env)

@@ -32,7 +32,11 @@ func (d *driver) Launch(req process.LaunchRequest) (process.LaunchPlan, error) {
 	if req.Resume {
 		args = append(args, "--resume")
 	}
-	return process.LaunchPlan{Args: append(args, req.Task), EnvSet: [][2]string{{"FAKE_FILES", "{files_dir}"}, {"FAKE_GATEWAY", "{gateway_url}"}, {"FAKE_KEY", "{gateway_key}"}},
+	env := [][2]string{{"FAKE_FILES", "{files_dir}"}, {"FAKE_GATEWAY", "{gateway_url}"}, {"FAKE_KEY", "{gateway_key}"}}
+	if b := req.Bridge; b != nil {
+		env = append(env, [2]string{"FAKE_BRIDGE", b.URL}, [2]string{"FAKE_BRIDGE_TOKEN", b.BearerToken}, [2]string{"FAKE_TOOLS", strings.Join(b.ToolNames, ",")})
+	}
+	return process.LaunchPlan{Args: append(args, req.Task), EnvSet: env,
 		Files: []process.File{{Name: "session.txt", Contents: req.SessionID}}}, nil
 }
 
