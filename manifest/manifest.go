@@ -153,6 +153,12 @@ type Resources struct {
 	AddressSpaceBytes int64 `yaml:"address_space_bytes"`
 	MemoryBytes       int64 `yaml:"memory_bytes"`
 	Pids              int64 `yaml:"pids"`
+	// The session's cgroup, bounding all its commands together (docs/sandbox.md
+	// "Cgroups"), by Murmur's names.
+	CgroupMemoryBytes   int64 `yaml:"cgroup_memory_bytes"`
+	CgroupPidsMax       int64 `yaml:"cgroup_pids_max"`
+	CgroupCPUPercent    int64 `yaml:"cgroup_cpu_percent"`
+	CgroupIOBytesPerSec int64 `yaml:"cgroup_io_bytes_per_sec"`
 }
 
 // Inference configures an agent capsule's model access (docs/reference/manifest.md

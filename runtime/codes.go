@@ -17,6 +17,7 @@ const (
 	WarnAfterTask      = "W-RUN-005" // lifecycle.after_task
 	WarnResourceMemory = "W-RUN-006" // capabilities.resources.memory_bytes
 	WarnResourcePids   = "W-RUN-007" // capabilities.resources.pids
+	WarnCgroupIO       = "W-RUN-013" // capabilities.resources.cgroup_io_bytes_per_sec
 )
 
 // Stage warnings of on-stage hooks (docs/errors.md): a hook's failure or an answer staging

@@ -73,6 +73,11 @@ var manifestKeys = map[string]keyFate{
 	"capabilities.resources.address_space_bytes":       {},
 	"capabilities.resources.memory_bytes": {code: WarnResourceMemory,
 		ignored: "a shell or native tool's memory is bounded by capabilities.resources.address_space_bytes (RLIMIT_AS) only"},
+	"capabilities.resources.cgroup_memory_bytes": {}, // the session's cgroup (subprocess.go)
+	"capabilities.resources.cgroup_pids_max":     {},
+	"capabilities.resources.cgroup_cpu_percent":  {},
+	"capabilities.resources.cgroup_io_bytes_per_sec": {code: WarnCgroupIO,
+		ignored: "the session's cgroup bounds memory, processes and CPU, not disk I/O"},
 	"capabilities.resources.pids": {code: WarnResourcePids,
 		ignored: "shell and native tools are bounded by capabilities.resources.processes (RLIMIT_NPROC) only"},
 	"capabilities.harness":                {}, // a process driver's harness needs are checked against it (process.go)

@@ -63,7 +63,7 @@ capabilities:
   env: {allow: [LANG]}
   harness: {paths: [{path: /opt/harness, access: read}]}
   limits: {memory_bytes: 134217728, deadline_seconds: 60}
-  resources: {processes: 64, open_files: 256, file_size_bytes: 1048576, cpu_seconds: 60, address_space_bytes: 1073741824, memory_bytes: 1048576, pids: 32}
+  resources: {processes: 64, open_files: 256, file_size_bytes: 1048576, cpu_seconds: 60, address_space_bytes: 1073741824, memory_bytes: 1048576, pids: 32, cgroup_memory_bytes: 268435456, cgroup_pids_max: 256, cgroup_cpu_percent: 100, cgroup_io_bytes_per_sec: 1048576}
 inference:
   transport: http
   driver: {artifact: drv, config: {temperature: 0}}
@@ -91,7 +91,7 @@ func TestStageWarnsForEveryUnhonouredKey(t *testing.T) {
 	publishWasm(t, reg, "wc", "tool", run)
 	publishWasm(t, reg, "audit", "hook", wasmtest.Module{Funcs: []wasmtest.Func{{Export: "murmur:hook/lifecycle@0.9.0#on-session-end", Body: wasmtest.Nop}}, MemoryPages: 1}.Encode())
 	allCodes := []string{WarnArtifactConfig, WarnOtelEndpoint, WarnAfterTask,
-		WarnResourceMemory, WarnResourcePids}
+		WarnResourceMemory, WarnResourcePids, WarnCgroupIO}
 
 	tests := []struct {
 		name string

@@ -237,6 +237,7 @@ type harnessRun struct {
 func (r *harnessRun) run(ctx context.Context, spec shell.ProcSpec, by string) (string, string, error) {
 	s := r.s
 	r.start = time.Now()
+	before := s.sub.sb.CgroupEvents()
 	p, err := s.sub.sb.Start(context.WithoutCancel(ctx), spec)
 	if err != nil {
 		return "", StateFailed, errs.Wrap(err, CodeProcessSpawn, "runtime", "the harness "+r.desc.Harness+" could not be started", "see docs/sandbox.md")
@@ -318,6 +319,7 @@ loop:
 		}
 	}
 	exit := p.Wait()
+	contained := r.contained(before, s.sub.sb.CgroupEvents())
 	if !r.terminal {
 		x := abi.ExitStatus{StderrTail: clip.String(exit.StderrTail, 2048), Interrupted: r.interrupted || exit.Killed != ""}
 		code := int32(exit.Code)
@@ -357,9 +359,28 @@ loop:
 		if r.failed.FailureKind == "max-turns" {
 			state = StateMaxTurns
 		}
-		return "", state, fmt.Errorf("harness %s: turn failed (%s): %s", r.desc.Harness, r.failed.FailureKind, r.failed.Text)
+		return "", state, fmt.Errorf("harness %s: turn failed (%s): %s%s", r.desc.Harness, r.failed.FailureKind, r.failed.Text, contained)
 	}
 	return r.final, StateCompleted, nil
+}
+
+// contained records what the session's cgroup limits did during the run, between
+// before and after, as a harness event, and returns it as words for a failure ("" when
+// they did nothing).
+func (r *harnessRun) contained(before, after shell.CgroupEvents) string {
+	var what []string
+	if n := after.OOMKills - before.OOMKills; n > 0 {
+		what = append(what, fmt.Sprintf("%d process(es) killed at the cgroup's memory limit", n))
+	}
+	if n := after.PidsLimit - before.PidsLimit; n > 0 {
+		what = append(what, fmt.Sprintf("%d fork(s) refused at the cgroup's pids limit", n))
+	}
+	if len(what) == 0 {
+		return ""
+	}
+	text := strings.Join(what, "; ")
+	r.s.stream.Emit(EventHarness, r.t.evt, HarnessEvent{Case: "contained", Text: text}, nil)
+	return " (" + text + ")"
 }
 
 // event applies one event of the harness to the task: text to the task's subscribers,

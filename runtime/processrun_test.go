@@ -38,6 +38,8 @@ tool) J='Content-Type: application/json'; A='Accept: application/json, text/even
   out=$(curl -s -H "$J" -H "$A" -H "$H" -H "$P" -H "Mcp-Session-Id: $sid" -d '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"via bridge"}}}' "$FAKE_BRIDGE" | grep '^data:' | tr -d '\n')
   nokey=$(curl -s -o /dev/null -w '%{http_code}' -H "$J" -H "$A" -d '{}' "$FAKE_BRIDGE")
   echo "turn-end tools=$FAKE_TOOLS nokey=$nokey $out";;
+hog) head -c 4000000000 /dev/zero | tail >/dev/null; exit 1;;
+bomb) sh -c 'i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done' 2>/dev/null; echo "turn-end bomb over";;
 quota) echo "turn-failed quota out of credit";;
 crash) echo boom >&2; exit 3;;
 hang) trap 'exit 130' INT; echo "text-delta x"; while :; do sleep 0.05; done;;
@@ -49,7 +51,7 @@ const harnessSentinel = "sk-sentinel-harness-never-holds-this"
 
 // hostHarnessed serves a process capsule driving fakeharness through procdriver, its
 // gateway endpoint the provider stand-in behind prov.
-func hostHarnessed(t *testing.T, prov *httptest.Server, inactivity time.Duration, sinks ...Sink) *Hosted {
+func hostHarnessed(t *testing.T, prov *httptest.Server, inactivity time.Duration, caps string, sinks ...Sink) *Hosted {
 	t.Helper()
 	bin := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "fakeharness"), []byte(fakeHarness), 0o755); err != nil {
@@ -76,7 +78,7 @@ capabilities:
   env: {allow: [PROC_MODE, PROC_HINT]}
   harness: {paths: [{path: /usr}]}
   network: {allow: [harness.example]}
-lifecycle: {conversation: threaded}
+`+caps+`lifecycle: {conversation: threaded}
 `), 0o644)
 	m, err := manifest.Load(mpath)
 	if err != nil {
@@ -116,7 +118,7 @@ func TestProcessTransport(t *testing.T) {
 	}
 	defer denied.Close()
 	seen := &collect{}
-	h := hostHarnessed(t, prov, 500*time.Millisecond, seen)
+	h := hostHarnessed(t, prov, 500*time.Millisecond, "", seen)
 	ctx := context.Background()
 	run := func(ctxID, text string, history ...Turn) TaskOutcome {
 		return h.RunTask(ctx, TaskRequest{ContextID: ctxID, Text: text, History: history})
@@ -195,4 +197,38 @@ func TestProcessTransport(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestProcessContainment: a harness that allocates without bound and one that forks
+// without bound are stopped by the context's cgroup limits, the trace says which limit
+// acted, and the capsule keeps serving tasks.
+func TestProcessContainment(t *testing.T) {
+	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer prov.Close()
+	seen := &collect{}
+	h := hostHarnessed(t, prov, time.Minute, "  resources: {cgroup_memory_bytes: 67108864, cgroup_pids_max: 24}\n", seen)
+	ctx := context.Background()
+	hog := h.RunTask(ctx, TaskRequest{ContextID: "ctx_c", Text: "hog"})
+	if strings.Contains(hog.Result, "E-SEC-006") {
+		t.Skipf("this host cannot apply cgroup limits: %s", hog.Result)
+	}
+	if hog.State != StateFailed || !strings.Contains(hog.Result, "killed at the cgroup's memory limit") {
+		t.Errorf("hog: %+v", hog)
+	}
+	bomb := h.RunTask(ctx, TaskRequest{ContextID: "ctx_c", Text: "bomb"})
+	if bomb.State != StateCompleted || bomb.Result != "bomb over" {
+		t.Errorf("bomb: %+v", bomb)
+	}
+	var contained []string
+	for _, e := range seen.events {
+		if d, ok := e.Data.(HarnessEvent); ok && d.Case == "contained" {
+			contained = append(contained, d.Text)
+		}
+	}
+	if len(contained) != 2 || !strings.Contains(contained[0], "memory limit") || !strings.Contains(contained[1], "pids limit") {
+		t.Errorf("contained events %q", contained)
+	}
+	if after := h.RunTask(ctx, TaskRequest{ContextID: "ctx_c", Text: "hello"}); after.Result != "Hello" {
+		t.Errorf("after both: %+v", after)
+	}
 }

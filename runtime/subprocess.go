@@ -84,7 +84,8 @@ func (s *session) openSubprocesses(o SessionConfig) (err error) {
 	r := m.Capabilities.Resources
 	cfg := shell.Config{Workdir: s.layout.Work, Records: s.layout.Root, Env: s.subprocessEnv(o), Allow: m.Capabilities.Shell.Allow,
 		MinTier: m.Capabilities.Shell.MinTier, WrapperPath: o.SandboxHelper,
-		Limits: shell.Limits{Processes: r.Processes, OpenFiles: r.OpenFiles, FileSize: r.FileSizeBytes, CPUSeconds: r.CPUSeconds, AddressSpace: r.AddressSpaceBytes}}
+		Limits: shell.Limits{Processes: r.Processes, OpenFiles: r.OpenFiles, FileSize: r.FileSizeBytes, CPUSeconds: r.CPUSeconds, AddressSpace: r.AddressSpaceBytes},
+		Cgroup: shell.CgroupLimits{MemoryBytes: r.CgroupMemoryBytes, Pids: r.CgroupPidsMax, CPUPercent: r.CgroupCPUPercent}}
 	if len(m.Capabilities.NetworkRules) > 0 {
 		onDeny := func(d netpolicy.Denial) { s.denied("subprocess", d.Source, d.Host, d.Port, d.Err) }
 		res, err := netpolicy.NewResolver(netpolicy.ResolverConfig{Rules: m.Capabilities.NetworkRules, Upstream: o.DNSUpstream, OnDeny: onDeny})
@@ -114,6 +115,9 @@ func (s *session) openSubprocesses(o SessionConfig) (err error) {
 	}
 	rep := sp.sb.Report()
 	line := fmt.Sprintf("%s: shell and native tools run in sandbox tier %s %v, wrapper %s", m.Name, rep.Tier, rep.Reasons, sp.sb.Wrapper())
+	if rep.Cgroups != "" {
+		line += ", cgroups " + rep.Cgroups
+	}
 	s.announce(o.Stderr, line)
 	for _, w := range sp.sb.Warnings() {
 		s.announce(o.Stderr, w.Error())
