@@ -75,6 +75,10 @@ func addSubcommands(cmd *cobra.Command) {
 				plat, _ := cmd.Flags().GetString("platform")
 				return cli.Publish(ctx, e, c, args[0], plat)
 			}), "platform", "", "the platform of a native artifact: linux-x86_64, linux-aarch64, darwin-x86_64, darwin-aarch64")),
+		withRegistry(sub("doctor <manifest>", "Reports on a process capsule's harness: found, version, login state, the variables it needs", 1,
+			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+				return cli.Doctor(ctx, e, c, args[0], filepath.Join(caddy.AppDataDir(), "capsule", "cache"))
+			})),
 		replayCommand(),
 		storeCommand(),
 	)

@@ -23,6 +23,10 @@ import (
 // fakeHarness is the stand-in harness procdriver drives: what it prints depends on the
 // task, the last argument.
 const fakeHarness = `#!/bin/bash
+case "$1" in
+--version) echo "fakeharness 1.0.0"; exit 0;;
+auth) if [ -n "$PROC_HINT" ]; then echo "logged in as ada"; exit 0; else echo "not logged in" >&2; exit 1; fi;;
+esac
 sess=$3; resume=no; [ "$4" = --resume ] && resume=yes
 task="${@: -1}"
 case "$task" in
@@ -49,9 +53,10 @@ esac
 
 const harnessSentinel = "sk-sentinel-harness-never-holds-this"
 
-// hostHarnessed serves a process capsule driving fakeharness through procdriver, its
-// gateway endpoint the provider stand-in behind prov.
-func hostHarnessed(t *testing.T, prov *httptest.Server, inactivity time.Duration, caps string, sinks ...Sink) *Hosted {
+// harnessCapsule stages nothing yet: it writes the process capsule driving fakeharness
+// through procdriver (its gateway endpoint the provider stand-in behind prov, caps more
+// lines under capabilities), publishes its artifacts and puts fakeharness on the PATH.
+func harnessCapsule(t *testing.T, prov *httptest.Server, caps string) (*Runtime, *manifest.Manifest, *registry.Local) {
 	t.Helper()
 	bin := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "fakeharness"), []byte(fakeHarness), 0o755); err != nil {
@@ -84,9 +89,21 @@ capabilities:
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"PROC_MODE": "m1", "PROC_HINT": "h"}
+	return e, m, reg
+}
+
+// harnessEnv is the environment the harness capsule's sessions look up.
+func harnessEnv(k string) (string, bool) {
+	v, ok := map[string]string{"PROC_MODE": "m1", "PROC_HINT": "h"}[k]
+	return v, ok
+}
+
+// hostHarnessed serves harnessCapsule's capsule.
+func hostHarnessed(t *testing.T, prov *httptest.Server, inactivity time.Duration, caps string, sinks ...Sink) *Hosted {
+	t.Helper()
+	e, m, reg := harnessCapsule(t, prov, caps)
 	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, Session: SessionConfig{WorkRoot: t.TempDir(), Sinks: sinks,
-		HarnessInactivity: inactivity, LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}})
+		HarnessInactivity: inactivity, LookupEnv: harnessEnv}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,5 +247,55 @@ func TestProcessContainment(t *testing.T) {
 	}
 	if after := h.RunTask(ctx, TaskRequest{ContextID: "ctx_c", Text: "hello"}); after.Result != "Hello" {
 		t.Errorf("after both: %+v", after)
+	}
+}
+
+// TestDoctor reports on the stand-in harness as `caddy capsule doctor` does: found on
+// the PATH, its version against the driver's tested ones, its login state read by the
+// driver from the login check, and each variable it needs.
+func TestDoctor(t *testing.T) {
+	prov := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer prov.Close()
+	e, m, reg := harnessCapsule(t, prov, "")
+	tests := []struct {
+		name     string
+		env      map[string]string
+		path     bool // the harness is on the PATH
+		login    string
+		problems []string
+	}{
+		{"ready", map[string]string{"PROC_MODE": "m", "PROC_HINT": "h"}, true, "logged-in", nil},
+		{"a variable unset, logged out", map[string]string{"PROC_MODE": "m"}, true, "logged-out", []string{"PROC_HINT is not set", "the harness is not logged in: not logged in"}},
+		{"not installed", map[string]string{"PROC_MODE": "m", "PROC_HINT": "h"}, false, "unknown", []string{"fakeharness is not on the PATH: install fake"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lookup := func(k string) (string, bool) {
+				if k == "PATH" && !tt.path {
+					return "/usr/bin:/bin", true
+				}
+				if k == "PATH" || k == "HOME" {
+					return os.LookupEnv(k)
+				}
+				v, ok := tt.env[k]
+				return v, ok
+			}
+			if !tt.path {
+				t.Setenv("PATH", "/usr/bin:/bin")
+			}
+			rep, err := e.Doctor(context.Background(), m, StageOptions{Registry: reg}, lookup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (rep.Path != "") != tt.path || rep.Login != tt.login || strings.Join(rep.Problems, "|") != strings.Join(tt.problems, "|") {
+				t.Errorf("report %+v", rep)
+			}
+			if tt.path && (rep.Version != "fakeharness 1.0.0" || !rep.Tested) {
+				t.Errorf("version %q tested %v", rep.Version, rep.Tested)
+			}
+			if tt.login == "logged-in" && rep.LoginDetail != "logged in as ada" {
+				t.Errorf("login detail %q", rep.LoginDetail)
+			}
+		})
 	}
 }

@@ -83,3 +83,53 @@ func (p progressSink) Event(ev *runtime.Event) error {
 	}
 	return nil
 }
+
+// Doctor reports on a process capsule's harness: found, version, login state, the
+// variables it needs; it exits 0 only when nothing stands in the way of a run.
+func Doctor(ctx context.Context, e *Env, c Common, manifestPath, cacheDir string) int {
+	m, opts, err := e.prepare(c, manifestPath)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	rt, err := runtime.New(ctx, wasm.WithCacheDir(cacheDir))
+	if err != nil {
+		return e.fail(c, err)
+	}
+	defer rt.Close(context.WithoutCancel(ctx))
+	rep, err := rt.Doctor(ctx, m, runtime.StageOptions{Registry: opts.Registry, Progress: opts.Progress}, nil)
+	e.progress.done()
+	if err != nil {
+		return e.fail(c, err)
+	}
+	if c.JSON {
+		e.writeJSON(map[string]any{"ok": len(rep.Problems) == 0, "harness": rep})
+	} else {
+		found := "not found"
+		if rep.Path != "" {
+			found = rep.Path
+		}
+		fmt.Fprintf(e.Stdout, "harness %s (driver %s)\n  binary   %s: %s\n", rep.Harness, rep.Driver, rep.Binary, found)
+		if rep.Version != "" {
+			tested := "not one the driver was tested with"
+			if rep.Tested {
+				tested = "tested"
+			}
+			fmt.Fprintf(e.Stdout, "  version  %s (%s: %s)\n", rep.Version, tested, strings.Join(rep.TestedVersions, ", "))
+		}
+		fmt.Fprintf(e.Stdout, "  login    %s: %s\n", rep.Login, rep.LoginDetail)
+		for _, v := range rep.RequiredEnv {
+			state := "set"
+			if !v.Present {
+				state = "NOT SET"
+			}
+			fmt.Fprintf(e.Stdout, "  env      %s %s\n", v.Name, state)
+		}
+		for _, p := range rep.Problems {
+			fmt.Fprintf(e.Stdout, "problem: %s\n", p)
+		}
+	}
+	if len(rep.Problems) > 0 {
+		return ExitRefused
+	}
+	return ExitOK
+}
