@@ -45,6 +45,8 @@ tool) J='Content-Type: application/json'; A='Accept: application/json, text/even
 hog) head -c 4000000000 /dev/zero | tail >/dev/null; exit 1;;
 bomb) sh -c 'i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done' 2>/dev/null; echo "turn-end bomb over";;
 quota) echo "turn-failed quota out of credit";;
+authfail) echo "turn-failed auth invalid api key";;
+maxturns) echo "text-delta partial"; echo "turn-failed max-turns reached 3 turns";;
 crash) echo boom >&2; exit 3;;
 hang) trap 'exit 130' INT; echo "text-delta x"; while :; do sleep 0.05; done;;
 *) echo "what is $task?";;
@@ -198,12 +200,21 @@ func TestProcessTransport(t *testing.T) {
 		{"quota", StateFailed, "turn failed (quota): out of credit"},
 		{"crash", StateFailed, "turn failed (harness-error): exited without an answer: boom"},
 		{"hang", StateFailed, "turn failed (canceled): interrupted"},
+		{"authfail", StateFailed, "turn failed (auth): invalid api key"},
+		{"maxturns", StateMaxTurns, "turn failed (max-turns): reached 3 turns"},
 	}
 	for _, tt := range tests {
 		out := run("ctx_f", tt.task)
 		if out.State != tt.state || !strings.Contains(out.Result, tt.says) {
 			t.Errorf("%s: %+v, want %s saying %q", tt.task, out, tt.state, tt.says)
 		}
+	}
+	// Canceled by its client: interrupted, classified canceled by the driver.
+	cctx, cancel := context.WithCancel(ctx)
+	cancelOnChunk := &chunkHook{fire: cancel}
+	cancelled := h.RunTask(cctx, TaskRequest{ContextID: "ctx_g", Text: "hang", Sink: cancelOnChunk})
+	if cancelled.State != StateCanceled {
+		t.Errorf("a canceled run: %+v", cancelled)
 	}
 	// The sentinel is nowhere in what the harness was given: its files and its output.
 	filepath.Walk(hello.Layout.Work, func(p string, fi os.FileInfo, err error) error {
@@ -298,4 +309,17 @@ func TestDoctor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// chunkHook calls fire at the first chunk of a task: the harness is running then.
+type chunkHook struct {
+	once sync.Once
+	fire func()
+}
+
+func (c *chunkHook) Event(e *Event) error {
+	if _, ok := e.Data.(Chunk); ok {
+		c.once.Do(c.fire)
+	}
+	return nil
 }
