@@ -242,6 +242,10 @@ func (r *harnessRun) run(ctx context.Context, spec shell.ProcSpec, by string) (s
 	if err != nil {
 		return "", StateFailed, errs.Wrap(err, CodeProcessSpawn, "runtime", "the harness "+r.desc.Harness+" could not be started", "see docs/sandbox.md")
 	}
+	// The run is the task's one turn: what the harness does through the bridge hangs
+	// under it in the trace.
+	r.t.turn = 1
+	r.t.turnEvt, _ = s.stream.Emit(EventHarness, r.t.evt, HarnessEvent{Case: "turn-started", Text: r.sessionID}, nil)
 	lines := make(chan string, parseBatch)
 	go func() {
 		defer close(lines)
@@ -348,7 +352,6 @@ loop:
 	if r.failed != nil {
 		inference.StopReason, inference.Error = "error", r.failed.FailureKind+": "+r.failed.Text
 	}
-	r.t.turn = 1
 	s.stream.Emit(EventInference, r.t.evt, inference, nil)
 	r.t.thread = Thread{Continuation: r.sessionID, ContinuationBy: by}
 	if r.failed != nil {

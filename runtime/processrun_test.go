@@ -177,6 +177,19 @@ func TestProcessTransport(t *testing.T) {
 	if calls != 1 {
 		t.Errorf("%d tool_call events for echo, want 1", calls)
 	}
+	// The call hangs under the run's turn, the turn under the task.
+	byID := map[string]*Event{}
+	for _, e := range seen.events {
+		byID[e.ID] = e
+	}
+	for _, e := range seen.events {
+		if c, ok := e.Data.(ToolCall); ok && c.ToolName == "echo" {
+			turn := byID[e.ParentID]
+			if turn == nil || turn.Type != EventHarness || turn.Data.(HarnessEvent).Case != "turn-started" || byID[turn.ParentID] == nil || byID[turn.ParentID].Type != EventTaskStart {
+				t.Errorf("the tool call hangs under %+v", turn)
+			}
+		}
+	}
 	env := run("ctx_c", "env")
 	if !strings.HasPrefix(env.Result, "mode=m1 hint=h file=hs_") || !strings.Contains(env.Result, "key=none") {
 		t.Errorf("env: %+v", env)
