@@ -38,7 +38,7 @@ func TestDriverServesARun(t *testing.T) {
 		t.Fatalf("describe: %+v, %v", desc, err)
 	}
 	plan, refused, err := d.Launch(ctx, abi.LaunchRequest{SystemPrompt: "sys", SessionID: "s-1", Resume: true, Task: "hello"})
-	want := abi.LaunchPlan{Args: []string{"run", "--session", "s-1", "--resume", "hello"}, EnvSet: [][2]string{{"FAKE_FILES", "{files_dir}"}},
+	want := abi.LaunchPlan{Args: []string{"run", "--session", "s-1", "--resume", "hello"}, EnvSet: [][2]string{{"FAKE_FILES", "{files_dir}"}, {"FAKE_GATEWAY", "{gateway_url}"}, {"FAKE_KEY", "{gateway_key}"}},
 		Files: []abi.DriverFile{{Name: "session.txt", Contents: "s-1"}}}
 	if err != nil || refused != "" || !reflect.DeepEqual(plan, want) {
 		t.Fatalf("launch: %+v %q %v", plan, refused, err)

@@ -3,7 +3,6 @@
 package hook
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/capsulegate/capsulegate/wit/guest/internal/cabi"
@@ -92,18 +91,12 @@ func onSessionStart(nameP, nameN, verP, verN, idP, idN, modelP, modelN, capsP, c
 		if err := strs([]*string{&c.CapsuleName, &c.CapsuleVersion, &c.SessionID, &c.Model}, nameP, nameN, verP, verN, idP, idN, modelP, modelN); err != nil {
 			return c, err
 		}
-		if capsN > 1<<24 {
-			return c, errors.New("capabilities list too long")
-		}
-		b, err := cabi.Take(capsP, capsN*8)
-		if err != nil {
+		var err error
+		if c.Capabilities, err = cabi.TakeStrings(capsP, capsN); err != nil {
 			return c, err
 		}
-		c.Capabilities = make([]string, capsN)
-		for i := range c.Capabilities {
-			if c.Capabilities[i], err = cabi.TakeString(cabi.U32(b, uint32(i)*8), cabi.U32(b, uint32(i)*8+4)); err != nil {
-				return c, err
-			}
+		if c.Capabilities == nil {
+			c.Capabilities = []string{}
 		}
 		return c, nil
 	})

@@ -41,7 +41,7 @@ func onShell(p uint32) uint32 {
 		if err := strs([]*string{&e.Binary, &e.Command}, cabi.U32(b, shBinary), cabi.U32(b, shBinary+4), cabi.U32(b, shCommand), cabi.U32(b, shCommand+4)); err != nil {
 			return e, err
 		}
-		if e.Argv, err = takeStrings(cabi.U32(b, shArgv), cabi.U32(b, shArgv+4)); err != nil {
+		if e.Argv, err = cabi.TakeStrings(cabi.U32(b, shArgv), cabi.U32(b, shArgv+4)); err != nil {
 			return e, err
 		}
 		if e.Script, err = cabi.TakeOptStringAt(b, shScript); err != nil {
@@ -67,24 +67,6 @@ func onShell(p uint32) uint32 {
 
 //go:wasmexport cabi_post_murmur:hook/lifecycle@0.9.0#on-shell
 func postShell(ret uint32) { cabi.Release(ret) }
-
-// takeStrings lifts a list<string> from its flat (ptr, len).
-func takeStrings(p, n uint32) ([]string, error) {
-	if n > 1<<24 {
-		return nil, fmt.Errorf("list of %d strings", n)
-	}
-	b, err := cabi.Take(p, n*8)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, n)
-	for i := range out {
-		if out[i], err = cabi.TakeString(cabi.U32(b, uint32(i)*8), cabi.U32(b, uint32(i)*8+4)); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
 
 // Layout of murmur:hook's message: two strings, two option<string>s, and
 // option<context-insertion> (discriminant, then the enum's byte), padded to 4.

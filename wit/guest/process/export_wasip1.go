@@ -134,24 +134,6 @@ func boolByte(v bool) byte {
 	return 0
 }
 
-// takeStrs lifts a list<string> the host wrote.
-func takeStrs(p, n uint32) ([]string, error) {
-	if n > 1<<24 {
-		return nil, fmt.Errorf("list of %d strings", n)
-	}
-	b, err := cabi.Take(p, n*8)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, n)
-	for i := range out {
-		if out[i], err = cabi.TakeString(cabi.U32(b, uint32(i)*8), cabi.U32(b, uint32(i)*8+4)); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
 func liftRequest(p uint32) (LaunchRequest, error) {
 	var r LaunchRequest
 	b, err := cabi.Take(p, reqSize)
@@ -177,7 +159,7 @@ func liftRequest(p uint32) (LaunchRequest, error) {
 				return r, err
 			}
 		}
-		if br.ToolNames, err = takeStrs(cabi.U32(b, 60), cabi.U32(b, 64)); err != nil {
+		if br.ToolNames, err = cabi.TakeStrings(cabi.U32(b, 60), cabi.U32(b, 64)); err != nil {
 			return r, err
 		}
 		r.Bridge = br
@@ -282,7 +264,7 @@ func parse(p, n uint32) uint32 {
 	cabi.ReleaseAll()
 	var events []Event
 	err := protect("Parse", func() error {
-		lines, err := takeStrs(p, n)
+		lines, err := cabi.TakeStrings(p, n)
 		if err != nil {
 			return fmt.Errorf("process: bad lines: %w", err)
 		}

@@ -108,6 +108,24 @@ func TakeOptStringAt(b []byte, off uint32) (*string, error) {
 	return TakeOptString(uint32(b[off]), U32(b, off+4), U32(b, off+8))
 }
 
+// TakeStrings lifts a list<string> from its flat (ptr, len).
+func TakeStrings(p, n uint32) ([]string, error) {
+	if n > 1<<24 {
+		return nil, fmt.Errorf("cabi: list of %d strings", n)
+	}
+	b, err := Take(p, n*8)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, n)
+	for i := range out {
+		if out[i], err = TakeString(U32(b, uint32(i)*8), U32(b, uint32(i)*8+4)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 // TakePairs lifts a list<tuple<string, string>>.
 func TakePairs(p, n uint32) ([][2]string, error) {
 	if n == 0 {
