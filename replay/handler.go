@@ -46,6 +46,8 @@ func ProviderForPath(path string) (string, bool) {
 		return Anthropic, true
 	case strings.HasSuffix(path, "/v1/chat/completions"):
 		return OpenAI, true
+	case strings.HasSuffix(path, "/v1/responses"):
+		return Responses, true
 	}
 	return "", false
 }
@@ -55,7 +57,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	provider, ok := ProviderForPath(r.URL.Path)
 	if !ok {
 		writeError(w, OpenAI, http.StatusNotFound, "not_found_error",
-			fmt.Sprintf("replay serves POST …/v1/messages and POST …/v1/chat/completions, not %q", r.URL.Path))
+			fmt.Sprintf("replay serves POST …/v1/messages, POST …/v1/chat/completions and POST …/v1/responses, not %q", r.URL.Path))
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -81,7 +83,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.OnRequest != nil {
 		h.OnRequest(r, body)
 	}
-	first, assistants, stream, err := parseRequest(body)
+	first, assistants, stream, err := parseRequest(provider, body)
 	if err != nil {
 		writeError(w, provider, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
@@ -100,7 +102,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(turn)
 		return
 	case evs == nil:
-		if evs, err = synthesize(provider, turn); err != nil {
+		if provider == Responses {
+			evs, err = synthesizeResponses(turn)
+		} else {
+			evs, err = synthesize(provider, turn)
+		}
+		if err != nil {
 			writeError(w, provider, http.StatusInternalServerError, "api_error", "cannot stream the recorded turn: "+err.Error())
 			return
 		}
@@ -121,9 +128,13 @@ type request struct {
 	} `json:"messages"`
 }
 
-// parseRequest returns the text of the first user message, the number of assistant
-// messages and whether the client asks for a stream.
-func parseRequest(body []byte) (first string, assistants int, stream bool, err error) {
+// parseRequest returns the text of the first user message, the turn asked for (the
+// number of assistant messages, or of assistant turns for the Responses API) and whether
+// the client asks for a stream.
+func parseRequest(provider string, body []byte) (first string, assistants int, stream bool, err error) {
+	if provider == Responses {
+		return parseResponsesRequest(body)
+	}
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
 		return "", 0, false, fmt.Errorf("the request body is not valid JSON: %v", err)
@@ -182,8 +193,12 @@ func (l *Library) find(provider, first string, turn int) (json.RawMessage, strin
 		if turn < len(c.Turns) {
 			return c.Turns[turn], ""
 		}
-		return nil, fmt.Sprintf("cassette miss: conversation %q in %s has %d turn(s), the request asks for turn %d (%d assistant messages) for %q",
-			c.Match, c.file, len(c.Turns), turn, turn, short(first))
+		unit := "messages"
+		if provider == Responses {
+			unit = "turns" // runs of output items, not messages
+		}
+		return nil, fmt.Sprintf("cassette miss: conversation %q in %s has %d turn(s), the request asks for turn %d (%d assistant %s) for %q",
+			c.Match, c.file, len(c.Turns), turn, turn, unit, short(first))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "cassette miss: no %s conversation matches %q (turn %d)", provider, short(first), turn)

@@ -72,7 +72,7 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	provider, ok := ProviderForPath(r.URL.Path)
 	if !ok || r.Method != http.MethodPost {
 		writeError(w, OpenAI, http.StatusNotFound, "not_found_error",
-			fmt.Sprintf("the recorder forwards POST …/v1/messages and POST …/v1/chat/completions, not %s %q", r.Method, r.URL.Path))
+			fmt.Sprintf("the recorder forwards POST …/v1/messages, POST …/v1/chat/completions and POST …/v1/responses, not %s %q", r.Method, r.URL.Path))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
@@ -80,7 +80,7 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, provider, http.StatusRequestEntityTooLarge, "request_too_large", err.Error())
 		return
 	}
-	first, turn, _, perr := parseRequest(body)
+	first, turn, _, perr := parseRequest(provider, body)
 	target := *rc.upstream
 	target.Path = strings.TrimSuffix(target.Path, "/") + r.URL.Path
 	target.RawQuery = r.URL.RawQuery
