@@ -52,9 +52,75 @@ func codexBinary(t *testing.T) string {
 	return found[len(found)-1]
 }
 
+// runCodex runs `codex exec --json` on task against the Responses API at base (…/v1), in
+// a fresh CODEX_HOME, and returns its JSON lines.
+func runCodex(t *testing.T, bin, base, task string) (string, error) {
+	t.Helper()
+	home := t.TempDir()
+	// No retries: a refused request shows at once, not after Codex's backoff.
+	config := `model = "gpt-5"
+model_provider = "replay"
+[model_providers.replay]
+name = "capsulegate replay"
+base_url = "` + base + `"
+wire_api = "responses"
+env_key = "CAPSULEGATE_REPLAY_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+`
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "exec", "--json", "--skip-git-repo-check", "-C", t.TempDir(), task)
+	cmd.Env = append(os.Environ(), "CODEX_HOME="+home, "CAPSULEGATE_REPLAY_KEY=sk-replay-0123456789")
+	cmd.Stdin = strings.NewReader("")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("codex exec %q: %v\nstdout:\n%s\nstderr (tail):\n%s", task, err, stdout.String(), tail(stderr.String(), 2000))
+	return stdout.String(), err
+}
+
+// codexEvents are what a codex exec --json run printed that the tests check.
+type codexEvents struct {
+	reasoning, answer string
+	completed         bool
+	errors            []string
+}
+
+func readCodex(out string) codexEvents {
+	var got codexEvents
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Type    string
+			Message string
+			Item    struct{ Type, Text string }
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		switch {
+		case ev.Type == "item.completed" && ev.Item.Type == "agent_message":
+			got.answer = ev.Item.Text
+		case ev.Type == "item.completed" && ev.Item.Type == "reasoning":
+			got.reasoning = ev.Item.Text
+		case ev.Type == "turn.completed":
+			got.completed = true
+		case ev.Type == "error" || ev.Type == "turn.failed":
+			got.errors = append(got.errors, sc.Text())
+		}
+	}
+	return got
+}
+
 // TestCodexCLI runs the real Codex CLI against replay on 127.0.0.1: it accepts the
 // synthesized Responses streams, runs the scripted call, and its second request — the
-// call and its output in input — is matched to turn 1, whose text it prints.
+// call and its output in input — is matched to turn 1, whose text it prints. A miss
+// reaches Codex's output; and what the recorder records of Codex replays to Codex.
 func TestCodexCLI(t *testing.T) {
 	bin := codexBinary(t)
 	lib, err := Load(writeFiles(t, map[string]string{"codex.json": codexCassette}))
@@ -71,67 +137,84 @@ func TestCodexCLI(t *testing.T) {
 	}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
+	const answer = "The replay answered in several words."
 
-	home := t.TempDir()
-	config := `model = "gpt-5"
-model_provider = "replay"
-[model_providers.replay]
-name = "capsulegate replay"
-base_url = "` + srv.URL + `/v1"
-wire_api = "responses"
-env_key = "CAPSULEGATE_REPLAY_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-`
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	work := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "exec", "--json", "--skip-git-repo-check", "-C", work, "say the replay words")
-	cmd.Env = append(os.Environ(), "CODEX_HOME="+home, "CAPSULEGATE_REPLAY_KEY=sk-replay")
-	cmd.Stdin = strings.NewReader("")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	t.Logf("codex exec: %v\nstdout:\n%s\nstderr (tail):\n%s", err, stdout.String(), tail(stderr.String(), 2000))
-	if err != nil {
-		t.Fatalf("codex exec failed: %v", err)
-	}
+	t.Run("two turns", func(t *testing.T) {
+		mu.Lock()
+		bodies = nil
+		mu.Unlock()
+		out, err := runCodex(t, bin, srv.URL+"/v1", "say the replay words")
+		got := readCodex(out)
+		if err != nil || got.answer != answer || !strings.Contains(got.reasoning, "Running echo") || !got.completed {
+			t.Fatalf("codex: %v; printed reasoning %q, answer %q, completed %v", err, got.reasoning, got.answer, got.completed)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(bodies) != 2 {
+			t.Fatalf("codex made %d requests, want 2 (the call, then the answer)", len(bodies))
+		}
+		for i, b := range bodies {
+			first, turn, stream, err := parseRequest(Responses, b)
+			if err != nil || first != "say the replay words" || turn != i || !stream {
+				t.Errorf("request %d read as %q, turn %d, stream %v, %v", i, first, turn, stream, err)
+			}
+		}
+		if !bytes.Contains(bodies[1], []byte(`"call_c1"`)) || !bytes.Contains(bodies[1], []byte(`function_call_output`)) {
+			t.Errorf("the second request does not carry the call's output: %s", tail(string(bodies[1]), 2000))
+		}
+	})
 
-	var answered, reasoned, completed bool
-	sc := bufio.NewScanner(&stdout)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var ev struct {
-			Type string
-			Item struct{ Type, Text string }
+	t.Run("miss", func(t *testing.T) {
+		out, err := runCodex(t, bin, srv.URL+"/v1", "an unscripted question")
+		got := readCodex(out)
+		if err == nil || got.answer != "" || !strings.Contains(strings.Join(got.errors, "\n"), "cassette miss") ||
+			!strings.Contains(strings.Join(got.errors, "\n"), "an unscripted question") {
+			t.Fatalf("codex: %v; answer %q, errors %q", err, got.answer, got.errors)
 		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
+	})
+
+	t.Run("record and replay", func(t *testing.T) {
+		dir := t.TempDir()
+		rc, err := NewRecorder(srv.URL, dir)
+		if err != nil {
+			t.Fatal(err)
 		}
-		answered = answered || (ev.Type == "item.completed" && ev.Item.Type == "agent_message" && ev.Item.Text == "The replay answered in several words.")
-		reasoned = reasoned || (ev.Type == "item.completed" && ev.Item.Type == "reasoning" && strings.Contains(ev.Item.Text, "Running echo"))
-		completed = completed || ev.Type == "turn.completed"
-	}
-	if !answered || !reasoned || !completed {
-		t.Errorf("codex did not print turn 0's reasoning (%v), turn 1's answer (%v) and complete the turn (%v)", reasoned, answered, completed)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(bodies) != 2 {
-		t.Fatalf("codex made %d requests, want 2 (the call, then the answer)", len(bodies))
-	}
-	for i, b := range bodies {
-		first, turn, stream, err := parseRequest(Responses, b)
-		if err != nil || first != "say the replay words" || turn != i || !stream {
-			t.Errorf("request %d read as %q, turn %d, stream %v, %v", i, first, turn, stream, err)
+		var recMu sync.Mutex
+		var recErrs []error
+		rc.OnRecord = func(_ string, _ int, err error) {
+			recMu.Lock()
+			recErrs = append(recErrs, err)
+			recMu.Unlock()
 		}
-	}
-	if !bytes.Contains(bodies[1], []byte(`"call_c1"`)) || !bytes.Contains(bodies[1], []byte(`function_call_output`)) {
-		t.Errorf("the second request does not carry the call's output: %s", tail(string(bodies[1]), 2000))
-	}
+		front := httptest.NewServer(rc)
+		out, err := runCodex(t, bin, front.URL+"/v1", "say the replay words")
+		front.Close()
+		if got := readCodex(out); err != nil || got.answer != answer {
+			t.Fatalf("codex through the recorder: %v; answer %q", err, got.answer)
+		}
+		recMu.Lock()
+		if len(recErrs) != 2 || recErrs[0] != nil || recErrs[1] != nil {
+			t.Fatalf("recorded: %v", recErrs)
+		}
+		recMu.Unlock()
+		data, _ := os.ReadFile(filepath.Join(dir, "recorded-openai-responses.json"))
+		if bytes.Contains(data, []byte("sk-replay-0123456789")) || !bytes.Contains(data, []byte(`"match": "say the replay words"`)) {
+			t.Fatalf("recorded cassette:\n%s", tail(string(data), 3000))
+		}
+		rec, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if evs, _ := parseStream(rec.byPro[Responses][0].Turns[1]); evs == nil {
+			t.Fatal("turn 1 was not recorded as a stream")
+		}
+		srv2 := httptest.NewServer(rec.Handler())
+		defer srv2.Close()
+		out, err = runCodex(t, bin, srv2.URL+"/v1", "say the replay words")
+		if got := readCodex(out); err != nil || got.answer != answer || !got.completed {
+			t.Fatalf("codex on the recorded streams: %v; answer %q", err, got.answer)
+		}
+	})
 }
 
 func tail(s string, n int) string {
