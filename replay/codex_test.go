@@ -154,9 +154,9 @@ func TestCodexCLI(t *testing.T) {
 			t.Fatalf("codex made %d requests, want 2 (the call, then the answer)", len(bodies))
 		}
 		for i, b := range bodies {
-			first, turn, stream, err := parseRequest(Responses, b)
-			if err != nil || first != "say the replay words" || turn != i || !stream {
-				t.Errorf("request %d read as %q, turn %d, stream %v, %v", i, first, turn, stream, err)
+			q, err := parseRequest(Responses, b, nil)
+			if err != nil || q.first != "say the replay words" || q.turn != i || !q.stream || q.store {
+				t.Errorf("request %d read as %+v, %v", i, q, err)
 			}
 		}
 		if !bytes.Contains(bodies[1], []byte(`"call_c1"`)) || !bytes.Contains(bodies[1], []byte(`function_call_output`)) {

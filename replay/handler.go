@@ -34,6 +34,7 @@ type Handler struct {
 	BeforeEvent func(r *http.Request, i, n int)
 
 	maxBody int64 // caps request bodies in tests; 0 means MaxBody
+	chain   chain // the Responses answers served, for previous_response_id
 }
 
 // Handler returns a Handler serving l.
@@ -83,17 +84,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.OnRequest != nil {
 		h.OnRequest(r, body)
 	}
-	first, assistants, stream, err := parseRequest(provider, body)
+	q, err := parseRequest(provider, body, &h.chain)
 	if err != nil {
 		writeError(w, provider, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
+	first, assistants, stream := q.first, q.turn, q.stream
 	turn, msg := h.lib.find(provider, first, assistants)
 	if turn == nil {
 		writeError(w, provider, http.StatusNotFound, "not_found_error", msg)
 		return
 	}
 	evs, _ := parseStream(turn) // checked when the cassette was loaded
+	if provider == Responses && q.store {
+		// Before the answer is written: the client's next request may continue it.
+		h.chain.remember(responseID(turn, evs), q)
+	}
 	switch {
 	case evs == nil && !stream:
 		w.Header().Set("Content-Type", "application/json")
@@ -128,13 +134,27 @@ type request struct {
 	} `json:"messages"`
 }
 
-// parseRequest returns the text of the first user message, the turn asked for (the
-// number of assistant messages, or of assistant turns for the Responses API) and whether
-// the client asks for a stream.
-func parseRequest(provider string, body []byte) (first string, assistants int, stream bool, err error) {
+// query is what replay reads of a request.
+type query struct {
+	first  string // the text of the first user message (Responses: the task)
+	turn   int    // the number of assistant messages (Responses: assistant turns)
+	stream bool   // the client asks for a stream
+	store  bool   // Responses: the answer may be continued by previous_response_id
+}
+
+// parseRequest reads a request of provider's API. ch, for the Responses API, resolves a
+// previous_response_id.
+func parseRequest(provider string, body []byte, ch *chain) (query, error) {
 	if provider == Responses {
-		return parseResponsesRequest(body)
+		return parseResponsesRequest(body, ch)
 	}
+	first, assistants, stream, err := parseMessages(body)
+	return query{first: first, turn: assistants, stream: stream}, err
+}
+
+// parseMessages reads a Messages or Chat Completions request: the text of the first user
+// message, the number of assistant messages and whether the client asks for a stream.
+func parseMessages(body []byte) (first string, assistants int, stream bool, err error) {
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
 		return "", 0, false, fmt.Errorf("the request body is not valid JSON: %v", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // This file is the OpenAI Responses API (POST …/v1/responses), the API the Codex CLI
@@ -22,6 +23,7 @@ type responsesRequest struct {
 	Stream             bool            `json:"stream"`
 	Input              json.RawMessage `json:"input"`
 	PreviousResponseID string          `json:"previous_response_id"`
+	Store              *bool           `json:"store"` // the API's default is true
 }
 
 // responsesItem is the part of one input item replay reads.
@@ -31,20 +33,47 @@ type responsesItem struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// parseResponsesRequest returns the task's text, the number of assistant turns the
-// input holds and whether the client asks for a stream (docs/reference/cassettes.md
-// "Matching").
-func parseResponsesRequest(body []byte) (first string, turns int, stream bool, err error) {
+// parseResponsesRequest reads a Responses API request (docs/reference/cassettes.md
+// "Responses API requests"): the task's text, the number of assistant turns the input
+// holds, whether the client asks for a stream and may continue the answer. A request
+// continuing an earlier response by previous_response_id continues its conversation:
+// ch, which remembers the responses answered, gives its task and turn.
+func parseResponsesRequest(body []byte, ch *chain) (query, error) {
 	var req responsesRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return "", 0, false, fmt.Errorf("the request body is not valid JSON: %v", err)
+		return query{}, fmt.Errorf("the request body is not valid JSON: %v", err)
 	}
+	q := query{stream: req.Stream, store: req.Store == nil || *req.Store}
+	var prev query
 	if req.PreviousResponseID != "" {
-		// Replay keeps no responses: the turn is read from the input alone, and an input
-		// continuing a stored response does not hold the conversation's start.
-		return "", 0, false, fmt.Errorf("previous_response_id %q: replay stores no responses; send the whole conversation in input (the Codex CLI does, with store: false)", short(req.PreviousResponseID))
+		var ok bool
+		if ch != nil {
+			prev, ok = ch.lookup(req.PreviousResponseID)
+		}
+		if !ok {
+			return query{}, fmt.Errorf("previous_response_id %q is not a response this replay answered (since it started, with store not false)", short(req.PreviousResponseID))
+		}
 	}
-	in := bytes.TrimSpace(req.Input)
+	first, turns, found, err := readInput(req.Input)
+	switch {
+	case err != nil:
+		return query{}, err
+	case req.PreviousResponseID != "":
+		// The input holds what came after that response: its turn is the next one, plus
+		// any answer the input itself carries.
+		q.first, q.turn = prev.first, prev.turn+1+turns
+	case !found:
+		return query{}, errors.New(`the input has no message with role "user" other than Codex's context (<environment_context>, <user_instructions>, # AGENTS.md instructions)`)
+	default:
+		q.first, q.turn = first, turns
+	}
+	return q, nil
+}
+
+// readInput returns the task an input holds, if found, and its number of assistant
+// turns.
+func readInput(raw json.RawMessage) (first string, turns int, found bool, err error) {
+	in := bytes.TrimSpace(raw)
 	if len(in) == 0 || string(in) == "null" {
 		return "", 0, false, errors.New("the request has no input")
 	}
@@ -52,13 +81,13 @@ func parseResponsesRequest(body []byte) (first string, turns int, stream bool, e
 		if err := json.Unmarshal(in, &first); err != nil {
 			return "", 0, false, fmt.Errorf("input: %v", err)
 		}
-		return first, 0, req.Stream, nil
+		return first, 0, true, nil
 	}
 	var items []responsesItem
 	if err := json.Unmarshal(in, &items); err != nil {
 		return "", 0, false, errors.New("input: want a string or a list of items")
 	}
-	found, inTurn := false, false
+	inTurn := false
 	for i, it := range items {
 		typ := it.Type
 		if typ == "" && it.Role != "" {
@@ -85,10 +114,76 @@ func parseResponsesRequest(body []byte) (first string, turns int, stream bool, e
 			first, found = text, true
 		}
 	}
-	if !found {
-		return "", 0, false, errors.New(`the input has no message with role "user" other than Codex's context (<environment_context>, <user_instructions>, # AGENTS.md instructions)`)
+	return first, turns, found, nil
+}
+
+// maxChain bounds how many answered responses a chain remembers; the oldest are
+// forgotten first.
+const maxChain = 10_000
+
+// chain remembers, by response id, the task and turn each Responses answer was for, so
+// that a request continuing it by previous_response_id is matched to the next turn of
+// the same conversation. The zero value is ready; it is safe for concurrent use.
+type chain struct {
+	mu    sync.Mutex
+	byID  map[string]query
+	order []string // ids in the order remembered
+}
+
+// remember notes that response id answered q; a later answer with the same id wins.
+func (c *chain) remember(id string, q query) {
+	if id == "" {
+		return
 	}
-	return first, turns, req.Stream, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byID == nil {
+		c.byID = map[string]query{}
+	}
+	if _, ok := c.byID[id]; !ok {
+		c.order = append(c.order, id)
+	}
+	c.byID[id] = query{first: q.first, turn: q.turn}
+	if len(c.order) > maxChain {
+		delete(c.byID, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+func (c *chain) lookup(id string) (query, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q, ok := c.byID[id]
+	return q, ok
+}
+
+// responseID returns the id of a Responses answer: the body's, or for a stream the first
+// its events carry.
+func responseID(body json.RawMessage, evs []StreamEvent) string {
+	if evs == nil {
+		var r struct {
+			ID string `json:"id"`
+		}
+		json.Unmarshal(body, &r)
+		return r.ID
+	}
+	for _, ev := range evs {
+		if id := eventResponseID(ev.Data); id != "" {
+			return id
+		}
+	}
+	return ""
+}
+
+// eventResponseID returns the response.id of a Responses stream event, if it has one.
+func eventResponseID(data json.RawMessage) string {
+	var ev struct {
+		Response struct {
+			ID string `json:"id"`
+		} `json:"response"`
+	}
+	json.Unmarshal(data, &ev)
+	return ev.Response.ID
 }
 
 // isModelItem reports whether an input item is one the model produced: an assistant

@@ -86,7 +86,11 @@ func TestParseResponsesRequest(t *testing.T) {
 			"u", 0, false, ""},
 		{"only codex context", `{"input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context></environment_context>"}]}]}`,
 			"", 0, false, "no message with role"},
-		{"previous_response_id", `{"previous_response_id": "resp_1", "input": [{"role": "user", "content": "x"}]}`, "", 0, false, "previous_response_id \"resp_1\""},
+		{"previous_response_id continues that response's conversation", `{"previous_response_id": "resp_1", "input": [{"type": "function_call_output", "call_id": "a", "output": "1"}]}`,
+			"the task", 2, false, ""},
+		{"previous_response_id with a new answer in input", `{"previous_response_id": "resp_1", "input": [{"role": "assistant", "content": "x"}, {"role": "user", "content": "a new message"}]}`,
+			"the task", 3, false, ""},
+		{"unknown previous_response_id", `{"previous_response_id": "resp_9", "input": [{"role": "user", "content": "x"}]}`, "", 0, false, "previous_response_id \"resp_9\" is not a response this replay answered"},
 		{"no input", `{"model": "gpt-5"}`, "", 0, false, "no input"},
 		{"input not a list", `{"input": 42}`, "", 0, false, "a string or a list"},
 		{"content not parts", `{"input": [{"role": "user", "content": 42}]}`, "", 0, false, "input[0].content"},
@@ -94,15 +98,17 @@ func TestParseResponsesRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			first, turns, stream, err := parseRequest(Responses, []byte(tt.body))
+			var ch chain
+			ch.remember("resp_1", query{first: "the task", turn: 1})
+			q, err := parseRequest(Responses, []byte(tt.body), &ch)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err %v, want one saying %q", err, tt.err)
 				}
 				return
 			}
-			if err != nil || first != tt.first || turns != tt.turns || stream != tt.stream {
-				t.Fatalf("got %q, turn %d, stream %v, %v; want %q, turn %d, stream %v", first, turns, stream, err, tt.first, tt.turns, tt.stream)
+			if err != nil || q.first != tt.first || q.turn != tt.turns || q.stream != tt.stream {
+				t.Fatalf("got %+v, %v; want %q, turn %d, stream %v", q, err, tt.first, tt.turns, tt.stream)
 			}
 		})
 	}
@@ -133,7 +139,12 @@ func TestResponsesHandler(t *testing.T) {
 			404, []string{"cassette_miss", `conversation \"hello\" in r.json has 1 turn(s)`, "turn 1 (1 assistant turns)"}},
 		{"only chat cassettes for the chat path", "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hello"}]}`, 404, []string{"no openai-chat conversation"}},
 		{"a recorded stream asked without stream", "/v1/responses", `{"input": "stream me"}`, 400, []string{"invalid_request_error", "recorded stream"}},
-		{"previous_response_id", "/v1/responses", `{"previous_response_id": "resp_1", "input": "x"}`, 400, []string{"invalid_request_error", "stores no responses"}},
+		// "turn 0" above answered resp_1: continuing it is turn 1 of its conversation.
+		{"previous_response_id continues", "/v1/responses", `{"previous_response_id": "resp_1", "input": [{"type": "function_call_output", "call_id": "call_1", "output": "3"}]}`,
+			200, []string{`"id": "resp_2"`}},
+		{"store false is not remembered", "/v1/responses", `{"store": false, "input": "hello"}`, 200, []string{`"resp_hello"`}},
+		{"previous_response_id of a store false answer", "/v1/responses", `{"previous_response_id": "resp_hello", "input": "more"}`,
+			400, []string{"invalid_request_error", `previous_response_id \"resp_hello\" is not a response this replay answered`}},
 		{"wrong method", "GET", "", 405, []string{"GET"}},
 	}
 	for _, tt := range tests {
@@ -354,6 +365,14 @@ func TestResponsesRecordedStream(t *testing.T) {
 	if elapsed < 10*time.Millisecond { // the two 5 ms delays were waited
 		t.Errorf("stream took %v, less than its delays", elapsed)
 	}
+
+	// The stream's response id is remembered: continuing it asks for turn 1, which the
+	// conversation does not have.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/v1/responses", strings.NewReader(`{"stream": true, "previous_response_id": "resp_s", "input": [{"role": "user", "content": "go on"}]}`)))
+	if rec.Code != 404 || !strings.Contains(rec.Body.String(), `conversation \"stream me\" in r.json has 1 turn(s), the request asks for turn 1`) {
+		t.Errorf("continuing the stream: %d %s", rec.Code, rec.Body)
+	}
 }
 
 // TestRecorderResponses records a Codex-like exchange over the Responses API from a
@@ -396,7 +415,10 @@ func TestRecorderResponses(t *testing.T) {
 	turn0 := `{"stream":true,"input":[` + codexPrelude + `,{"type":"message","role":"user","content":[{"type":"input_text","text":"record me"}]}]}`
 	turn1 := `{"input":[` + codexPrelude + `,{"type":"message","role":"user","content":[{"type":"input_text","text":"record me"}]},
 		{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"x"}]}`
-	for i, body := range []string{turn0, turn1} {
+	// The third continues the second by its id, as clients that let the API store
+	// responses do: it is turn 2 of the same conversation.
+	turn2 := `{"previous_response_id":"resp_2","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"and then?"}]}]}`
+	for i, body := range []string{turn0, turn1, turn2} {
 		req, _ := http.NewRequest("POST", front.URL+"/v1/responses", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+key)
 		resp, err := http.DefaultClient.Do(req)
@@ -405,12 +427,15 @@ func TestRecorderResponses(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || (i == 0 && !strings.Contains(string(b), "event: response.completed")) || (i == 1 && !strings.Contains(string(b), `"done"`)) {
+		if resp.StatusCode != 200 || (i == 0 && !strings.Contains(string(b), "event: response.completed")) || (i > 0 && !strings.Contains(string(b), `"done"`)) {
 			t.Fatalf("turn %d through the recorder: %d %s", i, resp.StatusCode, b)
 		}
 	}
-	if !reflect.DeepEqual(recorded, []string{"recorded-openai-responses.json", "recorded-openai-responses.json"}) {
+	if len(recorded) != 3 || recorded[0] != "recorded-openai-responses.json" {
 		t.Errorf("recorded into %v", recorded)
+	}
+	if q, ok := rc.chain.lookup("resp_1"); !ok || q.first != "record me" || q.turn != 0 {
+		t.Errorf("the streamed answer's id was remembered as %+v, %v", q, ok)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "recorded-openai-responses.json"))
 	if err != nil {
@@ -420,7 +445,7 @@ func TestRecorderResponses(t *testing.T) {
 	if err := json.Unmarshal(data, &c); err != nil {
 		t.Fatal(err)
 	}
-	if c.Provider != Responses || len(c.Conversations) != 1 || c.Conversations[0].Match != "record me" || len(c.Conversations[0].Turns) != 2 {
+	if c.Provider != Responses || len(c.Conversations) != 1 || c.Conversations[0].Match != "record me" || len(c.Conversations[0].Turns) != 3 {
 		t.Fatalf("cassette:\n%s", data)
 	}
 	if strings.Contains(string(data), "SECRET") || !strings.Contains(string(data), redacted) {
