@@ -96,12 +96,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	evs, _ := parseStream(turn) // checked when the cassette was loaded
-	if provider == Responses && q.store {
-		// Before the answer is written: the client's next request may continue it.
-		h.chain.remember(responseID(turn, evs), q)
+	answered := func() {
+		if provider == Responses && q.store {
+			// Before the answer is written: the client's next request may continue it.
+			h.chain.remember(responseID(turn, evs), q)
+		}
 	}
 	switch {
 	case evs == nil && !stream:
+		answered()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(turn)))
 		w.WriteHeader(http.StatusOK)
@@ -122,6 +125,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("turn %d for %q is a recorded stream: send \"stream\": true", assistants, short(first)))
 		return
 	}
+	answered()
 	h.writeStream(w, r, evs)
 }
 
