@@ -136,7 +136,7 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	file := filepath.Join(rc.dir, "recorded-"+provider+".json")
 	switch {
 	case perr != nil:
-		err = fmt.Errorf("the request has no first user message to match: %w", perr)
+		err = fmt.Errorf("the request cannot be matched to a conversation: %w", perr)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		err = fmt.Errorf("upstream answered HTTP %d: not recorded", resp.StatusCode)
 	}
@@ -168,7 +168,6 @@ func relayStream(w http.ResponseWriter, body io.Reader, onEvent func(StreamEvent
 			w.Write([]byte(line))
 			trimmed := strings.TrimRight(line, "\r\n")
 			if trimmed == "" {
-				flush()
 				if data != nil {
 					now := time.Now()
 					cur.DelayMS = min(int(now.Sub(last)/time.Millisecond), maxDelay)
@@ -181,9 +180,10 @@ func relayStream(w http.ResponseWriter, body io.Reader, onEvent func(StreamEvent
 					}
 					evs = append(evs, cur)
 					if onEvent != nil {
-						onEvent(cur)
+						onEvent(cur) // before the client has the event's end
 					}
 				}
+				flush()
 				cur, data = StreamEvent{}, nil
 			} else if field, value, _ := strings.Cut(trimmed, ":"); field == "event" {
 				cur.Event = strings.TrimPrefix(value, " ")
