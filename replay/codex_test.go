@@ -52,9 +52,9 @@ func codexBinary(t *testing.T) string {
 	return found[len(found)-1]
 }
 
-// runCodex runs `codex exec --json` on task against the Responses API at base (…/v1), in
-// a fresh CODEX_HOME, and returns its JSON lines.
-func runCodex(t *testing.T, bin, base, task string) (string, error) {
+// runCodex runs `codex exec --json` on task in work against the Responses API at base
+// (…/v1), in a fresh CODEX_HOME, and returns its JSON lines.
+func runCodex(t *testing.T, bin, base, work, task string) (string, error) {
 	t.Helper()
 	home := t.TempDir()
 	// No retries: a refused request shows at once, not after Codex's backoff.
@@ -73,7 +73,7 @@ stream_max_retries = 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "exec", "--json", "--skip-git-repo-check", "-C", t.TempDir(), task)
+	cmd := exec.CommandContext(ctx, bin, "exec", "--json", "--skip-git-repo-check", "-C", work, task)
 	cmd.Env = append(os.Environ(), "CODEX_HOME="+home, "CAPSULEGATE_REPLAY_KEY=sk-replay-0123456789")
 	cmd.Stdin = strings.NewReader("")
 	var stdout, stderr bytes.Buffer
@@ -143,7 +143,12 @@ func TestCodexCLI(t *testing.T) {
 		mu.Lock()
 		bodies = nil
 		mu.Unlock()
-		out, err := runCodex(t, bin, srv.URL+"/v1", "say the replay words")
+		// Codex sends AGENTS.md, with the environment, as a user message before the task.
+		work := t.TempDir()
+		if err := os.WriteFile(filepath.Join(work, "AGENTS.md"), []byte("Keep answers short.\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := runCodex(t, bin, srv.URL+"/v1", work, "say the replay words")
 		got := readCodex(out)
 		if err != nil || got.answer != answer || !strings.Contains(got.reasoning, "Running echo") || !got.completed {
 			t.Fatalf("codex: %v; printed reasoning %q, answer %q, completed %v", err, got.reasoning, got.answer, got.completed)
@@ -159,13 +164,16 @@ func TestCodexCLI(t *testing.T) {
 				t.Errorf("request %d read as %+v, %v", i, q, err)
 			}
 		}
+		if !bytes.Contains(bodies[0], []byte("# AGENTS.md instructions for ")) || !bytes.Contains(bodies[0], []byte("<environment_context>")) {
+			t.Errorf("codex sent no context before the task; the test proves less than it says")
+		}
 		if !bytes.Contains(bodies[1], []byte(`"call_c1"`)) || !bytes.Contains(bodies[1], []byte(`function_call_output`)) {
 			t.Errorf("the second request does not carry the call's output: %s", tail(string(bodies[1]), 2000))
 		}
 	})
 
 	t.Run("miss", func(t *testing.T) {
-		out, err := runCodex(t, bin, srv.URL+"/v1", "an unscripted question")
+		out, err := runCodex(t, bin, srv.URL+"/v1", t.TempDir(), "an unscripted question")
 		got := readCodex(out)
 		if err == nil || got.answer != "" || !strings.Contains(strings.Join(got.errors, "\n"), "cassette miss") ||
 			!strings.Contains(strings.Join(got.errors, "\n"), "an unscripted question") {
@@ -187,7 +195,7 @@ func TestCodexCLI(t *testing.T) {
 			recMu.Unlock()
 		}
 		front := httptest.NewServer(rc)
-		out, err := runCodex(t, bin, front.URL+"/v1", "say the replay words")
+		out, err := runCodex(t, bin, front.URL+"/v1", t.TempDir(), "say the replay words")
 		front.Close()
 		if got := readCodex(out); err != nil || got.answer != answer {
 			t.Fatalf("codex through the recorder: %v; answer %q", err, got.answer)
@@ -210,7 +218,7 @@ func TestCodexCLI(t *testing.T) {
 		}
 		srv2 := httptest.NewServer(rec.Handler())
 		defer srv2.Close()
-		out, err = runCodex(t, bin, srv2.URL+"/v1", "say the replay words")
+		out, err = runCodex(t, bin, srv2.URL+"/v1", t.TempDir(), "say the replay words")
 		if got := readCodex(out); err != nil || got.answer != answer || !got.completed {
 			t.Fatalf("codex on the recorded streams: %v; answer %q", err, got.answer)
 		}
