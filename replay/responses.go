@@ -41,7 +41,7 @@ type responsesItem struct {
 func parseResponsesRequest(body []byte, ch *chain) (query, error) {
 	var req responsesRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return query{}, fmt.Errorf("the request body is not valid JSON: %v", err)
+		return query{}, fmt.Errorf("the request body is not valid JSON: %w", err)
 	}
 	q := query{stream: req.Stream, store: req.Store == nil || *req.Store}
 	var prev query
@@ -79,7 +79,7 @@ func readInput(raw json.RawMessage) (first string, turns int, found bool, err er
 	}
 	if in[0] == '"' {
 		if err := json.Unmarshal(in, &first); err != nil {
-			return "", 0, false, fmt.Errorf("input: %v", err)
+			return "", 0, false, fmt.Errorf("input: %w", err)
 		}
 		return first, 0, true, nil
 	}
@@ -108,7 +108,7 @@ func readInput(raw json.RawMessage) (first string, turns int, found bool, err er
 		}
 		text, task, err := taskText(it.Content)
 		if err != nil {
-			return "", 0, false, fmt.Errorf("input[%d].content: %v", i, err)
+			return "", 0, false, fmt.Errorf("input[%d].content: %w", i, err)
 		}
 		if task {
 			first, found = text, true
