@@ -27,7 +27,12 @@ const codexCassette = `{"provider": "openai-responses", "conversations": [
      "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 110}},
     {"id": "resp_c2", "object": "response", "status": "completed", "model": "gpt-5",
      "output": [{"type": "message", "id": "msg_c2", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "The replay answered in several words.", "annotations": []}]}],
-     "usage": {"input_tokens": 120, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 8, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 128}}]}]}`
+     "usage": {"input_tokens": 120, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 8, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 128}}]},
+  {"match": "a hand-written stream", "turns": [{"stream": [
+    {"event": "response.created", "data": {"type": "response.created", "sequence_number": 0, "response": {"id": "resp_1", "object": "response", "status": "in_progress", "output": []}}},
+    {"delay_ms": 20, "event": "response.output_text.delta", "data": {"type": "response.output_text.delta", "sequence_number": 1, "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": "Three words."}},
+    {"event": "response.output_item.done", "data": {"type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": {"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Three words.", "annotations": []}]}}},
+    {"event": "response.completed", "data": {"type": "response.completed", "sequence_number": 3, "response": {"id": "resp_1", "object": "response", "status": "completed", "output": [], "usage": {"input_tokens": 20, "output_tokens": 3, "total_tokens": 23}}}}]}]}]}`
 
 // codexBinary returns the Codex CLI a harness install left on this machine
 // ($CAPSULEGATE_CODEX, else the newest ~/.cache/capsulegate-harnesses/@openai/codex@*),
@@ -169,6 +174,14 @@ func TestCodexCLI(t *testing.T) {
 		}
 		if !bytes.Contains(bodies[1], []byte(`"call_c1"`)) || !bytes.Contains(bodies[1], []byte(`function_call_output`)) {
 			t.Errorf("the second request does not carry the call's output: %s", tail(string(bodies[1]), 2000))
+		}
+	})
+
+	// The smallest stream docs/reference/cassettes.md says Codex needs.
+	t.Run("hand-written stream", func(t *testing.T) {
+		out, err := runCodex(t, bin, srv.URL+"/v1", t.TempDir(), "answer a hand-written stream")
+		if got := readCodex(out); err != nil || got.answer != "Three words." || !got.completed {
+			t.Fatalf("codex: %v; answer %q, completed %v", err, got.answer, got.completed)
 		}
 	})
 
