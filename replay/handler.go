@@ -249,7 +249,10 @@ func writeError(w http.ResponseWriter, provider string, status int, typ, msg str
 	if provider == Anthropic {
 		v = map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}}
 	} else {
-		e := map[string]string{"message": msg, "type": "invalid_request_error"}
+		e := map[string]any{"message": msg, "type": "invalid_request_error"}
+		if provider == Responses {
+			e["param"], e["code"] = nil, nil // the Responses API always sends both
+		}
 		if status == http.StatusNotFound {
 			e["code"] = "cassette_miss"
 		}

@@ -168,6 +168,9 @@ func TestResponsesHandler(t *testing.T) {
 			if (tt.status != 200) != (shape.Error != nil && shape.Error.Message != "" && shape.Error.Type != "") {
 				t.Errorf("error shape: %s", body)
 			}
+			if tt.status != 200 && !strings.Contains(body, `"code":`) {
+				t.Errorf("error without code: %s", body)
+			}
 			for _, w := range tt.want {
 				if !strings.Contains(body, w) {
 					t.Errorf("body lacks %q: %s", w, body)
