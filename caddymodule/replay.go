@@ -30,8 +30,8 @@ func init() {
 
 // ReplayHandler is the HTTP handler http.handlers.capsule_replay: a stand-in model
 // provider answering from the cassettes in a folder (docs/reference/cassettes.md
-// "Serving"). Requests to paths other than …/v1/messages and …/v1/chat/completions go
-// to the next handler.
+// "Serving"). Requests to paths other than …/v1/messages, …/v1/chat/completions and
+// …/v1/responses go to the next handler.
 type ReplayHandler struct {
 	// Cassettes is the folder holding the *.json cassettes.
 	Cassettes string `json:"cassettes,omitempty"`

@@ -108,6 +108,22 @@ func TestReplayHandlerProvisionAndServe(t *testing.T) {
 		t.Fatalf("other path not passed on: %d", rec.Code)
 	}
 
+	// The Responses API path is served too (the Codex CLI's), not passed on.
+	rr := &ReplayHandler{Cassettes: cassetteDir(t, `{"provider": "openai-responses", "conversations": [
+  {"match": "hello", "turns": [{"id": "resp_1", "object": "response", "status": "completed", "output": []}]}]}`)}
+	if err := rr.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next = &nextHandler{}
+	rec = httptest.NewRecorder()
+	req = httptest.NewRequest("POST", "/openai/v1/responses", strings.NewReader(`{"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context></environment_context>"}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"hello"}]}]}`))
+	if err := rr.ServeHTTP(rec, req, next); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "resp_1") || next.called {
+		t.Fatalf("responses: got %d %s (next called: %v)", rec.Code, rec.Body, next.called)
+	}
+
 	bad := &ReplayHandler{Cassettes: cassetteDir(t, `{"provider":"x","conversations":[]}`)}
 	if err := bad.Provision(ctx); err == nil || !strings.Contains(err.Error(), "E-RPL-003") {
 		t.Fatalf("bad cassette provisioned: %v", err)

@@ -17,6 +17,7 @@ import (
 const (
 	Anthropic = "anthropic-messages"
 	OpenAI    = "openai-chat"
+	Responses = "openai-responses" // the OpenAI Responses API, which the Codex CLI speaks
 )
 
 // maxCassette bounds one cassette file.
@@ -104,11 +105,11 @@ func loadFile(path string) (*Cassette, error) {
 		return nil, bad(CodeCassette, "not a valid cassette", "keep exactly one JSON object in the file", errors.New("data after the cassette object"))
 	}
 	switch c.Provider {
-	case Anthropic, OpenAI:
+	case Anthropic, OpenAI, Responses:
 	case "":
-		return nil, bad(CodeProvider, "the cassette names no provider", `add "provider": "anthropic-messages" or "openai-chat"`, nil)
+		return nil, bad(CodeProvider, "the cassette names no provider", `add "provider": "anthropic-messages", "openai-chat" or "openai-responses"`, nil)
 	default:
-		return nil, bad(CodeProvider, fmt.Sprintf("unknown provider %q", c.Provider), `use "anthropic-messages" or "openai-chat"`, nil)
+		return nil, bad(CodeProvider, fmt.Sprintf("unknown provider %q", c.Provider), `use "anthropic-messages", "openai-chat" or "openai-responses"`, nil)
 	}
 	if len(c.Conversations) == 0 {
 		return nil, bad(CodeConversations, "the cassette has no conversations", "add at least one conversation, or remove the file", nil)

@@ -34,6 +34,7 @@ type Handler struct {
 	BeforeEvent func(r *http.Request, i, n int)
 
 	maxBody int64 // caps request bodies in tests; 0 means MaxBody
+	chain   chain // the Responses answers served, for previous_response_id
 }
 
 // Handler returns a Handler serving l.
@@ -46,6 +47,8 @@ func ProviderForPath(path string) (string, bool) {
 		return Anthropic, true
 	case strings.HasSuffix(path, "/v1/chat/completions"):
 		return OpenAI, true
+	case strings.HasSuffix(path, "/v1/responses"):
+		return Responses, true
 	}
 	return "", false
 }
@@ -55,7 +58,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	provider, ok := ProviderForPath(r.URL.Path)
 	if !ok {
 		writeError(w, OpenAI, http.StatusNotFound, "not_found_error",
-			fmt.Sprintf("replay serves POST …/v1/messages and POST …/v1/chat/completions, not %q", r.URL.Path))
+			fmt.Sprintf("replay serves POST …/v1/messages, POST …/v1/chat/completions and POST …/v1/responses, not %q", r.URL.Path))
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -81,26 +84,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.OnRequest != nil {
 		h.OnRequest(r, body)
 	}
-	first, assistants, stream, err := parseRequest(body)
+	q, err := parseRequest(provider, body, &h.chain)
 	if err != nil {
 		writeError(w, provider, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
+	first, assistants, stream := q.first, q.turn, q.stream
 	turn, msg := h.lib.find(provider, first, assistants)
 	if turn == nil {
 		writeError(w, provider, http.StatusNotFound, "not_found_error", msg)
 		return
 	}
 	evs, _ := parseStream(turn) // checked when the cassette was loaded
+	answered := func() {
+		if provider == Responses && q.store {
+			// Before the answer is written: the client's next request may continue it.
+			h.chain.remember(responseID(turn, evs), q)
+		}
+	}
 	switch {
 	case evs == nil && !stream:
+		answered()
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", strconv.Itoa(len(turn)))
 		w.WriteHeader(http.StatusOK)
 		w.Write(turn)
 		return
 	case evs == nil:
-		if evs, err = synthesize(provider, turn); err != nil {
+		if provider == Responses {
+			evs, err = synthesizeResponses(turn)
+		} else {
+			evs, err = synthesize(provider, turn)
+		}
+		if err != nil {
 			writeError(w, provider, http.StatusInternalServerError, "api_error", "cannot stream the recorded turn: "+err.Error())
 			return
 		}
@@ -109,6 +125,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("turn %d for %q is a recorded stream: send \"stream\": true", assistants, short(first)))
 		return
 	}
+	answered()
 	h.writeStream(w, r, evs)
 }
 
@@ -121,9 +138,27 @@ type request struct {
 	} `json:"messages"`
 }
 
-// parseRequest returns the text of the first user message, the number of assistant
-// messages and whether the client asks for a stream.
-func parseRequest(body []byte) (first string, assistants int, stream bool, err error) {
+// query is what replay reads of a request.
+type query struct {
+	first  string // the text of the first user message (Responses: the task)
+	turn   int    // the number of assistant messages (Responses: assistant turns)
+	stream bool   // the client asks for a stream
+	store  bool   // Responses: the answer may be continued by previous_response_id
+}
+
+// parseRequest reads a request of provider's API. ch, for the Responses API, resolves a
+// previous_response_id.
+func parseRequest(provider string, body []byte, ch *chain) (query, error) {
+	if provider == Responses {
+		return parseResponsesRequest(body, ch)
+	}
+	first, assistants, stream, err := parseMessages(body)
+	return query{first: first, turn: assistants, stream: stream}, err
+}
+
+// parseMessages reads a Messages or Chat Completions request: the text of the first user
+// message, the number of assistant messages and whether the client asks for a stream.
+func parseMessages(body []byte) (first string, assistants int, stream bool, err error) {
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
 		return "", 0, false, fmt.Errorf("the request body is not valid JSON: %v", err)
@@ -182,8 +217,12 @@ func (l *Library) find(provider, first string, turn int) (json.RawMessage, strin
 		if turn < len(c.Turns) {
 			return c.Turns[turn], ""
 		}
-		return nil, fmt.Sprintf("cassette miss: conversation %q in %s has %d turn(s), the request asks for turn %d (%d assistant messages) for %q",
-			c.Match, c.file, len(c.Turns), turn, turn, short(first))
+		unit := "messages"
+		if provider == Responses {
+			unit = "turns" // runs of output items, not messages
+		}
+		return nil, fmt.Sprintf("cassette miss: conversation %q in %s has %d turn(s), the request asks for turn %d (%d assistant %s) for %q",
+			c.Match, c.file, len(c.Turns), turn, turn, unit, short(first))
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "cassette miss: no %s conversation matches %q (turn %d)", provider, short(first), turn)
@@ -210,7 +249,10 @@ func writeError(w http.ResponseWriter, provider string, status int, typ, msg str
 	if provider == Anthropic {
 		v = map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}}
 	} else {
-		e := map[string]string{"message": msg, "type": "invalid_request_error"}
+		e := map[string]any{"message": msg, "type": "invalid_request_error"}
+		if provider == Responses {
+			e["param"], e["code"] = nil, nil // the Responses API always sends both
+		}
 		if status == http.StatusNotFound {
 			e["code"] = "cassette_miss"
 		}

@@ -46,7 +46,8 @@ type Recorder struct {
 	// OnRecord, if set, is told of every turn written, or why one was not.
 	OnRecord func(file string, turn int, err error)
 
-	mu sync.Mutex // one cassette write at a time
+	mu    sync.Mutex // one cassette write at a time
+	chain chain      // the Responses answers recorded, for previous_response_id
 }
 
 // NewRecorder returns a Recorder forwarding to upstream (an http or https base URL; a
@@ -72,7 +73,7 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	provider, ok := ProviderForPath(r.URL.Path)
 	if !ok || r.Method != http.MethodPost {
 		writeError(w, OpenAI, http.StatusNotFound, "not_found_error",
-			fmt.Sprintf("the recorder forwards POST …/v1/messages and POST …/v1/chat/completions, not %s %q", r.Method, r.URL.Path))
+			fmt.Sprintf("the recorder forwards POST …/v1/messages, POST …/v1/chat/completions and POST …/v1/responses, not %s %q", r.Method, r.URL.Path))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
@@ -80,7 +81,8 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, provider, http.StatusRequestEntityTooLarge, "request_too_large", err.Error())
 		return
 	}
-	first, turn, _, perr := parseRequest(body)
+	q, perr := parseRequest(provider, body, &rc.chain)
+	first, turn := q.first, q.turn
 	target := *rc.upstream
 	target.Path = strings.TrimSuffix(target.Path, "/") + r.URL.Path
 	target.RawQuery = r.URL.RawQuery
@@ -106,12 +108,22 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(resp.StatusCode)
+	// remember notes a Responses answer's id before the client has all of it: the
+	// client's next request may continue it by previous_response_id.
+	remembered := false
+	remember := func(id string) {
+		if provider == Responses && perr == nil && q.store && resp.StatusCode/100 == 2 && id != "" && !remembered {
+			rc.chain.remember(id, q)
+			remembered = true
+		}
+	}
 	var recorded json.RawMessage
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		recorded, err = relayStream(w, resp.Body)
+		recorded, err = relayStream(w, resp.Body, func(ev StreamEvent) { remember(eventResponseID(ev.Data)) })
 	} else {
 		var b []byte
 		b, err = io.ReadAll(io.LimitReader(resp.Body, maxRecorded+1))
+		remember(responseID(b, nil))
 		w.Write(b)
 		if err == nil && len(b) > maxRecorded {
 			err = fmt.Errorf("the answer is over %d bytes", maxRecorded)
@@ -124,7 +136,7 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	file := filepath.Join(rc.dir, "recorded-"+provider+".json")
 	switch {
 	case perr != nil:
-		err = fmt.Errorf("the request has no first user message to match: %w", perr)
+		err = fmt.Errorf("the request cannot be matched to a conversation: %w", perr)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		err = fmt.Errorf("upstream answered HTTP %d: not recorded", resp.StatusCode)
 	}
@@ -137,8 +149,9 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // relayStream copies an event stream to w event by event, flushing each, and returns it
-// as a streamed turn whose delays are the gaps the client saw.
-func relayStream(w http.ResponseWriter, body io.Reader) (json.RawMessage, error) {
+// as a streamed turn whose delays are the gaps the client saw. onEvent, if set, sees each
+// event once it is whole.
+func relayStream(w http.ResponseWriter, body io.Reader, onEvent func(StreamEvent)) (json.RawMessage, error) {
 	var evs []StreamEvent
 	var cur StreamEvent
 	var data []string
@@ -155,7 +168,6 @@ func relayStream(w http.ResponseWriter, body io.Reader) (json.RawMessage, error)
 			w.Write([]byte(line))
 			trimmed := strings.TrimRight(line, "\r\n")
 			if trimmed == "" {
-				flush()
 				if data != nil {
 					now := time.Now()
 					cur.DelayMS = min(int(now.Sub(last)/time.Millisecond), maxDelay)
@@ -167,7 +179,11 @@ func relayStream(w http.ResponseWriter, body io.Reader) (json.RawMessage, error)
 						cur.Data, _ = json.Marshal(joined)
 					}
 					evs = append(evs, cur)
+					if onEvent != nil {
+						onEvent(cur) // before the client has the event's end
+					}
 				}
+				flush()
 				cur, data = StreamEvent{}, nil
 			} else if field, value, _ := strings.Cut(trimmed, ":"); field == "event" {
 				cur.Event = strings.TrimPrefix(value, " ")
