@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"golang.org/x/crypto/bcrypt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -95,14 +96,28 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// freePort returns a free loopback port below the kernel's ephemeral range: a gateway
+// restarted on it (after kill -9, a reload) must find it free, and a port the kernel
+// hands out for 127.0.0.1:0 could meanwhile be taken by any other test's listener.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				low = n
+			}
+		}
 	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	for range 200 {
+		port := strconv.Itoa(10000 + rand.IntN(low-10000))
+		if l, err := net.Listen("tcp", "127.0.0.1:"+port); err == nil {
+			l.Close()
+			return port
+		}
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return ""
 }
 
 // publish packs the artifact folder src (after writing wasm into it as <name>.wasm when
