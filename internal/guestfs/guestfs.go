@@ -106,7 +106,10 @@ type options struct {
 // Protect makes the named files (relative to the root) read-only for the guest while the
 // rest stays writable: opening them for writing or truncation, chmod, utimens, rename and
 // unlink are refused with EROFS. The check is by file identity (device and inode), so a
-// hard link or a symbolic link to a protected file is protected too.
+// hard link or a symbolic link to a protected file is protected too; the identity is the
+// one the name has at the time of the check, so a protected file the host replaces
+// (written to a temporary file and renamed) stays protected, and a file that reuses the
+// replaced one's inode is not mistaken for it.
 func Protect(names ...string) Option {
 	return func(o *options) { o.protected = append(o.protected, names...) }
 }
@@ -123,7 +126,7 @@ type FS struct {
 	root      *os.Root
 	dir       string
 	readOnly  bool
-	protected []fs.FileInfo // identities of the Protect files
+	protected []string // the Protect files' names, relative to the root
 }
 
 var (
@@ -145,20 +148,19 @@ func New(dir string, opts ...Option) (*FS, error) {
 	learnEscapeError(r)
 	s := &FS{root: r, dir: dir, readOnly: o.readOnly}
 	for _, name := range o.protected {
-		fi, err := r.Stat(name)
-		if err != nil {
+		if _, err := r.Stat(name); err != nil {
 			r.Close()
 			return nil, err
 		}
-		s.protected = append(s.protected, fi)
+		s.protected = append(s.protected, name)
 	}
 	return s, nil
 }
 
-// isProtected reports whether fi is one of the Protect files.
+// isProtected reports whether fi is one of the Protect files as they are now.
 func (s *FS) isProtected(fi fs.FileInfo) bool {
-	for _, p := range s.protected {
-		if os.SameFile(p, fi) {
+	for _, name := range s.protected {
+		if p, err := s.root.Stat(name); err == nil && os.SameFile(p, fi) {
 			return true
 		}
 	}

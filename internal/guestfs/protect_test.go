@@ -83,3 +83,39 @@ func TestProtect(t *testing.T) {
 		t.Error("protecting a missing file succeeded")
 	}
 }
+
+// TestProtectFollowsReplacement: the host replaces a protected file by renaming a new one
+// over it (as MURMUR.md is rewritten when the capsule's URL changes). The new file is
+// protected, and the old one, still reachable under another name, is not: a file that
+// reuses the replaced file's inode must never read as protected.
+func TestProtectFollowsReplacement(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "MURMUR.md")
+	if err := os.WriteFile(p, []byte("first"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(dir, Protect("MURMUR.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := os.Link(p, filepath.Join(dir, "old")); err != nil { // the host keeps the old one
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, ".MURMUR.md.tmp")
+	if err := os.WriteFile(tmp, []byte("second"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, errno := s.OpenFile("MURMUR.md", experimentalsys.O_WRONLY, 0); errno != experimentalsys.EROFS {
+		t.Errorf("the replacement: errno %v, want EROFS", errno)
+	}
+	os.Chmod(filepath.Join(dir, "old"), 0o644)
+	f, errno := s.OpenFile("old", experimentalsys.O_WRONLY|experimentalsys.O_APPEND, 0)
+	if errno != 0 {
+		t.Fatalf("the replaced file is still protected: %v", errno)
+	}
+	f.Close()
+}
