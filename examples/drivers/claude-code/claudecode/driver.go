@@ -179,7 +179,9 @@ func (d *Driver) Launch(req process.LaunchRequest) (process.LaunchPlan, error) {
 		{"DISABLE_AUTOUPDATER", "1"},
 		{"HOME", "{files_dir}/home"},
 	}
-	return process.LaunchPlan{Args: args, EnvSet: env, Files: files}, nil
+	return process.LaunchPlan{Args: args, EnvSet: env, Files: files,
+		// An empty stdin, closed at once: with a pipe left open the harness waits for it.
+		Stdin: []byte{}}, nil
 }
 
 // line is the union of the stream-json lines' members this driver reads.

@@ -95,7 +95,7 @@ func TestLaunch(t *testing.T) {
 			if tt.baseURL != "" {
 				want[0][1] = tt.baseURL
 			}
-			if !reflect.DeepEqual(plan.EnvSet, want) || plan.Stdin != nil || plan.KeepStdinOpen {
+			if !reflect.DeepEqual(plan.EnvSet, want) || plan.Stdin == nil || len(plan.Stdin) != 0 || plan.KeepStdinOpen {
 				t.Errorf("env %q, stdin %q %v", plan.EnvSet, plan.Stdin, plan.KeepStdinOpen)
 			}
 		})

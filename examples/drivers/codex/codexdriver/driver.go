@@ -178,7 +178,9 @@ func (d *Driver) Launch(req process.LaunchRequest) (process.LaunchPlan, error) {
 	if req.Bridge != nil {
 		env = append(env, [2]string{BridgeTokenEnv, req.Bridge.BearerToken})
 	}
-	return process.LaunchPlan{Args: args, EnvSet: env, Files: []process.File{{Name: ConfigFile, Contents: ConfigTOML(req, cfg)}}}, nil
+	return process.LaunchPlan{Args: args, EnvSet: env, Files: []process.File{{Name: ConfigFile, Contents: ConfigTOML(req, cfg)}},
+		// An empty stdin, closed at once: with a pipe left open the harness waits for it.
+		Stdin: []byte{}}, nil
 }
 
 // event is the union of the JSONL events' members this driver reads.

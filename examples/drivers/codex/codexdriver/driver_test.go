@@ -111,7 +111,7 @@ func TestLaunch(t *testing.T) {
 			if !reflect.DeepEqual(plan.Args, tt.args) {
 				t.Errorf("args\n%q\nwant\n%q", plan.Args, tt.args)
 			}
-			if !reflect.DeepEqual(plan.EnvSet, tt.env) || plan.Stdin != nil || plan.KeepStdinOpen {
+			if !reflect.DeepEqual(plan.EnvSet, tt.env) || plan.Stdin == nil || len(plan.Stdin) != 0 || plan.KeepStdinOpen {
 				t.Errorf("env %q", plan.EnvSet)
 			}
 			if len(plan.Files) != 1 || plan.Files[0].Name != ConfigFile {

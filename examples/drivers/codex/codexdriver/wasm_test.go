@@ -58,6 +58,9 @@ func TestThroughTheHost(t *testing.T) {
 		plan.Files[0].Name != ConfigFile || plan.Files[0].Contents != wantPlan.Files[0].Contents {
 		t.Errorf("launch: %+v", plan)
 	}
+	if !plan.HasStdin || len(plan.Stdin) != 0 || plan.KeepStdinOpen {
+		t.Errorf("stdin: %v %q %v, want an empty one, closed", plan.HasStdin, plan.Stdin, plan.KeepStdinOpen)
+	}
 	if _, refused, err := d.Launch(ctx, abi.LaunchRequest{Task: " "}); err != nil || refused == "" {
 		t.Errorf("an empty task: refused %q, %v", refused, err)
 	}
