@@ -60,8 +60,7 @@ func types(evs []map[string]any) string {
 // TestProvider checks the stand-in's streams: the text answer, the tool call while no
 // tool result is in the conversation, the answer once one is, and an error status.
 func TestProvider(t *testing.T) {
-	p := NewProvider(t, "hello there")
-	p.Tool, p.ToolInput = EchoTool, `{"text":"hi"}`
+	p := NewProvider(t, Script{Answer: "hello there", Tool: EchoTool, ToolInput: `{"text":"hi"}`})
 	msgTools := `"tools":[{"name":"mcp__b__echo"}]`
 	respTools := `"tools":[{"type":"namespace","name":"mcp__b","tools":[{"type":"function","name":"echo"}]}]`
 	tests := []struct {
@@ -92,14 +91,13 @@ func TestProvider(t *testing.T) {
 			}
 		})
 	}
-	p.Status, p.ErrorMessage = 401, "no"
-	if resp := post(t, p.URL+"/v1/messages", `{}`); resp.StatusCode != 401 {
+	if resp := post(t, NewProvider(t, Script{Status: 401, ErrorMessage: "no"}).URL+"/v1/messages", `{}`); resp.StatusCode != 401 {
 		t.Errorf("status %d", resp.StatusCode)
 	}
 	if resp := post(t, p.URL+"/v1/other", `{}`); resp.StatusCode != 404 {
 		t.Errorf("another path: %d", resp.StatusCode)
 	}
-	if n := len(p.Requests()); n != len(tests)+2 {
+	if n := len(p.Requests()); n != len(tests)+1 {
 		t.Errorf("%d requests recorded", n)
 	}
 }

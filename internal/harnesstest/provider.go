@@ -13,24 +13,26 @@ import (
 
 // Provider is a stand-in model provider on 127.0.0.1 serving the two streamed APIs the
 // harnesses speak: POST /v1/messages (Anthropic Messages, stream: true) and POST
-// /v1/responses (OpenAI Responses, stream: true). Each request is answered with Answer
-// as one text message, unless Tool is set, the request offers a tool whose name ends
-// with Tool and the conversation holds no tool result yet: then with one call of that
-// tool with ToolInput. Any other path is answered 404 and recorded.
+// /v1/responses (OpenAI Responses, stream: true), as its Script says. Any other path is
+// answered 404 and recorded.
 type Provider struct {
-	URL string
-	// Answer is the text every answer carries.
-	Answer string
-	// Tool is the bare name of the tool to call first; empty: never call a tool.
-	Tool      string
-	ToolInput string
-	// Status, when set, answers every model request with this HTTP status and an error
-	// body in the API's shape carrying ErrorMessage (401: a bad key, 429: out of quota).
-	Status       int
-	ErrorMessage string
+	URL    string
+	script Script
 
 	mu       sync.Mutex
 	requests []Request
+}
+
+// Script is how a Provider answers. Each request is answered with Answer as one text
+// message, unless Tool is set, the request offers a tool whose name ends with Tool and
+// the conversation holds no tool result yet: then with one call of that tool with
+// ToolInput. Status, when set, answers every model request with that HTTP status and an
+// error body in the API's shape carrying ErrorMessage (401: a bad key, 429: out of quota).
+type Script struct {
+	Answer          string
+	Tool, ToolInput string
+	Status          int
+	ErrorMessage    string
 }
 
 // Request is one request the provider received.
@@ -48,10 +50,10 @@ const (
 	ReasoningTokens     = 2
 )
 
-// NewProvider starts a provider answering answer, closed when t ends.
-func NewProvider(t testing.TB, answer string) *Provider {
+// NewProvider starts a provider answering as s says, closed when t ends.
+func NewProvider(t testing.TB, s Script) *Provider {
 	t.Helper()
-	p := &Provider{Answer: answer}
+	p := &Provider{script: s}
 	srv := httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(srv.Close)
 	p.URL = srv.URL
@@ -76,7 +78,7 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	api := r.Method == http.MethodPost && (r.URL.Path == "/v1/messages" || r.URL.Path == "/v1/responses")
 	switch {
-	case api && p.Status != 0:
+	case api && p.script.Status != 0:
 		p.fail(w, r.URL.Path)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
 		p.messages(w, body)
@@ -87,16 +89,16 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// toolName returns the offered tool name ending with p.Tool, or "".
+// toolName returns the offered tool name ending with p.script.Tool, or "".
 func (p *Provider) toolName(tools []json.RawMessage) string {
-	if p.Tool == "" {
+	if p.script.Tool == "" {
 		return ""
 	}
 	for _, raw := range tools {
 		var names []string
 		collectNames(raw, &names)
 		for _, n := range names {
-			if n == p.Tool || strings.HasSuffix(n, "__"+p.Tool) || strings.HasSuffix(n, "."+p.Tool) {
+			if n == p.script.Tool || strings.HasSuffix(n, "__"+p.script.Tool) || strings.HasSuffix(n, "."+p.script.Tool) {
 				return n
 			}
 		}
@@ -104,11 +106,11 @@ func (p *Provider) toolName(tools []json.RawMessage) string {
 	return ""
 }
 
-// responsesTool finds the offered tool named p.Tool, or ending with "__"+p.Tool, among
+// responsesTool finds the offered tool named p.script.Tool, or ending with "__"+p.script.Tool, among
 // the Responses API's tools: a function, or a function inside a namespace (how Codex
 // offers an MCP server's tools), whose name it returns too.
 func (p *Provider) responsesTool(tools []json.RawMessage) (name, namespace string) {
-	if p.Tool == "" {
+	if p.script.Tool == "" {
 		return "", ""
 	}
 	type fn struct {
@@ -123,11 +125,11 @@ func (p *Provider) responsesTool(tools []json.RawMessage) (name, namespace strin
 		switch {
 		case t.Type == "namespace":
 			for _, in := range t.Tools {
-				if in.Name == p.Tool {
+				if in.Name == p.script.Tool {
 					return in.Name, t.Name
 				}
 			}
-		case t.Name == p.Tool || strings.HasSuffix(t.Name, "__"+p.Tool):
+		case t.Name == p.script.Tool || strings.HasSuffix(t.Name, "__"+p.script.Tool):
 			return t.Name, ""
 		}
 	}
@@ -207,10 +209,10 @@ func (p *Provider) messages(w http.ResponseWriter, body []byte) {
 		s.event("content_block_start", obj{"type": "content_block_start", "index": 0,
 			"content_block": obj{"type": "tool_use", "id": "toolu_stand_in", "name": tool, "input": obj{}}})
 		s.event("content_block_delta", obj{"type": "content_block_delta", "index": 0,
-			"delta": obj{"type": "input_json_delta", "partial_json": p.ToolInput}})
+			"delta": obj{"type": "input_json_delta", "partial_json": p.script.ToolInput}})
 	} else {
 		s.event("content_block_start", obj{"type": "content_block_start", "index": 0, "content_block": obj{"type": "text", "text": ""}})
-		for _, part := range halves(p.Answer) {
+		for _, part := range halves(p.script.Answer) {
 			s.event("content_block_delta", obj{"type": "content_block_delta", "index": 0, "delta": obj{"type": "text_delta", "text": part}})
 		}
 	}
@@ -251,25 +253,25 @@ func (p *Provider) responses(w http.ResponseWriter, body []byte) {
 	s.event("response.in_progress", obj{"type": "response.in_progress", "response": resp})
 	var item obj
 	if tool != "" {
-		item = obj{"type": "function_call", "id": "fc_stand_in", "call_id": "call_stand_in", "name": tool, "arguments": p.ToolInput, "status": "completed"}
+		item = obj{"type": "function_call", "id": "fc_stand_in", "call_id": "call_stand_in", "name": tool, "arguments": p.script.ToolInput, "status": "completed"}
 		added := obj{"type": "function_call", "id": "fc_stand_in", "call_id": "call_stand_in", "name": tool, "arguments": "", "status": "in_progress"}
 		if namespace != "" {
 			item["namespace"], added["namespace"] = namespace, namespace
 		}
 		s.event("response.output_item.added", obj{"type": "response.output_item.added", "output_index": 0, "item": added})
-		s.event("response.function_call_arguments.delta", obj{"type": "response.function_call_arguments.delta", "item_id": "fc_stand_in", "output_index": 0, "delta": p.ToolInput})
-		s.event("response.function_call_arguments.done", obj{"type": "response.function_call_arguments.done", "item_id": "fc_stand_in", "output_index": 0, "arguments": p.ToolInput})
+		s.event("response.function_call_arguments.delta", obj{"type": "response.function_call_arguments.delta", "item_id": "fc_stand_in", "output_index": 0, "delta": p.script.ToolInput})
+		s.event("response.function_call_arguments.done", obj{"type": "response.function_call_arguments.done", "item_id": "fc_stand_in", "output_index": 0, "arguments": p.script.ToolInput})
 	} else {
-		part := obj{"type": "output_text", "text": p.Answer, "annotations": []any{}}
+		part := obj{"type": "output_text", "text": p.script.Answer, "annotations": []any{}}
 		item = obj{"type": "message", "id": "msg_stand_in", "status": "completed", "role": "assistant", "content": []any{part}}
 		s.event("response.output_item.added", obj{"type": "response.output_item.added", "output_index": 0,
 			"item": obj{"type": "message", "id": "msg_stand_in", "status": "in_progress", "role": "assistant", "content": []any{}}})
 		s.event("response.content_part.added", obj{"type": "response.content_part.added", "item_id": "msg_stand_in", "output_index": 0, "content_index": 0,
 			"part": obj{"type": "output_text", "text": "", "annotations": []any{}}})
-		for _, d := range halves(p.Answer) {
+		for _, d := range halves(p.script.Answer) {
 			s.event("response.output_text.delta", obj{"type": "response.output_text.delta", "item_id": "msg_stand_in", "output_index": 0, "content_index": 0, "delta": d})
 		}
-		s.event("response.output_text.done", obj{"type": "response.output_text.done", "item_id": "msg_stand_in", "output_index": 0, "content_index": 0, "text": p.Answer})
+		s.event("response.output_text.done", obj{"type": "response.output_text.done", "item_id": "msg_stand_in", "output_index": 0, "content_index": 0, "text": p.script.Answer})
 		s.event("response.content_part.done", obj{"type": "response.content_part.done", "item_id": "msg_stand_in", "output_index": 0, "content_index": 0, "part": part})
 	}
 	s.event("response.output_item.done", obj{"type": "response.output_item.done", "output_index": 0, "item": item})
@@ -279,18 +281,18 @@ func (p *Provider) responses(w http.ResponseWriter, body []byte) {
 	s.event("response.completed", obj{"type": "response.completed", "response": done})
 }
 
-// fail answers p.Status with an error body in the shape of the API at path.
+// fail answers p.script.Status with an error body in the shape of the API at path.
 func (p *Provider) fail(w http.ResponseWriter, path string) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(p.Status)
-	kind := map[int]string{401: "authentication_error", 403: "permission_error", 429: "rate_limit_error", 529: "overloaded_error"}[p.Status]
+	w.WriteHeader(p.script.Status)
+	kind := map[int]string{401: "authentication_error", 403: "permission_error", 429: "rate_limit_error", 529: "overloaded_error"}[p.script.Status]
 	if kind == "" {
 		kind = "api_error"
 	}
 	if path == "/v1/messages" {
-		json.NewEncoder(w).Encode(obj{"type": "error", "error": obj{"type": kind, "message": p.ErrorMessage}})
+		json.NewEncoder(w).Encode(obj{"type": "error", "error": obj{"type": kind, "message": p.script.ErrorMessage}})
 		return
 	}
-	code := map[int]string{401: "invalid_api_key", 429: "insufficient_quota"}[p.Status]
-	json.NewEncoder(w).Encode(obj{"error": obj{"message": p.ErrorMessage, "type": kind, "code": code}})
+	code := map[int]string{401: "invalid_api_key", 429: "insufficient_quota"}[p.script.Status]
+	json.NewEncoder(w).Encode(obj{"error": obj{"message": p.script.ErrorMessage, "type": kind, "code": code}})
 }

@@ -106,7 +106,7 @@ func last(t *testing.T, tr turn) process.Event {
 // streamed and whole, a tool called through the bridge and its result, the session
 // resumed, and max-turns, auth and quota failures, each with no line left unread.
 func TestRealClaudeCode(t *testing.T) {
-	p := harnesstest.NewProvider(t, answer)
+	p := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer})
 	b := harnesstest.NewBridge(t, "bridge-token-1")
 	files := t.TempDir()
 	bridge := &process.Bridge{ServerName: "capsule", URL: b.URL, BearerToken: b.Token, ToolNames: []string{harnesstest.EchoTool}}
@@ -171,8 +171,7 @@ func TestRealClaudeCode(t *testing.T) {
 	})
 
 	t.Run("tool", func(t *testing.T) {
-		tp := harnesstest.NewProvider(t, answer)
-		tp.Tool, tp.ToolInput = harnesstest.EchoTool, `{"text":"hi"}`
+		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Tool: harnesstest.EchoTool, ToolInput: `{"text":"hi"}`})
 		tr := runTurn(t, New(), process.LaunchRequest{Bridge: bridge, SessionID: "not-a-uuid", Task: "Echo hi."}, t.TempDir(), tp)
 		capture(t, "tool", tr.res.Lines)
 		if notes := cases(tr.events, process.Note); len(notes) > 0 {
@@ -200,8 +199,7 @@ func TestRealClaudeCode(t *testing.T) {
 	})
 
 	t.Run("max-turns", func(t *testing.T) {
-		tp := harnesstest.NewProvider(t, answer)
-		tp.Tool, tp.ToolInput = harnesstest.EchoTool, `{"text":"hi"}`
+		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Tool: harnesstest.EchoTool, ToolInput: `{"text":"hi"}`})
 		cfg := `{"max_turns": 1}`
 		tr := runTurn(t, New(), process.LaunchRequest{Bridge: bridge, Config: &cfg, Task: "Echo hi."}, t.TempDir(), tp)
 		capture(t, "max-turns", tr.res.Lines)
@@ -216,8 +214,7 @@ func TestRealClaudeCode(t *testing.T) {
 		kind   string
 	}{{"auth", 401, process.FailAuth}, {"quota", 429, process.FailQuota}} {
 		t.Run(f.name, func(t *testing.T) {
-			fp := harnesstest.NewProvider(t, answer)
-			fp.Status, fp.ErrorMessage = f.status, "stand-in refusal"
+			fp := harnesstest.NewProvider(t, harnesstest.Script{Status: f.status, ErrorMessage: "stand-in refusal"})
 			tr := runTurn(t, New(), process.LaunchRequest{Task: "Hello?"}, t.TempDir(), fp, fewRetries)
 			capture(t, f.name, tr.res.Lines)
 			if e := last(t, tr); e.Case != process.TurnFailed || e.FailureKind != f.kind || !strings.Contains(e.Text, "stand-in refusal") {

@@ -102,7 +102,7 @@ func last(t *testing.T, tr turn) process.Event {
 // resumed by the id Codex chose, a tool called through the bridge and its result, and
 // auth and quota failures.
 func TestRealCodex(t *testing.T) {
-	p := harnesstest.NewProvider(t, answer)
+	p := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer})
 	b := harnesstest.NewBridge(t, "bridge-token-1")
 	files := t.TempDir()
 	bridge := &process.Bridge{ServerName: "capsule", URL: b.URL, BearerToken: b.Token, ToolNames: []string{harnesstest.EchoTool}}
@@ -177,8 +177,7 @@ func TestRealCodex(t *testing.T) {
 	})
 
 	t.Run("tool", func(t *testing.T) {
-		tp := harnesstest.NewProvider(t, answer)
-		tp.Tool, tp.ToolInput = harnesstest.EchoTool, `{"text":"hi"}`
+		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Tool: harnesstest.EchoTool, ToolInput: `{"text":"hi"}`})
 		tr := runTurn(t, New(), process.LaunchRequest{Model: model, Bridge: bridge, Task: "Echo hi."}, t.TempDir(), tp)
 		capture(t, "tool", tr.res.Lines)
 		calls, results := cases(tr.events, process.ToolCall), cases(tr.events, process.ToolResult)
@@ -203,8 +202,7 @@ func TestRealCodex(t *testing.T) {
 		text   string
 	}{{"auth", 401, process.FailAuth, "stand-in refusal"}, {"quota", 429, process.FailQuota, "Quota exceeded"}} {
 		t.Run(f.name, func(t *testing.T) {
-			fp := harnesstest.NewProvider(t, answer)
-			fp.Status, fp.ErrorMessage = f.status, "stand-in refusal"
+			fp := harnesstest.NewProvider(t, harnesstest.Script{Status: f.status, ErrorMessage: "stand-in refusal"})
 			tr := runTurn(t, New(), process.LaunchRequest{Model: model, Task: "Hello?"}, t.TempDir(), fp)
 			capture(t, f.name, tr.res.Lines)
 			if e := last(t, tr); e.Case != process.TurnFailed || e.FailureKind != f.kind || !strings.Contains(e.Text, f.text) {
