@@ -33,6 +33,9 @@ type Script struct {
 	Tool, ToolInput string
 	Status          int
 	ErrorMessage    string
+	// Thinking, when set, is streamed before each text answer as the model's thinking
+	// (a thinking block; a reasoning item with a summary).
+	Thinking string
 }
 
 // Request is one request the provider received.
@@ -203,7 +206,7 @@ func (p *Provider) messages(w http.ResponseWriter, body []byte) {
 		"stop_reason": nil, "stop_sequence": nil,
 		"usage": obj{"input_tokens": InputTokens, "output_tokens": 1, "cache_read_input_tokens": CacheReadTokens, "cache_creation_input_tokens": CacheCreationTokens},
 	}})
-	stop := "end_turn"
+	stop, index := "end_turn", 0
 	if tool != "" {
 		stop = "tool_use"
 		s.event("content_block_start", obj{"type": "content_block_start", "index": 0,
@@ -211,12 +214,21 @@ func (p *Provider) messages(w http.ResponseWriter, body []byte) {
 		s.event("content_block_delta", obj{"type": "content_block_delta", "index": 0,
 			"delta": obj{"type": "input_json_delta", "partial_json": p.script.ToolInput}})
 	} else {
-		s.event("content_block_start", obj{"type": "content_block_start", "index": 0, "content_block": obj{"type": "text", "text": ""}})
+		if p.script.Thinking != "" {
+			s.event("content_block_start", obj{"type": "content_block_start", "index": 0, "content_block": obj{"type": "thinking", "thinking": ""}})
+			for _, part := range halves(p.script.Thinking) {
+				s.event("content_block_delta", obj{"type": "content_block_delta", "index": 0, "delta": obj{"type": "thinking_delta", "thinking": part}})
+			}
+			s.event("content_block_delta", obj{"type": "content_block_delta", "index": 0, "delta": obj{"type": "signature_delta", "signature": "c3RhbmQtaW4="}})
+			s.event("content_block_stop", obj{"type": "content_block_stop", "index": 0})
+			index = 1
+		}
+		s.event("content_block_start", obj{"type": "content_block_start", "index": index, "content_block": obj{"type": "text", "text": ""}})
 		for _, part := range halves(p.script.Answer) {
-			s.event("content_block_delta", obj{"type": "content_block_delta", "index": 0, "delta": obj{"type": "text_delta", "text": part}})
+			s.event("content_block_delta", obj{"type": "content_block_delta", "index": index, "delta": obj{"type": "text_delta", "text": part}})
 		}
 	}
-	s.event("content_block_stop", obj{"type": "content_block_stop", "index": 0})
+	s.event("content_block_stop", obj{"type": "content_block_stop", "index": index})
 	s.event("message_delta", obj{"type": "message_delta", "delta": obj{"stop_reason": stop, "stop_sequence": nil},
 		"usage": obj{"output_tokens": OutputTokens}})
 	s.event("message_stop", obj{"type": "message_stop"})
@@ -252,6 +264,8 @@ func (p *Provider) responses(w http.ResponseWriter, body []byte) {
 	s.event("response.created", obj{"type": "response.created", "response": resp})
 	s.event("response.in_progress", obj{"type": "response.in_progress", "response": resp})
 	var item obj
+	var output []any
+	at := 0 // the output index of the answer
 	if tool != "" {
 		item = obj{"type": "function_call", "id": "fc_stand_in", "call_id": "call_stand_in", "name": tool, "arguments": p.script.ToolInput, "status": "completed"}
 		added := obj{"type": "function_call", "id": "fc_stand_in", "call_id": "call_stand_in", "name": tool, "arguments": "", "status": "in_progress"}
@@ -262,20 +276,36 @@ func (p *Provider) responses(w http.ResponseWriter, body []byte) {
 		s.event("response.function_call_arguments.delta", obj{"type": "response.function_call_arguments.delta", "item_id": "fc_stand_in", "output_index": 0, "delta": p.script.ToolInput})
 		s.event("response.function_call_arguments.done", obj{"type": "response.function_call_arguments.done", "item_id": "fc_stand_in", "output_index": 0, "arguments": p.script.ToolInput})
 	} else {
+		if p.script.Thinking != "" {
+			summary := obj{"type": "summary_text", "text": p.script.Thinking}
+			s.event("response.output_item.added", obj{"type": "response.output_item.added", "output_index": 0,
+				"item": obj{"type": "reasoning", "id": "rs_stand_in", "summary": []any{}}})
+			s.event("response.reasoning_summary_part.added", obj{"type": "response.reasoning_summary_part.added", "item_id": "rs_stand_in", "output_index": 0, "summary_index": 0,
+				"part": obj{"type": "summary_text", "text": ""}})
+			for _, d := range halves(p.script.Thinking) {
+				s.event("response.reasoning_summary_text.delta", obj{"type": "response.reasoning_summary_text.delta", "item_id": "rs_stand_in", "output_index": 0, "summary_index": 0, "delta": d})
+			}
+			s.event("response.reasoning_summary_text.done", obj{"type": "response.reasoning_summary_text.done", "item_id": "rs_stand_in", "output_index": 0, "summary_index": 0, "text": p.script.Thinking})
+			s.event("response.reasoning_summary_part.done", obj{"type": "response.reasoning_summary_part.done", "item_id": "rs_stand_in", "output_index": 0, "summary_index": 0, "part": summary})
+			reasoning := obj{"type": "reasoning", "id": "rs_stand_in", "summary": []any{summary}}
+			s.event("response.output_item.done", obj{"type": "response.output_item.done", "output_index": 0, "item": reasoning})
+			output = append(output, reasoning)
+			at = 1
+		}
 		part := obj{"type": "output_text", "text": p.script.Answer, "annotations": []any{}}
 		item = obj{"type": "message", "id": "msg_stand_in", "status": "completed", "role": "assistant", "content": []any{part}}
-		s.event("response.output_item.added", obj{"type": "response.output_item.added", "output_index": 0,
+		s.event("response.output_item.added", obj{"type": "response.output_item.added", "output_index": at,
 			"item": obj{"type": "message", "id": "msg_stand_in", "status": "in_progress", "role": "assistant", "content": []any{}}})
-		s.event("response.content_part.added", obj{"type": "response.content_part.added", "item_id": "msg_stand_in", "output_index": 0, "content_index": 0,
+		s.event("response.content_part.added", obj{"type": "response.content_part.added", "item_id": "msg_stand_in", "output_index": at, "content_index": 0,
 			"part": obj{"type": "output_text", "text": "", "annotations": []any{}}})
 		for _, d := range halves(p.script.Answer) {
-			s.event("response.output_text.delta", obj{"type": "response.output_text.delta", "item_id": "msg_stand_in", "output_index": 0, "content_index": 0, "delta": d})
+			s.event("response.output_text.delta", obj{"type": "response.output_text.delta", "item_id": "msg_stand_in", "output_index": at, "content_index": 0, "delta": d})
 		}
-		s.event("response.output_text.done", obj{"type": "response.output_text.done", "item_id": "msg_stand_in", "output_index": 0, "content_index": 0, "text": p.script.Answer})
-		s.event("response.content_part.done", obj{"type": "response.content_part.done", "item_id": "msg_stand_in", "output_index": 0, "content_index": 0, "part": part})
+		s.event("response.output_text.done", obj{"type": "response.output_text.done", "item_id": "msg_stand_in", "output_index": at, "content_index": 0, "text": p.script.Answer})
+		s.event("response.content_part.done", obj{"type": "response.content_part.done", "item_id": "msg_stand_in", "output_index": at, "content_index": 0, "part": part})
 	}
-	s.event("response.output_item.done", obj{"type": "response.output_item.done", "output_index": 0, "item": item})
-	done := obj{"id": "resp_stand_in", "object": "response", "created_at": 1700000000, "status": "completed", "model": req.Model, "output": []any{item},
+	s.event("response.output_item.done", obj{"type": "response.output_item.done", "output_index": at, "item": item})
+	done := obj{"id": "resp_stand_in", "object": "response", "created_at": 1700000000, "status": "completed", "model": req.Model, "output": append(output, item),
 		"usage": obj{"input_tokens": InputTokens + CacheReadTokens, "input_tokens_details": obj{"cached_tokens": CacheReadTokens},
 			"output_tokens": OutputTokens, "output_tokens_details": obj{"reasoning_tokens": ReasoningTokens}, "total_tokens": InputTokens + CacheReadTokens + OutputTokens}}
 	s.event("response.completed", obj{"type": "response.completed", "response": done})

@@ -333,7 +333,7 @@ func (d *Driver) system(out []process.Event, l line, s string) []process.Event {
 			reason = fmt.Sprintf("%s (HTTP %d)", reason, *l.ErrorStatus)
 		}
 		return append(out, process.Event{Case: process.Retry, Attempt: l.Attempt, Text: reason})
-	case "status", "ui_invalidate", "hook_started", "hook_response":
+	case "status", "ui_invalidate", "thinking_tokens", "hook_started", "hook_response": // progress words: no event
 		return out
 	}
 	return append(out, unread("unread system line", s))

@@ -116,6 +116,8 @@ func TestParseCaptured(t *testing.T) {
 			end: process.Event{Case: process.TurnEnd, Text: answer}},
 		{file: "resume.jsonl", want: []string{"session-started", "text-delta", "text", "usage", "usage", "turn-end"},
 			end: process.Event{Case: process.TurnEnd, Text: answer}},
+		{file: "thinking.jsonl", want: []string{"session-started", "thinking-delta", "thinking-delta", "thinking", "text-delta", "text", "usage", "usage", "turn-end"},
+			end: process.Event{Case: process.TurnEnd, Text: answer}},
 		{file: "tool.jsonl", bridge: true, want: []string{"session-started", "tool-call", "usage", "tool-result", "text-delta", "text", "usage", "usage", "turn-end"},
 			end: process.Event{Case: process.TurnEnd, Text: answer}},
 		{file: "max-turns.jsonl", bridge: true, want: []string{"session-started", "tool-call", "usage", "tool-result", "usage", "turn-failed"},

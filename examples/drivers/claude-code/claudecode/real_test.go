@@ -170,6 +170,29 @@ func TestRealClaudeCode(t *testing.T) {
 		}
 	})
 
+	t.Run("thinking", func(t *testing.T) {
+		const thinking = "Let me think it over."
+		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Thinking: thinking})
+		tr := runTurn(t, New(), process.LaunchRequest{Task: "Think, then answer."}, t.TempDir(), tp)
+		capture(t, "thinking", tr.res.Lines)
+		if notes := cases(tr.events, process.Note); len(notes) > 0 {
+			t.Errorf("unread lines: %+v", notes)
+		}
+		var streamed strings.Builder
+		for _, e := range cases(tr.events, process.ThinkingDelta) {
+			streamed.WriteString(e.Text)
+		}
+		if streamed.String() != thinking {
+			t.Errorf("thinking-deltas %q", streamed.String())
+		}
+		if th := cases(tr.events, process.Thinking); len(th) != 1 || th[0].Text != thinking {
+			t.Errorf("thinking: %+v", th)
+		}
+		if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+			t.Errorf("last event %+v", e)
+		}
+	})
+
 	t.Run("tool", func(t *testing.T) {
 		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Tool: harnesstest.EchoTool, ToolInput: `{"text":"hi"}`})
 		tr := runTurn(t, New(), process.LaunchRequest{Bridge: bridge, SessionID: "not-a-uuid", Task: "Echo hi."}, t.TempDir(), tp)

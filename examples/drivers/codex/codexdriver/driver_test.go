@@ -147,6 +147,8 @@ func TestParseCaptured(t *testing.T) {
 		model bool
 	}{
 		{file: "text.jsonl", want: []process.Event{metadata, {Case: process.Text, Text: answer}, {Case: process.UsageEvent, Usage: u(11, 7, 5, 2)}, {Case: process.TurnEnd, Text: answer}}},
+		{file: "thinking.jsonl", want: []process.Event{metadata, {Case: process.Thinking, Text: "Let me think it over."}, {Case: process.Text, Text: answer},
+			{Case: process.UsageEvent, Usage: u(11, 7, 5, 2)}, {Case: process.TurnEnd, Text: answer}}},
 		{file: "resume.jsonl", want: []process.Event{metadata, {Case: process.Text, Text: answer}, {Case: process.UsageEvent, Usage: u(22, 14, 10, 4)}, {Case: process.TurnEnd, Text: answer}}},
 		{file: "tool.jsonl", want: []process.Event{metadata,
 			{Case: process.ToolCall, ToolID: "item_1", ToolName: "echo", ToolInput: `{"text":"hi"}`},

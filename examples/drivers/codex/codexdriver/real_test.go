@@ -176,6 +176,19 @@ func TestRealCodex(t *testing.T) {
 		}
 	})
 
+	t.Run("thinking", func(t *testing.T) {
+		const thinking = "Let me think it over."
+		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Thinking: thinking})
+		tr := runTurn(t, New(), process.LaunchRequest{Model: model, Task: "Think, then answer."}, t.TempDir(), tp)
+		capture(t, "thinking", tr.res.Lines)
+		if th := cases(tr.events, process.Thinking); len(th) != 1 || th[0].Text != thinking {
+			t.Errorf("thinking: %+v", th)
+		}
+		if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+			t.Errorf("last event %+v", e)
+		}
+	})
+
 	t.Run("tool", func(t *testing.T) {
 		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Tool: harnesstest.EchoTool, ToolInput: `{"text":"hi"}`})
 		tr := runTurn(t, New(), process.LaunchRequest{Model: model, Bridge: bridge, Task: "Echo hi."}, t.TempDir(), tp)
