@@ -1,6 +1,7 @@
 package harnesstest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,9 +20,14 @@ type Provider struct {
 	URL    string
 	script Script
 
-	mu       sync.Mutex
-	requests []Request
+	mu        sync.Mutex
+	requests  []Request
+	requested chan struct{} // closed at the first model request
+	once      sync.Once
 }
+
+// Requested is closed when the first model request arrives.
+func (p *Provider) Requested() <-chan struct{} { return p.requested }
 
 // Script is how a Provider answers. Each request is answered with Answer as one text
 // message, unless Tool is set, the request offers a tool whose name ends with Tool and
@@ -36,6 +42,9 @@ type Script struct {
 	// Thinking, when set, is streamed before each text answer as the model's thinking
 	// (a thinking block; a reasoning item with a summary).
 	Thinking string
+	// Stall, when set, starts each answer's stream and then writes nothing more until
+	// the client goes away: a turn in progress, for interrupting.
+	Stall bool
 }
 
 // Request is one request the provider received.
@@ -56,7 +65,7 @@ const (
 // NewProvider starts a provider answering as s says, closed when t ends.
 func NewProvider(t testing.TB, s Script) *Provider {
 	t.Helper()
-	p := &Provider{script: s}
+	p := &Provider{script: s, requested: make(chan struct{})}
 	srv := httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(srv.Close)
 	p.URL = srv.URL
@@ -80,13 +89,16 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	p.requests = append(p.requests, Request{Method: r.Method, Path: r.URL.Path, Auth: auth, Body: body})
 	p.mu.Unlock()
 	api := r.Method == http.MethodPost && (r.URL.Path == "/v1/messages" || r.URL.Path == "/v1/responses")
+	if api {
+		p.once.Do(func() { close(p.requested) })
+	}
 	switch {
 	case api && p.script.Status != 0:
 		p.fail(w, r.URL.Path)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
-		p.messages(w, body)
+		p.messages(r.Context(), w, body)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/responses":
-		p.responses(w, body)
+		p.responses(r.Context(), w, body)
 	default:
 		http.NotFound(w, r)
 	}
@@ -184,7 +196,7 @@ func (s sse) event(name string, data any) {
 
 type obj = map[string]any
 
-func (p *Provider) messages(w http.ResponseWriter, body []byte) {
+func (p *Provider) messages(ctx context.Context, w http.ResponseWriter, body []byte) {
 	var req struct {
 		Model    string            `json:"model"`
 		Tools    []json.RawMessage `json:"tools"`
@@ -206,6 +218,10 @@ func (p *Provider) messages(w http.ResponseWriter, body []byte) {
 		"stop_reason": nil, "stop_sequence": nil,
 		"usage": obj{"input_tokens": InputTokens, "output_tokens": 1, "cache_read_input_tokens": CacheReadTokens, "cache_creation_input_tokens": CacheCreationTokens},
 	}})
+	if p.script.Stall {
+		<-ctx.Done()
+		return
+	}
 	stop, index := "end_turn", 0
 	if tool != "" {
 		stop = "tool_use"
@@ -246,7 +262,7 @@ func halves(s string) []string {
 	return []string{s[:i], s[i:]}
 }
 
-func (p *Provider) responses(w http.ResponseWriter, body []byte) {
+func (p *Provider) responses(ctx context.Context, w http.ResponseWriter, body []byte) {
 	var req struct {
 		Model string            `json:"model"`
 		Tools []json.RawMessage `json:"tools"`
@@ -263,6 +279,10 @@ func (p *Provider) responses(w http.ResponseWriter, body []byte) {
 	s := newSSE(w)
 	s.event("response.created", obj{"type": "response.created", "response": resp})
 	s.event("response.in_progress", obj{"type": "response.in_progress", "response": resp})
+	if p.script.Stall {
+		<-ctx.Done()
+		return
+	}
 	var item obj
 	var output []any
 	at := 0 // the output index of the answer

@@ -51,8 +51,7 @@ type Driver struct {
 	model  *string
 	// usage: the completed messages' sums and the message being streamed
 	done, cur counts
-	answer    string
-	terminal  bool
+	end       *process.Event // the turn-end or turn-failed parse answered
 }
 
 type counts struct{ in, out, cacheRead, cacheCreation uint64 }
@@ -500,24 +499,30 @@ func (d *Driver) result(out []process.Event, l line) []process.Event {
 		}
 		out = append(out, c.event(thinking))
 	}
-	d.terminal = true
-	if l.Subtype == "success" && !l.IsError {
-		d.answer = l.Result
-		return append(out, process.Event{Case: process.TurnEnd, Text: l.Result})
+	end := process.Event{Case: process.TurnEnd, Text: l.Result}
+	if l.Subtype != "success" || l.IsError {
+		msg := l.Result
+		if len(l.Errors) > 0 {
+			msg = strings.Join(l.Errors, "; ")
+		}
+		if msg == "" {
+			msg = l.Subtype
+		}
+		kind := failureKind(l)
+		if kind == process.FailCanceled { // its errors are diagnostics of the abort
+			msg = "interrupted (" + l.TerminalReason + ")"
+		}
+		end = process.Event{Case: process.TurnFailed, FailureKind: kind, Text: msg}
 	}
-	msg := l.Result
-	if len(l.Errors) > 0 {
-		msg = strings.Join(l.Errors, "; ")
-	}
-	if msg == "" {
-		msg = l.Subtype
-	}
-	return append(out, process.Event{Case: process.TurnFailed, FailureKind: failureKind(l), Text: msg})
+	d.end = &end
+	return append(out, end)
 }
 
 // failureKind classifies a failed result line.
 func failureKind(l line) string {
 	switch {
+	case strings.HasPrefix(l.TerminalReason, "aborted"): // SIGINT: "aborted_streaming", "aborted_tools"
+		return process.FailCanceled
 	case l.Subtype == "error_max_turns":
 		return process.FailMaxTurns
 	case l.Subtype == "error_max_budget_usd":
@@ -539,8 +544,8 @@ func (d *Driver) ClassifyExit(x process.ExitStatus) process.Event {
 	if x.Interrupted {
 		return process.Event{Case: process.TurnFailed, FailureKind: process.FailCanceled, Text: "claude-code: interrupted"}
 	}
-	if x.SawTerminal && d.terminal {
-		return process.Event{Case: process.TurnEnd, Text: d.answer}
+	if x.SawTerminal && d.end != nil { // parse answered it already: the same again
+		return *d.end
 	}
 	tail := strings.TrimSpace(x.StderrTail)
 	low := strings.ToLower(tail)

@@ -122,6 +122,8 @@ func TestParseCaptured(t *testing.T) {
 			end: process.Event{Case: process.TurnEnd, Text: answer}},
 		{file: "max-turns.jsonl", bridge: true, want: []string{"session-started", "tool-call", "usage", "tool-result", "usage", "turn-failed"},
 			end: process.Event{Case: process.TurnFailed, FailureKind: process.FailMaxTurns, Text: "Reached maximum number of turns (1)"}},
+		{file: "interrupt.jsonl", want: []string{"session-started", "usage", "turn-failed"},
+			end: process.Event{Case: process.TurnFailed, FailureKind: process.FailCanceled, Text: "interrupted (aborted_streaming)"}},
 		{file: "auth.jsonl", want: []string{"session-started", "note", "usage", "turn-failed"},
 			end: process.Event{Case: process.TurnFailed, FailureKind: process.FailAuth, Text: "Failed to authenticate. API Error: 401 stand-in refusal"}},
 		{file: "quota.jsonl", want: []string{"session-started", "note", "usage", "turn-failed"},
@@ -230,10 +232,17 @@ func TestClassifyExit(t *testing.T) {
 		{"out of credit", process.ExitStatus{Code: ptr(int32(1)), StderrTail: "Credit balance is too low"}, process.FailQuota, "Credit balance"},
 		{"killed", process.ExitStatus{Signal: ptr(int32(9))}, process.FailHarnessError, "signal 9"},
 		{"silent success", process.ExitStatus{Code: ptr(int32(0))}, process.FailHarnessError, "without a result"},
+		{"a result it read", process.ExitStatus{Code: ptr(int32(1)), SawTerminal: true}, process.FailMaxTurns, "Reached maximum"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := New().ClassifyExit(tt.x)
+			d := New()
+			d.Launch(process.LaunchRequest{Task: "t"})
+			d.Parse(readLines(t, "max-turns.jsonl"))
+			if !tt.x.SawTerminal {
+				d = New()
+			}
+			e := d.ClassifyExit(tt.x)
 			if e.Case != process.TurnFailed || e.FailureKind != tt.kind || !strings.Contains(e.Text, tt.text) {
 				t.Errorf("%+v", e)
 			}

@@ -49,10 +49,10 @@ type Config struct {
 
 // Driver drives Codex for one run: parse reads what launch planned.
 type Driver struct {
-	model    *string
-	answer   string
-	terminal bool
-	usage    counts
+	model  *string
+	answer string
+	end    *process.Event // the turn-end or turn-failed parse answered
+	usage  counts
 }
 
 type counts struct{ in, cached, written, out, reasoning uint64 }
@@ -271,12 +271,12 @@ func (d *Driver) parseLine(out []process.Event, raw string) []process.Event {
 			d.usage = counts{d.usage.in + u.Input, d.usage.cached + u.Cached, d.usage.written + u.Written, d.usage.out + u.Output, d.usage.reasoning + u.Reasoning}
 			out = append(out, d.usage.event())
 		}
-		d.terminal = true
-		return append(out, process.Event{Case: process.TurnEnd, Text: d.answer})
+		d.end = &process.Event{Case: process.TurnEnd, Text: d.answer}
+		return append(out, *d.end)
 	case "turn.failed":
 		msg := errorMessage(e.Error)
-		d.terminal = true
-		return append(out, process.Event{Case: process.TurnFailed, FailureKind: Classify(msg), Text: msg})
+		d.end = &process.Event{Case: process.TurnFailed, FailureKind: Classify(msg), Text: msg}
+		return append(out, *d.end)
 	case "error":
 		if m := reconnecting.FindStringSubmatch(e.Message); m != nil {
 			n, _ := strconv.ParseUint(m[1], 10, 32)
@@ -392,8 +392,8 @@ func (d *Driver) ClassifyExit(x process.ExitStatus) process.Event {
 	if x.Interrupted {
 		return process.Event{Case: process.TurnFailed, FailureKind: process.FailCanceled, Text: "codex: interrupted"}
 	}
-	if x.SawTerminal && d.terminal {
-		return process.Event{Case: process.TurnEnd, Text: d.answer}
+	if x.SawTerminal && d.end != nil { // parse answered it already: the same again
+		return *d.end
 	}
 	tail := strings.TrimSpace(x.StderrTail)
 	kind := process.FailHarnessError

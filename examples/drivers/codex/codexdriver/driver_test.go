@@ -156,6 +156,7 @@ func TestParseCaptured(t *testing.T) {
 			{Case: process.Text, Text: answer}, {Case: process.UsageEvent, Usage: u(22, 14, 10, 4)}, {Case: process.TurnEnd, Text: answer}}},
 		{file: "auth.jsonl", want: []process.Event{metadata, retry(1), retry(2), retry(3), retry(4), retry(5),
 			{Case: process.Note, Text: "codex: " + refusal}, {Case: process.TurnFailed, FailureKind: process.FailAuth, Text: refusal}}},
+		{file: "interrupt.jsonl", want: []process.Event{metadata}},
 		{file: "quota.jsonl", want: []process.Event{metadata, {Case: process.Note, Text: "codex: Quota exceeded. Check your plan and billing details."},
 			{Case: process.TurnFailed, FailureKind: process.FailQuota, Text: "Quota exceeded. Check your plan and billing details."}}},
 	}

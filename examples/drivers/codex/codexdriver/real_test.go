@@ -2,11 +2,14 @@ package codexdriver
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/harnesstest"
@@ -24,7 +27,9 @@ type turn struct {
 	res    harnesstest.Result
 }
 
-func runTurn(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider, extraEnv ...string) turn {
+// prepare plans a turn as the runtime would: launch's plan, its files written into
+// filesDir, {files_dir} and {gateway_url} replaced.
+func prepare(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider) (args, env []string) {
 	t.Helper()
 	plan, err := d.Launch(req)
 	if err != nil {
@@ -40,15 +45,58 @@ func runTurn(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string
 		}
 	}
 	sub := strings.NewReplacer("{files_dir}", filesDir, GatewayURL, p.URL)
-	var args, env []string
 	for _, a := range plan.Args {
 		args = append(args, sub.Replace(a))
 	}
 	for _, kv := range plan.EnvSet {
 		env = append(env, kv[0]+"="+sub.Replace(kv[1]))
 	}
+	return args, env
+}
+
+func runTurn(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider, extraEnv ...string) turn {
+	t.Helper()
+	args, env := prepare(t, d, req, filesDir, p)
 	res := harnesstest.Run(t, t.TempDir(), harnesstest.Codex(t), args, append(env, extraEnv...))
 	return turn{events: d.Parse(res.Lines), res: res}
+}
+
+// interrupt starts a turn the provider never finishes, sends SIGINT once the request
+// is in, and reads what the harness printed until it exited.
+func interrupt(t *testing.T, d *Driver, req process.LaunchRequest) (turn, process.Event) {
+	t.Helper()
+	sp := harnesstest.NewProvider(t, harnesstest.Script{Stall: true})
+	args, env := prepare(t, d, req, t.TempDir(), sp)
+	r := harnesstest.Start(t, t.TempDir(), harnesstest.Codex(t), args, env)
+	<-sp.Requested()
+	if err := r.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	res := r.Wait()
+	tr := turn{events: d.Parse(res.Lines), res: res}
+	x := process.ExitStatus{StderrTail: res.Stderr, Interrupted: true}
+	var exit *exec.ExitError
+	if errors.As(res.Err, &exit) {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			x.Signal = ptr(int32(ws.Signal()))
+		} else {
+			x.Code = ptr(int32(exit.ExitCode()))
+		}
+	} else if res.Err == nil {
+		x.Code = ptr(int32(0))
+	}
+	for _, e := range tr.events {
+		x.SawTerminal = x.SawTerminal || e.Case == process.TurnEnd || e.Case == process.TurnFailed
+	}
+	t.Logf("interrupted: exit %v, signal %v, saw terminal %v; stderr %q", deref(x.Code), deref(x.Signal), x.SawTerminal, res.Stderr)
+	return tr, d.ClassifyExit(x)
+}
+
+func deref(p *int32) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 var scrubs = []struct {
@@ -186,6 +234,21 @@ func TestRealCodex(t *testing.T) {
 		}
 		if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
 			t.Errorf("last event %+v", e)
+		}
+	})
+
+	t.Run("interrupt", func(t *testing.T) {
+		d := New()
+		tr, exit := interrupt(t, d, process.LaunchRequest{Model: model, Task: "Take your time."})
+		capture(t, "interrupt", tr.res.Lines)
+		if exit.Case != process.TurnFailed || exit.FailureKind != process.FailCanceled {
+			t.Errorf("classify-exit %+v", exit)
+		}
+		// Codex 0.169.0 prints nothing more on SIGINT and exits 1: classify-exit answers.
+		for _, e := range tr.events {
+			if e.Case == process.TurnEnd || e.Case == process.TurnFailed {
+				t.Errorf("an interrupted turn ended: %+v", e)
+			}
 		}
 	})
 
