@@ -117,20 +117,21 @@ func (d *Driver) Launch(req process.LaunchRequest) (process.LaunchPlan, error) {
 	if strings.TrimSpace(req.Task) == "" {
 		return process.LaunchPlan{}, fmt.Errorf("claude-code: an empty task")
 	}
-	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
+	// Values are joined to their flags (--flag=value): one starting with "-" stays a value.
+	args := []string{"-p", "--output-format=stream-json", "--verbose", "--include-partial-messages",
 		// Nothing the capsule did not grant: no hooks, plugins, CLAUDE.md discovery or
 		// keychain, no MCP server but the bridge, no prompt that nobody could answer.
-		"--bare", "--strict-mcp-config", "--permission-mode", "dontAsk",
+		"--bare", "--strict-mcp-config", "--permission-mode=dontAsk",
 		"--tools=" + strings.Join(cfg.Tools, ",")}
 	if req.Model != nil && *req.Model != "" {
-		args = append(args, "--model", *req.Model)
+		args = append(args, "--model="+*req.Model)
 	}
 	if req.SystemPrompt != "" {
 		flag := "--append-system-prompt"
 		if cfg.ReplaceSystemPrompt {
 			flag = "--system-prompt"
 		}
-		args = append(args, flag, req.SystemPrompt)
+		args = append(args, flag+"="+req.SystemPrompt)
 	}
 	var files []process.File
 	allowed := append([]string(nil), cfg.Tools...)
@@ -154,16 +155,16 @@ func (d *Driver) Launch(req process.LaunchRequest) (process.LaunchPlan, error) {
 		args = append(args, "--allowedTools="+strings.Join(allowed, ","))
 	}
 	if cfg.MaxTurns > 0 {
-		args = append(args, "--max-turns", fmt.Sprint(cfg.MaxTurns))
+		args = append(args, fmt.Sprintf("--max-turns=%d", cfg.MaxTurns))
 	}
 	switch {
 	case req.Resume:
 		if req.SessionID == "" {
 			return process.LaunchPlan{}, fmt.Errorf("claude-code: resuming needs a session id")
 		}
-		args = append(args, "--resume", req.SessionID)
+		args = append(args, "--resume="+req.SessionID)
 	case uuidForm.MatchString(req.SessionID):
-		args = append(args, "--session-id", req.SessionID)
+		args = append(args, "--session-id="+req.SessionID)
 	}
 	// The task comes after "--", so one starting with "-" is never read as an option.
 	args = append(args, "--", req.Task)

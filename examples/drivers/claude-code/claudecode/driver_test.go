@@ -34,8 +34,8 @@ var testBridge = &process.Bridge{ServerName: "capsule", URL: "http://127.0.0.1:9
 
 // TestLaunch checks the plan for each kind of turn: flags, files, environment.
 func TestLaunch(t *testing.T) {
-	common := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
-		"--bare", "--strict-mcp-config", "--permission-mode", "dontAsk"}
+	common := []string{"-p", "--output-format=stream-json", "--verbose", "--include-partial-messages",
+		"--bare", "--strict-mcp-config", "--permission-mode=dontAsk"}
 	env := [][2]string{{"ANTHROPIC_BASE_URL", "{gateway_url}"}, {"ANTHROPIC_API_KEY", PlaceholderKey},
 		{"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"}, {"DISABLE_AUTOUPDATER", "1"}, {"HOME", "{files_dir}/home"}}
 	const id = "8d0d5f0e-3f53-4c1a-9d55-2b7c1b6d1a01"
@@ -48,11 +48,11 @@ func TestLaunch(t *testing.T) {
 		err     string
 	}{
 		{name: "new session, no tools", req: process.LaunchRequest{SystemPrompt: "sys", SessionID: id, Task: "-hi"},
-			args: append(common, "--tools=", "--append-system-prompt", "sys", "--session-id", id, "--", "-hi")},
+			args: append(common, "--tools=", "--append-system-prompt=sys", "--session-id="+id, "--", "-hi")},
 		{name: "a session id that is no UUID is Claude Code's to choose", req: process.LaunchRequest{SessionID: "s-1", Task: "hi"},
 			args: append(common, "--tools=", "--", "hi")},
 		{name: "resume with the bridge and a model", req: process.LaunchRequest{Model: ptr("claude-x"), Bridge: testBridge, SessionID: id, Resume: true, Task: "hi"},
-			args: append(common, "--tools=", "--model", "claude-x", "--mcp-config={files_dir}/mcp.json", "--allowedTools=mcp__capsule__echo", "--resume", id, "--", "hi"),
+			args: append(common, "--tools=", "--model=claude-x", "--mcp-config={files_dir}/mcp.json", "--allowedTools=mcp__capsule__echo", "--resume="+id, "--", "hi"),
 			files: []process.File{{Name: "mcp.json", Contents: `{
   "mcpServers": {
     "capsule": {
@@ -67,7 +67,7 @@ func TestLaunch(t *testing.T) {
 `}}},
 		{name: "config: built-ins, max turns, whole system prompt, base URL",
 			req:  process.LaunchRequest{SystemPrompt: "sys", Config: ptr(`{"tools":["Read","Grep"],"max_turns":3,"replace_system_prompt":true,"base_url":"http://127.0.0.1:7"}`), Task: "hi"},
-			args: append(common, "--tools=Read,Grep", "--system-prompt", "sys", "--allowedTools=Read,Grep", "--max-turns", "3", "--", "hi"), baseURL: "http://127.0.0.1:7"},
+			args: append(common, "--tools=Read,Grep", "--system-prompt=sys", "--allowedTools=Read,Grep", "--max-turns=3", "--", "hi"), baseURL: "http://127.0.0.1:7"},
 		{name: "an unknown config member", req: process.LaunchRequest{Config: ptr(`{"tool":["Read"]}`), Task: "hi"}, err: "unknown field"},
 		{name: "an empty task", req: process.LaunchRequest{Task: " "}, err: "empty task"},
 		{name: "resume without an id", req: process.LaunchRequest{Resume: true, Task: "hi"}, err: "session id"},

@@ -161,7 +161,7 @@ func TestRealClaudeCode(t *testing.T) {
 	const session = "8d0d5f0e-3f53-4c1a-9d55-2b7c1b6d1a01"
 
 	d := New()
-	tr := runTurn(t, d, process.LaunchRequest{SystemPrompt: "You are a capsule.", SessionID: session, Task: "What is the answer?"}, files, p)
+	tr := runTurn(t, d, process.LaunchRequest{SystemPrompt: "- You are a capsule.", SessionID: session, Task: "What is the answer?"}, files, p)
 	capture(t, "text", tr.res.Lines)
 	if tr.res.Err != nil {
 		t.Fatalf("claude: %v\n%s", tr.res.Err, tr.res.Stderr)
@@ -194,6 +194,9 @@ func TestRealClaudeCode(t *testing.T) {
 	}
 	if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
 		t.Errorf("last event %+v", e)
+	}
+	if body := string(p.Requests()[0].Body); !strings.Contains(body, "- You are a capsule.") || !strings.Contains(body, "What is the answer?") {
+		t.Errorf("the system prompt or the task did not reach the provider")
 	}
 	for _, r := range p.Requests() {
 		if r.Auth != PlaceholderKey {

@@ -162,7 +162,7 @@ func (d *Driver) Launch(req process.LaunchRequest) (process.LaunchPlan, error) {
 	}
 	args = append(args, "--json", "--skip-git-repo-check", "-c", "model_providers."+Provider+".base_url="+tomlString(base))
 	if req.Model != nil && *req.Model != "" {
-		args = append(args, "--model", *req.Model)
+		args = append(args, "--model="+*req.Model) // joined: a value starting with "-" stays one
 	}
 	// After "--" a task starting with "-" is never read as an option. A new session's id
 	// is Codex's to choose (thread.started reports it); the runtime's is not passed.

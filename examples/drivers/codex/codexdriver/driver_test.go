@@ -81,7 +81,7 @@ func TestLaunch(t *testing.T) {
 		err  string
 	}{
 		{name: "new session with the bridge", req: process.LaunchRequest{Model: ptr("gpt-x"), SystemPrompt: "You are a \"capsule\".\nBe brief.", Bridge: testBridge, SessionID: "runtime-id", Task: "-hi"},
-			args: []string{"exec", "--json", "--skip-git-repo-check", "-c", gateway, "--model", "gpt-x", "--", "-hi"},
+			args: []string{"exec", "--json", "--skip-git-repo-check", "-c", gateway, "--model=gpt-x", "--", "-hi"},
 			env:  [][2]string{{"CODEX_HOME", "{files_dir}/codex-home"}, {ProviderKeyEnv, PlaceholderKey}, {BridgeTokenEnv, "tok"}}, toml: wantTOML},
 		{name: "resume without tools", req: process.LaunchRequest{SessionID: "01a2", Resume: true, Task: "hi"},
 			args: []string{"exec", "resume", "--json", "--skip-git-repo-check", "-c", gateway, "--", "01a2", "hi"},

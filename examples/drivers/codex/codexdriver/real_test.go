@@ -156,7 +156,7 @@ func TestRealCodex(t *testing.T) {
 	bridge := &process.Bridge{ServerName: "capsule", URL: b.URL, BearerToken: b.Token, ToolNames: []string{harnesstest.EchoTool}}
 	model := ptr("gpt-stand-in")
 
-	tr := runTurn(t, New(), process.LaunchRequest{Model: model, SystemPrompt: "You are a capsule.", SessionID: "runtime-id", Task: "What is the answer?"}, files, p)
+	tr := runTurn(t, New(), process.LaunchRequest{Model: model, SystemPrompt: "- You are a capsule.", SessionID: "runtime-id", Task: "What is the answer?"}, files, p)
 	capture(t, "text", tr.res.Lines)
 	if tr.res.Err != nil {
 		t.Fatalf("codex: %v\n%s", tr.res.Err, tr.res.Stderr)
@@ -185,7 +185,7 @@ func TestRealCodex(t *testing.T) {
 	if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
 		t.Errorf("last event %+v", e)
 	}
-	if !strings.Contains(string(p.Requests()[0].Body), "You are a capsule.") {
+	if !strings.Contains(string(p.Requests()[0].Body), "- You are a capsule.") {
 		t.Errorf("the system prompt did not reach the provider")
 	}
 	var body struct{ Tools []json.RawMessage }
