@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	goruntime "runtime"
 	"strings"
 	"testing"
 )
@@ -19,6 +21,45 @@ func TestInstallWithoutNPM(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	if _, err := Install(context.Background(), ClaudeCode); !errors.Is(err, ErrNoRegistry) {
 		t.Errorf("no npm: %v", err)
+	}
+}
+
+// recorder is a testing.TB that records a skip or a failure and stops the goroutine, as
+// testing's own do.
+type recorder struct {
+	testing.TB
+	skipped, failed string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Skipf(format string, args ...any) {
+	r.skipped = fmt.Sprintf(format, args...)
+	goruntime.Goexit()
+}
+func (r *recorder) Fatal(args ...any) {
+	r.failed = fmt.Sprint(args...)
+	goruntime.Goexit()
+}
+
+// TestNeedSkipsOrFails: without npm, Claude skips saying why, and fails under CI=true.
+func TestNeedSkipsOrFails(t *testing.T) {
+	t.Setenv(CacheEnv, t.TempDir())
+	t.Setenv("PATH", t.TempDir())
+	for _, ci := range []string{"", "true"} {
+		t.Setenv("CI", ci)
+		r := &recorder{TB: t}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Claude(r)
+		}()
+		<-done
+		if ci == "true" && (r.failed == "" || r.skipped != "") || ci == "" && (r.skipped == "" || r.failed != "") {
+			t.Errorf("CI=%q: skipped %q, failed %q", ci, r.skipped, r.failed)
+		}
+		if !strings.Contains(r.skipped+r.failed, "npm") {
+			t.Errorf("CI=%q: no reason given: %q %q", ci, r.skipped, r.failed)
+		}
 	}
 }
 
