@@ -16,7 +16,7 @@ GUEST_SRCS := $(shell grep -rl --include=main.go '^//go:build wasip1' internal/t
 GUEST_DIRS := $(patsubst %/main.go,%,$(GUEST_SRCS))
 GUEST_BUILD = GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath
 SDK_SRCS := $(shell find wit/guest -name '*.go')
-DRIVERS := anthropic-messages openai-chat
+DRIVERS := anthropic-messages openai-chat claude-code codex
 HOOKS := policy-hook audit-hook
 EXAMPLE_WASM := examples/artifacts/wordcount/wordcount.wasm examples/capsules/wordcount/capsule.wasm \
 	$(foreach d,$(DRIVERS),examples/drivers/$(d)/artifact/$(d).wasm) \
@@ -69,12 +69,19 @@ examples/artifacts/policy-hook/policy-hook.wasm: $(wildcard examples/guests/poli
 examples/artifacts/audit-hook/audit-hook.wasm: $(wildcard examples/guests/audit-hook/*.go) $(SDK_SRCS)
 	$(GUEST_BUILD) -o $@ ./examples/guests/audit-hook
 
-DRIVER_SRCS := $(wildcard examples/drivers/*/*.go examples/drivers/internal/*/*.go)
+DRIVER_SRCS := $(wildcard examples/drivers/*/*.go examples/drivers/*/*/*.go)
 examples/drivers/anthropic-messages/artifact/anthropic-messages.wasm: $(DRIVER_SRCS) $(SDK_SRCS)
 	$(GUEST_BUILD) -o $@ ./examples/drivers/anthropic-messages
 
 examples/drivers/openai-chat/artifact/openai-chat.wasm: $(DRIVER_SRCS) $(SDK_SRCS)
 	$(GUEST_BUILD) -o $@ ./examples/drivers/openai-chat
+
+# The process drivers (docs/reference/process-drivers.md "Shipped drivers").
+examples/drivers/claude-code/artifact/claude-code.wasm: $(DRIVER_SRCS) $(SDK_SRCS)
+	$(GUEST_BUILD) -o $@ ./examples/drivers/claude-code
+
+examples/drivers/codex/artifact/codex.wasm: $(DRIVER_SRCS) $(SDK_SRCS)
+	$(GUEST_BUILD) -o $@ ./examples/drivers/codex
 
 ## publish: pack every example artifact and publish it into examples/registry
 publish: caddy $(EXAMPLE_WASM)

@@ -1,0 +1,323 @@
+package claudecode
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/capsulegate/capsulegate/internal/harnesstest"
+	"github.com/capsulegate/capsulegate/wit/guest/process"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.jsonl with what the real CLI printed")
+
+const answer = "The answer is 42."
+
+// turn is one run of the real CLI as the runtime would run it: launch's plan, its files
+// written into filesDir, {files_dir} and {gateway_url} replaced, in its own run folder.
+type turn struct {
+	events []process.Event
+	res    harnesstest.Result
+}
+
+// prepare plans a turn as the runtime would: launch's plan, its files written into
+// filesDir, {files_dir} and {gateway_url} replaced.
+func prepare(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider) (args, env []string) {
+	t.Helper()
+	plan, err := d.Launch(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range plan.Files {
+		path := filepath.Join(filesDir, f.Name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(f.Contents), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub := strings.NewReplacer("{files_dir}", filesDir, GatewayURL, p.URL)
+	for _, a := range plan.Args {
+		args = append(args, sub.Replace(a))
+	}
+	for _, kv := range plan.EnvSet {
+		env = append(env, kv[0]+"="+sub.Replace(kv[1]))
+	}
+	return args, env
+}
+
+func runTurn(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider, extraEnv ...string) turn {
+	t.Helper()
+	args, env := prepare(t, d, req, filesDir, p)
+	res := harnesstest.Run(t, t.TempDir(), harnesstest.Claude(t), args, append(env, extraEnv...))
+	return turn{events: d.Parse(res.Lines), res: res}
+}
+
+// interrupt starts a turn the provider never finishes, sends SIGINT once the request
+// is in, and reads what the harness printed until it exited.
+func interrupt(t *testing.T, d *Driver, req process.LaunchRequest) (turn, process.Event) {
+	t.Helper()
+	sp := harnesstest.NewProvider(t, harnesstest.Script{Stall: true})
+	args, env := prepare(t, d, req, t.TempDir(), sp)
+	r := harnesstest.Start(t, t.TempDir(), harnesstest.Claude(t), args, env)
+	<-sp.Requested()
+	if err := r.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	res := r.Wait()
+	tr := turn{events: d.Parse(res.Lines), res: res}
+	x := process.ExitStatus{StderrTail: res.Stderr, Interrupted: true}
+	var exit *exec.ExitError
+	if errors.As(res.Err, &exit) {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			x.Signal = ptr(int32(ws.Signal()))
+		} else {
+			x.Code = ptr(int32(exit.ExitCode()))
+		}
+	} else if res.Err == nil {
+		x.Code = ptr(int32(0))
+	}
+	for _, e := range tr.events {
+		x.SawTerminal = x.SawTerminal || e.Case == process.TurnEnd || e.Case == process.TurnFailed
+	}
+	t.Logf("interrupted: exit %v, signal %v, saw terminal %v; stderr %q", deref(x.Code), deref(x.Signal), x.SawTerminal, res.Stderr)
+	return tr, d.ClassifyExit(x)
+}
+
+func deref(p *int32) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// The stand-in provider's error answers are not retried ten times.
+const fewRetries = "CLAUDE_CODE_MAX_RETRIES=0"
+
+var scrubs = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`/tmp/[A-Za-z0-9_./-]*?/(\d{3})(/home)?`), "/run/$1$2"},
+	{regexp.MustCompile(`-tmp-[A-Za-z0-9_-]*?-(\d{3})`), "-run-$1"},
+	{regexp.MustCompile(`/tmp/cc-socks/\d+\.sock`), "/tmp/cc-socks/0.sock"},
+	{regexp.MustCompile(`127\.0\.0\.1:\d+`), "127.0.0.1:0"},
+}
+
+// capture writes the lines into testdata/name.jsonl under -update, host paths and
+// ports scrubbed.
+func capture(t *testing.T, name string, lines []string) {
+	t.Helper()
+	if !*update {
+		return
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		for _, s := range scrubs {
+			l = s.re.ReplaceAllString(l, s.with)
+		}
+		b.WriteString(l + "\n")
+	}
+	if err := os.WriteFile(filepath.Join("testdata", name+".jsonl"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func cases(events []process.Event, c string) []process.Event {
+	var out []process.Event
+	for _, e := range events {
+		if e.Case == c {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func last(t *testing.T, tr turn) process.Event {
+	t.Helper()
+	if len(tr.events) == 0 {
+		t.Fatalf("no events; stderr %s, %v", tr.res.Stderr, tr.res.Err)
+	}
+	return tr.events[len(tr.events)-1]
+}
+
+// TestRealClaudeCode runs Claude Code itself against the stand-in provider and bridge
+// with the plans launch makes, and reads its real output with parse: a text answer
+// streamed and whole, a tool called through the bridge and its result, the session
+// resumed, and max-turns, auth and quota failures, each with no line left unread.
+func TestRealClaudeCode(t *testing.T) {
+	p := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer})
+	b := harnesstest.NewBridge(t, "bridge-token-1")
+	files := t.TempDir()
+	bridge := &process.Bridge{ServerName: "capsule", URL: b.URL, BearerToken: b.Token, ToolNames: []string{harnesstest.EchoTool}}
+	const session = "8d0d5f0e-3f53-4c1a-9d55-2b7c1b6d1a01"
+
+	d := New()
+	tr := runTurn(t, d, process.LaunchRequest{SystemPrompt: "- You are a capsule.", SessionID: session, Task: "What is the answer?"}, files, p)
+	capture(t, "text", tr.res.Lines)
+	if tr.res.Err != nil {
+		t.Fatalf("claude: %v\n%s", tr.res.Err, tr.res.Stderr)
+	}
+	if notes := cases(tr.events, process.Note); len(notes) > 0 {
+		t.Errorf("unread lines: %+v", notes)
+	}
+	ss := cases(tr.events, process.SessionStarted)
+	if len(ss) != 1 || ss[0].SessionID != session || ss[0].Auth != "api-key" || ss[0].Model == nil {
+		t.Errorf("session-started: %+v", ss)
+	}
+	var streamed strings.Builder
+	for _, e := range cases(tr.events, process.TextDelta) {
+		streamed.WriteString(e.Text)
+	}
+	if streamed.String() != answer || len(cases(tr.events, process.TextDelta)) < 2 {
+		t.Errorf("text-deltas %q, want %q in parts", streamed.String(), answer)
+	}
+	if txt := cases(tr.events, process.Text); len(txt) != 1 || txt[0].Text != answer {
+		t.Errorf("text: %+v", txt)
+	}
+	us := cases(tr.events, process.UsageEvent)
+	if len(us) == 0 {
+		t.Fatal("no usage")
+	}
+	u := us[len(us)-1].Usage
+	if *u.Input != harnesstest.InputTokens || *u.Output != harnesstest.OutputTokens || *u.CacheRead != harnesstest.CacheReadTokens ||
+		*u.CacheCreation != harnesstest.CacheCreationTokens {
+		t.Errorf("usage %d/%d/%d/%d", *u.Input, *u.Output, *u.CacheRead, *u.CacheCreation)
+	}
+	if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+		t.Errorf("last event %+v", e)
+	}
+	if body := string(p.Requests()[0].Body); !strings.Contains(body, "- You are a capsule.") || !strings.Contains(body, "What is the answer?") {
+		t.Errorf("the system prompt or the task did not reach the provider")
+	}
+	for _, r := range p.Requests() {
+		if r.Auth != PlaceholderKey {
+			t.Errorf("%s %s carried key %q, want the placeholder", r.Method, r.Path, r.Auth)
+		}
+	}
+
+	t.Run("resume", func(t *testing.T) {
+		tr := runTurn(t, New(), process.LaunchRequest{SessionID: session, Resume: true, Task: "And again?"}, files, p)
+		capture(t, "resume", tr.res.Lines)
+		ss := cases(tr.events, process.SessionStarted)
+		if len(ss) != 1 || ss[0].SessionID != session {
+			t.Errorf("session-started: %+v", ss)
+		}
+		if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+			t.Errorf("last event %+v; stderr %s", e, tr.res.Stderr)
+		}
+		// The resumed conversation reached the provider: the first turn's answer is in it.
+		reqs := p.Requests()
+		if body := string(reqs[len(reqs)-1].Body); !strings.Contains(body, "What is the answer?") {
+			t.Errorf("the resumed request does not hold the first turn")
+		}
+	})
+
+	t.Run("thinking", func(t *testing.T) {
+		const thinking = "Let me think it over."
+		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Thinking: thinking})
+		tr := runTurn(t, New(), process.LaunchRequest{Task: "Think, then answer."}, t.TempDir(), tp)
+		capture(t, "thinking", tr.res.Lines)
+		if notes := cases(tr.events, process.Note); len(notes) > 0 {
+			t.Errorf("unread lines: %+v", notes)
+		}
+		var streamed strings.Builder
+		for _, e := range cases(tr.events, process.ThinkingDelta) {
+			streamed.WriteString(e.Text)
+		}
+		if streamed.String() != thinking {
+			t.Errorf("thinking-deltas %q", streamed.String())
+		}
+		if th := cases(tr.events, process.Thinking); len(th) != 1 || th[0].Text != thinking {
+			t.Errorf("thinking: %+v", th)
+		}
+		if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+			t.Errorf("last event %+v", e)
+		}
+	})
+
+	t.Run("interrupt", func(t *testing.T) {
+		d := New()
+		tr, exit := interrupt(t, d, process.LaunchRequest{Task: "Take your time."})
+		capture(t, "interrupt", tr.res.Lines)
+		if exit.Case != process.TurnFailed || exit.FailureKind != process.FailCanceled {
+			t.Errorf("classify-exit %+v", exit)
+		}
+		// Claude Code 2.1.328 answers SIGINT with a result line of its own (terminal_reason
+		// aborted_streaming) and exits 0.
+		if e := last(t, tr); e.Case != process.TurnFailed || e.FailureKind != process.FailCanceled {
+			t.Errorf("last event %+v", e)
+		}
+	})
+
+	t.Run("tool", func(t *testing.T) {
+		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Tool: harnesstest.EchoTool, ToolInput: `{"text":"hi"}`})
+		tr := runTurn(t, New(), process.LaunchRequest{Bridge: bridge, SessionID: "not-a-uuid", Task: "Echo hi."}, t.TempDir(), tp)
+		capture(t, "tool", tr.res.Lines)
+		if notes := cases(tr.events, process.Note); len(notes) > 0 {
+			t.Errorf("unread lines: %+v", notes)
+		}
+		calls, results := cases(tr.events, process.ToolCall), cases(tr.events, process.ToolResult)
+		if len(calls) != 1 || calls[0].ToolName != harnesstest.EchoTool || !jsonEqual(calls[0].ToolInput, `{"text":"hi"}`) {
+			t.Errorf("tool-call: %+v", calls)
+		}
+		if len(results) != 1 || results[0].ToolID != calls[0].ToolID || results[0].Text != "echo: hi" || results[0].IsError {
+			t.Errorf("tool-result: %+v", results)
+		}
+		if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+			t.Errorf("last event %+v", e)
+		}
+		if len(b.Calls()) != 1 || b.Unauthorized() != 0 {
+			t.Errorf("bridge: calls %s, unauthorized %d", b.Calls(), b.Unauthorized())
+		}
+		// Built-in tools are off: the model was offered the bridge's tool alone.
+		var req struct{ Tools []struct{ Name string } }
+		json.Unmarshal(tp.Requests()[0].Body, &req)
+		if len(req.Tools) != 1 || req.Tools[0].Name != "mcp__capsule__echo" {
+			t.Errorf("tools offered: %+v", req.Tools)
+		}
+	})
+
+	t.Run("max-turns", func(t *testing.T) {
+		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Tool: harnesstest.EchoTool, ToolInput: `{"text":"hi"}`})
+		cfg := `{"max_turns": 1}`
+		tr := runTurn(t, New(), process.LaunchRequest{Bridge: bridge, Config: &cfg, Task: "Echo hi."}, t.TempDir(), tp)
+		capture(t, "max-turns", tr.res.Lines)
+		if e := last(t, tr); e.Case != process.TurnFailed || e.FailureKind != process.FailMaxTurns {
+			t.Errorf("last event %+v", e)
+		}
+	})
+
+	for _, f := range []struct {
+		name   string
+		status int
+		kind   string
+	}{{"auth", 401, process.FailAuth}, {"quota", 429, process.FailQuota}} {
+		t.Run(f.name, func(t *testing.T) {
+			fp := harnesstest.NewProvider(t, harnesstest.Script{Status: f.status, ErrorMessage: "stand-in refusal"})
+			tr := runTurn(t, New(), process.LaunchRequest{Task: "Hello?"}, t.TempDir(), fp, fewRetries)
+			capture(t, f.name, tr.res.Lines)
+			if e := last(t, tr); e.Case != process.TurnFailed || e.FailureKind != f.kind || !strings.Contains(e.Text, "stand-in refusal") {
+				t.Errorf("last event %+v", e)
+			}
+		})
+	}
+}
+
+func jsonEqual(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return string(xa) == string(ya)
+}
