@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,15 +40,15 @@ func blocked(class string) outcome { return outcome{class: class} }
 
 // Requirements a row may need from the host.
 const (
-	needSealed = "sealed" // the OS sandbox's sealed tier (namespaces, Landlock, seccomp)
+	needSealed  = "sealed"         // the OS sandbox's sealed tier (namespaces, Landlock, seccomp)
+	needHarness = "sealed+cgroups" // the sealed tier, and cgroup limits this host can apply
 )
 
-// table is the suite, in surface order. Rows of the reserved surfaces (harness,
-// mcp-bridge) join it when those surfaces exist.
+// table is the suite, in surface order.
 func table() []row {
 	var rows []row
 	for _, part := range [][]row{wasmCoreRows(), wasmComponentRows(), wasi2HandleRows(), shellRows(), nativeRows(),
-		networkRows(), dnsRows(), archiveRows(), a2aRows()} {
+		networkRows(), dnsRows(), archiveRows(), a2aRows(), harnessRows(), mcpBridgeRows()} {
 		rows = append(rows, part...)
 	}
 	return rows
@@ -156,6 +157,18 @@ func TestEscapeDetectors(t *testing.T) {
 	if got := treeChanged(root, map[string]bool{"secret.txt": true}); len(got) != 1 {
 		t.Errorf("treeChanged = %q, want the slipped file", got)
 	}
+	if outlivers() != "" {
+		t.Fatal("a process holding the outlive marker runs before the control starts one")
+	}
+	sleeper := exec.Command("sleep", outliveMarker)
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if outlivers() == "" {
+		t.Error("a process left behind went unnoticed")
+	}
+	sleeper.Process.Kill()
+	sleeper.Wait()
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,5 @@
+package escape
+
+type bridgeFixture struct{}
+
+func mcpBridgeRows() []row { return nil }
