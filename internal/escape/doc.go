@@ -22,7 +22,7 @@ const (
 	Archive       Surface = "archive"        // .mur.zip archives opened, extracted and packed
 	A2AInput      Surface = "a2a-input"      // requests to the A2A endpoint
 	Harness       Surface = "harness"        // a process capsule's harness CLI in its session's sandbox
-	MCPBridge     Surface = "mcp-bridge"     // reserved: the MCP bridge (no rows until it exists)
+	MCPBridge     Surface = "mcp-bridge"     // the per-run MCP server a harness reaches the capsule's tools through
 )
 
 // Surfaces lists every surface in the order the suite reports them.

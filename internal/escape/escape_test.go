@@ -61,6 +61,7 @@ func TestEscapeSuite(t *testing.T) {
 	rows := table()
 	checkTable(t, rows)
 	s := newSuite(t)
+	s.bridges(t) // now: its slow clients' clock runs while the other rows do
 	ran, skipped := map[Surface]int{}, map[Surface][]string{}
 	for _, r := range rows {
 		var didRun, wasSkipped bool
@@ -98,8 +99,8 @@ func TestEscapeSuite(t *testing.T) {
 	t.Logf("escape suite: %d rows, %d ran here:%s", len(rows), total, b.String())
 }
 
-// checkTable holds the table to its own rules: unique ids, known surfaces (none of the
-// reserved ones without code behind them), every field filled, at least minRows rows.
+// checkTable holds the table to its own rules: unique ids, known surfaces, every field
+// filled, at least minRows rows.
 func checkTable(t *testing.T, rows []row) {
 	t.Helper()
 	if len(rows) < minRows {
@@ -169,6 +170,9 @@ func TestEscapeDetectors(t *testing.T) {
 	}
 	sleeper.Process.Kill()
 	sleeper.Wait()
+	if o := bridgeAttack(toolCall(`"echo"`, `{"text":"hi"}`))(t, s); o.class != "passed" || o.escaped == "" {
+		t.Errorf("a well-formed bridge call went unnoticed: %+v", o)
+	}
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
