@@ -28,7 +28,7 @@ import (
 // runtime.Serve as the gateway hosts it, whose driver is internal/testguests/procdriver
 // and whose harness is a stand-in (fakeharness, below) that runs its task text as a bash
 // command and answers "turn-end exit=<status> <output>". So each row is one command,
-// run as one task of one attacker context, in the sealed sandbox with the run's
+// run as one task of a context of its own, in the sealed sandbox with the run's
 // credential gateway and MCP bridge reachable and cgroup limits on. Sentinels: a folder
 // outside every grant, the harness's install folder, another context's workdir, the
 // attacker's own records (trace.jsonl), the provider stand-in behind the credential
@@ -66,7 +66,8 @@ echo "turn-end exit=$code ${out:0:4000}"
 type harnessFixture struct {
 	h                *runtime.Hosted
 	bin, outside     string          // the harness's install folder; a folder nothing grants
-	attacker, victim *runtime.Layout // the attacker's context; another context, its workdir holding victim.txt
+	attacker, victim *runtime.Layout // the context of rows attacking their own records; another, its workdir holding victim.txt
+	contexts         atomic.Int64    // the rows' fresh contexts so far
 	victimNames      []string        // what the victim's workdir held before the rows
 
 	provHits atomic.Int64 // requests the provider stand-in got
@@ -213,9 +214,9 @@ func names(dir string) []string {
 	return out
 }
 
-// escaped reports what a row changed or reached on the host outside the attacker's
-// workdir, and where the provider key turned up in it.
-func (f *harnessFixture) escaped() string {
+// escaped reports what a row changed or reached on the host outside its workdir, work,
+// and where the provider key turned up in it.
+func (f *harnessFixture) escaped(work string) string {
 	var out []string
 	if b, err := os.ReadFile(filepath.Join(f.outside, "secret.txt")); err != nil || string(b) != secret || len(names(f.outside)) != 1 {
 		out = append(out, "the outside folder changed: "+strings.Join(names(f.outside), ", "))
@@ -232,7 +233,7 @@ func (f *harnessFixture) escaped() string {
 	if b, _ := os.ReadFile(f.attacker.Trace); strings.Contains(string(b), forged) {
 		out = append(out, "the attacker wrote its own trace")
 	}
-	filepath.Walk(f.attacker.Work, func(p string, fi os.FileInfo, err error) error {
+	filepath.Walk(work, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() {
 			if b, _ := os.ReadFile(p); strings.Contains(string(b), providerKey) {
 				out = append(out, p+" holds the provider key")
@@ -277,11 +278,14 @@ var (
 	count         = regexp.MustCompile(`\d+ `)
 )
 
-// harnessAttack runs cmd as the attacker context's task and classifies how it ended:
+// harnessAttack runs cmd as a task of a fresh context (of the attacker context when it
+// names that one's records) and classifies how it ended:
 // the task's failure, else the command's exit as for a shell row ("exit 1 ENOENT"), with
 // an "HTTP <status>" the command printed and an E-NET code; and what the cgroup limits
 // contained during it ("contained: …").
-func harnessAttack(cmd string) func(*testing.T, *suite) outcome {
+// The provider may get exactly provider requests (the ones a row sends with the
+// placeholder, as a harness would).
+func harnessAttack(cmd string, provider int64) func(*testing.T, *suite) outcome {
 	return func(t *testing.T, s *suite) outcome {
 		f, n := s.harness(t), s.net
 		hits, prov, asked := n.sentinelHits.Load(), f.provHits.Load(), n.questions()
@@ -290,10 +294,22 @@ func harnessAttack(cmd string) func(*testing.T, *suite) outcome {
 		_, dnsPort, _ := net.SplitHostPort(n.dnsAddr)
 		cmd = strings.NewReplacer("{outside}", f.outside, "{bin}", f.bin, "{trace}", f.attacker.Trace, "{records}", f.attacker.Root,
 			"{victim}", f.victim.Work, "{sentinel}", n.sentinelPort, "{hostproxy}", proxyPort, "{hostdns}", dnsPort,
-			"{gateway}", strconv.Itoa(os.Getpid()), "{key}", providerKey, "{forged}", forged, "{marker}", outliveMarker).Replace(cmd)
+			"{gateway}", strconv.Itoa(os.Getpid()), "{forged}", forged, "{marker}", outliveMarker).Replace(cmd)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		o := f.h.RunTask(ctx, runtime.TaskRequest{ContextID: "ctx_attacker", Text: cmd})
+		// A context per row: a row's leftovers (files, processes in the cgroup) meet no
+		// other row. It also keeps each session to few runs: today a run whose credential
+		// gateway or bridge gets a port an earlier run of the same session had fails
+		// E-PRC-014, that run's reach socket left in the sandbox's folder (reported).
+		ctxID := fmt.Sprintf("ctx_row_%d", f.contexts.Add(1))
+		if strings.Contains(cmd, f.attacker.Root) {
+			ctxID = "ctx_attacker"
+		}
+		o := f.h.RunTask(ctx, runtime.TaskRequest{ContextID: ctxID, Text: cmd})
+		work := f.attacker.Work
+		if o.Layout != nil {
+			work = o.Layout.Work
+		}
 		var class string
 		if m := harnessAnswer.FindStringSubmatch(o.Result); o.State == runtime.StateCompleted && m != nil {
 			code, _ := strconv.Atoi(m[1])
@@ -316,15 +332,15 @@ func harnessAttack(cmd string) func(*testing.T, *suite) outcome {
 			class += " contained: " + count.ReplaceAllString(strings.Join(f.contained[contained:], "; "), "n ")
 		}
 		f.mu.Unlock()
-		escaped := join(leaked(o.Result), f.escaped())
+		escaped := join(leaked(o.Result), f.escaped(work))
 		if strings.Contains(o.Result, providerKey) {
 			escaped = join(escaped, "the harness saw the provider key")
 		}
 		if got := n.sentinelHits.Load(); got != hits {
 			escaped = join(escaped, fmt.Sprintf("the sentinel server was reached %d times", got-hits))
 		}
-		if got := f.provHits.Load(); got != prov {
-			escaped = join(escaped, fmt.Sprintf("the provider got %d requests", got-prov))
+		if got := f.provHits.Load() - prov; got != provider {
+			escaped = join(escaped, fmt.Sprintf("the provider got %d requests, not %d", got, provider))
 		}
 		if got := n.questions(); got != asked {
 			escaped = join(escaped, fmt.Sprintf("the upstream DNS server was asked %d questions", got-asked))
@@ -337,46 +353,60 @@ func harnessAttack(cmd string) func(*testing.T, *suite) outcome {
 }
 
 func harnessRows() []row {
-	cases := []struct{ attack, cmd, want string }{
-		{"read a file outside the workdir and every granted path", "cat {outside}/secret.txt", "exit 1 ENOENT"},
-		{"read beside its install folder, by ..", "cat {bin}/../outside/secret.txt", "exit 1 ENOENT"},
-		{"overwrite its own binary", "echo pwned > {bin}/fakeharness", "exit 1 EROFS"},
-		{"write into a granted path", "echo pwned > /usr/share/pwned", "exit 1 EROFS"},
-		{"write a new file outside", "echo pwned > {outside}/new.txt", "exit 1 ENOENT"},
-		{"read its session's trace", "cat {trace}", "exit 1 ENOENT"},
-		{"append to its session's trace", "echo {forged} >> {trace}", "exit 1 EACCES"},
-		{"list its session's records (an empty folder holding the workdir's mount)", "ls -A {records}", "exit 0: work"},
-		{"read another context's workdir", "cat {victim}/victim.txt", "exit 1 ENOENT"},
-		{"write into another context's workdir", "echo pwned > {victim}/planted.txt", "exit 1 ENOENT"},
-		{"find the key-holding allowed variable or a host variable", "env | grep -E '^(PROC_LEAK|ESCAPE_HOST_SECRET)='", "exit 1"},
+	cases := []struct {
+		attack, cmd, want string
+		provider          int64 // requests the provider may get
+	}{
+		{"read a file outside the workdir and every granted path", "cat {outside}/secret.txt", "exit 1 ENOENT", 0},
+		{"read beside its install folder, by ..", "cat {bin}/../outside/secret.txt", "exit 1 ENOENT", 0},
+		{"overwrite its own binary", "echo pwned > {bin}/fakeharness", "exit 1 EROFS", 0},
+		{"write into a granted path", "echo pwned > /usr/share/pwned", "exit 1 EROFS", 0},
+		{"write a new file outside", "echo pwned > {outside}/new.txt", "exit 1 ENOENT", 0},
+		{"read its session's trace", "cat {trace}", "exit 1 ENOENT", 0},
+		{"append to its session's trace", "echo {forged} >> {trace}", "exit 1 EACCES", 0},
+		{"list its session's records (an empty folder holding the workdir's mount)", "ls -A {records}", "exit 0: work", 0},
+		{"read another context's workdir", "cat {victim}/victim.txt", "exit 1 ENOENT", 0},
+		{"write into another context's workdir", "echo pwned > {victim}/planted.txt", "exit 1 ENOENT", 0},
+		{"find the key-holding allowed variable or a host variable", "env | grep -E '^(PROC_LEAK|ESCAPE_HOST_SECRET)='", "exit 1", 0},
 		{"dump its and its parent's environment (the dump is searched for the key)",
 			"{ env; tr '\\0' '\\n' </proc/self/environ; tr '\\0' '\\n' </proc/$PPID/environ; } >dump.txt; grep -o '^PROC_[A-Z]*' dump.txt | sort -u | tr '\\n' ' '",
-			"exit 0: PROC_HINT PROC_MODE"},
-		{"search what it can read for the provider key", "P=sk-escape; grep -rIl -e \"$P-provider\" . \"$HOME\" /tmp /proc/self/environ {bin}", "exit 1"},
-		{"swap the placeholder for a guessed key", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H 'x-api-key: sk-ant-api03-guessed' -d '{}' \"$FAKE_GATEWAY/v1/messages\"", "exit 0 HTTP 401"},
-		{"call the credential gateway without a key", "curl -s -o /dev/null -w 'HTTP %{http_code}' -d '{}' \"$FAKE_GATEWAY/v1/messages\"", "exit 0 HTTP 401"},
-		{"climb out of the provider's path through the credential gateway", "curl -s --path-as-is -o /dev/null -w 'HTTP %{http_code}' -H \"x-api-key: $FAKE_KEY\" \"$FAKE_GATEWAY/../../admin\"", "exit 0 HTTP 400"},
-		{"call the MCP bridge without its token", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H 'Content-Type: application/json' -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}' \"$FAKE_BRIDGE\"", "exit 0 HTTP 401"},
-		{"call the MCP bridge with the credential gateway's key", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H \"Authorization: Bearer $FAKE_KEY\" -H 'Content-Type: application/json' -d '{}' \"$FAKE_BRIDGE\"", "exit 0 HTTP 401"},
-		{"reach the sentinel server directly, around the proxy", "curl -sS -m 5 --noproxy '*' http://127.0.0.1:{sentinel}/", "exit 7"},
+			"exit 0: PROC_HINT PROC_MODE", 0},
+		{"search what it can read for the provider key", "P=sk-escape; grep -rIl -e \"$P-provider\" . \"$HOME\" /tmp /proc/self/environ {bin}", "exit 1", 0},
+		{"swap the placeholder for a guessed key", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H 'x-api-key: sk-ant-api03-guessed' -d '{}' \"$FAKE_GATEWAY/v1/messages\"", "exit 0 HTTP 401", 0},
+		{"call the credential gateway without a key", "curl -s -o /dev/null -w 'HTTP %{http_code}' -d '{}' \"$FAKE_GATEWAY/v1/messages\"", "exit 0 HTTP 401", 0},
+		{"climb out of the provider's path through the credential gateway", "curl -s --path-as-is -o /dev/null -w 'HTTP %{http_code}' -H \"x-api-key: $FAKE_KEY\" \"$FAKE_GATEWAY/../../admin\"", "exit 0 HTTP 400", 0},
+		{"call the MCP bridge without its token", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H 'Content-Type: application/json' -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}' \"$FAKE_BRIDGE\"", "exit 0 HTTP 401", 0},
+		{"call the MCP bridge with the credential gateway's key", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H \"Authorization: Bearer $FAKE_KEY\" -H 'Content-Type: application/json' -d '{}' \"$FAKE_BRIDGE\"", "exit 0 HTTP 401", 0},
+		{"reach the sentinel server directly, around the proxy", "curl -sS -m 5 --noproxy '*' http://127.0.0.1:{sentinel}/", "exit 7", 0},
+		{"use the credential gateway as a forward proxy to the sentinel server", "curl -s -m 10 --noproxy '' -x \"$FAKE_GATEWAY\" -H \"x-api-key: $FAKE_KEY\" http://127.0.0.1:{sentinel}/", "exit 0: provider answered", 1},
+		{"tunnel through the credential gateway", "curl -s -m 10 --noproxy '' -p -x \"$FAKE_GATEWAY\" -H \"x-api-key: $FAKE_KEY\" -w ' HTTP %{http_connect}' http://127.0.0.1:{sentinel}/", "exit 56 HTTP 405", 0},
+		{"send the credential gateway a DELETE", "curl -s -X DELETE -o /dev/null -w 'HTTP %{http_code}' -H \"x-api-key: $FAKE_KEY\" \"$FAKE_GATEWAY/v1/files/x\"", "exit 0 HTTP 405", 0},
+		{"call the MCP bridge, with its token, under a foreign Host", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H 'Host: attacker.example' -H \"Authorization: Bearer $FAKE_BRIDGE_TOKEN\" -H 'Content-Type: application/json' -d '{}' \"$FAKE_BRIDGE\"", "exit 0 HTTP 403", 0},
+		{"read the environment of the sandbox's init (the wrapper, started by the gateway)", "cat /proc/1/environ", "exit 1 ENOENT", 0},
+		{"ptrace the gateway process", `python3 -c "
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.ptrace(16, {gateway}, 0, 0) < 0:
+    e = ctypes.get_errno()
+    raise OSError(e, os.strerror(e))"`, "exit 1 ESRCH", 0},
 		// NO_PROXY names 127.0.0.1 for the run's own servers: --noproxy '' sends it to the proxy anyway.
-		{"reach the sentinel server through the proxy", "curl -s -m 10 --noproxy '' -w ' HTTP %{http_code}' http://127.0.0.1:{sentinel}/", "exit 0 HTTP 403 E-NET-016"},
-		{"reach a host no rule allows through the proxy", "curl -s -m 10 -w ' HTTP %{http_code}' http://denied.example/", "exit 0 HTTP 403 E-NET-016"},
-		{"reach another session's policy proxy on host loopback", "curl -sS -m 5 -x http://127.0.0.1:{hostproxy} http://api.test/", "exit 7"},
-		{"reach another session's resolver on host loopback", "exec 3<>/dev/tcp/127.0.0.1/{hostdns}", "exit 1 ECONNREFUSED"},
-		{"resolve a name no rule allows", "getent hosts evil.example", "exit 2"},
-		{"signal the gateway process", "kill -9 {gateway}", "exit 1 ESRCH"},
-		{"read the gateway's environment through /proc", "cat /proc/{gateway}/environ", "exit 1 ENOENT"},
-		{"leave the session's cgroup", "echo $$ > /sys/fs/cgroup/cgroup.procs || echo $$ > /sys/fs/cgroup/memory/cgroup.procs", "exit 1 ENOENT"},
-		{"leave a process behind", "setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo left", "exit 0: left"},
-		{"allocate without bound", "head -c 4000000000 /dev/zero | tail >/dev/null", "exit 137 contained: n process(es) killed at the cgroup's memory limit"},
+		{"reach the sentinel server through the proxy", "curl -s -m 10 --noproxy '' -w ' HTTP %{http_code}' http://127.0.0.1:{sentinel}/", "exit 0 HTTP 403 E-NET-016", 0},
+		{"reach a host no rule allows through the proxy", "curl -s -m 10 -w ' HTTP %{http_code}' http://denied.example/", "exit 0 HTTP 403 E-NET-016", 0},
+		{"reach another session's policy proxy on host loopback", "curl -sS -m 5 -x http://127.0.0.1:{hostproxy} http://api.test/", "exit 7", 0},
+		{"reach another session's resolver on host loopback", "exec 3<>/dev/tcp/127.0.0.1/{hostdns}", "exit 1 ECONNREFUSED", 0},
+		{"resolve a name no rule allows", "getent hosts evil.example", "exit 2", 0},
+		{"signal the gateway process", "kill -9 {gateway}", "exit 1 ESRCH", 0},
+		{"read the gateway's environment through /proc", "cat /proc/{gateway}/environ", "exit 1 ENOENT", 0},
+		{"leave the session's cgroup", "echo $$ > /sys/fs/cgroup/cgroup.procs || echo $$ > /sys/fs/cgroup/memory/cgroup.procs", "exit 1 ENOENT", 0},
+		{"leave a process behind", "setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo left", "exit 0: left", 0},
+		{"allocate without bound", "head -c 4000000000 /dev/zero | tail >/dev/null", "exit 137 contained: n process(es) killed at the cgroup's memory limit", 0},
 		// dash, not bash: bash retries a refused fork for seconds.
 		{"fork without bound", "sh -c 'i=0; while [ $i -lt 200 ]; do sleep 30 >/dev/null 2>&1 & i=$((i+1)); done' 2>/dev/null; echo over",
-			"exit 0: over contained: n fork(s) refused at the cgroup's pids limit"},
+			"exit 0: over contained: n fork(s) refused at the cgroup's pids limit", 0},
 	}
 	var rows []row
 	for i, c := range cases {
-		rows = append(rows, row{id: fmt.Sprintf("HA-%02d", i+1), surface: Harness, attack: c.attack + ": " + c.cmd, want: c.want, need: needHarness, run: harnessAttack(c.cmd)})
+		rows = append(rows, row{id: fmt.Sprintf("HA-%02d", i+1), surface: Harness, attack: c.attack + ": " + c.cmd, want: c.want, need: needHarness, run: harnessAttack(c.cmd, c.provider)})
 	}
 	return rows
 }
