@@ -9,6 +9,7 @@ package escape
 // assert.
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
@@ -161,14 +162,21 @@ func TestEscapeDetectors(t *testing.T) {
 	if outlivers() != "" {
 		t.Fatal("a process holding the outlive marker runs before the control starts one")
 	}
-	sleeper := exec.Command("sleep", outliveMarker)
+	// A shell holding the marker in its arguments, checked once it says it runs: a
+	// process fresh from exec may not show its arguments yet.
+	sleeper := exec.Command("sh", "-c", "echo ready; read x # "+outliveMarker)
+	stdin, _ := sleeper.StdinPipe()
+	stdout, _ := sleeper.StdoutPipe()
 	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
 		t.Fatal(err)
 	}
 	if outlivers() == "" {
 		t.Error("a process left behind went unnoticed")
 	}
-	sleeper.Process.Kill()
+	stdin.Close()
 	sleeper.Wait()
 	if o := bridgeAttack(toolCall(`"echo"`, `{"text":"hi"}`))(t, s); o.class != "passed" || o.escaped == "" {
 		t.Errorf("a well-formed bridge call went unnoticed: %+v", o)

@@ -158,7 +158,7 @@ lifecycle: {conversation: threaded}
 		t.Fatal(err)
 	}
 	// The host's variables: PROC_LEAK is allowed but holds the provider key, and
-	// ANTHROPIC_API_KEY is credential-shaped: neither may reach the harness.
+	// ESCAPE_HOST_SECRET is not allowed: neither may reach the harness.
 	hostEnv := map[string]string{"PROC_MODE": "m1", "PROC_HINT": "h", "PROC_LEAK": providerKey, "ESCAPE_HOST_SECRET": hostSecret}
 	h, err := rt.Serve(ctx, m, runtime.ServeOptions{Registry: reg, Session: runtime.SessionConfig{
 		WorkRoot: filepath.Join(base, "sessions"), Sinks: []runtime.Sink{f}, DNSUpstream: n.upstreamAddr,
@@ -375,20 +375,13 @@ func harnessRows() []row {
 		{"swap the placeholder for a guessed key", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H 'x-api-key: sk-ant-api03-guessed' -d '{}' \"$FAKE_GATEWAY/v1/messages\"", "exit 0 HTTP 401", 0},
 		{"call the credential gateway without a key", "curl -s -o /dev/null -w 'HTTP %{http_code}' -d '{}' \"$FAKE_GATEWAY/v1/messages\"", "exit 0 HTTP 401", 0},
 		{"climb out of the provider's path through the credential gateway", "curl -s --path-as-is -o /dev/null -w 'HTTP %{http_code}' -H \"x-api-key: $FAKE_KEY\" \"$FAKE_GATEWAY/../../admin\"", "exit 0 HTTP 400", 0},
-		{"call the MCP bridge without its token", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H 'Content-Type: application/json' -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}' \"$FAKE_BRIDGE\"", "exit 0 HTTP 401", 0},
-		{"call the MCP bridge with the credential gateway's key", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H \"Authorization: Bearer $FAKE_KEY\" -H 'Content-Type: application/json' -d '{}' \"$FAKE_BRIDGE\"", "exit 0 HTTP 401", 0},
-		{"reach the sentinel server directly, around the proxy", "curl -sS -m 5 --noproxy '*' http://127.0.0.1:{sentinel}/", "exit 7", 0},
+		{"send the credential gateway a DELETE", "curl -s -X DELETE -o /dev/null -w 'HTTP %{http_code}' -H \"x-api-key: $FAKE_KEY\" \"$FAKE_GATEWAY/v1/files/x\"", "exit 0 HTTP 405", 0},
 		{"use the credential gateway as a forward proxy to the sentinel server", "curl -s -m 10 --noproxy '' -x \"$FAKE_GATEWAY\" -H \"x-api-key: $FAKE_KEY\" http://127.0.0.1:{sentinel}/", "exit 0: provider answered", 1},
 		{"tunnel through the credential gateway", "curl -s -m 10 --noproxy '' -p -x \"$FAKE_GATEWAY\" -H \"x-api-key: $FAKE_KEY\" -w ' HTTP %{http_connect}' http://127.0.0.1:{sentinel}/", "exit 56 HTTP 405", 0},
-		{"send the credential gateway a DELETE", "curl -s -X DELETE -o /dev/null -w 'HTTP %{http_code}' -H \"x-api-key: $FAKE_KEY\" \"$FAKE_GATEWAY/v1/files/x\"", "exit 0 HTTP 405", 0},
+		{"call the MCP bridge without its token", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H 'Content-Type: application/json' -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}' \"$FAKE_BRIDGE\"", "exit 0 HTTP 401", 0},
+		{"call the MCP bridge with the credential gateway's key", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H \"Authorization: Bearer $FAKE_KEY\" -H 'Content-Type: application/json' -d '{}' \"$FAKE_BRIDGE\"", "exit 0 HTTP 401", 0},
 		{"call the MCP bridge, with its token, under a foreign Host", "curl -s -o /dev/null -w 'HTTP %{http_code}' -H 'Host: attacker.example' -H \"Authorization: Bearer $FAKE_BRIDGE_TOKEN\" -H 'Content-Type: application/json' -d '{}' \"$FAKE_BRIDGE\"", "exit 0 HTTP 403", 0},
-		{"read the environment of the sandbox's init (the wrapper, started by the gateway)", "cat /proc/1/environ", "exit 1 ENOENT", 0},
-		{"ptrace the gateway process", `python3 -c "
-import ctypes, os
-libc = ctypes.CDLL(None, use_errno=True)
-if libc.ptrace(16, {gateway}, 0, 0) < 0:
-    e = ctypes.get_errno()
-    raise OSError(e, os.strerror(e))"`, "exit 1 ESRCH", 0},
+		{"reach the sentinel server directly, around the proxy", "curl -sS -m 5 --noproxy '*' http://127.0.0.1:{sentinel}/", "exit 7", 0},
 		// NO_PROXY names 127.0.0.1 for the run's own servers: --noproxy '' sends it to the proxy anyway.
 		{"reach the sentinel server through the proxy", "curl -s -m 10 --noproxy '' -w ' HTTP %{http_code}' http://127.0.0.1:{sentinel}/", "exit 0 HTTP 403 E-NET-016", 0},
 		{"reach a host no rule allows through the proxy", "curl -s -m 10 -w ' HTTP %{http_code}' http://denied.example/", "exit 0 HTTP 403 E-NET-016", 0},
@@ -397,7 +390,16 @@ if libc.ptrace(16, {gateway}, 0, 0) < 0:
 		{"resolve a name no rule allows", "getent hosts evil.example", "exit 2", 0},
 		{"signal the gateway process", "kill -9 {gateway}", "exit 1 ESRCH", 0},
 		{"read the gateway's environment through /proc", "cat /proc/{gateway}/environ", "exit 1 ENOENT", 0},
+		{"ptrace the gateway process", `python3 -c "
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.ptrace(16, {gateway}, 0, 0) < 0:
+    e = ctypes.get_errno()
+    raise OSError(e, os.strerror(e))"`, "exit 1 ESRCH", 0},
+		{"read the environment of the sandbox's init (the wrapper, started by the gateway)", "cat /proc/1/environ", "exit 1 ENOENT", 0},
 		{"leave the session's cgroup", "echo $$ > /sys/fs/cgroup/cgroup.procs || echo $$ > /sys/fs/cgroup/memory/cgroup.procs", "exit 1 ENOENT", 0},
+		{"mount the cgroup filesystem to raise its limits", "mkdir -p cg && mount -t cgroup2 none cg", "exit 32 EACCES", 0},
+		{"move into new namespaces, a cgroup one among them", "unshare -C -m -U -r true", "exit 1 EPERM", 0},
 		{"leave a process behind", "setsid sleep {marker} </dev/null >/dev/null 2>&1 & echo left", "exit 0: left", 0},
 		{"allocate without bound", "head -c 4000000000 /dev/zero | tail >/dev/null", "exit 137 contained: n process(es) killed at the cgroup's memory limit", 0},
 		// dash, not bash: bash retries a refused fork for seconds.
