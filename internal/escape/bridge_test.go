@@ -52,7 +52,9 @@ func (s *suite) bridges(t *testing.T) *bridgeFixture {
 	if s.mb != nil {
 		return s.mb
 	}
-	f := &bridgeFixture{client: &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{}}}
+	tr := &http.Transport{}
+	s.top.Cleanup(tr.CloseIdleConnections)
+	f := &bridgeFixture{client: &http.Client{Timeout: 20 * time.Second, Transport: tr}}
 	tools := []mcpbridge.Tool{
 		{Name: "echo", Description: "Echo the text.", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)},
 		{Name: "notes.search", Description: "Search the notes."},
@@ -150,6 +152,16 @@ func (f *bridgeFixture) dispatched() int {
 	return len(f.calls)
 }
 
+// callsSince describes the calls dispatched after the first n.
+func (f *bridgeFixture) callsSince(n int) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.calls) == n {
+		return ""
+	}
+	return "the dispatcher ran " + strings.Join(f.calls[n:], "; ")
+}
+
 // bridgeClass names how the bridge answered: "HTTP <status>" when the HTTP front (or the
 // transport) refused, "JSON-RPC <code>" for a protocol error, "tool error: <text>" for a
 // call answered as a failed tool, "passed" for one that ran.
@@ -236,11 +248,7 @@ func bridgeAttack(req bridgeReq) func(*testing.T, *suite) outcome {
 		default:
 			class = bridgeClass(resp, body)
 		}
-		escaped := leaked(string(body))
-		if n := f.dispatched() - before; n != 0 {
-			escaped = join(escaped, fmt.Sprintf("the dispatcher ran %d calls", n))
-		}
-		return outcome{class: class, escaped: escaped}
+		return outcome{class: class, escaped: join(leaked(string(body)), f.callsSince(before))}
 	}
 }
 
@@ -274,10 +282,7 @@ func slowloris(t *testing.T, s *suite) outcome {
 			class = fmt.Sprintf("answered %d bytes (%v)", n, err)
 		}
 	}
-	if n := f.dispatched() - before; n != 0 {
-		escaped = join(escaped, fmt.Sprintf("the dispatcher ran %d calls", n))
-	}
-	return outcome{class: class, escaped: escaped}
+	return outcome{class: class, escaped: join(escaped, f.callsSince(before))}
 }
 
 func isTimeout(err error) bool {
