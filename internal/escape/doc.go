@@ -4,8 +4,7 @@
 // run it and what a new case must assert.
 //
 // The package itself only names the surfaces, so the table's surface column has one
-// spelling everywhere, including surfaces whose code does not exist yet (harnesses and
-// the MCP bridge): their rows are added to the same table when they are built.
+// spelling everywhere.
 package escape
 
 // Surface is the way into the host an escape case attacks: the table's surface column.
@@ -22,8 +21,8 @@ const (
 	DNS           Surface = "dns"            // the session's pinning resolver
 	Archive       Surface = "archive"        // .mur.zip archives opened, extracted and packed
 	A2AInput      Surface = "a2a-input"      // requests to the A2A endpoint
-	Harness       Surface = "harness"        // reserved: process harnesses (no rows until they exist)
-	MCPBridge     Surface = "mcp-bridge"     // reserved: the MCP bridge (no rows until it exists)
+	Harness       Surface = "harness"        // a process capsule's harness CLI in its session's sandbox
+	MCPBridge     Surface = "mcp-bridge"     // the per-run MCP server a harness reaches the capsule's tools through
 )
 
 // Surfaces lists every surface in the order the suite reports them.

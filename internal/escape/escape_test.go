@@ -9,9 +9,11 @@ package escape
 // assert.
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,15 +41,15 @@ func blocked(class string) outcome { return outcome{class: class} }
 
 // Requirements a row may need from the host.
 const (
-	needSealed = "sealed" // the OS sandbox's sealed tier (namespaces, Landlock, seccomp)
+	needSealed  = "sealed"         // the OS sandbox's sealed tier (namespaces, Landlock, seccomp)
+	needHarness = "sealed+cgroups" // the sealed tier, and cgroup limits this host can apply
 )
 
-// table is the suite, in surface order. Rows of the reserved surfaces (harness,
-// mcp-bridge) join it when those surfaces exist.
+// table is the suite, in surface order.
 func table() []row {
 	var rows []row
 	for _, part := range [][]row{wasmCoreRows(), wasmComponentRows(), wasi2HandleRows(), shellRows(), nativeRows(),
-		networkRows(), dnsRows(), archiveRows(), a2aRows()} {
+		networkRows(), dnsRows(), archiveRows(), a2aRows(), harnessRows(), mcpBridgeRows()} {
 		rows = append(rows, part...)
 	}
 	return rows
@@ -60,6 +62,7 @@ func TestEscapeSuite(t *testing.T) {
 	rows := table()
 	checkTable(t, rows)
 	s := newSuite(t)
+	s.bridges(t) // now: its slow clients' clock runs while the other rows do
 	ran, skipped := map[Surface]int{}, map[Surface][]string{}
 	for _, r := range rows {
 		var didRun, wasSkipped bool
@@ -97,8 +100,8 @@ func TestEscapeSuite(t *testing.T) {
 	t.Logf("escape suite: %d rows, %d ran here:%s", len(rows), total, b.String())
 }
 
-// checkTable holds the table to its own rules: unique ids, known surfaces (none of the
-// reserved ones without code behind them), every field filled, at least minRows rows.
+// checkTable holds the table to its own rules: unique ids, known surfaces, every field
+// filled, at least minRows rows.
 func checkTable(t *testing.T, rows []row) {
 	t.Helper()
 	if len(rows) < minRows {
@@ -155,6 +158,28 @@ func TestEscapeDetectors(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "slipped"), []byte("x"), 0o644)
 	if got := treeChanged(root, map[string]bool{"secret.txt": true}); len(got) != 1 {
 		t.Errorf("treeChanged = %q, want the slipped file", got)
+	}
+	if outlivers() != "" {
+		t.Fatal("a process holding the outlive marker runs before the control starts one")
+	}
+	// A shell holding the marker in its arguments, checked once it says it runs: a
+	// process fresh from exec may not show its arguments yet.
+	sleeper := exec.Command("sh", "-c", "echo ready; read x # "+outliveMarker)
+	stdin, _ := sleeper.StdinPipe()
+	stdout, _ := sleeper.StdoutPipe()
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	if outlivers() == "" {
+		t.Error("a process left behind went unnoticed")
+	}
+	stdin.Close()
+	sleeper.Wait()
+	if o := bridgeAttack(toolCall(`"echo"`, `{"text":"hi"}`))(t, s); o.class != "passed" || o.escaped == "" {
+		t.Errorf("a well-formed bridge call went unnoticed: %+v", o)
 	}
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 // netFixture is the proxy, the resolver and what they guard.
 type netFixture struct {
 	sentinelPort, allowedPort, proxyAddr, dnsAddr string
+	upstreamAddr                                  string // the upstream DNS server, for other resolvers to ask
 	sentinelHits                                  atomic.Int64
 
 	mu       sync.Mutex
@@ -108,6 +109,7 @@ func (s *suite) netFix(t *testing.T) *netFixture {
 	})}
 	go up.ActivateAndServe()
 	s.top.Cleanup(func() { up.Shutdown() })
+	n.upstreamAddr = pc.LocalAddr().String()
 
 	rules, err := netpolicy.ParseRules([]string{"localhost:" + n.allowedPort, "api.test", "rebind.test:" + n.sentinelPort,
 		"private.test:" + n.sentinelPort, "meta.test", "flip.test"})

@@ -30,6 +30,8 @@ type suite struct {
 
 	tierOnce sync.Once
 	tier     shell.TierReport
+	cgOnce   sync.Once
+	cgLacks  string // why this host cannot apply a session's cgroup limits ("" when it can)
 
 	engine *wasm.Engine
 	mods   map[string]*wasm.Module
@@ -41,6 +43,8 @@ type suite struct {
 	sb  *sandboxFixture
 	net *netFixture
 	a2a *a2aFixture
+	hf  *harnessFixture
+	mb  *bridgeFixture
 }
 
 func newSuite(t *testing.T) *suite {
@@ -58,8 +62,29 @@ func (s *suite) lacks(need string) string {
 			return "the OS sandbox gives tier " + s.tier.Tier + " here: " + strings.Join(s.tier.Reasons, "; ")
 		}
 		return ""
+	case needHarness:
+		if why := s.lacks(needSealed); why != "" {
+			return why
+		}
+		s.cgOnce.Do(func() { s.cgLacks = s.cgroupLacks() })
+		return s.cgLacks
 	}
 	return "unknown requirement " + need
+}
+
+// cgroupLacks opens a sandbox with a cgroup limit, as a harness capsule's session does,
+// and says why it could not.
+func (s *suite) cgroupLacks() string {
+	dir := s.top.TempDir()
+	work, records := filepath.Join(dir, "work"), filepath.Join(dir, "records")
+	os.Mkdir(work, 0o755)
+	os.Mkdir(records, 0o755)
+	sb, err := shell.New(shell.Config{Workdir: work, Records: records, Cgroup: shell.CgroupLimits{Pids: 64}})
+	if err != nil {
+		return "cgroup limits: " + err.Error()
+	}
+	sb.Close()
+	return ""
 }
 
 // Sentinels: what must never reach a guest, a tool or a response.
