@@ -44,8 +44,11 @@ func (s *Sandbox) startBridges() error {
 func reachSocket(port int) string { return fmt.Sprintf("reach-%d.sock", port) }
 
 // listenBridge serves a bridge from name, a socket in the sandbox's private folder, to
-// target; the caller closes it.
+// target; the caller closes it. A socket of that name left by an earlier command (a
+// run's reach sockets stay until the session closes, and a later run may get the same
+// port) is replaced: only one command at a time can hold that port.
 func (s *Sandbox) listenBridge(name, target string) (*bridge, error) {
+	os.Remove(filepath.Join(s.private, name))
 	path := filepath.Join(s.private, name)
 	if len(path) > 100 {
 		// sun_path holds 108 bytes; the folder's fd names it in fewer.

@@ -103,6 +103,17 @@ func TestStart(t *testing.T) {
 					t.Errorf("output %q, want %q (stderr %q)", out, want, p.Wait().StderrTail)
 				}
 			})
+			t.Run("reach the same port again", func(t *testing.T) {
+				// A later run of the session may get a port an earlier one had.
+				addr := echoServer(t)
+				for range 2 {
+					p := startBash(t, ctx, s, `exec 3<>/dev/tcp/127.0.0.1/`+port(addr)+` && echo again >&3 && read -t 10 x <&3 && echo "$x"`, ProcSpec{Reach: []string{addr}})
+					if out, _ := io.ReadAll(p.Stdout); string(out) != "again\n" {
+						t.Errorf("output %q (exit %+v)", out, p.Wait())
+					}
+					p.Wait()
+				}
+			})
 			t.Run("context ends", func(t *testing.T) {
 				cctx, cancel := context.WithCancel(ctx)
 				p := startBash(t, cctx, s, `echo ready; sleep 1000`, ProcSpec{})
