@@ -113,7 +113,7 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 	msgs = append(msgs, agentMessage{Role: "user", Content: []agentBlock{{Type: "text", Text: text}}})
 	t.scope.start(msgs)
 	for turn := 1; turn <= inf.MaxTurns; turn++ {
-		t.turn = turn
+		t.setTurn(turn)
 		if acked == len(msgs) {
 			// Nothing after what it acknowledged (a tool_call turn without a call): drivers
 			// refuse an empty list, so it gets the whole conversation instead.
@@ -139,7 +139,8 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 				ev.Tools = append(ev.Tools, b.Name)
 			}
 		}
-		t.turnEvt, _ = s.stream.Emit(EventInference, t.evt, ev, map[string]string{"output": string(mustJSON(resp.Content))})
+		evt, _ := s.stream.Emit(EventInference, t.evt, ev, map[string]string{"output": string(mustJSON(resp.Content))})
+		t.setTurnEvt(evt)
 		// A driver that streamed its text (murmur:text/chunks) has sent it already.
 		if answer := finalText(resp.Content); answer != "" && !streamed {
 			s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: answer}, nil)
@@ -345,7 +346,7 @@ func (s *session) runSkill(t *task, call agentBlock) (string, bool) {
 		}
 		text, err := skillText(a)
 		s.toolCalls.Add(1)
-		rec := ToolCall{Turn: t.turn, ToolName: call.Name, Kind: KindSkill, OutputBytes: len(text), Status: "passed"}
+		rec := ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: KindSkill, OutputBytes: len(text), Status: "passed"}
 		if err != nil {
 			rec.Status = "error"
 		}

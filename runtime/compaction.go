@@ -153,8 +153,8 @@ func (s *session) compact(ctx context.Context, t *task, driver *wasm.Module, msg
 	}
 	start := time.Now()
 	cut := keepFrom(msgs, compactionKeepTurns)
-	ev := Compaction{Turn: t.turn, TokensBefore: inputTokens, ThresholdTokens: p.limit(), MessagesBefore: len(msgs), MessagesAfter: len(msgs)}
-	in := compactionInput{Turn: t.turn, Messages: msgs[:cut], Model: p.model, System: p.system, Tokens: inputTokens, Threshold: p.threshold}
+	ev := Compaction{Turn: t.turnNo(), TokensBefore: inputTokens, ThresholdTokens: p.limit(), MessagesBefore: len(msgs), MessagesAfter: len(msgs)}
+	in := compactionInput{Turn: t.turnNo(), Messages: msgs[:cut], Model: p.model, System: p.system, Tokens: inputTokens, Threshold: p.threshold}
 	summary, out, err := "", 0, error(nil)
 	ok = false
 	if s.compactHook != nil {

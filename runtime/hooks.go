@@ -393,7 +393,7 @@ func clipUTF8(s string, n int) string {
 func (s *session) dispatchGated(ctx context.Context, t *task, call agentBlock) (string, bool) {
 	kind := s.toolKind(call.Name)
 	input := string(call.Input)
-	proposed := ToolProposed{Turn: t.turn, ToolName: call.Name, Kind: kind, InputBytes: len(input)}
+	proposed := ToolProposed{Turn: t.turnNo(), ToolName: call.Name, Kind: kind, InputBytes: len(input)}
 	if kind == KindShell && s.sub != nil {
 		// Worked out as RunShell will run it, so an on-shell hook judges the real argv.
 		cmd, _ := s.sub.sb.Plan(call.Name, call.Input)
@@ -407,7 +407,7 @@ func (s *session) dispatchGated(ctx context.Context, t *task, call agentBlock) (
 	if kind == KindShell {
 		s.shellCalls.Add(1)
 	}
-	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turn, ToolName: call.Name, Kind: kind, InputBytes: len(input), Status: StatusDenied}, nil)
+	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: kind, InputBytes: len(input), Status: StatusDenied}, nil)
 	return deniedText(call.Name, v), true
 }
 

@@ -238,14 +238,15 @@ func (r *harnessRun) run(ctx context.Context, spec shell.ProcSpec, by string) (s
 	s := r.s
 	r.start = time.Now()
 	before := s.sub.sb.CgroupEvents()
+	// The run is the task's one turn: what the harness does through the bridge hangs
+	// under it in the trace. Set before the harness starts, as the bridge's calls read it.
+	r.t.setTurn(1)
+	turnEvt, _ := s.stream.Emit(EventHarness, r.t.evt, HarnessEvent{Case: "turn-started", Text: r.sessionID}, nil)
+	r.t.setTurnEvt(turnEvt)
 	p, err := s.sub.sb.Start(context.WithoutCancel(ctx), spec)
 	if err != nil {
 		return "", StateFailed, errs.Wrap(err, CodeProcessSpawn, "runtime", "the harness "+r.desc.Harness+" could not be started", "see docs/sandbox.md")
 	}
-	// The run is the task's one turn: what the harness does through the bridge hangs
-	// under it in the trace.
-	r.t.turn = 1
-	r.t.turnEvt, _ = s.stream.Emit(EventHarness, r.t.evt, HarnessEvent{Case: "turn-started", Text: r.sessionID}, nil)
 	lines := make(chan string, parseBatch)
 	go func() {
 		defer close(lines)

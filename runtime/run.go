@@ -351,7 +351,7 @@ func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.Too
 	start := time.Now()
 	out, err := s.rt.engine.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.imports(t, name), in)
 	s.toolCalls.Add(1)
-	rec := ToolCall{Turn: t.turn, ToolName: name, Kind: KindWasm, InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
+	rec := ToolCall{Turn: t.turnNo(), ToolName: name, Kind: KindWasm, InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
 		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds()}
 	var ge *wasm.GuestError
 	if errors.As(err, &ge) {
@@ -367,7 +367,7 @@ func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.Too
 // answers it with an error, but the trace and the totals still show it was asked for.
 func (s *session) unknownCall(t *task, name, input string) {
 	s.toolCalls.Add(1)
-	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turn, ToolName: name, Kind: KindUnknown,
+	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turnNo(), ToolName: name, Kind: KindUnknown,
 		InputBytes: len(input), Status: "error"}, map[string]string{"input": input})
 }
 

@@ -182,7 +182,7 @@ func (s *session) runSubprocess(ctx context.Context, t *task, call agentBlock, n
 		r, err = s.sub.sb.RunShell(ctx, call.Name, call.Input)
 	}
 	s.toolCalls.Add(1)
-	rec := ToolCall{Turn: t.turn, ToolName: call.Name, Kind: kind, InputBytes: len(call.Input), OutputBytes: len(r.Text),
+	rec := ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: kind, InputBytes: len(call.Input), OutputBytes: len(r.Text),
 		Status: r.Status, DurationMS: time.Since(start).Milliseconds()}
 	if err != nil {
 		rec.Status = "error"
@@ -190,7 +190,7 @@ func (s *session) runSubprocess(ctx context.Context, t *task, call agentBlock, n
 	run := ShellRun{Binary: r.Binary, Command: r.Command, ExitCode: r.ExitCode, Bytes: r.Bytes, DurationMS: r.Duration.Milliseconds()}
 	if native == "" {
 		s.shellCalls.Add(1)
-		run.ran = &shellRan{turn: t.turn, res: r}
+		run.ran = &shellRan{turn: t.turnNo(), res: r}
 	}
 	s.stream.Emit(EventShell, t.parent(), run, nil)
 	s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"input": string(call.Input), "output": r.Text})

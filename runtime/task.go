@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/ids"
@@ -83,6 +84,7 @@ type task struct {
 	evt string // its task_start event: parent of its turns
 	// turn is the agent loop's current turn (0 outside it); turnEvt that turn's
 	// inference event, parent of the turn's tool calls.
+	turnMu  sync.Mutex // the turn is read by calls a harness makes through the bridge, and by the proxy's denials
 	turn    int
 	turnEvt string
 	// thread is what a completed agent task leaves for the next (Thread).
@@ -96,10 +98,33 @@ type task struct {
 // parent is the event a tool call or denial of the task hangs under: the current model
 // turn, or the task outside the agent loop.
 func (t *task) parent() string {
+	t.turnMu.Lock()
+	defer t.turnMu.Unlock()
 	if t.turnEvt != "" {
 		return t.turnEvt
 	}
 	return t.evt
+}
+
+// turnNo is the agent loop's current turn (0 outside it).
+func (t *task) turnNo() int {
+	t.turnMu.Lock()
+	defer t.turnMu.Unlock()
+	return t.turn
+}
+
+// setTurn starts turn n; its event is set by setTurnEvt once written.
+func (t *task) setTurn(n int) {
+	t.turnMu.Lock()
+	t.turn = n
+	t.turnMu.Unlock()
+}
+
+// setTurnEvt makes evt the parent of what the current turn does.
+func (t *task) setTurnEvt(evt string) {
+	t.turnMu.Lock()
+	t.turnEvt = evt
+	t.turnMu.Unlock()
 }
 
 // TaskOutcome is how a task ended.
@@ -170,7 +195,7 @@ func (s *session) runOnce(ctx context.Context, t *task, req TaskRequest, start t
 	if werr := s.writeResult(req.TaskID, out.Result, !own); werr != nil && out.State == StateCompleted {
 		out.State, out.Result = StateFailed, "error: "+werr.Error()
 	}
-	out.Turns = t.turn
+	out.Turns = t.turnNo()
 	if out.State == StateCompleted {
 		out.Thread = t.thread
 		t.scope.finish(out.Result)

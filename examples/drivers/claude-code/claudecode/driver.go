@@ -28,9 +28,10 @@ const InstallPath = "/usr/lib/node_modules/@anthropic-ai/claude-code"
 // replaces it with its credential gateway's loopback URL, as it replaces {files_dir}.
 const GatewayURL = "{gateway_url}"
 
-// PlaceholderKey is the API key the harness is given: the credential gateway swaps it
-// for the provider key, which never reaches the harness.
-const PlaceholderKey = "capsulegate-placeholder"
+// PlaceholderKey is the API key the harness is given: the runtime replaces it with the
+// run's placeholder key, which only its credential gateway accepts and swaps for the
+// provider key; the provider key never reaches the harness.
+const PlaceholderKey = "{gateway_key}"
 
 // Config is inference.driver.config; every member is optional.
 type Config struct {

@@ -18,6 +18,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*.jsonl with what the real CLI printed")
 
+// testKey stands for the run's placeholder key the runtime puts where {gateway_key} is.
+const testKey = "capsulegate-placeholder-test"
+
 const answer = "The answer is 42."
 
 // turn is one run of the real CLI as the runtime would run it: launch's plan, its files
@@ -44,7 +47,7 @@ func prepare(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string
 			t.Fatal(err)
 		}
 	}
-	sub := strings.NewReplacer("{files_dir}", filesDir, GatewayURL, p.URL)
+	sub := strings.NewReplacer("{files_dir}", filesDir, GatewayURL, p.URL, PlaceholderKey, testKey)
 	for _, a := range plan.Args {
 		args = append(args, sub.Replace(a))
 	}
@@ -199,7 +202,7 @@ func TestRealClaudeCode(t *testing.T) {
 		t.Errorf("the system prompt or the task did not reach the provider")
 	}
 	for _, r := range p.Requests() {
-		if r.Auth != PlaceholderKey {
+		if r.Auth != testKey {
 			t.Errorf("%s %s carried key %q, want the placeholder", r.Method, r.Path, r.Auth)
 		}
 	}

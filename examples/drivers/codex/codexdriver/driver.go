@@ -33,7 +33,7 @@ const (
 	Provider       = "capsulegate"              // the model provider in config.toml
 	ProviderKeyEnv = "CAPSULEGATE_PROVIDER_KEY" // its env_key: a placeholder
 	BridgeTokenEnv = "CAPSULEGATE_BRIDGE_TOKEN" // the bridge's bearer token
-	PlaceholderKey = "capsulegate-placeholder"  // the gateway swaps it for the provider key
+	PlaceholderKey = "{gateway_key}"            // the run's placeholder: the gateway swaps it for the provider key
 	ConfigFile     = "codex-home/config.toml"   // under {files_dir}; CODEX_HOME is its folder
 )
 

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/harnesstest"
+	"github.com/capsulegate/capsulegate/replay"
+)
+
+// claudeCassette scripts Claude Code's two requests of the task: it calls the capsule's
+// echo tool through the bridge (its name as Claude Code knows it), then answers with
+// what the tool said.
+const claudeCassette = `{"provider": "anthropic-messages", "conversations": [
+ {"match": "count the words in: the quick brown fox", "turns": [
+   {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "stop_reason": "tool_use",
+    "content": [{"type": "tool_use", "id": "toolu_1", "name": "mcp__capsule__echo", "input": {"text": "the quick brown fox"}}],
+    "usage": {"input_tokens": 120, "output_tokens": 20}},
+   {"id": "msg_2", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5", "stop_reason": "end_turn",
+    "content": [{"type": "text", "text": "The echo tool saw four words: the quick brown fox."}],
+    "usage": {"input_tokens": 180, "output_tokens": 14}}]}]}`
+
+const claudeSentinel = "sk-ant-sentinel-only-the-provider-holds-this"
+
+// TestClaudeCodeThroughTheGateway is the process transport's acceptance with the real
+// Claude Code CLI: a capsule whose inference is Claude Code, served by `caddy run`, gets
+// an A2A message/stream. Claude Code runs in the session's sealed sandbox, asks the
+// replay provider through the credential gateway (which alone adds the key), calls the
+// capsule's wasm tool through the MCP bridge and answers; the client streams the text,
+// and the trace shows the session, the task, the harness's turn and the tool call under
+// it. The key reaches the provider only: it is in no file of the session.
+func TestClaudeCodeThroughTheGateway(t *testing.T) {
+	claude := harnesstest.Claude(t)
+	dir := t.TempDir()
+	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
+	os.MkdirAll(home, 0o755)
+	publish(t, home, reg, "../../examples/drivers/claude-code/artifact", "claude-code", guestbuild.Wasm(t, "../../examples/drivers/claude-code"))
+	echo := filepath.Join(t.TempDir(), "echo")
+	os.MkdirAll(echo, 0o755)
+	os.WriteFile(filepath.Join(echo, "murmur.yaml"), []byte("name: echo\nversion: 1.0.0\nruntime: tool\ndescription: echoes its input\n"+
+		"input_schema: {type: object, properties: {text: {type: string}}, required: [text]}\n"), 0o644)
+	publish(t, home, reg, echo, "echo", guestbuild.Wasm(t, "../../internal/testguests/echo"))
+
+	cassettes := filepath.Join(dir, "cassettes")
+	os.MkdirAll(cassettes, 0o755)
+	os.WriteFile(filepath.Join(cassettes, "claude.json"), []byte(claudeCassette), 0o644)
+	lib, err := replay.Load(cassettes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var keys []string
+	h := lib.Handler()
+	h.OnRequest = func(r *http.Request, _ []byte) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("X-Api-Key")+"|"+r.Header.Get("Authorization"))
+		mu.Unlock()
+	}
+	prov := httptest.NewServer(h)
+	defer prov.Close()
+
+	version := regexp.MustCompile(`(?m)^version: *(\S+)`).FindSubmatch(must(os.ReadFile("../../examples/drivers/claude-code/artifact/murmur.yaml")))
+	capDir := filepath.Join(dir, "claudecap")
+	os.MkdirAll(capDir, 0o755)
+	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte(`name: claudecap
+version: 1.0.0
+artifacts:
+  - {name: claude-code, version: `+string(version[1])+`, runtime: driver, gateway: {endpoint: "`+prov.URL+`", api_key: "`+claudeSentinel+`"}}
+  - {name: echo, version: 1.0.0}
+inference:
+  transport: process
+  driver: {artifact: claude-code}
+  model: claude-sonnet-4-5
+capabilities:
+  harness: {paths: [{path: /usr/lib/node_modules}]}
+  shell: {min_tier: sealed}
+  limits: {deadline_seconds: 120}
+trace: {capture: content}
+`), 0o644)
+	// The gateway finds claude on its PATH, as an operator installs it.
+	t.Setenv("PATH", filepath.Dir(claude)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	g := serveCapsule(t, dir, home, reg, "claudecap", filepath.Join(capDir, "murmur.yaml"))
+
+	var texts []string
+	final := ""
+	for ev := range g.stream(t, "/agents/claudecap/", "", "message/stream", map[string]any{"message": msg03("count the words in: the quick brown fox")}) {
+		var r struct {
+			Result struct {
+				Kind   string `json:"kind"`
+				Status struct {
+					State   string `json:"state"`
+					Message *struct {
+						Parts []struct{ Text string } `json:"parts"`
+					} `json:"message"`
+				} `json:"status"`
+				Artifact *struct {
+					Parts []struct{ Text string } `json:"parts"`
+				} `json:"artifact"`
+			} `json:"result"`
+		}
+		json.Unmarshal(ev.data, &r)
+		if m := r.Result.Status.Message; m != nil && r.Result.Status.State == "working" {
+			for _, p := range m.Parts {
+				texts = append(texts, p.Text)
+			}
+		}
+		if a := r.Result.Artifact; a != nil {
+			for _, p := range a.Parts {
+				final += p.Text
+			}
+		}
+		if r.Result.Status.State == "failed" {
+			t.Fatalf("the task failed: %s\n%s", ev.data, g.logs.String())
+		}
+	}
+	if final != "The echo tool saw four words: the quick brown fox." || !strings.Contains(strings.Join(texts, ""), "four words") {
+		g.cmd.Process.Signal(os.Interrupt)
+		g.cmd.Wait()
+		t.Fatalf("answer %q, streamed %q\n%s\ntraces:\n%s", final, texts, g.logs.String(), dumpTraces(filepath.Join(dir, "work")))
+	}
+	mu.Lock()
+	if len(keys) < 2 {
+		t.Errorf("the provider saw %d requests, want the tool call turn and the answer", len(keys))
+	}
+	for _, k := range keys {
+		if k != claudeSentinel+"|" {
+			t.Errorf("the provider saw credentials %q, want only the key as x-api-key", k)
+		}
+	}
+	mu.Unlock()
+	if !strings.Contains(g.logs.String(), "sandbox tier sealed") {
+		t.Errorf("the harness did not run in the sealed tier:\n%s", g.logs.String())
+	}
+
+	// The trace: session → task → the harness's turn → the echo call through the bridge.
+	var traces []string
+	filepath.WalkDir(filepath.Join(dir, "work"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Name() == "trace.jsonl" {
+			traces = append(traces, p)
+		}
+		if err == nil && d.Type().IsRegular() {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(claudeSentinel)) {
+				t.Errorf("%s holds the provider key", p)
+			}
+		}
+		return nil
+	})
+	if len(traces) != 1 {
+		t.Fatalf("traces %v", traces)
+	}
+	type event struct {
+		ID       string `json:"event_id"`
+		Parent   string `json:"parent_id"`
+		Type     string `json:"event_type"`
+		Case     string `json:"case"`
+		ToolName string `json:"tool_name"`
+		Status   string `json:"status"`
+	}
+	byID := map[string]event{}
+	var calls []event
+	for _, line := range bytes.Split(bytes.TrimSpace(must(os.ReadFile(traces[0]))), []byte("\n")) {
+		var e event
+		json.Unmarshal(line, &e)
+		byID[e.ID] = e
+		if e.Type == "tool_call" && e.ToolName == "echo" {
+			calls = append(calls, e)
+		}
+	}
+	if len(calls) != 1 || calls[0].Status != "passed" {
+		t.Fatalf("echo calls in the trace: %+v", calls)
+	}
+	turn := byID[calls[0].Parent]
+	task := byID[turn.Parent]
+	session := byID[task.Parent]
+	if turn.Type != "harness" || turn.Case != "turn-started" || task.Type != "task_start" || session.Type != "session_start" {
+		t.Errorf("the call's ancestry: %s ← %s ← %s", fmt.Sprint(turn), fmt.Sprint(task), fmt.Sprint(session))
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// dumpTraces is every trace.jsonl under root, for a failure's message.
+func dumpTraces(root string) string {
+	var b strings.Builder
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && (d.Name() == "trace.jsonl" || strings.HasSuffix(d.Name(), ".log")) {
+			fmt.Fprintf(&b, "== %s\n%s\n", p, must(os.ReadFile(p)))
+		}
+		return nil
+	})
+	return b.String()
+}
