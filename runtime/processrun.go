@@ -194,7 +194,7 @@ func (s *session) harnessSpec(t *task, desc *abi.Description, plan abi.LaunchPla
 		}
 	}
 	spec := shell.ProcSpec{Path: real, Args: []string{filepath.Base(bin)}, Stdin: plan.Stdin, KeepStdinOpen: plan.KeepStdinOpen,
-		ReadOnly: []string{filepath.Dir(real)}}
+		ReadOnly: []string{installDir(real)}}
 	for _, a := range plan.Args {
 		spec.Args = append(spec.Args, subst(a))
 	}
@@ -212,6 +212,19 @@ func (s *session) harnessSpec(t *task, desc *abi.Description, plan abi.LaunchPla
 		}
 	}
 	return spec, nil
+}
+
+// installDir is the folder a harness binary is installed in, visible to it read-only:
+// for a node package's script (npm's bin link resolved), the node_modules folder holding
+// it, whose other packages it loads (Codex's native binary is one); else the binary's own
+// folder.
+func installDir(real string) string {
+	for d := filepath.Dir(real); d != filepath.Dir(d); d = filepath.Dir(d) {
+		if filepath.Base(d) == "node_modules" {
+			return d
+		}
+	}
+	return filepath.Dir(real)
 }
 
 // harnessRun is one task's harness run: its events read from the driver, its answer.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -205,4 +206,131 @@ func dumpTraces(root string) string {
 		return nil
 	})
 	return b.String()
+}
+
+// codexCassette is the replay cassette of the Codex task: the echo tool called through
+// the bridge (by the name and namespace Codex offered it under), then the answer.
+func codexCassette(name, namespace string) string {
+	call := map[string]any{"type": "function_call", "id": "fc_1", "status": "completed", "call_id": "call_1", "name": name,
+		"arguments": `{"text":"the quick brown fox"}`}
+	if namespace != "" {
+		call["namespace"] = namespace
+	}
+	usage := map[string]any{"input_tokens": 100, "input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens": 10,
+		"output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": 110}
+	c := map[string]any{"provider": "openai-responses", "conversations": []any{map[string]any{"match": "count the words in: the quick brown fox", "turns": []any{
+		map[string]any{"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5", "output": []any{call}, "usage": usage},
+		map[string]any{"id": "resp_2", "object": "response", "status": "completed", "model": "gpt-5", "usage": usage, "output": []any{
+			map[string]any{"type": "message", "id": "msg_2", "status": "completed", "role": "assistant",
+				"content": []any{map[string]any{"type": "output_text", "text": "The echo tool saw four words: the quick brown fox.", "annotations": []any{}}}}}},
+	}}}}
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// TestCodexThroughTheGateway is the same acceptance with the real Codex CLI: its
+// streamed OpenAI Responses requests are answered by the replay provider through the
+// credential gateway. The cassette is written when Codex's first request shows the name
+// and namespace it offers the bridge's echo tool under.
+func TestCodexThroughTheGateway(t *testing.T) {
+	codex := harnesstest.Codex(t)
+	dir := t.TempDir()
+	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
+	os.MkdirAll(home, 0o755)
+	publish(t, home, reg, "../../examples/drivers/codex/artifact", "codex", guestbuild.Wasm(t, "../../examples/drivers/codex"))
+	echo := filepath.Join(t.TempDir(), "echo")
+	os.MkdirAll(echo, 0o755)
+	os.WriteFile(filepath.Join(echo, "murmur.yaml"), []byte("name: echo\nversion: 1.0.0\nruntime: tool\ndescription: echoes its input\n"+
+		"input_schema: {type: object, properties: {text: {type: string}}, required: [text]}\n"), 0o644)
+	publish(t, home, reg, echo, "echo", guestbuild.Wasm(t, "../../internal/testguests/echo"))
+
+	cassettes := filepath.Join(dir, "cassettes")
+	os.MkdirAll(cassettes, 0o755)
+	var mu sync.Mutex
+	var keys []string
+	var h http.Handler
+	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Authorization"))
+		if h == nil {
+			name, ns := offeredEcho(body)
+			os.WriteFile(filepath.Join(cassettes, "codex.json"), []byte(codexCassette(name, ns)), 0o644)
+			lib, err := replay.Load(cassettes)
+			if err != nil {
+				mu.Unlock()
+				http.Error(w, err.Error(), 500)
+				return
+			}
+			h = lib.Handler()
+		}
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	defer prov.Close()
+
+	version := regexp.MustCompile(`(?m)^version: *(\S+)`).FindSubmatch(must(os.ReadFile("../../examples/drivers/codex/artifact/murmur.yaml")))
+	capDir := filepath.Join(dir, "codexcap")
+	os.MkdirAll(capDir, 0o755)
+	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte(`name: codexcap
+version: 1.0.0
+artifacts:
+  - {name: codex, version: `+string(version[1])+`, runtime: driver, gateway: {endpoint: "`+prov.URL+`", api_key: "`+claudeSentinel+`"}}
+  - {name: echo, version: 1.0.0}
+inference:
+  transport: process
+  driver: {artifact: codex}
+  model: gpt-5
+capabilities:
+  harness: {paths: [{path: /usr/lib/node_modules}]}
+  shell: {min_tier: sealed}
+  limits: {deadline_seconds: 120}
+trace: {capture: content}
+`), 0o644)
+	t.Setenv("PATH", filepath.Dir(codex)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	g := serveCapsule(t, dir, home, reg, "codexcap", filepath.Join(capDir, "murmur.yaml"))
+
+	tk := decodeTask(t, g.call(t, "/agents/codexcap/", "", "message/send", map[string]any{"message": msg03("count the words in: the quick brown fox")}))
+	if tk.Status.State != "completed" || tk.text() != "The echo tool saw four words: the quick brown fox." {
+		g.cmd.Process.Signal(os.Interrupt)
+		g.cmd.Wait()
+		t.Fatalf("task: %v\n%s\ntraces:\n%s", tk, g.logs.String(), dumpTraces(filepath.Join(dir, "work")))
+	}
+	mu.Lock()
+	for _, k := range keys {
+		if k != "Bearer "+claudeSentinel {
+			t.Errorf("the provider saw credentials %q, want only the key", k)
+		}
+	}
+	mu.Unlock()
+	traces := dumpTraces(filepath.Join(dir, "work"))
+	if !strings.Contains(traces, `"event_type":"tool_call"`) || !strings.Contains(traces, `"tool_name":"echo"`) {
+		t.Errorf("no echo tool call in the trace:\n%s", traces)
+	}
+}
+
+// offeredEcho finds the echo tool among a Responses request's tools: its name, and the
+// namespace holding it when Codex groups a server's tools in one.
+func offeredEcho(body []byte) (name, namespace string) {
+	var req struct {
+		Tools []struct {
+			Type, Name string
+			Tools      []struct{ Name string }
+		}
+	}
+	json.Unmarshal(body, &req)
+	for _, t := range req.Tools {
+		if t.Type == "namespace" {
+			for _, in := range t.Tools {
+				if strings.HasSuffix(in.Name, "echo") {
+					return in.Name, t.Name
+				}
+			}
+		}
+		if strings.HasSuffix(t.Name, "echo") {
+			return t.Name, ""
+		}
+	}
+	return "echo", ""
 }
