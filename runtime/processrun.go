@@ -33,6 +33,10 @@ type HarnessEvent struct {
 	Case     string `json:"case"`
 	ToolName string `json:"tool_name,omitempty"`
 	Text     string `json:"text,omitempty"`
+	// NotHooked marks a tool call of the harness's own built-in tools (granted through
+	// the driver's config): it ran in the sandbox, but not through the bridge, so no
+	// hook saw it.
+	NotHooked bool `json:"not_hooked,omitempty"`
 }
 
 // Run-time refusals of a process capsule's task (docs/reference/process-drivers.md "The run").
@@ -117,7 +121,12 @@ func (s *session) processTask(ctx context.Context, t *task, text string, history
 		return "", StateFailed, err
 	}
 	spec.Reach = reach
-	run := &harnessRun{s: s, t: t, d: d, desc: desc, plan: plan, sessionID: req.SessionID}
+	run := &harnessRun{s: s, t: t, d: d, desc: desc, plan: plan, sessionID: req.SessionID, bridged: map[string]bool{}}
+	if req.Bridge != nil {
+		for _, n := range req.Bridge.ToolNames {
+			run.bridged[n] = true
+		}
+	}
 	return run.run(ctx, spec, by)
 }
 
@@ -235,6 +244,7 @@ type harnessRun struct {
 	desc      *abi.Description
 	plan      abi.LaunchPlan
 	sessionID string
+	bridged   map[string]bool // the tools the bridge serves, by bare name
 
 	answer      strings.Builder // the text of the message in progress
 	streamed    bool            // its text went out as chunks already
@@ -281,7 +291,7 @@ func (r *harnessRun) run(ctx context.Context, spec shell.ProcSpec, by string) (s
 			return
 		}
 		r.interrupted = true
-		s.stream.Emit(EventHarness, r.t.evt, HarnessEvent{Case: "interrupt", Text: why}, nil)
+		s.stream.Emit(EventHarness, r.t.parent(), HarnessEvent{Case: "interrupt", Text: why}, nil)
 		var ierr error
 		switch r.desc.Interrupt {
 		case "stdin-message":
@@ -396,7 +406,7 @@ func (r *harnessRun) contained(before, after shell.CgroupEvents) string {
 		return ""
 	}
 	text := strings.Join(what, "; ")
-	r.s.stream.Emit(EventHarness, r.t.evt, HarnessEvent{Case: "contained", Text: text}, nil)
+	r.s.stream.Emit(EventHarness, r.t.parent(), HarnessEvent{Case: "contained", Text: text}, nil)
 	return " (" + text + ")"
 }
 
@@ -428,11 +438,12 @@ func (r *harnessRun) event(e abi.Event) {
 		if e.SessionID != "" {
 			r.sessionID = e.SessionID
 		}
-		s.stream.Emit(EventHarness, t.evt, HarnessEvent{Case: e.Case, Text: e.Auth}, nil)
+		s.stream.Emit(EventHarness, t.parent(), HarnessEvent{Case: e.Case, Text: e.Auth}, nil)
 	case "tool-call":
-		s.stream.Emit(EventHarness, t.evt, HarnessEvent{Case: e.Case, ToolName: e.ToolName, Text: clip.String(e.ToolInput, 200)}, nil)
+		s.stream.Emit(EventHarness, t.parent(), HarnessEvent{Case: e.Case, ToolName: e.ToolName, Text: clip.String(e.ToolInput, 200),
+			NotHooked: !r.bridged[e.ToolName]}, nil)
 	case "tool-result":
-		s.stream.Emit(EventHarness, t.evt, HarnessEvent{Case: e.Case, Text: clip.String(e.Text, 200)}, nil)
+		s.stream.Emit(EventHarness, t.parent(), HarnessEvent{Case: e.Case, Text: clip.String(e.Text, 200)}, nil)
 	case "turn-end":
 		r.terminal, r.final = true, e.Text
 		if r.final == "" {
@@ -445,8 +456,8 @@ func (r *harnessRun) event(e abi.Event) {
 		r.terminal = true
 		ev := e
 		r.failed = &ev
-		s.stream.Emit(EventHarness, t.evt, HarnessEvent{Case: e.Case, Text: e.FailureKind + ": " + clip.String(e.Text, 500)}, nil)
+		s.stream.Emit(EventHarness, t.parent(), HarnessEvent{Case: e.Case, Text: e.FailureKind + ": " + clip.String(e.Text, 500)}, nil)
 	default: // retry, note
-		s.stream.Emit(EventHarness, t.evt, HarnessEvent{Case: e.Case, Text: clip.String(e.Text, 500)}, nil)
+		s.stream.Emit(EventHarness, t.parent(), HarnessEvent{Case: e.Case, Text: clip.String(e.Text, 500)}, nil)
 	}
 }

@@ -48,6 +48,7 @@ hog) head -c 4000000000 /dev/zero | tail >/dev/null; exit 1;;
 bomb) sh -c 'i=0; while [ $i -lt 200 ]; do sleep 30 & i=$((i+1)); done' 2>/dev/null; echo "turn-end bomb over";;
 quota) echo "turn-failed quota out of credit";;
 authfail) echo "turn-failed auth invalid api key";;
+builtin) echo "tool-call c1 Bash"; echo "turn-end ran a built-in";;
 maxturns) echo "text-delta partial"; echo "turn-failed max-turns reached 3 turns";;
 crash) echo boom >&2; exit 3;;
 hang) trap 'exit 130' INT; echo "text-delta x"; while :; do sleep 0.05; done;;
@@ -192,6 +193,20 @@ func TestProcessTransport(t *testing.T) {
 				t.Errorf("the tool call hangs under %+v", turn)
 			}
 		}
+	}
+	// A built-in tool of the harness (granted through the driver's config) is traced as
+	// not hooked; a bridge tool is not.
+	if b := run("ctx_h", "builtin"); b.Result != "ran a built-in" {
+		t.Errorf("builtin: %+v", b)
+	}
+	builtins := 0
+	for _, e := range seen.events {
+		if d, ok := e.Data.(HarnessEvent); ok && d.Case == "tool-call" && d.ToolName == "Bash" && d.NotHooked {
+			builtins++
+		}
+	}
+	if builtins != 1 {
+		t.Errorf("%d not-hooked Bash calls traced, want 1", builtins)
 	}
 	env := run("ctx_c", "env")
 	if !strings.HasPrefix(env.Result, "mode=m1 hint=h file=hs_") || !strings.Contains(env.Result, "key=none") {

@@ -57,6 +57,9 @@ func (d *driver) Parse(lines []string) []process.Event {
 			out = append(out, process.Event{Case: c, FailureKind: kind, Text: msg})
 		case process.SessionStarted:
 			out = append(out, process.Event{Case: c, SessionID: text, Auth: "api-key"})
+		case process.ToolCall:
+			id, name, _ := strings.Cut(text, " ")
+			out = append(out, process.Event{Case: c, ToolID: id, ToolName: name, ToolInput: "{}"})
 		default:
 			out = append(out, process.Event{Case: process.Note, Text: "unread line: " + l})
 		}
