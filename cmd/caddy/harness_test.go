@@ -44,15 +44,6 @@ const claudeSentinel = "sk-ant-sentinel-only-the-provider-holds-this"
 func TestClaudeCodeThroughTheGateway(t *testing.T) {
 	claude := harnesstest.Claude(t)
 	dir := t.TempDir()
-	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
-	os.MkdirAll(home, 0o755)
-	publish(t, home, reg, "../../examples/drivers/claude-code/artifact", "claude-code", guestbuild.Wasm(t, "../../examples/drivers/claude-code"))
-	echo := filepath.Join(t.TempDir(), "echo")
-	os.MkdirAll(echo, 0o755)
-	os.WriteFile(filepath.Join(echo, "murmur.yaml"), []byte("name: echo\nversion: 1.0.0\nruntime: tool\ndescription: echoes its input\n"+
-		"input_schema: {type: object, properties: {text: {type: string}}, required: [text]}\n"), 0o644)
-	publish(t, home, reg, echo, "echo", guestbuild.Wasm(t, "../../internal/testguests/echo"))
-
 	cassettes := filepath.Join(dir, "cassettes")
 	os.MkdirAll(cassettes, 0o755)
 	os.WriteFile(filepath.Join(cassettes, "claude.json"), []byte(claudeCassette), 0o644)
@@ -71,31 +62,11 @@ func TestClaudeCodeThroughTheGateway(t *testing.T) {
 	prov := httptest.NewServer(h)
 	defer prov.Close()
 
-	version := regexp.MustCompile(`(?m)^version: *(\S+)`).FindSubmatch(must(os.ReadFile("../../examples/drivers/claude-code/artifact/murmur.yaml")))
-	capDir := filepath.Join(dir, "claudecap")
-	os.MkdirAll(capDir, 0o755)
-	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte(`name: claudecap
-version: 1.0.0
-artifacts:
-  - {name: claude-code, version: `+string(version[1])+`, runtime: driver, gateway: {endpoint: "`+prov.URL+`", api_key: "`+claudeSentinel+`"}}
-  - {name: echo, version: 1.0.0}
-inference:
-  transport: process
-  driver: {artifact: claude-code}
-  model: claude-sonnet-4-5
-capabilities:
-  harness: {paths: [{path: /usr/lib/node_modules}]}
-  shell: {min_tier: sealed}
-  limits: {deadline_seconds: 120}
-trace: {capture: content}
-`), 0o644)
-	// The gateway finds claude on its PATH, as an operator installs it.
-	t.Setenv("PATH", filepath.Dir(claude)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	g := serveCapsule(t, dir, home, reg, "claudecap", filepath.Join(capDir, "murmur.yaml"))
+	g := harnessGateway(t, dir, claude, "claude-code", "claude-sonnet-4-5", prov.URL)
 
 	var texts []string
 	final := ""
-	for ev := range g.stream(t, "/agents/claudecap/", "", "message/stream", map[string]any{"message": msg03("count the words in: the quick brown fox")}) {
+	for ev := range g.stream(t, "/agents/harnessed/", "", "message/stream", map[string]any{"message": msg03("count the words in: the quick brown fox")}) {
 		var r struct {
 			Result struct {
 				Kind   string `json:"kind"`
@@ -235,15 +206,6 @@ func codexCassette(name, namespace string) string {
 func TestCodexThroughTheGateway(t *testing.T) {
 	codex := harnesstest.Codex(t)
 	dir := t.TempDir()
-	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
-	os.MkdirAll(home, 0o755)
-	publish(t, home, reg, "../../examples/drivers/codex/artifact", "codex", guestbuild.Wasm(t, "../../examples/drivers/codex"))
-	echo := filepath.Join(t.TempDir(), "echo")
-	os.MkdirAll(echo, 0o755)
-	os.WriteFile(filepath.Join(echo, "murmur.yaml"), []byte("name: echo\nversion: 1.0.0\nruntime: tool\ndescription: echoes its input\n"+
-		"input_schema: {type: object, properties: {text: {type: string}}, required: [text]}\n"), 0o644)
-	publish(t, home, reg, echo, "echo", guestbuild.Wasm(t, "../../internal/testguests/echo"))
-
 	cassettes := filepath.Join(dir, "cassettes")
 	os.MkdirAll(cassettes, 0o755)
 	var mu sync.Mutex
@@ -270,28 +232,9 @@ func TestCodexThroughTheGateway(t *testing.T) {
 	}))
 	defer prov.Close()
 
-	version := regexp.MustCompile(`(?m)^version: *(\S+)`).FindSubmatch(must(os.ReadFile("../../examples/drivers/codex/artifact/murmur.yaml")))
-	capDir := filepath.Join(dir, "codexcap")
-	os.MkdirAll(capDir, 0o755)
-	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte(`name: codexcap
-version: 1.0.0
-artifacts:
-  - {name: codex, version: `+string(version[1])+`, runtime: driver, gateway: {endpoint: "`+prov.URL+`", api_key: "`+claudeSentinel+`"}}
-  - {name: echo, version: 1.0.0}
-inference:
-  transport: process
-  driver: {artifact: codex}
-  model: gpt-5
-capabilities:
-  harness: {paths: [{path: /usr/lib/node_modules}]}
-  shell: {min_tier: sealed}
-  limits: {deadline_seconds: 120}
-trace: {capture: content}
-`), 0o644)
-	t.Setenv("PATH", filepath.Dir(codex)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	g := serveCapsule(t, dir, home, reg, "codexcap", filepath.Join(capDir, "murmur.yaml"))
+	g := harnessGateway(t, dir, codex, "codex", "gpt-5", prov.URL)
 
-	tk := decodeTask(t, g.call(t, "/agents/codexcap/", "", "message/send", map[string]any{"message": msg03("count the words in: the quick brown fox")}))
+	tk := decodeTask(t, g.call(t, "/agents/harnessed/", "", "message/send", map[string]any{"message": msg03("count the words in: the quick brown fox")}))
 	if tk.Status.State != "completed" || tk.text() != "The echo tool saw four words: the quick brown fox." {
 		g.cmd.Process.Signal(os.Interrupt)
 		g.cmd.Wait()
@@ -333,4 +276,41 @@ func offeredEcho(body []byte) (name, namespace string) {
 		}
 	}
 	return "echo", ""
+}
+
+// harnessGateway serves, with `caddy run`, a process capsule "harnessed" driven by the
+// example process driver named driver (its harness CLI at bin, put on the gateway's
+// PATH), with the echo wasm tool, its gateway endpoint the provider at providerURL with
+// the sentinel key, in the sealed tier.
+func harnessGateway(t *testing.T, dir, bin, driver, model, providerURL string) *gateway {
+	t.Helper()
+	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
+	os.MkdirAll(home, 0o755)
+	publish(t, home, reg, "../../examples/drivers/"+driver+"/artifact", driver, guestbuild.Wasm(t, "../../examples/drivers/"+driver))
+	echo := filepath.Join(t.TempDir(), "echo")
+	os.MkdirAll(echo, 0o755)
+	os.WriteFile(filepath.Join(echo, "murmur.yaml"), []byte("name: echo\nversion: 1.0.0\nruntime: tool\ndescription: echoes its input\n"+
+		"input_schema: {type: object, properties: {text: {type: string}}, required: [text]}\n"), 0o644)
+	publish(t, home, reg, echo, "echo", guestbuild.Wasm(t, "../../internal/testguests/echo"))
+	version := regexp.MustCompile(`(?m)^version: *(\S+)`).FindSubmatch(must(os.ReadFile("../../examples/drivers/" + driver + "/artifact/murmur.yaml")))
+	capDir := filepath.Join(dir, "harnessed")
+	os.MkdirAll(capDir, 0o755)
+	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte(`name: harnessed
+version: 1.0.0
+artifacts:
+  - {name: `+driver+`, version: `+string(version[1])+`, runtime: driver, gateway: {endpoint: "`+providerURL+`", api_key: "`+claudeSentinel+`"}}
+  - {name: echo, version: 1.0.0}
+inference:
+  transport: process
+  driver: {artifact: `+driver+`}
+  model: `+model+`
+capabilities:
+  harness: {paths: [{path: /usr/lib/node_modules}]}
+  shell: {min_tier: sealed}
+  limits: {deadline_seconds: 120}
+trace: {capture: content}
+`), 0o644)
+	// The gateway finds the harness on its PATH, as an operator installs it.
+	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return serveCapsule(t, dir, home, reg, "harnessed", filepath.Join(capDir, "murmur.yaml"))
 }

@@ -9,6 +9,8 @@
 // network, and it imports nothing of Murmur's (docs/guests.md "Process drivers").
 package process
 
+import "fmt"
+
 // Interrupt methods: how a turn in progress is stopped.
 const (
 	InterruptStdin       = "stdin-message"
@@ -118,6 +120,18 @@ type ExitStatus struct {
 	Code, Signal             *int32
 	StderrTail               string
 	Interrupted, SawTerminal bool
+}
+
+// How says in words how the harness ended: "killed by signal N", "exited with status
+// N", or "ended".
+func (x ExitStatus) How() string {
+	switch {
+	case x.Signal != nil:
+		return fmt.Sprintf("killed by signal %d", *x.Signal)
+	case x.Code != nil:
+		return fmt.Sprintf("exited with status %d", *x.Code)
+	}
+	return "ended"
 }
 
 // LoginOutput is what the login check printed.

@@ -559,16 +559,7 @@ func (d *Driver) ClassifyExit(x process.ExitStatus) process.Event {
 	case strings.Contains(low, "credit balance"), strings.Contains(low, "usage limit"), strings.Contains(low, "rate limit"), strings.Contains(low, " 429"):
 		kind = process.FailQuota
 	}
-	var how string
-	switch {
-	case x.Signal != nil:
-		how = fmt.Sprintf("killed by signal %d", *x.Signal)
-	case x.Code != nil:
-		how = fmt.Sprintf("exited with status %d", *x.Code)
-	default:
-		how = "ended"
-	}
-	msg := "claude-code " + how + " without a result"
+	msg := "claude-code " + x.How() + " without a result"
 	if tail != "" {
 		msg += ": " + tail
 	}

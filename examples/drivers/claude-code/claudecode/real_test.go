@@ -2,14 +2,11 @@ package claudecode
 
 import (
 	"encoding/json"
-	"errors"
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/harnesstest"
@@ -17,9 +14,6 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.jsonl with what the real CLI printed")
-
-// testKey stands for the run's placeholder key the runtime puts where {gateway_key} is.
-const testKey = "capsulegate-placeholder-test"
 
 const answer = "The answer is 42."
 
@@ -30,31 +24,14 @@ type turn struct {
 	res    harnesstest.Result
 }
 
-// prepare plans a turn as the runtime would: launch's plan, its files written into
-// filesDir, {files_dir} and {gateway_url} replaced.
+// prepare plans a turn as the runtime would (harnesstest.Plan).
 func prepare(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider) (args, env []string) {
 	t.Helper()
 	plan, err := d.Launch(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range plan.Files {
-		path := filepath.Join(filesDir, f.Name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(f.Contents), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sub := strings.NewReplacer("{files_dir}", filesDir, GatewayURL, p.URL, PlaceholderKey, testKey)
-	for _, a := range plan.Args {
-		args = append(args, sub.Replace(a))
-	}
-	for _, kv := range plan.EnvSet {
-		env = append(env, kv[0]+"="+sub.Replace(kv[1]))
-	}
-	return args, env
+	return harnesstest.Plan(t, plan, filesDir, p.URL)
 }
 
 func runTurn(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider, extraEnv ...string) turn {
@@ -70,24 +47,8 @@ func interrupt(t *testing.T, d *Driver, req process.LaunchRequest) (turn, proces
 	t.Helper()
 	sp := harnesstest.NewProvider(t, harnesstest.Script{Stall: true})
 	args, env := prepare(t, d, req, t.TempDir(), sp)
-	r := harnesstest.Start(t, t.TempDir(), harnesstest.Claude(t), args, env)
-	<-sp.Requested()
-	if err := r.Signal(os.Interrupt); err != nil {
-		t.Fatal(err)
-	}
-	res := r.Wait()
+	res, x := harnesstest.Interrupt(t, harnesstest.Claude(t), args, env, sp)
 	tr := turn{events: d.Parse(res.Lines), res: res}
-	x := process.ExitStatus{StderrTail: res.Stderr, Interrupted: true}
-	var exit *exec.ExitError
-	if errors.As(res.Err, &exit) {
-		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			x.Signal = ptr(int32(ws.Signal()))
-		} else {
-			x.Code = ptr(int32(exit.ExitCode()))
-		}
-	} else if res.Err == nil {
-		x.Code = ptr(int32(0))
-	}
 	for _, e := range tr.events {
 		x.SawTerminal = x.SawTerminal || e.Case == process.TurnEnd || e.Case == process.TurnFailed
 	}
@@ -202,7 +163,7 @@ func TestRealClaudeCode(t *testing.T) {
 		t.Errorf("the system prompt or the task did not reach the provider")
 	}
 	for _, r := range p.Requests() {
-		if r.Auth != testKey {
+		if r.Auth != harnesstest.TestKey {
 			t.Errorf("%s %s carried key %q, want the placeholder", r.Method, r.Path, r.Auth)
 		}
 	}

@@ -400,16 +400,7 @@ func (d *Driver) ClassifyExit(x process.ExitStatus) process.Event {
 	if k := Classify(tail); k != process.FailOther {
 		kind = k
 	}
-	var how string
-	switch {
-	case x.Signal != nil:
-		how = fmt.Sprintf("killed by signal %d", *x.Signal)
-	case x.Code != nil:
-		how = fmt.Sprintf("exited with status %d", *x.Code)
-	default:
-		how = "ended"
-	}
-	msg := "codex " + how + " without finishing the turn"
+	msg := "codex " + x.How() + " without finishing the turn"
 	if tail != "" {
 		msg += ": " + tail
 	}
