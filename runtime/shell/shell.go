@@ -270,8 +270,9 @@ func (s *Sandbox) Close() error {
 func (s *Sandbox) CgroupEvents() CgroupEvents { return s.cg.events() }
 
 // buildEnv returns the subprocess environment: the caller's, without the names this
-// package owns, then those names. NO_PROXY is never set: every destination, localhost
-// too, is the network policy's to decide (a rule may name localhost:PORT).
+// package owns, then those names. NO_PROXY is not set: every destination, localhost
+// too, is the network policy's to decide (a rule may name localhost:PORT); only a
+// long-running command given loopback ports to reach gets it (Sandbox.Start).
 func (s *Sandbox) buildEnv(home string) []string {
 	owned := []string{"HOME", "PATH", "TMPDIR", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
 		"http_proxy", "https_proxy", "all_proxy", "no_proxy", stageEnv}
