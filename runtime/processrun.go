@@ -116,7 +116,7 @@ func (s *session) processTask(ctx context.Context, t *task, text string, history
 	case refused != "":
 		return "", StateFailed, errs.New(CodeProcessLaunch, "runtime", fmt.Sprintf("process driver %s refused the turn: %s", inf.Driver.Artifact, refused), "see the driver's message")
 	}
-	spec, err := s.harnessSpec(t, desc, plan, gw)
+	spec, err := s.harnessSpec(desc, plan, gw)
 	if err != nil {
 		return "", StateFailed, err
 	}
@@ -155,7 +155,7 @@ func (s *session) toolBridge(ctx context.Context, t *task, tools []agentTool) (*
 // harnessSpec resolves the harness binary and turns plan into the command: its files
 // written under the run's folder, {files_dir}, {gateway_url} and {gateway_key}
 // substituted, the plan's variables checked.
-func (s *session) harnessSpec(t *task, desc *abi.Description, plan abi.LaunchPlan, gw *credgate.Server) (shell.ProcSpec, error) {
+func (s *session) harnessSpec(desc *abi.Description, plan abi.LaunchPlan, gw *credgate.Server) (shell.ProcSpec, error) {
 	driver := s.staged.Manifest.Inference.Driver.Artifact
 	refuse := func(msg string) (shell.ProcSpec, error) {
 		return shell.ProcSpec{}, errs.New(CodeProcessLaunch, "runtime", fmt.Sprintf("process driver %s: %s", driver, msg), "fix the driver's launch plan")
@@ -173,7 +173,9 @@ func (s *session) harnessSpec(t *task, desc *abi.Description, plan abi.LaunchPla
 	if err != nil {
 		return shell.ProcSpec{}, errs.New(CodeProcessSpawn, "runtime", fmt.Sprintf("harness %s: its binary %q: %v", desc.Harness, bin, err), "install the harness CLI")
 	}
-	filesDir := filepath.Join(s.layout.Work, ".harness", t.id)
+	// One folder for the session, not per task: the harness keeps its own session there
+	// (HOME, CODEX_HOME), which the next task of the context resumes.
+	filesDir := filepath.Join(s.layout.Work, ".harness")
 	if err := os.MkdirAll(filesDir, 0o700); err != nil {
 		return shell.ProcSpec{}, err
 	}

@@ -32,8 +32,8 @@ esac
 sess=$3; resume=no; [ "$4" = --resume ] && resume=yes
 task="${@: -1}"
 case "$task" in
-hello) echo "session-started $sess"; echo "text-delta Hel"; echo "text-delta lo"; echo "turn-end Hello";;
-resume) echo "turn-end resumed=$resume session=$sess";;
+hello) echo "$sess" > "$FAKE_FILES/transcript"; echo "session-started $sess"; echo "text-delta Hel"; echo "text-delta lo"; echo "turn-end Hello";;
+resume) echo "turn-end resumed=$resume session=$sess kept=$(cat "$FAKE_FILES/transcript" 2>/dev/null || echo none)";;
 env) echo "turn-end mode=$PROC_MODE hint=$PROC_HINT file=$(cat "$FAKE_FILES/session.txt") key=${ANTHROPIC_API_KEY:-none} home=${HOME%%/*}";;
 gateway) echo "turn-end $(curl -s -H "x-api-key: $FAKE_KEY" -d '{}' "$FAKE_GATEWAY/v1/messages")";;
 denied*) if curl -s -m 5 "http://127.0.0.1:${task#denied }/" >/dev/null 2>&1; then echo "turn-end reached"; else echo "turn-end blocked"; fi;;
@@ -161,7 +161,8 @@ func TestProcessTransport(t *testing.T) {
 		t.Errorf("chunks %q", chunks)
 	}
 	resumed := run("ctx_a", "resume", Turn{User: "hello", Agent: hello.Result, Thread: hello.Thread})
-	if resumed.Result != "resumed=yes session="+hello.Thread.Continuation || hello.Thread.Continuation == "" {
+	// The harness finds what it kept in the first task's run: its files folder is the session's.
+	if resumed.Result != "resumed=yes session="+hello.Thread.Continuation+" kept="+hello.Thread.Continuation || hello.Thread.Continuation == "" {
 		t.Errorf("resume: %q (first session %q)", resumed.Result, hello.Thread.Continuation)
 	}
 	if fresh := run("ctx_b", "resume"); !strings.HasPrefix(fresh.Result, "resumed=no") {
