@@ -54,8 +54,6 @@ const (
 	defaultCompactionPrompt = "You summarise conversations between a user, an assistant and its tools. " +
 		"Write a summary that lets the assistant carry on without the conversation: the user's request, " +
 		"what was done and found, the decisions made, and what is left to do. Answer with the summary only."
-	// bytesPerToken estimates tokens from JSON bytes where no count was reported.
-	bytesPerToken = 4
 )
 
 // compactionInput is what a summariser is asked to summarise.
@@ -194,16 +192,17 @@ func (s *session) compact(ctx context.Context, t *task, driver *wasm.Module, msg
 }
 
 // estimateAfter is the compacted conversation's size in tokens: the summary's reported
-// output tokens (else its bytes / 4) plus the kept messages' JSON bytes / 4. The next
-// turn's input_tokens is the exact figure; this one is known at compaction time.
+// output tokens (else the host's estimate, wasm.EstimateTokens) plus the estimate of the
+// kept messages' JSON. The next turn's input_tokens is the exact figure; this one is
+// known at compaction time.
 func estimateAfter(summaryTokens int, summary string, kept []agentMessage) int {
 	if summaryTokens <= 0 {
-		summaryTokens = (len(summaryPrefix+summary) + bytesPerToken - 1) / bytesPerToken
+		summaryTokens = int(wasm.EstimateTokens(summaryPrefix + summary))
 	}
 	if len(kept) == 0 {
 		return summaryTokens
 	}
-	return summaryTokens + (len(mustJSON(kept))+bytesPerToken-1)/bytesPerToken
+	return summaryTokens + int(wasm.EstimateTokens(string(mustJSON(kept))))
 }
 
 // summariseWithDriver asks the capsule's driver for the summary: one user message with

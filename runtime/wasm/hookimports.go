@@ -43,7 +43,7 @@ func EstimateTokens(text string) uint64 { return (uint64(len(text)) + 3) / 4 }
 // to 1, so a paging loop always makes progress.
 const MaxPageMessages = 100
 
-func hookOf(ctx context.Context, h *Imports) *HookImports {
+func hookOf(h *Imports) *HookImports {
 	if h.Hook == nil {
 		return &HookImports{}
 	}
@@ -88,7 +88,7 @@ func window(text string, offset, max uint64) []any {
 }
 
 func importInputLen(ctx context.Context, h *Imports, a []any) ([]any, error) {
-	s, fail := taskText(hookOf(ctx, h), false, a[0].(uint32))
+	s, fail := taskText(hookOf(h), false, a[0].(uint32))
 	if fail != nil {
 		return fail, nil
 	}
@@ -96,7 +96,7 @@ func importInputLen(ctx context.Context, h *Imports, a []any) ([]any, error) {
 }
 
 func importReadInput(ctx context.Context, h *Imports, a []any) ([]any, error) {
-	s, fail := taskText(hookOf(ctx, h), false, a[0].(uint32))
+	s, fail := taskText(hookOf(h), false, a[0].(uint32))
 	if fail != nil {
 		return fail, nil
 	}
@@ -104,7 +104,7 @@ func importReadInput(ctx context.Context, h *Imports, a []any) ([]any, error) {
 }
 
 func importOutputLen(ctx context.Context, h *Imports, _ []any) ([]any, error) {
-	s, fail := taskText(hookOf(ctx, h), true, 0)
+	s, fail := taskText(hookOf(h), true, 0)
 	if fail != nil {
 		return fail, nil
 	}
@@ -112,7 +112,7 @@ func importOutputLen(ctx context.Context, h *Imports, _ []any) ([]any, error) {
 }
 
 func importReadOutput(ctx context.Context, h *Imports, a []any) ([]any, error) {
-	s, fail := taskText(hookOf(ctx, h), true, 0)
+	s, fail := taskText(hookOf(h), true, 0)
 	if fail != nil {
 		return fail, nil
 	}
@@ -128,7 +128,7 @@ func importRunInference(ctx context.Context, h *Imports, a []any) ([]any, error)
 	if err != nil {
 		return nil, err
 	}
-	hk := hookOf(ctx, h)
+	hk := hookOf(h)
 	if hk.Inference == nil {
 		return []any{abi.Result{Err: true, Value: "inference: this hook has no inference driver to call"}}, nil
 	}
@@ -150,7 +150,7 @@ var errInvalidCursor = errors.New("invalid-cursor")
 // message, so what is appended while a hook pages is never repeated or skipped.
 func importReadMessages(ctx context.Context, h *Imports, a []any) ([]any, error) {
 	fail := func(msg string) ([]any, error) { return []any{abi.Result{Err: true, Value: msg}}, nil }
-	hk := hookOf(ctx, h)
+	hk := hookOf(h)
 	if hk.Conversation == nil {
 		return fail("not-granted")
 	}
