@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
@@ -70,4 +71,26 @@ capabilities:
 	defer r.Close(context.Background())
 	_, err = r.Stage(context.Background(), m, runtime.StageOptions{Registry: reg})
 	return errs.Codes(err)
+}
+
+// OpenDriver compiles the process driver whose command is in pkgDir and holds it on the
+// runtime's host for a run, as the runtime does (closed with the test).
+func OpenDriver(t testing.TB, pkgDir, name string) *wasm.Driver {
+	t.Helper()
+	ctx := context.Background()
+	e, err := wasm.NewEngine(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(ctx) })
+	mod, err := e.Compile(ctx, "cap", name, manifest.RoleDriver, guestbuild.Wasm(t, pkgDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mod.CheckWorld(wasm.ProcessWorld); err != nil {
+		t.Fatal(err)
+	}
+	d := e.OpenDriver(mod, wasm.Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
+	t.Cleanup(d.Close)
+	return d
 }

@@ -4,11 +4,8 @@ import (
 	"context"
 	"reflect"
 	"testing"
-	"time"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/manifest"
-	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/internal/harnesstest"
 	"github.com/capsulegate/capsulegate/wit/abi"
 	"github.com/capsulegate/capsulegate/wit/guest/process"
 )
@@ -19,20 +16,7 @@ import (
 // canonical ABI what the translation answers in Go.
 func TestThroughTheHost(t *testing.T) {
 	ctx := context.Background()
-	e, err := wasm.NewEngine(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close(ctx) })
-	mod, err := e.Compile(ctx, "cap", "codex", manifest.RoleDriver, guestbuild.Wasm(t, ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mod.CheckWorld(wasm.ProcessWorld); err != nil {
-		t.Fatal(err)
-	}
-	d := e.OpenDriver(mod, wasm.Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
-	defer d.Close()
+	d := harnesstest.OpenDriver(t, "..", "codex")
 
 	desc, err := d.Describe(ctx)
 	if err != nil {
