@@ -391,11 +391,12 @@ func (in *interrupter) arm(ctx context.Context) (disarm func() (fired bool)) {
 	return func() bool {
 		if stop() {
 			// The AfterFunc did not run, but a host function may have fired the flag
-			// itself (the guest's sleep, when the context ended): that call was
-			// interrupted all the same.
+			// itself (the guest's sleep, when the context ended), or the context ended
+			// and a host call saw it before the AfterFunc was scheduled (stop then wins
+			// the race): that call was interrupted all the same.
 			in.mu.Lock()
 			defer in.mu.Unlock()
-			return in.fired
+			return in.fired || ctx.Err() != nil
 		}
 		<-done
 		return true
