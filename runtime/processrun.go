@@ -215,14 +215,26 @@ func (s *session) harnessSpec(desc *abi.Description, plan abi.LaunchPlan, gw *cr
 		}
 		spec.Env = append(spec.Env, kv[0]+"="+subst(kv[1]))
 	}
-	for _, n := range desc.NeedsPaths {
-		// Granted by capabilities.harness.paths (checked at stage); one missing on this
-		// host has nothing to show.
-		if _, err := os.Stat(n.Path); err == nil {
-			spec.ReadOnly = append(spec.ReadOnly, n.Path)
+	ro, rw := neededPaths(desc.NeedsPaths)
+	spec.ReadOnly, spec.ReadWrite = append(spec.ReadOnly, ro...), rw
+	return spec, nil
+}
+
+// neededPaths splits the paths a harness needs (granted by capabilities.harness.paths,
+// checked at stage) by access; one missing on this host has nothing to show and is left
+// out.
+func neededPaths(needs []abi.PathNeed) (ro, rw []string) {
+	for _, n := range needs {
+		if _, err := os.Stat(n.Path); err != nil {
+			continue
+		}
+		if n.Access == "read-write" {
+			rw = append(rw, n.Path)
+		} else {
+			ro = append(ro, n.Path)
 		}
 	}
-	return spec, nil
+	return ro, rw
 }
 
 // installDir is the folder a harness binary is installed in, visible to it read-only:

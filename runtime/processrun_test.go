@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/shell"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
 // fakeHarness is the stand-in harness procdriver drives: what it prints depends on the
@@ -418,5 +420,36 @@ func TestHarnessMemoryHoldsNoKey(t *testing.T) {
 	}
 	if len(found) > 0 {
 		t.Errorf("the provider key is in the harness: %v", found)
+	}
+}
+
+// TestNeededPaths: a harness's read-write needs become the command's writable paths, its
+// read needs readable ones, and a path missing on this host is left out (the sandbox
+// mounts each; runtime/shell TestStart "granted paths" shows what the harness can do).
+func TestNeededPaths(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "creds.json")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing")
+	tests := []struct {
+		name   string
+		needs  []abi.PathNeed
+		ro, rw []string
+	}{
+		{"none", nil, nil, nil},
+		{"read", []abi.PathNeed{{Path: dir, Access: "read"}}, []string{dir}, nil},
+		{"read-write", []abi.PathNeed{{Path: dir, Access: "read-write"}, {Path: file, Access: "read-write"}}, nil, []string{dir, file}},
+		{"both, one missing", []abi.PathNeed{{Path: file, Access: "read"}, {Path: missing, Access: "read-write"}, {Path: dir, Access: "read-write"}},
+			[]string{file}, []string{dir}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ro, rw := neededPaths(tt.needs)
+			if !slices.Equal(ro, tt.ro) || !slices.Equal(rw, tt.rw) {
+				t.Errorf("read %q, read-write %q; want %q, %q", ro, rw, tt.ro, tt.rw)
+			}
+		})
 	}
 }

@@ -102,6 +102,9 @@ func applyLandlock(spec *runSpec) error {
 		access uint64
 	}
 	grants := []grant{{spec.Workdir, rw}}
+	for _, d := range spec.ReadWrite {
+		grants = append(grants, grant{d, rw})
+	}
 	for _, d := range systemDirs {
 		switch {
 		case d != "/etc":

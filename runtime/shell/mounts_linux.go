@@ -129,9 +129,9 @@ func placeResolv(nr string, spec *runSpec) error {
 	return bindFile(generated, nr+target)
 }
 
-// placeWorkdir mounts the workdir and the extra read-only folders into the root. As
-// root, the workdir mount is idmapped so the inner stage's unprivileged uid owns what
-// root owns there, and what it creates is root's on disk.
+// placeWorkdir mounts the workdir, the extra writable paths and the extra read-only ones
+// into the root. As root, the writable mounts are idmapped so the inner stage's
+// unprivileged uid owns what root owns there, and what it creates is root's on disk.
 func placeWorkdir(nr string, spec *runSpec, innerPid int) error {
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 	if spec.RootMode {
@@ -143,8 +143,10 @@ func placeWorkdir(nr string, spec *runSpec, innerPid int) error {
 		attr.Attr_set |= unix.MOUNT_ATTR_IDMAP
 		attr.Userns_fd = uint64(userns.Fd())
 	}
-	if err := bindTree(spec.Workdir, nr+spec.Workdir, false, attr); err != nil {
-		return fmt.Errorf("%s: %w", spec.Workdir, err)
+	for _, d := range append([]string{spec.Workdir}, spec.ReadWrite...) {
+		if err := bindTree(d, nr+d, false, attr); err != nil {
+			return fmt.Errorf("%s: %w", d, err)
+		}
 	}
 	roAttr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 	for _, d := range spec.ReadOnly {
@@ -172,7 +174,17 @@ func bindTree(src, dst string, recursive bool, attr *unix.MountAttr) error {
 	if err := unix.MountSetattr(fd, "", uint(setFlags), attr); err != nil {
 		return fmt.Errorf("mount_setattr: %w", err)
 	}
-	if err := os.MkdirAll(dst, 0o755); err != nil {
+	if st, err := os.Stat(src); err == nil && !st.IsDir() {
+		// A file (a harness's credentials file) is mounted on an empty file of its name.
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		f.Close()
+	} else if err := os.MkdirAll(dst, 0o755); err != nil {
 		return err
 	}
 	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {

@@ -22,8 +22,13 @@ type ProcSpec struct {
 	Args []string
 	// Env is added to the sandbox's environment (a launch plan's env-set).
 	Env []string
-	// ReadOnly are folders the command may read and execute (the harness's install).
+	// ReadOnly are folders (or files) the command may read and execute (the harness's
+	// install, the paths it needs read-only).
 	ReadOnly []string
+	// ReadWrite are folders (or files) outside the workdir the command may also write:
+	// the paths a harness needs read-write, granted by capabilities.harness.paths. They
+	// are mounted like the workdir (docs/reference/sandbox.md "Long-running commands").
+	ReadWrite []string
 	// Stdin is written to the command's stdin once it starts; with KeepStdinOpen the
 	// stdin stays open for Proc.WriteStdin, else it is closed after Stdin.
 	Stdin         []byte
@@ -101,7 +106,7 @@ func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 		return nil, errors.New("shell: a command without argv[0]")
 	}
 	full := s.sessionSpec()
-	full.Path, full.Args, full.ReadOnly = spec.Path, spec.Args, spec.ReadOnly
+	full.Path, full.Args, full.ReadOnly, full.ReadWrite = spec.Path, spec.Args, spec.ReadOnly, spec.ReadWrite
 	var env []string
 	for _, kv := range full.Env {
 		if k, _, _ := strings.Cut(kv, "="); len(spec.Reach) == 0 || !strings.EqualFold(k, "NO_PROXY") {

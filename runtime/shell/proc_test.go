@@ -7,6 +7,8 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -112,6 +114,37 @@ func TestStart(t *testing.T) {
 						t.Errorf("output %q (exit %+v)", out, p.Wait())
 					}
 					p.Wait()
+				}
+			})
+			t.Run("granted paths", func(t *testing.T) {
+				rw, ro, other := t.TempDir(), t.TempDir(), t.TempDir()
+				rwFile := filepath.Join(t.TempDir(), "creds.json")
+				if err := os.Chmod(ro, 0o755); err != nil { // read by the sealed tier's uid 65534 as root
+					t.Fatal(err)
+				}
+				for path, body := range map[string]string{rwFile: "old", filepath.Join(ro, "f"): "readable", filepath.Join(other, "f"): "secret"} {
+					if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				script := `echo made > ` + rw + `/new && echo made
+echo new > ` + rwFile + ` && echo rewritten
+cat ` + ro + `/f; echo
+(echo x > ` + ro + `/y) 2>/dev/null && echo wrote-ro || echo ro-refused
+cat ` + other + `/f 2>/dev/null || echo other-hidden`
+				p := startBash(t, ctx, s, script, ProcSpec{ReadOnly: []string{ro}, ReadWrite: []string{rw, rwFile}})
+				out, _ := io.ReadAll(p.Stdout)
+				want := "made\nrewritten\nreadable\nro-refused\nother-hidden\n"
+				if tier == TierEnvOnly {
+					want = "made\nrewritten\nreadable\nwrote-ro\nsecret" // env-only confines no files (docs/sandbox.md)
+				}
+				if string(out) != want {
+					t.Errorf("output %q, want %q (stderr %q)", out, want, p.Wait().StderrTail)
+				}
+				for path, body := range map[string]string{filepath.Join(rw, "new"): "made\n", rwFile: "new\n"} {
+					if b, err := os.ReadFile(path); err != nil || string(b) != body {
+						t.Errorf("%s holds %q (%v), want %q", path, b, err, body)
+					}
 				}
 			})
 			t.Run("context ends", func(t *testing.T) {

@@ -22,6 +22,7 @@ type runSpec struct {
 	Env       []string
 	Workdir   string
 	ReadOnly  []string // extra folders the tool may read and execute (a native tool's own)
+	ReadWrite []string // extra folders (or files) the command may write, like the workdir (ProcSpec.ReadWrite)
 	Limits    Limits
 	Private   string // records/sandbox-<id>: proxy.sock, dns.sock, root/
 	Network   bool   // forward the proxy (and DNS, when DNS) into the sandbox
