@@ -215,23 +215,25 @@ func (s *session) harnessSpec(desc *abi.Description, plan abi.LaunchPlan, gw *cr
 		}
 		spec.Env = append(spec.Env, kv[0]+"="+subst(kv[1]))
 	}
-	ro, rw := neededPaths(desc.NeedsPaths)
+	ro, rw := grantedPaths(s.staged.Manifest.Capabilities.Harness.Paths)
 	spec.ReadOnly, spec.ReadWrite = append(spec.ReadOnly, ro...), rw
 	return spec, nil
 }
 
-// neededPaths splits the paths a harness needs (granted by capabilities.harness.paths,
-// checked at stage) by access; one missing on this host has nothing to show and is left
-// out.
-func neededPaths(needs []abi.PathNeed) (ro, rw []string) {
-	for _, n := range needs {
-		if _, err := os.Stat(n.Path); err != nil {
+// grantedPaths splits the paths capabilities.harness.paths grants the harness by
+// access. The grants are what the harness sees, not only what its driver says it needs
+// (every need is covered by one, checked at stage): so an operator can give a harness
+// what its install needs where the driver cannot know it (node under nvm, say). One
+// missing on this host has nothing to show and is left out.
+func grantedPaths(grants []manifest.HarnessPath) (ro, rw []string) {
+	for _, g := range grants {
+		if _, err := os.Stat(g.Path); err != nil {
 			continue
 		}
-		if n.Access == "read-write" {
-			rw = append(rw, n.Path)
+		if g.Access == "read-write" {
+			rw = append(rw, g.Path)
 		} else {
-			ro = append(ro, n.Path)
+			ro = append(ro, g.Path)
 		}
 	}
 	return ro, rw

@@ -21,7 +21,6 @@ import (
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/shell"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
-	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
 // fakeHarness is the stand-in harness procdriver drives: what it prints depends on the
@@ -423,10 +422,11 @@ func TestHarnessMemoryHoldsNoKey(t *testing.T) {
 	}
 }
 
-// TestNeededPaths: a harness's read-write needs become the command's writable paths, its
-// read needs readable ones, and a path missing on this host is left out (the sandbox
-// mounts each; runtime/shell TestStart "granted paths" shows what the harness can do).
-func TestNeededPaths(t *testing.T) {
+// TestGrantedPaths: capabilities.harness.paths granted read-write become the command's
+// writable paths, those granted read readable ones, and a path missing on this host is
+// left out (the sandbox mounts each; runtime/shell TestStart "granted paths" shows what
+// the harness can do with them).
+func TestGrantedPaths(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "creds.json")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
@@ -435,18 +435,18 @@ func TestNeededPaths(t *testing.T) {
 	missing := filepath.Join(dir, "missing")
 	tests := []struct {
 		name   string
-		needs  []abi.PathNeed
+		grants []manifest.HarnessPath
 		ro, rw []string
 	}{
 		{"none", nil, nil, nil},
-		{"read", []abi.PathNeed{{Path: dir, Access: "read"}}, []string{dir}, nil},
-		{"read-write", []abi.PathNeed{{Path: dir, Access: "read-write"}, {Path: file, Access: "read-write"}}, nil, []string{dir, file}},
-		{"both, one missing", []abi.PathNeed{{Path: file, Access: "read"}, {Path: missing, Access: "read-write"}, {Path: dir, Access: "read-write"}},
+		{"read", []manifest.HarnessPath{{Path: dir, Access: "read"}}, []string{dir}, nil},
+		{"read-write", []manifest.HarnessPath{{Path: dir, Access: "read-write"}, {Path: file, Access: "read-write"}}, nil, []string{dir, file}},
+		{"both, one missing", []manifest.HarnessPath{{Path: file, Access: "read"}, {Path: missing, Access: "read-write"}, {Path: dir, Access: "read-write"}},
 			[]string{file}, []string{dir}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ro, rw := neededPaths(tt.needs)
+			ro, rw := grantedPaths(tt.grants)
 			if !slices.Equal(ro, tt.ro) || !slices.Equal(rw, tt.rw) {
 				t.Errorf("read %q, read-write %q; want %q, %q", ro, rw, tt.ro, tt.rw)
 			}
