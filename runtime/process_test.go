@@ -10,7 +10,6 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/internal/wasmtest"
-	"github.com/capsulegate/capsulegate/internal/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
@@ -39,8 +38,7 @@ func TestProcessDriverRefusals(t *testing.T) {
 	publishWasm(t, reg, "badprocdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/badprocdriver"))
 	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/recdriver"))
 	// The procdriver made a component with the preview1 reactor adapter, as Murmur ships its drivers.
-	publishWasm(t, reg, "compprocdriver", "driver", watbuild.Component(t, guestbuild.Wasm(t, "../internal/testguests/procdriver"),
-		"../wit/murmur-driver-process-0.6.0.wit", wasm.ProcessWorld))
+	publishWasm(t, reg, "compprocdriver", "driver", procDriverComponent(t))
 	publishWasm(t, reg, "oldproc", "driver", processModule("0.5.0", allProcessFuncs))
 	publishWasm(t, reg, "halfproc", "driver", processModule("0.6.0", []string{"describe", "launch"}))
 	publishWasm(t, reg, "importingproc", "driver", processModule("0.6.0", allProcessFuncs,
