@@ -37,6 +37,8 @@ func TestProcessDriverRefusals(t *testing.T) {
 	publishWasm(t, reg, "procdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/procdriver"))
 	publishWasm(t, reg, "badprocdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/badprocdriver"))
 	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/recdriver"))
+	// The procdriver made a component with the preview1 reactor adapter, as Murmur ships its drivers.
+	publishWasm(t, reg, "compprocdriver", "driver", procDriverComponent(t))
 	publishWasm(t, reg, "oldproc", "driver", processModule("0.5.0", allProcessFuncs))
 	publishWasm(t, reg, "halfproc", "driver", processModule("0.6.0", []string{"describe", "launch"}))
 	publishWasm(t, reg, "importingproc", "driver", processModule("0.6.0", allProcessFuncs,
@@ -66,6 +68,10 @@ func TestProcessDriverRefusals(t *testing.T) {
 		{"an unusable description", "badprocdriver", "process", granted,
 			[]string{CodeProcessDescribe, CodeProcessDescribe, CodeProcessEnvName, CodeProcessEnvName, CodeProcessEnvName, CodeProcessLoginCheck}, "names no harness"},
 		{"every check passes", "procdriver", "process", granted, nil, ""},
+		{"a component: every check passes", "compprocdriver", "process", granted, nil, ""},
+		{"a component: its describe is checked", "compprocdriver", "process", "  harness: {paths: [{path: /usr}]}\n  network: {allow: [harness.example]}\n",
+			[]string{CodeProcessEnvMissing}, "cannot run without PROC_MODE, PROC_HINT,"},
+		{"a component: an http driver exporting the process interface", "compprocdriver", "http", granted, []string{wasm.CodeProcessUnderHTTP}, "murmur:driver/process@0.6.0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/shell"
@@ -60,10 +61,30 @@ esac
 
 const harnessSentinel = "sk-sentinel-harness-never-holds-this"
 
+// procDriverForms are the forms of the procdriver a harness capsule stages: the core
+// module, and the component Murmur's packaging makes of it (the preview1 reactor
+// adapter around it).
+var procDriverForms = []struct {
+	name string
+	wasm func(t testing.TB) []byte
+}{
+	{"core module", procDriverCore},
+	{"component", procDriverComponent},
+}
+
+func procDriverCore(t testing.TB) []byte {
+	return guestbuild.Wasm(t, "../internal/testguests/procdriver")
+}
+
+func procDriverComponent(t testing.TB) []byte {
+	return watbuild.Component(t, procDriverCore(t), "../wit/murmur-driver-process-0.6.0.wit", wasm.ProcessWorld)
+}
+
 // harnessCapsule stages nothing yet: it writes the process capsule driving fakeharness
-// through procdriver (its gateway endpoint the provider stand-in behind prov, caps more
-// lines under capabilities), publishes its artifacts and puts fakeharness on the PATH.
-func harnessCapsule(t *testing.T, prov *httptest.Server, caps string) (*Runtime, *manifest.Manifest, *registry.Local) {
+// through driver, a form of procdriver (its gateway endpoint the provider stand-in
+// behind prov, caps more lines under capabilities), publishes its artifacts and puts
+// fakeharness on the PATH.
+func harnessCapsule(t *testing.T, prov *httptest.Server, driver []byte, caps string) (*Runtime, *manifest.Manifest, *registry.Local) {
 	t.Helper()
 	bin := t.TempDir()
 	if err := os.WriteFile(filepath.Join(bin, "fakeharness"), []byte(fakeHarness), 0o755); err != nil {
@@ -72,7 +93,7 @@ func harnessCapsule(t *testing.T, prov *httptest.Server, caps string) (*Runtime,
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
-	publishWasm(t, reg, "procdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/procdriver"))
+	publishWasm(t, reg, "procdriver", "driver", driver)
 	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
 	mpath := filepath.Join(t.TempDir(), "murmur.yaml")
 	os.WriteFile(mpath, []byte(`name: harnessed
@@ -106,9 +127,9 @@ func harnessEnv(k string) (string, bool) {
 }
 
 // hostHarnessed serves harnessCapsule's capsule.
-func hostHarnessed(t *testing.T, prov *httptest.Server, inactivity time.Duration, caps string, sinks ...Sink) *Hosted {
+func hostHarnessed(t *testing.T, prov *httptest.Server, driver []byte, inactivity time.Duration, caps string, sinks ...Sink) *Hosted {
 	t.Helper()
-	e, m, reg := harnessCapsule(t, prov, caps)
+	e, m, reg := harnessCapsule(t, prov, driver, caps)
 	h, err := e.Serve(context.Background(), m, ServeOptions{Registry: reg, Session: SessionConfig{WorkRoot: t.TempDir(), Sinks: sinks,
 		HarnessInactivity: inactivity, LookupEnv: harnessEnv}})
 	if err != nil {
@@ -125,8 +146,15 @@ func hostHarnessed(t *testing.T, prov *httptest.Server, inactivity time.Duration
 // credential gateway (which the harness never holds), another host port stays
 // unreachable, and each way a turn fails — a failure the harness reports, a crash
 // without a terminal event, a hang cut by the inactivity timeout — ends the task failed
-// with the driver's classification.
+// with the driver's classification. It runs with the driver as a core module and as a
+// component.
 func TestProcessTransport(t *testing.T) {
+	for _, form := range procDriverForms {
+		t.Run(form.name, func(t *testing.T) { processTransport(t, form.wasm(t)) })
+	}
+}
+
+func processTransport(t *testing.T, driver []byte) {
 	var mu sync.Mutex
 	var keys []string
 	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -142,7 +170,7 @@ func TestProcessTransport(t *testing.T) {
 	}
 	defer denied.Close()
 	seen := &collect{}
-	h := hostHarnessed(t, prov, 500*time.Millisecond, "", seen)
+	h := hostHarnessed(t, prov, driver, 500*time.Millisecond, "", seen)
 	ctx := context.Background()
 	run := func(ctxID, text string, history ...Turn) TaskOutcome {
 		return h.RunTask(ctx, TaskRequest{ContextID: ctxID, Text: text, History: history})
@@ -267,7 +295,7 @@ func TestProcessContainment(t *testing.T) {
 	prov := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer prov.Close()
 	seen := &collect{}
-	h := hostHarnessed(t, prov, time.Minute, "  resources: {cgroup_memory_bytes: 67108864, cgroup_pids_max: 24}\n", seen)
+	h := hostHarnessed(t, prov, procDriverCore(t), time.Minute, "  resources: {cgroup_memory_bytes: 67108864, cgroup_pids_max: 24}\n", seen)
 	ctx := context.Background()
 	hog := h.RunTask(ctx, TaskRequest{ContextID: "ctx_c", Text: "hog"})
 	if strings.Contains(hog.Result, "E-SEC-006") {
@@ -300,7 +328,7 @@ func TestProcessContainment(t *testing.T) {
 func TestDoctor(t *testing.T) {
 	prov := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer prov.Close()
-	e, m, reg := harnessCapsule(t, prov, "")
+	e, m, reg := harnessCapsule(t, prov, procDriverCore(t), "")
 	tests := []struct {
 		name     string
 		env      map[string]string
@@ -407,7 +435,7 @@ func TestHarnessMemoryHoldsNoKey(t *testing.T) {
 		}
 		return nil
 	})
-	h := hostHarnessed(t, prov, time.Minute, "", dump)
+	h := hostHarnessed(t, prov, procDriverCore(t), time.Minute, "", dump)
 	ctx, cancel := context.WithCancel(context.Background())
 	stop := &chunkHook{fire: cancel}
 	out := h.RunTask(ctx, TaskRequest{ContextID: "ctx_m", Text: "hold", Sink: stop})

@@ -256,7 +256,7 @@ func (r *Runtime) compileOnce(ctx context.Context, m *manifest.Manifest, j *comp
 // passing each refusal to add (and returning nil) rather than stopping at the first.
 func (r *Runtime) compile(ctx context.Context, m *manifest.Manifest, name string, role manifest.Role, world string, code []byte, add func(error)) *wasm.Module {
 	limit := m.Capabilities.Limits.MemoryBytes
-	mod, err := r.engine.Compile(ctx, m.Name, name, role, code)
+	mod, err := r.engine.CompileWorld(ctx, m.Name, name, role, world, code)
 	if err != nil {
 		add(err)
 		return nil

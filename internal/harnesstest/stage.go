@@ -83,7 +83,7 @@ func OpenDriver(t testing.TB, pkgDir, name string) *wasm.Driver {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close(ctx) })
-	mod, err := e.Compile(ctx, "cap", name, manifest.RoleDriver, guestbuild.Wasm(t, pkgDir))
+	mod, err := e.CompileWorld(ctx, "cap", name, manifest.RoleDriver, wasm.ProcessWorld, guestbuild.Wasm(t, pkgDir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ const (
 const (
 	CodeCompImport  = "E-COMP-010" // a component imports an interface, function or version this host does not serve to its role
 	CodeCompType    = "E-COMP-011" // an imported function's type is not the one the host serves
-	CodeCompExport  = "E-COMP-012" // the role's run export (a hook's lifecycle function) is missing, of another type, or a lift the host cannot call directly
+	CodeCompExport  = "E-COMP-012" // the role's run export (a hook's lifecycle function, a process driver's function) is missing, of another type, or a lift the host cannot call directly
 	CodeCompGraph   = "E-COMP-013" // the instantiation graph needs something the instantiator does not do (defined resources, non-UTF-8 strings, global imports, …)
 	CodeCompAdapter = "E-COMP-014" // the preview1 adapter cannot be bypassed (preview1 imported by another module than main, or a function the preview1 host lacks)
 )

@@ -144,9 +144,10 @@ func isMinor(version, majorMinor string) bool {
 	return err == nil && patch[0] != '-' && patch[0] != '+'
 }
 
-// compileComponent parses, plans, checks and compiles a component for artifact; for a
-// hook, it also returns the core export each exported lifecycle function lifts.
-func (e *Engine) compileComponent(ctx context.Context, artifact string, role manifest.Role, wasm []byte) (_ *compModule, hooks map[string]string, err error) {
+// compileComponent parses, plans, checks and compiles a component for artifact, which
+// runs world; for a hook or a process driver, it also returns the core export each
+// function of its interface lifts.
+func (e *Engine) compileComponent(ctx context.Context, artifact, world string, wasm []byte) (_ *compModule, lifts map[string]string, err error) {
 	c, err := component.Parse(wasm)
 	if err != nil {
 		return nil, nil, err
@@ -155,16 +156,18 @@ func (e *Engine) compileComponent(ctx context.Context, artifact string, role man
 	if err != nil {
 		return nil, nil, err
 	}
-	main, hooks, err := checkComponentWorld(plan, artifact, worldOf(role))
+	main, lifts, err := checkComponentWorld(plan, artifact, world)
 	if err != nil {
 		return nil, nil, err
 	}
-	key := sha256.Sum256(wasm)
+	// Keyed by the main instance too: the same bytes run as another world may lift
+	// that world's functions from another core instance.
+	key := compKey{sum: sha256.Sum256(wasm), main: main}
 	e.mu.Lock()
 	cm := e.components[key]
 	e.mu.Unlock()
 	if cm != nil {
-		return cm, hooks, nil
+		return cm, lifts, nil
 	}
 	if cm, err = e.buildComponent(ctx, artifact, plan, main); err != nil {
 		return nil, nil, err
@@ -173,10 +176,16 @@ func (e *Engine) compileComponent(ctx context.Context, artifact string, role man
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if prev := e.components[key]; prev != nil {
-		return prev, hooks, nil // compiled meanwhile by another stage; ours is dropped with the runtime
+		return prev, lifts, nil // compiled meanwhile by another stage; ours is dropped with the runtime
 	}
 	e.components[key] = cm
-	return cm, hooks, nil
+	return cm, lifts, nil
+}
+
+// compKey is a compiled component's key: the component's sha256 and its main instance.
+type compKey struct {
+	sum  [32]byte
+	main int
 }
 
 // probeHost answers which WASI 0.2 functions are served, with their types.
@@ -215,9 +224,18 @@ func findHostFunc(fs []hostFunc, name string) (hostFunc, bool) {
 
 // checkComponentWorld refuses, before anything runs, a component that imports what the
 // host does not serve to world's role or exports no run (for a hook: no lifecycle
-// function) the host can call directly; it returns the core instance whose exports
-// those lift and, for a hook, the core export each lifecycle function lifts.
+// function; for a process driver: not the whole process interface) the host can call
+// directly; it returns the core instance whose exports those lift and, for a hook or a
+// process driver, the core export each of its functions lifts.
 func checkComponentWorld(plan *component.Plan, artifact, world string) (int, map[string]string, error) {
+	if world == ProcessWorld {
+		return processLifts(plan, artifact)
+	}
+	if world == string(manifest.RoleDriver) {
+		if err := httpDriverRefusal(artifact, compProcessVersions(plan)); err != nil {
+			return -1, nil, err
+		}
+	}
 	w, ok := worlds[world]
 	if !ok {
 		return -1, nil, errs.New(CodeImport, "runtime", fmt.Sprintf("artifact %s: role %q runs no wasm world in this release", artifact, world),
@@ -231,21 +249,7 @@ func checkComponentWorld(plan *component.Plan, artifact, world string) (int, map
 	for _, imp := range plan.World.Imports {
 		switch {
 		case strings.HasPrefix(imp.Interface, "wasi:"):
-			if !isMinor(imp.Version, "0.2") {
-				bad(CodeCompImport, fmt.Sprintf("imports %s, a version of %s this host does not serve (served: 0.2.x)", imp.Name, imp.Interface), "build against WASI 0.2 (wasm32-wasip2)")
-				continue
-			}
-			for _, f := range imp.Funcs {
-				fn, ok := probeHost.Func(imp.Name, f.Name)
-				if !ok {
-					bad(CodeCompImport, fmt.Sprintf("imports %s#%s, which this host does not serve (served of %s: %s)", imp.Name, f.Name, imp.Interface, servedWASI(imp.Interface)),
-						"build without that function; see docs/guests.md \"WASI 0.2 interfaces\"")
-					continue
-				}
-				if got := f.Type.WIT(); !sameWIT(got, fn.WIT) && !sameType(f.Type, fn.ABI()) {
-					bad(CodeCompType, fmt.Sprintf("imports %s#%s as %s; this host serves %s", imp.Name, f.Name, got, fn.WIT), "build against the WASI 0.2 WIT files")
-				}
-			}
+			checkWASIImport(imp, bad)
 		case imp.Interface == "murmur:tool/run" && world != hookWorld && serves(imp.Interface, imp.Version):
 			if len(imp.Funcs) > 0 {
 				bad(CodeCompImport, fmt.Sprintf("imports functions of %s (%s); it may import that interface for its types only", imp.Name, imp.Funcs[0].Name), "export murmur:tool/run instead of importing its run")
@@ -282,6 +286,26 @@ func checkComponentWorld(plan *component.Plan, artifact, world string) (int, map
 	}
 	main, err := runLift(plan, artifact, world, w.export)
 	return main, nil, err
+}
+
+// checkWASIImport passes to bad each reason the WASI import imp is not served: a
+// version other than 0.2.x, a function the host lacks or types differently.
+func checkWASIImport(imp component.WorldItem, bad func(code, msg, fix string)) {
+	if !isMinor(imp.Version, "0.2") {
+		bad(CodeCompImport, fmt.Sprintf("imports %s, a version of %s this host does not serve (served: 0.2.x)", imp.Name, imp.Interface), "build against WASI 0.2 (wasm32-wasip2)")
+		return
+	}
+	for _, f := range imp.Funcs {
+		fn, ok := probeHost.Func(imp.Name, f.Name)
+		if !ok {
+			bad(CodeCompImport, fmt.Sprintf("imports %s#%s, which this host does not serve (served of %s: %s)", imp.Name, f.Name, imp.Interface, servedWASI(imp.Interface)),
+				"build without that function; see docs/guests.md \"WASI 0.2 interfaces\"")
+			continue
+		}
+		if got := f.Type.WIT(); !sameWIT(got, fn.WIT) && !sameType(f.Type, fn.ABI()) {
+			bad(CodeCompType, fmt.Sprintf("imports %s#%s as %s; this host serves %s", imp.Name, f.Name, got, fn.WIT), "build against the WASI 0.2 WIT files")
+		}
+	}
 }
 
 // hookWorld is the world of a hook.

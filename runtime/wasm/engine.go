@@ -42,8 +42,9 @@ type Engine struct {
 	mu       sync.Mutex
 	closed   bool
 	compiled map[[32]byte]*compiled // by sha256 of the wasm bytes
-	// components are the components compiled, by sha256 of the component (comp.go).
-	components map[[32]byte]*compModule
+	// components are the components compiled, by sha256 of the component and main
+	// instance (comp.go).
+	components map[compKey]*compModule
 	// snapshots starts instances from init snapshots (snapshot.go).
 	snapshots bool
 	// reuse keeps instances warm between calls, with the settings their pools share in
@@ -114,7 +115,7 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 		cache.Close(ctx)
 		return nil, err
 	}
-	e := &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}, components: map[[32]byte]*compModule{}, snapshots: !cfg.noSnapshots}
+	e := &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}, components: map[compKey]*compModule{}, snapshots: !cfg.noSnapshots}
 	if !cfg.noReuse && !cfg.noSnapshots {
 		// Warm instances need init snapshots; without the means to reset an instance
 		// (another wazero version), every call gets a fresh one.
@@ -192,9 +193,10 @@ type Module struct {
 	*compiled
 	// comp is set for a component: compiled is then its main core module (comp.go).
 	comp *compModule
-	// hooks maps, for a hook component, each lifecycle function it exports to the core
-	// export of its main instance that the function lifts.
-	hooks map[string]string
+	// lifts maps, for a hook or process-driver component, each function of its
+	// interface it exports to the core export of its main instance that the function
+	// lifts.
+	lifts map[string]string
 }
 
 // compiled is a module's machine code and how its instances' memory starts.
@@ -226,8 +228,16 @@ func (m *Module) MinMemory() int64 { return int64(m.minPages) * pageSize }
 // Compile compiles wasm for the artifact of capsule; machine code comes from the cache
 // when the same bytes were compiled before.
 func (e *Engine) Compile(ctx context.Context, capsule, artifact string, role manifest.Role, wasm []byte) (*Module, error) {
+	return e.CompileWorld(ctx, capsule, artifact, role, worldOf(role), wasm)
+}
+
+// CompileWorld is Compile for an artifact of role that runs world, which need not be
+// its role's own (a process driver: role driver, world ProcessWorld); a component's
+// world picks the core instance its calls are made on, so it is checked here, a core
+// module's only by CheckWorld.
+func (e *Engine) CompileWorld(ctx context.Context, capsule, artifact string, role manifest.Role, world string, wasm []byte) (*Module, error) {
 	if isComponent(wasm) {
-		cm, hooks, err := e.compileComponent(ctx, artifact, role, wasm)
+		cm, lifts, err := e.compileComponent(ctx, artifact, world, wasm)
 		if err != nil {
 			if errs.Code(err) != "" {
 				return nil, err
@@ -235,7 +245,7 @@ func (e *Engine) Compile(ctx context.Context, capsule, artifact string, role man
 			return nil, errs.Wrap(err, CodeCompile, "runtime", fmt.Sprintf("artifact %s: the component does not compile", artifact),
 				"rebuild it for wasm32-wasip2 with wit-component (docs/guests.md \"Components\")")
 		}
-		return &Module{Capsule: capsule, Artifact: artifact, Role: role, compiled: cm.mainC, comp: cm, hooks: hooks}, nil
+		return &Module{Capsule: capsule, Artifact: artifact, Role: role, compiled: cm.mainC, comp: cm, lifts: lifts}, nil
 	}
 	c, err := e.compile(ctx, wasm)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // Compile), "" when the component does not export fn.
 func (m *Module) HookExport(fn string) string {
 	if m.comp != nil {
-		return m.hooks[fn]
+		return m.lifts[fn]
 	}
 	best := ""
 	for name := range m.module.ExportedFunctions() {

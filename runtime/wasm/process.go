@@ -7,24 +7,26 @@ import (
 	"strings"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/runtime/wasm/component"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
 // ProcessWorld names the world of a process driver (inference.transport: process) in
-// CheckWorld: it exports murmur:driver/process@0.6.x and imports nothing but WASI
-// preview1, which it is granted nothing of.
+// CompileWorld and CheckWorld: it exports murmur:driver/process@0.6.x and imports
+// nothing but WASI (preview1 for a core module, 0.2 without wasi:http or wasi:sockets
+// for a component), which it is granted nothing of.
 const ProcessWorld = "process-driver"
 
 // ProcessLevel is the level of murmur:driver/process this host serves.
 const ProcessLevel = "0.6"
 
-// Codes of process driver refusals at stage (docs/errors.md).
+// Codes of process driver refusals at stage (docs/errors.md). E-PRC-005, which refused
+// a driver built as a component, is retired: components run as process drivers.
 const (
 	CodeProcessUnderHTTP = "E-PRC-001" // a driver of transport http exports murmur:driver/process
 	CodeProcessLevel     = "E-PRC-002" // a process driver exports only versions of murmur:driver/process not served
 	CodeProcessMissing   = "E-PRC-003" // a process driver exports no murmur:driver/process
-	CodeProcessImport    = "E-PRC-004" // a process driver imports something besides WASI preview1
-	CodeProcessComponent = "E-PRC-005" // a process driver is a component, which this release does not run as one
+	CodeProcessImport    = "E-PRC-004" // a process driver imports something besides WASI
 )
 
 // processVersions are the versions of murmur:driver/process whose functions mod
@@ -48,8 +50,12 @@ func (m *Module) processVersions() (versions []string, complete bool) {
 }
 
 // ProcessExport is the core export name of process function fn in a process driver,
-// the highest of the served level in name order.
+// the highest of the served level in name order; for a component, the export of its
+// main instance that fn lifts (checked at compile).
 func (m *Module) ProcessExport(fn string) string {
+	if m.comp != nil {
+		return m.lifts[fn]
+	}
 	best := ""
 	for name := range m.module.ExportedFunctions() {
 		if iface, ver, f, ok := parseExport(name); ok && iface == abi.ProcessInterface && f == fn && isMinor(ver, ProcessLevel) && name > best {
@@ -64,38 +70,36 @@ func (m *Module) ProcessExport(fn string) string {
 // tool/run driver it is not.
 func (m *Module) checkHTTPDriver() error {
 	if m.comp != nil {
+		return httpDriverRefusal(m.Artifact, compProcessVersions(m.comp.plan))
+	}
+	vs, _ := m.processVersions()
+	return httpDriverRefusal(m.Artifact, vs)
+}
+
+// httpDriverRefusal is the refusal of an http driver exporting versions of the
+// process interface, nil when it exports none.
+func httpDriverRefusal(artifact string, versions []string) error {
+	if len(versions) == 0 {
 		return nil
 	}
-	if vs, _ := m.processVersions(); len(vs) > 0 {
-		return errs.List{errs.New(CodeProcessUnderHTTP, "runtime",
-			fmt.Sprintf("artifact %s exports %s@%s, a process driver's interface, but inference.transport is http", m.Artifact, abi.ProcessInterface, strings.Join(vs, ", ")),
-			"set inference.transport: process to drive its harness, or name an http driver")}
-	}
-	return nil
+	return errs.List{errs.New(CodeProcessUnderHTTP, "runtime",
+		fmt.Sprintf("artifact %s exports %s@%s, a process driver's interface, but inference.transport is http", artifact, abi.ProcessInterface, strings.Join(versions, ", ")),
+		"set inference.transport: process to drive its harness, or name an http driver")}
 }
 
 // checkProcessWorld refuses a process driver that does not export the served level of
 // the process interface whole (a level mismatch and a missing interface are told apart),
 // or that imports anything but WASI preview1 — it is granted nothing, and a murmur
-// import would be a capability.
+// import would be a capability. A component is checked by processLifts.
 func (m *Module) checkProcessWorld() error {
 	if m.comp != nil {
-		return errs.List{errs.New(CodeProcessComponent, "runtime",
-			fmt.Sprintf("artifact %s is a component; this release runs process drivers built as core modules only", m.Artifact),
-			"build the driver with the Go SDK (wit/guest/process, GOOS=wasip1 GOARCH=wasm -buildmode=c-shared)")}
+		_, _, err := processLifts(m.comp.plan, m.Artifact)
+		return err
 	}
 	var problems errs.List
 	versions, complete := m.processVersions()
-	switch {
-	case len(versions) == 0:
-		problems = append(problems, errs.New(CodeProcessMissing, "runtime",
-			fmt.Sprintf("artifact %s is named by inference.driver under transport process but exports no %s (this host serves %s.x)", m.Artifact, abi.ProcessInterface, ProcessLevel),
-			"build the driver against murmur:driver/process@0.6.0 (the Go SDK's wit/guest/process exports it)"))
-	case !complete:
-		problems = append(problems, errs.New(CodeProcessLevel, "runtime",
-			fmt.Sprintf("artifact %s exports %s at %s, not all of its functions (describe, launch, parse, classify-exit, read-login) at %s.x, the level this host serves",
-				m.Artifact, abi.ProcessInterface, strings.Join(versions, ", "), ProcessLevel),
-			"rebuild the driver against murmur:driver/process@0.6.0"))
+	if err := processExportRefusal(m.Artifact, versions, complete); err != nil {
+		problems = append(problems, err)
 	}
 	var bad []string
 	for _, f := range m.module.ImportedFunctions() {
@@ -112,6 +116,109 @@ func (m *Module) checkProcessWorld() error {
 		return problems
 	}
 	return nil
+}
+
+// processExportRefusal refuses a process driver exporting the process interface at
+// versions, sorted, nil when complete (all five functions at the served level).
+func processExportRefusal(artifact string, versions []string, complete bool) *errs.Error {
+	switch {
+	case len(versions) == 0:
+		return errs.New(CodeProcessMissing, "runtime",
+			fmt.Sprintf("artifact %s is named by inference.driver under transport process but exports no %s (this host serves %s.x)", artifact, abi.ProcessInterface, ProcessLevel),
+			"build the driver against murmur:driver/process@0.6.0 (the Go SDK's wit/guest/process exports it)")
+	case !complete:
+		return errs.New(CodeProcessLevel, "runtime",
+			fmt.Sprintf("artifact %s exports %s at %s, not all of its functions (describe, launch, parse, classify-exit, read-login) at %s.x, the level this host serves",
+				artifact, abi.ProcessInterface, strings.Join(versions, ", "), ProcessLevel),
+			"rebuild the driver against murmur:driver/process@0.6.0")
+	}
+	return nil
+}
+
+// compProcessVersions are the versions of murmur:driver/process a component exports,
+// sorted.
+func compProcessVersions(plan *component.Plan) []string {
+	var versions []string
+	for _, x := range plan.World.Exports {
+		if x.Interface == abi.ProcessInterface && !slices.Contains(versions, x.Version) {
+			versions = append(versions, x.Version)
+		}
+	}
+	slices.Sort(versions)
+	return versions
+}
+
+// processLifts checks a process-driver component: it imports only WASI 0.2 the host
+// serves, and neither wasi:http nor wasi:sockets (it is granted nothing, and may reach
+// nothing); it exports all five functions of the process interface at the served level,
+// each a lift the host can call directly, all of one core instance (as hookLifts checks
+// a hook's). It returns that instance and, by function, the core export lifted.
+func processLifts(plan *component.Plan, artifact string) (int, map[string]string, error) {
+	var problems errs.List
+	bad := func(code, msg, fix string) {
+		problems = append(problems, errs.New(code, "runtime", "artifact "+artifact+": "+msg, fix))
+	}
+	var refused []string
+	for _, imp := range plan.World.Imports {
+		switch {
+		case strings.HasPrefix(imp.Interface, "wasi:http/"), strings.HasPrefix(imp.Interface, "wasi:sockets/"), !strings.HasPrefix(imp.Interface, "wasi:"):
+			refused = append(refused, imp.Name)
+		default:
+			checkWASIImport(imp, bad)
+		}
+	}
+	if refused = dedupe(refused); len(refused) > 0 {
+		problems = append(problems, errs.New(CodeProcessImport, "runtime",
+			fmt.Sprintf("artifact %s imports %s; a process driver is pure translation and may import only WASI 0.2 without wasi:http and wasi:sockets, with nothing granted", artifact, strings.Join(refused, ", ")),
+			"rebuild the driver without that import"))
+	}
+	// The highest version at the served level exporting every function is the one called.
+	var item *component.WorldItem
+	for i := range plan.World.Exports {
+		x := &plan.World.Exports[i]
+		if x.Interface != abi.ProcessInterface || x.Sort != component.SortInstance || !isMinor(x.Version, ProcessLevel) || (item != nil && x.Name < item.Name) {
+			continue
+		}
+		n := 0
+		for _, f := range x.Funcs {
+			if abi.ProcessFuncs[f.Name] != nil {
+				n++
+			}
+		}
+		if n == len(abi.ProcessFuncs) {
+			item = x
+		}
+	}
+	if err := processExportRefusal(artifact, compProcessVersions(plan), item != nil); err != nil {
+		problems = append(problems, err)
+	}
+	if len(problems) > 0 {
+		return -1, nil, problems
+	}
+	fail := func(format string, a ...any) (int, error) {
+		return -1, errs.New(CodeCompExport, "runtime", "artifact "+artifact+": "+fmt.Sprintf(format, a...),
+			"build the component with wit-component from a core module exporting the process functions (the Go SDK's wit/guest/process, wrapped with the preview1 reactor adapter)")
+	}
+	main := -1
+	lifts := map[string]string{}
+	for i := range item.Funcs {
+		f := &item.Funcs[i]
+		want := abi.ProcessFuncs[f.Name]
+		if want == nil {
+			continue // not a function of the interface: never called
+		}
+		inst, err := checkLift(plan, artifact, item.Name, f, want, fail)
+		if err != nil {
+			return -1, nil, err
+		}
+		if main >= 0 && inst != main {
+			_, err := fail("%s#%s lifts an export of core instance #%d, the other process functions of #%d; the host calls them on one instance", item.Name, f.Name, inst, main)
+			return -1, nil, err
+		}
+		main = inst
+		lifts[f.Name] = item.Name + "#" + f.Name
+	}
+	return main, lifts, nil
 }
 
 // Describe calls describe() of a process driver in an instance of its own, granted

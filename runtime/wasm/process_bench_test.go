@@ -16,7 +16,7 @@ import (
 // mean).
 func BenchmarkDriverOpen(b *testing.B) {
 	e, _ := newEngine(b)
-	mod := compileProcDriver(b, e)
+	mod := compileProcDriver(b, e, procDriverCore(b))
 	ctx := context.Background()
 	b.ResetTimer()
 	for b.Loop() {
@@ -32,7 +32,7 @@ func BenchmarkDriverOpen(b *testing.B) {
 // lines of a streaming harness (target: p95 ≤ 1 ms for 64 lines).
 func BenchmarkDriverParse(b *testing.B) {
 	e, _ := newEngine(b)
-	mod := compileProcDriver(b, e)
+	mod := compileProcDriver(b, e, procDriverCore(b))
 	ctx := context.Background()
 	d := e.OpenDriver(mod, Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
 	defer d.Close()

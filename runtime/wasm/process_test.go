@@ -9,13 +9,35 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-func compileProcDriver(t testing.TB, e *Engine) *Module {
+// procDriverForms are the forms the procdriver guest is compiled in: the core module
+// the Go SDK builds, and that module made a component with the preview1 reactor
+// adapter, as Murmur ships its drivers.
+var procDriverForms = []struct {
+	name      string
+	wasm      func(t testing.TB) []byte
+	component bool
+}{
+	{"core module", procDriverCore, false},
+	{"component", procDriverComponent, true},
+}
+
+func procDriverCore(t testing.TB) []byte {
+	return guestbuild.Wasm(t, "../../internal/testguests/procdriver")
+}
+
+func procDriverComponent(t testing.TB) []byte {
+	return watbuild.Component(t, procDriverCore(t), "../../wit/murmur-driver-process-0.6.0.wit", ProcessWorld)
+}
+
+// compileProcDriver compiles code as a process driver, as stage does.
+func compileProcDriver(t testing.TB, e *Engine, code []byte) *Module {
 	t.Helper()
-	mod, err := e.Compile(context.Background(), "cap", "procdriver", manifest.RoleDriver, guestbuild.Wasm(t, "../../internal/testguests/procdriver"))
+	mod, err := e.CompileWorld(context.Background(), "cap", "procdriver", manifest.RoleDriver, ProcessWorld, code)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,12 +47,32 @@ func compileProcDriver(t testing.TB, e *Engine) *Module {
 	return mod
 }
 
-// TestDriverServesARun drives the procdriver guest through every function of the
-// process interface on one held instance: parse sees what launch was given, and each
-// record crosses the canonical ABI intact both ways.
+// TestDriverServesARun drives the procdriver guest, as a core module and as a
+// component, through every function of the process interface on one held instance:
+// parse sees what launch was given, and each record crosses the canonical ABI intact
+// both ways.
 func TestDriverServesARun(t *testing.T) {
-	e, _ := newEngine(t)
-	d := e.OpenDriver(compileProcDriver(t, e), Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
+	for _, form := range procDriverForms {
+		t.Run(form.name, func(t *testing.T) {
+			e, _ := newEngine(t)
+			mod := compileProcDriver(t, e, form.wasm(t))
+			if (mod.comp != nil) != form.component {
+				t.Fatalf("compiled as a component: %v, want %v", mod.comp != nil, form.component)
+			}
+			if mod.Role != manifest.RoleDriver {
+				t.Errorf("role %q, want %q (a metrics label)", mod.Role, manifest.RoleDriver)
+			}
+			before := mod.instantiations.Load()
+			serveARun(t, e, mod)
+			if n := mod.instantiations.Load() - before; n != 1 {
+				t.Errorf("the run instantiated the driver %d times, want 1", n)
+			}
+		})
+	}
+}
+
+func serveARun(t *testing.T, e *Engine, mod *Module) {
+	d := e.OpenDriver(mod, Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
 	defer d.Close()
 	ctx := context.Background()
 	desc, err := d.Describe(ctx)
@@ -52,6 +94,10 @@ func TestDriverServesARun(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(events, wantEvents) {
 		t.Errorf("parse: %+v, %v", events, err)
 	}
+	// A later batch on the same instance still sees the session launch was given.
+	if events, err := d.Parse(ctx, []string{"whoami"}); err != nil || !reflect.DeepEqual(events, []abi.Event{{Case: "note", Text: "s-1"}}) {
+		t.Errorf("a second parse: %+v, %v", events, err)
+	}
 	code := int32(3)
 	ev, err := d.ClassifyExit(ctx, abi.ExitStatus{Code: &code, StderrTail: "boom"})
 	if err != nil || ev.Case != "turn-failed" || ev.FailureKind != "harness-error" || !strings.Contains(ev.Text, "boom") {
@@ -70,8 +116,15 @@ func TestDriverServesARun(t *testing.T) {
 // TestDriverCut: a call that runs past its deadline, or whose caller gives up, is
 // interrupted, classified, and cuts the instance: later calls are refused naming it.
 func TestDriverCut(t *testing.T) {
-	e, _ := newEngine(t)
-	mod := compileProcDriver(t, e)
+	for _, form := range procDriverForms {
+		t.Run(form.name, func(t *testing.T) {
+			e, _ := newEngine(t)
+			driverCut(t, e, compileProcDriver(t, e, form.wasm(t)))
+		})
+	}
+}
+
+func driverCut(t *testing.T, e *Engine, mod *Module) {
 	tests := []struct {
 		name   string
 		ctx    func() (context.Context, context.CancelFunc)
