@@ -12,27 +12,37 @@ import (
 )
 
 // BenchmarkDriverOpen is what a run pays to start its process driver: an instance held
-// for the run and its first call (docs/benchmarks.md "Process drivers"; target: ≤ 5 ms
-// mean).
+// for the run and its first call, for a core module and the same driver as a component
+// (docs/benchmarks.md "Process drivers"; target: ≤ 5 ms mean).
 func BenchmarkDriverOpen(b *testing.B) {
-	e, _ := newEngine(b)
-	mod := compileProcDriver(b, e, procDriverCore(b))
-	ctx := context.Background()
-	b.ResetTimer()
-	for b.Loop() {
-		d := e.OpenDriver(mod, Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
-		if _, err := d.Describe(ctx); err != nil {
-			b.Fatal(err)
-		}
-		d.Close()
+	for _, form := range procDriverForms {
+		b.Run(form.name, func(b *testing.B) {
+			e, _ := newEngine(b)
+			mod := compileProcDriver(b, e, form.wasm(b))
+			ctx := context.Background()
+			b.ResetTimer()
+			for b.Loop() {
+				d := e.OpenDriver(mod, Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
+				if _, err := d.Describe(ctx); err != nil {
+					b.Fatal(err)
+				}
+				d.Close()
+			}
+		})
 	}
 }
 
 // BenchmarkDriverParse is parse on a reused instance, per batch of 1 and 64 stdout
 // lines of a streaming harness (target: p95 ≤ 1 ms for 64 lines).
 func BenchmarkDriverParse(b *testing.B) {
+	for _, form := range procDriverForms {
+		b.Run(form.name, func(b *testing.B) { benchmarkDriverParse(b, form.wasm(b)) })
+	}
+}
+
+func benchmarkDriverParse(b *testing.B, code []byte) {
 	e, _ := newEngine(b)
-	mod := compileProcDriver(b, e, procDriverCore(b))
+	mod := compileProcDriver(b, e, code)
 	ctx := context.Background()
 	d := e.OpenDriver(mod, Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
 	defer d.Close()
