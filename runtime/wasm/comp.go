@@ -340,29 +340,39 @@ func hookLifts(plan *component.Plan, artifact string) (int, map[string]string, e
 		return -1, errs.New(CodeCompExport, "runtime", "artifact "+artifact+": "+fmt.Sprintf(format, a...),
 			"build the component with wit-component from a core module exporting the lifecycle functions (cargo component, wasm32-wasip2)")
 	}
+	main, hooks, err := oneInstanceLifts(plan, artifact, item, abi.HookFuncs, "lifecycle", fail)
+	if err == nil && main < 0 {
+		return none(item.Name + " without a lifecycle function")
+	}
+	return main, hooks, err
+}
+
+// oneInstanceLifts checks each function of the exported interface item that funcs
+// names (the others are never called) is a lift the host can call directly, all of one
+// core instance; it returns that instance (-1 for none) and, by function, the core
+// export lifted. what names the functions in a refusal ("lifecycle", "process").
+func oneInstanceLifts(plan *component.Plan, artifact string, item *component.WorldItem, funcs map[string]*abi.Func, what string,
+	fail func(string, ...any) (int, error)) (int, map[string]string, error) {
 	main := -1
-	hooks := map[string]string{}
+	lifts := map[string]string{}
 	for i := range item.Funcs {
 		f := &item.Funcs[i]
-		want := abi.HookFuncs[f.Name]
+		want := funcs[f.Name]
 		if want == nil {
-			continue // not a lifecycle function of this release: never called
+			continue
 		}
 		inst, err := checkLift(plan, artifact, item.Name, f, want, fail)
 		if err != nil {
 			return -1, nil, err
 		}
 		if main >= 0 && inst != main {
-			_, err := fail("%s#%s lifts an export of core instance #%d, the other lifecycle functions of #%d; the host calls them on one instance", item.Name, f.Name, inst, main)
+			_, err := fail("%s#%s lifts an export of core instance #%d, the other %s functions of #%d; the host calls them on one instance", item.Name, f.Name, inst, what, main)
 			return -1, nil, err
 		}
 		main = inst
-		hooks[f.Name] = item.Name + "#" + f.Name
+		lifts[f.Name] = item.Name + "#" + f.Name
 	}
-	if main < 0 {
-		return none(item.Name + " without a lifecycle function")
-	}
-	return main, hooks, nil
+	return main, lifts, nil
 }
 
 // runLift finds the world's run export and checks it is a lift the host can call

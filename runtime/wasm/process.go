@@ -199,26 +199,7 @@ func processLifts(plan *component.Plan, artifact string) (int, map[string]string
 		return -1, errs.New(CodeCompExport, "runtime", "artifact "+artifact+": "+fmt.Sprintf(format, a...),
 			"build the component with wit-component from a core module exporting the process functions (the Go SDK's wit/guest/process, wrapped with the preview1 reactor adapter)")
 	}
-	main := -1
-	lifts := map[string]string{}
-	for i := range item.Funcs {
-		f := &item.Funcs[i]
-		want := abi.ProcessFuncs[f.Name]
-		if want == nil {
-			continue // not a function of the interface: never called
-		}
-		inst, err := checkLift(plan, artifact, item.Name, f, want, fail)
-		if err != nil {
-			return -1, nil, err
-		}
-		if main >= 0 && inst != main {
-			_, err := fail("%s#%s lifts an export of core instance #%d, the other process functions of #%d; the host calls them on one instance", item.Name, f.Name, inst, main)
-			return -1, nil, err
-		}
-		main = inst
-		lifts[f.Name] = item.Name + "#" + f.Name
-	}
-	return main, lifts, nil
+	return oneInstanceLifts(plan, artifact, item, abi.ProcessFuncs, "process", fail)
 }
 
 // Describe calls describe() of a process driver in an instance of its own, granted
