@@ -96,14 +96,11 @@ func TestStart(t *testing.T) {
 				script := `exec 3<>/dev/tcp/127.0.0.1/` + port(allowed) + ` && echo ping >&3 && read -t 10 x <&3 && echo "reached $x $NO_PROXY"
 (exec 4<>/dev/tcp/127.0.0.1/` + port(other) + ` && echo leaked) 2>/dev/null || echo blocked`
 				p := startBash(t, ctx, s, script, ProcSpec{Reach: []string{allowed}})
-				out, _ := io.ReadAll(p.Stdout)
 				want := "reached ping 127.0.0.1,localhost\nblocked\n"
 				if tier == TierEnvOnly {
 					want = "reached ping 127.0.0.1,localhost\nleaked\n" // env-only confines no network (docs/sandbox.md)
 				}
-				if string(out) != want {
-					t.Errorf("output %q, want %q (stderr %q)", out, want, p.Wait().StderrTail)
-				}
+				wantOutput(t, p, want)
 			})
 			t.Run("reach the same port again", func(t *testing.T) {
 				// A later run of the session may get a port an earlier one had.
@@ -133,14 +130,11 @@ cat ` + ro + `/f; echo
 (echo x > ` + ro + `/y) 2>/dev/null && echo wrote-ro || echo ro-refused
 cat ` + other + `/f 2>/dev/null || echo other-hidden`
 				p := startBash(t, ctx, s, script, ProcSpec{ReadOnly: []string{ro}, ReadWrite: []string{rw, rwFile}})
-				out, _ := io.ReadAll(p.Stdout)
 				want := "made\nrewritten\nreadable\nro-refused\nother-hidden\n"
 				if tier == TierEnvOnly {
 					want = "made\nrewritten\nreadable\nwrote-ro\nsecret" // env-only confines no files (docs/sandbox.md)
 				}
-				if string(out) != want {
-					t.Errorf("output %q, want %q (stderr %q)", out, want, p.Wait().StderrTail)
-				}
+				wantOutput(t, p, want)
 				for path, body := range map[string]string{filepath.Join(rw, "new"): "made\n", rwFile: "new\n"} {
 					if b, err := os.ReadFile(path); err != nil || string(b) != body {
 						t.Errorf("%s holds %q (%v), want %q", path, b, err, body)
@@ -160,6 +154,14 @@ cat ` + other + `/f 2>/dev/null || echo other-hidden`
 				}
 			})
 		})
+	}
+}
+
+// wantOutput reads all of p's stdout and compares it with want.
+func wantOutput(t *testing.T, p *Proc, want string) {
+	t.Helper()
+	if out, _ := io.ReadAll(p.Stdout); string(out) != want {
+		t.Errorf("output %q, want %q (stderr %q)", out, want, p.Wait().StderrTail)
 	}
 }
 

@@ -38,6 +38,22 @@ type compSpec struct {
 	liftOpt string // extra canon lift options
 }
 
+// funcSig renders f's parameters and results in component text, resources by res.
+func funcSig(f *abi.Func, res map[string]int) string {
+	var b strings.Builder
+	for j, p := range f.Params() {
+		fmt.Fprintf(&b, " (param \"p%d\" ", j)
+		writeType(&b, p, res)
+		b.WriteString(")")
+	}
+	for _, r := range f.Results() {
+		b.WriteString(" (result ")
+		writeType(&b, r, res)
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
 // writeType writes t in component text with resources as instance type indexes.
 func writeType(b *strings.Builder, t *abi.Type, res map[string]int) {
 	switch t.Kind() {
@@ -252,18 +268,7 @@ func (s compSpec) wat(t *testing.T) string {
 			for _, r := range f.Results() {
 				collectResources(r, add)
 			}
-			var fb strings.Builder
-			for j, p := range f.Params() {
-				fmt.Fprintf(&fb, " (param \"p%d\" ", j)
-				writeType(&fb, p, res)
-				fb.WriteString(")")
-			}
-			for _, r := range f.Results() {
-				fb.WriteString(" (result ")
-				writeType(&fb, r, res)
-				fb.WriteString(")")
-			}
-			funcs = append(funcs, fmt.Sprintf("    (export %q (func%s))\n", imp.name, fb.String()))
+			funcs = append(funcs, fmt.Sprintf("    (export %q (func%s))\n", imp.name, funcSig(f, res)))
 		}
 		fmt.Fprintf(&b, "  (type $ty%d (instance\n%s%s  ))\n", k, decl.String(), strings.Join(funcs, ""))
 		fmt.Fprintf(&b, "  (import %q (instance $imp%d (type $ty%d)))\n", iface, k, k)

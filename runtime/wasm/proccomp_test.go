@@ -43,20 +43,9 @@ func procComp(version string, funcs []string, core map[string]string, imports st
 		if c == "" {
 			c = iface + "#" + fn
 		}
-		f := abi.ProcessFuncs[fn]
-		var sig strings.Builder
-		for j, p := range f.Params() {
-			fmt.Fprintf(&sig, " (param \"p%d\" ", j)
-			writeType(&sig, p, nil)
-			sig.WriteString(")")
-		}
-		for _, r := range f.Results() {
-			sig.WriteString(" (result ")
-			writeType(&sig, r, nil)
-			sig.WriteString(")")
-		}
+		sig := funcSig(abi.ProcessFuncs[fn], nil)
 		fmt.Fprintf(&b, "  (alias core export $main-i %q (core func $core%d))\n", c, i)
-		fmt.Fprintf(&b, "  (func $f%d%s (canon lift (core func $core%d) (memory $memory) (realloc $realloc)))\n", i, sig.String(), i)
+		fmt.Fprintf(&b, "  (func $f%d%s (canon lift (core func $core%d) (memory $memory) (realloc $realloc)))\n", i, sig, i)
 		exports += fmt.Sprintf(" (export %q (func $f%d))", fn, i)
 	}
 	if len(funcs) > 0 {
