@@ -27,7 +27,7 @@ type ProcSpec struct {
 	ReadOnly []string
 	// ReadWrite are folders (or files) outside the workdir the command may also write:
 	// the paths a harness needs read-write, granted by capabilities.harness.paths. They
-	// are mounted like the workdir (docs/reference/sandbox.md "Long-running commands").
+	// are mounted like the workdir (docs/sandbox.md "How a command runs").
 	ReadWrite []string
 	// Stdin is written to the command's stdin once it starts; with KeepStdinOpen the
 	// stdin stays open for Proc.WriteStdin, else it is closed after Stdin.
