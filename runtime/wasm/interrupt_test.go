@@ -341,3 +341,54 @@ func TestFallbackRuntime(t *testing.T) {
 		t.Errorf("took %v", took)
 	}
 }
+
+// lateAfterFuncCtx is a context whose end is seen (Done closed, Err set) before the
+// AfterFuncs registered on it run — here, never: stop always wins. It stages the race
+// the standard library's contexts leave open for an instant, between closing Done and
+// scheduling their AfterFuncs.
+type lateAfterFuncCtx struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c *lateAfterFuncCtx) Done() <-chan struct{} { return c.done }
+
+func (c *lateAfterFuncCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// AfterFunc never calls f; its stop reports f stopped (context.AfterFunc uses it).
+func (c *lateAfterFuncCtx) AfterFunc(f func()) func() bool { return func() bool { return true } }
+
+// TestInterruptedWhenStopWinsTheRace: a host call that returns as the context ends
+// (ignoring it otherwise), with the guest returning before the interrupt flag's
+// AfterFunc ran, is still the call's deadline — not a success. The host function ends
+// the context itself, so the race is taken every time.
+func TestInterruptedWhenStopWinsTheRace(t *testing.T) {
+	e, _ := newEngine(t)
+	ctx := &lateAfterFuncCtx{Context: context.Background(), done: make(chan struct{})}
+	host := e.rt.NewHostModuleBuilder("capsulegate-test")
+	host.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(context.Context, api.Module, []uint64) {
+		close(ctx.done)
+	}), nil, nil).Export("block")
+	if _, err := host.Instantiate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mod, err := e.Compile(context.Background(), "cap", "block", manifest.RoleTool, blockModule.encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.Call(ctx, mod, Grants{MemoryBytes: 64 << 20}, func(ctx context.Context, inst *Instance) error {
+		_, err := inst.ExportedFunction("block").Call(ctx)
+		return err
+	})
+	var ge *GuestError
+	if !errors.As(err, &ge) || ge.Reason != ReasonDeadline || !errors.Is(err, errInterrupted) {
+		t.Fatalf("want an interrupted deadline, got %v", err)
+	}
+}
