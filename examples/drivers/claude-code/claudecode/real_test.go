@@ -3,8 +3,6 @@ package claudecode
 import (
 	"encoding/json"
 	"flag"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,101 +15,23 @@ var update = flag.Bool("update", false, "rewrite testdata/*.jsonl with what the 
 
 const answer = "The answer is 42."
 
-// turn is one run of the real CLI as the runtime would run it: launch's plan, its files
-// written into filesDir, {files_dir} and {gateway_url} replaced, in its own run folder.
-type turn struct {
-	events []process.Event
-	res    harnesstest.Result
-}
-
-// prepare plans a turn as the runtime would (harnesstest.Plan).
-func prepare(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider) (args, env []string) {
+// runTurn runs the real CLI as the runtime would (harnesstest.RunTurn).
+func runTurn(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider, extraEnv ...string) harnesstest.Turn {
 	t.Helper()
-	plan, err := d.Launch(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return harnesstest.Plan(t, plan, filesDir, p.URL)
+	return harnesstest.RunTurn(t, d, harnesstest.Claude(t), req, filesDir, p, extraEnv...)
 }
 
-func runTurn(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider, extraEnv ...string) turn {
+// interrupt interrupts a turn of the real CLI (harnesstest.InterruptTurn).
+func interrupt(t *testing.T, d *Driver, req process.LaunchRequest) (harnesstest.Turn, process.Event) {
 	t.Helper()
-	args, env := prepare(t, d, req, filesDir, p)
-	res := harnesstest.Run(t, t.TempDir(), harnesstest.Claude(t), args, append(env, extraEnv...))
-	return turn{events: d.Parse(res.Lines), res: res}
-}
-
-// interrupt starts a turn the provider never finishes, sends SIGINT once the request
-// is in, and reads what the harness printed until it exited.
-func interrupt(t *testing.T, d *Driver, req process.LaunchRequest) (turn, process.Event) {
-	t.Helper()
-	sp := harnesstest.NewProvider(t, harnesstest.Script{Stall: true})
-	args, env := prepare(t, d, req, t.TempDir(), sp)
-	res, x := harnesstest.Interrupt(t, harnesstest.Claude(t), args, env, sp)
-	tr := turn{events: d.Parse(res.Lines), res: res}
-	for _, e := range tr.events {
-		x.SawTerminal = x.SawTerminal || e.Case == process.TurnEnd || e.Case == process.TurnFailed
-	}
-	t.Logf("interrupted: exit %v, signal %v, saw terminal %v; stderr %q", deref(x.Code), deref(x.Signal), x.SawTerminal, res.Stderr)
-	return tr, d.ClassifyExit(x)
-}
-
-func deref(p *int32) any {
-	if p == nil {
-		return nil
-	}
-	return *p
+	return harnesstest.InterruptTurn(t, d, harnesstest.Claude(t), req)
 }
 
 // The stand-in provider's error answers are not retried ten times.
 const fewRetries = "CLAUDE_CODE_MAX_RETRIES=0"
 
-var scrubs = []struct {
-	re   *regexp.Regexp
-	with string
-}{
-	{regexp.MustCompile(`/tmp/[A-Za-z0-9_./-]*?/(\d{3})(/home)?`), "/run/$1$2"},
-	{regexp.MustCompile(`-tmp-[A-Za-z0-9_-]*?-(\d{3})`), "-run-$1"},
-	{regexp.MustCompile(`/tmp/cc-socks/\d+\.sock`), "/tmp/cc-socks/0.sock"},
-	{regexp.MustCompile(`127\.0\.0\.1:\d+`), "127.0.0.1:0"},
-}
-
-// capture writes the lines into testdata/name.jsonl under -update, host paths and
-// ports scrubbed.
-func capture(t *testing.T, name string, lines []string) {
-	t.Helper()
-	if !*update {
-		return
-	}
-	var b strings.Builder
-	for _, l := range lines {
-		for _, s := range scrubs {
-			l = s.re.ReplaceAllString(l, s.with)
-		}
-		b.WriteString(l + "\n")
-	}
-	if err := os.WriteFile(filepath.Join("testdata", name+".jsonl"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func cases(events []process.Event, c string) []process.Event {
-	var out []process.Event
-	for _, e := range events {
-		if e.Case == c {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func last(t *testing.T, tr turn) process.Event {
-	t.Helper()
-	if len(tr.events) == 0 {
-		t.Fatalf("no events; stderr %s, %v", tr.res.Stderr, tr.res.Err)
-	}
-	return tr.events[len(tr.events)-1]
-}
+// socketScrub takes Claude Code's own socket names out of captured lines.
+var socketScrub = harnesstest.Scrub{RE: regexp.MustCompile(`/tmp/cc-socks/\d+\.sock`), With: "/tmp/cc-socks/0.sock"}
 
 // TestRealClaudeCode runs Claude Code itself against the stand-in provider and bridge
 // with the plans launch makes, and reads its real output with parse: a text answer
@@ -126,28 +46,28 @@ func TestRealClaudeCode(t *testing.T) {
 
 	d := New()
 	tr := runTurn(t, d, process.LaunchRequest{SystemPrompt: "- You are a capsule.", SessionID: session, Task: "What is the answer?"}, files, p)
-	capture(t, "text", tr.res.Lines)
-	if tr.res.Err != nil {
-		t.Fatalf("claude: %v\n%s", tr.res.Err, tr.res.Stderr)
+	harnesstest.Capture(t, *update, "text", tr.Res.Lines, socketScrub)
+	if tr.Res.Err != nil {
+		t.Fatalf("claude: %v\n%s", tr.Res.Err, tr.Res.Stderr)
 	}
-	if notes := cases(tr.events, process.Note); len(notes) > 0 {
+	if notes := harnesstest.Cases(tr.Events, process.Note); len(notes) > 0 {
 		t.Errorf("unread lines: %+v", notes)
 	}
-	ss := cases(tr.events, process.SessionStarted)
+	ss := harnesstest.Cases(tr.Events, process.SessionStarted)
 	if len(ss) != 1 || ss[0].SessionID != session || ss[0].Auth != "api-key" || ss[0].Model == nil {
 		t.Errorf("session-started: %+v", ss)
 	}
 	var streamed strings.Builder
-	for _, e := range cases(tr.events, process.TextDelta) {
+	for _, e := range harnesstest.Cases(tr.Events, process.TextDelta) {
 		streamed.WriteString(e.Text)
 	}
-	if streamed.String() != answer || len(cases(tr.events, process.TextDelta)) < 2 {
+	if streamed.String() != answer || len(harnesstest.Cases(tr.Events, process.TextDelta)) < 2 {
 		t.Errorf("text-deltas %q, want %q in parts", streamed.String(), answer)
 	}
-	if txt := cases(tr.events, process.Text); len(txt) != 1 || txt[0].Text != answer {
+	if txt := harnesstest.Cases(tr.Events, process.Text); len(txt) != 1 || txt[0].Text != answer {
 		t.Errorf("text: %+v", txt)
 	}
-	us := cases(tr.events, process.UsageEvent)
+	us := harnesstest.Cases(tr.Events, process.UsageEvent)
 	if len(us) == 0 {
 		t.Fatal("no usage")
 	}
@@ -156,7 +76,7 @@ func TestRealClaudeCode(t *testing.T) {
 		*u.CacheCreation != harnesstest.CacheCreationTokens {
 		t.Errorf("usage %d/%d/%d/%d", *u.Input, *u.Output, *u.CacheRead, *u.CacheCreation)
 	}
-	if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+	if e := harnesstest.Last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
 		t.Errorf("last event %+v", e)
 	}
 	if body := string(p.Requests()[0].Body); !strings.Contains(body, "- You are a capsule.") || !strings.Contains(body, "What is the answer?") {
@@ -170,13 +90,13 @@ func TestRealClaudeCode(t *testing.T) {
 
 	t.Run("resume", func(t *testing.T) {
 		tr := runTurn(t, New(), process.LaunchRequest{SessionID: session, Resume: true, Task: "And again?"}, files, p)
-		capture(t, "resume", tr.res.Lines)
-		ss := cases(tr.events, process.SessionStarted)
+		harnesstest.Capture(t, *update, "resume", tr.Res.Lines, socketScrub)
+		ss := harnesstest.Cases(tr.Events, process.SessionStarted)
 		if len(ss) != 1 || ss[0].SessionID != session {
 			t.Errorf("session-started: %+v", ss)
 		}
-		if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
-			t.Errorf("last event %+v; stderr %s", e, tr.res.Stderr)
+		if e := harnesstest.Last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+			t.Errorf("last event %+v; stderr %s", e, tr.Res.Stderr)
 		}
 		// The resumed conversation reached the provider: the first turn's answer is in it.
 		reqs := p.Requests()
@@ -189,21 +109,21 @@ func TestRealClaudeCode(t *testing.T) {
 		const thinking = "Let me think it over."
 		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Thinking: thinking})
 		tr := runTurn(t, New(), process.LaunchRequest{Task: "Think, then answer."}, t.TempDir(), tp)
-		capture(t, "thinking", tr.res.Lines)
-		if notes := cases(tr.events, process.Note); len(notes) > 0 {
+		harnesstest.Capture(t, *update, "thinking", tr.Res.Lines, socketScrub)
+		if notes := harnesstest.Cases(tr.Events, process.Note); len(notes) > 0 {
 			t.Errorf("unread lines: %+v", notes)
 		}
 		var streamed strings.Builder
-		for _, e := range cases(tr.events, process.ThinkingDelta) {
+		for _, e := range harnesstest.Cases(tr.Events, process.ThinkingDelta) {
 			streamed.WriteString(e.Text)
 		}
 		if streamed.String() != thinking {
 			t.Errorf("thinking-deltas %q", streamed.String())
 		}
-		if th := cases(tr.events, process.Thinking); len(th) != 1 || th[0].Text != thinking {
+		if th := harnesstest.Cases(tr.Events, process.Thinking); len(th) != 1 || th[0].Text != thinking {
 			t.Errorf("thinking: %+v", th)
 		}
-		if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+		if e := harnesstest.Last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
 			t.Errorf("last event %+v", e)
 		}
 	})
@@ -211,13 +131,13 @@ func TestRealClaudeCode(t *testing.T) {
 	t.Run("interrupt", func(t *testing.T) {
 		d := New()
 		tr, exit := interrupt(t, d, process.LaunchRequest{Task: "Take your time."})
-		capture(t, "interrupt", tr.res.Lines)
+		harnesstest.Capture(t, *update, "interrupt", tr.Res.Lines, socketScrub)
 		if exit.Case != process.TurnFailed || exit.FailureKind != process.FailCanceled {
 			t.Errorf("classify-exit %+v", exit)
 		}
 		// Claude Code 2.1.328 answers SIGINT with a result line of its own (terminal_reason
 		// aborted_streaming) and exits 0.
-		if e := last(t, tr); e.Case != process.TurnFailed || e.FailureKind != process.FailCanceled {
+		if e := harnesstest.Last(t, tr); e.Case != process.TurnFailed || e.FailureKind != process.FailCanceled {
 			t.Errorf("last event %+v", e)
 		}
 	})
@@ -225,18 +145,18 @@ func TestRealClaudeCode(t *testing.T) {
 	t.Run("tool", func(t *testing.T) {
 		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Tool: harnesstest.EchoTool, ToolInput: `{"text":"hi"}`})
 		tr := runTurn(t, New(), process.LaunchRequest{Bridge: bridge, SessionID: "not-a-uuid", Task: "Echo hi."}, t.TempDir(), tp)
-		capture(t, "tool", tr.res.Lines)
-		if notes := cases(tr.events, process.Note); len(notes) > 0 {
+		harnesstest.Capture(t, *update, "tool", tr.Res.Lines, socketScrub)
+		if notes := harnesstest.Cases(tr.Events, process.Note); len(notes) > 0 {
 			t.Errorf("unread lines: %+v", notes)
 		}
-		calls, results := cases(tr.events, process.ToolCall), cases(tr.events, process.ToolResult)
+		calls, results := harnesstest.Cases(tr.Events, process.ToolCall), harnesstest.Cases(tr.Events, process.ToolResult)
 		if len(calls) != 1 || calls[0].ToolName != harnesstest.EchoTool || !jsonEqual(calls[0].ToolInput, `{"text":"hi"}`) {
 			t.Errorf("tool-call: %+v", calls)
 		}
 		if len(results) != 1 || results[0].ToolID != calls[0].ToolID || results[0].Text != "echo: hi" || results[0].IsError {
 			t.Errorf("tool-result: %+v", results)
 		}
-		if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+		if e := harnesstest.Last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
 			t.Errorf("last event %+v", e)
 		}
 		if len(b.Calls()) != 1 || b.Unauthorized() != 0 {
@@ -254,8 +174,8 @@ func TestRealClaudeCode(t *testing.T) {
 		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Tool: harnesstest.EchoTool, ToolInput: `{"text":"hi"}`})
 		cfg := `{"max_turns": 1}`
 		tr := runTurn(t, New(), process.LaunchRequest{Bridge: bridge, Config: &cfg, Task: "Echo hi."}, t.TempDir(), tp)
-		capture(t, "max-turns", tr.res.Lines)
-		if e := last(t, tr); e.Case != process.TurnFailed || e.FailureKind != process.FailMaxTurns {
+		harnesstest.Capture(t, *update, "max-turns", tr.Res.Lines, socketScrub)
+		if e := harnesstest.Last(t, tr); e.Case != process.TurnFailed || e.FailureKind != process.FailMaxTurns {
 			t.Errorf("last event %+v", e)
 		}
 	})
@@ -268,8 +188,8 @@ func TestRealClaudeCode(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			fp := harnesstest.NewProvider(t, harnesstest.Script{Status: f.status, ErrorMessage: "stand-in refusal"})
 			tr := runTurn(t, New(), process.LaunchRequest{Task: "Hello?"}, t.TempDir(), fp, fewRetries)
-			capture(t, f.name, tr.res.Lines)
-			if e := last(t, tr); e.Case != process.TurnFailed || e.FailureKind != f.kind || !strings.Contains(e.Text, "stand-in refusal") {
+			harnesstest.Capture(t, *update, f.name, tr.Res.Lines, socketScrub)
+			if e := harnesstest.Last(t, tr); e.Case != process.TurnFailed || e.FailureKind != f.kind || !strings.Contains(e.Text, "stand-in refusal") {
 				t.Errorf("last event %+v", e)
 			}
 		})

@@ -3,9 +3,6 @@ package codexdriver
 import (
 	"encoding/json"
 	"flag"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -17,96 +14,16 @@ var update = flag.Bool("update", false, "rewrite testdata/*.jsonl with what the 
 
 const answer = "The answer is 42."
 
-// turn is one run of the real CLI as the runtime would run it: launch's plan, its files
-// written into filesDir, {files_dir} and {gateway_url} replaced, in its own run folder.
-type turn struct {
-	events []process.Event
-	res    harnesstest.Result
-}
-
-// prepare plans a turn as the runtime would (harnesstest.Plan).
-func prepare(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider) (args, env []string) {
+// runTurn runs the real CLI as the runtime would (harnesstest.RunTurn).
+func runTurn(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider, extraEnv ...string) harnesstest.Turn {
 	t.Helper()
-	plan, err := d.Launch(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return harnesstest.Plan(t, plan, filesDir, p.URL)
+	return harnesstest.RunTurn(t, d, harnesstest.Codex(t), req, filesDir, p, extraEnv...)
 }
 
-func runTurn(t *testing.T, d *Driver, req process.LaunchRequest, filesDir string, p *harnesstest.Provider, extraEnv ...string) turn {
+// interrupt interrupts a turn of the real CLI (harnesstest.InterruptTurn).
+func interrupt(t *testing.T, d *Driver, req process.LaunchRequest) (harnesstest.Turn, process.Event) {
 	t.Helper()
-	args, env := prepare(t, d, req, filesDir, p)
-	res := harnesstest.Run(t, t.TempDir(), harnesstest.Codex(t), args, append(env, extraEnv...))
-	return turn{events: d.Parse(res.Lines), res: res}
-}
-
-// interrupt starts a turn the provider never finishes, sends SIGINT once the request
-// is in, and reads what the harness printed until it exited.
-func interrupt(t *testing.T, d *Driver, req process.LaunchRequest) (turn, process.Event) {
-	t.Helper()
-	sp := harnesstest.NewProvider(t, harnesstest.Script{Stall: true})
-	args, env := prepare(t, d, req, t.TempDir(), sp)
-	res, x := harnesstest.Interrupt(t, harnesstest.Codex(t), args, env, sp)
-	tr := turn{events: d.Parse(res.Lines), res: res}
-	for _, e := range tr.events {
-		x.SawTerminal = x.SawTerminal || e.Case == process.TurnEnd || e.Case == process.TurnFailed
-	}
-	t.Logf("interrupted: exit %v, signal %v, saw terminal %v; stderr %q", deref(x.Code), deref(x.Signal), x.SawTerminal, res.Stderr)
-	return tr, d.ClassifyExit(x)
-}
-
-func deref(p *int32) any {
-	if p == nil {
-		return nil
-	}
-	return *p
-}
-
-var scrubs = []struct {
-	re   *regexp.Regexp
-	with string
-}{
-	{regexp.MustCompile(`/tmp/[A-Za-z0-9_./-]*?/(\d{3})(/home)?`), "/run/$1$2"},
-	{regexp.MustCompile(`-tmp-[A-Za-z0-9_-]*?-(\d{3})`), "-run-$1"},
-	{regexp.MustCompile(`127\.0\.0\.1:\d+`), "127.0.0.1:0"},
-}
-
-// capture writes the lines into testdata/name.jsonl under -update, host paths and
-// ports scrubbed.
-func capture(t *testing.T, name string, lines []string) {
-	t.Helper()
-	if !*update {
-		return
-	}
-	var b strings.Builder
-	for _, l := range lines {
-		for _, s := range scrubs {
-			l = s.re.ReplaceAllString(l, s.with)
-		}
-		b.WriteString(l + "\n")
-	}
-	if err := os.WriteFile(filepath.Join("testdata", name+".jsonl"), []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func cases(events []process.Event, c string) []process.Event {
-	var out []process.Event
-	for _, e := range events {
-		if e.Case == c {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func last(t *testing.T, tr turn) process.Event {
-	t.Helper()
-	if len(tr.events) == 0 {
-		t.Fatalf("no events; stderr %s, %v", tr.res.Stderr, tr.res.Err)
-	}
-	return tr.events[len(tr.events)-1]
+	return harnesstest.InterruptTurn(t, d, harnesstest.Codex(t), req)
 }
 
 // TestRealCodex runs Codex itself against the stand-in provider and bridge with the
@@ -121,23 +38,23 @@ func TestRealCodex(t *testing.T) {
 	model := ptr("gpt-stand-in")
 
 	tr := runTurn(t, New(), process.LaunchRequest{Model: model, SystemPrompt: "- You are a capsule.", SessionID: "runtime-id", Task: "What is the answer?"}, files, p)
-	capture(t, "text", tr.res.Lines)
-	if tr.res.Err != nil {
-		t.Fatalf("codex: %v\n%s", tr.res.Err, tr.res.Stderr)
+	harnesstest.Capture(t, *update, "text", tr.Res.Lines)
+	if tr.Res.Err != nil {
+		t.Fatalf("codex: %v\n%s", tr.Res.Err, tr.Res.Stderr)
 	}
-	ss := cases(tr.events, process.SessionStarted)
+	ss := harnesstest.Cases(tr.Events, process.SessionStarted)
 	if len(ss) != 1 || ss[0].SessionID == "" || ss[0].Auth != "api-key" || ss[0].Model == nil || *ss[0].Model != *model {
 		t.Fatalf("session-started: %+v", ss)
 	}
-	for _, n := range cases(tr.events, process.Note) {
+	for _, n := range harnesstest.Cases(tr.Events, process.Note) {
 		if !strings.Contains(n.Text, "Model metadata") { // the stand-in model is unknown to Codex
 			t.Errorf("note: %s", n.Text)
 		}
 	}
-	if txt := cases(tr.events, process.Text); len(txt) != 1 || txt[0].Text != answer {
+	if txt := harnesstest.Cases(tr.Events, process.Text); len(txt) != 1 || txt[0].Text != answer {
 		t.Errorf("text: %+v", txt)
 	}
-	us := cases(tr.events, process.UsageEvent)
+	us := harnesstest.Cases(tr.Events, process.UsageEvent)
 	if len(us) != 1 {
 		t.Fatalf("usage: %+v", us)
 	}
@@ -146,7 +63,7 @@ func TestRealCodex(t *testing.T) {
 		*u.CacheCreation != 0 || *u.Thinking != harnesstest.ReasoningTokens {
 		t.Errorf("usage %d/%d/%d/%d/%d", *u.Input, *u.Output, *u.CacheRead, *u.CacheCreation, *u.Thinking)
 	}
-	if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+	if e := harnesstest.Last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
 		t.Errorf("last event %+v", e)
 	}
 	if !strings.Contains(string(p.Requests()[0].Body), "- You are a capsule.") {
@@ -170,17 +87,17 @@ func TestRealCodex(t *testing.T) {
 		tr := runTurn(t, New(), process.LaunchRequest{Model: model, SessionID: ss[0].SessionID, Resume: true, Task: "And again?"}, files, p)
 		// One request, yet Codex 0.169.0 reports the thread's usage, both turns: the
 		// driver passes it on as it is (docs/reference/process-drivers.md).
-		us := cases(tr.events, process.UsageEvent)
+		us := harnesstest.Cases(tr.Events, process.UsageEvent)
 		if n := len(p.Requests()) - before; n != 1 || len(us) != 1 || *us[0].Usage.Input != 2*harnesstest.InputTokens {
 			t.Errorf("%d requests, usage %+v", n, us)
 		}
-		capture(t, "resume", tr.res.Lines)
-		got := cases(tr.events, process.SessionStarted)
+		harnesstest.Capture(t, *update, "resume", tr.Res.Lines)
+		got := harnesstest.Cases(tr.Events, process.SessionStarted)
 		if len(got) != 1 || got[0].SessionID != ss[0].SessionID {
 			t.Errorf("session-started: %+v", got)
 		}
-		if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
-			t.Errorf("last event %+v; stderr %s", e, tr.res.Stderr)
+		if e := harnesstest.Last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+			t.Errorf("last event %+v; stderr %s", e, tr.Res.Stderr)
 		}
 		reqs := p.Requests()
 		if body := string(reqs[len(reqs)-1].Body); !strings.Contains(body, "What is the answer?") {
@@ -192,11 +109,11 @@ func TestRealCodex(t *testing.T) {
 		const thinking = "Let me think it over."
 		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Thinking: thinking})
 		tr := runTurn(t, New(), process.LaunchRequest{Model: model, Task: "Think, then answer."}, t.TempDir(), tp)
-		capture(t, "thinking", tr.res.Lines)
-		if th := cases(tr.events, process.Thinking); len(th) != 1 || th[0].Text != thinking {
+		harnesstest.Capture(t, *update, "thinking", tr.Res.Lines)
+		if th := harnesstest.Cases(tr.Events, process.Thinking); len(th) != 1 || th[0].Text != thinking {
 			t.Errorf("thinking: %+v", th)
 		}
-		if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+		if e := harnesstest.Last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
 			t.Errorf("last event %+v", e)
 		}
 	})
@@ -204,12 +121,12 @@ func TestRealCodex(t *testing.T) {
 	t.Run("interrupt", func(t *testing.T) {
 		d := New()
 		tr, exit := interrupt(t, d, process.LaunchRequest{Model: model, Task: "Take your time."})
-		capture(t, "interrupt", tr.res.Lines)
+		harnesstest.Capture(t, *update, "interrupt", tr.Res.Lines)
 		if exit.Case != process.TurnFailed || exit.FailureKind != process.FailCanceled {
 			t.Errorf("classify-exit %+v", exit)
 		}
 		// Codex 0.169.0 prints nothing more on SIGINT and exits 1: classify-exit answers.
-		for _, e := range tr.events {
+		for _, e := range tr.Events {
 			if e.Case == process.TurnEnd || e.Case == process.TurnFailed {
 				t.Errorf("an interrupted turn ended: %+v", e)
 			}
@@ -219,15 +136,15 @@ func TestRealCodex(t *testing.T) {
 	t.Run("tool", func(t *testing.T) {
 		tp := harnesstest.NewProvider(t, harnesstest.Script{Answer: answer, Tool: harnesstest.EchoTool, ToolInput: `{"text":"hi"}`})
 		tr := runTurn(t, New(), process.LaunchRequest{Model: model, Bridge: bridge, Task: "Echo hi."}, t.TempDir(), tp)
-		capture(t, "tool", tr.res.Lines)
-		calls, results := cases(tr.events, process.ToolCall), cases(tr.events, process.ToolResult)
+		harnesstest.Capture(t, *update, "tool", tr.Res.Lines)
+		calls, results := harnesstest.Cases(tr.Events, process.ToolCall), harnesstest.Cases(tr.Events, process.ToolResult)
 		if len(calls) != 1 || calls[0].ToolName != harnesstest.EchoTool || !jsonEqual(calls[0].ToolInput, `{"text":"hi"}`) {
 			t.Errorf("tool-call: %+v", calls)
 		}
 		if len(results) != 1 || results[0].ToolID != calls[0].ToolID || results[0].Text != "echo: hi" || results[0].IsError {
 			t.Errorf("tool-result: %+v", results)
 		}
-		if e := last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
+		if e := harnesstest.Last(t, tr); e.Case != process.TurnEnd || e.Text != answer {
 			t.Errorf("last event %+v", e)
 		}
 		if len(b.Calls()) != 1 || b.Unauthorized() != 0 {
@@ -244,8 +161,8 @@ func TestRealCodex(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			fp := harnesstest.NewProvider(t, harnesstest.Script{Status: f.status, ErrorMessage: "stand-in refusal"})
 			tr := runTurn(t, New(), process.LaunchRequest{Model: model, Task: "Hello?"}, t.TempDir(), fp)
-			capture(t, f.name, tr.res.Lines)
-			if e := last(t, tr); e.Case != process.TurnFailed || e.FailureKind != f.kind || !strings.Contains(e.Text, f.text) {
+			harnesstest.Capture(t, *update, f.name, tr.Res.Lines)
+			if e := harnesstest.Last(t, tr); e.Case != process.TurnFailed || e.FailureKind != f.kind || !strings.Contains(e.Text, f.text) {
 				t.Errorf("last event %+v", e)
 			}
 		})
