@@ -1,34 +1,15 @@
 package claudecode
 
 import (
-	"bufio"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/capsulegate/capsulegate/internal/harnesstest"
 	"github.com/capsulegate/capsulegate/wit/guest/process"
 )
 
 func ptr[T any](v T) *T { return &v }
-
-// readLines reads testdata/name: what the real CLI printed (TestRealClaudeCode -update).
-func readLines(t testing.TB, name string) []string {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	return lines
-}
 
 var testBridge = &process.Bridge{ServerName: "capsule", URL: "http://127.0.0.1:9/mcp", BearerToken: "tok", ToolNames: []string{"echo"}}
 
@@ -140,7 +121,7 @@ func TestParseCaptured(t *testing.T) {
 				t.Fatal(err)
 			}
 			// One line per batch and all lines in one batch read the same.
-			lines := readLines(t, tt.file)
+			lines := harnesstest.ReadLines(t, tt.file)
 			var one []process.Event
 			for _, l := range lines {
 				one = append(one, d.Parse([]string{l})...)
@@ -238,7 +219,7 @@ func TestClassifyExit(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := New()
 			d.Launch(process.LaunchRequest{Task: "t"})
-			d.Parse(readLines(t, "max-turns.jsonl"))
+			d.Parse(harnesstest.ReadLines(t, "max-turns.jsonl"))
 			if !tt.x.SawTerminal {
 				d = New()
 			}
@@ -252,7 +233,7 @@ func TestClassifyExit(t *testing.T) {
 
 // TestReadLogin reads what `claude auth status --json` printed (captured from 2.1.328).
 func TestReadLogin(t *testing.T) {
-	read := func(name string) string { return strings.Join(readLines(t, name), "\n") }
+	read := func(name string) string { return strings.Join(harnesstest.ReadLines(t, name), "\n") }
 	tests := []struct {
 		name        string
 		out         process.LoginOutput

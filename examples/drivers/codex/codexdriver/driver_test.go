@@ -1,32 +1,13 @@
 package codexdriver
 
 import (
-	"bufio"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/capsulegate/capsulegate/internal/harnesstest"
 	"github.com/capsulegate/capsulegate/wit/guest/process"
 )
-
-// readLines reads testdata/name: what the real CLI printed (TestRealCodex -update).
-func readLines(t testing.TB, name string) []string {
-	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	return lines
-}
 
 var testBridge = &process.Bridge{ServerName: "capsule", URL: "http://127.0.0.1:9/mcp", BearerToken: "tok", ToolNames: []string{"echo", "add"}}
 
@@ -164,7 +145,7 @@ func TestParseCaptured(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			d := New()
 			d.Launch(process.LaunchRequest{Model: ptr("gpt-stand-in"), Bridge: testBridge, Task: "t"})
-			lines := readLines(t, tt.file)
+			lines := harnesstest.ReadLines(t, tt.file)
 			var one []process.Event
 			for _, l := range lines {
 				one = append(one, d.Parse([]string{l})...)
@@ -241,7 +222,7 @@ func TestClassifyExit(t *testing.T) {
 
 // TestReadLogin reads what `codex login status` printed (captured from 0.169.0).
 func TestReadLogin(t *testing.T) {
-	read := func(name string) string { return strings.Join(readLines(t, name), "\n") }
+	read := func(name string) string { return strings.Join(harnesstest.ReadLines(t, name), "\n") }
 	tests := []struct {
 		name        string
 		out         process.LoginOutput
