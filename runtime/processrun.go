@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -272,6 +273,9 @@ type harnessRun struct {
 	start       time.Time
 }
 
+// maxHarnessLine is the longest stdout line of a harness that is parsed.
+const maxHarnessLine = 8 << 20
+
 // run starts the harness and reads it to its end.
 func (r *harnessRun) run(ctx context.Context, spec shell.ProcSpec, by string) (string, string, error) {
 	s := r.s
@@ -287,12 +291,25 @@ func (r *harnessRun) run(ctx context.Context, spec shell.ProcSpec, by string) (s
 		return "", StateFailed, errs.Wrap(err, CodeProcessSpawn, "runtime", "the harness "+r.desc.Harness+" could not be started", "see docs/sandbox.md")
 	}
 	lines := make(chan string, parseBatch)
+	quit := make(chan struct{}) // closed when the run returns: the reader stops handing on
+	defer close(quit)
 	go func() {
 		defer close(lines)
 		sc := bufio.NewScanner(p.Stdout)
-		sc.Buffer(make([]byte, 64<<10), 8<<20)
+		sc.Buffer(make([]byte, 64<<10), maxHarnessLine)
 		for sc.Scan() {
-			lines <- sc.Text()
+			select {
+			case lines <- sc.Text():
+			case <-quit:
+				io.Copy(io.Discard, p.Stdout) // the harness must never block on a full pipe
+				return
+			}
+		}
+		if sc.Err() != nil {
+			// A line past the cap (or a read failure) ends what can be parsed: the
+			// harness is stopped rather than left writing to a pipe nobody reads.
+			p.Kill(fmt.Sprintf("it printed a line over %d bytes, or its output could not be read", maxHarnessLine))
+			io.Copy(io.Discard, p.Stdout)
 		}
 	}()
 	inactivity := s.harnessInactivity
