@@ -365,6 +365,7 @@ loop:
 			events, err := r.d.Parse(context.WithoutCancel(ctx), batch)
 			if err != nil {
 				p.Kill("the driver failed")
+				p.Wait()
 				return "", StateFailed, fmt.Errorf("process driver %s: parse: %w", s.staged.Manifest.Inference.Driver.Artifact, err)
 			}
 			for _, e := range events {

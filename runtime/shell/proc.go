@@ -107,12 +107,6 @@ func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 	}
 	full := s.sessionSpec()
 	full.Path, full.Args, full.ReadOnly, full.ReadWrite = spec.Path, spec.Args, spec.ReadOnly, spec.ReadWrite
-	var env []string
-	for _, kv := range full.Env {
-		if k, _, _ := strings.Cut(kv, "="); len(spec.Reach) == 0 || !strings.EqualFold(k, "NO_PROXY") {
-			env = append(env, kv)
-		}
-	}
 	var bridges []*bridge
 	closeBridges := func() {
 		for _, b := range bridges {
@@ -136,10 +130,11 @@ func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 			bridges = append(bridges, b)
 		}
 	}
+	extra := spec.Env
 	if len(spec.Reach) > 0 {
-		env = append(env, "NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost")
+		extra = append([]string{"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost"}, extra...)
 	}
-	full.Env = append(env, spec.Env...)
+	full.Env = overrideEnv(full.Env, extra)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		closeBridges()
@@ -169,7 +164,14 @@ func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 		closeBridges()
 		return nil, startErr(full, err)
 	}
-	c, _ := w.begin(command{Path: full.Path, Args: full.Args})
+	c, err := w.begin(command{Path: full.Path, Args: full.Args})
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		inW.Close()
+		closeBridges()
+		return nil, startErr(full, err)
+	}
 	p := &Proc{Stdout: outR, c: c, outR: outR, stdin: inW, start: time.Now(), done: make(chan struct{})}
 	p.errW.Add(1)
 	go func() {
@@ -199,6 +201,23 @@ func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 		closeBridges()
 	}()
 	return p, nil
+}
+
+// overrideEnv is env with extra's variables set: an entry of env naming a variable extra
+// sets is dropped, as the command's exec keeps the first of two entries of a name.
+func overrideEnv(env, extra []string) []string {
+	set := make(map[string]bool, len(extra))
+	for _, kv := range extra {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	out := make([]string, 0, len(env)+len(extra))
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !set[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
 }
 
 // wait reaps the wrapper once it exits and records how the command ended.
@@ -281,5 +300,6 @@ func (p *Proc) Done() <-chan struct{} { return p.done }
 // Wait returns how the command ended, once it has.
 func (p *Proc) Wait() ProcExit {
 	<-p.done
+	p.outR.Close() // read to its end by now (or abandoned): its descriptor is not kept
 	return p.exit
 }

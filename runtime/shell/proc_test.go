@@ -64,6 +64,24 @@ func TestStart(t *testing.T) {
 					t.Errorf("lines %q, exit %+v", lines, p.Wait())
 				}
 			})
+			t.Run("the plan's variables replace the session's", func(t *testing.T) {
+				// HOME is the session's too. The command's environ is read raw (env(1), not a
+				// shell, which would keep one of two entries itself): one HOME, the plan's.
+				p, err := s.Start(ctx, ProcSpec{Path: lookPath("env"), Args: []string{"env"}, Env: []string{"HOME=/plan-home"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, _ := io.ReadAll(p.Stdout)
+				var homes []string
+				for _, l := range strings.Split(string(out), "\n") {
+					if strings.HasPrefix(l, "HOME=") {
+						homes = append(homes, l)
+					}
+				}
+				if len(homes) != 1 || homes[0] != "HOME=/plan-home" || p.Wait().Code != 0 {
+					t.Errorf("HOME entries %q", homes)
+				}
+			})
 			t.Run("interrupt", func(t *testing.T) {
 				p := startBash(t, ctx, s, `trap 'echo interrupted; exit 7' INT; echo ready; while :; do sleep 0.05; done`, ProcSpec{})
 				r := bufio.NewReader(p.Stdout)
