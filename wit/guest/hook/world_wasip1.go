@@ -142,5 +142,5 @@ func ReadMessages(cursor *string, limit uint32) (MessagePage, error) {
 		return page, err
 	}
 	page.Messages, err = takeMessages(cabi.U32(area, 4), cabi.U32(area, 8))
-	return page, nil
+	return page, err
 }
