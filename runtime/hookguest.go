@@ -25,28 +25,33 @@ type wasmHook struct {
 // Call lowers record for fn, calls the module and returns its answer; the guest's
 // err(string) is an error. A function the module does not export answers none.
 func (w *wasmHook) Call(ctx context.Context, fn string, record any) (HookOutput, error) {
+	ans, err := w.answer(ctx, fn, record)
+	return HookOutput{Case: ans.Case, Text: ans.Text}, err
+}
+
+// answer is Call's raw answer, with a write-manifests answer's manifests.
+func (w *wasmHook) answer(ctx context.Context, fn string, record any) (wasm.HookAnswer, error) {
 	if w.mod.HookExport(fn) == "" {
-		return HookOutput{Case: OutputNone}, nil
+		return wasm.HookAnswer{Case: OutputNone}, nil
 	}
 	v, err := hookValue(record)
 	if err != nil {
-		return HookOutput{}, fmt.Errorf("%s: %w", fn, err)
+		return wasm.HookAnswer{}, fmt.Errorf("%s: %w", fn, err)
 	}
 	g := w.grants
 	imports := &wasm.Imports{Who: w.mod.Artifact}
-	if w.sess != nil { // a hook outside a session (a test's) has no logs and imports nothing
+	if w.sess != nil { // a hook outside a session (at stage, a test's) has no logs and imports nothing
 		g.Stdout, g.Stderr = w.sess.log(w.mod.Artifact+".stdout.log"), w.sess.log(w.mod.Artifact+".stderr.log")
 		imports.Hook = w.sess.hookImports(w.entry)
 	}
-	ctx = wasm.WithImports(ctx, imports)
-	ans, err := w.engine.CallHook(ctx, w.mod, g, fn, v)
+	ans, err := w.engine.CallHook(wasm.WithImports(ctx, imports), w.mod, g, fn, v)
 	switch {
 	case err != nil:
-		return HookOutput{}, err
+		return wasm.HookAnswer{}, err
 	case ans.Failed:
-		return HookOutput{}, fmt.Errorf("hook %s answered err: %s", w.mod.Artifact, ans.Text)
+		return wasm.HookAnswer{}, fmt.Errorf("hook %s answered err: %s", w.mod.Artifact, ans.Text)
 	}
-	return HookOutput{Case: ans.Case, Text: ans.Text}, nil
+	return ans, nil
 }
 
 // hookValue is the generic value (wit/abi) of a murmur:hook record.

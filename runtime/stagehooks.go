@@ -38,32 +38,17 @@ type ShellTool struct {
 	// InputSchema is the tool manifest's input_schema as JSON; nil keeps the default
 	// {"command": string}.
 	InputSchema json.RawMessage
-	// Hook is the on-stage hook whose manifest this is.
-	Hook string
 }
 
 // CallStage calls on-stage with record and returns the answer and, for write-manifests,
 // its manifests; the guest's err(string) is an error, as in Call.
 func (w *wasmHook) CallStage(ctx context.Context, record StageRecord) (HookOutput, []ToolManifest, error) {
-	if w.mod.HookExport(manifest.BindStage) == "" {
-		return HookOutput{Case: OutputNone}, nil, nil
-	}
-	v, err := hookValue(record)
-	if err != nil {
-		return HookOutput{}, nil, fmt.Errorf("%s: %w", manifest.BindStage, err)
-	}
-	ans, err := w.engine.CallHook(ctx, w.mod, w.grants, manifest.BindStage, v)
-	switch {
-	case err != nil:
-		return HookOutput{}, nil, err
-	case ans.Failed:
-		return HookOutput{}, nil, fmt.Errorf("hook %s answered err: %s", w.mod.Artifact, ans.Text)
-	}
+	ans, err := w.answer(ctx, manifest.BindStage, record)
 	var ms []ToolManifest
 	for _, m := range ans.Manifests {
 		ms = append(ms, ToolManifest{BinaryName: m.BinaryName, Content: m.Content})
 	}
-	return HookOutput{Case: ans.Case, Text: ans.Text}, ms, nil
+	return HookOutput{Case: ans.Case, Text: ans.Text}, ms, err
 }
 
 // stageHooks are s's blocking hooks bound to on-stage or to every event, in manifest
@@ -80,8 +65,11 @@ func (r *Runtime) stageHooks(s *Staged) []*Hook {
 		if am.ExecutionMode == manifest.ModeAsync || !am.Binds(manifest.BindStage) {
 			continue
 		}
-		d := m.Deadline(manifest.RoleHook)
-		g := wasm.Grants{MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: d}
+		// The entry's own limits bound it here as in a session (docs/reference/manifest.md
+		// "Hook grants"); what else the entry grants needs a session.
+		ref := m.Artifact(a.Name)
+		d := m.HookDeadline(ref)
+		g := wasm.Grants{MemoryBytes: m.HookMemory(ref), Deadline: d}
 		hooks = append(hooks, &Hook{Name: a.Name, Manifest: am, Guest: &wasmHook{engine: r.engine, mod: mod, grants: g}, Deadline: d})
 	}
 	return hooks
@@ -168,7 +156,7 @@ func shellToolsOf(hook string, allow []string, ms []ToolManifest) ([]ShellTool, 
 			bad = append(bad, w)
 			continue
 		}
-		t := ShellTool{Binary: m.BinaryName, Description: am.Description, Hook: hook}
+		t := ShellTool{Binary: m.BinaryName, Description: am.Description}
 		if am.InputSchema != nil {
 			t.InputSchema = mustJSON(am.InputSchema)
 		}
