@@ -515,6 +515,12 @@ func TestReopenTask(t *testing.T) {
 			if n := len(last.Messages); n != 2*tt.reopens+1 || last.Messages[0].Content[0].Text != "first" || last.Messages[n-1].Content[0].Text != map[bool]string{true: "and once more", false: "first"}[tt.reopens > 0] {
 				t.Errorf("the last run sent %s", mustJSON(last.Messages))
 			}
+			// The task's thread, what the context's next task is given, is all its runs'.
+			var kept []agentMessage
+			json.Unmarshal(out.Thread.Messages, &kept)
+			if n := len(kept); n != 2*(tt.reopens+1) || kept[0].Content[0].Text != "first" || kept[n-1].Content[0].Text != want {
+				t.Errorf("the task's thread is %s", out.Thread.Messages)
+			}
 			trace, _ := os.ReadFile(out.Layout.Trace)
 			honoured := 0
 			for _, line := range strings.Split(strings.TrimSpace(string(trace)), "\n") {

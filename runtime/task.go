@@ -161,10 +161,17 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 	s.setCapsuleURL(req.CapsuleURL)
 	t.evt, _ = s.stream.Emit(EventTaskStart, s.sessEvt, TaskStart{TaskID: req.TaskID, ContextID: req.ContextID, Source: req.Source,
 		InputBytes: len(req.Text)}, map[string]string{"input": req.Text})
+	base := len(req.History)
+	defer func() { s.tasks++ }() // a task, however many times it was reopened
 	for reopens := 0; ; reopens++ {
 		m := s.staged.Manifest
 		out, v := s.runOnce(ctx, t, req, start, m.IsAgent() && reopens < m.Lifecycle.MaxTaskReopens)
 		if v.Reopen == "" {
+			if out.State == StateCompleted {
+				// The task's thread is all its runs': what the next task of the context
+				// is given holds its request, not only its last reopening.
+				out.Thread = joinThreads(req.History[base:], out.Thread)
+			}
 			return out
 		}
 		// Reopened by an on-task-end hook: its message is the next user turn, after the
@@ -173,6 +180,40 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 		req.History = append(slices.Clone(req.History), Turn{User: req.Text, Agent: out.Result, Thread: out.Thread})
 		req.Text = v.Reopen
 	}
+}
+
+// joinThreads is the thread of a task reopened after the runs earlier, last its last
+// run's: their messages in order, from the latest compacted one (which holds the whole
+// conversation up to it) when a run compacted.
+func joinThreads(earlier []Turn, last Thread) Thread {
+	if len(earlier) == 0 || last.Compacted {
+		return last
+	}
+	var msgs []json.RawMessage
+	compacted := false
+	for _, th := range append(turnThreads(earlier), last) {
+		var ms []json.RawMessage
+		if len(th.Messages) > 0 && json.Unmarshal(th.Messages, &ms) != nil {
+			return last // not the driver protocol's messages: the last run's stands alone
+		}
+		if th.Compacted {
+			msgs, compacted = nil, true
+		}
+		msgs = append(msgs, ms...)
+	}
+	if len(msgs) == 0 {
+		return last // runs kept without messages (a process capsule's): nothing to join
+	}
+	last.Messages, last.Compacted = mustJSON(msgs), compacted
+	return last
+}
+
+func turnThreads(turns []Turn) []Thread {
+	out := make([]Thread, len(turns))
+	for i, t := range turns {
+		out[i] = t.Thread
+	}
+	return out
 }
 
 // runOnce runs the task once (execute), writes its result and ends it (task_end): the
@@ -200,7 +241,6 @@ func (s *session) runOnce(ctx context.Context, t *task, req TaskRequest, start t
 		out.Thread = t.thread
 		t.scope.finish(out.Result)
 	}
-	s.tasks++
 	_, v, _ := s.stream.Ask(EventTaskEnd, t.evt, TaskEnd{TaskID: req.TaskID, State: out.State, Turns: out.Turns,
 		DurationMS: time.Since(start).Milliseconds(), reopenable: reopenable && out.State == StateCompleted}, map[string]string{"output": out.Result})
 	return out, v
