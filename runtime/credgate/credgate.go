@@ -53,7 +53,6 @@ type Server struct {
 	placeholder string
 	ln          net.Listener
 	srv         *http.Server
-	ctx         context.Context
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 }
@@ -77,7 +76,7 @@ func Start(cfg Config) (*Server, error) {
 	rand.Read(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, base: strings.TrimSuffix(cfg.Endpoint, "/"), placeholder: "capsulegate-placeholder-" + hex.EncodeToString(b),
-		ln: ln, ctx: ctx, cancel: cancel}
+		ln: ln, cancel: cancel}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	s.wg.Add(1)
 	go func() {
@@ -107,9 +106,14 @@ var credentialHeaders = []string{"Authorization", "X-Api-Key", "Api-Key", "Proxy
 
 // dropped are request headers never sent on: the harness's credentials (the provider
 // key is added by Out), hop-by-hop headers, and what the HTTP client sets itself.
-var dropped = map[string]bool{"Authorization": true, "X-Api-Key": true, "Api-Key": true, "Proxy-Authorization": true,
-	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true,
-	"Upgrade": true, "Host": true, "Content-Length": true, "Accept-Encoding": true, "Cookie": true}
+var dropped = func() map[string]bool {
+	m := map[string]bool{"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
+		"Transfer-Encoding": true, "Upgrade": true, "Host": true, "Content-Length": true, "Accept-Encoding": true, "Cookie": true}
+	for _, h := range credentialHeaders {
+		m[h] = true
+	}
+	return m
+}()
 
 // holdsPlaceholder reports whether one of r's credential headers is the placeholder,
 // bare or as a bearer token.
