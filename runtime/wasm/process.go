@@ -70,7 +70,7 @@ func (m *Module) ProcessExport(fn string) string {
 // tool/run driver it is not.
 func (m *Module) checkHTTPDriver() error {
 	if m.comp != nil {
-		return httpDriverRefusal(m.Artifact, compProcessVersions(m.comp.plan))
+		return nil // checkComponentWorld refuses it, at compile and in CheckWorld
 	}
 	vs, _ := m.processVersions()
 	return httpDriverRefusal(m.Artifact, vs)
@@ -218,20 +218,27 @@ func nothingGranted(g Grants) Grants {
 // Driver is a process driver held for one run: its calls share one instance, each
 // bounded by the hook-call deadline the driver was opened with (Held).
 type Driver struct {
-	h *Held
+	h       *Held
+	exports map[string]string // by process function, its core export (ProcessExport)
 }
 
 // OpenDriver holds an instance of the process driver mod for a run, granted nothing
 // but g's memory limit and per-call deadline.
 func (e *Engine) OpenDriver(mod *Module, g Grants) *Driver {
-	return &Driver{h: e.Hold(mod, nothingGranted(g))}
+	// Resolved once: a run calls parse for every batch of lines, and finding a core
+	// module's export walks all of them.
+	exports := make(map[string]string, len(abi.ProcessFuncs))
+	for fn := range abi.ProcessFuncs {
+		exports[fn] = mod.ProcessExport(fn)
+	}
+	return &Driver{h: e.Hold(mod, nothingGranted(g)), exports: exports}
 }
 
 // Close ends the driver's instance.
 func (d *Driver) Close() { d.h.Close() }
 
 func (d *Driver) call(ctx context.Context, fn string, args []any, use func([]any) error) error {
-	return d.h.Call(ctx, fn, d.h.mod.ProcessExport(fn), abi.ProcessFuncs[fn], args, use)
+	return d.h.Call(ctx, fn, d.exports[fn], abi.ProcessFuncs[fn], args, use)
 }
 
 // Describe calls describe().

@@ -118,11 +118,11 @@ var (
 	HTTPClose   = NewFunc([]*Type{U32}, nil)
 )
 
-func optValue(s *string) Option {
-	if s == nil {
+func optValue[T any](p *T) Option {
+	if p == nil {
 		return Option{}
 	}
-	return Option{Some: true, Value: *s}
+	return Option{Some: true, Value: *p}
 }
 
 func pairsValue(ps [][2]string) []any {

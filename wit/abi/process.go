@@ -1,12 +1,9 @@
 package abi
 
-import "fmt"
-
 // Names of murmur:driver/process@0.6.0 (wit/murmur-driver-process-0.6.0.wit), the
 // interface a process driver exports.
 const (
 	ProcessInterface = "murmur:driver/process"
-	ProcessVersion   = "0.6.0"
 
 	ProcessDescribe = "describe"
 	ProcessLaunch   = "launch"
@@ -288,11 +285,7 @@ func ToDescription(v any) (Description, error) {
 func (req LaunchRequest) Value() any {
 	bridge := Option{}
 	if b := req.Bridge; b != nil {
-		names := make([]any, len(b.ToolNames))
-		for i, n := range b.ToolNames {
-			names[i] = n
-		}
-		bridge = Option{Some: true, Value: []any{b.ServerName, b.URL, b.BearerToken, names}}
+		bridge = Option{Some: true, Value: []any{b.ServerName, b.URL, b.BearerToken, LinesValue(b.ToolNames)}}
 	}
 	mode := uint32(0)
 	if req.Resume {
@@ -399,21 +392,14 @@ func ToEvent(v any) (Event, error) {
 	return e, r.err
 }
 
-func optS32Value(n *int32) Option {
-	if n == nil {
-		return Option{}
-	}
-	return Option{Some: true, Value: *n}
-}
-
 // Value is x's generic value, of ExitStatusType.
 func (x ExitStatus) Value() any {
-	return []any{optS32Value(x.Code), optS32Value(x.Signal), x.StderrTail, x.Interrupted, x.SawTerminal}
+	return []any{optValue(x.Code), optValue(x.Signal), x.StderrTail, x.Interrupted, x.SawTerminal}
 }
 
 // Value is o's generic value, of LoginOutputType.
 func (o LoginOutput) Value() any {
-	return []any{optS32Value(o.Code), o.Stdout, o.Stderr}
+	return []any{optValue(o.Code), o.Stdout, o.Stderr}
 }
 
 // ToLoginState converts a lifted login-state: its case and string.
@@ -427,9 +413,4 @@ func ToLoginState(v any) (state, detail string, err error) {
 		return "", "", valueErr(LoginStateType, "got %v", v)
 	}
 	return LoginStates[vr.Case], s, nil
-}
-
-// ProcessExportName is the core export name of process function fn.
-func ProcessExportName(fn string) string {
-	return fmt.Sprintf("%s@%s#%s", ProcessInterface, ProcessVersion, fn)
 }
