@@ -39,9 +39,6 @@ func answer[E any](h func(E) (Output, error), lift func() (E, error)) (ret uint3
 // lower writes the answer in the result layout and returns the return area's address,
 // kept alive until cabi_post (or the next call).
 func lower(out Output, err error) uint32 {
-	if out.Case == CaseWriteManifests && err == nil {
-		return lowerManifests(out.Manifests)
-	}
 	f := new(cabi.Frame)
 	ret, b := f.Alloc(retSize, 4)
 	disc, ok := caseIndex[out.Case]
@@ -60,6 +57,13 @@ func lower(out Output, err error) uint32 {
 		case CaseNone:
 		case CaseReplaceContext:
 			p, n = lowerMessages(f, out.Messages)
+		case CaseWriteManifests:
+			// Two strings each (16 bytes, aligned 4): a list of string pairs' layout.
+			pairs := make([][2]string, len(out.Manifests))
+			for i, m := range out.Manifests {
+				pairs[i] = [2]string{m.BinaryName, m.Content}
+			}
+			p, n = f.Pairs(pairs)
 		default:
 			p, n = f.String(out.Text)
 		}
@@ -94,9 +98,6 @@ func onSessionStart(nameP, nameN, verP, verN, idP, idN, modelP, modelN, capsP, c
 		var err error
 		if c.Capabilities, err = cabi.TakeStrings(capsP, capsN); err != nil {
 			return c, err
-		}
-		if c.Capabilities == nil {
-			c.Capabilities = []string{}
 		}
 		return c, nil
 	})

@@ -25,7 +25,7 @@ const (
 )
 
 // caseIndex is each offered case's discriminant in hook-output's WIT order.
-var caseIndex = map[string]byte{CaseNone: 0, CaseReplaceContext: 1, CaseArtifact: 3, CaseReopenTask: 4, CaseDeny: 6}
+var caseIndex = map[string]byte{CaseNone: 0, CaseReplaceContext: 1, CaseWriteManifests: 2, CaseArtifact: 3, CaseReopenTask: 4, CaseDeny: 6}
 
 // Output is a hook's answer: its case and, for the cases that carry one, its string or
 // its messages (replace-context).

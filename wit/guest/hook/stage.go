@@ -4,9 +4,6 @@ package hook
 // write-manifests: tool manifests describing shell binaries to the model.
 const CaseWriteManifests = "write-manifests"
 
-// discWriteManifests is write-manifests' discriminant in hook-output's WIT order.
-const discWriteManifests = 2
-
 // StageEvent is murmur:hook's stage-event, handed to on-stage once per staging of the
 // capsule, before any session.
 type StageEvent struct {
