@@ -19,19 +19,19 @@ const TestKey = "capsulegate-placeholder-test"
 
 // Plan makes a launch plan runnable as the runtime would: its files written into
 // filesDir, and {files_dir}, {gateway_url} (gatewayURL) and {gateway_key} (TestKey)
-// replaced in its arguments and variables.
+// replaced in its arguments, variables and file contents.
 func Plan(t testing.TB, plan process.LaunchPlan, filesDir, gatewayURL string) (args, env []string) {
 	t.Helper()
+	sub := strings.NewReplacer("{files_dir}", filesDir, "{gateway_url}", gatewayURL, "{gateway_key}", TestKey)
 	for _, f := range plan.Files {
 		path := filepath.Join(filesDir, f.Name)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, []byte(f.Contents), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(sub.Replace(f.Contents)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	sub := strings.NewReplacer("{files_dir}", filesDir, "{gateway_url}", gatewayURL, "{gateway_key}", TestKey)
 	for _, a := range plan.Args {
 		args = append(args, sub.Replace(a))
 	}

@@ -116,7 +116,7 @@ func ConfigTOML(req process.LaunchRequest, cfg Config) string {
 	if req.SystemPrompt != "" {
 		fmt.Fprintf(&b, "developer_instructions = %s\n", tomlString(req.SystemPrompt))
 	}
-	// base_url is an argument (-c), where the runtime replaces {gateway_url}.
+	// base_url is given as an argument (-c), with {gateway_url}, not in this file.
 	fmt.Fprintf(&b, "\n[model_providers.%s]\nname = %s\nenv_key = %s\nwire_api = \"responses\"\n", Provider, tomlString(Provider), tomlString(ProviderKeyEnv))
 	b.WriteString("\n[features]\n")
 	for _, f := range builtins {
