@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -70,7 +71,7 @@ func cgroupMounts(need []string) (version int, dirs map[string]string, why error
 			have := strings.Fields(string(ctl))
 			missing := []string{}
 			for _, n := range need {
-				if !contains(have, n) {
+				if !slices.Contains(have, n) {
 					missing = append(missing, n)
 				}
 			}
@@ -93,15 +94,6 @@ func cgroupMounts(need []string) (version int, dirs map[string]string, why error
 		dirs[n] = filepath.Join(m, p)
 	}
 	return 1, dirs, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // newCgroups creates the cgroup name below this process's own, with limits l.

@@ -143,19 +143,18 @@ func applyLandlock(spec *runSpec) error {
 			return fmt.Errorf("%s: %w", g.path, err)
 		}
 	}
-	if netRights != 0 && spec.Network && spec.ProxyPort > 0 {
-		pa := llNetPortAttr{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(spec.ProxyPort)}
-		if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, rfd, llRuleNetPort, uintptr(unsafe.Pointer(&pa)), 0, 0, 0); e != 0 {
-			return fmt.Errorf("proxy port %d: %w", spec.ProxyPort, e)
+	if netRights != 0 {
+		// The only TCP ports it may connect to: the proxy's, and a long-running
+		// command's own loopback servers (ProcSpec.Reach).
+		ports := spec.Reach
+		if spec.Network && spec.ProxyPort > 0 {
+			ports = append([]int{spec.ProxyPort}, ports...)
 		}
-	}
-	for _, port := range spec.Reach {
-		if netRights == 0 {
-			break
-		}
-		pa := llNetPortAttr{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
-		if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, rfd, llRuleNetPort, uintptr(unsafe.Pointer(&pa)), 0, 0, 0); e != 0 {
-			return fmt.Errorf("reachable port %d: %w", port, e)
+		for _, port := range ports {
+			pa := llNetPortAttr{allowed: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
+			if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, rfd, llRuleNetPort, uintptr(unsafe.Pointer(&pa)), 0, 0, 0); e != 0 {
+				return fmt.Errorf("port %d: %w", port, e)
+			}
 		}
 	}
 	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, rfd, 0, 0); e != 0 {
