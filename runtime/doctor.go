@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/manifest"
-	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -104,7 +103,7 @@ func (r *Runtime) Doctor(ctx context.Context, m *manifest.Manifest, opts StageOp
 		rep.LoginDetail = err.Error()
 		return rep, nil
 	}
-	drv := r.engine.OpenDriver(s.Modules[rep.Driver], wasm.Grants{MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(manifest.RoleHook)})
+	drv := r.engine.OpenDriver(s.Modules[rep.Driver], driverGrants(m))
 	defer drv.Close()
 	rep.Login, rep.LoginDetail, err = drv.ReadLogin(ctx, abi.LoginOutput{Code: code, Stdout: out, Stderr: errOut})
 	if err != nil {

@@ -27,7 +27,7 @@ const (
 // once per staging, and checks its answer against the manifest: everything the harness
 // needs must be granted before anything runs (docs/reference/process-drivers.md).
 func (r *Runtime) checkProcessDriver(ctx context.Context, m *manifest.Manifest, mod *wasm.Module) (abi.Description, error) {
-	d, err := r.engine.Describe(ctx, mod, wasm.Grants{MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(manifest.RoleHook)})
+	d, err := r.engine.Describe(ctx, mod, driverGrants(m))
 	if err != nil {
 		return d, errs.New(CodeProcessDescribe, "runtime", fmt.Sprintf("process driver %s: describe() failed: %v", mod.Artifact, err),
 			"fix the driver: describe() must answer at once, granted nothing")
@@ -83,4 +83,10 @@ func checkDescription(m *manifest.Manifest, driver string, d abi.Description) er
 		}
 	}
 	return problems
+}
+
+// driverGrants are a process driver's limits, the hook-call ones: it is granted
+// nothing else (docs/reference/process-drivers.md "Granted nothing").
+func driverGrants(m *manifest.Manifest) wasm.Grants {
+	return wasm.Grants{MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(manifest.RoleHook)}
 }

@@ -70,7 +70,7 @@ func (s *session) processTask(ctx context.Context, t *task, text string, history
 	if mod == nil || desc == nil || s.sub == nil {
 		return "", StateFailed, fmt.Errorf("process driver %s is not staged to run", inf.Driver.Artifact)
 	}
-	d := s.rt.engine.OpenDriver(mod, wasm.Grants{MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(manifest.RoleHook)})
+	d := s.rt.engine.OpenDriver(mod, driverGrants(m))
 	defer d.Close()
 	system, err := s.systemPrompt()
 	if err != nil {
