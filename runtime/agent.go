@@ -158,13 +158,14 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 			if cont == "" {
 				by = ""
 			}
-			t.thread = Thread{Messages: mustJSON(msgs[first:]), Continuation: cont, ContinuationBy: by}
+			kept := msgs[first:]
 			if compacted {
 				// The summary stands for the earlier turns and the task's start: the next task
 				// starts from the compacted conversation, which is what a continuation
 				// issued since acknowledges.
-				t.thread.Messages, t.thread.Compacted = mustJSON(msgs), true
+				kept = msgs
 			}
+			t.thread = Thread{Messages: mustJSON(kept), Continuation: cont, ContinuationBy: by, Compacted: compacted}
 			return finalText(resp.Content), StateCompleted, nil
 		case "tool_call":
 			for _, b := range resp.Content {

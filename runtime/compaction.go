@@ -158,14 +158,9 @@ func (s *session) compact(ctx context.Context, t *task, driver *wasm.Module, msg
 	if s.compactHook != nil {
 		summary, out, ok, err = s.compactHook(ctx, t, in)
 		ev.Summariser = SummariserHook
-		if err != nil {
-			// Upstream: a failing on-compaction hook fails the task.
-			ev.Error, ev.DurationMS = err.Error(), time.Since(start).Milliseconds()
-			s.stream.Emit(EventCompaction, t.parent(), ev, nil)
-			return nil, fmt.Errorf("compaction: %w", err)
-		}
 	}
-	if !ok {
+	hookErr := err
+	if err == nil && !ok {
 		ev.Summariser = SummariserDriver
 		summary, ev.SummaryInput, out, err = s.summariseWithDriver(ctx, driver, in)
 	}
@@ -176,7 +171,10 @@ func (s *session) compact(ctx context.Context, t *task, driver *wasm.Module, msg
 	if err != nil {
 		ev.Error, ev.DurationMS = err.Error(), time.Since(start).Milliseconds()
 		s.stream.Emit(EventCompaction, t.parent(), ev, nil)
-		return nil, nil
+		if hookErr != nil {
+			return nil, fmt.Errorf("compaction: %w", err) // upstream: a failing on-compaction hook fails the task
+		}
+		return nil, nil // the driver's summary failed: the task goes on uncompacted
 	}
 	c := replaceWithSummary(msgs, cut, first, summary)
 	ev.MessagesAfter, ev.TokensAfter = len(c.msgs), estimateAfter(out, summary, msgs[cut:])
