@@ -123,21 +123,10 @@ func (c *call) await(what string, chs ...<-chan struct{}) error {
 			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(d)})
 		}
 	}
-	i, _, _ := reflect.Select(cases)
-	if i < len(chs) {
+	if i, _, _ := reflect.Select(cases); i < len(chs) {
 		return nil
 	}
-	ended := ctxs[0]
-	for _, x := range ctxs {
-		if x.Err() != nil {
-			ended = x
-			break
-		}
-	}
-	if c.h.env.Interrupt != nil {
-		c.h.env.Interrupt()
-	}
-	return contextTrap(ended, what)
+	return c.ended(what) // a context's Done is closed: its Err is set
 }
 
 // inSource is what an input-stream reads: it never blocks; io.EOF means closed.
