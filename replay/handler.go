@@ -111,11 +111,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(turn)
 		return
 	case evs == nil:
-		if provider == Responses {
-			evs, err = synthesizeResponses(turn)
-		} else {
-			evs, err = synthesize(provider, turn)
-		}
+		evs, err = synthesize(provider, turn)
 		if err != nil {
 			writeError(w, provider, http.StatusInternalServerError, "api_error", "cannot stream the recorded turn: "+err.Error())
 			return

@@ -56,6 +56,9 @@ func (h *Handler) writeStream(w http.ResponseWriter, r *http.Request, evs []Stre
 // client that asks for a stream from a cassette recorded without one. The events carry
 // no delays.
 func synthesize(provider string, body json.RawMessage) ([]StreamEvent, error) {
+	if provider == Responses {
+		return synthesizeResponses(body)
+	}
 	var events []StreamEvent
 	add := func(name string, v any) {
 		data, _ := json.Marshal(v)
