@@ -110,20 +110,27 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(resp.StatusCode)
 	// remember notes a Responses answer's id before the client has all of it: the
 	// client's next request may continue it by previous_response_id.
-	remembered := false
+	// Only a stored Responses answer is remembered, once: nothing else is decoded for it.
+	chained := provider == Responses && perr == nil && q.store && resp.StatusCode/100 == 2
 	remember := func(id string) {
-		if provider == Responses && perr == nil && q.store && resp.StatusCode/100 == 2 && id != "" && !remembered {
+		if chained && id != "" {
 			rc.chain.remember(id, q)
-			remembered = true
+			chained = false
 		}
 	}
 	var recorded json.RawMessage
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		recorded, err = relayStream(w, resp.Body, func(ev StreamEvent) { remember(eventResponseID(ev.Data)) })
+		recorded, err = relayStream(w, resp.Body, func(ev StreamEvent) {
+			if chained {
+				remember(eventResponseID(ev.Data))
+			}
+		})
 	} else {
 		var b []byte
 		b, err = io.ReadAll(io.LimitReader(resp.Body, maxRecorded+1))
-		remember(responseID(b, nil))
+		if chained {
+			remember(responseID(b, nil))
+		}
 		w.Write(b)
 		if err == nil && len(b) > maxRecorded {
 			err = fmt.Errorf("the answer is over %d bytes", maxRecorded)
