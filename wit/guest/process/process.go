@@ -165,3 +165,15 @@ var driver Driver
 
 // Handle installs the driver the exports call; call it from init.
 func Handle(d Driver) { driver = d }
+
+// Clip is s cut to at most n bytes, on a UTF-8 boundary, with "…" when cut: a string
+// handed to the host must be valid UTF-8, or the call fails.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

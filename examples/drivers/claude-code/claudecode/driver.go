@@ -263,10 +263,7 @@ func (d *Driver) Parse(lines []string) []process.Event {
 const maxNote = 2000
 
 func unread(why, l string) process.Event {
-	if len(l) > maxNote {
-		l = l[:maxNote] + "…"
-	}
-	return process.Event{Case: process.Note, Text: "claude-code: " + why + ": " + l}
+	return process.Event{Case: process.Note, Text: "claude-code: " + why + ": " + process.Clip(l, maxNote)}
 }
 
 func (d *Driver) parseLine(out []process.Event, raw string) []process.Event {

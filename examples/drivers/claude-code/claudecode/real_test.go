@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -204,4 +205,12 @@ func jsonEqual(a, b string) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return string(xa) == string(ya)
+}
+
+// TestPinnedHarnessIsTested: the CLI the tests install (harnesstest.ClaudeCode) is one of the
+// versions describe() names as tested, under the binary name it runs.
+func TestPinnedHarnessIsTested(t *testing.T) {
+	if pin := harnesstest.ClaudeCode; !slices.Contains(TestedVersions, pin.Version) || New().Describe().Binary != pin.Binary {
+		t.Errorf("harnesstest pins %s@%s (%s); the driver was tested with %v and runs %q", pin.Package, pin.Version, pin.Binary, TestedVersions, New().Describe().Binary)
+	}
 }

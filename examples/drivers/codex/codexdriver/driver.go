@@ -238,10 +238,7 @@ func (d *Driver) Parse(lines []string) []process.Event {
 const maxNote = 2000
 
 func note(s string) process.Event {
-	if len(s) > maxNote {
-		s = s[:maxNote] + "…"
-	}
-	return process.Event{Case: process.Note, Text: "codex: " + s}
+	return process.Event{Case: process.Note, Text: "codex: " + process.Clip(s, maxNote)}
 }
 
 var reconnecting = regexp.MustCompile(`^Reconnecting\.\.\. (\d+)/\d+`)

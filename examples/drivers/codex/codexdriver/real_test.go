@@ -3,6 +3,7 @@ package codexdriver
 import (
 	"encoding/json"
 	"flag"
+	"slices"
 	"strings"
 	"testing"
 
@@ -180,3 +181,11 @@ func jsonEqual(a, b string) bool {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPinnedHarnessIsTested: the CLI the tests install (harnesstest.CodexCLI) is one of the
+// versions describe() names as tested, under the binary name it runs.
+func TestPinnedHarnessIsTested(t *testing.T) {
+	if pin := harnesstest.CodexCLI; !slices.Contains(TestedVersions, pin.Version) || New().Describe().Binary != pin.Binary {
+		t.Errorf("harnesstest pins %s@%s (%s); the driver was tested with %v and runs %q", pin.Package, pin.Version, pin.Binary, TestedVersions, New().Describe().Binary)
+	}
+}
