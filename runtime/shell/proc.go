@@ -156,15 +156,11 @@ func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 		closeBridges()
 		return nil, err
 	}
+	var c *child
 	w, err := prestart(s.wrapper, full, inR, outW, errW) // closes inR, outW, errW
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		inW.Close()
-		closeBridges()
-		return nil, startErr(full, err)
+	if err == nil {
+		c, err = w.begin(command{Path: full.Path, Args: full.Args})
 	}
-	c, err := w.begin(command{Path: full.Path, Args: full.Args})
 	if err != nil {
 		outR.Close()
 		errR.Close()
