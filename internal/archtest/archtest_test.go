@@ -1,9 +1,3 @@
-// Package archtest pins the shape of the repository. It checks which packages may import
-// which: nothing but caddymodule, cmd/caddy and the root plug-in package may depend on
-// Caddy, so the runtime side works without it. And it checks that every citation of a
-// repository doc, in Go comments and markdown, names a file and heading that exist
-// (reference_test.go), and that none cites a document the repository does not hold
-// (outsidedocs_test.go).
 package archtest
 
 import (
@@ -12,7 +6,7 @@ import (
 	"testing"
 )
 
-const module = "github.com/capsulegate/capsulegate"
+const module = Module
 
 func TestOnlyCaddyGlueImportsCaddy(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", module+"/...").Output()

@@ -1,0 +1,198 @@
+// Package archtest pins the shape of the repository: the layer table below, which
+// docs/architecture.md shows and its tests hold against the real import graph; which
+// packages may depend on Caddy; and that every doc citation names a file and heading
+// that exist.
+package archtest
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Module is the module path every table path is relative to.
+const Module = "github.com/capsulegate/capsulegate"
+
+// Layers, lowest first: a package may import its own layer and those below it, never
+// one above. Test kits stand outside the layers.
+const (
+	LayerHelpers   = 1 // internal helpers: anyone may use them
+	LayerLibraries = 2 // standalone libraries and contracts: no project package above helpers
+	LayerCore      = 3 // the manifest, the engine, the A2A server, the shell sandbox, example guests
+	LayerHosts     = 4 // what builds on the core: registry, Murmur's host side, the credential gateway
+	LayerRuntime   = 5 // capsules' sessions and tasks
+	LayerGlue      = 6 // the Caddy glue and the CLI
+	LayerMains     = 7 // binaries
+	LayerKit       = 0 // test kits and tools: only tests and other kits import them; they may import any layer
+)
+
+// LayerNames names each layer as the architecture page shows it.
+var LayerNames = map[int]string{
+	LayerHelpers:   "1 helpers",
+	LayerLibraries: "2 libraries",
+	LayerCore:      "3 core",
+	LayerHosts:     "4 hosts",
+	LayerRuntime:   "5 runtime",
+	LayerGlue:      "6 glue",
+	LayerMains:     "7 mains",
+	LayerKit:       "test kits",
+}
+
+// Row is one row of the architecture page's package table: a package (Path) or every
+// package below a folder (Path ending in "/..."), its layer and its one job.
+type Row struct {
+	Path  string
+	Layer int
+	Job   string
+}
+
+// Table is the layer table: every package of the module falls under exactly one row (an
+// exact path before a folder's "/...").
+var Table = []Row{
+	{"internal/errs", LayerHelpers, "coded errors: a stable code, what was wrong, where, and the fix"},
+	{"internal/wasmbin", LayerHelpers, "one reader and writer of the wasm binary format"},
+	{"internal/clip", LayerHelpers, "cut text to a size on a UTF-8 boundary"},
+	{"internal/ids", LayerHelpers, "UUIDv7 ids"},
+	{"internal/atomicfile", LayerHelpers, "write to a temp file, then rename"},
+	{"internal/promreg", LayerHelpers, "register a Prometheus collector, or adopt the one already registered"},
+	{"internal/samefile", LayerHelpers, "whether two paths name one file"},
+	{"internal/filesum", LayerHelpers, "content sums of files and folders"},
+	{"netpolicy", LayerLibraries, "network rules, the policy proxy and the DNS-pinning resolver"},
+	{"wit", LayerLibraries, "the WIT contract files"},
+	{"wit/abi", LayerLibraries, "the component model's canonical ABI (lift and lower over a guest's memory) and the Go types of the Murmur WIT records"},
+	{"wit/guest/...", LayerLibraries, "the SDK Go guests build against: `tool`, `capsule`, `hook`, `process` (process drivers)"},
+	{"runtime/wasm/component", LayerLibraries, "WebAssembly components (as wit-component emits for `wasm32-wasip2`): parse them and resolve an instantiation plan — the world's imports and exports with versions and WIT types, core instantiations, canon lowerings and liftings — for the engine to run; no engine dependency"},
+	{"runtime/wasm/wasip2", LayerLibraries, "WASI 0.2 (cli, io, clocks, random, filesystem, http) at the canonical ABI's core level for components: one `Host` per component instance owns its bounded handle table"},
+	{"mcpbridge", LayerLibraries, "serves a capsule's tools to a harness CLI over MCP, per run: one loopback Streamable HTTP server behind a per-run bearer token, calling the gateway's own dispatcher for each tool"},
+	{"replay", LayerLibraries, "the stand-in model provider that answers from cassettes"},
+	{"manifest", LayerCore, "`murmur.yaml` → a typed `Manifest`, every mistake at `file:line:col` with a code"},
+	{"runtime/wasm", LayerCore, "the engine: compile modules (with the rewrites that make instances start fast), call them with grants and limits, init snapshots, warm instances and their reset, components' instance graphs, classify and count every failure; it knows modules and calls, not Murmur"},
+	{"runtime/shell", LayerCore, "shell and native tools as OS-sandboxed subprocesses"},
+	{"a2a", LayerCore, "the A2A protocol as a plain `http.Handler`: card, JSON-RPC and HTTP+JSON, SSE, principals, push notifications, the task registry and the scheduler; it defines `Executor`"},
+	{"examples/...", LayerCore, "example capsules, guests and drivers"},
+	{"registry", LayerHosts, "`.mur.zip` archives (safe open, pack), the local registry folder, `murmur.lock`"},
+	{"runtime/credgate", LayerHosts, "a process capsule's credential gateway: the loopback provider URL a harness CLI is given, forwarding through the driver's outgoing HTTP, which adds the key"},
+	{"runtime", LayerRuntime, "capsules: stage them, serve them to the gateway, run their sessions and tasks — the agent loop, tool dispatch, subprocess wiring, the event stream and its sinks"},
+	{"caddymodule", LayerGlue, "the Caddy glue: the `capsule` app, the `capsule` and `capsule_replay` handlers, the Caddyfile directives, the `caddy capsule …` commands, metrics on Caddy's registry"},
+	{"cmd/caddy", LayerMains, "`main`: Caddy, its standard modules and ours"},
+	{"cmd/capsulegate-sandbox", LayerMains, "`main`: the sandbox helper that shell tool commands start"},
+	{"", LayerMains, "the module's root package, so `xcaddy --with` can plug `caddymodule` in"},
+	{"internal/archtest", LayerKit, "this table, checked against the import graph and docs/architecture.md"},
+	{"internal/cmd/...", LayerKit, "tools: the benchmarks' load generator, a component dumper, the harness installer"},
+	{"internal/escape", LayerKit, "the escape suite (docs/escapes.md)"},
+	{"internal/guestbuild", LayerKit, "build wasm guests from source for tests, cached by content"},
+	{"internal/harnesstest", LayerKit, "stage a process capsule against a real harness CLI in tests"},
+	{"internal/guestfs", LayerLibraries, "the guest's `/` on `os.Root`"},
+	{"internal/taskdb", LayerLibraries, "the durable task store: one bbolt file"},
+	{"internal/cli", LayerGlue, "the `caddy capsule …` commands' work"},
+	{"internal/testguests", LayerKit, "the test guests' sources"},
+	{"internal/wasmtest", LayerKit, "wasm modules written in tests"},
+	{"internal/watbuild", LayerKit, "assemble wasm text-format guests with jco, cached by content"},
+}
+
+// Package is what the checks read of one package: its module-relative path and the
+// module-relative paths of the module's packages it imports, from its own files and
+// from its test files.
+type Package struct {
+	Path        string
+	Imports     []string
+	TestImports []string // from _test.go files, in the package or an external _test package
+}
+
+// rowOf returns the row pkg falls under, or false.
+func rowOf(pkg string) (Row, bool) {
+	best, found := Row{}, false
+	for _, r := range Table {
+		if r.Path == pkg {
+			return r, true
+		}
+		if dir, ok := strings.CutSuffix(r.Path, "/..."); ok && (pkg == dir || strings.HasPrefix(pkg, dir+"/")) {
+			if !found || len(r.Path) > len(best.Path) {
+				best, found = r, true
+			}
+		}
+	}
+	return best, found
+}
+
+// Violations returns, sorted, every way pkgs break the table: a package no row names, a
+// row that names no package, an import from a lower layer to a higher one (test files
+// included), and a non-test import of a test kit from outside the kits.
+func Violations(pkgs []Package) []string {
+	var out []string
+	used := map[string]bool{}
+	for _, p := range pkgs {
+		from, ok := rowOf(p.Path)
+		if !ok {
+			out = append(out, fmt.Sprintf("package %s is in no row of the layer table (internal/archtest/layers.go): add one", show(p.Path)))
+			continue
+		}
+		used[from.Path] = true
+		check := func(imp string, test bool) {
+			to, ok := rowOf(imp)
+			if !ok || imp == p.Path {
+				return
+			}
+			where := "imports"
+			if test {
+				where = "imports in a test file"
+			}
+			switch {
+			case from.Layer == LayerKit:
+			case to.Layer == LayerKit:
+				if !test {
+					out = append(out, fmt.Sprintf("%s %s the test kit %s: only tests and kits may", show(p.Path), where, show(imp)))
+				}
+			case to.Layer > from.Layer:
+				out = append(out, fmt.Sprintf("%s (layer %s) %s %s (layer %s): a lower layer may not use a higher one", show(p.Path), LayerNames[from.Layer], where, show(imp), LayerNames[to.Layer]))
+			}
+		}
+		for _, imp := range p.Imports {
+			check(imp, false)
+		}
+		for _, imp := range p.TestImports {
+			check(imp, true)
+		}
+	}
+	for _, r := range Table {
+		if !used[r.Path] {
+			out = append(out, fmt.Sprintf("the layer table's row %s names no package: remove it or fix its path", show(r.Path)))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Edges returns the diagram's arrows, "from to" by row path, sorted: one where a
+// package of one row imports (outside its tests) a package of another. Helpers and
+// test kits are left out: every layer may use the helpers, and only tests the kits.
+func Edges(pkgs []Package) []string {
+	set := map[string]bool{}
+	for _, p := range pkgs {
+		from, ok := rowOf(p.Path)
+		if !ok || !inDiagram(from) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if to, ok := rowOf(imp); ok && inDiagram(to) && to.Path != from.Path {
+				set[from.Path+" "+to.Path] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for e := range set {
+		out = append(out, e)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func inDiagram(r Row) bool { return r.Layer != LayerHelpers && r.Layer != LayerKit }
+
+// show prints a module-relative path, the root package as the module itself.
+func show(path string) string {
+	if path == "" {
+		return "(the module root)"
+	}
+	return path
+}
