@@ -5,21 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
-	"strings"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/clip"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 
 	"github.com/capsulegate/capsulegate/manifest"
-	"github.com/capsulegate/capsulegate/netpolicy"
-	"github.com/capsulegate/capsulegate/registry"
-	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
 // StateMaxTurns ends an agent task that used up inference.max_turns.
@@ -200,37 +193,6 @@ func (s *session) callDriver(ctx context.Context, t *task, driver *wasm.Module, 
 	return s.callDriverWith(ctx, driver, req, s.chunks(t))
 }
 
-// callDriverWith is callDriver with the text the driver streams handed to emit, which a
-// call whose text is not the task's answer (a compaction's summary) discards.
-func (s *session) callDriverWith(ctx context.Context, driver *wasm.Module, req string, emit func(thinking bool, text string)) (resp *driverResponse, streamed bool, err error) {
-	g := s.grants(driver.Artifact, manifest.RoleDriver)
-	g.Env = append(append([]string(nil), g.Env...), s.driverEnv...)
-	chunk := func(thinking bool, text string) {
-		streamed = streamed || !thinking
-		emit(thinking, text)
-	}
-	out, err := s.rt.engine.CallTool(ctx, driver, g, &wasm.Imports{Who: driver.Artifact, HTTP: s.driverHTTP, Chunk: chunk}, abi.ToolInput{Data: &req})
-	if err != nil {
-		return nil, streamed, err
-	}
-	if out.Status != abi.StatusPassed {
-		return nil, streamed, fmt.Errorf("driver %s answered %s: %s", driver.Artifact, out.Status, value(out.Summary))
-	}
-	resp = &driverResponse{}
-	if err := json.Unmarshal([]byte(value(out.Data)), resp); err != nil {
-		return nil, streamed, fmt.Errorf("driver %s returned data that is not the driver JSON (%v): %q", driver.Artifact, err, clip.String(value(out.Data), 200))
-	}
-	if resp.ContinuationID == "" {
-		// Upstream Murmur's drivers return it as tool-result metadata.
-		for _, kv := range out.Metadata {
-			if kv[0] == "continuation_id" {
-				resp.ContinuationID = kv[1]
-			}
-		}
-	}
-	return resp, streamed, nil
-}
-
 // historyMessages is the conversation of a threaded context's earlier tasks, oldest
 // first: each turn's kept messages, or, for a turn kept without them, its user text and
 // answer as two text messages. It starts at the newest turn whose task compacted: its
@@ -254,110 +216,6 @@ func historyMessages(history []Turn) []agentMessage {
 			agentMessage{Role: "assistant", Content: []agentBlock{{Type: "text", Text: h.Agent}}})
 	}
 	return msgs
-}
-
-// driverKey names the capsule's driver as it is staged: the issuer of its continuations.
-func (s *session) driverKey() string {
-	d := s.staged.Manifest.Inference.Driver.Artifact
-	for _, a := range s.staged.Artifacts {
-		if a.Name == d {
-			return a.Name + "@" + a.Version
-		}
-	}
-	return d
-}
-
-// Tool kinds, as a tool_call event's kind names them (docs/reference/trace.md "tool_call").
-const (
-	KindNative  = "native"
-	KindShell   = "shell"
-	KindSkill   = "skill"
-	KindWasm    = "wasm"
-	KindUnknown = "unknown"
-)
-
-// kindRank is the dispatch precedence: a lower rank wins when one name is declared as
-// several kinds (docs/reference/driver-protocol.md "Dispatch").
-var kindRank = map[string]int{KindNative: 0, KindShell: 1, KindSkill: 2, KindWasm: 3}
-
-// toolKind says which of the capsule's tools a call named name runs: the first match
-// in the order native, shell, skill, wasm; KindUnknown when the name is none of them.
-func (s *session) toolKind(name string) string {
-	if s.sub != nil {
-		if _, ok := s.sub.natives[name]; ok {
-			return KindNative
-		}
-	}
-	if slices.Contains(s.staged.Manifest.Capabilities.Shell.Allow, name) {
-		return KindShell
-	}
-	for _, a := range s.staged.Artifacts {
-		if a.Name == name && a.Role == manifest.RoleSkill {
-			return KindSkill
-		}
-	}
-	if mod := s.staged.Modules[name]; mod != nil && mod.Role == manifest.RoleTool {
-		return KindWasm
-	}
-	return KindUnknown
-}
-
-// dispatch runs one tool call by its kind (toolKind), and returns the text the model
-// sees and whether it is an error. Every call, an unknown name included, is counted and
-// written as a tool_call event.
-func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (string, bool) {
-	switch s.toolKind(call.Name) {
-	case KindNative:
-		return s.runSubprocess(ctx, t, call, s.sub.natives[call.Name])
-	case KindShell:
-		return s.runSubprocess(ctx, t, call, "")
-	case KindSkill:
-		return s.runSkill(t, call)
-	case KindWasm:
-		input := string(call.Input)
-		if input == "" {
-			input = "{}"
-		}
-		out, err := s.invokeAt(ctx, t, call.Name, abi.ToolInput{Data: &input})
-		if err != nil {
-			return err.Error(), true
-		}
-		text := value(out.Data)
-		if text == "" {
-			text = value(out.Summary)
-		}
-		return text, out.Status != abi.StatusPassed
-	}
-	names := make([]string, 0, 8)
-	for _, tool := range s.offeredTools() {
-		names = append(names, tool.Name)
-	}
-	if len(names) == 0 {
-		names = append(names, "none")
-	}
-	s.unknownCall(t, call.Name, string(call.Input))
-	return fmt.Sprintf("no tool named %q is declared in the manifest (declared: %s)", call.Name, strings.Join(names, ", ")), true
-}
-
-// runSkill answers a call of a skill with its text.
-func (s *session) runSkill(t *task, call agentBlock) (string, bool) {
-	for _, a := range s.staged.Artifacts {
-		if a.Name != call.Name || a.Role != manifest.RoleSkill {
-			continue
-		}
-		text, err := skillText(a)
-		s.toolCalls.Add(1)
-		rec := ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: KindSkill, OutputBytes: len(text), Status: "passed"}
-		if err != nil {
-			rec.Status = "error"
-		}
-		s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"output": text})
-		if err != nil {
-			return "skill " + call.Name + ": " + err.Error(), true
-		}
-		return text, false
-	}
-	return "skill " + call.Name + " is not staged", true // toolKind found it: never reached
 }
 
 // offeredTools lists what the model may call, sorted by name
@@ -386,8 +244,8 @@ func (s *session) offeredTools() []agentTool {
 			if t.Description == "" {
 				t.Description = "Returns the skill's text: " + st.Name
 			}
-		} else if s.sub != nil {
-			if _, ok := s.sub.natives[st.Name]; ok {
+		} else if s.shell != nil {
+			if _, ok := s.shell.natives[st.Name]; ok {
 				kind = KindNative
 			}
 		}
@@ -434,75 +292,6 @@ func (s *session) systemPrompt() (string, error) {
 		}
 	}
 	return "", nil
-}
-
-// skillText is a skill's text, from its local source or its archive's skill.md.
-func skillText(a registry.Resolved) (string, error) {
-	if a.Text != nil {
-		return string(a.Text), nil
-	}
-	text, err := a.Archive.ReadFile(a.Archive.Payload().Path)
-	return string(text), err
-}
-
-// driverSetup prepares what the driver alone gets: the MURMUR_INFERENCE_* environment and
-// an HTTP host that may reach its gateway endpoint, adding the key to those requests.
-func (s *session) driverSetup() error {
-	m := s.staged.Manifest
-	inf := m.Inference
-	d := m.Artifact(inf.Driver.Artifact)
-	endpoint, key := "", ""
-	if d != nil && d.Gateway != nil {
-		endpoint, key = strings.TrimSuffix(d.Gateway.Endpoint, "/"), d.Gateway.APIKey
-	}
-	cfg := "{}"
-	if inf.Driver.Config != nil {
-		cfg = string(mustJSON(inf.Driver.Config))
-	}
-	s.driverEnv = []string{"MURMUR_INFERENCE_TRANSPORT=" + inf.Transport, "MURMUR_INFERENCE_MODEL=" + inf.Model,
-		"MURMUR_INFERENCE_ENDPOINT=" + endpoint, "MURMUR_INFERENCE_DRIVER=" + inf.Driver.Artifact, "MURMUR_INFERENCE_DRIVER_CONFIG=" + cfg}
-	rules := append(netpolicy.Rules(nil), m.Capabilities.NetworkRules...)
-	var creds []wasm.Credential
-	if endpoint != "" {
-		u, err := url.Parse(endpoint)
-		if err != nil || u.Host == "" {
-			return fmt.Errorf("driver %s: gateway endpoint %q is not a URL", inf.Driver.Artifact, endpoint)
-		}
-		r, err := netpolicy.ParseRule(u.Scheme + "://" + u.Host)
-		if err != nil {
-			return fmt.Errorf("driver %s: gateway endpoint %q: %w", inf.Driver.Artifact, endpoint, err)
-		}
-		rules = append(rules, r)
-		if key != "" {
-			creds = append(creds, wasm.Credential{Endpoint: endpoint, Headers: s.upstreamAuth(inf.Driver.Artifact).Headers(key)})
-		}
-	}
-	s.driverHTTP = &wasm.Outgoing{Capsule: m.Name, Rules: rules, Metrics: s.rt.engine.Metrics(), Credentials: creds, OnDeny: s.http.OnDeny, Sleep: s.http.Sleep}
-	s.driverHTTP.Init()
-	return nil
-}
-
-// upstreamAuth is how the driver's provider expects the key: the driver artifact's own
-// upstream_auth, else a bearer token.
-func (s *session) upstreamAuth(driver string) manifest.UpstreamAuth {
-	for _, a := range s.staged.Artifacts {
-		if a.Name == driver && a.Archive != nil {
-			if u := a.Archive.Manifest().UpstreamAuth; u != nil {
-				return *u
-			}
-		}
-	}
-	return manifest.DefaultUpstreamAuth
-}
-
-func finalText(content []agentBlock) string {
-	var parts []string
-	for _, b := range content {
-		if b.Type == "text" && b.Text != "" {
-			parts = append(parts, b.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -24,12 +24,12 @@ func dispatchSession(kinds []string, stream *Stream) *session {
 	for _, k := range kinds {
 		switch k {
 		case KindNative:
-			s.sub = &subprocesses{natives: map[string]string{"jq": "/tools/jq/jq"}}
+			s.shell = &shellTools{natives: map[string]string{"jq": "/tools/jq/jq"}}
 			st.Artifacts = append(st.Artifacts, registry.Resolved{Name: "jq", Role: manifest.RoleTool})
 		case KindShell:
 			m.Capabilities.Shell.Allow = append(m.Capabilities.Shell.Allow, "jq")
-			if s.sub == nil {
-				s.sub = &subprocesses{natives: map[string]string{}}
+			if s.shell == nil {
+				s.shell = &shellTools{natives: map[string]string{}}
 			}
 		case KindSkill:
 			st.Artifacts = append(st.Artifacts, registry.Resolved{Name: "jq", Role: manifest.RoleSkill, Text: []byte("use jq -r")})

@@ -1,15 +1,9 @@
 package runtime
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
-	"os"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/runtime/shell"
 )
@@ -273,102 +267,4 @@ func (s *Stream) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
-}
-
-// TraceSink appends each event as one JSON line to trace.jsonl and flushes it.
-type TraceSink struct {
-	f       *os.File
-	w       *bufio.Writer
-	content bool
-}
-
-// NewTraceSink opens path for appending; content keeps inputs and outputs
-// (trace.capture: content), otherwise only sizes are kept.
-func NewTraceSink(path string, content bool) (*TraceSink, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, errs.Wrap(err, CodeTrace, "runtime", "cannot open the trace "+path, "check that work_root is writable")
-	}
-	return &TraceSink{f: f, w: bufio.NewWriter(f), content: content}, nil
-}
-
-// traceEnvelope is what every trace line starts with, in this order (trace.md).
-type traceEnvelope struct {
-	Type      string  `json:"event_type"`
-	ID        string  `json:"event_id"`
-	ParentID  *string `json:"parent_id"`
-	SessionID string  `json:"session_id"`
-	Time      int64   `json:"timestamp"`
-}
-
-// Event writes e as {"event_type", "event_id", "parent_id", "session_id", "timestamp", …}:
-// the envelope, then the data's fields, then the content kept, encoded once each and
-// joined (no decode and re-encode through a map).
-func (t *TraceSink) Event(e *Event) error {
-	if e.Type == EventChunk {
-		return nil // streaming detail for live subscribers; inference and task_end hold the text
-	}
-	env := traceEnvelope{Type: e.Type, ID: e.ID, SessionID: e.SessionID, Time: e.Time.UnixMilli()}
-	if e.ParentID != "" {
-		env.ParentID = &e.ParentID
-	}
-	line, err := json.Marshal(env)
-	if err != nil {
-		return errs.Wrap(err, CodeTrace, "runtime", "cannot encode a trace event", "")
-	}
-	if e.Data != nil {
-		data, err := json.Marshal(e.Data)
-		if err != nil {
-			return errs.Wrap(err, CodeTrace, "runtime", "cannot encode a trace event", "")
-		}
-		if line, err = joinObject(line, data); err != nil {
-			return errs.Wrap(err, CodeTrace, "runtime", "cannot encode a trace event", "")
-		}
-	}
-	if t.content && len(e.Content) > 0 {
-		keys := make([]string, 0, len(e.Content))
-		for k := range e.Content {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			kv, err := json.Marshal(map[string]string{k: e.Content[k]})
-			if err != nil {
-				return errs.Wrap(err, CodeTrace, "runtime", "cannot encode a trace event", "")
-			}
-			if line, err = joinObject(line, kv); err != nil {
-				return errs.Wrap(err, CodeTrace, "runtime", "cannot encode a trace event", "")
-			}
-		}
-	}
-	line = append(line, '\n')
-	if _, err := t.w.Write(line); err != nil {
-		return errs.Wrap(err, CodeTrace, "runtime", "cannot write the trace "+t.f.Name(), "free disk space; the session stops rather than lose events")
-	}
-	if err := t.w.Flush(); err != nil {
-		return errs.Wrap(err, CodeTrace, "runtime", "cannot write the trace "+t.f.Name(), "free disk space; the session stops rather than lose events")
-	}
-	return nil
-}
-
-// joinObject appends the members of the JSON object obj to the object line; null adds
-// nothing, anything but an object is refused.
-func joinObject(line, obj []byte) ([]byte, error) {
-	switch {
-	case string(obj) == "null" || string(obj) == "{}":
-		return line, nil
-	case len(obj) < 2 || obj[0] != '{' || obj[len(obj)-1] != '}':
-		return line, fmt.Errorf("event data is not a JSON object: %.20s", obj)
-	}
-	line = append(line[:len(line)-1], ',')
-	return append(line, obj[1:]...), nil
-}
-
-// Close closes the trace file.
-func (t *TraceSink) Close() error {
-	if err := t.w.Flush(); err != nil {
-		t.f.Close()
-		return fmt.Errorf("flush trace: %w", err)
-	}
-	return t.f.Close()
 }

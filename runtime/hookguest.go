@@ -12,7 +12,7 @@ import (
 
 // wasmHook is the HookGuest of a staged hook module: each call runs in a fresh instance
 // with the hook's grants, its output in the session's logs and its imports served by the
-// session (hookhost.go).
+// session (hookscope.go).
 type wasmHook struct {
 	engine *wasm.Engine
 	mod    *wasm.Module

@@ -387,37 +387,8 @@ func clipUTF8(s string, n int) string {
 	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
-// dispatchGated asks the stream whether a tool call may run before dispatch runs it: a
-// denied call is not run, its tool_call event says denied, and the model is shown the
-// hook's reason as the call's error result.
-func (s *session) dispatchGated(ctx context.Context, t *task, call agentBlock) (string, bool) {
-	kind := s.toolKind(call.Name)
-	input := string(call.Input)
-	proposed := ToolProposed{Turn: t.turnNo(), ToolName: call.Name, Kind: kind, InputBytes: len(input)}
-	if kind == KindShell && s.sub != nil {
-		// Worked out as RunShell will run it, so an on-shell hook judges the real argv.
-		cmd, _ := s.sub.sb.Plan(call.Name, call.Input)
-		proposed.shell = &cmd
-	}
-	_, v, _ := s.stream.Ask(EventToolProposed, t.parent(), proposed, map[string]string{"input": input})
-	if !v.Denied {
-		return s.dispatch(ctx, t, call)
-	}
-	s.toolCalls.Add(1)
-	if kind == KindShell {
-		s.shellCalls.Add(1)
-	}
-	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: kind, InputBytes: len(input), Status: StatusDenied}, nil)
-	return deniedText(call.Name, v), true
-}
-
 // StatusDenied is a tool_call's status when a hook refused it before it ran.
 const StatusDenied = "denied"
-
-// deniedText is what the model is shown for a refused call: the hook's reason, verbatim.
-func deniedText(tool string, v Verdict) string {
-	return fmt.Sprintf("the call of %s was refused by hook %s: %s", tool, v.By, strings.TrimSpace(v.Reason))
-}
 
 // compactionHooks are the sink's blocking hooks bound to on-compaction, in manifest
 // order; an async hook is never asked (its answer would come after the compaction).

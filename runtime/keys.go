@@ -41,7 +41,7 @@ var manifestKeys = map[string]keyFate{
 	"artifacts[].gateway.endpoint":                     {},
 	"artifacts[].gateway.api_key":                      {},
 	"artifacts[].config":                               {code: WarnArtifactConfig, ignored: "no artifact is handed its config"},
-	"artifacts[].capabilities":                         {}, // a hook's grants (hookguest.go, hookhost.go)
+	"artifacts[].capabilities":                         {}, // a hook's grants (hookguest.go, hookscope.go)
 	"artifacts[].capabilities.task_io":                 {},
 	"artifacts[].capabilities.task_io.read":            {},
 	"artifacts[].capabilities.conversation":            {},
@@ -73,7 +73,7 @@ var manifestKeys = map[string]keyFate{
 	"capabilities.resources.address_space_bytes":       {},
 	"capabilities.resources.memory_bytes": {code: WarnResourceMemory,
 		ignored: "a shell or native tool's memory is bounded by capabilities.resources.address_space_bytes (RLIMIT_AS) only"},
-	"capabilities.resources.cgroup_memory_bytes": {}, // the session's cgroup (subprocess.go)
+	"capabilities.resources.cgroup_memory_bytes": {}, // the session's cgroup (shelltools.go)
 	"capabilities.resources.cgroup_pids_max":     {},
 	"capabilities.resources.cgroup_cpu_percent":  {},
 	"capabilities.resources.cgroup_io_bytes_per_sec": {code: WarnCgroupIO,

@@ -2,12 +2,16 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/mcpbridge"
+	"github.com/capsulegate/capsulegate/runtime/credgate"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
@@ -89,4 +93,104 @@ func checkDescription(m *manifest.Manifest, driver string, d abi.Description) er
 // nothing else (docs/reference/process-drivers.md "Granted nothing").
 func driverGrants(m *manifest.Manifest) wasm.Grants {
 	return wasm.Grants{MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(manifest.RoleHook)}
+}
+
+// Run-time refusals of a process capsule's task (docs/reference/process-drivers.md "The run").
+const (
+	CodeProcessLaunch = "E-PRC-013" // launch refused the turn, or its plan is unusable
+	CodeProcessSpawn  = "E-PRC-014" // the harness binary is missing, or the sandbox could not start it
+)
+
+// harnessBy marks a thread's continuation as a harness session id of driver key.
+func harnessBy(driverKey string) string { return "harness:" + driverKey }
+
+// processTask runs one task of a process capsule: its driver plans the turn, the harness
+// runs in the session's sandbox with the credential gateway as its provider, its stdout
+// is parsed into the session's events, and its answer is the task's result.
+func (s *session) processTask(ctx context.Context, t *task, text string, history []Turn) (result, state string, err error) {
+	m := s.staged.Manifest
+	inf := m.Inference
+	mod := s.staged.Modules[inf.Driver.Artifact]
+	desc := s.staged.Process
+	if mod == nil || desc == nil || s.shell == nil {
+		return "", StateFailed, fmt.Errorf("process driver %s is not staged to run", inf.Driver.Artifact)
+	}
+	d := s.rt.engine.OpenDriver(mod, driverGrants(m))
+	defer d.Close()
+	system, err := s.systemPrompt()
+	if err != nil {
+		return "", StateFailed, err
+	}
+	by := harnessBy(s.driverKey())
+	req := abi.LaunchRequest{SystemPrompt: system, Task: text, SessionID: ids.New("hs_")}
+	if n := len(history); n > 0 && history[n-1].Continuation != "" && history[n-1].ContinuationBy == by {
+		req.SessionID, req.Resume = history[n-1].Continuation, true
+	}
+	if inf.Model != "" {
+		req.Model = &inf.Model
+	}
+	if inf.Driver.Config != nil {
+		cfg := string(mustJSON(inf.Driver.Config))
+		req.Config = &cfg
+	}
+	var reach []string
+	var gw *credgate.Server
+	if a := m.Artifact(inf.Driver.Artifact); a != nil && a.Gateway != nil && a.Gateway.Endpoint != "" {
+		if gw, err = credgate.Start(credgate.Config{Endpoint: a.Gateway.Endpoint, Out: s.driverHTTP, Who: inf.Driver.Artifact}); err != nil {
+			return "", StateFailed, err
+		}
+		defer gw.Close()
+		reach = append(reach, strings.TrimPrefix(gw.URL(), "http://"))
+	}
+	if tools := s.offeredTools(); len(tools) > 0 {
+		b, err := s.toolBridge(ctx, t, tools)
+		if err != nil {
+			return "", StateFailed, err
+		}
+		defer b.Close()
+		names := make([]string, len(tools))
+		for i, tl := range tools {
+			names[i] = tl.Name
+		}
+		req.Bridge = &abi.Bridge{ServerName: BridgeServerName, URL: b.URL(), BearerToken: b.Token(), ToolNames: names}
+		reach = append(reach, strings.TrimPrefix(strings.TrimSuffix(b.URL(), mcpbridge.Path), "http://"))
+	}
+	plan, refused, err := d.Launch(ctx, req)
+	switch {
+	case err != nil:
+		return "", StateFailed, err
+	case refused != "":
+		return "", StateFailed, errs.New(CodeProcessLaunch, "runtime", fmt.Sprintf("process driver %s refused the turn: %s", inf.Driver.Artifact, refused), "see the driver's message")
+	}
+	spec, err := s.harnessSpec(desc, plan, gw)
+	if err != nil {
+		return "", StateFailed, err
+	}
+	spec.Reach = reach
+	run := &harnessRun{s: s, t: t, d: d, desc: desc, plan: plan, sessionID: req.SessionID, bridged: map[string]bool{}}
+	if req.Bridge != nil {
+		for _, n := range req.Bridge.ToolNames {
+			run.bridged[n] = true
+		}
+	}
+	return run.run(ctx, spec, by)
+}
+
+// toolBridge serves tools to the harness of task t over MCP for one run: each call goes
+// through the same dispatch as a model's tool call under the http transport (hooks,
+// trace, limits, the sandbox).
+func (s *session) toolBridge(ctx context.Context, t *task, tools []agentTool) (*mcpbridge.Bridge, error) {
+	list := make([]mcpbridge.Tool, len(tools))
+	for i, tl := range tools {
+		list[i] = mcpbridge.Tool{Name: tl.Name, Description: tl.Description, InputSchema: tl.Parameters}
+	}
+	dispatch := func(ctx context.Context, name string, input json.RawMessage) (string, bool, error) {
+		out, isErr := s.dispatchGated(ctx, t, agentBlock{Type: "tool_call", ID: ids.New("call_"), Name: name, Input: input})
+		return out, isErr, nil
+	}
+	b, err := mcpbridge.Start(context.WithoutCancel(ctx), mcpbridge.Config{ServerName: BridgeServerName, Tools: list, Dispatch: dispatch})
+	if err != nil {
+		return nil, fmt.Errorf("the tool bridge: %w", err)
+	}
+	return b, nil
 }

@@ -1,6 +1,6 @@
 // Package runtime runs capsules: it stages them (resolve, verify, compile on the wasm
 // engine), hosts them for the gateway and runs their sessions and tasks — the agent
-// loop, tool dispatch, subprocesses and the event stream with its sinks. The guests
+// loop, tool dispatch, shellTools and the event stream with its sinks. The guests
 // themselves run on package runtime/wasm, which this package uses only through its
 // exported API (docs/architecture.md).
 package runtime

@@ -1,59 +1,360 @@
 package runtime
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+
+	"github.com/capsulegate/capsulegate/internal/guestfs"
+	"github.com/capsulegate/capsulegate/internal/ids"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// Layout is a session's folders (docs/reference/guest-abi.md "Files").
-type Layout struct {
-	Root  string // <work_root>/<capsule>/<session_id>
-	Work  string // the accessible workdir: the only folder guests see
-	Trace string // trace.jsonl, never visible to guests
-	Logs  string // bootstrap.log, guest stdout/stderr
-	Tools string // installed artifacts
+// MaxGuestLog caps what one guest may write to its stdout or stderr log per session.
+const MaxGuestLog = 1 << 20
+
+// SessionConfig is what a capsule's sessions take from whoever runs them: where their
+// folders go and what of the host they reach. RunOptions and ServeOptions each carry one.
+type SessionConfig struct {
+	WorkRoot string // <work_root>: sessions and their records live below it
+	// LookupEnv reads the host environment for env.allow; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Sleep waits between provider retries; nil waits on a real timer (tests pass a fake clock).
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Sinks receive the sessions' events besides the trace and the metrics (the CLI's
+	// progress lines, the gateway's SSE subscribers come per task).
+	Sinks []Sink
+	// DNSUpstream is the upstream DNS server of the shell tools' pinning resolver
+	// ("host:port"); "" uses the host's first nameserver.
+	DNSUpstream string
+	// SandboxHelper is the binary shell and native tool commands start as their sandbox
+	// wrapper (shell.Config.WrapperPath, checked with shell.CheckHelper); "" takes
+	// capsulegate-sandbox next to this executable, else this executable.
+	SandboxHelper string
+	// Stderr receives the sandbox tier, the wrapper and W-SEC warnings at launch, and in
+	// RunOnce the stage warnings (W-RUN-…); nil: bootstrap.log only.
+	Stderr io.Writer
+	// NetLogger receives the policy proxy's log (denials); nil discards it.
+	NetLogger *slog.Logger
+	// HarnessInactivity is how long a process capsule's harness may print nothing before
+	// its turn is interrupted; 0 is DefaultHarnessInactivity.
+	HarnessInactivity time.Duration
 }
 
-// NewLayout creates the folders of session id of capsule under workRoot that guests see
-// (the workdir's out/, logs/, .capsule-home/); workdir, if not empty, replaces <root>/work
-// as the accessible workdir (created if absent). The host-only logs/ and tools/ are
-// created by their first file, so a session that writes none costs no mkdir.
-func NewLayout(workRoot, capsule, id, workdir string) (*Layout, error) {
-	root := filepath.Join(workRoot, capsule, id)
-	l := &Layout{Root: root, Work: filepath.Join(root, "work"), Trace: filepath.Join(root, "trace.jsonl"),
-		Logs: filepath.Join(root, "logs"), Tools: filepath.Join(root, "tools")}
-	if workdir != "" {
-		abs, err := filepath.Abs(workdir)
+// sessionStart describes a staged capsule for the trace: its tools and effective grants
+// (names, never values).
+func sessionStart(s *Staged) SessionStart {
+	m := s.Manifest
+	st := SessionStart{Capsule: m.Name, Version: m.Version, SandboxTier: "wasm", ToolsDeclared: []string{},
+		Grants: Grant{Network: []string{}, Env: append([]string{}, m.Capabilities.Env.Allow...),
+			FilesystemScope: m.Capabilities.Filesystem.Scope, MemoryBytes: m.Capabilities.Limits.MemoryBytes,
+			DeadlineSeconds: m.Deadline(manifest.RoleTool).Seconds()}}
+	for _, a := range m.Artifacts {
+		if a.Runtime == manifest.RoleTool || a.Runtime == manifest.RoleSkill {
+			st.ToolsDeclared = append(st.ToolsDeclared, a.Name)
+		}
+	}
+	for _, r := range m.Capabilities.NetworkRules {
+		st.Grants.Network = append(st.Grants.Network, r.String())
+	}
+	if m.Inference != nil {
+		st.Model, st.MaxTurns = m.Inference.Model, m.Inference.MaxTurns
+	}
+	return st
+}
+
+// session holds what the guests of one session share.
+type session struct {
+	rt     *Runtime
+	staged *Staged
+	fs     *guestfs.FS
+	env    []string
+	http   *wasm.Outgoing
+	logs   string
+
+	mu      sync.Mutex
+	writers map[string]*cappedFile
+
+	id      string
+	layout  *Layout
+	start   time.Time
+	trace   *TraceSink
+	sessEvt string // session_start, parent of every task
+	tasks   int
+
+	stream *Stream
+	// hooks runs the session's hook modules on its stream, with hookFS (its out/) as
+	// their root; both nil without hooks.
+	hooks  *HookSink
+	hookFS *guestfs.FS
+	// hookCancel ends the context the hooks' calls run under, when the session closes.
+	hookCancel context.CancelFunc
+	// current is the task running, for reporters that are not handed it (the policy
+	// proxy's and resolver's denials); tasks of a session run one at a time.
+	current atomic.Pointer[task]
+	shell   *shellTools
+	// driverEnv and driverHTTP are what an agent capsule's driver gets beyond the grants
+	// every guest has: the MURMUR_INFERENCE_* values, and its gateway endpoint with the key.
+	driverEnv  []string
+	driverHTTP *wasm.Outgoing
+	toolCalls  atomic.Int64
+	shellCalls atomic.Int64 // the shell commands among toolCalls
+	denials    atomic.Int64
+	// harnessInactivity bounds a harness's silence (SessionConfig.HarnessInactivity).
+	harnessInactivity time.Duration
+	// compactHook summarises a conversation being compacted before the driver is asked
+	// (compaction.go); nil until the on-compaction hook fills it.
+	compactHook summariser
+}
+
+// openSession creates the session's folders, its event stream (trace, metrics and the
+// caller's sinks) and what its guests share, and emits session_start. On failure nothing
+// is left open.
+// workdir, when set, replaces <session>/work; contextID names the A2A context the session
+// serves (gateway only).
+func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID string) (_ *session, err error) {
+	m := s.Manifest
+	id := ids.New("ses_")
+	l, err := NewLayout(o.WorkRoot, m.Name, id, workdir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
 		if err != nil {
-			return nil, errs.Wrap(err, CodeWorkdir, "runtime", "cannot resolve --workdir "+workdir, "pass a usable folder")
+			// A refused session leaves nothing behind (a --workdir of the user's stays).
+			os.RemoveAll(l.Root)
 		}
-		l.Work = abs
+	}()
+	sinks := []Sink{metricsSink{m: r.metrics, capsule: m.Name}}
+	var trace *TraceSink
+	if m.Trace.Capture != "none" {
+		if trace, err = NewTraceSink(l.Trace, m.Trace.Capture == "content"); err != nil {
+			return nil, err
+		}
+		sinks = append(sinks, trace)
 	}
-	dirs := []string{filepath.Join(l.Work, "out"), filepath.Join(l.Work, "logs"), filepath.Join(l.Work, ".capsule-home")}
-	// The capsule's folder exists after its first session: one mkdir per folder then,
-	// where MkdirAll would stat every parent of each first.
-	if workdir == "" && mkdirEach(append([]string{root, l.Work}, dirs...)) == nil {
-		return l, nil
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
 	}
-	// The records folder too: trace.jsonl goes there even when --workdir moves the work.
-	for _, d := range append([]string{root}, dirs...) {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, errs.Wrap(err, CodeWorkdir, "runtime", fmt.Sprintf("cannot create %s", d), "check that work_root is writable")
+	// The session is filled in below; its hooks reach it only once it runs.
+	sess := &session{}
+	hookCtx, hookCancel := context.WithCancel(context.Background())
+	var hooks *HookSink
+	var hookFS *guestfs.FS
+	if len(s.Hooks) > 0 {
+		if hookFS, err = guestfs.New(filepath.Join(l.Work, "out")); err != nil {
+			hookCancel()
+			return nil, err
+		}
+		hooks = r.hookSink(hookCtx, s, hookFS, sess, o.LookupEnv)
+		sinks = append(sinks, hooks)
+	}
+	sinks = append(sinks, o.Sinks...)
+	stream := NewStream(id, sinks...)
+	defer func() {
+		if err != nil && trace != nil {
+			trace.Close()
+		}
+		if err != nil && hooks != nil {
+			hooks.Close()
+			hookFS.Close()
+		}
+		if err != nil {
+			hookCancel()
+		}
+	}()
+	if err := writeMurmurMD(l.Work, s, id, ""); err != nil {
+		return nil, err
+	}
+	root := filepath.Join(l.Work, filepath.FromSlash(m.Capabilities.Filesystem.Scope))
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	var opts []guestfs.Option
+	if rel, err := filepath.Rel(root, filepath.Join(l.Work, "MURMUR.md")); err == nil && filepath.IsLocal(rel) {
+		// MURMUR.md is read-only to guests (docs/reference/guest-abi.md "Files").
+		opts = append(opts, guestfs.Protect(rel))
+	}
+	gfs, err := guestfs.New(root, opts...)
+	if err != nil {
+		return nil, err
+	}
+	lookup := o.LookupEnv
+	*sess = session{rt: r, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
+		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
+	sess.compactHook = sess.hookSummariser(sinks)
+	sess.http = &wasm.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
+		OnDeny: func(who, host string, port int, err error) { sess.denied(who, "guest", host, port, err) }}
+	sess.http.Init()
+	if m.IsAgent() {
+		if err := sess.driverSetup(); err != nil {
+			sess.close()
+			return nil, err
 		}
 	}
-	return l, nil
+	for _, w := range s.Warnings {
+		// In every session's records: what its manifest asked for and did not get.
+		sess.announce(nil, w.Error())
+	}
+	if err := sess.openShellTools(o); err != nil {
+		sess.close()
+		return nil, err
+	}
+	start := sessionStart(s)
+	start.ContextID = contextID
+	if sess.shell != nil {
+		start.SandboxTier = "wasm+" + sess.shell.sb.Tier()
+	}
+	sess.sessEvt, _ = stream.Emit(EventSessionStart, "", start, nil)
+	return sess, nil
 }
 
-// mkdirEach creates each folder in order, whose parent must exist; it stops at the first
-// failure.
-func mkdirEach(dirs []string) error {
-	for _, d := range dirs {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return err
+// end emits session_end and closes the session; it returns the first sink failure.
+func (s *session) end(status string) error {
+	s.stream.Emit(EventSessionEnd, s.sessEvt, SessionEnd{Tasks: s.tasks, ExitStatus: status,
+		ToolCalls: int(s.toolCalls.Load()), Denials: int(s.denials.Load()), DurationMS: time.Since(s.start).Milliseconds(),
+		shellCalls: int(s.shellCalls.Load())}, nil)
+	s.close()
+	err := s.stream.Err()
+	if s.trace != nil {
+		if cerr := s.trace.Close(); err == nil {
+			err = cerr
 		}
 	}
-	return nil
+	return err
 }
+
+// denied records a refused connection: counted, logged to bootstrap.log and traced.
+// Guest denials are counted in Prometheus by the HTTP host itself.
+func (s *session) denied(who, source, host string, port int, err error) {
+	s.denials.Add(1)
+	if source != "guest" {
+		s.rt.engine.Metrics().Denied.WithLabelValues(s.staged.Manifest.Name, source).Inc()
+	}
+	fmt.Fprintf(s.log("bootstrap.log"), "%s network_denied who=%s source=%s host=%s port=%d: %v\n", time.Now().UTC().Format(time.RFC3339), who, source, host, port, err)
+	parent := s.sessEvt
+	if t := s.current.Load(); t != nil {
+		parent = t.parent()
+	}
+	s.stream.Emit(EventNetworkDenied, parent, NetworkDenied{Who: who, Host: host, Port: port, Check: err.Error()}, nil)
+}
+
+func (s *session) close() {
+	if s.shell != nil {
+		s.shell.close()
+	}
+	if s.hooks != nil {
+		// Drained at session_end already, unless the session never got there.
+		s.hooks.Close()
+		s.hookFS.Close()
+	}
+	if s.hookCancel != nil {
+		s.hookCancel() // after the drain: what the queues held has been answered
+	}
+	s.fs.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.writers {
+		w.close()
+	}
+}
+
+// grants are the call grants of one guest of the session, from the manifest only.
+func (s *session) grants(artifact string, role manifest.Role) wasm.Grants {
+	m := s.staged.Manifest
+	return wasm.Grants{FS: s.fs, Env: s.env, PerSession: perSessionEnv, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(role),
+		Stdout: s.log(artifact + ".stdout.log"), Stderr: s.log(artifact + ".stderr.log")}
+}
+
+// imports is what the imports of a guest of task t reach: declared wasm tools
+// (murmur:tool-registry/invoke), the network within the capsule's rules, the task's
+// stream and its client for input.
+func (s *session) imports(t *task, who string) *wasm.Imports {
+	invoke := func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
+		return s.invokeAt(ctx, t, name, in)
+	}
+	return &wasm.Imports{Who: who, HTTP: s.http, Invoke: invoke, Chunk: s.chunks(t), RequestInput: t.requestInput}
+}
+
+// log returns the capped log file of that name under the session's logs/; the file is
+// created by the first write, so a guest that writes nothing costs no open.
+func (s *session) log(name string) io.Writer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, ok := s.writers[name]; ok {
+		return w
+	}
+	w := &cappedFile{path: filepath.Join(s.logs, name), left: MaxGuestLog}
+	s.writers[name] = w
+	return w
+}
+
+// lastWords returns the last lines a guest wrote to the named log (at most 512 bytes),
+// to explain a failure.
+func (s *session) lastWords(name string) string {
+	s.mu.Lock()
+	w := s.writers[name]
+	s.mu.Unlock()
+	if w == nil {
+		return ""
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(strings.Fields(strings.ToValidUTF8(string(w.tail), "?")), " ")
+}
+
+// cappedFile keeps the first MaxGuestLog bytes a guest writes and drops the rest, so a
+// chatty guest cannot fill the disk; it also remembers the last bytes written.
+type cappedFile struct {
+	mu     sync.Mutex
+	path   string
+	f      *os.File // opened by the first write
+	failed bool     // the open failed: output is dropped
+	left   int
+	tail   []byte
+}
+
+func (c *cappedFile) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f != nil {
+		c.f.Close()
+	}
+}
+
+func (c *cappedFile) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f == nil && !c.failed && len(p) > 0 {
+		f, err := os.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if errors.Is(err, fs.ErrNotExist) && os.MkdirAll(filepath.Dir(c.path), 0o755) == nil {
+			f, err = os.OpenFile(c.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		}
+		c.f, c.failed = f, err != nil
+	}
+	if c.left > 0 && c.f != nil {
+		n := min(len(p), c.left)
+		c.f.Write(p[:n])
+		c.left -= n
+	}
+	c.tail = append(c.tail, p[max(0, len(p)-tailSize):]...)
+	if len(c.tail) > tailSize {
+		c.tail = c.tail[len(c.tail)-tailSize:]
+	}
+	return len(p), nil
+}
+
+// tailSize is how much of the end of a guest log lastWords can tell.
+const tailSize = 512

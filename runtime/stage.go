@@ -170,7 +170,7 @@ func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptSum strin
 			continue
 		}
 		if p.Kind != registry.PayloadWasm {
-			continue // native tools run as sandboxed subprocesses, not here
+			continue // native tools run as sandboxed shellTools, not here
 		}
 		arc := a.Archive
 		world := string(a.Role)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/ids"
-	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // StateCanceled ends a task its client canceled.
@@ -91,7 +89,7 @@ type task struct {
 	thread Thread
 	// requestInput asks the task's A2A client for input; nil outside A2A.
 	requestInput func(ctx context.Context, prompt string) (string, error)
-	// scope is what the hooks may read of the task (hookhost.go).
+	// scope is what the hooks may read of the task (hookscope.go).
 	scope hookScope
 }
 
@@ -246,8 +244,8 @@ func (s *session) runOnce(ctx context.Context, t *task, req TaskRequest, start t
 	return out, v
 }
 
-// execute writes task.md and runs the task: the agent loop, or the script capsule's run,
-// whose answer is the out/result.txt it wrote.
+// execute writes task.md and runs the task as its capsule's kind does: a process
+// capsule's harness, the agent loop, or the script capsule's run.
 func (s *session) execute(ctx context.Context, t *task, req TaskRequest) (result, state string, err error) {
 	m := s.staged.Manifest
 	task := filepath.Join(s.layout.Work, "task.md")
@@ -260,21 +258,7 @@ func (s *session) execute(ctx context.Context, t *task, req TaskRequest) (result
 	if m.IsAgent() {
 		return s.agentTask(ctx, t, req.Text, req.History)
 	}
-	// A stale answer of the previous task must not pass for this one's.
-	if err := os.Remove(filepath.Join(s.layout.Work, "out", "result.txt")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return "", StateFailed, err
-	}
-	if err := s.rt.engine.RunScript(ctx, s.staged.Script, s.grants(m.Name, wasm.RoleCapsule), s.imports(t, m.Name)); err != nil {
-		if said := s.lastWords(m.Name + ".stderr.log"); said != "" {
-			err = fmt.Errorf("%w; the guest's stderr ended with: %s", err, said)
-		}
-		return "", StateFailed, err
-	}
-	result, err = readResult(s.layout.Work)
-	if err != nil {
-		return "", StateFailed, fmt.Errorf("the capsule finished but wrote no out/result.txt: %w", err)
-	}
-	return result, StateCompleted, nil
+	return s.scriptTask(ctx, t)
 }
 
 // writeResult records the task's answer in out/result.txt (when main), and in
@@ -321,3 +305,9 @@ func (s *session) setCapsuleURL(url string) {
 		}
 	}
 }
+
+// Task states a one-shot run ends in.
+const (
+	StateCompleted = "completed"
+	StateFailed    = "failed"
+)

@@ -36,22 +36,22 @@ type shellRan struct {
 	res  shell.Result
 }
 
-// subprocesses is what a session's shell and native tools share: the OS sandbox and,
+// shellTools is what a session's shell and native tools share: the OS sandbox and,
 // when the capsule may reach the network, the session's policy proxy and pinning
-// resolver, which are the subprocesses' only way out.
-type subprocesses struct {
+// resolver, which are the commands' only way out.
+type shellTools struct {
 	sb      *shell.Sandbox
 	proxy   *netpolicy.Proxy
 	stopDNS func() error
 	natives map[string]string // native tool name → its installed binary
 }
 
-// openSubprocesses installs the native tools under tools/ and starts the sandbox, only
+// openShellTools installs the native tools under tools/ and starts the sandbox, only
 // when the capsule has shell or native tools. The tier in force and the wrapper binary
 // are reported on stderr and in bootstrap.log, with any W-SEC warning (W-SEC-004: the
 // gateway's own binary is the wrapper, slower); a tier below shell.min_tier refuses the
 // session.
-func (s *session) openSubprocesses(o SessionConfig) (err error) {
+func (s *session) openShellTools(o SessionConfig) (err error) {
 	m := s.staged.Manifest
 	natives := map[string]string{}
 	for _, a := range s.staged.Artifacts {
@@ -75,14 +75,14 @@ func (s *session) openSubprocesses(o SessionConfig) (err error) {
 	if len(m.Capabilities.Shell.Allow) == 0 && len(natives) == 0 && !m.IsProcess() {
 		return nil
 	}
-	sp := &subprocesses{natives: natives}
+	sp := &shellTools{natives: natives}
 	defer func() {
 		if err != nil {
 			sp.close()
 		}
 	}()
 	r := m.Capabilities.Resources
-	cfg := shell.Config{Workdir: s.layout.Work, Records: s.layout.Root, Env: s.subprocessEnv(o), Allow: m.Capabilities.Shell.Allow,
+	cfg := shell.Config{Workdir: s.layout.Work, Records: s.layout.Root, Env: s.shellEnv(o), Allow: m.Capabilities.Shell.Allow,
 		MinTier: m.Capabilities.Shell.MinTier, WrapperPath: o.SandboxHelper,
 		Limits: shell.Limits{Processes: r.Processes, OpenFiles: r.OpenFiles, FileSize: r.FileSizeBytes, CPUSeconds: r.CPUSeconds, AddressSpace: r.AddressSpaceBytes},
 		Cgroup: shell.CgroupLimits{MemoryBytes: r.CgroupMemoryBytes, Pids: r.CgroupPidsMax, CPUPercent: r.CgroupCPUPercent}}
@@ -122,7 +122,7 @@ func (s *session) openSubprocesses(o SessionConfig) (err error) {
 	for _, w := range sp.sb.Warnings() {
 		s.announce(o.Stderr, w.Error())
 	}
-	s.sub = sp
+	s.shell = sp
 	return nil
 }
 
@@ -134,9 +134,9 @@ func (s *session) announce(stderr io.Writer, line string) {
 	fmt.Fprintf(s.log("bootstrap.log"), "%s %s\n", time.Now().UTC().Format(time.RFC3339), line)
 }
 
-// subprocessEnv is the guests' environment (docs/reference/guest-abi.md "Environment")
+// shellEnv is the guests' environment (docs/reference/guest-abi.md "Environment")
 // plus the host's locale and terminal type, which tools read to format output.
-func (s *session) subprocessEnv(o SessionConfig) []string {
+func (s *session) shellEnv(o SessionConfig) []string {
 	env := append([]string(nil), s.env...)
 	for _, k := range []string{"LANG", "LC_ALL", "TERM"} {
 		if v, ok := o.LookupEnv(k); ok { // set by openSession
@@ -146,7 +146,7 @@ func (s *session) subprocessEnv(o SessionConfig) []string {
 	return env
 }
 
-func (sp *subprocesses) close() {
+func (sp *shellTools) close() {
 	if sp.sb != nil {
 		sp.sb.Close()
 	}
@@ -158,15 +158,15 @@ func (sp *subprocesses) close() {
 	}
 }
 
-// runSubprocess runs a native or shell tool call under the tool deadline and records
+// runShellTool runs a native or shell tool call under the tool deadline and records
 // it: a shell event with the command, then the tool call.
-func (s *session) runSubprocess(ctx context.Context, t *task, call agentBlock, native string) (string, bool) {
+func (s *session) runShellTool(ctx context.Context, t *task, call agentBlock, native string) (string, bool) {
 	m := s.staged.Manifest
 	kind := KindShell
 	if native != "" {
 		kind = KindNative
 	}
-	if s.sub == nil {
+	if s.shell == nil {
 		return fmt.Sprintf("tool %s: this session has no sandbox for %s tools", call.Name, kind), true
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.Deadline("tool"))
@@ -177,9 +177,9 @@ func (s *session) runSubprocess(ctx context.Context, t *task, call agentBlock, n
 		err error
 	)
 	if native != "" {
-		r, err = s.sub.sb.RunNative(ctx, call.Name, native, json.RawMessage(call.Input))
+		r, err = s.shell.sb.RunNative(ctx, call.Name, native, json.RawMessage(call.Input))
 	} else {
-		r, err = s.sub.sb.RunShell(ctx, call.Name, call.Input)
+		r, err = s.shell.sb.RunShell(ctx, call.Name, call.Input)
 	}
 	s.toolCalls.Add(1)
 	rec := ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: kind, InputBytes: len(call.Input), OutputBytes: len(r.Text),

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -151,24 +150,6 @@ func (s *session) hookInference(ctx context.Context, req abi.InferenceRequest) (
 	}
 	return abi.InferenceResponse{Text: text, ModelUsed: model, InputTokens: wasm.EstimateTokens(sent),
 		OutputTokens: wasm.EstimateTokens(string(mustJSON(resp.Content)))}, nil
-}
-
-// completeOnce asks the capsule's driver for one completion of msgs: no tools, no
-// continuation, its streamed text reaching no subscriber (it is not the task's answer).
-// It returns the answer's text, the request sent and the driver's raw answer.
-func (s *session) completeOnce(ctx context.Context, driver *wasm.Module, model, system string, msgs []agentMessage) (text, sent string, resp *driverResponse, err error) {
-	req, _ := json.Marshal(driverRequest{Model: model, MaxTokens: s.staged.Manifest.Inference.MaxTokens, System: system, Messages: msgs, Tools: []agentTool{}})
-	resp, _, err = s.callDriverWith(ctx, driver, string(req), func(bool, string) {})
-	if err != nil {
-		return "", string(req), nil, err
-	}
-	switch resp.StopReason {
-	case "end_turn", "max_tokens":
-		return finalText(resp.Content), string(req), resp, nil
-	case "error":
-		return "", string(req), resp, fmt.Errorf("driver %s: %s", driver.Artifact, resp.Error)
-	}
-	return "", string(req), resp, fmt.Errorf("driver %s answered stop_reason %q", driver.Artifact, resp.StopReason)
 }
 
 // toolEnvelope is how a tool result reaches a hook as a message's content (Murmur's

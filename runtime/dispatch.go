@@ -1,0 +1,199 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/wit/abi"
+)
+
+// invokeAt runs a declared wasm tool for task t and records it under the task's current
+// turn (none outside an agent loop).
+func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.ToolInput) (abi.ToolResult, error) {
+	mod := s.staged.Modules[name]
+	if mod == nil || mod.Role != manifest.RoleTool {
+		s.unknownCall(t, name, value(in.Data))
+		return abi.ToolResult{}, fmt.Errorf("tool-registry: no wasm tool named %q is declared in the manifest (declared: %s)", name, strings.Join(s.toolNames(), ", "))
+	}
+	start := time.Now()
+	out, err := s.rt.engine.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.imports(t, name), in)
+	s.toolCalls.Add(1)
+	rec := ToolCall{Turn: t.turnNo(), ToolName: name, Kind: KindWasm, InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
+		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds()}
+	var ge *wasm.GuestError
+	if errors.As(err, &ge) {
+		rec.Status, rec.Trap = "error", ge.Reason
+	} else if err != nil {
+		rec.Status = "error"
+	}
+	s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"input": value(in.Data), "output": value(out.Data)})
+	return out, err
+}
+
+// unknownCall counts and records a call of a name that resolves to no tool: the caller
+// answers it with an error, but the trace and the totals still show it was asked for.
+func (s *session) unknownCall(t *task, name, input string) {
+	s.toolCalls.Add(1)
+	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turnNo(), ToolName: name, Kind: KindUnknown,
+		InputBytes: len(input), Status: "error"}, map[string]string{"input": input})
+}
+
+func value(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func (s *session) toolNames() []string {
+	var names []string
+	for n, m := range s.staged.Modules {
+		if m.Role == manifest.RoleTool {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return []string{"none"}
+	}
+	return names
+}
+
+// Tool kinds, as a tool_call event's kind names them (docs/reference/trace.md "tool_call").
+const (
+	KindNative  = "native"
+	KindShell   = "shell"
+	KindSkill   = "skill"
+	KindWasm    = "wasm"
+	KindUnknown = "unknown"
+)
+
+// kindRank is the dispatch precedence: a lower rank wins when one name is declared as
+// several kinds (docs/reference/driver-protocol.md "Dispatch").
+var kindRank = map[string]int{KindNative: 0, KindShell: 1, KindSkill: 2, KindWasm: 3}
+
+// toolKind says which of the capsule's tools a call named name runs: the first match
+// in the order native, shell, skill, wasm; KindUnknown when the name is none of them.
+func (s *session) toolKind(name string) string {
+	if s.shell != nil {
+		if _, ok := s.shell.natives[name]; ok {
+			return KindNative
+		}
+	}
+	if slices.Contains(s.staged.Manifest.Capabilities.Shell.Allow, name) {
+		return KindShell
+	}
+	for _, a := range s.staged.Artifacts {
+		if a.Name == name && a.Role == manifest.RoleSkill {
+			return KindSkill
+		}
+	}
+	if mod := s.staged.Modules[name]; mod != nil && mod.Role == manifest.RoleTool {
+		return KindWasm
+	}
+	return KindUnknown
+}
+
+// dispatch runs one tool call by its kind (toolKind), and returns the text the model
+// sees and whether it is an error. Every call, an unknown name included, is counted and
+// written as a tool_call event.
+func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (string, bool) {
+	switch s.toolKind(call.Name) {
+	case KindNative:
+		return s.runShellTool(ctx, t, call, s.shell.natives[call.Name])
+	case KindShell:
+		return s.runShellTool(ctx, t, call, "")
+	case KindSkill:
+		return s.runSkill(t, call)
+	case KindWasm:
+		input := string(call.Input)
+		if input == "" {
+			input = "{}"
+		}
+		out, err := s.invokeAt(ctx, t, call.Name, abi.ToolInput{Data: &input})
+		if err != nil {
+			return err.Error(), true
+		}
+		text := value(out.Data)
+		if text == "" {
+			text = value(out.Summary)
+		}
+		return text, out.Status != abi.StatusPassed
+	}
+	names := make([]string, 0, 8)
+	for _, tool := range s.offeredTools() {
+		names = append(names, tool.Name)
+	}
+	if len(names) == 0 {
+		names = append(names, "none")
+	}
+	s.unknownCall(t, call.Name, string(call.Input))
+	return fmt.Sprintf("no tool named %q is declared in the manifest (declared: %s)", call.Name, strings.Join(names, ", ")), true
+}
+
+// runSkill answers a call of a skill with its text.
+func (s *session) runSkill(t *task, call agentBlock) (string, bool) {
+	for _, a := range s.staged.Artifacts {
+		if a.Name != call.Name || a.Role != manifest.RoleSkill {
+			continue
+		}
+		text, err := skillText(a)
+		s.toolCalls.Add(1)
+		rec := ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: KindSkill, OutputBytes: len(text), Status: "passed"}
+		if err != nil {
+			rec.Status = "error"
+		}
+		s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"output": text})
+		if err != nil {
+			return "skill " + call.Name + ": " + err.Error(), true
+		}
+		return text, false
+	}
+	return "skill " + call.Name + " is not staged", true // toolKind found it: never reached
+}
+
+// skillText is a skill's text, from its local source or its archive's skill.md.
+func skillText(a registry.Resolved) (string, error) {
+	if a.Text != nil {
+		return string(a.Text), nil
+	}
+	text, err := a.Archive.ReadFile(a.Archive.Payload().Path)
+	return string(text), err
+}
+
+// dispatchGated asks the stream whether a tool call may run before dispatch runs it: a
+// denied call is not run, its tool_call event says denied, and the model is shown the
+// hook's reason as the call's error result.
+func (s *session) dispatchGated(ctx context.Context, t *task, call agentBlock) (string, bool) {
+	kind := s.toolKind(call.Name)
+	input := string(call.Input)
+	proposed := ToolProposed{Turn: t.turnNo(), ToolName: call.Name, Kind: kind, InputBytes: len(input)}
+	if kind == KindShell && s.shell != nil {
+		// Worked out as RunShell will run it, so an on-shell hook judges the real argv.
+		cmd, _ := s.shell.sb.Plan(call.Name, call.Input)
+		proposed.shell = &cmd
+	}
+	_, v, _ := s.stream.Ask(EventToolProposed, t.parent(), proposed, map[string]string{"input": input})
+	if !v.Denied {
+		return s.dispatch(ctx, t, call)
+	}
+	s.toolCalls.Add(1)
+	if kind == KindShell {
+		s.shellCalls.Add(1)
+	}
+	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: kind, InputBytes: len(input), Status: StatusDenied}, nil)
+	return deniedText(call.Name, v), true
+}
+
+// deniedText is what the model is shown for a refused call: the hook's reason, verbatim.
+func deniedText(tool string, v Verdict) string {
+	return fmt.Sprintf("the call of %s was refused by hook %s: %s", tool, v.By, strings.TrimSpace(v.Reason))
+}

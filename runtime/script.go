@@ -1,0 +1,59 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+)
+
+// scriptTask runs one task of a script capsule: its module's murmur:capsule/run, whose
+// answer is the out/result.txt it wrote.
+func (s *session) scriptTask(ctx context.Context, t *task) (result, state string, err error) {
+	m := s.staged.Manifest
+	// A stale answer of the previous task must not pass for this one's.
+	if err := os.Remove(filepath.Join(s.layout.Work, "out", "result.txt")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", StateFailed, err
+	}
+	if err := s.rt.engine.RunScript(ctx, s.staged.Script, s.grants(m.Name, wasm.RoleCapsule), s.imports(t, m.Name)); err != nil {
+		if said := s.lastWords(m.Name + ".stderr.log"); said != "" {
+			err = fmt.Errorf("%w; the guest's stderr ended with: %s", err, said)
+		}
+		return "", StateFailed, err
+	}
+	result, err = readResult(s.layout.Work)
+	if err != nil {
+		return "", StateFailed, fmt.Errorf("the capsule finished but wrote no out/result.txt: %w", err)
+	}
+	return result, StateCompleted, nil
+}
+
+// readResult reads out/result.txt through os.Root, so a symlink a guest planted cannot
+// make the host read a file outside the workdir.
+func readResult(work string) (string, error) {
+	root, err := os.OpenRoot(work)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	f, err := root.Open("out/result.txt")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", &fs.PathError{Op: "read", Path: "out/result.txt", Err: errors.New("not a regular file")}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 16<<20))
+	return strings.TrimRight(string(data), "\n"), err
+}
