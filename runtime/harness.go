@@ -53,29 +53,29 @@ const BridgeServerName = "capsule"
 // harnessSpec resolves the harness binary and turns plan into the command: its files
 // written under the run's folder, {files_dir}, {gateway_url} and {gateway_key}
 // substituted, the plan's variables checked.
-func (s *session) harnessSpec(desc *abi.Description, plan abi.LaunchPlan, gw *credgate.Server) (shell.ProcSpec, error) {
+func (s *session) harnessSpec(desc *abi.Description, plan abi.LaunchPlan, gw *credgate.Server) (shell.HarnessSpec, error) {
 	driver := s.staged.Manifest.Inference.Driver.Artifact
-	refuse := func(msg string) (shell.ProcSpec, error) {
-		return shell.ProcSpec{}, errs.New(CodeProcessLaunch, "runtime", fmt.Sprintf("process driver %s: %s", driver, msg), "fix the driver's launch plan")
+	refuse := func(msg string) (shell.HarnessSpec, error) {
+		return shell.HarnessSpec{}, errs.New(CodeProcessLaunch, "runtime", fmt.Sprintf("process driver %s: %s", driver, msg), "fix the driver's launch plan")
 	}
 	bin := desc.Binary
 	if !filepath.IsAbs(bin) {
 		p, err := exec.LookPath(bin)
 		if err != nil {
-			return shell.ProcSpec{}, errs.New(CodeProcessSpawn, "runtime", fmt.Sprintf("harness %s: its binary %q is not on the gateway's PATH", desc.Harness, bin),
+			return shell.HarnessSpec{}, errs.New(CodeProcessSpawn, "runtime", fmt.Sprintf("harness %s: its binary %q is not on the gateway's PATH", desc.Harness, bin),
 				"install the harness CLI, or put it on the gateway's PATH")
 		}
 		bin = p
 	}
 	real, err := filepath.EvalSymlinks(bin)
 	if err != nil {
-		return shell.ProcSpec{}, errs.New(CodeProcessSpawn, "runtime", fmt.Sprintf("harness %s: its binary %q: %v", desc.Harness, bin, err), "install the harness CLI")
+		return shell.HarnessSpec{}, errs.New(CodeProcessSpawn, "runtime", fmt.Sprintf("harness %s: its binary %q: %v", desc.Harness, bin, err), "install the harness CLI")
 	}
 	// One folder for the session, not per task: the harness keeps its own session there
 	// (HOME, CODEX_HOME), which the next task of the context resumes.
 	filesDir := filepath.Join(s.layout.Work, ".harness")
 	if err := os.MkdirAll(filesDir, 0o700); err != nil {
-		return shell.ProcSpec{}, err
+		return shell.HarnessSpec{}, err
 	}
 	subst := func(v string) string {
 		v = strings.ReplaceAll(v, "{files_dir}", filesDir)
@@ -86,7 +86,7 @@ func (s *session) harnessSpec(desc *abi.Description, plan abi.LaunchPlan, gw *cr
 	}
 	root, err := os.OpenRoot(filesDir)
 	if err != nil {
-		return shell.ProcSpec{}, err
+		return shell.HarnessSpec{}, err
 	}
 	defer root.Close()
 	for _, f := range plan.Files {
@@ -95,14 +95,14 @@ func (s *session) harnessSpec(desc *abi.Description, plan abi.LaunchPlan, gw *cr
 		}
 		if dir := filepath.Dir(f.Name); dir != "." {
 			if err := root.MkdirAll(dir, 0o700); err != nil {
-				return shell.ProcSpec{}, err
+				return shell.HarnessSpec{}, err
 			}
 		}
 		if err := root.WriteFile(f.Name, []byte(subst(f.Contents)), 0o600); err != nil {
-			return shell.ProcSpec{}, err
+			return shell.HarnessSpec{}, err
 		}
 	}
-	spec := shell.ProcSpec{Path: real, Args: []string{filepath.Base(bin)}, Stdin: plan.Stdin, KeepStdinOpen: plan.KeepStdinOpen,
+	spec := shell.HarnessSpec{Path: real, Args: []string{filepath.Base(bin)}, Stdin: plan.Stdin, KeepStdinOpen: plan.KeepStdinOpen,
 		ReadOnly: []string{installDir(real)}}
 	for _, a := range plan.Args {
 		spec.Args = append(spec.Args, subst(a))
@@ -174,7 +174,7 @@ type harnessRun struct {
 const maxHarnessLine = 8 << 20
 
 // run starts the harness and reads it to its end.
-func (r *harnessRun) run(ctx context.Context, spec shell.ProcSpec, by string) (string, string, error) {
+func (r *harnessRun) run(ctx context.Context, spec shell.HarnessSpec, by string) (string, string, error) {
 	s := r.s
 	r.start = time.Now()
 	before := s.shell.sb.CgroupEvents()

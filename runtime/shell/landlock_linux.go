@@ -145,7 +145,7 @@ func applyLandlock(spec *runSpec) error {
 	}
 	if netRights != 0 {
 		// The only TCP ports it may connect to: the proxy's, and a long-running
-		// command's own loopback servers (ProcSpec.Reach).
+		// command's own loopback servers (HarnessSpec.Reach).
 		ports := spec.Reach
 		if spec.Network && spec.ProxyPort > 0 {
 			ports = append([]int{spec.ProxyPort}, ports...)

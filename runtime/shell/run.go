@@ -22,13 +22,13 @@ type runSpec struct {
 	Env       []string
 	Workdir   string
 	ReadOnly  []string // extra folders the tool may read and execute (a native tool's own)
-	ReadWrite []string // extra folders (or files) the command may write, like the workdir (ProcSpec.ReadWrite)
+	ReadWrite []string // extra folders (or files) the command may write, like the workdir (HarnessSpec.ReadWrite)
 	Limits    Limits
 	Private   string // records/sandbox-<id>: proxy.sock, dns.sock, root/
 	Network   bool   // forward the proxy (and DNS, when DNS) into the sandbox
 	DNS       bool
 	ProxyPort int      // scoped: the only TCP port the tool may connect to
-	Reach     []int    // host loopback ports a long-running command may connect to (ProcSpec.Reach)
+	Reach     []int    // host loopback ports a long-running command may connect to (HarnessSpec.Reach)
 	Cgroups   []string // cgroup.procs files the wrapper joins before it starts anything
 	RootMode  bool     // the gateway is root: sealed maps the tool to uid 65534, scoped narrows /etc
 	Proc      bool     // set by the outer stage: a private /proc is mounted

@@ -14,9 +14,9 @@ import (
 	"time"
 )
 
-// ProcSpec is a long-running command of the sandbox whose output is read as it comes: a
+// HarnessSpec is a long-running command of the sandbox whose output is read as it comes: a
 // process transport's harness CLI (docs/reference/process-drivers.md).
-type ProcSpec struct {
+type HarnessSpec struct {
 	// Path is the binary's absolute path; Args its argv, Args[0] the name it runs as.
 	Path string
 	Args []string
@@ -30,7 +30,7 @@ type ProcSpec struct {
 	// are mounted like the workdir (docs/sandbox.md "How a command runs").
 	ReadWrite []string
 	// Stdin is written to the command's stdin once it starts; with KeepStdinOpen the
-	// stdin stays open for Proc.WriteStdin, else it is closed after Stdin.
+	// stdin stays open for Harness.WriteStdin, else it is closed after Stdin.
 	Stdin         []byte
 	KeepStdinOpen bool
 	// Reach are host loopback addresses ("127.0.0.1:<port>") the command may connect to
@@ -40,11 +40,11 @@ type ProcSpec struct {
 	Reach []string
 }
 
-// StderrTail is how much of a process's stderr its ProcExit keeps, the end of it.
+// StderrTail is how much of a process's stderr its HarnessExit keeps, the end of it.
 const StderrTail = 4 << 10
 
-// Proc is a running ProcSpec: read its stdout from Stdout until EOF, then Wait.
-type Proc struct {
+// Harness is a running HarnessSpec: read its stdout from Stdout until EOF, then Wait.
+type Harness struct {
 	// Stdout is the command's stdout as it is written.
 	Stdout io.Reader
 	c      *child
@@ -56,13 +56,13 @@ type Proc struct {
 	start  time.Time
 
 	done   chan struct{}
-	exit   ProcExit
+	exit   HarnessExit
 	killed string
 	killMu sync.Mutex
 }
 
-// ProcExit is how a Proc ended.
-type ProcExit struct {
+// HarnessExit is how a Harness ended.
+type HarnessExit struct {
 	// Code is the exit code, or 128+signal when a signal ended it.
 	Code int
 	// Killed says why the gateway killed it ("" when it ended by itself).
@@ -93,9 +93,9 @@ func (t *tail) String() string {
 	return string(t.buf)
 }
 
-// Start runs spec in the sandbox, its stdout streamed to Proc.Stdout. ctx ending kills it
+// Start runs spec in the sandbox, its stdout streamed to Harness.Stdout. ctx ending kills it
 // (and everything it started). An error means the sandbox could not start it.
-func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
+func (s *Sandbox) Start(ctx context.Context, spec HarnessSpec) (*Harness, error) {
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
@@ -168,7 +168,7 @@ func (s *Sandbox) Start(ctx context.Context, spec ProcSpec) (*Proc, error) {
 		closeBridges()
 		return nil, startErr(full, err)
 	}
-	p := &Proc{Stdout: outR, c: c, outR: outR, stdin: inW, start: time.Now(), done: make(chan struct{})}
+	p := &Harness{Stdout: outR, c: c, outR: outR, stdin: inW, start: time.Now(), done: make(chan struct{})}
 	p.errW.Add(1)
 	go func() {
 		defer p.errW.Done()
@@ -217,7 +217,7 @@ func overrideEnv(env, extra []string) []string {
 }
 
 // wait reaps the wrapper once it exits and records how the command ended.
-func (p *Proc) wait(spec *runSpec) {
+func (p *Harness) wait(spec *runSpec) {
 	p.c.waitExit()
 	code, werr := p.c.reap()
 	// Output pipes held by a process that escaped the group (possible outside sealed)
@@ -229,7 +229,7 @@ func (p *Proc) wait(spec *runSpec) {
 	p.killMu.Lock()
 	killed := p.killed
 	p.killMu.Unlock()
-	p.exit = ProcExit{Code: code, Killed: killed, StderrTail: p.stderr.String(), Duration: time.Since(p.start)}
+	p.exit = HarnessExit{Code: code, Killed: killed, StderrTail: p.stderr.String(), Duration: time.Since(p.start)}
 	switch {
 	case setup != "":
 		p.exit.Code, p.exit.StderrTail = 125, fmt.Sprintf("the sandbox (tier %s) could not start %s: %s", spec.Tier, spec.Args[0], setup)
@@ -248,7 +248,7 @@ func readSetup(f *os.File) string {
 
 // WriteStdin writes b to the command's stdin; an error once it is closed or the command
 // stopped reading.
-func (p *Proc) WriteStdin(b []byte) error {
+func (p *Harness) WriteStdin(b []byte) error {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
 	if p.stdin == nil {
@@ -259,7 +259,7 @@ func (p *Proc) WriteStdin(b []byte) error {
 }
 
 // CloseStdin closes the command's stdin.
-func (p *Proc) CloseStdin() {
+func (p *Harness) CloseStdin() {
 	p.inMu.Lock()
 	defer p.inMu.Unlock()
 	if p.stdin != nil {
@@ -270,7 +270,7 @@ func (p *Proc) CloseStdin() {
 
 // Interrupt sends SIGINT to the command: the wrapper hands it on to the command
 // (docs/sandbox.md "How a command runs").
-func (p *Proc) Interrupt() error {
+func (p *Harness) Interrupt() error {
 	select {
 	case <-p.done:
 		return errors.New("shell: the command has ended")
@@ -281,7 +281,7 @@ func (p *Proc) Interrupt() error {
 
 // Kill kills the command and everything it started, recording why; the first reason
 // stands.
-func (p *Proc) Kill(why string) {
+func (p *Harness) Kill(why string) {
 	p.killMu.Lock()
 	if p.killed == "" {
 		p.killed = why
@@ -291,10 +291,10 @@ func (p *Proc) Kill(why string) {
 }
 
 // Done is closed once the command has ended and Wait would not block.
-func (p *Proc) Done() <-chan struct{} { return p.done }
+func (p *Harness) Done() <-chan struct{} { return p.done }
 
 // Wait returns how the command ended, once it has.
-func (p *Proc) Wait() ProcExit {
+func (p *Harness) Wait() HarnessExit {
 	<-p.done
 	p.outR.Close() // read to its end by now (or abandoned): its descriptor is not kept
 	return p.exit

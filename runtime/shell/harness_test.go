@@ -14,7 +14,7 @@ import (
 )
 
 // startBash starts a bash script in s as a long-running command.
-func startBash(t *testing.T, ctx context.Context, s *Sandbox, script string, spec ProcSpec) *Proc {
+func startBash(t *testing.T, ctx context.Context, s *Sandbox, script string, spec HarnessSpec) *Harness {
 	t.Helper()
 	spec.Path, spec.Args = lookPath("bash"), []string{"bash", "-c", script}
 	p, err := s.Start(ctx, spec)
@@ -36,7 +36,7 @@ func TestStart(t *testing.T) {
 			ctx := context.Background()
 
 			t.Run("conversation", func(t *testing.T) {
-				p := startBash(t, ctx, s, `echo one; read x; echo "got $x"; echo oops >&2; exit 3`, ProcSpec{KeepStdinOpen: true, Env: []string{"EXTRA=1"}})
+				p := startBash(t, ctx, s, `echo one; read x; echo "got $x"; echo oops >&2; exit 3`, HarnessSpec{KeepStdinOpen: true, Env: []string{"EXTRA=1"}})
 				r := bufio.NewReader(p.Stdout)
 				if l, _ := r.ReadString('\n'); l != "one\n" {
 					t.Fatalf("first line %q", l)
@@ -54,7 +54,7 @@ func TestStart(t *testing.T) {
 				}
 			})
 			t.Run("env and stdin", func(t *testing.T) {
-				p := startBash(t, ctx, s, `echo "extra=$EXTRA"; cat`, ProcSpec{Env: []string{"EXTRA=yes"}, Stdin: []byte("from stdin\n")})
+				p := startBash(t, ctx, s, `echo "extra=$EXTRA"; cat`, HarnessSpec{Env: []string{"EXTRA=yes"}, Stdin: []byte("from stdin\n")})
 				r := bufio.NewScanner(p.Stdout)
 				var lines []string
 				for r.Scan() {
@@ -67,7 +67,7 @@ func TestStart(t *testing.T) {
 			t.Run("the plan's variables replace the session's", func(t *testing.T) {
 				// HOME is the session's too. The command's environ is read raw (env(1), not a
 				// shell, which would keep one of two entries itself): one HOME, the plan's.
-				p, err := s.Start(ctx, ProcSpec{Path: lookPath("env"), Args: []string{"env"}, Env: []string{"HOME=/plan-home"}})
+				p, err := s.Start(ctx, HarnessSpec{Path: lookPath("env"), Args: []string{"env"}, Env: []string{"HOME=/plan-home"}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -83,7 +83,7 @@ func TestStart(t *testing.T) {
 				}
 			})
 			t.Run("interrupt", func(t *testing.T) {
-				p := startBash(t, ctx, s, `trap 'echo interrupted; exit 7' INT; echo ready; while :; do sleep 0.05; done`, ProcSpec{})
+				p := startBash(t, ctx, s, `trap 'echo interrupted; exit 7' INT; echo ready; while :; do sleep 0.05; done`, HarnessSpec{})
 				r := bufio.NewReader(p.Stdout)
 				if l, _ := r.ReadString('\n'); l != "ready\n" {
 					t.Fatalf("first line %q", l)
@@ -99,7 +99,7 @@ func TestStart(t *testing.T) {
 				}
 			})
 			t.Run("kill", func(t *testing.T) {
-				p := startBash(t, ctx, s, `echo ready; sleep 1000 & wait`, ProcSpec{})
+				p := startBash(t, ctx, s, `echo ready; sleep 1000 & wait`, HarnessSpec{})
 				r := bufio.NewReader(p.Stdout)
 				if l, _ := r.ReadString('\n'); l != "ready\n" {
 					t.Fatalf("first line %q", l)
@@ -113,7 +113,7 @@ func TestStart(t *testing.T) {
 				allowed, other := echoServer(t), echoServer(t)
 				script := `exec 3<>/dev/tcp/127.0.0.1/` + port(allowed) + ` && echo ping >&3 && read -t 10 x <&3 && echo "reached $x $NO_PROXY"
 (exec 4<>/dev/tcp/127.0.0.1/` + port(other) + ` && echo leaked) 2>/dev/null || echo blocked`
-				p := startBash(t, ctx, s, script, ProcSpec{Reach: []string{allowed}})
+				p := startBash(t, ctx, s, script, HarnessSpec{Reach: []string{allowed}})
 				want := "reached ping 127.0.0.1,localhost\nblocked\n"
 				if tier == TierEnvOnly {
 					want = "reached ping 127.0.0.1,localhost\nleaked\n" // env-only confines no network (docs/sandbox.md)
@@ -124,7 +124,7 @@ func TestStart(t *testing.T) {
 				// A later run of the session may get a port an earlier one had.
 				addr := echoServer(t)
 				for range 2 {
-					p := startBash(t, ctx, s, `exec 3<>/dev/tcp/127.0.0.1/`+port(addr)+` && echo again >&3 && read -t 10 x <&3 && echo "$x"`, ProcSpec{Reach: []string{addr}})
+					p := startBash(t, ctx, s, `exec 3<>/dev/tcp/127.0.0.1/`+port(addr)+` && echo again >&3 && read -t 10 x <&3 && echo "$x"`, HarnessSpec{Reach: []string{addr}})
 					if out, _ := io.ReadAll(p.Stdout); string(out) != "again\n" {
 						t.Errorf("output %q (exit %+v)", out, p.Wait())
 					}
@@ -147,7 +147,7 @@ echo new > ` + rwFile + ` && echo rewritten
 cat ` + ro + `/f; echo
 (echo x > ` + ro + `/y) 2>/dev/null && echo wrote-ro || echo ro-refused
 cat ` + other + `/f 2>/dev/null || echo other-hidden`
-				p := startBash(t, ctx, s, script, ProcSpec{ReadOnly: []string{ro}, ReadWrite: []string{rw, rwFile}})
+				p := startBash(t, ctx, s, script, HarnessSpec{ReadOnly: []string{ro}, ReadWrite: []string{rw, rwFile}})
 				want := "made\nrewritten\nreadable\nro-refused\nother-hidden\n"
 				if tier == TierEnvOnly {
 					want = "made\nrewritten\nreadable\nwrote-ro\nsecret" // env-only confines no files (docs/sandbox.md)
@@ -161,7 +161,7 @@ cat ` + other + `/f 2>/dev/null || echo other-hidden`
 			})
 			t.Run("context ends", func(t *testing.T) {
 				cctx, cancel := context.WithCancel(ctx)
-				p := startBash(t, cctx, s, `echo ready; sleep 1000`, ProcSpec{})
+				p := startBash(t, cctx, s, `echo ready; sleep 1000`, HarnessSpec{})
 				r := bufio.NewReader(p.Stdout)
 				if l, _ := r.ReadString('\n'); l != "ready\n" {
 					t.Fatalf("first line %q", l)
@@ -176,7 +176,7 @@ cat ` + other + `/f 2>/dev/null || echo other-hidden`
 }
 
 // wantOutput reads all of p's stdout and compares it with want.
-func wantOutput(t *testing.T, p *Proc, want string) {
+func wantOutput(t *testing.T, p *Harness, want string) {
 	t.Helper()
 	if out, _ := io.ReadAll(p.Stdout); string(out) != want {
 		t.Errorf("output %q, want %q (stderr %q)", out, want, p.Wait().StderrTail)
