@@ -9,6 +9,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -27,7 +28,7 @@ const (
 // once per staging, and checks its answer against the manifest: everything the harness
 // needs must be granted before anything runs (docs/reference/process-drivers.md).
 func (r *Runtime) checkProcessDriver(ctx context.Context, m *manifest.Manifest, mod *wasm.Module) (abi.Description, error) {
-	d, err := r.engine.Describe(ctx, mod, driverGrants(m))
+	d, err := murmur.Describe(ctx, r.engine, mod, driverGrants(m))
 	if err != nil {
 		return d, errs.New(CodeProcessDescribe, "runtime", fmt.Sprintf("process driver %s: describe() failed: %v", mod.Artifact, err),
 			"fix the driver: describe() must answer at once, granted nothing")

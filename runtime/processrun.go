@@ -20,7 +20,7 @@ import (
 	"github.com/capsulegate/capsulegate/mcpbridge"
 	"github.com/capsulegate/capsulegate/runtime/credgate"
 	"github.com/capsulegate/capsulegate/runtime/shell"
-	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -70,7 +70,7 @@ func (s *session) processTask(ctx context.Context, t *task, text string, history
 	if mod == nil || desc == nil || s.sub == nil {
 		return "", StateFailed, fmt.Errorf("process driver %s is not staged to run", inf.Driver.Artifact)
 	}
-	d := s.rt.engine.OpenDriver(mod, driverGrants(m))
+	d := murmur.OpenDriver(s.rt.engine, mod, driverGrants(m))
 	defer d.Close()
 	system, err := s.systemPrompt()
 	if err != nil {
@@ -257,7 +257,7 @@ func installDir(real string) string {
 type harnessRun struct {
 	s         *session
 	t         *task
-	d         *wasm.Driver
+	d         *murmur.Driver
 	desc      *abi.Description
 	plan      abi.LaunchPlan
 	sessionID string

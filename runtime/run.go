@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 
 	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/internal/ids"
@@ -133,7 +134,7 @@ type session struct {
 	staged *Staged
 	fs     *guestfs.FS
 	env    []string
-	http   *wasm.Outgoing
+	http   *murmur.Outgoing
 	logs   string
 
 	mu      sync.Mutex
@@ -160,7 +161,7 @@ type session struct {
 	// driverEnv and driverHTTP are what an agent capsule's driver gets beyond the grants
 	// every guest has: the MURMUR_INFERENCE_* values, and its gateway endpoint with the key.
 	driverEnv  []string
-	driverHTTP *wasm.Outgoing
+	driverHTTP *murmur.Outgoing
 	toolCalls  atomic.Int64
 	shellCalls atomic.Int64 // the shell commands among toolCalls
 	denials    atomic.Int64
@@ -247,7 +248,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 	*sess = session{rt: r, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
 	sess.compactHook = sess.hookSummariser(sinks)
-	sess.http = &wasm.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
+	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
 		OnDeny: func(who, host string, port int, err error) { sess.denied(who, "guest", host, port, err) }}
 	sess.http.Init()
 	if m.IsAgent() {
@@ -333,23 +334,23 @@ func (s *session) grants(artifact string, role manifest.Role) wasm.Grants {
 // imports is what the imports of a guest of task t reach: declared wasm tools
 // (murmur:tool-registry/invoke), the network within the capsule's rules, the task's
 // stream and its client for input.
-func (s *session) imports(t *task, who string) *wasm.Imports {
+func (s *session) imports(t *task, who string) *murmur.Imports {
 	invoke := func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
 		return s.invokeAt(ctx, t, name, in)
 	}
-	return &wasm.Imports{Who: who, HTTP: s.http, Invoke: invoke, Chunk: s.chunks(t), RequestInput: t.requestInput}
+	return &murmur.Imports{Who: who, HTTP: s.http, Invoke: invoke, Chunk: s.chunks(t), RequestInput: t.requestInput}
 }
 
 // invokeAt runs a declared wasm tool for task t and records it under the task's current
 // turn (none outside an agent loop).
 func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.ToolInput) (abi.ToolResult, error) {
 	mod := s.staged.Modules[name]
-	if mod == nil || mod.Role != manifest.RoleTool {
+	if mod == nil || mod.Role != string(manifest.RoleTool) {
 		s.unknownCall(t, name, value(in.Data))
 		return abi.ToolResult{}, fmt.Errorf("tool-registry: no wasm tool named %q is declared in the manifest (declared: %s)", name, strings.Join(s.toolNames(), ", "))
 	}
 	start := time.Now()
-	out, err := s.rt.engine.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.imports(t, name), in)
+	out, err := murmur.CallTool(ctx, s.rt.engine, mod, s.grants(name, manifest.RoleTool), s.imports(t, name), in)
 	s.toolCalls.Add(1)
 	rec := ToolCall{Turn: t.turnNo(), ToolName: name, Kind: KindWasm, InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
 		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds()}
@@ -381,7 +382,7 @@ func value(p *string) string {
 func (s *session) toolNames() []string {
 	var names []string
 	for n, m := range s.staged.Modules {
-		if m.Role == manifest.RoleTool {
+		if m.Role == string(manifest.RoleTool) {
 			names = append(names, n)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/ids"
-	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 )
 
 // StateCanceled ends a task its client canceled.
@@ -264,7 +264,7 @@ func (s *session) execute(ctx context.Context, t *task, req TaskRequest) (result
 	if err := os.Remove(filepath.Join(s.layout.Work, "out", "result.txt")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", StateFailed, err
 	}
-	if err := s.rt.engine.RunScript(ctx, s.staged.Script, s.grants(m.Name, wasm.RoleCapsule), s.imports(t, m.Name)); err != nil {
+	if err := murmur.RunScript(ctx, s.rt.engine, s.staged.Script, s.grants(m.Name, murmur.RoleCapsule), s.imports(t, m.Name)); err != nil {
 		if said := s.lastWords(m.Name + ".stderr.log"); said != "" {
 			err = fmt.Errorf("%w; the guest's stderr ended with: %s", err, said)
 		}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/netpolicy"
-	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/runtime/wasm/wasip2"
 )
 
@@ -38,7 +38,7 @@ func httpGuest(t *testing.T) (*guest, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &wasm.Outgoing{Capsule: "cap", Rules: rules}
+	out := &murmur.Outgoing{Capsule: "cap", Rules: rules}
 	out.Init()
 	return newGuest(t, "testdata/http.wat", wasip2.Env{HTTP: out.WASIP2("tool")}), u.Host
 }
