@@ -1,10 +1,10 @@
 // Package wasm is the engine capsule guests run on: one wazero runtime per process with
 // an on-disk compilation cache, modules compiled (and rewritten for fast starts) once,
 // a fresh instance per call (or a warm one reset to be the same: reuse.go) with exactly
-// the grants it is given, the guest's imports, and every failure classified and counted.
-// It knows modules and calls, not capsules' sessions or tasks (package runtime), nor what
-// the host serves them: host interfaces are installed on it (WithHost), as Murmur's are
-// by package murmur.
+// the grants it is given and the host functions installed on it, and every failure
+// classified and counted. It knows modules and calls, not capsules' sessions or tasks
+// (package runtime), nor the interfaces a host serves guests: those are installed on it
+// (WithHost, host.go), as package murmur installs Murmur's.
 package wasm
 
 import (

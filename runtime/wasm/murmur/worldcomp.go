@@ -14,6 +14,10 @@ import (
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
+// A component's world is checked at compile, not only by CheckWorld: the check picks
+// the core instance whose exports the host calls (the engine's wasm.World), so
+// checkComponentWorld is what Compile hands the engine.
+
 // worldOf is the world a module of role runs.
 func worldOf(role manifest.Role) string {
 	if role == RoleCapsule {
