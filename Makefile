@@ -156,7 +156,7 @@ fuzz:
 	$(GO) test ./runtime/wasm -run '^$$' -fuzz '^FuzzExportGlobals$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wasm -run '^$$' -fuzz '^FuzzInterruptRewrite$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wasm/component -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./runtime/wasm -run '^$$' -fuzz '^FuzzCompileComponent$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime/wasm/murmur -run '^$$' -fuzz '^FuzzCompileComponent$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeJournal$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzREST$$' -fuzztime $(FUZZTIME_REST)

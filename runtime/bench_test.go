@@ -20,6 +20,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -117,16 +118,16 @@ func BenchmarkToolCall(b *testing.B) {
 func benchToolCall(b *testing.B, opts ...wasm.EngineOption) {
 	ctx := context.Background()
 	code := benchToolWasm(b)
-	e, err := wasm.NewEngine(ctx, append([]wasm.EngineOption{wasm.WithCacheDir(filepath.Join(b.TempDir(), "cache")), wasm.WithMetrics(prometheus.NewRegistry())}, opts...)...)
+	e, err := wasm.NewEngine(ctx, append([]wasm.EngineOption{murmur.Install(), wasm.WithCacheDir(filepath.Join(b.TempDir(), "cache")), wasm.WithMetrics(prometheus.NewRegistry())}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer e.Close(ctx)
-	mod, err := e.Compile(ctx, "bench", "benchtool", manifest.RoleTool, code)
+	mod, err := murmur.Compile(ctx, e, "bench", "benchtool", manifest.RoleTool, code)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := mod.CheckWorld(string(manifest.RoleTool)); err != nil {
+	if err := murmur.CheckWorld(mod, string(manifest.RoleTool)); err != nil {
 		b.Fatal(err)
 	}
 	work := b.TempDir()
@@ -140,7 +141,7 @@ func benchToolCall(b *testing.B, opts ...wasm.EngineOption) {
 	hostEnv := map[string]string{"LANG": "C.UTF-8", "AWS_SECRET_ACCESS_KEY": "x"}
 	lookup := func(k string) (string, bool) { v, ok := hostEnv[k]; return v, ok }
 	own := RuntimeEnv(m, "ses_bench", "http://127.0.0.1:8080/capsules/bench")
-	host := &wasm.Imports{Who: "benchtool"}
+	host := &murmur.Imports{Who: "benchtool"}
 	data := benchInput
 	in := abi.ToolInput{Data: &data}
 
@@ -153,7 +154,7 @@ func benchToolCall(b *testing.B, opts ...wasm.EngineOption) {
 			MemoryBytes: manifest.DefaultMemoryBytes,
 			Deadline:    30 * time.Second,
 		}
-		out, err := e.CallTool(ctx, mod, g, host, in)
+		out, err := murmur.CallTool(ctx, e, mod, g, host, in)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 )
 
 // EventCompaction records one compaction of an agent task's conversation
@@ -190,17 +191,17 @@ func (s *session) compact(ctx context.Context, t *task, driver *wasm.Module, msg
 }
 
 // estimateAfter is the compacted conversation's size in tokens: the summary's reported
-// output tokens (else the host's estimate, wasm.EstimateTokens) plus the estimate of the
+// output tokens (else the host's estimate, murmur.EstimateTokens) plus the estimate of the
 // kept messages' JSON. The next turn's input_tokens is the exact figure; this one is
 // known at compaction time.
 func estimateAfter(summaryTokens int, summary string, kept []agentMessage) int {
 	if summaryTokens <= 0 {
-		summaryTokens = int(wasm.EstimateTokens(summaryPrefix + summary))
+		summaryTokens = int(murmur.EstimateTokens(summaryPrefix + summary))
 	}
 	if len(kept) == 0 {
 		return summaryTokens
 	}
-	return summaryTokens + int(wasm.EstimateTokens(string(mustJSON(kept))))
+	return summaryTokens + int(murmur.EstimateTokens(string(mustJSON(kept))))
 }
 
 // summariseWithDriver asks the capsule's driver for the summary: one user message with

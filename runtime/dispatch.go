@@ -12,6 +12,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -19,12 +20,12 @@ import (
 // turn (none outside an agent loop).
 func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.ToolInput) (abi.ToolResult, error) {
 	mod := s.staged.Modules[name]
-	if mod == nil || mod.Role != manifest.RoleTool {
+	if mod == nil || mod.Role != string(manifest.RoleTool) {
 		s.unknownCall(t, name, value(in.Data))
 		return abi.ToolResult{}, fmt.Errorf("tool-registry: no wasm tool named %q is declared in the manifest (declared: %s)", name, strings.Join(s.toolNames(), ", "))
 	}
 	start := time.Now()
-	out, err := s.rt.engine.CallTool(ctx, mod, s.grants(name, manifest.RoleTool), s.imports(t, name), in)
+	out, err := murmur.CallTool(ctx, s.rt.engine, mod, s.grants(name, manifest.RoleTool), s.imports(t, name), in)
 	s.toolCalls.Add(1)
 	rec := ToolCall{Turn: t.turnNo(), ToolName: name, Kind: KindWasm, InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
 		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds()}
@@ -56,7 +57,7 @@ func value(p *string) string {
 func (s *session) toolNames() []string {
 	var names []string
 	for n, m := range s.staged.Modules {
-		if m.Role == manifest.RoleTool {
+		if m.Role == string(manifest.RoleTool) {
 			names = append(names, n)
 		}
 	}
@@ -96,7 +97,7 @@ func (s *session) toolKind(name string) string {
 			return KindSkill
 		}
 	}
-	if mod := s.staged.Modules[name]; mod != nil && mod.Role == manifest.RoleTool {
+	if mod := s.staged.Modules[name]; mod != nil && mod.Role == string(manifest.RoleTool) {
 		return KindWasm
 	}
 	return KindUnknown

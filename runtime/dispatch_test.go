@@ -18,7 +18,7 @@ import (
 // of the kinds listed, and "other" as a wasm tool. Nothing runs; it is for resolution.
 func dispatchSession(kinds []string, stream *Stream) *session {
 	m := &manifest.Manifest{Name: "cap"}
-	st := &Staged{Manifest: m, Modules: map[string]*wasm.Module{"other": {Role: manifest.RoleTool}}}
+	st := &Staged{Manifest: m, Modules: map[string]*wasm.Module{"other": {Role: string(manifest.RoleTool)}}}
 	st.Artifacts = append(st.Artifacts, registry.Resolved{Name: "other", Role: manifest.RoleTool})
 	s := &session{staged: st, stream: stream}
 	for _, k := range kinds {
@@ -34,7 +34,7 @@ func dispatchSession(kinds []string, stream *Stream) *session {
 		case KindSkill:
 			st.Artifacts = append(st.Artifacts, registry.Resolved{Name: "jq", Role: manifest.RoleSkill, Text: []byte("use jq -r")})
 		case KindWasm:
-			st.Modules["jq"] = &wasm.Module{Role: manifest.RoleTool}
+			st.Modules["jq"] = &wasm.Module{Role: string(manifest.RoleTool)}
 			st.Artifacts = append(st.Artifacts, registry.Resolved{Name: "jq", Role: manifest.RoleTool})
 		}
 	}

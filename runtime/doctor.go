@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -103,7 +104,7 @@ func (r *Runtime) Doctor(ctx context.Context, m *manifest.Manifest, opts StageOp
 		rep.LoginDetail = err.Error()
 		return rep, nil
 	}
-	drv := r.engine.OpenDriver(s.Modules[rep.Driver], driverGrants(m))
+	drv := murmur.OpenDriver(r.engine, s.Modules[rep.Driver], driverGrants(m))
 	defer drv.Close()
 	rep.Login, rep.LoginDetail, err = drv.ReadLogin(ctx, abi.LoginOutput{Code: code, Stdout: out, Stderr: errOut})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/clip"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
@@ -24,7 +25,7 @@ func (s *session) callDriverWith(ctx context.Context, driver *wasm.Module, req s
 		streamed = streamed || !thinking
 		emit(thinking, text)
 	}
-	out, err := s.rt.engine.CallTool(ctx, driver, g, &wasm.Imports{Who: driver.Artifact, HTTP: s.driverHTTP, Chunk: chunk}, abi.ToolInput{Data: &req})
+	out, err := murmur.CallTool(ctx, s.rt.engine, driver, g, &murmur.Imports{Who: driver.Artifact, HTTP: s.driverHTTP, Chunk: chunk}, abi.ToolInput{Data: &req})
 	if err != nil {
 		return nil, streamed, err
 	}
@@ -74,7 +75,7 @@ func (s *session) driverSetup() error {
 	s.driverEnv = []string{"MURMUR_INFERENCE_TRANSPORT=" + inf.Transport, "MURMUR_INFERENCE_MODEL=" + inf.Model,
 		"MURMUR_INFERENCE_ENDPOINT=" + endpoint, "MURMUR_INFERENCE_DRIVER=" + inf.Driver.Artifact, "MURMUR_INFERENCE_DRIVER_CONFIG=" + cfg}
 	rules := append(netpolicy.Rules(nil), m.Capabilities.NetworkRules...)
-	var creds []wasm.Credential
+	var creds []murmur.Credential
 	if endpoint != "" {
 		u, err := url.Parse(endpoint)
 		if err != nil || u.Host == "" {
@@ -86,10 +87,10 @@ func (s *session) driverSetup() error {
 		}
 		rules = append(rules, r)
 		if key != "" {
-			creds = append(creds, wasm.Credential{Endpoint: endpoint, Headers: s.upstreamAuth(inf.Driver.Artifact).Headers(key)})
+			creds = append(creds, murmur.Credential{Endpoint: endpoint, Headers: s.upstreamAuth(inf.Driver.Artifact).Headers(key)})
 		}
 	}
-	s.driverHTTP = &wasm.Outgoing{Capsule: m.Name, Rules: rules, Metrics: s.rt.engine.Metrics(), Credentials: creds, OnDeny: s.http.OnDeny, Sleep: s.http.Sleep}
+	s.driverHTTP = &murmur.Outgoing{Capsule: m.Name, Rules: rules, Metrics: s.rt.engine.Metrics(), Credentials: creds, OnDeny: s.http.OnDeny, Sleep: s.http.Sleep}
 	s.driverHTTP.Init()
 	return nil
 }

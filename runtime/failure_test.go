@@ -21,6 +21,7 @@ import (
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/replay"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 )
 
 // The agent loop's failure paths, each through a whole RunOnce: the anthropic-messages
@@ -226,7 +227,7 @@ func TestAgentFailurePaths(t *testing.T) {
 		{name: "unparsable provider data fails the task quoting it", task: "please echo hi", fault: always(200, "this is not json {"),
 			wantStatus: StateFailed, wantResult: []string{"error: driver anthropic-messages: ", "malformed response body", "this is not json {"}, requests: 1},
 		{name: "provider 500 three times fails after the retries", task: "please echo hi", fault: always(500, err500),
-			wantStatus: StateFailed, wantResult: []string{"error: ", "HTTP 500", "upstream exploded"}, requests: wasm.ProviderTries, waits: wasm.ProviderTries - 1,
+			wantStatus: StateFailed, wantResult: []string{"error: ", "HTTP 500", "upstream exploded"}, requests: murmur.ProviderTries, waits: murmur.ProviderTries - 1,
 			check: func(t *testing.T, _ string, _ []exchange, waits []time.Duration) {
 				// 0.5 s doubling, ±50 % jitter (hosthttp.go backoff).
 				for i, w := range waits {

@@ -17,7 +17,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/credgate"
 	"github.com/capsulegate/capsulegate/runtime/shell"
-	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -154,7 +154,7 @@ func installDir(real string) string {
 type harnessRun struct {
 	s         *session
 	t         *task
-	d         *wasm.Driver
+	d         *murmur.Driver
 	desc      *abi.Description
 	plan      abi.LaunchPlan
 	sessionID string

@@ -22,6 +22,7 @@ import (
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/shell"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 )
 
 // fakeHarness is the stand-in harness procdriver drives: what it prints depends on the
@@ -77,7 +78,7 @@ func procDriverCore(t testing.TB) []byte {
 }
 
 func procDriverComponent(t testing.TB) []byte {
-	return watbuild.Component(t, procDriverCore(t), "../wit/murmur-driver-process-0.6.0.wit", wasm.ProcessWorld)
+	return watbuild.Component(t, procDriverCore(t), "../wit/murmur-driver-process-0.6.0.wit", murmur.ProcessWorld)
 }
 
 // harnessCapsule stages nothing yet: it writes the process capsule driving fakeharness

@@ -7,6 +7,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -30,26 +31,26 @@ func (w *wasmHook) Call(ctx context.Context, fn string, record any) (HookOutput,
 }
 
 // answer is Call's raw answer, with a write-manifests answer's manifests.
-func (w *wasmHook) answer(ctx context.Context, fn string, record any) (wasm.HookAnswer, error) {
-	if w.mod.HookExport(fn) == "" {
-		return wasm.HookAnswer{Case: OutputNone}, nil
+func (w *wasmHook) answer(ctx context.Context, fn string, record any) (murmur.HookAnswer, error) {
+	if murmur.HookExport(w.mod, fn) == "" {
+		return murmur.HookAnswer{Case: OutputNone}, nil
 	}
 	v, err := hookValue(record)
 	if err != nil {
-		return wasm.HookAnswer{}, fmt.Errorf("%s: %w", fn, err)
+		return murmur.HookAnswer{}, fmt.Errorf("%s: %w", fn, err)
 	}
 	g := w.grants
-	imports := &wasm.Imports{Who: w.mod.Artifact}
+	imports := &murmur.Imports{Who: w.mod.Artifact}
 	if w.sess != nil { // a hook outside a session (at stage, a test's) has no logs and imports nothing
 		g.Stdout, g.Stderr = w.sess.log(w.mod.Artifact+".stdout.log"), w.sess.log(w.mod.Artifact+".stderr.log")
 		imports.Hook = w.sess.hookImports(w.entry)
 	}
-	ans, err := w.engine.CallHook(wasm.WithImports(ctx, imports), w.mod, g, fn, v)
+	ans, err := murmur.CallHook(murmur.WithImports(ctx, imports), w.engine, w.mod, g, fn, v)
 	switch {
 	case err != nil:
-		return wasm.HookAnswer{}, err
+		return murmur.HookAnswer{}, err
 	case ans.Failed:
-		return wasm.HookAnswer{}, fmt.Errorf("hook %s answered err: %s", w.mod.Artifact, ans.Text)
+		return murmur.HookAnswer{}, fmt.Errorf("hook %s answered err: %s", w.mod.Artifact, ans.Text)
 	}
 	return ans, nil
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/capsulegate/capsulegate/manifest"
-	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -74,10 +74,10 @@ func (h *hookScope) enter(msgs ...agentMessage) {
 	h.mu.Unlock()
 }
 
-func (h *hookScope) taskIO() *wasm.TaskScope {
+func (h *hookScope) taskIO() *murmur.TaskScope {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return &wasm.TaskScope{InScope: h.inScope, AsGiven: h.asGiven, Original: h.original, Output: h.output}
+	return &murmur.TaskScope{InScope: h.inScope, AsGiven: h.asGiven, Original: h.original, Output: h.output}
 }
 
 func (h *hookScope) conversation() []agentMessage {
@@ -89,8 +89,8 @@ func (h *hookScope) conversation() []agentMessage {
 // hookImports is what one call of a hook granted g may import: inference through the
 // capsule's driver (agent capsules), and the task and conversation in scope when the
 // hook's entry grants reading them.
-func (s *session) hookImports(g *manifest.HookGrants) *wasm.HookImports {
-	h := &wasm.HookImports{}
+func (s *session) hookImports(g *manifest.HookGrants) *murmur.HookImports {
+	h := &murmur.HookImports{}
 	if s.staged.Manifest.IsAgent() {
 		h.Inference = s.hookInference
 	}
@@ -99,7 +99,7 @@ func (s *session) hookImports(g *manifest.HookGrants) *wasm.HookImports {
 	}
 	t := s.current.Load()
 	if g.TaskIO.Read {
-		h.TaskIO = &wasm.TaskScope{}
+		h.TaskIO = &murmur.TaskScope{}
 		if t != nil {
 			h.TaskIO = t.scope.taskIO()
 		}
@@ -148,8 +148,8 @@ func (s *session) hookInference(ctx context.Context, req abi.InferenceRequest) (
 	if err != nil {
 		return abi.InferenceResponse{}, fmt.Errorf("inference: %w", err)
 	}
-	return abi.InferenceResponse{Text: text, ModelUsed: model, InputTokens: wasm.EstimateTokens(sent),
-		OutputTokens: wasm.EstimateTokens(string(mustJSON(resp.Content)))}, nil
+	return abi.InferenceResponse{Text: text, ModelUsed: model, InputTokens: murmur.EstimateTokens(sent),
+		OutputTokens: murmur.EstimateTokens(string(mustJSON(resp.Content)))}, nil
 }
 
 // toolEnvelope is how a tool result reaches a hook as a message's content (Murmur's

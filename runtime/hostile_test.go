@@ -2,7 +2,7 @@ package runtime_test
 
 // The hostile-guest acceptance of the sandbox: each hostile guest is a real Go guest
 // built from source in internal/testguests/hostile-*, compiled and run through the real
-// runtime (wasm.Engine.CallTool / RunScript with guestfs, GuestEnv and wasm.Outgoing). Each
+// runtime (murmur.CallTool / RunScript with guestfs, GuestEnv and murmur.Outgoing). Each
 // case asserts the classified outcome, the counter it must move (exactly once), that no
 // other trap counter moved, and that the next call of the same module on the same
 // Engine succeeds.
@@ -34,6 +34,7 @@ import (
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -46,7 +47,7 @@ var hostileReasons = []string{wasm.ReasonDeadline, wasm.ReasonMemoryLimit, wasm.
 func hostileEngine(t *testing.T) *wasm.Engine {
 	t.Helper()
 	ctx := context.Background()
-	e, err := wasm.NewEngine(ctx, wasm.WithMetrics(prometheus.NewRegistry()),
+	e, err := wasm.NewEngine(ctx, murmur.Install(), wasm.WithMetrics(prometheus.NewRegistry()),
 		wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "runtime-hostile")))
 	if err != nil {
 		t.Fatal(err)
@@ -60,14 +61,14 @@ func hostileEngine(t *testing.T) *wasm.Engine {
 func hostileGuest(t *testing.T, e *wasm.Engine, dir string, role manifest.Role) *wasm.Module {
 	t.Helper()
 	world := string(role)
-	if role == wasm.RoleCapsule {
-		world = wasm.ScriptWorld
+	if role == murmur.RoleCapsule {
+		world = murmur.ScriptWorld
 	}
-	mod, err := e.Compile(context.Background(), hostileCapsule, dir, role, guestbuild.Wasm(t, "../internal/testguests/"+dir))
+	mod, err := murmur.Compile(context.Background(), e, hostileCapsule, dir, role, guestbuild.Wasm(t, "../internal/testguests/"+dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mod.CheckWorld(world); err != nil {
+	if err := murmur.CheckWorld(mod, world); err != nil {
 		t.Fatal(err)
 	}
 	return mod
@@ -131,10 +132,10 @@ func assertGuestError(t *testing.T, err error, mod *wasm.Module, reason, says st
 
 // callOK makes a well-behaved call of mod and fails t unless it passes: the call that
 // must succeed after every hostile one.
-func callOK(t *testing.T, e *wasm.Engine, mod *wasm.Module, g wasm.Grants, h *wasm.Imports, in abi.ToolInput) abi.ToolResult {
+func callOK(t *testing.T, e *wasm.Engine, mod *wasm.Module, g wasm.Grants, h *murmur.Imports, in abi.ToolInput) abi.ToolResult {
 	t.Helper()
 	before := testutil.ToFloat64(e.Metrics().Calls.WithLabelValues(mod.Capsule, mod.Artifact, string(mod.Role), "ok"))
-	res, err := e.CallTool(context.Background(), mod, g, h, in)
+	res, err := murmur.CallTool(context.Background(), e, mod, g, h, in)
 	if err != nil {
 		t.Fatalf("the next call on the same engine failed: %v", err)
 	}
@@ -239,7 +240,7 @@ func TestHostileFilesystem(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := countTraps(e, mod)
-			res, err := e.CallTool(context.Background(), mod, g, nil, abi.ToolInput{Data: some(tt.cmd)})
+			res, err := murmur.CallTool(context.Background(), e, mod, g, nil, abi.ToolInput{Data: some(tt.cmd)})
 			if err != nil {
 				t.Fatalf("the call failed instead of the guest's file operation: %v", err)
 			}
@@ -397,13 +398,13 @@ func TestHostileNetwork(t *testing.T) {
 	}
 	e := hostileEngine(t)
 	mod := hostileGuest(t, e, "hostile-net", manifest.RoleTool)
-	httpHost := &wasm.Outgoing{Capsule: hostileCapsule, Rules: rules, Metrics: e.Metrics(),
+	httpHost := &murmur.Outgoing{Capsule: hostileCapsule, Rules: rules, Metrics: e.Metrics(),
 		Resolver: hostileResolver{
 			"api.example.com":  {netip.MustParseAddr("127.0.0.1")}, // allowed name, rebinding to loopback
 			"evil.example.com": {netip.MustParseAddr("127.0.0.1")}, // not allowed, would reach the forbidden server
 		}}
 	httpHost.Init()
-	host := &wasm.Imports{HTTP: httpHost, Who: "hostile-net"}
+	host := &murmur.Imports{HTTP: httpHost, Who: "hostile-net"}
 	g := baseGrants(hostileFS(t, t.TempDir()))
 	denied := func() float64 { return testutil.ToFloat64(e.Metrics().Denied.WithLabelValues(hostileCapsule, "guest")) }
 
@@ -425,7 +426,7 @@ func TestHostileNetwork(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before, beforeTraps := denied(), countTraps(e, mod)
-			res, err := e.CallTool(context.Background(), mod, g, host, abi.ToolInput{Data: some(tt.url)})
+			res, err := murmur.CallTool(context.Background(), e, mod, g, host, abi.ToolInput{Data: some(tt.url)})
 			if err != nil {
 				t.Fatalf("the call failed instead of the request: %v", err)
 			}
@@ -472,7 +473,7 @@ func TestHostileEndlessLoop(t *testing.T) {
 	spin.Deadline = deadline
 	before := countTraps(e, mod)
 	start := time.Now()
-	_, err := e.CallTool(context.Background(), mod, spin, nil, abi.ToolInput{Data: some("spin")})
+	_, err := murmur.CallTool(context.Background(), e, mod, spin, nil, abi.ToolInput{Data: some("spin")})
 	elapsed := time.Since(start)
 	assertGuestError(t, err, mod, wasm.ReasonDeadline, "deadline")
 	if elapsed > deadline+time.Second {
@@ -496,7 +497,7 @@ func TestHostileMemoryGrowth(t *testing.T) {
 	grow.Stderr = &stderr
 	before := countTraps(e, mod)
 	start := time.Now()
-	_, err := e.CallTool(context.Background(), mod, grow, nil, abi.ToolInput{Data: some("grow")})
+	_, err := murmur.CallTool(context.Background(), e, mod, grow, nil, abi.ToolInput{Data: some("grow")})
 	assertGuestError(t, err, mod, wasm.ReasonMemoryLimit, "memory_limit")
 	t.Logf("refused after %v; guest stderr starts %.80q", time.Since(start), stderr.String())
 	assertTraps(t, e, mod, before, wasm.ReasonMemoryLimit)
@@ -538,7 +539,7 @@ func TestHostileABI(t *testing.T) {
 			bad := g
 			bad.Env = []string{"HOSTILE_ABI=" + tt.mode}
 			before := countTraps(e, mod)
-			res, err := e.CallTool(context.Background(), mod, bad, nil, tt.in)
+			res, err := murmur.CallTool(context.Background(), e, mod, bad, nil, tt.in)
 			assertGuestError(t, err, mod, wasm.ReasonABI, tt.says)
 			t.Logf("%.300s", err)
 			if !errors.Is(err, abi.ErrABI) {
@@ -563,16 +564,16 @@ func TestHostileABI(t *testing.T) {
 // another ("descend"), which must all succeed in one call without trapping or leaking.
 // Invokes only nest when the host's Invoke callback re-enters a guest — here it runs
 // the same capsule again for the tool "self", which means to recurse 1,000 deep
-// ("recurse"). The runtime caps that nesting at wasm.MaxInvokeDepth (8): the Invoke
+// ("recurse"). The runtime caps that nesting at murmur.MaxInvokeDepth (8): the Invoke
 // callback runs 8 times, the capsule runs 9 times (levels 0–8), and the invoke at level
 // 8 returns an err string the guest sees and records — not a trap. No trap is counted,
 // and the gateway stays healthy for the next call.
 func TestHostileInvoke(t *testing.T) {
 	e := hostileEngine(t)
-	mod := hostileGuest(t, e, "hostile-invoke", wasm.RoleCapsule)
+	mod := hostileGuest(t, e, "hostile-invoke", murmur.RoleCapsule)
 	ctx := context.Background()
 	okCalls := func() float64 {
-		return testutil.ToFloat64(e.Metrics().Calls.WithLabelValues(hostileCapsule, mod.Artifact, string(wasm.RoleCapsule), "ok"))
+		return testutil.ToFloat64(e.Metrics().Calls.WithLabelValues(hostileCapsule, mod.Artifact, string(murmur.RoleCapsule), "ok"))
 	}
 
 	t.Run("descend 1000 frames, invoking at each", func(t *testing.T) {
@@ -580,7 +581,7 @@ func TestHostileInvoke(t *testing.T) {
 		g := baseGrants(hostileFS(t, work))
 		g.Env = []string{"HOSTILE_INVOKE=descend"}
 		var invokes atomic.Int64
-		host := &wasm.Imports{Invoke: func(_ context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
+		host := &murmur.Imports{Invoke: func(_ context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
 			invokes.Add(1)
 			if name != "echo" {
 				return abi.ToolResult{}, fmt.Errorf("no tool %q", name)
@@ -588,7 +589,7 @@ func TestHostileInvoke(t *testing.T) {
 			return abi.ToolResult{Status: abi.StatusPassed, Data: in.Data}, nil
 		}}
 		before := countTraps(e, mod)
-		if err := e.RunScript(ctx, mod, g, host); err != nil {
+		if err := murmur.RunScript(ctx, e, mod, g, host); err != nil {
 			t.Fatal(err)
 		}
 		if n := invokes.Load(); n != 1000 {
@@ -609,7 +610,7 @@ func TestHostileInvoke(t *testing.T) {
 			return g
 		}
 		var entries atomic.Int64
-		host := &wasm.Imports{}
+		host := &murmur.Imports{}
 		host.Invoke = func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
 			entries.Add(1)
 			if name != "self" || in.Data == nil {
@@ -619,37 +620,37 @@ func TestHostileInvoke(t *testing.T) {
 				return abi.ToolResult{}, err
 			}
 			// Re-enter with the context the invoke gave us: it carries the nesting depth.
-			if err := e.RunScript(ctx, mod, grants(*in.Data), host); err != nil {
+			if err := murmur.RunScript(ctx, e, mod, grants(*in.Data), host); err != nil {
 				return abi.ToolResult{}, err
 			}
 			return abi.ToolResult{Status: abi.StatusPassed}, nil
 		}
 		before, beforeOK := countTraps(e, mod), okCalls()
-		if err := e.RunScript(ctx, mod, grants("0"), host); err != nil {
+		if err := murmur.RunScript(ctx, e, mod, grants("0"), host); err != nil {
 			t.Fatal(err)
 		}
-		if n := entries.Load(); n != wasm.MaxInvokeDepth {
-			t.Errorf("the Invoke callback ran %d times, want %d", n, wasm.MaxInvokeDepth)
+		if n := entries.Load(); n != murmur.MaxInvokeDepth {
+			t.Errorf("the Invoke callback ran %d times, want %d", n, murmur.MaxInvokeDepth)
 		}
 		b, _ := os.ReadFile(filepath.Join(work, "out", "levels.txt"))
 		var want []string
-		for i := 0; i <= wasm.MaxInvokeDepth; i++ {
+		for i := 0; i <= murmur.MaxInvokeDepth; i++ {
 			want = append(want, "enter "+strconv.Itoa(i))
 		}
-		want = append(want, fmt.Sprintf("%d: err: tool-registry: invoke nested more than %d deep", wasm.MaxInvokeDepth, wasm.MaxInvokeDepth))
+		want = append(want, fmt.Sprintf("%d: err: tool-registry: invoke nested more than %d deep", murmur.MaxInvokeDepth, murmur.MaxInvokeDepth))
 		if got := strings.Split(strings.TrimSpace(string(b)), "\n"); !slices.Equal(got, want) {
 			t.Errorf("levels.txt:\n%s\nwant:\n%s", b, strings.Join(want, "\n"))
 		}
 		assertTraps(t, e, mod, before, "")
-		if got := okCalls(); got != beforeOK+wasm.MaxInvokeDepth+1 {
-			t.Errorf("capsule_guest_calls_total{status=ok} went %v → %v, want +%d", beforeOK, got, wasm.MaxInvokeDepth+1)
+		if got := okCalls(); got != beforeOK+murmur.MaxInvokeDepth+1 {
+			t.Errorf("capsule_guest_calls_total{status=ok} went %v → %v, want +%d", beforeOK, got, murmur.MaxInvokeDepth+1)
 		}
 	})
 
 	t.Run("next call succeeds", func(t *testing.T) {
 		g := baseGrants(hostileFS(t, t.TempDir()))
 		before := okCalls()
-		if err := e.RunScript(ctx, mod, g, &wasm.Imports{}); err != nil {
+		if err := murmur.RunScript(ctx, e, mod, g, &murmur.Imports{}); err != nil {
 			t.Fatal(err)
 		}
 		if got := okCalls(); got != before+1 {
@@ -670,7 +671,7 @@ func TestHostileSleep(t *testing.T) {
 	g.Deadline = deadline
 	before := countTraps(e, mod)
 	start := time.Now()
-	_, err := e.CallTool(context.Background(), mod, g, nil, abi.ToolInput{Data: some("sleep 5")})
+	_, err := murmur.CallTool(context.Background(), e, mod, g, nil, abi.ToolInput{Data: some("sleep 5")})
 	elapsed := time.Since(start)
 	assertGuestError(t, err, mod, wasm.ReasonDeadline, "deadline")
 	if elapsed > deadline+time.Second {

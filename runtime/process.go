@@ -13,6 +13,7 @@ import (
 	"github.com/capsulegate/capsulegate/mcpbridge"
 	"github.com/capsulegate/capsulegate/runtime/credgate"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -31,7 +32,7 @@ const (
 // once per staging, and checks its answer against the manifest: everything the harness
 // needs must be granted before anything runs (docs/reference/process-drivers.md).
 func (r *Runtime) checkProcessDriver(ctx context.Context, m *manifest.Manifest, mod *wasm.Module) (abi.Description, error) {
-	d, err := r.engine.Describe(ctx, mod, driverGrants(m))
+	d, err := murmur.Describe(ctx, r.engine, mod, driverGrants(m))
 	if err != nil {
 		return d, errs.New(CodeProcessDescribe, "runtime", fmt.Sprintf("process driver %s: describe() failed: %v", mod.Artifact, err),
 			"fix the driver: describe() must answer at once, granted nothing")
@@ -115,7 +116,7 @@ func (s *session) processTask(ctx context.Context, t *task, text string, history
 	if mod == nil || desc == nil || s.shell == nil {
 		return "", StateFailed, fmt.Errorf("process driver %s is not staged to run", inf.Driver.Artifact)
 	}
-	d := s.rt.engine.OpenDriver(mod, driverGrants(m))
+	d := murmur.OpenDriver(s.rt.engine, mod, driverGrants(m))
 	defer d.Close()
 	system, err := s.systemPrompt()
 	if err != nil {

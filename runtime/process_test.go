@@ -13,6 +13,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 )
 
 // processModule is a core module exporting the named process functions at version,
@@ -51,11 +52,11 @@ func TestProcessDriverRefusals(t *testing.T) {
 		want                          []string // codes, in order
 		says                          string   // a part of the first refusal
 	}{
-		{"an http driver exporting the process interface", "procdriver", "http", granted, []string{wasm.CodeProcessUnderHTTP}, "murmur:driver/process@0.6.0"},
-		{"process interface missing", "recdriver", "process", granted, []string{wasm.CodeProcessMissing}, "exports no murmur:driver/process"},
-		{"another level", "oldproc", "process", granted, []string{wasm.CodeProcessLevel}, "at 0.5.0"},
-		{"part of the level", "halfproc", "process", granted, []string{wasm.CodeProcessLevel}, "not all of its functions"},
-		{"a murmur import", "importingproc", "process", granted, []string{wasm.CodeProcessImport}, "murmur:task/task@0.1.0#request-input"},
+		{"an http driver exporting the process interface", "procdriver", "http", granted, []string{murmur.CodeProcessUnderHTTP}, "murmur:driver/process@0.6.0"},
+		{"process interface missing", "recdriver", "process", granted, []string{murmur.CodeProcessMissing}, "exports no murmur:driver/process"},
+		{"another level", "oldproc", "process", granted, []string{murmur.CodeProcessLevel}, "at 0.5.0"},
+		{"part of the level", "halfproc", "process", granted, []string{murmur.CodeProcessLevel}, "not all of its functions"},
+		{"a murmur import", "importingproc", "process", granted, []string{murmur.CodeProcessImport}, "murmur:task/task@0.1.0#request-input"},
 		{"describe fails", "trapproc", "process", granted, []string{CodeProcessDescribe}, "describe() failed"},
 		{"required env missing", "procdriver", "process", "  harness: {paths: [{path: /usr}]}\n  network: {allow: [harness.example]}\n",
 			[]string{CodeProcessEnvMissing}, "cannot run without PROC_MODE, PROC_HINT,"},
@@ -71,7 +72,7 @@ func TestProcessDriverRefusals(t *testing.T) {
 		{"a component: every check passes", "compprocdriver", "process", granted, nil, ""},
 		{"a component: its describe is checked", "compprocdriver", "process", "  harness: {paths: [{path: /usr}]}\n  network: {allow: [harness.example]}\n",
 			[]string{CodeProcessEnvMissing}, "cannot run without PROC_MODE, PROC_HINT,"},
-		{"a component: an http driver exporting the process interface", "compprocdriver", "http", granted, []string{wasm.CodeProcessUnderHTTP}, "murmur:driver/process@0.6.0"},
+		{"a component: an http driver exporting the process interface", "compprocdriver", "http", granted, []string{murmur.CodeProcessUnderHTTP}, "murmur:driver/process@0.6.0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

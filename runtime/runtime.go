@@ -13,6 +13,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/filesum"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 )
 
 // Runtime stages capsules and runs their sessions on one wasm engine. One per process;
@@ -33,7 +34,7 @@ type Runtime struct {
 
 // New starts the wasm engine with opts and returns a Runtime on it.
 func New(ctx context.Context, opts ...wasm.EngineOption) (*Runtime, error) {
-	e, err := wasm.NewEngine(ctx, opts...)
+	e, err := wasm.NewEngine(ctx, append([]wasm.EngineOption{murmur.Install()}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 )
 
 // scriptTask runs one task of a script capsule: its module's murmur:capsule/run, whose
@@ -21,7 +21,7 @@ func (s *session) scriptTask(ctx context.Context, t *task) (result, state string
 	if err := os.Remove(filepath.Join(s.layout.Work, "out", "result.txt")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", StateFailed, err
 	}
-	if err := s.rt.engine.RunScript(ctx, s.staged.Script, s.grants(m.Name, wasm.RoleCapsule), s.imports(t, m.Name)); err != nil {
+	if err := murmur.RunScript(ctx, s.rt.engine, s.staged.Script, s.grants(m.Name, murmur.RoleCapsule), s.imports(t, m.Name)); err != nil {
 		if said := s.lastWords(m.Name + ".stderr.log"); said != "" {
 			err = fmt.Errorf("%w; the guest's stderr ended with: %s", err, said)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 
 	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/internal/ids"
@@ -81,7 +82,7 @@ type session struct {
 	staged *Staged
 	fs     *guestfs.FS
 	env    []string
-	http   *wasm.Outgoing
+	http   *murmur.Outgoing
 	logs   string
 
 	mu      sync.Mutex
@@ -108,7 +109,7 @@ type session struct {
 	// driverEnv and driverHTTP are what an agent capsule's driver gets beyond the grants
 	// every guest has: the MURMUR_INFERENCE_* values, and its gateway endpoint with the key.
 	driverEnv  []string
-	driverHTTP *wasm.Outgoing
+	driverHTTP *murmur.Outgoing
 	toolCalls  atomic.Int64
 	shellCalls atomic.Int64 // the shell commands among toolCalls
 	denials    atomic.Int64
@@ -195,7 +196,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID str
 	*sess = session{rt: r, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
 	sess.compactHook = sess.hookSummariser(sinks)
-	sess.http = &wasm.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
+	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
 		OnDeny: func(who, host string, port int, err error) { sess.denied(who, "guest", host, port, err) }}
 	sess.http.Init()
 	if m.IsAgent() {
@@ -281,11 +282,11 @@ func (s *session) grants(artifact string, role manifest.Role) wasm.Grants {
 // imports is what the imports of a guest of task t reach: declared wasm tools
 // (murmur:tool-registry/invoke), the network within the capsule's rules, the task's
 // stream and its client for input.
-func (s *session) imports(t *task, who string) *wasm.Imports {
+func (s *session) imports(t *task, who string) *murmur.Imports {
 	invoke := func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
 		return s.invokeAt(ctx, t, name, in)
 	}
-	return &wasm.Imports{Who: who, HTTP: s.http, Invoke: invoke, Chunk: s.chunks(t), RequestInput: t.requestInput}
+	return &murmur.Imports{Who: who, HTTP: s.http, Invoke: invoke, Chunk: s.chunks(t), RequestInput: t.requestInput}
 }
 
 // log returns the capped log file of that name under the session's logs/; the file is

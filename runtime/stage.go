@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
@@ -94,7 +95,7 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 		switch {
 		case j.err != nil:
 			add(j.err)
-		case j.role == wasm.RoleCapsule:
+		case j.role == murmur.RoleCapsule:
 			s.Script = j.mod
 		case j.role == manifest.RoleHook:
 			s.Hooks[j.name] = j.mod
@@ -142,7 +143,7 @@ type compileJob struct {
 	read func() ([]byte, error)
 	err  error
 	mod  *wasm.Module
-	// binding is a hook's binding, checked against its exports (wasm.Module.CheckHook).
+	// binding is a hook's binding, checked against its exports (murmur.CheckHook).
 	binding string
 }
 
@@ -165,7 +166,7 @@ func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptSum strin
 		}
 		p := a.Archive.Payload()
 		if p.Kind != registry.PayloadWasm && a.Role == manifest.RoleHook {
-			jobs = append(jobs, &compileJob{name: a.Name, role: a.Role, err: errs.New(wasm.CodeHookExport, "runtime",
+			jobs = append(jobs, &compileJob{name: a.Name, role: a.Role, err: errs.New(murmur.CodeHookExport, "runtime",
 				fmt.Sprintf("hook artifact %s is not a wasm module: hooks run in the engine only", a.Name), "build the hook as a WASI preview1 module (wit/guest/hook)")})
 			continue
 		}
@@ -175,7 +176,7 @@ func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptSum strin
 		arc := a.Archive
 		world := string(a.Role)
 		if m.IsProcess() && a.Name == m.Inference.Driver.Artifact {
-			world = wasm.ProcessWorld
+			world = murmur.ProcessWorld
 		}
 		j := &compileJob{name: a.Name, role: a.Role, world: world,
 			key:  moduleKey("archive:"+a.SHA256+"\x00"+p.Path, world, limit),
@@ -186,8 +187,8 @@ func compileJobs(m *manifest.Manifest, res *registry.Resolution, scriptSum strin
 		jobs = append(jobs, j)
 	}
 	if scriptRead != nil {
-		jobs = append(jobs, &compileJob{name: m.Name, role: wasm.RoleCapsule, world: wasm.ScriptWorld,
-			key: moduleKey("script:"+scriptSum, wasm.ScriptWorld, limit), read: scriptRead})
+		jobs = append(jobs, &compileJob{name: m.Name, role: murmur.RoleCapsule, world: murmur.ScriptWorld,
+			key: moduleKey("script:"+scriptSum, murmur.ScriptWorld, limit), read: scriptRead})
 	}
 	return jobs
 }
@@ -217,7 +218,7 @@ func (r *Runtime) compileAll(ctx context.Context, m *manifest.Manifest, jobs []*
 			mod := r.compileOnce(ctx, m, j, func(err error) { perr = append(perr, asProblems(err)...) })
 			if mod != nil && j.role == manifest.RoleHook {
 				// After the memo: the binding is the artifact's, not its bytes'.
-				if err := mod.CheckHook(j.binding); err != nil {
+				if err := murmur.CheckHook(mod, j.binding); err != nil {
 					perr, mod = append(perr, asProblems(err)...), nil
 				}
 			}
@@ -237,7 +238,7 @@ func (r *Runtime) compileAll(ctx context.Context, m *manifest.Manifest, jobs []*
 func (r *Runtime) compileOnce(ctx context.Context, m *manifest.Manifest, j *compileJob, add func(error)) *wasm.Module {
 	if v, ok := r.modules.Load(j.key); ok {
 		mod := *v.(*wasm.Module)
-		mod.Capsule, mod.Artifact, mod.Role = m.Name, j.name, j.role
+		mod.Capsule, mod.Artifact, mod.Role = m.Name, j.name, string(j.role)
 		return &mod
 	}
 	code, err := j.read()
@@ -256,12 +257,12 @@ func (r *Runtime) compileOnce(ctx context.Context, m *manifest.Manifest, j *comp
 // passing each refusal to add (and returning nil) rather than stopping at the first.
 func (r *Runtime) compile(ctx context.Context, m *manifest.Manifest, name string, role manifest.Role, world string, code []byte, add func(error)) *wasm.Module {
 	limit := m.Capabilities.Limits.MemoryBytes
-	mod, err := r.engine.CompileWorld(ctx, m.Name, name, role, world, code)
+	mod, err := murmur.CompileWorld(ctx, r.engine, m.Name, name, role, world, code)
 	if err != nil {
 		add(err)
 		return nil
 	}
-	if err := mod.CheckWorld(world); err != nil {
+	if err := murmur.CheckWorld(mod, world); err != nil {
 		add(err)
 		return nil
 	}
@@ -352,7 +353,7 @@ func scriptModulePath(m *manifest.Manifest) (string, error) {
 // of a module staged before (r.scripts) is compared with them, not hashed.
 func (r *Runtime) scriptModule(path string, limit int64) (string, func() ([]byte, error), error) {
 	if sum, ok := r.sums.Lookup(path); ok {
-		if _, ok := r.modules.Load(moduleKey("script:"+sum, wasm.ScriptWorld, limit)); ok {
+		if _, ok := r.modules.Load(moduleKey("script:"+sum, murmur.ScriptWorld, limit)); ok {
 			// Not called while the module stays remembered (always, today); should it
 			// be, the bytes must still be the ones the sum names.
 			return sum, func() ([]byte, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 )
 
 func toolModule(export string, pages uint32) []byte {
@@ -64,7 +65,7 @@ func TestStage(t *testing.T) {
 		{"one other wasm is the module", "echo", map[string][]byte{"main.wasm": script}, "", "", ""},
 		{"no module", "echo", nil, "", CodeScriptModule, "no capsule.wasm"},
 		{"two modules", "echo", map[string][]byte{"a.wasm": script, "b.wasm": script}, "", CodeScriptModule, "a.wasm, b.wasm"},
-		{"unserved tool version", "future", map[string][]byte{"capsule.wasm": script}, "", wasm.CodeExportVersion, "murmur:tool/run@0.3.0#run"},
+		{"unserved tool version", "future", map[string][]byte{"capsule.wasm": script}, "", murmur.CodeExportVersion, "murmur:tool/run@0.3.0#run"},
 		{"memory floor over the limit", "fat", map[string][]byte{"capsule.wasm": script}, "capabilities:\n  limits: {memory_bytes: 1048576}\n", wasm.CodeMemoryFloor, "fat"},
 	}
 	for _, tt := range tests {

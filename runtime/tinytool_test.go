@@ -16,6 +16,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -72,7 +73,7 @@ func newTinyRig(tb testing.TB, opts ...wasm.EngineOption) *tinyRig {
 		tb.Fatal(err)
 	}
 	mod := staged.Modules["tinytool"]
-	if mod == nil || mod.Role != manifest.RoleTool {
+	if mod == nil || mod.Role != string(manifest.RoleTool) {
 		tb.Fatalf("tinytool not staged as a tool: %+v", staged.Modules)
 	}
 	gfs, err := guestfs.New(tb.TempDir())
@@ -110,7 +111,7 @@ func publishTiny(tb testing.TB, reg *registry.Local, wasm []byte) {
 }
 
 func (r *tinyRig) call(in abi.ToolInput) (abi.ToolResult, error) {
-	return r.rt.engine.CallTool(context.Background(), r.mod, r.grants, &wasm.Imports{Who: r.mod.Artifact}, in)
+	return murmur.CallTool(context.Background(), r.rt.engine, r.mod, r.grants, &murmur.Imports{Who: r.mod.Artifact}, in)
 }
 
 // TestTinyToolScriptCapsule: a script capsule invokes the tiny tool through
@@ -208,7 +209,7 @@ func TestTinyToolMemoryLimit(t *testing.T) {
 	g := rig.grants
 	g.MemoryBytes = 2 * 64 << 10 // two pages: the input fits, its uppercased copy does not
 	big := strings.Repeat("x", 64<<10)
-	_, err := rig.rt.engine.CallTool(context.Background(), rig.mod, g, &wasm.Imports{Who: "tinytool"}, abi.ToolInput{Data: &big})
+	_, err := murmur.CallTool(context.Background(), rig.rt.engine, rig.mod, g, &murmur.Imports{Who: "tinytool"}, abi.ToolInput{Data: &big})
 	var ge *wasm.GuestError
 	if !errors.As(err, &ge) || ge.Reason != wasm.ReasonMemoryLimit {
 		t.Fatalf("want reason memory_limit, got %v", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -51,7 +52,7 @@ func benchCassette() string {
 //     dispatch, the trace and everything else the runtime does per turn.
 //   - driver-call, tool-call: the first turn's guest calls made bare through CallTool with
 //     a session's grants.
-//   - http-send: the driver's provider request sent bare through wasm.Outgoing.Send, the host's
+//   - http-send: the driver's provider request sent bare through murmur.Outgoing.Send, the host's
 //     share of a driver call (an upper bound: the replay server's own work is in it).
 func BenchmarkAgentTurn(b *testing.B) {
 	ctx := context.Background()
@@ -103,8 +104,8 @@ func BenchmarkAgentTurn(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hh := &wasm.Outgoing{Capsule: m.Name, Rules: rules, Metrics: e.engine.Metrics(),
-		Credentials: []wasm.Credential{{Endpoint: p.srv.URL, Headers: [][2]string{{"x-api-key", key}}}}}
+	hh := &murmur.Outgoing{Capsule: m.Name, Rules: rules, Metrics: e.engine.Metrics(),
+		Credentials: []murmur.Credential{{Endpoint: p.srv.URL, Headers: [][2]string{{"x-api-key", key}}}}}
 	hh.Init()
 	env := append(GuestEnv(m, func(string) (string, bool) { return "", false }, RuntimeEnv(m, "ses_bench", "")),
 		"MURMUR_INFERENCE_TRANSPORT=http", "MURMUR_INFERENCE_MODEL=m-test", "MURMUR_INFERENCE_ENDPOINT="+p.srv.URL,
@@ -116,14 +117,14 @@ func BenchmarkAgentTurn(b *testing.B) {
 	driverCall := func() {
 		p.reset(nil)
 		in := string(driverIn)
-		out, err := e.engine.CallTool(ctx, staged.Modules["anthropic-messages"], grants, &wasm.Imports{Who: "anthropic-messages", HTTP: hh}, abi.ToolInput{Data: &in})
+		out, err := murmur.CallTool(ctx, e.engine, staged.Modules["anthropic-messages"], grants, &murmur.Imports{Who: "anthropic-messages", HTTP: hh}, abi.ToolInput{Data: &in})
 		if err != nil || out.Status != abi.StatusPassed || !strings.Contains(value(out.Data), `"stop_reason":"tool_call"`) {
 			b.Fatalf("driver call: %v %s %s", err, value(out.Summary), value(out.Data))
 		}
 	}
 	toolCall := func() {
 		in := `{"text":"hi"}`
-		out, err := e.engine.CallTool(ctx, staged.Modules["echo"], grants, &wasm.Imports{Who: "echo"}, abi.ToolInput{Data: &in})
+		out, err := murmur.CallTool(ctx, e.engine, staged.Modules["echo"], grants, &murmur.Imports{Who: "echo"}, abi.ToolInput{Data: &in})
 		if err != nil || value(out.Data) != in {
 			b.Fatalf("tool call: %v %+v", err, out)
 		}
@@ -131,7 +132,7 @@ func BenchmarkAgentTurn(b *testing.B) {
 	// The request the driver sends on the first turn, as the provider received it.
 	driverCall()
 	sent := p.seen()[0]
-	req := wasm.OutgoingRequest{Method: "POST", URL: p.srv.URL + "/v1/messages", Body: sent.body,
+	req := murmur.OutgoingRequest{Method: "POST", URL: p.srv.URL + "/v1/messages", Body: sent.body,
 		Headers: [][2]string{{"content-type", "application/json"}, {"anthropic-version", sent.header.Get("Anthropic-Version")}}}
 
 	b.Run("turn", func(b *testing.B) {

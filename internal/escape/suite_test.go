@@ -19,6 +19,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/shell"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -182,7 +183,7 @@ func (s *suite) wasmEngine(t *testing.T) *wasm.Engine {
 		return s.engine
 	}
 	ctx := context.Background()
-	e, err := wasm.NewEngine(ctx, wasm.WithMetrics(prometheus.NewRegistry()),
+	e, err := wasm.NewEngine(ctx, murmur.Install(), wasm.WithMetrics(prometheus.NewRegistry()),
 		wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "escape")))
 	if err != nil {
 		t.Fatal(err)
@@ -210,14 +211,14 @@ func (s *suite) module(t *testing.T, dir string, role manifest.Role, component b
 		bin = watbuild.Component(t, bin, watbuild.RunOnlyWIT(t, "../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
 	}
 	world := string(role)
-	if role == wasm.RoleCapsule {
-		world = wasm.ScriptWorld
+	if role == murmur.RoleCapsule {
+		world = murmur.ScriptWorld
 	}
-	mod, err := e.Compile(context.Background(), capsuleName, strings.ReplaceAll(key, "/", "-"), role, bin)
+	mod, err := murmur.Compile(context.Background(), e, capsuleName, strings.ReplaceAll(key, "/", "-"), role, bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mod.CheckWorld(world); err != nil {
+	if err := murmur.CheckWorld(mod, world); err != nil {
 		t.Fatal(err)
 	}
 	s.mods[key] = mod

@@ -27,6 +27,7 @@ import (
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -118,7 +119,7 @@ func wasmCoreRows() []row {
 			want: c.want, run: netAttack(c.url)})
 	}
 	rows = append(rows, row{id: "WC-80", surface: WasmCore, attack: "nest tool-registry invokes 1,000 deep through a re-entering host",
-		want: fmt.Sprintf("invoke refused at depth %d", wasm.MaxInvokeDepth), run: invokeAttack})
+		want: fmt.Sprintf("invoke refused at depth %d", murmur.MaxInvokeDepth), run: invokeAttack})
 	return rows
 }
 
@@ -154,7 +155,7 @@ func wasmComponentRows() []row {
 				e := s.wasmEngine(t)
 				core := guestbuild.Wasm(t, "../testguests/hostile-link")
 				bin := watbuild.Component(t, core, watbuild.RunOnlyWIT(t, "../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
-				_, err := e.Compile(context.Background(), capsuleName, "hostile-link-component", manifest.RoleTool, bin)
+				_, err := murmur.Compile(context.Background(), e, capsuleName, "hostile-link-component", manifest.RoleTool, bin)
 				if err == nil {
 					return outcome{class: "compiled", escaped: "a component planting links compiled"}
 				}
@@ -188,7 +189,7 @@ func guestFSRowsOf(dir string, sf Surface, prefix string, component bool, cases 
 				mod := s.module(t, dir, manifest.RoleTool, component)
 				g := wasm.Grants{FS: s.workFS(t), MemoryBytes: 256 << 20, Deadline: 30 * time.Second}
 				cmd := strings.ReplaceAll(c.cmd, "{outside}", f.outside)
-				res, err := s.engine.CallTool(context.Background(), mod, g, nil, abi.ToolInput{Data: some(cmd)})
+				res, err := murmur.CallTool(context.Background(), s.engine, mod, g, nil, abi.ToolInput{Data: some(cmd)})
 				return outcome{class: classifyCall(res, err), escaped: join(leaked(deref(res.Data)+deref(res.Summary)), f.escaped())}
 			}})
 	}
@@ -215,7 +216,7 @@ func trapAttack(dir string, component bool, input string, env []string, deadline
 		ok := g
 		if deadline > 0 {
 			// Warm up first, so the deadline covers the attack, not the first load.
-			if _, err := e.CallTool(context.Background(), mod, g, nil, abi.ToolInput{Data: some("ok")}); err != nil && dir != "hostile-abi" {
+			if _, err := murmur.CallTool(context.Background(), e, mod, g, nil, abi.ToolInput{Data: some("ok")}); err != nil && dir != "hostile-abi" {
 				t.Fatalf("warm-up call: %v", err)
 			}
 			g.Deadline = deadline
@@ -226,7 +227,7 @@ func trapAttack(dir string, component bool, input string, env []string, deadline
 		g.Env = env
 		before := trapCounts(e, mod)
 		start := time.Now()
-		res, err := e.CallTool(context.Background(), mod, g, nil, abi.ToolInput{Data: some(input)})
+		res, err := murmur.CallTool(context.Background(), e, mod, g, nil, abi.ToolInput{Data: some(input)})
 		elapsed := time.Since(start)
 		class := classifyCall(res, err)
 		var out []string
@@ -253,7 +254,7 @@ func trapAttack(dir string, component bool, input string, env []string, deadline
 			}
 		}
 		// The gateway is unharmed: the same module answers the next call.
-		if res, err := e.CallTool(context.Background(), mod, ok, nil, abi.ToolInput{Data: some("ok")}); err != nil || res.Status != abi.StatusPassed {
+		if res, err := murmur.CallTool(context.Background(), e, mod, ok, nil, abi.ToolInput{Data: some("ok")}); err != nil || res.Status != abi.StatusPassed {
 			t.Errorf("the next well-formed call failed: %v %+v", err, res)
 		}
 		return outcome{class: class, escaped: strings.Join(out, "; ")}
@@ -286,7 +287,7 @@ func envAttack(component bool, part string) func(*testing.T, *suite) outcome {
 		env := runtime.GuestEnv(m, os.LookupEnv, runtime.RuntimeEnv(m, "ses_escape", "http://gw/agents/hostile/"))
 		mod := s.module(t, "hostile-env", manifest.RoleTool, component)
 		g := wasm.Grants{FS: s.guestFS(t, t.TempDir()), MemoryBytes: 256 << 20, Deadline: 30 * time.Second, Env: env}
-		res, err := s.engine.CallTool(context.Background(), mod, g, nil, abi.ToolInput{})
+		res, err := murmur.CallTool(context.Background(), s.engine, mod, g, nil, abi.ToolInput{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,7 +313,7 @@ func envAttack(component bool, part string) func(*testing.T, *suite) outcome {
 // a forbidden sentinel server that must never be reached, and the Outgoing host with
 // rules allowing the first and api.example.com (which resolves to loopback).
 type wasmNet struct {
-	host          *wasm.Imports
+	host          *murmur.Imports
 	allowed       string // host:port
 	forbiddenPort string
 	forbiddenHits atomic.Int64
@@ -348,12 +349,12 @@ func (s *suite) wasmNet(t *testing.T) *wasmNet {
 		t.Fatal(err)
 	}
 	e := s.wasmEngine(t)
-	out := &wasm.Outgoing{Capsule: capsuleName, Rules: rules, Metrics: e.Metrics(), Resolver: staticResolver{
+	out := &murmur.Outgoing{Capsule: capsuleName, Rules: rules, Metrics: e.Metrics(), Resolver: staticResolver{
 		"api.example.com":  {netip.MustParseAddr("127.0.0.1")},
 		"evil.example.com": {netip.MustParseAddr("127.0.0.1")},
 	}}
 	out.Init()
-	n.host = &wasm.Imports{HTTP: out, Who: "hostile-net"}
+	n.host = &murmur.Imports{HTTP: out, Who: "hostile-net"}
 	s.wnet = n
 	return n
 }
@@ -380,7 +381,7 @@ func netAttack(rawURL string) func(*testing.T, *suite) outcome {
 		denied := func() float64 { return testutil.ToFloat64(e.Metrics().Denied.WithLabelValues(capsuleName, "guest")) }
 		before, hits := denied(), n.forbiddenHits.Load()
 		g := wasm.Grants{FS: s.guestFS(t, t.TempDir()), MemoryBytes: 256 << 20, Deadline: 30 * time.Second}
-		res, err := e.CallTool(context.Background(), mod, g, n.host, abi.ToolInput{Data: some(u)})
+		res, err := murmur.CallTool(context.Background(), e, mod, g, n.host, abi.ToolInput{Data: some(u)})
 		var class string
 		switch {
 		case err != nil:
@@ -414,7 +415,7 @@ func netAttack(rawURL string) func(*testing.T, *suite) outcome {
 // Invoke re-enters the capsule, and the runtime must stop the nesting at MaxInvokeDepth
 // with an error the guest sees, not a trap, and not after more entries than the cap.
 func invokeAttack(t *testing.T, s *suite) outcome {
-	mod := s.module(t, "hostile-invoke", wasm.RoleCapsule, false)
+	mod := s.module(t, "hostile-invoke", murmur.RoleCapsule, false)
 	e := s.engine
 	work := t.TempDir()
 	gfs := s.guestFS(t, work)
@@ -422,29 +423,29 @@ func invokeAttack(t *testing.T, s *suite) outcome {
 		return wasm.Grants{FS: gfs, MemoryBytes: 256 << 20, Deadline: 30 * time.Second, Env: []string{"HOSTILE_INVOKE=recurse", "HOSTILE_DEPTH=" + depth}}
 	}
 	var entries atomic.Int64
-	host := &wasm.Imports{}
+	host := &murmur.Imports{}
 	host.Invoke = func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
 		entries.Add(1)
 		if name != "self" || in.Data == nil {
 			return abi.ToolResult{}, fmt.Errorf("no tool %q", name)
 		}
-		if err := e.RunScript(ctx, mod, grants(*in.Data), host); err != nil {
+		if err := murmur.RunScript(ctx, e, mod, grants(*in.Data), host); err != nil {
 			return abi.ToolResult{}, err
 		}
 		return abi.ToolResult{Status: abi.StatusPassed}, nil
 	}
-	if err := e.RunScript(context.Background(), mod, grants("0"), host); err != nil {
+	if err := murmur.RunScript(context.Background(), e, mod, grants("0"), host); err != nil {
 		return outcome{class: classifyCall(abi.ToolResult{}, err)}
 	}
 	b, _ := os.ReadFile(filepath.Join(work, "out", "levels.txt"))
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	var escaped string
-	if n := entries.Load(); n > wasm.MaxInvokeDepth {
-		escaped = fmt.Sprintf("the host was re-entered %d times, over the cap of %d", n, wasm.MaxInvokeDepth)
+	if n := entries.Load(); n > murmur.MaxInvokeDepth {
+		escaped = fmt.Sprintf("the host was re-entered %d times, over the cap of %d", n, murmur.MaxInvokeDepth)
 	}
 	last := lines[len(lines)-1]
-	if want := fmt.Sprintf("%d: err: tool-registry: invoke nested more than %d deep", wasm.MaxInvokeDepth, wasm.MaxInvokeDepth); last == want {
-		return outcome{class: fmt.Sprintf("invoke refused at depth %d", wasm.MaxInvokeDepth), escaped: escaped}
+	if want := fmt.Sprintf("%d: err: tool-registry: invoke nested more than %d deep", murmur.MaxInvokeDepth, murmur.MaxInvokeDepth); last == want {
+		return outcome{class: fmt.Sprintf("invoke refused at depth %d", murmur.MaxInvokeDepth), escaped: escaped}
 	}
 	return outcome{class: "last level: " + last, escaped: escaped}
 }

@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 	"github.com/capsulegate/capsulegate/wit/guest/process"
 )
@@ -50,7 +50,7 @@ type HostCase struct {
 // checks each answer is what its Go translation answers: launch's plan whole (an
 // empty task refused as the driver's err), parse of every captured output,
 // classify-exit of an interrupted run (canceled), read-login of a logged-out check.
-func ThroughTheHost(t *testing.T, d *wasm.Driver, c HostCase) {
+func ThroughTheHost(t *testing.T, d *murmur.Driver, c HostCase) {
 	t.Helper()
 	ctx := context.Background()
 	plan, refused, err := d.Launch(ctx, abiRequest(c.Request))

@@ -14,6 +14,7 @@ import (
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 )
 
 // StageCodes packs the process driver whose command is in pkgDir with the artifact
@@ -75,22 +76,22 @@ capabilities:
 
 // OpenDriver compiles the process driver whose command is in pkgDir and holds it on the
 // runtime's host for a run, as the runtime does (closed with the test).
-func OpenDriver(t testing.TB, pkgDir, name string) *wasm.Driver {
+func OpenDriver(t testing.TB, pkgDir, name string) *murmur.Driver {
 	t.Helper()
 	ctx := context.Background()
-	e, err := wasm.NewEngine(ctx)
+	e, err := wasm.NewEngine(ctx, murmur.Install())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close(ctx) })
-	mod, err := e.CompileWorld(ctx, "cap", name, manifest.RoleDriver, wasm.ProcessWorld, guestbuild.Wasm(t, pkgDir))
+	mod, err := murmur.CompileWorld(ctx, e, "cap", name, manifest.RoleDriver, murmur.ProcessWorld, guestbuild.Wasm(t, pkgDir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mod.CheckWorld(wasm.ProcessWorld); err != nil {
+	if err := murmur.CheckWorld(mod, murmur.ProcessWorld); err != nil {
 		t.Fatal(err)
 	}
-	d := e.OpenDriver(mod, wasm.Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
+	d := murmur.OpenDriver(e, mod, wasm.Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
 	t.Cleanup(d.Close)
 	return d
 }

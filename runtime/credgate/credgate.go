@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 )
 
 // Config is one run's gateway.
@@ -31,7 +31,7 @@ type Config struct {
 	// Endpoint is the driver artifact's gateway.endpoint: requests are sent below it.
 	Endpoint string
 	// Out sends them: the driver's outgoing HTTP, holding the rules and the key.
-	Out *wasm.Outgoing
+	Out *murmur.Outgoing
 	// Who names the driver in denial records.
 	Who string
 	// Listener is where the gateway serves; nil listens on 127.0.0.1:0.
@@ -170,7 +170,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			headers = append(headers, [2]string{k, v})
 		}
 	}
-	stream, err := s.cfg.Out.Open(r.Context(), s.cfg.Who, wasm.OutgoingRequest{Method: r.Method, URL: target, Headers: headers, Body: body})
+	stream, err := s.cfg.Out.Open(r.Context(), s.cfg.Who, murmur.OutgoingRequest{Method: r.Method, URL: target, Headers: headers, Body: body})
 	if err != nil {
 		fail(w, http.StatusBadGateway, "credential gateway: "+err.Error())
 		return

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/capsulegate/capsulegate/netpolicy"
-	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 )
 
 const sentinel = "sk-sentinel-only-the-provider-sees-this"
@@ -59,8 +59,8 @@ func gateway(t *testing.T, p *provider, allow bool) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &wasm.Outgoing{Capsule: "cap", Rules: rules,
-		Credentials: []wasm.Credential{{Endpoint: p.srv.URL, Headers: [][2]string{{"X-Api-Key", sentinel}}}}}
+	out := &murmur.Outgoing{Capsule: "cap", Rules: rules,
+		Credentials: []murmur.Credential{{Endpoint: p.srv.URL, Headers: [][2]string{{"X-Api-Key", sentinel}}}}}
 	out.Init()
 	s, err := Start(Config{Endpoint: p.srv.URL, Out: out, Who: "claude-code", MaxBody: 1 << 10})
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -106,7 +105,7 @@ func newEchoGuest(tb testing.TB) *echoGuest {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { e.Close(ctx) })
-	mod, err := e.Compile(ctx, "abiecho", "abiecho", manifest.RoleTool, wasm)
+	mod, err := e.Compile(ctx, "abiecho", "abiecho", "tool", nil, wasm)
 	if err != nil {
 		tb.Fatal(err)
 	}

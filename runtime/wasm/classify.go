@@ -10,7 +10,6 @@ import (
 
 	"github.com/tetratelabs/wazero/sys"
 
-	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -29,7 +28,7 @@ const (
 // GuestError is a classified guest failure.
 type GuestError struct {
 	Capsule, Artifact string
-	Role              manifest.Role
+	Role              string
 	Reason            string
 	Err               error
 	// Deadline and MemoryBytes are the call's limits, named in the message of a call

@@ -42,12 +42,12 @@ func canonTrampoline(i int) api.GoModuleFunc {
 func (cc *compCall) call(ctx context.Context, i int, stack []uint64) error {
 	f := &cc.cm.fns[i]
 	b := cc.binds[i]
-	if f.kind == canonMurmur {
+	if f.kind == canonHost {
 		var mem abi.Memory = b.Memory
 		if mem == nil {
 			mem = emptyMemory{}
 		}
-		return serveImport(ctx, f.host.f, f.host.impl, mem, b.Realloc, stack)
+		return serveImport(ctx, f.host, mem, b.Realloc, stack)
 	}
 	fn := &cc.funcs[i]
 	if fn.Name == "" {
@@ -99,11 +99,8 @@ func (emptyMemory) Write(uint32, []byte) bool          { return false }
 func (e *Engine) callComponent(ctx context.Context, mod *Module, g Grants, p *callPlan, fn func(ctx context.Context, inst *Instance) error, interrupted *bool) error {
 	cm := mod.comp
 	rt := mod.rt
-	h := importsFrom(ctx)
-	env := wasip2.Env{FS: g.FS, Env: g.Env, Args: []string{mod.Artifact}, Stdout: g.Stdout, Stderr: g.Stderr, Interrupt: p.calls.interrupt}
-	if h.HTTP != nil {
-		env.HTTP, env.HTTPCheck = h.HTTP.WASIP2(h.Who), h.HTTP.WASIP2Check(h.Who)
-	}
+	env := wasip2.Env{FS: g.FS, Env: g.Env, Args: []string{mod.Artifact}, Stdout: g.Stdout, Stderr: g.Stderr, Interrupt: p.calls.interrupt,
+		HTTP: g.HTTP, HTTPCheck: g.HTTPCheck}
 	cc := &compCall{cm: cm, host: wasip2.New(env), binds: make([]wasip2.Binding, len(cm.fns)), funcs: make([]wasip2.Func, len(cm.fns))}
 	ctx = context.WithValue(ctx, compCallKey{}, cc)
 

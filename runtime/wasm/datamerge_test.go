@@ -91,7 +91,7 @@ func TestMemoryImageKeepsMemory(t *testing.T) {
 		return bytes.Clone(b)
 	}()
 	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
-	mod, err := e.Compile(ctx, "cap", "echo", "tool", orig)
+	mod, err := e.Compile(ctx, "cap", "echo", "tool", nil, orig)
 	if err != nil {
 		t.Fatal(err)
 	}

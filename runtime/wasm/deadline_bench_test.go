@@ -10,7 +10,6 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/capsulegate/capsulegate/internal/wasmtest"
-	"github.com/capsulegate/capsulegate/manifest"
 )
 
 // callHeavy is one million calls of an empty function from a loop: the worst case for
@@ -97,12 +96,12 @@ func BenchmarkDeadlineOvershoot(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			bg := context.Background()
-			e, err := NewEngine(bg)
+			e, err := NewEngine(bg, WithHost(testHost))
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer e.Close(bg)
-			mod, err := e.Compile(bg, "bench", "endless", manifest.RoleTool, endless)
+			mod, err := e.Compile(bg, "bench", "endless", "tool", nil, endless)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -115,7 +114,7 @@ func BenchmarkDeadlineOvershoot(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				mod = &Module{Capsule: "bench", Artifact: "endless", Role: manifest.RoleTool, compiled: newCompiled(cm, rt)}
+				mod = &Module{Capsule: "bench", Artifact: "endless", Role: "tool", compiled: newCompiled(cm, rt)}
 			}
 			var over []time.Duration
 			for b.Loop() {

@@ -1,8 +1,10 @@
 // Package wasm is the engine capsule guests run on: one wazero runtime per process with
 // an on-disk compilation cache, modules compiled (and rewritten for fast starts) once,
 // a fresh instance per call (or a warm one reset to be the same: reuse.go) with exactly
-// the grants it is given, the guest's imports, and every failure classified and counted.
-// It knows modules and calls, not capsules' sessions or tasks (package runtime).
+// the grants it is given and the host functions installed on it, and every failure
+// classified and counted. It knows modules and calls, not capsules' sessions or tasks
+// (package runtime), nor the interfaces a host serves guests: those are installed on it
+// (WithHost, host.go), as package murmur installs Murmur's.
 package wasm
 
 import (
@@ -26,7 +28,8 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm/component"
+	"github.com/capsulegate/capsulegate/runtime/wasm/wasip2"
 )
 
 // pageSize is a wasm memory page.
@@ -38,6 +41,8 @@ type Engine struct {
 	rt      wazero.Runtime
 	cache   wazero.CompilationCache
 	metrics *Metrics
+	// host is what guests import besides WASI, defined on every runtime (WithHost).
+	host *hostSet
 
 	mu       sync.Mutex
 	closed   bool
@@ -65,6 +70,7 @@ type engineConfig struct {
 	noSnapshots bool
 	noReuse     bool
 	warmIdle    time.Duration
+	host        []HostModule
 }
 
 // WithoutInitSnapshots makes every call run the guest's _initialize, instead of starting
@@ -83,7 +89,7 @@ func WithMetrics(reg prometheus.Registerer) EngineOption {
 }
 
 // NewEngine starts the runtime: compiler engine, compilation cache, WASI preview1 and the
-// host imports. Deadlines are enforced by the interrupt checks compile adds (interrupt.go).
+// host modules of WithHost. Deadlines are enforced by the interrupt checks compile adds (interrupt.go).
 func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 	var cfg engineConfig
 	for _, o := range opts {
@@ -104,7 +110,8 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 	}
 	// No close-on-context-done: it costs a call-heavy guest ~16×, and the interrupt
 	// checks stop guests instead (docs/rationale.md "Why deadlines are an interrupt flag").
-	rt, err := newRuntime(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(cache))
+	host := newHostSet(cfg.host)
+	rt, err := newRuntime(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(cache), host)
 	if err != nil {
 		cache.Close(ctx)
 		return nil, err
@@ -115,7 +122,7 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 		cache.Close(ctx)
 		return nil, err
 	}
-	e := &Engine{rt: rt, cache: cache, metrics: m, compiled: map[[32]byte]*compiled{}, components: map[compKey]*compModule{}, snapshots: !cfg.noSnapshots}
+	e := &Engine{rt: rt, cache: cache, metrics: m, host: host, compiled: map[[32]byte]*compiled{}, components: map[compKey]*compModule{}, snapshots: !cfg.noSnapshots}
 	if !cfg.noReuse && !cfg.noSnapshots {
 		// Warm instances need init snapshots; without the means to reset an instance
 		// (another wazero version), every call gets a fresh one.
@@ -127,14 +134,14 @@ func NewEngine(ctx context.Context, opts ...EngineOption) (*Engine, error) {
 }
 
 // newRuntime starts a wazero runtime configured by rc, with WASI preview1 and the host
-// imports.
-func newRuntime(ctx context.Context, rc wazero.RuntimeConfig) (wazero.Runtime, error) {
+// modules of host.
+func newRuntime(ctx context.Context, rc wazero.RuntimeConfig, host *hostSet) (wazero.Runtime, error) {
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		rt.Close(ctx)
 		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot instantiate WASI preview1", "")
 	}
-	if err := defineImports(ctx, rt); err != nil {
+	if err := host.define(ctx, rt); err != nil {
 		rt.Close(ctx)
 		return nil, errs.Wrap(err, CodeEngine, "runtime", "cannot define the host interfaces", "")
 	}
@@ -152,7 +159,7 @@ func (e *Engine) fallbackRuntime(ctx context.Context) (wazero.Runtime, error) {
 		return nil, errors.New("the engine is closed")
 	}
 	if e.fallback == nil {
-		rt, err := newRuntime(ctx, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(true))
+		rt, err := newRuntime(ctx, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(true), e.host)
 		if err != nil {
 			return nil, err
 		}
@@ -189,15 +196,46 @@ func (e *Engine) Close(ctx context.Context) error {
 type Module struct {
 	Capsule  string
 	Artifact string
-	Role     manifest.Role
+	// Role labels the module's metrics and errors ("tool", "driver", …).
+	Role string
 	*compiled
 	// comp is set for a component: compiled is then its main core module (comp.go).
 	comp *compModule
-	// lifts maps, for a hook or process-driver component, each function of its
-	// interface it exports to the core export of its main instance that the function
-	// lifts.
+	// lifts maps functions of the component's world to the core export of its main
+	// instance each lifts, as its World returned them.
 	lifts map[string]string
 }
+
+// World checks, at compile, a component's world against what the host serves it, for
+// artifact, and picks the core instance its calls are made on: main, and by function of
+// its world the core export of main the function lifts (Module.Lift). A refusal is
+// returned as is; it should carry an error code.
+type World func(plan *component.Plan, artifact string) (main int, lifts map[string]string, err error)
+
+// Plan is a component's instantiation plan, nil for a core module.
+func (m *Module) Plan() *component.Plan {
+	if m.comp == nil {
+		return nil
+	}
+	return m.comp.plan
+}
+
+// Lift is the core export of a component's main instance that function fn of its world
+// lifts, as its World named it ("" for none, and for a core module).
+func (m *Module) Lift(fn string) string { return m.lifts[fn] }
+
+// ExportedFunctions are the module's exported functions by name (for a component, its
+// main core module's).
+func (m *Module) ExportedFunctions() map[string]api.FunctionDefinition {
+	return m.module.ExportedFunctions()
+}
+
+// ImportedFunctions are the module's imported functions (for a component, its main core
+// module's).
+func (m *Module) ImportedFunctions() []api.FunctionDefinition { return m.module.ImportedFunctions() }
+
+// Instantiations counts the instances of the module created, for tests and benchmarks.
+func (m *Module) Instantiations() int64 { return m.instantiations.Load() }
 
 // compiled is a module's machine code and how its instances' memory starts.
 type compiled struct {
@@ -225,17 +263,11 @@ type compiled struct {
 // MinMemory is the memory, in bytes, the module needs to start.
 func (m *Module) MinMemory() int64 { return int64(m.minPages) * pageSize }
 
-// Compile compiles wasm for the artifact of capsule; machine code comes from the cache
-// when the same bytes were compiled before.
-func (e *Engine) Compile(ctx context.Context, capsule, artifact string, role manifest.Role, wasm []byte) (*Module, error) {
-	return e.CompileWorld(ctx, capsule, artifact, role, worldOf(role), wasm)
-}
-
-// CompileWorld is Compile for an artifact of role that runs world, which need not be
-// its role's own (a process driver: role driver, world ProcessWorld); a component's
-// world picks the core instance its calls are made on, so it is checked here, a core
-// module's only by CheckWorld.
-func (e *Engine) CompileWorld(ctx context.Context, capsule, artifact string, role manifest.Role, world string, wasm []byte) (*Module, error) {
+// Compile compiles wasm for the artifact of capsule, labelled role; machine code comes
+// from the cache when the same bytes were compiled before. A component's world picks the
+// core instance its calls are made on, so world checks it here (a component without a
+// world is refused); a core module's world is the host's to check.
+func (e *Engine) Compile(ctx context.Context, capsule, artifact, role string, world World, wasm []byte) (*Module, error) {
 	if isComponent(wasm) {
 		cm, lifts, err := e.compileComponent(ctx, artifact, world, wasm)
 		if err != nil {
@@ -375,7 +407,8 @@ func newCompiled(cm wazero.CompiledModule, rt wazero.Runtime) *compiled {
 	return c
 }
 
-// Grants are what one call may use, built from the manifest only.
+// Grants are what one call may use, built from the manifest only (the host adds its
+// outgoing HTTP).
 type Grants struct {
 	// FS is the guest's root directory "/" (nil: no filesystem at all).
 	FS experimentalsys.FS
@@ -390,6 +423,10 @@ type Grants struct {
 	MemoryBytes int64
 	// Deadline is the wall-clock limit of the call.
 	Deadline time.Duration
+	// HTTP and HTTPCheck serve a component's wasi:http/outgoing-handler and check a URL
+	// before it is sent (nil: every request is denied); core modules do not use them.
+	HTTP      wasip2.HTTPSender
+	HTTPCheck func(url string) error
 }
 
 // Instance is a guest instantiated for one call.

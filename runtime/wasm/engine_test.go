@@ -13,7 +13,6 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/wasmtest"
-	"github.com/capsulegate/capsulegate/manifest"
 )
 
 // hostile is one module exporting a function per kind of failure, plus one that works.
@@ -32,7 +31,7 @@ var hostile = wasmtest.Module{
 func newEngine(t testing.TB, opts ...EngineOption) (*Engine, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	e, err := NewEngine(context.Background(), append(opts, WithMetrics(reg))...)
+	e, err := NewEngine(context.Background(), append([]EngineOption{WithHost(testHost)}, append(opts, WithMetrics(reg))...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +51,7 @@ func callExport(ctx context.Context, e *Engine, mod *Module, g Grants, name stri
 func TestFailuresAreClassified(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	mod, err := e.Compile(ctx, "cap", "hostile", manifest.RoleTool, hostile.Encode())
+	mod, err := e.Compile(ctx, "cap", "hostile", "tool", nil, hostile.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +95,7 @@ func TestMemoryFloorAndCompileErrors(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
 	big := wasmtest.Module{Funcs: []wasmtest.Func{{Export: "ok", Body: wasmtest.Nop}}, MemoryPages: 100}
-	mod, err := e.Compile(ctx, "cap", "big", manifest.RoleTool, big.Encode())
+	mod, err := e.Compile(ctx, "cap", "big", "tool", nil, big.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +105,7 @@ func TestMemoryFloorAndCompileErrors(t *testing.T) {
 	if err := callExport(ctx, e, mod, Grants{MemoryBytes: 100 * pageSize}, "ok"); err != nil {
 		t.Fatalf("exactly at the limit: %v", err)
 	}
-	if _, err := e.Compile(ctx, "cap", "junk", manifest.RoleTool, []byte("not wasm")); errs.Code(err) != CodeCompile || !strings.Contains(err.Error(), "junk") {
+	if _, err := e.Compile(ctx, "cap", "junk", "tool", nil, []byte("not wasm")); errs.Code(err) != CodeCompile || !strings.Contains(err.Error(), "junk") {
 		t.Fatalf("want %s naming the artifact, got %v", CodeCompile, err)
 	}
 }
@@ -116,7 +115,7 @@ func TestCompilationCacheOnDisk(t *testing.T) {
 	ctx := context.Background()
 	for i := 0; i < 2; i++ {
 		e, _ := newEngine(t, WithCacheDir(dir))
-		if _, err := e.Compile(ctx, "cap", "hostile", manifest.RoleTool, hostile.Encode()); err != nil {
+		if _, err := e.Compile(ctx, "cap", "hostile", "tool", nil, hostile.Encode()); err != nil {
 			t.Fatal(err)
 		}
 		e.Close(ctx)
@@ -139,58 +138,6 @@ func TestMetricsSurviveReRegistration(t *testing.T) {
 	}
 	if a.Traps != b.Traps || a.Denied != b.Denied {
 		t.Fatal("second registration did not reuse the collectors")
-	}
-}
-
-func TestCheckWorld(t *testing.T) {
-	e, _ := newEngine(t)
-	ctx := context.Background()
-	fn := func(export string) wasmtest.Func { return wasmtest.Func{Export: export, Body: wasmtest.Nop} }
-	imp := func(mod string) wasmtest.Import { return wasmtest.Import{Module: mod, Name: "f"} }
-	tests := []struct {
-		name  string
-		world string
-		m     wasmtest.Module
-		code  string
-		says  string
-	}{
-		{"tool", "tool", wasmtest.Module{Funcs: []wasmtest.Func{fn("murmur:tool/run@0.1.0#run"), fn("cabi_realloc")}}, "", ""},
-		{"tool with its imports", "tool", wasmtest.Module{Imports: []wasmtest.Import{imp("murmur:task/task@0.1.0"), imp("murmur:stream/events@0.1.0"), imp("capsulegate:http/outgoing@0.1.0")},
-			Funcs: []wasmtest.Func{fn("murmur:tool/run@0.1.0#run")}}, "", ""},
-		{"script", ScriptWorld, wasmtest.Module{Imports: []wasmtest.Import{imp("murmur:tool-registry/invoke@0.1.0")}, Funcs: []wasmtest.Func{fn("murmur:capsule/run@0.1.0#run")}}, "", ""},
-		{"tool 0.2.0", "tool", wasmtest.Module{Funcs: []wasmtest.Func{fn("murmur:tool/run@0.2.0#run"), fn("cabi_realloc")}}, "", ""},
-		{"tool of a later 0.1 patch", "tool", wasmtest.Module{Funcs: []wasmtest.Func{fn("murmur:tool/run@0.1.4#run")}}, "", ""},
-		{"driver 0.2.0", "driver", wasmtest.Module{Funcs: []wasmtest.Func{fn("murmur:tool/run@0.2.0#run")}}, "", ""},
-		{"unserved version", "tool", wasmtest.Module{Funcs: []wasmtest.Func{fn("murmur:tool/run@0.3.0#run")}}, CodeExportVersion, "serves murmur:tool/run 0.1.x and 0.2.x"},
-		{"unserved major", "tool", wasmtest.Module{Funcs: []wasmtest.Func{fn("murmur:tool/run@1.0.0#run")}}, CodeExportVersion, "version 1.0.0 of murmur:tool/run"},
-		{"unserved script version", ScriptWorld, wasmtest.Module{Funcs: []wasmtest.Func{fn("murmur:capsule/run@0.2.0#run")}}, CodeExportVersion, "serves murmur:capsule/run 0.1.x)"},
-		{"no run export", "driver", wasmtest.Module{Funcs: []wasmtest.Func{fn("cabi_realloc")}}, CodeExport, "murmur:tool/run"},
-		{"import not in the world", "driver", wasmtest.Module{Imports: []wasmtest.Import{imp("murmur:task/task@0.1.0")}, Funcs: []wasmtest.Func{fn("murmur:tool/run@0.1.0#run")}}, CodeImport, "not offered to a driver"},
-		{"import not served", "tool", wasmtest.Module{Imports: []wasmtest.Import{imp("murmur:task/task@9.9.9")}, Funcs: []wasmtest.Func{fn("murmur:tool/run@0.1.0#run")}}, CodeImport, "not served"},
-		{"hook exporting no lifecycle function", "hook", wasmtest.Module{Funcs: []wasmtest.Func{fn("x")}}, CodeHookExport, "exports no function of murmur:hook/lifecycle"},
-		{"hook of an unserved version", "hook", wasmtest.Module{Funcs: []wasmtest.Func{fn("murmur:hook/lifecycle@0.8.0#on-tool-call")}}, CodeExportVersion, "serves murmur:hook/lifecycle 0.9.x"},
-		{"hook importing a host interface", "hook", wasmtest.Module{Imports: []wasmtest.Import{imp("murmur:stream/events@0.1.0")}, Funcs: []wasmtest.Func{fn("murmur:hook/lifecycle@0.9.0#on-tool-call")}}, CodeImport, "not offered to a hook"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			mod, err := e.Compile(ctx, "cap", "a", manifest.RoleTool, tt.m.Encode())
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = mod.CheckWorld(tt.world)
-			if tt.code == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if mod.RunExport(tt.world) == "" {
-					t.Error("no run export found")
-				}
-				return
-			}
-			if errs.Find(err, tt.code) == nil || !strings.Contains(err.Error(), tt.says) {
-				t.Fatalf("want %s saying %q, got %v", tt.code, tt.says, err)
-			}
-		})
 	}
 }
 

@@ -4,7 +4,7 @@ import "github.com/tetratelabs/wazero/api"
 
 // funcCache keeps a warm instance's exported functions across its calls. wazero's
 // ExportedFunction builds a new call engine, with its own stack of some KiB, on every
-// lookup; CallTool looks up three exports per call, which for a small guest on a warm
+// lookup; a tool call (murmur.CallTool) looks up three exports, which for a small guest on a warm
 // instance was most of the call's allocation and, through the GC it caused, of its time
 // (BenchmarkTinyToolCall). An api.Function is not safe for concurrent use, but an
 // instance serves one call at a time, and an instance whose call failed is closed rather

@@ -50,7 +50,7 @@ func (e *Engine) Hold(mod *Module, g Grants) *Held {
 			for {
 				select {
 				case c := <-h.calls:
-					c.done <- callLifted(ctx, inst, mod.Artifact, c.export, c.f, c.args, c.use)
+					c.done <- inst.CallLifted(ctx, c.export, c.f, c.args, c.use)
 				case <-ctx.Done():
 					return context.Cause(ctx)
 				}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/internal/wasmtest"
-	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -133,7 +132,7 @@ func TestDeadlineStopsGuests(t *testing.T) {
 		t.Fatal(err)
 	}
 	compile := func(name string, wasm []byte) *Module {
-		mod, err := e.Compile(ctx, "cap", name, manifest.RoleTool, wasm)
+		mod, err := e.Compile(ctx, "cap", name, "tool", nil, wasm)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +161,7 @@ func TestDeadlineStopsGuests(t *testing.T) {
 	}
 	goTool := func(input string) func(context.Context, Grants) error {
 		return func(ctx context.Context, g Grants) error {
-			_, err := e.CallTool(ctx, goSpin, g, &Imports{}, abi.ToolInput{Data: &input})
+			_, err := callTool(ctx, e, goSpin, g, abi.ToolInput{Data: &input})
 			return err
 		}
 	}
@@ -285,7 +284,7 @@ func TestGarbageCollectionWhileSpinning(t *testing.T) {
 		exports: []gExport{{"spin", 0, 1}},
 		start:   -1,
 	}
-	mod, err := e.Compile(ctx, "cap", "spin-gc", manifest.RoleTool, m.encode())
+	mod, err := e.Compile(ctx, "cap", "spin-gc", "tool", nil, m.encode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +311,7 @@ func TestGarbageCollectionWhileSpinning(t *testing.T) {
 func TestFallbackRuntime(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	if _, err := e.Compile(ctx, "cap", "junk", manifest.RoleTool, []byte("\x00asm\x01\x00\x00\x00\x0a\x01")); err == nil {
+	if _, err := e.Compile(ctx, "cap", "junk", "tool", nil, []byte("\x00asm\x01\x00\x00\x00\x0a\x01")); err == nil {
 		t.Fatal("an invalid module compiled")
 	}
 	if e.fallback != nil {
@@ -320,7 +319,7 @@ func TestFallbackRuntime(t *testing.T) {
 	}
 	rewriteInterrupts = func([]byte) ([]byte, bool, error) { return nil, false, errors.New("unreadable") }
 	defer func() { rewriteInterrupts = addInterrupts }()
-	mod, err := e.Compile(ctx, "cap", "hostile", manifest.RoleTool, hostile.Encode())
+	mod, err := e.Compile(ctx, "cap", "hostile", "tool", nil, hostile.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +378,7 @@ func TestInterruptedWhenStopWinsTheRace(t *testing.T) {
 	if _, err := host.Instantiate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	mod, err := e.Compile(context.Background(), "cap", "block", manifest.RoleTool, blockModule.encode())
+	mod, err := e.Compile(context.Background(), "cap", "block", "tool", nil, blockModule.encode())
 	if err != nil {
 		t.Fatal(err)
 	}

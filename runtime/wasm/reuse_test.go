@@ -20,7 +20,6 @@ import (
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -28,7 +27,7 @@ import (
 func probeEngine(t *testing.T, opts ...EngineOption) (*Engine, *Module) {
 	t.Helper()
 	e, _ := newEngine(t, append([]EngineOption{WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero"))}, opts...)...)
-	mod, err := e.Compile(context.Background(), "c", "warmprobe", manifest.RoleTool, guestbuild.Wasm(t, "../../internal/testguests/warmprobe"))
+	mod, err := e.Compile(context.Background(), "c", "warmprobe", "tool", nil, guestbuild.Wasm(t, "../../internal/testguests/warmprobe"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +54,12 @@ func probeSession(t *testing.T, data, ses string) Grants {
 	return g
 }
 
-func probeCall(ctx context.Context, e *Engine, mod *Module, g Grants, h *Imports, data string) (string, error) {
-	out, err := e.CallTool(ctx, mod, g, h, abi.ToolInput{Data: &data})
+// probeCall calls warmprobe with data; chunk, if set, receives the text it streams.
+func probeCall(ctx context.Context, e *Engine, mod *Module, g Grants, chunk func(string), data string) (string, error) {
+	if chunk != nil {
+		ctx = withChunk(ctx, chunk)
+	}
+	out, err := callTool(ctx, e, mod, g, abi.ToolInput{Data: &data})
 	return deref(out.Data), err
 }
 
@@ -90,7 +93,7 @@ func TestReuseIsFresh(t *testing.T) {
 			mrand := ""
 			for i, data := range calls {
 				s := sessions[i%len(sessions)]
-				rep, err := probeCall(ctx, e, mod, s.g, &Imports{}, data)
+				rep, err := probeCall(ctx, e, mod, s.g, nil, data)
 				if err != nil {
 					t.Fatalf("call %d (%s): %v", i, data, err)
 				}
@@ -144,7 +147,7 @@ func TestReuseNotAfterFailure(t *testing.T) {
 	e, mod := probeEngine(t)
 	g := probeGrants(t)
 	for range 2 {
-		if _, err := probeCall(ctx, e, mod, g, &Imports{}, "probe"); err != nil {
+		if _, err := probeCall(ctx, e, mod, g, nil, "probe"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -156,22 +159,22 @@ func TestReuseNotAfterFailure(t *testing.T) {
 	for _, tt := range []struct {
 		name, data string
 		ctx        context.Context
-		h          *Imports
+		chunk      func(string)
 		reason     string
 	}{
-		{"exit", "exit", ctx, &Imports{}, ReasonExit},
-		{"canceled", "wait", cancelCtx, &Imports{Chunk: func(bool, string) { cancel() }}, ReasonCanceled},
+		{"exit", "exit", ctx, nil, ReasonExit},
+		{"canceled", "wait", cancelCtx, func(string) { cancel() }, ReasonCanceled},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := mod.instantiations.Load()
 			var ge *GuestError
-			if _, err := probeCall(tt.ctx, e, mod, g, tt.h, tt.data); !errors.As(err, &ge) || ge.Reason != tt.reason {
+			if _, err := probeCall(tt.ctx, e, mod, g, tt.chunk, tt.data); !errors.As(err, &ge) || ge.Reason != tt.reason {
 				t.Fatalf("call %s: %v, want reason %q", tt.data, err, tt.reason)
 			}
 			if n := mod.warm.size(); n != 0 {
 				t.Fatalf("%d warm instances after a failed call", n)
 			}
-			if _, err := probeCall(ctx, e, mod, g, &Imports{}, "probe"); err != nil {
+			if _, err := probeCall(ctx, e, mod, g, nil, "probe"); err != nil {
 				t.Fatal(err)
 			}
 			if n := mod.instantiations.Load() - before; n != 1 {
@@ -190,13 +193,13 @@ func TestWarmPoolBound(t *testing.T) {
 	ctx := context.Background()
 	e, mod := probeEngine(t)
 	g := probeGrants(t)
-	if _, err := probeCall(ctx, e, mod, g, &Imports{}, "probe"); err != nil { // the snapshot
+	if _, err := probeCall(ctx, e, mod, g, nil, "probe"); err != nil { // the snapshot
 		t.Fatal(err)
 	}
 	const n = maxWarmPerKey + 2
 	var inside sync.WaitGroup
 	inside.Add(n)
-	held := &Imports{Chunk: func(bool, string) { inside.Done(); inside.Wait() }} // all n instances live at once
+	held := func(string) { inside.Done(); inside.Wait() } // all n instances live at once
 	errc := make(chan error, n)
 	for range n {
 		go func() {
@@ -233,7 +236,7 @@ func TestWarmIdleTimeout(t *testing.T) {
 	advance := func(d time.Duration) { now.Add(int64(d)) }
 	g := probeGrants(t)
 	for range 2 {
-		if _, err := probeCall(ctx, e, mod, g, &Imports{}, "probe"); err != nil {
+		if _, err := probeCall(ctx, e, mod, g, nil, "probe"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -260,7 +263,7 @@ func TestWarmIdleTimeout(t *testing.T) {
 		t.Errorf("gauge %v after the idle timeout", got)
 	}
 	before := mod.instantiations.Load()
-	if _, err := probeCall(ctx, e, mod, g, &Imports{}, "probe"); err != nil {
+	if _, err := probeCall(ctx, e, mod, g, nil, "probe"); err != nil {
 		t.Fatal(err)
 	}
 	if mod.instantiations.Load() != before+1 {
@@ -283,7 +286,7 @@ func TestWarmTables(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e, _ := newEngine(t, tt.opts...)
-			mod, err := e.Compile(ctx, "c", "tables", manifest.RoleTool, tableModule())
+			mod, err := e.Compile(ctx, "c", "tables", "tool", nil, tableModule())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -401,12 +404,12 @@ func TestTableModuleValid(t *testing.T) {
 func BenchmarkWarmReset(b *testing.B) {
 	ctx := context.Background()
 	reg := WithCacheDir(filepath.Join(b.TempDir(), "cache"))
-	e, err := NewEngine(ctx, reg)
+	e, err := NewEngine(ctx, reg, WithHost(testHost))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer e.Close(ctx)
-	mod, err := e.Compile(ctx, "c", "benchtool", manifest.RoleTool, guestbuild.Wasm(b, "../../internal/testguests/benchtool"))
+	mod, err := e.Compile(ctx, "c", "benchtool", "tool", nil, guestbuild.Wasm(b, "../../internal/testguests/benchtool"))
 	if err != nil {
 		b.Fatal(err)
 	}

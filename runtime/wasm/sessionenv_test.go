@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -34,13 +33,13 @@ func TestPerSessionEnv(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e, _ := newEngine(t, append([]EngineOption{WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero"))}, tt.opts...)...)
-			mod, err := e.Compile(ctx, "c", "counter", manifest.RoleTool, wasm)
+			mod, err := e.Compile(ctx, "c", "counter", "tool", nil, wasm)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i, v := range tt.vals {
 				g := Grants{Env: []string{"OTHER=1", "SNAP_TEST=" + v}, PerSession: []string{"SNAP_TEST"}, MemoryBytes: 128 << 20}
-				out, err := e.CallTool(ctx, mod, g, &Imports{}, abi.ToolInput{})
+				out, err := callTool(ctx, e, mod, g, abi.ToolInput{})
 				if err != nil {
 					t.Fatalf("call %d: %v", i, err)
 				}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -30,7 +29,7 @@ func TestInitSnapshots(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e, _ := newEngine(t, append([]EngineOption{WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero"))}, tt.opts...)...)
-			mod, err := e.Compile(ctx, "c", "counter", manifest.RoleTool, wasm)
+			mod, err := e.Compile(ctx, "c", "counter", "tool", nil, wasm)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,7 +38,7 @@ func TestInitSnapshots(t *testing.T) {
 			}
 			for i, env := range []string{"a", "a", "b", "a", "b"} {
 				g := Grants{Env: []string{"SNAP_TEST=" + env}, MemoryBytes: 128 << 20}
-				out, err := e.CallTool(ctx, mod, g, &Imports{}, abi.ToolInput{})
+				out, err := callTool(ctx, e, mod, g, abi.ToolInput{})
 				if err != nil {
 					t.Fatalf("call %d: %v", i, err)
 				}
@@ -94,12 +93,12 @@ func FuzzExportGlobals(f *testing.F) {
 func TestWarmInstanceLimits(t *testing.T) {
 	ctx := context.Background()
 	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
-	mod, err := e.Compile(ctx, "c", "spin", manifest.RoleTool, guestbuild.Wasm(t, "../../internal/testguests/hostile-spin"))
+	mod, err := e.Compile(ctx, "c", "spin", "tool", nil, guestbuild.Wasm(t, "../../internal/testguests/hostile-spin"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	call := func(data string, deadline time.Duration) error {
-		_, err := e.CallTool(ctx, mod, Grants{MemoryBytes: 128 << 20, Deadline: deadline}, &Imports{}, abi.ToolInput{Data: &data})
+		_, err := callTool(ctx, e, mod, Grants{MemoryBytes: 128 << 20, Deadline: deadline}, abi.ToolInput{Data: &data})
 		return err
 	}
 	warm := func() int {

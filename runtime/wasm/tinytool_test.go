@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/watbuild"
-	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -17,11 +16,8 @@ import (
 func TestTinyToolKeptWarm(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	mod, err := e.Compile(ctx, "tiny", "tinytool", manifest.RoleTool, watbuild.Wasm(t, "../../internal/testguests/tinytool/tinytool.wat"))
+	mod, err := e.Compile(ctx, "tiny", "tinytool", "tool", nil, watbuild.Wasm(t, "../../internal/testguests/tinytool/tinytool.wat"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mod.CheckWorld(string(manifest.RoleTool)); err != nil {
 		t.Fatal(err)
 	}
 	if imagesSupported && mod.snapGlobals == 0 {
@@ -30,7 +26,7 @@ func TestTinyToolKeptWarm(t *testing.T) {
 	g := Grants{MemoryBytes: 16 << 20}
 	data := "warm"
 	for i := range 3 {
-		out, err := e.CallTool(ctx, mod, g, &Imports{}, abi.ToolInput{Data: &data})
+		out, err := callTool(ctx, e, mod, g, abi.ToolInput{Data: &data})
 		if err != nil || out.Data == nil || *out.Data != "WARM" {
 			t.Fatalf("call %d: %+v, %v", i, out, err)
 		}

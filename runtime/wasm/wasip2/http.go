@@ -25,7 +25,7 @@ type HTTPResponse struct {
 
 // BodyReader is a response body as it arrives from the network: Read waits for at
 // least one byte and returns at most max, or an empty slice and no error once the body
-// has ended. runtime/wasm's OutgoingStream is one, so both HTTP imports share its cap.
+// has ended. runtime/wasm/murmur's OutgoingStream is one, so both HTTP imports share its cap.
 type BodyReader interface {
 	Read(max int) ([]byte, error)
 	Close() error

@@ -1,6 +1,7 @@
 package wasip2_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,12 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/netpolicy"
-	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/runtime/wasm/wasip2"
 )
 
@@ -34,14 +34,55 @@ func httpGuest(t *testing.T) (*guest, string) {
 	}))
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
-	rules, err := netpolicy.ParseRules([]string{"127.0.0.1:" + u.Port()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &wasm.Outgoing{Capsule: "cap", Rules: rules}
-	out.Init()
-	return newGuest(t, "testdata/http.wat", wasip2.Env{HTTP: out.WASIP2("tool")}), u.Host
+	return newGuest(t, "testdata/http.wat", wasip2.Env{HTTP: allowOnly(u.Host)}), u.Host
 }
+
+// allowOnly is a sender that reaches hostport alone and refuses every other authority
+// with wasip2.ErrDenied, as a network policy does; the gateway's own sender, with the
+// capsule's rules, is tested in runtime/wasm/murmur.
+func allowOnly(hostport string) wasip2.HTTPSender {
+	return func(ctx context.Context, req wasip2.HTTPRequest) (*wasip2.HTTPResponse, error) {
+		u, err := url.Parse(req.URL)
+		if err != nil {
+			return nil, err
+		}
+		if u.Host != hostport {
+			return nil, fmt.Errorf("%w: %s is not allowed", wasip2.ErrDenied, u.Host)
+		}
+		r, err := http.NewRequestWithContext(ctx, req.Method, req.URL, bytes.NewReader(req.Body))
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range req.Headers {
+			r.Header.Add(h[0], h[1])
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			return nil, err
+		}
+		var hs [][2]string
+		for k, vs := range resp.Header {
+			for _, v := range vs {
+				hs = append(hs, [2]string{strings.ToLower(k), v})
+			}
+		}
+		return &wasip2.HTTPResponse{Status: uint16(resp.StatusCode), Headers: hs, Body: readerBody{resp.Body}}, nil
+	}
+}
+
+// readerBody is an http.Response body as a WASI 0.2 response body (BodyReader).
+type readerBody struct{ rc io.ReadCloser }
+
+func (b readerBody) Read(max int) ([]byte, error) {
+	p := make([]byte, max)
+	n, err := b.rc.Read(p)
+	if errors.Is(err, io.EOF) {
+		err = nil // the end is an empty read
+	}
+	return p[:n], err
+}
+
+func (b readerBody) Close() error { return b.rc.Close() }
 
 // request builds an outgoing request (POST, http, authority, /echo?q=1, header X-Test)
 // and returns its handle.

@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
-
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -16,7 +14,7 @@ import (
 const MaxInvokeDepth = 8
 
 // Imports is what the guest's imports can reach during one call: it travels in the call's context,
-// so the host modules are defined once per engine and serve every capsule.
+// so the host modules are defined once per engine (Install) and serve every capsule.
 type Imports struct {
 	// Invoke runs a tool for murmur:tool-registry/invoke; nil refuses every invoke.
 	Invoke func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error)
@@ -108,11 +106,12 @@ var ErrNoTask = errors.New("murmur:task/task#request-input called outside an A2A
 // ignore serves an import whose call the host accepts and drops.
 func ignore(context.Context, *Imports, []any) ([]any, error) { return nil, nil }
 
-// hostFunc is one murmur host function: its canonical ABI and implementation.
-type hostFunc struct {
-	name string
-	f    *abi.Func
-	impl func(ctx context.Context, h *Imports, args []any) ([]any, error)
+// hostFunc is a murmur host function serving name with f's types by impl, which gets
+// the call's Imports.
+func hostFunc(name string, f *abi.Func, impl func(ctx context.Context, h *Imports, args []any) ([]any, error)) wasm.HostFunc {
+	return wasm.HostFunc{Name: name, Func: f, Impl: func(ctx context.Context, args []any) ([]any, error) {
+		return impl(ctx, importsFrom(ctx), args)
+	}}
 }
 
 func emitChunk(thinking bool) func(context.Context, *Imports, []any) ([]any, error) {
@@ -135,44 +134,52 @@ func requestInput(ctx context.Context, h *Imports, a []any) ([]any, error) {
 	return []any{answer}, nil
 }
 
-// p1Imports are the host modules a core module imports, by module name.
-var p1Imports = []struct {
-	module string
-	fns    []hostFunc
-}{
-	{abi.ModuleRegistry, []hostFunc{{abi.ImportInvoke, abi.Invoke, importInvoke}}},
-	{abi.ModuleHTTP, []hostFunc{{abi.ImportSend, abi.HTTPSend, importHTTPSend}}},
-	{abi.ModuleHTTP02, []hostFunc{
-		{abi.ImportSend, abi.HTTPSend, importHTTPSend},
-		{abi.ImportOpen, abi.HTTPOpen, importHTTPOpen},
-		{abi.ImportReadBody, abi.HTTPRead, importHTTPRead},
-		{abi.ImportCloseBody, abi.HTTPClose, importHTTPClose},
+// hostModules are the murmur and capsulegate:http interfaces, as core modules import
+// them (by module name) and as components do (by interface, any version of its level in
+// importLevels, else 0.1.x), served by the same implementations. murmur:text/chunks is
+// the component worlds' name for streamed text.
+var hostModules = []wasm.HostModule{
+	{Module: abi.ModuleRegistry, Interface: "murmur:tool-registry/invoke", Funcs: []wasm.HostFunc{hostFunc(abi.ImportInvoke, abi.Invoke, importInvoke)}},
+	{Module: abi.ModuleHTTP, Funcs: []wasm.HostFunc{hostFunc(abi.ImportSend, abi.HTTPSend, importHTTPSend)}},
+	{Module: abi.ModuleHTTP02, Funcs: []wasm.HostFunc{
+		hostFunc(abi.ImportSend, abi.HTTPSend, importHTTPSend),
+		hostFunc(abi.ImportOpen, abi.HTTPOpen, importHTTPOpen),
+		hostFunc(abi.ImportReadBody, abi.HTTPRead, importHTTPRead),
+		hostFunc(abi.ImportCloseBody, abi.HTTPClose, importHTTPClose),
 	}},
-	{abi.ModuleStream, []hostFunc{
-		{abi.ImportEmitChunk, abi.EmitChunk, emitChunk(false)},
-		{abi.ImportEmitThink, abi.EmitThink, emitChunk(true)},
-		{abi.ImportCallStarted, abi.CallStarted, ignore},
-		{abi.ImportInputBytes, abi.InputBytes, ignore},
+	{Module: abi.ModuleStream, Funcs: []wasm.HostFunc{
+		hostFunc(abi.ImportEmitChunk, abi.EmitChunk, emitChunk(false)),
+		hostFunc(abi.ImportEmitThink, abi.EmitThink, emitChunk(true)),
+		hostFunc(abi.ImportCallStarted, abi.CallStarted, ignore),
+		hostFunc(abi.ImportInputBytes, abi.InputBytes, ignore),
 	}},
-	{abi.ModuleTask, []hostFunc{{abi.ImportRequest, abi.RequestIn, requestInput}}},
-	{abi.ModuleInference, hookHostFuncs["murmur:runtime/inference"]},
-	{abi.ModuleTokens, hookHostFuncs["murmur:runtime/tokens"]},
-	{abi.ModuleTaskIO, hookHostFuncs["murmur:task-io/read"]},
-	{abi.ModuleConversation, hookHostFuncs["murmur:conversation/read"]},
+	{Interface: "murmur:text/chunks", Funcs: []wasm.HostFunc{
+		hostFunc(abi.ImportEmitChunk, abi.EmitChunk, emitChunk(false)),
+		hostFunc(abi.ImportEmitThink, abi.EmitThink, emitChunk(true)),
+	}},
+	{Module: abi.ModuleTask, Interface: "murmur:task/task", Funcs: []wasm.HostFunc{hostFunc(abi.ImportRequest, abi.RequestIn, requestInput)}},
+	{Module: abi.ModuleInference, Interface: "murmur:runtime/inference", Funcs: []wasm.HostFunc{hostFunc(abi.ImportRunInference, abi.RunInference, importRunInference)}},
+	{Module: abi.ModuleTokens, Interface: "murmur:runtime/tokens", Funcs: []wasm.HostFunc{hostFunc(abi.ImportCount, abi.CountTokens, importCountTokens)}},
+	{Module: abi.ModuleTaskIO, Interface: "murmur:task-io/read", Funcs: []wasm.HostFunc{
+		hostFunc(abi.ImportInputLen, abi.InputLen, importInputLen),
+		hostFunc(abi.ImportReadInput, abi.ReadInput, importReadInput),
+		hostFunc(abi.ImportOutputLen, abi.OutputLen, importOutputLen),
+		hostFunc(abi.ImportReadOutput, abi.ReadOutput, importReadOutput),
+	}},
+	{Module: abi.ModuleConversation, Interface: "murmur:conversation/read", Funcs: []wasm.HostFunc{hostFunc(abi.ImportReadMessages, abi.ReadMessages, importReadMessages)}},
 }
 
-// componentImports are the murmur interfaces a component may import, by interface (any
-// version of its level in importLevels, else 0.1.x), served by the same implementations
-// as the core modules' imports. murmur:text/chunks is the component worlds' name for
-// streamed text.
-var componentImports = map[string][]hostFunc{
-	"murmur:tool-registry/invoke": {{abi.ImportInvoke, abi.Invoke, importInvoke}},
-	"murmur:task/task":            {{abi.ImportRequest, abi.RequestIn, requestInput}},
-	"murmur:text/chunks": {
-		{abi.ImportEmitChunk, abi.EmitChunk, emitChunk(false)},
-		{abi.ImportEmitThink, abi.EmitThink, emitChunk(true)},
-	},
-}
+// componentImports are the interfaces of hostModules a component may import, by
+// interface.
+var componentImports = func() map[string][]wasm.HostFunc {
+	m := map[string][]wasm.HostFunc{}
+	for _, hm := range hostModules {
+		if hm.Interface != "" {
+			m[hm.Interface] = append(m[hm.Interface], hm.Funcs...)
+		}
+	}
+	return m
+}()
 
 // importLevels are the levels of the imported interfaces not at 0.1.x.
 var importLevels = map[string]string{
@@ -187,72 +194,6 @@ func importLevel(iface string) string {
 		return l
 	}
 	return "0.1"
-}
-
-func init() {
-	for iface, fns := range hookHostFuncs {
-		componentImports[iface] = fns
-	}
-}
-
-// defineImports instantiates the host side of every P1 import on rt.
-func defineImports(ctx context.Context, rt wazero.Runtime) error {
-	for _, m := range p1Imports {
-		b := rt.NewHostModuleBuilder(m.module)
-		for _, f := range m.fns {
-			params, results := f.f.ImportSignature()
-			b.NewFunctionBuilder().
-				WithGoModuleFunction(importFunc(f.f, f.impl), valueTypes(params), valueTypes(results)).
-				Export(f.name)
-		}
-		if _, err := b.Instantiate(ctx); err != nil {
-			return fmt.Errorf("define host module %s: %w", m.module, err)
-		}
-	}
-	return nil
-}
-
-// importFunc adapts a typed host function to wazero: lift the guest's arguments, run
-// impl, lower its results (into the guest's return area when they spill). A guest that
-// breaks the ABI, or an impl error, traps the guest; wazero returns the error (wrapped
-// with %w) from the guest's call, where it is classified.
-func importFunc(f *abi.Func, impl func(ctx context.Context, h *Imports, args []any) ([]any, error)) api.GoModuleFunc {
-	return func(ctx context.Context, mod api.Module, stack []uint64) {
-		mem := mod.Memory()
-		if mem == nil {
-			panic(fmt.Errorf("%w: the module exports no memory", abi.ErrABI))
-		}
-		if err := serveImport(ctx, f, impl, mem, guestRealloc(mod), stack); err != nil {
-			panic(err)
-		}
-	}
-}
-
-// serveImport runs one host call over mem and realloc: the calling module's for a core
-// module, the lowering's canon options for a component.
-func serveImport(ctx context.Context, f *abi.Func, impl func(ctx context.Context, h *Imports, args []any) ([]any, error), mem abi.Memory, realloc abi.Realloc, stack []uint64) error {
-	nParams, _ := f.ImportSignature()
-	flat := append([]uint64(nil), stack[:len(nParams)]...)
-	args, err := f.LiftParams(mem, flat)
-	if err != nil {
-		return err
-	}
-	results, err := impl(ctx, importsFrom(ctx), args)
-	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		// The call's deadline passed (or it was canceled) while the host worked:
-		// the guest stops here, classified by the context.
-		return fmt.Errorf("the call's context ended in a host call: %w", err)
-	}
-	retPtr, _ := f.RetPtr(flat)
-	out, err := f.LowerResults(ctx, mem, realloc, results, retPtr)
-	if err != nil {
-		return err
-	}
-	copy(stack, out)
-	return nil
 }
 
 func importInvoke(ctx context.Context, h *Imports, a []any) ([]any, error) {
@@ -350,28 +291,4 @@ func importHTTPClose(ctx context.Context, _ *Imports, a []any) ([]any, error) {
 	}
 	s.Close()
 	return nil, nil
-}
-
-// guestRealloc calls the module's cabi_realloc; a module without one can receive no
-// strings or lists.
-func guestRealloc(mod api.Module) abi.Realloc {
-	f := mod.ExportedFunction(abi.ExportRealloc)
-	return func(ctx context.Context, oldPtr, oldSize, align, newSize uint32) (uint32, error) {
-		if f == nil {
-			return 0, fmt.Errorf("%w: the module exports no %s", abi.ErrABI, abi.ExportRealloc)
-		}
-		res, err := f.Call(ctx, uint64(oldPtr), uint64(oldSize), uint64(align), uint64(newSize))
-		if err != nil {
-			return 0, err
-		}
-		return uint32(res[0]), nil
-	}
-}
-
-func valueTypes(v []abi.ValType) []api.ValueType {
-	out := make([]api.ValueType, len(v))
-	for i, t := range v {
-		out[i] = api.ValueType(t)
-	}
-	return out
 }

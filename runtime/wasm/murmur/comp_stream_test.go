@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/netpolicy"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // signalWriter is a guest's stdout that closes seen once the output holds want: the
@@ -134,7 +135,7 @@ func TestComponentHTTPStreams(t *testing.T) {
 		{name: "blocking-read", want: "first|second|<end>", deadline: 10 * time.Second},
 		{name: "subscribe and read", poll: true, want: "first|second|<end>", deadline: 10 * time.Second},
 		{name: "over the response cap", maxResp: 10, want: "first|<too large>", deadline: 10 * time.Second},
-		{name: "deadline in blocking-read", stall: true, want: "first|", deadline: time.Second, reason: ReasonDeadline},
+		{name: "deadline in blocking-read", stall: true, want: "first|", deadline: time.Second, reason: wasm.ReasonDeadline},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -159,16 +160,16 @@ func TestComponentHTTPStreams(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out := &Outgoing{Capsule: "cap", Rules: rules, Metrics: e.metrics, MaxResponseBody: tc.maxResp}
+			out := &Outgoing{Capsule: "cap", Rules: rules, Metrics: e.Metrics(), MaxResponseBody: tc.maxResp}
 			out.Init()
 			artifact := strings.ReplaceAll(tc.name, " ", "-")
-			mod, err := e.Compile(ctx, "cap", artifact, RoleCapsule, streamGuest(u.Host, tc.poll).build(t))
+			mod, err := Compile(ctx, e, "cap", artifact, RoleCapsule, streamGuest(u.Host, tc.poll).build(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := Grants{MemoryBytes: 1 << 20, Stdout: stdout, Deadline: tc.deadline}
-			err = e.RunScript(ctx, mod, g, &Imports{HTTP: out, Who: "capsule"})
-			var ge *GuestError
+			g := wasm.Grants{MemoryBytes: 1 << 20, Stdout: stdout, Deadline: tc.deadline}
+			err = RunScript(ctx, e, mod, g, &Imports{HTTP: out, Who: "capsule"})
+			var ge *wasm.GuestError
 			switch {
 			case tc.reason == "" && err != nil:
 				t.Fatal(err)

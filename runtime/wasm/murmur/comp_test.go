@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"bytes"
@@ -22,6 +22,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -58,11 +59,11 @@ func TestComponentTool(t *testing.T) {
       (i32.const 0x100))
     (func (export "cabi_post_murmur:tool/run@0.1.0#run") (param i32))
 `}
-	mod, err := e.Compile(ctx, "cap", "comp-tool", manifest.RoleTool, spec.build(t))
+	mod, err := Compile(ctx, e, "cap", "comp-tool", manifest.RoleTool, spec.build(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mod.CheckWorld(string(manifest.RoleTool)); err != nil {
+	if err := CheckWorld(mod, string(manifest.RoleTool)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {
@@ -74,7 +75,7 @@ func TestComponentTool(t *testing.T) {
 			RequestInput: func(_ context.Context, p string) (string, error) { asked = p; return "answer " + p, nil },
 		}
 		q := fmt.Sprintf("question %d", i)
-		out, err := e.CallTool(ctx, mod, Grants{MemoryBytes: 1 << 20, Stdout: &stdout}, h, abi.ToolInput{Data: &q})
+		out, err := CallTool(ctx, e, mod, wasm.Grants{MemoryBytes: 1 << 20, Stdout: &stdout}, h, abi.ToolInput{Data: &q})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,12 +86,12 @@ func TestComponentTool(t *testing.T) {
 			t.Fatalf("call %d: stdout %q, asked %q, chunks %q", i, stdout.String(), asked, chunks)
 		}
 	}
-	if got := testutil.ToFloat64(e.metrics.Calls.WithLabelValues("cap", "comp-tool", "tool", "ok")); got != 2 {
+	if got := testutil.ToFloat64(e.Metrics().Calls.WithLabelValues("cap", "comp-tool", "tool", "ok")); got != 2 {
 		t.Fatalf("%v calls counted ok, want 2", got)
 	}
 	// A call that fails closes its instances too.
-	var main *Instance
-	err = e.Call(ctx, mod, Grants{MemoryBytes: 1 << 20}, func(_ context.Context, inst *Instance) error {
+	var main *wasm.Instance
+	err = e.Call(ctx, mod, wasm.Grants{MemoryBytes: 1 << 20}, func(_ context.Context, inst *wasm.Instance) error {
 		main = inst
 		return errors.New("the caller gave up")
 	})
@@ -119,11 +120,11 @@ func TestComponentScript(t *testing.T) {
         (else (if (i32.load8_u (i32.const 0x208))
           (then (call $print (i32.load (i32.const 0x20c)) (i32.load (i32.const 0x210))))))))
 `}
-	mod, err := e.Compile(ctx, "cap", "capsule", RoleCapsule, spec.build(t))
+	mod, err := Compile(ctx, e, "cap", "capsule", RoleCapsule, spec.build(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mod.CheckWorld(ScriptWorld); err != nil {
+	if err := CheckWorld(mod, ScriptWorld); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -143,7 +144,7 @@ func TestComponentScript(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout bytes.Buffer
-			if err := e.RunScript(ctx, mod, Grants{MemoryBytes: 1 << 20, Stdout: &stdout}, &Imports{Invoke: tc.invoke}); err != nil {
+			if err := RunScript(ctx, e, mod, wasm.Grants{MemoryBytes: 1 << 20, Stdout: &stdout}, &Imports{Invoke: tc.invoke}); err != nil {
 				t.Fatal(err)
 			}
 			if stdout.String() != tc.want {
@@ -180,13 +181,13 @@ func TestComponentStdioEnv(t *testing.T) {
         (br $next)))
       (call $eprint (i32.const 0x410) (i32.const 10)))
 `}
-	mod, err := e.Compile(ctx, "cap", "capsule", RoleCapsule, spec.build(t))
+	mod, err := Compile(ctx, e, "cap", "capsule", RoleCapsule, spec.build(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	g := Grants{MemoryBytes: 1 << 20, Stdout: &stdout, Stderr: &stderr, Env: []string{"ALLOWED=yes", "SECOND=2"}}
-	if err := e.RunScript(ctx, mod, g, &Imports{}); err != nil {
+	g := wasm.Grants{MemoryBytes: 1 << 20, Stdout: &stdout, Stderr: &stderr, Env: []string{"ALLOWED=yes", "SECOND=2"}}
+	if err := RunScript(ctx, e, mod, g, &Imports{}); err != nil {
 		t.Fatal(err)
 	}
 	if stdout.String() != "ALLOWED=yes\nSECOND=2\n" || stderr.String() != "to stderr\n" {
@@ -223,7 +224,7 @@ func TestComponentFilesystem(t *testing.T) {
         (then (call $print (i32.const 0x4a0) (i32.const 11)))
         (else (call $print (i32.const 0x480) (i32.const 10)))))
 `}
-	mod, err := e.Compile(ctx, "cap", "capsule", RoleCapsule, spec.build(t))
+	mod, err := Compile(ctx, e, "cap", "capsule", RoleCapsule, spec.build(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +238,7 @@ func TestComponentFilesystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stdout bytes.Buffer
-	if err := e.RunScript(ctx, mod, Grants{FS: gfs, MemoryBytes: 1 << 20, Stdout: &stdout}, &Imports{}); err != nil {
+	if err := RunScript(ctx, e, mod, wasm.Grants{FS: gfs, MemoryBytes: 1 << 20, Stdout: &stdout}, &Imports{}); err != nil {
 		t.Fatal(err)
 	}
 	if stdout.String() != "escape:blocked\ninside:ok\n" {
@@ -267,7 +268,7 @@ func TestComponentHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &Outgoing{Capsule: "cap", Rules: rules, Metrics: e.metrics}
+	out := &Outgoing{Capsule: "cap", Rules: rules, Metrics: e.Metrics()}
 	out.Init()
 	http := func(iface, name, id string) compImport { return compImport{iface: iface, name: name, id: id} }
 	imports := append(slices.Clone(printImports),
@@ -318,13 +319,13 @@ func TestComponentHTTP(t *testing.T) {
         (then (call $print (i32.const 0x540) (i32.const 11)))
         (else (call $print (i32.const 0x550) (i32.const 13)))))
 `, len(tc.authority))}
-			mod, err := e.Compile(ctx, "cap", "capsule", RoleCapsule, spec.build(t))
+			mod, err := Compile(ctx, e, "cap", "capsule", RoleCapsule, spec.build(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			var stdout bytes.Buffer
-			g := Grants{MemoryBytes: 1 << 20, Stdout: &stdout, Deadline: 10 * time.Second}
-			if err := e.RunScript(ctx, mod, g, &Imports{HTTP: out, Who: "capsule"}); err != nil {
+			g := wasm.Grants{MemoryBytes: 1 << 20, Stdout: &stdout, Deadline: 10 * time.Second}
+			if err := RunScript(ctx, e, mod, g, &Imports{HTTP: out, Who: "capsule"}); err != nil {
 				t.Fatal(err)
 			}
 			if stdout.String() != tc.want {
@@ -343,33 +344,33 @@ func TestComponentLimits(t *testing.T) {
 		name    string
 		imports []compImport
 		body    string
-		g       Grants
+		g       wasm.Grants
 		reason  string
 		hint    string // in the error's message: the limit and the key to raise
 	}{
-		{name: "spin", body: capsuleRun + ` (loop $l (br $l)))`, g: Grants{MemoryBytes: 1 << 20, Deadline: 200 * time.Millisecond}, reason: ReasonDeadline,
+		{name: "spin", body: capsuleRun + ` (loop $l (br $l)))`, g: wasm.Grants{MemoryBytes: 1 << 20, Deadline: 200 * time.Millisecond}, reason: wasm.ReasonDeadline,
 			hint: "ran past its 200ms deadline: raise capabilities.limits.deadline_seconds"},
 		{name: "balloon", body: capsuleRun + `
       (loop $l (br_if $l (i32.ne (memory.grow (i32.const 16)) (i32.const -1))))
-      unreachable)`, g: Grants{MemoryBytes: 2 << 20, Deadline: 10 * time.Second}, reason: ReasonMemoryLimit,
+      unreachable)`, g: wasm.Grants{MemoryBytes: 2 << 20, Deadline: 10 * time.Second}, reason: wasm.ReasonMemoryLimit,
 			hint: "more than its 2097152-byte memory limit: raise capabilities.limits.memory_bytes"},
 		{name: "pollable never ready", imports: []compImport{
 			{iface: "wasi:clocks/monotonic-clock@0.2.6", name: "subscribe-duration", id: "after"},
 			{iface: "wasi:io/poll@0.2.6", name: "[method]pollable.block", id: "block"},
 		}, body: capsuleRun + ` (call $block (call $after (i64.const 3600000000000))))`,
-			g: Grants{MemoryBytes: 1 << 20, Deadline: 200 * time.Millisecond}, reason: ReasonDeadline},
+			g: wasm.Grants{MemoryBytes: 1 << 20, Deadline: 200 * time.Millisecond}, reason: wasm.ReasonDeadline},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := compSpec{world: "script", imports: tc.imports, main: tc.body}
 			artifact := strings.ReplaceAll(tc.name, " ", "-")
-			mod, err := e.Compile(ctx, "cap", artifact, RoleCapsule, spec.build(t))
+			mod, err := Compile(ctx, e, "cap", artifact, RoleCapsule, spec.build(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
-			err = e.RunScript(ctx, mod, tc.g, &Imports{})
-			var ge *GuestError
+			err = RunScript(ctx, e, mod, tc.g, &Imports{})
+			var ge *wasm.GuestError
 			if !errors.As(err, &ge) || ge.Reason != tc.reason {
 				t.Fatalf("err %v, want reason %s", err, tc.reason)
 			}
@@ -379,7 +380,7 @@ func TestComponentLimits(t *testing.T) {
 			if tc.g.Deadline < time.Second && time.Since(start) > 5*time.Second {
 				t.Fatalf("stopped after %v", time.Since(start))
 			}
-			if got := testutil.ToFloat64(e.metrics.Traps.WithLabelValues("cap", artifact, string(RoleCapsule), tc.reason)); got != 1 {
+			if got := testutil.ToFloat64(e.Metrics().Traps.WithLabelValues("cap", artifact, string(RoleCapsule), tc.reason)); got != 1 {
 				t.Fatalf("%v traps counted, want 1", got)
 			}
 		})
@@ -404,31 +405,31 @@ func TestComponentRefused(t *testing.T) {
 		code string
 		msg  string
 	}{
-		{name: "unserved WASI function", role: RoleCapsule, code: CodeCompImport, msg: "wasi:sockets/network@0.2.6#frobnicate",
+		{name: "unserved WASI function", role: RoleCapsule, code: wasm.CodeCompImport, msg: "wasi:sockets/network@0.2.6#frobnicate",
 			spec: compSpec{world: "script", main: capsuleMain, imports: []compImport{{iface: "wasi:sockets/network@0.2.6", name: "frobnicate", id: "x", typ: `(param "a" u32)`, sig: "(param i32)"}}}},
-		{name: "unserved interface", role: RoleCapsule, code: CodeCompImport, msg: "murmur:memory/store@0.1.0",
+		{name: "unserved interface", role: RoleCapsule, code: wasm.CodeCompImport, msg: "murmur:memory/store@0.1.0",
 			spec: compSpec{world: "script", main: capsuleMain, imports: []compImport{{iface: "murmur:memory/store@0.1.0", name: "get", id: "x", typ: `(param "a" u32)`, sig: "(param i32)"}}}},
-		{name: "interface not offered to the role", role: manifest.RoleTool, code: CodeCompImport, msg: "not offered to a tool",
+		{name: "interface not offered to the role", role: manifest.RoleTool, code: wasm.CodeCompImport, msg: "not offered to a tool",
 			spec: compSpec{world: "tool", main: toolMain, imports: []compImport{{iface: "murmur:tool-registry/invoke@0.1.0", name: "invoke", id: "x"}}}},
-		{name: "unserved version", role: manifest.RoleTool, code: CodeCompImport, msg: "murmur:task/task@0.2.0",
+		{name: "unserved version", role: manifest.RoleTool, code: wasm.CodeCompImport, msg: "murmur:task/task@0.2.0",
 			spec: compSpec{world: "tool", main: toolMain, imports: []compImport{{iface: "murmur:task/task@0.2.0", name: "request-input", id: "x", typ: `(param "p" string) (result string)`, sig: "(param i32 i32 i32)"}}}},
-		{name: "WASI function of another type", role: RoleCapsule, code: CodeCompType, msg: "get-stdout as func() -> u32",
+		{name: "WASI function of another type", role: RoleCapsule, code: wasm.CodeCompType, msg: "get-stdout as func() -> u32",
 			spec: compSpec{world: "script", main: capsuleMain, imports: []compImport{{iface: "wasi:cli/stdout@0.2.6", name: "get-stdout", id: "x", typ: `(result u32)`, sig: "(result i32)"}}}},
-		{name: "murmur function of another type", role: manifest.RoleTool, code: CodeCompType, msg: "request-input",
+		{name: "murmur function of another type", role: manifest.RoleTool, code: wasm.CodeCompType, msg: "request-input",
 			spec: compSpec{world: "tool", main: toolMain, imports: []compImport{{iface: "murmur:task/task@0.1.0", name: "request-input", id: "x", typ: `(param "p" string) (result u32)`, sig: "(param i32 i32) (result i32)"}}}},
-		{name: "defined resource", role: RoleCapsule, code: CodeCompGraph, msg: "defines its own resource",
+		{name: "defined resource", role: RoleCapsule, code: wasm.CodeCompGraph, msg: "defines its own resource",
 			spec: compSpec{world: "script", main: capsuleMain, extra: "  (type $r (resource (rep i32)))\n"}},
 		{name: "async lift", role: RoleCapsule, code: "E-COMP-006",
 			spec: compSpec{world: "script", main: capsuleMain, liftOpt: " async"}},
-		{name: "UTF-16 lift", role: RoleCapsule, code: CodeCompGraph, msg: "utf16",
+		{name: "UTF-16 lift", role: RoleCapsule, code: wasm.CodeCompGraph, msg: "utf16",
 			spec: compSpec{world: "script", main: capsuleMain, liftOpt: " string-encoding=utf16"}},
-		{name: "run lifts another export", role: RoleCapsule, code: CodeCompExport, msg: `not a core export named "murmur:capsule/run@0.1.0#run"`,
+		{name: "run lifts another export", role: RoleCapsule, code: wasm.CodeCompExport, msg: `not a core export named "murmur:capsule/run@0.1.0#run"`,
 			spec: compSpec{world: "script", main: `(func (export "other"))`, runCore: "other"}},
 		{name: "export version not served", role: RoleCapsule, code: CodeExportVersion, msg: "murmur:capsule/run@0.2.0",
 			spec: compSpec{world: "script", version: "0.2.0", main: `(func (export "murmur:capsule/run@0.2.0#run"))`}},
-		{name: "role's world not exported", role: RoleCapsule, code: CodeCompExport, msg: "exports no murmur:capsule/run",
+		{name: "role's world not exported", role: RoleCapsule, code: wasm.CodeCompExport, msg: "exports no murmur:capsule/run",
 			spec: compSpec{world: "tool", main: toolMain}},
-		{name: "preview1 imported by a module other than main", role: RoleCapsule, code: CodeCompAdapter, msg: "not its main module", wat: `(component
+		{name: "preview1 imported by a module other than main", role: RoleCapsule, code: wasm.CodeCompAdapter, msg: "not its main module", wat: `(component
   (core module $other (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32))))
   (core module $p1 (func (export "fd_write") (param i32 i32 i32 i32) (result i32) (i32.const 0)))
   (core module $main (memory (export "memory") 1) (func (export "murmur:capsule/run@0.1.0#run")))
@@ -440,7 +441,7 @@ func TestComponentRefused(t *testing.T) {
   (instance $e (export "run" (func $run)))
   (export "murmur:capsule/run@0.1.0" (instance $e)))
 `},
-		{name: "preview1 function the host lacks", role: RoleCapsule, code: CodeCompAdapter, msg: `"fd_frobnicate"`, wat: `(component
+		{name: "preview1 function the host lacks", role: RoleCapsule, code: wasm.CodeCompAdapter, msg: `"fd_frobnicate"`, wat: `(component
   (core module $p1 (func (export "fd_frobnicate")))
   (core module $main
     (import "wasi_snapshot_preview1" "fd_frobnicate" (func))
@@ -466,7 +467,7 @@ func TestComponentRefused(t *testing.T) {
 			} else {
 				b = tc.spec.build(t)
 			}
-			_, err := e.Compile(ctx, "cap", "refused", tc.role, b)
+			_, err := Compile(ctx, e, "cap", "refused", tc.role, b)
 			if err == nil {
 				t.Fatal("compiled")
 			}
@@ -491,12 +492,9 @@ func TestComponentGlueCollision(t *testing.T) {
       (call $print (i32.const 0x400) (i32.const 4))
       (call $bwf (call $get_stdout_023) (i32.const 0x404) (i32.const 4) (i32.const 0x80)))
 `}
-	mod, err := e.Compile(ctx, "cap", "capsule", RoleCapsule, spec.build(t))
+	mod, err := Compile(ctx, e, "cap", "capsule", RoleCapsule, spec.build(t))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if n := len(mod.comp.steps[len(mod.comp.steps)-2].glues); n < 2 {
-		t.Fatalf("main's imports have %d glue modules, want one per colliding name", n)
 	}
 	if got := scriptStdout(t, e, mod); got != "one\ntwo\n" {
 		t.Fatalf("stdout %q", got)
@@ -551,7 +549,7 @@ func TestComponentPreview1Adapter(t *testing.T) {
 	if err := os.WriteFile(path, []byte(wat), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	mod, err := e.Compile(ctx, "cap", "capsule", RoleCapsule, watbuild.Wasm(t, path))
+	mod, err := Compile(ctx, e, "cap", "capsule", RoleCapsule, watbuild.Wasm(t, path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,10 +560,10 @@ func TestComponentPreview1Adapter(t *testing.T) {
 
 // scriptStdout runs the script capsule mod with 1 MiB of memory and returns what it
 // wrote to stdout.
-func scriptStdout(t *testing.T, e *Engine, mod *Module) string {
+func scriptStdout(t *testing.T, e *wasm.Engine, mod *wasm.Module) string {
 	t.Helper()
 	var stdout bytes.Buffer
-	if err := e.RunScript(context.Background(), mod, Grants{MemoryBytes: 1 << 20, Stdout: &stdout}, &Imports{}); err != nil {
+	if err := RunScript(context.Background(), e, mod, wasm.Grants{MemoryBytes: 1 << 20, Stdout: &stdout}, &Imports{}); err != nil {
 		t.Fatal(err)
 	}
 	return stdout.String()
@@ -591,7 +589,7 @@ func TestComponentConcurrentCalls(t *testing.T) {
       (i32.const 0x100))
     (func (export "cabi_post_murmur:tool/run@0.1.0#run") (param i32))
 `}
-	mod, err := e.Compile(ctx, "cap", "comp-tool", manifest.RoleTool, spec.build(t))
+	mod, err := Compile(ctx, e, "cap", "comp-tool", manifest.RoleTool, spec.build(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -600,7 +598,7 @@ func TestComponentConcurrentCalls(t *testing.T) {
 		go func() {
 			q := fmt.Sprintf("q%d", i)
 			h := &Imports{RequestInput: func(_ context.Context, p string) (string, error) { return p + "!", nil }}
-			out, err := e.CallTool(ctx, mod, Grants{MemoryBytes: 1 << 20}, h, abi.ToolInput{Data: &q})
+			out, err := CallTool(ctx, e, mod, wasm.Grants{MemoryBytes: 1 << 20}, h, abi.ToolInput{Data: &q})
 			if err == nil && (out.Data == nil || *out.Data != q+"!") {
 				err = fmt.Errorf("call %d answered %+v", i, out)
 			}

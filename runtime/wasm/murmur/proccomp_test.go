@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -119,7 +120,7 @@ func TestProcessComponentRefused(t *testing.T) {
 		{name: "another level", version: "0.5.0", funcs: all, code: CodeProcessLevel, names: "0.5.0"},
 		{name: "not every function", version: "0.6.0", funcs: all[1:], code: CodeProcessLevel, names: "0.6.0"},
 		{name: "no process interface", code: CodeProcessMissing, names: abi.ProcessInterface},
-		{name: "lifts another export", version: "0.6.0", funcs: all, core: map[string]string{abi.ProcessParse: "other"}, code: CodeCompExport, names: "parse"},
+		{name: "lifts another export", version: "0.6.0", funcs: all, core: map[string]string{abi.ProcessParse: "other"}, code: wasm.CodeCompExport, names: "parse"},
 		{name: "named under transport http", world: string(manifest.RoleDriver), version: "0.6.0", funcs: all, code: CodeProcessUnderHTTP, names: "0.6.0"},
 	}
 	for _, tt := range tests {
@@ -128,7 +129,7 @@ func TestProcessComponentRefused(t *testing.T) {
 			if world == "" {
 				world = ProcessWorld
 			}
-			mod, err := e.CompileWorld(ctx, "cap", "comp-proc", manifest.RoleDriver, world, buildProcComp(t, procComp(tt.version, tt.funcs, tt.core, tt.imports)))
+			mod, err := CompileWorld(ctx, e, "cap", "comp-proc", manifest.RoleDriver, world, buildProcComp(t, procComp(tt.version, tt.funcs, tt.core, tt.imports)))
 			if tt.code != "" {
 				got := errs.Find(err, tt.code)
 				if got == nil || !strings.Contains(err.Error(), tt.names) {
@@ -139,16 +140,16 @@ func TestProcessComponentRefused(t *testing.T) {
 			if err != nil {
 				t.Fatalf("CompileWorld: %v", err)
 			}
-			if err := mod.CheckWorld(ProcessWorld); err != nil {
+			if err := CheckWorld(mod, ProcessWorld); err != nil {
 				t.Fatalf("CheckWorld: %v", err)
 			}
-			if err := mod.CheckWorld(string(manifest.RoleDriver)); errs.Find(err, CodeProcessUnderHTTP) == nil {
+			if err := CheckWorld(mod, string(manifest.RoleDriver)); errs.Find(err, CodeProcessUnderHTTP) == nil {
 				t.Errorf("CheckWorld(driver): %v, want %s", err, CodeProcessUnderHTTP)
 			}
-			if got, want := mod.ProcessExport(abi.ProcessParse), abi.ProcessInterface+"@"+tt.version+"#parse"; got != want {
+			if got, want := ProcessExport(mod, abi.ProcessParse), abi.ProcessInterface+"@"+tt.version+"#parse"; got != want {
 				t.Errorf("ProcessExport(parse) = %q, want %q", got, want)
 			}
-			desc, err := e.Describe(ctx, mod, Grants{MemoryBytes: 64 << 20})
+			desc, err := Describe(ctx, e, mod, wasm.Grants{MemoryBytes: 64 << 20})
 			if err != nil || desc.Harness != "" || desc.Binary != "" || desc.Interrupt != "stdin-message" {
 				t.Errorf("describe: %+v, %v", desc, err)
 			}

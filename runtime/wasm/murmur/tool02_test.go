@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestTool02(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	src := "../../internal/testguests/attachtool/attachtool.wat"
+	src := "../../../internal/testguests/attachtool/attachtool.wat"
 	text, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
@@ -40,11 +41,11 @@ func TestTool02(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			mod, err := e.Compile(ctx, "cap", "attachtool", manifest.RoleTool, watbuild.Wasm(t, path))
+			mod, err := Compile(ctx, e, "cap", "attachtool", manifest.RoleTool, watbuild.Wasm(t, path))
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = mod.CheckWorld(string(manifest.RoleTool))
+			err = CheckWorld(mod, string(manifest.RoleTool))
 			if tc.code != "" {
 				if errs.Find(err, tc.code) == nil || !strings.Contains(err.Error(), tc.says) {
 					t.Fatalf("want %s saying %q, got %v", tc.code, tc.says, err)
@@ -56,7 +57,7 @@ func TestTool02(t *testing.T) {
 			}
 			data := `{"q":"chart"}`
 			for i := range 2 {
-				out, err := e.CallTool(ctx, mod, Grants{MemoryBytes: 16 << 20}, &Imports{}, abi.ToolInput{Data: &data})
+				out, err := CallTool(ctx, e, mod, wasm.Grants{MemoryBytes: 16 << 20}, &Imports{}, abi.ToolInput{Data: &data})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -94,20 +95,20 @@ func TestComponentTool02(t *testing.T) {
     (func (export "cabi_post_murmur:tool/run@` + ver + `#run") (param i32))
 `
 	}
-	mod, err := e.Compile(ctx, "cap", "comp-tool02", manifest.RoleTool, compSpec{world: "tool", version: "0.2.0", main: main("0.2.0")}.build(t))
+	mod, err := Compile(ctx, e, "cap", "comp-tool02", manifest.RoleTool, compSpec{world: "tool", version: "0.2.0", main: main("0.2.0")}.build(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mod.CheckWorld(string(manifest.RoleTool)); err != nil {
+	if err := CheckWorld(mod, string(manifest.RoleTool)); err != nil {
 		t.Fatal(err)
 	}
 	data := "hello"
-	out, err := e.CallTool(ctx, mod, Grants{MemoryBytes: 1 << 20}, &Imports{}, abi.ToolInput{Data: &data})
+	out, err := CallTool(ctx, e, mod, wasm.Grants{MemoryBytes: 1 << 20}, &Imports{}, abi.ToolInput{Data: &data})
 	want := []abi.Attachment{{MediaType: "image/png", Path: "out/chart.png"}}
 	if err != nil || out.Status != abi.StatusPassed || deref(out.Data) != data || !reflect.DeepEqual(out.Attachments, want) {
 		t.Fatalf("%+v, %v", out, err)
 	}
-	_, err = e.Compile(ctx, "cap", "comp-tool03", manifest.RoleTool, compSpec{world: "tool", version: "0.3.0", main: main("0.3.0")}.build(t))
+	_, err = Compile(ctx, e, "cap", "comp-tool03", manifest.RoleTool, compSpec{world: "tool", version: "0.3.0", main: main("0.3.0")}.build(t))
 	if errs.Find(err, CodeExportVersion) == nil || !strings.Contains(err.Error(), "it serves murmur:tool/run 0.1.x and 0.2.x") {
 		t.Fatalf("0.3.0: %v", err)
 	}

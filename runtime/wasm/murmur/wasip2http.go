@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"

@@ -1,12 +1,15 @@
-package wasm
+package murmur
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/component"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -52,6 +55,24 @@ const RoleCapsule manifest.Role = "capsule"
 // ScriptWorld names the world of a script capsule's own module in CheckWorld.
 const ScriptWorld = "script"
 
+// wasiP1 is the WASI preview1 import module, which every core module's world offers.
+const wasiP1 = "wasi_snapshot_preview1"
+
+// Compile compiles wasm for the artifact of capsule, of role, in the world of its role
+// (for a component, checked here: it picks the core instance its calls are made on).
+func Compile(ctx context.Context, e *wasm.Engine, capsule, artifact string, role manifest.Role, code []byte) (*wasm.Module, error) {
+	return CompileWorld(ctx, e, capsule, artifact, role, worldOf(role), code)
+}
+
+// CompileWorld is Compile for an artifact of role that runs world, which need not be
+// its role's own (a process driver: role driver, world ProcessWorld); a core module's
+// world is checked only by CheckWorld.
+func CompileWorld(ctx context.Context, e *wasm.Engine, capsule, artifact string, role manifest.Role, world string, code []byte) (*wasm.Module, error) {
+	return e.Compile(ctx, capsule, artifact, string(role), func(plan *component.Plan, artifact string) (int, map[string]string, error) {
+		return checkComponentWorld(plan, artifact, world)
+	}, code)
+}
+
 // parseExport splits "ns:pkg/iface@ver#func" into "ns:pkg/iface", ver and func; ok is false
 // for names not in that form (plain exports such as cabi_realloc or _initialize).
 func parseExport(name string) (iface, version, fn string, ok bool) {
@@ -66,10 +87,10 @@ func parseExport(name string) (iface, version, fn string, ok bool) {
 // RunExport returns the full export name of the world's run function in mod, after
 // CheckWorld accepted it; of a module exporting several served versions, the last in
 // name order (the highest, 0.2.0 over 0.1.0), so the choice does not vary between calls.
-func (m *Module) RunExport(world string) string {
+func RunExport(m *wasm.Module, world string) string {
 	want := worlds[world].export
 	best := ""
-	for name := range m.module.ExportedFunctions() {
+	for name := range m.ExportedFunctions() {
 		if iface, ver, fn, ok := parseExport(name); ok && iface == want && fn == "run" && serves(iface, ver) && name > best {
 			best = name
 		}
@@ -80,17 +101,17 @@ func (m *Module) RunExport(world string) string {
 // CheckWorld refuses, before anything runs, a module that exports an interface version
 // the host does not serve, lacks its world's run export, or imports a host interface its
 // world does not offer.
-func (m *Module) CheckWorld(world string) error {
+func CheckWorld(m *wasm.Module, world string) error {
 	if world == ProcessWorld {
-		return m.checkProcessWorld()
+		return checkProcessWorld(m)
 	}
 	if world == string(manifest.RoleDriver) {
-		if err := m.checkHTTPDriver(); err != nil {
+		if err := checkHTTPDriver(m); err != nil {
 			return err
 		}
 	}
-	if m.comp != nil {
-		_, _, err := checkComponentWorld(m.comp.plan, m.Artifact, world)
+	if plan := m.Plan(); plan != nil {
+		_, _, err := checkComponentWorld(plan, m.Artifact, world)
 		return err
 	}
 	w, ok := worlds[world]
@@ -100,7 +121,7 @@ func (m *Module) CheckWorld(world string) error {
 	}
 	var problems errs.List
 	found := false
-	for name := range m.module.ExportedFunctions() {
+	for name := range m.ExportedFunctions() {
 		iface, ver, fn, ok := parseExport(name)
 		if !ok {
 			continue
@@ -133,9 +154,9 @@ func (m *Module) CheckWorld(world string) error {
 		allowed[i] = true
 	}
 	var bad []string
-	for _, f := range m.module.ImportedFunctions() {
+	for _, f := range m.ImportedFunctions() {
 		mod, _, _ := f.Import()
-		if mod == "wasi_snapshot_preview1" || allowed[mod] {
+		if mod == wasiP1 || allowed[mod] {
 			continue
 		}
 		bad = append(bad, mod)

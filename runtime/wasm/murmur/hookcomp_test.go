@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // hookTypes are murmur:hook/lifecycle@0.9.0's types a test hook component's functions
@@ -107,19 +108,19 @@ func buildHookComp(t *testing.T, wat string) []byte {
 func TestComponentHook(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	mod, err := e.Compile(ctx, "cap", "comp-hook", manifest.RoleHook, buildHookComp(t, hookComp([]string{"on-tool-call", "on-task-end"}, nil, "")))
+	mod, err := Compile(ctx, e, "cap", "comp-hook", manifest.RoleHook, buildHookComp(t, hookComp([]string{"on-tool-call", "on-task-end"}, nil, "")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mod.CheckWorld(string(manifest.RoleHook)); err != nil {
+	if err := CheckWorld(mod, string(manifest.RoleHook)); err != nil {
 		t.Fatal(err)
 	}
 	for _, binding := range []string{"", "on-tool-call", "on-task-end"} {
-		if err := mod.CheckHook(binding); err != nil {
+		if err := CheckHook(mod, binding); err != nil {
 			t.Errorf("bound to %q: %v", binding, err)
 		}
 	}
-	if err := mod.CheckHook("on-shell"); errs.Find(err, CodeHookExport) == nil {
+	if err := CheckHook(mod, "on-shell"); errs.Find(err, CodeHookExport) == nil {
 		t.Errorf("bound to on-shell, which it does not export: %v, want %s", err, CodeHookExport)
 	}
 	tests := []struct {
@@ -135,7 +136,7 @@ func TestComponentHook(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := e.CallHook(ctx, mod, Grants{MemoryBytes: 1 << 20}, tt.fn, tt.record)
+			got, err := CallHook(ctx, e, mod, wasm.Grants{MemoryBytes: 1 << 20}, tt.fn, tt.record)
 			if err != nil || !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("%s: %+v, %v; want %+v", tt.fn, got, err, tt.want)
 			}
@@ -157,22 +158,22 @@ func TestComponentHookRefused(t *testing.T) {
 		imports string
 		code    string
 	}{
-		{"lifts another export", []string{"on-tool-call", "on-task-end"}, map[string]string{"on-tool-call": "deny-all"}, "", CodeCompExport},
+		{"lifts another export", []string{"on-tool-call", "on-task-end"}, map[string]string{"on-tool-call": "deny-all"}, "", wasm.CodeCompExport},
 		{"no lifecycle function", nil, nil, "", CodeHookExport},
 		{"imports murmur:task", []string{"on-tool-call"}, nil,
-			`  (import "murmur:task/task@0.1.0" (instance (export "request-input" (func (param "prompt" string) (result string)))))` + "\n", CodeCompImport},
-		{"imports murmur:tool/run", []string{"on-tool-call"}, nil, `  (import "murmur:tool/run@0.1.0" (instance))` + "\n", CodeCompImport},
+			`  (import "murmur:task/task@0.1.0" (instance (export "request-input" (func (param "prompt" string) (result string)))))` + "\n", wasm.CodeCompImport},
+		{"imports murmur:tool/run", []string{"on-tool-call"}, nil, `  (import "murmur:tool/run@0.1.0" (instance))` + "\n", wasm.CodeCompImport},
 		{"imports tokens of another level", []string{"on-tool-call"}, nil,
-			`  (import "murmur:runtime/tokens@0.3.0" (instance (export "count" (func (param "text" string) (result u64)))))` + "\n", CodeCompImport},
+			`  (import "murmur:runtime/tokens@0.3.0" (instance (export "count" (func (param "text" string) (result u64)))))` + "\n", wasm.CodeCompImport},
 		{"imports tokens with another type", []string{"on-tool-call"}, nil,
-			`  (import "murmur:runtime/tokens@0.4.0" (instance (export "count" (func (param "text" string) (result u32)))))` + "\n", CodeCompType},
+			`  (import "murmur:runtime/tokens@0.4.0" (instance (export "count" (func (param "text" string) (result u32)))))` + "\n", wasm.CodeCompType},
 		{"imports the hook world", []string{"on-tool-call"}, nil,
 			`  (import "murmur:runtime/tokens@0.4.0" (instance (export "count" (func (param "text" string) (result u64)))))` + "\n" +
 				`  (import "murmur:task-io/read@0.1.0" (instance (export "output-len" (func (result (result u64 (error (enum "not-granted" "no-task" "no-output" "out-of-range"))))))))` + "\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.Compile(ctx, "cap", "comp-hook", manifest.RoleHook, buildHookComp(t, hookComp(tt.funcs, tt.core, tt.imports)))
+			_, err := Compile(ctx, e, "cap", "comp-hook", manifest.RoleHook, buildHookComp(t, hookComp(tt.funcs, tt.core, tt.imports)))
 			if tt.code == "" {
 				if err != nil {
 					t.Fatalf("Compile: %v", err)

@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/internal/wasmtest"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -47,20 +48,20 @@ func shellEvent(binary, command string, argv []any, script *string, outcome []an
 func TestCallHook(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	policy, err := e.Compile(ctx, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../examples/guests/policy-hook"))
+	policy, err := Compile(ctx, e, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../../examples/guests/policy-hook"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit, err := e.Compile(ctx, "cap", "audit", manifest.RoleHook, guestbuild.Wasm(t, "../../examples/guests/audit-hook"))
+	audit, err := Compile(ctx, e, "cap", "audit", manifest.RoleHook, guestbuild.Wasm(t, "../../../examples/guests/audit-hook"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	summary, err := e.Compile(ctx, "cap", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../../internal/testguests/summaryhook"))
+	summary, err := Compile(ctx, e, "cap", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../../../internal/testguests/summaryhook"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []*Module{policy, audit, summary} {
-		if err := m.CheckWorld(string(manifest.RoleHook)); err != nil {
+	for _, m := range []*wasm.Module{policy, audit, summary} {
+		if err := CheckWorld(m, string(manifest.RoleHook)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,7 +79,7 @@ func TestCallHook(t *testing.T) {
 	}
 	compaction := []any{msgs, uint64(900), 0.75, abi.Option{Some: true, Value: model}, abi.Option{}}
 	tests := []struct {
-		mod    *Module
+		mod    *wasm.Module
 		fn     string
 		record any
 		want   HookAnswer
@@ -119,7 +120,7 @@ func TestCallHook(t *testing.T) {
 	}
 	var lines []string
 	for _, tt := range tests {
-		got, err := e.CallHook(ctx, tt.mod, Grants{FS: gfs, MemoryBytes: 64 << 20}, tt.fn, tt.record)
+		got, err := CallHook(ctx, e, tt.mod, wasm.Grants{FS: gfs, MemoryBytes: 64 << 20}, tt.fn, tt.record)
 		if err != nil || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s %s: %+v, %v; want %+v", tt.mod.Artifact, tt.fn, got, err, tt.want)
 		}
@@ -132,7 +133,7 @@ func TestCallHook(t *testing.T) {
 		t.Errorf("audit.jsonl:\n%s\nwant:\n%s", got, want)
 	}
 	// Without a filesystem the audit hook's write fails: its err(string) is an answer.
-	got, err := e.CallHook(ctx, audit, Grants{MemoryBytes: 64 << 20}, "on-task-end", []any{"t", "s"})
+	got, err := CallHook(ctx, e, audit, wasm.Grants{MemoryBytes: 64 << 20}, "on-task-end", []any{"t", "s"})
 	if err != nil || !got.Failed || got.Text == "" {
 		t.Errorf("no filesystem: %+v, %v; want the guest's err", got, err)
 	}
@@ -143,16 +144,16 @@ func TestCallHook(t *testing.T) {
 func TestCheckHook(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	policy, err := e.Compile(ctx, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../examples/guests/policy-hook"))
+	policy, err := Compile(ctx, e, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../../examples/guests/policy-hook"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bare, err := e.Compile(ctx, "cap", "bare", manifest.RoleHook, wasmtest.Module{Funcs: []wasmtest.Func{{Export: "f", Body: wasmtest.Nop}}, MemoryPages: 1}.Encode())
+	bare, err := Compile(ctx, e, "cap", "bare", manifest.RoleHook, wasmtest.Module{Funcs: []wasmtest.Func{{Export: "f", Body: wasmtest.Nop}}, MemoryPages: 1}.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
-		mod     *Module
+		mod     *wasm.Module
 		binding string
 		code    string
 	}{
@@ -162,11 +163,11 @@ func TestCheckHook(t *testing.T) {
 		{policy, "on-compaction", ""}, // the SDK exports every lifecycle function
 		{bare, "", CodeHookExport},
 	} {
-		if err := tt.mod.CheckHook(tt.binding); (tt.code == "") != (err == nil) || tt.code != "" && errs.Find(err, tt.code) == nil {
+		if err := CheckHook(tt.mod, tt.binding); (tt.code == "") != (err == nil) || tt.code != "" && errs.Find(err, tt.code) == nil {
 			t.Errorf("%s bound to %q: %v, want %q", tt.mod.Artifact, tt.binding, err, tt.code)
 		}
 	}
-	if err := bare.CheckWorld(string(manifest.RoleHook)); errs.Find(err, CodeHookExport) == nil {
+	if err := CheckWorld(bare, string(manifest.RoleHook)); errs.Find(err, CodeHookExport) == nil {
 		t.Errorf("CheckWorld of a hook exporting nothing: %v, want %s", err, CodeHookExport)
 	}
 }

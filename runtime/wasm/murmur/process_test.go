@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/internal/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -19,7 +20,7 @@ import (
 // adapter, as Murmur ships its drivers.
 var procDriverForms = []struct {
 	name      string
-	wasm      func(t testing.TB) []byte
+	code      func(t testing.TB) []byte
 	component bool
 }{
 	{"core module", procDriverCore, false},
@@ -27,21 +28,21 @@ var procDriverForms = []struct {
 }
 
 func procDriverCore(t testing.TB) []byte {
-	return guestbuild.Wasm(t, "../../internal/testguests/procdriver")
+	return guestbuild.Wasm(t, "../../../internal/testguests/procdriver")
 }
 
 func procDriverComponent(t testing.TB) []byte {
-	return watbuild.Component(t, procDriverCore(t), "../../wit/murmur-driver-process-0.6.0.wit", ProcessWorld)
+	return watbuild.Component(t, procDriverCore(t), "../../../wit/murmur-driver-process-0.6.0.wit", ProcessWorld)
 }
 
 // compileProcDriver compiles code as a process driver, as stage does.
-func compileProcDriver(t testing.TB, e *Engine, code []byte) *Module {
+func compileProcDriver(t testing.TB, e *wasm.Engine, code []byte) *wasm.Module {
 	t.Helper()
-	mod, err := e.CompileWorld(context.Background(), "cap", "procdriver", manifest.RoleDriver, ProcessWorld, code)
+	mod, err := CompileWorld(context.Background(), e, "cap", "procdriver", manifest.RoleDriver, ProcessWorld, code)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mod.CheckWorld(ProcessWorld); err != nil {
+	if err := CheckWorld(mod, ProcessWorld); err != nil {
 		t.Fatal(err)
 	}
 	return mod
@@ -55,24 +56,24 @@ func TestDriverServesARun(t *testing.T) {
 	for _, form := range procDriverForms {
 		t.Run(form.name, func(t *testing.T) {
 			e, _ := newEngine(t)
-			mod := compileProcDriver(t, e, form.wasm(t))
-			if (mod.comp != nil) != form.component {
-				t.Fatalf("compiled as a component: %v, want %v", mod.comp != nil, form.component)
+			mod := compileProcDriver(t, e, form.code(t))
+			if (mod.Plan() != nil) != form.component {
+				t.Fatalf("compiled as a component: %v, want %v", mod.Plan() != nil, form.component)
 			}
-			if mod.Role != manifest.RoleDriver {
+			if mod.Role != string(manifest.RoleDriver) {
 				t.Errorf("role %q, want %q (a metrics label)", mod.Role, manifest.RoleDriver)
 			}
-			before := mod.instantiations.Load()
+			before := mod.Instantiations()
 			serveARun(t, e, mod)
-			if n := mod.instantiations.Load() - before; n != 1 {
+			if n := mod.Instantiations() - before; n != 1 {
 				t.Errorf("the run instantiated the driver %d times, want 1", n)
 			}
 		})
 	}
 }
 
-func serveARun(t *testing.T, e *Engine, mod *Module) {
-	d := e.OpenDriver(mod, Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
+func serveARun(t *testing.T, e *wasm.Engine, mod *wasm.Module) {
+	d := OpenDriver(e, mod, wasm.Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
 	defer d.Close()
 	ctx := context.Background()
 	desc, err := d.Describe(ctx)
@@ -119,23 +120,23 @@ func TestDriverCut(t *testing.T) {
 	for _, form := range procDriverForms {
 		t.Run(form.name, func(t *testing.T) {
 			e, _ := newEngine(t)
-			driverCut(t, e, compileProcDriver(t, e, form.wasm(t)))
+			driverCut(t, e, compileProcDriver(t, e, form.code(t)))
 		})
 	}
 }
 
-func driverCut(t *testing.T, e *Engine, mod *Module) {
+func driverCut(t *testing.T, e *wasm.Engine, mod *wasm.Module) {
 	tests := []struct {
 		name   string
 		ctx    func() (context.Context, context.CancelFunc)
 		reason string
 		names  string
 	}{
-		{"deadline", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, ReasonDeadline, "past its deadline"},
+		{"deadline", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, wasm.ReasonDeadline, "past its deadline"},
 		// The caller's own deadline: the call is stopped by it, not by the driver's.
 		{"caller's deadline", func() (context.Context, context.CancelFunc) {
 			return context.WithTimeout(context.Background(), 50*time.Millisecond)
-		}, ReasonDeadline, "was stopped"},
+		}, wasm.ReasonDeadline, "was stopped"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,7 +144,7 @@ func driverCut(t *testing.T, e *Engine, mod *Module) {
 			if tt.names == "was stopped" {
 				deadline = time.Minute
 			}
-			d := e.OpenDriver(mod, Grants{MemoryBytes: 64 << 20, Deadline: deadline})
+			d := OpenDriver(e, mod, wasm.Grants{MemoryBytes: 64 << 20, Deadline: deadline})
 			defer d.Close()
 			// The instance is up and serving before the caller's clock starts.
 			if _, _, err := d.Launch(context.Background(), abi.LaunchRequest{SessionID: "s", Task: "t"}); err != nil {
@@ -152,12 +153,12 @@ func driverCut(t *testing.T, e *Engine, mod *Module) {
 			ctx, cancel := tt.ctx()
 			defer cancel()
 			_, err := d.Parse(ctx, []string{"spin"})
-			var ge *GuestError
+			var ge *wasm.GuestError
 			if !errors.As(err, &ge) || ge.Reason != tt.reason {
 				t.Fatalf("spinning parse: %v, want reason %s", err, tt.reason)
 			}
 			_, err = d.Parse(context.Background(), []string{"whoami"})
-			if !errors.Is(err, ErrCut) || !strings.Contains(err.Error(), tt.names) || !strings.Contains(err.Error(), "parse") {
+			if !errors.Is(err, wasm.ErrCut) || !strings.Contains(err.Error(), tt.names) || !strings.Contains(err.Error(), "parse") {
 				t.Errorf("a call after the cut: %v", err)
 			}
 		})

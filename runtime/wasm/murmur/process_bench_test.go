@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -18,11 +19,11 @@ func BenchmarkDriverOpen(b *testing.B) {
 	for _, form := range procDriverForms {
 		b.Run(form.name, func(b *testing.B) {
 			e, _ := newEngine(b)
-			mod := compileProcDriver(b, e, form.wasm(b))
+			mod := compileProcDriver(b, e, form.code(b))
 			ctx := context.Background()
 			b.ResetTimer()
 			for b.Loop() {
-				d := e.OpenDriver(mod, Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
+				d := OpenDriver(e, mod, wasm.Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
 				if _, err := d.Describe(ctx); err != nil {
 					b.Fatal(err)
 				}
@@ -36,7 +37,7 @@ func BenchmarkDriverOpen(b *testing.B) {
 // lines of a streaming harness (target: p95 ≤ 1 ms for 64 lines).
 func BenchmarkDriverParse(b *testing.B) {
 	for _, form := range procDriverForms {
-		b.Run(form.name, func(b *testing.B) { benchmarkDriverParse(b, form.wasm(b)) })
+		b.Run(form.name, func(b *testing.B) { benchmarkDriverParse(b, form.code(b)) })
 	}
 }
 
@@ -44,7 +45,7 @@ func benchmarkDriverParse(b *testing.B, code []byte) {
 	e, _ := newEngine(b)
 	mod := compileProcDriver(b, e, code)
 	ctx := context.Background()
-	d := e.OpenDriver(mod, Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
+	d := OpenDriver(e, mod, wasm.Grants{MemoryBytes: 64 << 20, Deadline: 30 * time.Second})
 	defer d.Close()
 	if _, _, err := d.Launch(ctx, abi.LaunchRequest{SessionID: "s", Task: "t"}); err != nil {
 		b.Fatal(err)

@@ -1,10 +1,11 @@
-package wasm
+package murmur
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -12,12 +13,12 @@ import (
 // when it does not export fn at a served version; of several, the highest in name order.
 // For a hook component, it is the export of its main instance that fn lifts (checked at
 // Compile), "" when the component does not export fn.
-func (m *Module) HookExport(fn string) string {
-	if m.comp != nil {
-		return m.lifts[fn]
+func HookExport(m *wasm.Module, fn string) string {
+	if m.Plan() != nil {
+		return m.Lift(fn)
 	}
 	best := ""
-	for name := range m.module.ExportedFunctions() {
+	for name := range m.ExportedFunctions() {
 		if iface, ver, f, ok := parseExport(name); ok && iface == abi.HookInterface && f == fn && serves(iface, ver) && name > best {
 			best = name
 		}
@@ -28,16 +29,16 @@ func (m *Module) HookExport(fn string) string {
 // CheckHook refuses, at stage, a hook module or component that exports none of the
 // lifecycle functions its binding calls: the one named, or — no binding — any of them. A
 // hook answering nothing would be a hook in name only.
-func (m *Module) CheckHook(binding string) error {
+func CheckHook(m *wasm.Module, binding string) error {
 	if binding != "" {
-		if m.HookExport(binding) == "" {
+		if HookExport(m, binding) == "" {
 			return errs.New(CodeHookExport, "runtime", fmt.Sprintf("artifact %s is bound to %s and exports no %s@0.9.x#%s", m.Artifact, binding, abi.HookInterface, binding),
 				"export that function (register its handler with the Go SDK's wit/guest/hook), or change the hook's binding")
 		}
 		return nil
 	}
 	for fn := range abi.HookFuncs {
-		if m.HookExport(fn) != "" {
+		if HookExport(m, fn) != "" {
 			return nil
 		}
 	}
@@ -59,18 +60,18 @@ type HookAnswer struct {
 // the generic value of fn's event record (abi.HookFuncs). A module not exporting fn
 // answers none without being instantiated: a hook with no binding answers what it
 // exports.
-func (e *Engine) CallHook(ctx context.Context, mod *Module, g Grants, fn string, record any) (HookAnswer, error) {
+func CallHook(ctx context.Context, e *wasm.Engine, mod *wasm.Module, g wasm.Grants, fn string, record any) (HookAnswer, error) {
 	f := abi.HookFuncs[fn]
 	if f == nil {
 		return HookAnswer{}, fmt.Errorf("%w: no lifecycle function %q", abi.ErrValue, fn)
 	}
-	export := mod.HookExport(fn)
+	export := HookExport(mod, fn)
 	if export == "" {
 		return HookAnswer{Case: abi.HookOutputCases[0]}, nil
 	}
 	var out HookAnswer
-	err := e.Call(ctx, mod, g, func(ctx context.Context, inst *Instance) error {
-		return callLifted(ctx, inst, mod.Artifact, export, f, []any{record}, func(vals []any) (err error) {
+	err := e.Call(ctx, mod, g, func(ctx context.Context, inst *wasm.Instance) error {
+		return inst.CallLifted(ctx, export, f, []any{record}, func(vals []any) (err error) {
 			if out.Case, out.Text, out.Failed, err = abi.ToHookOutput(vals[0]); err != nil {
 				return err
 			}

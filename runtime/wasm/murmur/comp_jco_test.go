@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/internal/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -16,19 +17,19 @@ import (
 // reactor adapter jco ships) on the Engine: it compiles as a tool and answers like the
 // core module does.
 func TestJcoAdapterComponent(t *testing.T) {
-	core := guestbuild.Wasm(t, "../../internal/testguests/benchtool")
-	comp := watbuild.Component(t, core, watbuild.RunOnlyWIT(t, "../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
+	core := guestbuild.Wasm(t, "../../../internal/testguests/benchtool")
+	comp := watbuild.Component(t, core, watbuild.RunOnlyWIT(t, "../../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	mod, err := e.Compile(ctx, "cap", "benchtool", manifest.RoleTool, comp)
+	mod, err := Compile(ctx, e, "cap", "benchtool", manifest.RoleTool, comp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mod.CheckWorld(string(manifest.RoleTool)); err != nil {
+	if err := CheckWorld(mod, string(manifest.RoleTool)); err != nil {
 		t.Fatal(err)
 	}
 	for _, in := range []string{"hello component", ""} {
-		out, err := e.CallTool(ctx, mod, Grants{MemoryBytes: 64 << 20}, &Imports{}, abi.ToolInput{Data: &in})
+		out, err := CallTool(ctx, e, mod, wasm.Grants{MemoryBytes: 64 << 20}, &Imports{}, abi.ToolInput{Data: &in})
 		if err != nil {
 			t.Fatal(err)
 		}

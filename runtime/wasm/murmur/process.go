@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/runtime/wasm/component"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
@@ -31,9 +32,9 @@ const (
 
 // processVersions are the versions of murmur:driver/process whose functions mod
 // exports, sorted, and whether it exports all five of the served level.
-func (m *Module) processVersions() (versions []string, complete bool) {
+func processVersions(m *wasm.Module) (versions []string, complete bool) {
 	fns := map[string]int{}
-	for name := range m.module.ExportedFunctions() {
+	for name := range m.ExportedFunctions() {
 		iface, ver, fn, ok := parseExport(name)
 		if !ok || iface != abi.ProcessInterface {
 			continue
@@ -52,12 +53,12 @@ func (m *Module) processVersions() (versions []string, complete bool) {
 // ProcessExport is the core export name of process function fn in a process driver,
 // the highest of the served level in name order; for a component, the export of its
 // main instance that fn lifts (checked at compile).
-func (m *Module) ProcessExport(fn string) string {
-	if m.comp != nil {
-		return m.lifts[fn]
+func ProcessExport(m *wasm.Module, fn string) string {
+	if m.Plan() != nil {
+		return m.Lift(fn)
 	}
 	best := ""
-	for name := range m.module.ExportedFunctions() {
+	for name := range m.ExportedFunctions() {
 		if iface, ver, f, ok := parseExport(name); ok && iface == abi.ProcessInterface && f == fn && isMinor(ver, ProcessLevel) && name > best {
 			best = name
 		}
@@ -68,11 +69,11 @@ func (m *Module) ProcessExport(fn string) string {
 // checkHTTPDriver refuses a driver of the http transport that exports any version of
 // the process interface: it was built to drive a harness, and would be called as a
 // tool/run driver it is not.
-func (m *Module) checkHTTPDriver() error {
-	if m.comp != nil {
+func checkHTTPDriver(m *wasm.Module) error {
+	if m.Plan() != nil {
 		return nil // checkComponentWorld refuses it, at compile and in CheckWorld
 	}
-	vs, _ := m.processVersions()
+	vs, _ := processVersions(m)
 	return httpDriverRefusal(m.Artifact, vs)
 }
 
@@ -91,18 +92,18 @@ func httpDriverRefusal(artifact string, versions []string) error {
 // the process interface whole (a level mismatch and a missing interface are told apart),
 // or that imports anything but WASI preview1 — it is granted nothing, and a murmur
 // import would be a capability. A component is checked by processLifts.
-func (m *Module) checkProcessWorld() error {
-	if m.comp != nil {
-		_, _, err := processLifts(m.comp.plan, m.Artifact)
+func checkProcessWorld(m *wasm.Module) error {
+	if plan := m.Plan(); plan != nil {
+		_, _, err := processLifts(plan, m.Artifact)
 		return err
 	}
 	var problems errs.List
-	versions, complete := m.processVersions()
+	versions, complete := processVersions(m)
 	if err := processExportRefusal(m.Artifact, versions, complete); err != nil {
 		problems = append(problems, err)
 	}
 	var bad []string
-	for _, f := range m.module.ImportedFunctions() {
+	for _, f := range m.ImportedFunctions() {
 		if mod, name, _ := f.Import(); mod != wasiP1 {
 			bad = append(bad, mod+"#"+name)
 		}
@@ -196,7 +197,7 @@ func processLifts(plan *component.Plan, artifact string) (int, map[string]string
 		return -1, nil, problems
 	}
 	fail := func(format string, a ...any) (int, error) {
-		return -1, errs.New(CodeCompExport, "runtime", "artifact "+artifact+": "+fmt.Sprintf(format, a...),
+		return -1, errs.New(wasm.CodeCompExport, "runtime", "artifact "+artifact+": "+fmt.Sprintf(format, a...),
 			"build the component with wit-component from a core module exporting the process functions (the Go SDK's wit/guest/process, wrapped with the preview1 reactor adapter)")
 	}
 	return oneInstanceLifts(plan, artifact, item, abi.ProcessFuncs, "process", fail)
@@ -204,32 +205,32 @@ func processLifts(plan *component.Plan, artifact string) (int, map[string]string
 
 // Describe calls describe() of a process driver in an instance of its own, granted
 // nothing, under g's deadline and memory.
-func (e *Engine) Describe(ctx context.Context, mod *Module, g Grants) (abi.Description, error) {
-	d := e.OpenDriver(mod, g)
+func Describe(ctx context.Context, e *wasm.Engine, mod *wasm.Module, g wasm.Grants) (abi.Description, error) {
+	d := OpenDriver(e, mod, g)
 	defer d.Close()
 	return d.Describe(ctx)
 }
 
 // nothingGranted keeps only g's limits: no filesystem, environment or output.
-func nothingGranted(g Grants) Grants {
-	return Grants{MemoryBytes: g.MemoryBytes, Deadline: g.Deadline}
+func nothingGranted(g wasm.Grants) wasm.Grants {
+	return wasm.Grants{MemoryBytes: g.MemoryBytes, Deadline: g.Deadline}
 }
 
 // Driver is a process driver held for one run: its calls share one instance, each
 // bounded by the hook-call deadline the driver was opened with (Held).
 type Driver struct {
-	h       *Held
+	h       *wasm.Held
 	exports map[string]string // by process function, its core export (ProcessExport)
 }
 
 // OpenDriver holds an instance of the process driver mod for a run, granted nothing
 // but g's memory limit and per-call deadline.
-func (e *Engine) OpenDriver(mod *Module, g Grants) *Driver {
+func OpenDriver(e *wasm.Engine, mod *wasm.Module, g wasm.Grants) *Driver {
 	// Resolved once: a run calls parse for every batch of lines, and finding a core
 	// module's export walks all of them.
 	exports := make(map[string]string, len(abi.ProcessFuncs))
 	for fn := range abi.ProcessFuncs {
-		exports[fn] = mod.ProcessExport(fn)
+		exports[fn] = ProcessExport(mod, fn)
 	}
 	return &Driver{h: e.Hold(mod, nothingGranted(g)), exports: exports}
 }

@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -188,17 +188,4 @@ func parseCursor(c string, total int) (int, error) {
 		return 0, errInvalidCursor
 	}
 	return n, nil
-}
-
-// hookHostFuncs are the hook world's imports by interface name without version.
-var hookHostFuncs = map[string][]hostFunc{
-	"murmur:runtime/inference": {{abi.ImportRunInference, abi.RunInference, importRunInference}},
-	"murmur:runtime/tokens":    {{abi.ImportCount, abi.CountTokens, importCountTokens}},
-	"murmur:task-io/read": {
-		{abi.ImportInputLen, abi.InputLen, importInputLen},
-		{abi.ImportReadInput, abi.ReadInput, importReadInput},
-		{abi.ImportOutputLen, abi.OutputLen, importOutputLen},
-		{abi.ImportReadOutput, abi.ReadOutput, importReadOutput},
-	},
-	"murmur:conversation/read": {{abi.ImportReadMessages, abi.ReadMessages, importReadMessages}},
 }

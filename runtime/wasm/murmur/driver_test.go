@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/replay"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -190,13 +191,13 @@ func TestDriverOpenAIChat(t *testing.T) { testDriver(t, openaiDriver) }
 func testDriver(t *testing.T, spec driverSpec) {
 	t.Parallel()
 	ctx := context.Background()
-	wasm := guestbuild.Wasm(t, "../../examples/drivers/"+spec.name)
-	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
-	mod, err := e.Compile(ctx, "drivercap", spec.name, manifest.RoleDriver, wasm)
+	code := guestbuild.Wasm(t, "../../../examples/drivers/"+spec.name)
+	e, _ := newEngine(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	mod, err := Compile(ctx, e, "drivercap", spec.name, manifest.RoleDriver, code)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mod.CheckWorld("driver"); err != nil {
+	if err := CheckWorld(mod, "driver"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -304,10 +305,10 @@ func testDriver(t *testing.T, spec driverSpec) {
 			reqs, fails = nil, 0
 			mu.Unlock()
 			sleeps, chunks = 0, ""
-			g := Grants{MemoryBytes: 256 << 20, Deadline: 30 * time.Second, Env: []string{
+			g := wasm.Grants{MemoryBytes: 256 << 20, Deadline: 30 * time.Second, Env: []string{
 				"MURMUR_INFERENCE_ENDPOINT=" + srv.URL + tt.endpoint, "MURMUR_INFERENCE_MODEL=m-test"}}
 			input := tt.input
-			res, err := e.CallTool(ctx, mod, g, host, abi.ToolInput{Data: &input})
+			res, err := CallTool(ctx, e, mod, g, host, abi.ToolInput{Data: &input})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -402,7 +403,7 @@ func driverDeref(s *string) string {
 // wasm driver of its own name.
 func TestDriverArtifactManifests(t *testing.T) {
 	for _, name := range []string{"anthropic-messages", "openai-chat"} {
-		file := filepath.Join("..", "..", "examples", "drivers", name, "artifact", "murmur.yaml")
+		file := filepath.Join("..", "..", "..", "examples", "drivers", name, "artifact", "murmur.yaml")
 		data, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)

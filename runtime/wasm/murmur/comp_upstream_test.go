@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -59,11 +60,11 @@ func TestUpstreamTools(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			mod, err := e.Compile(ctx, "up", tc.name, tc.role, upstreamFixture(t, tc.path))
+			mod, err := Compile(ctx, e, "up", tc.name, tc.role, upstreamFixture(t, tc.path))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := mod.CheckWorld(string(tc.role)); err != nil {
+			if err := CheckWorld(mod, string(tc.role)); err != nil {
 				t.Fatal(err)
 			}
 			var asked string
@@ -76,7 +77,7 @@ func TestUpstreamTools(t *testing.T) {
 					}
 				},
 			}
-			out, err := e.CallTool(ctx, mod, Grants{MemoryBytes: 16 << 20, Deadline: 10 * time.Second}, h, abi.ToolInput{Data: tc.in})
+			out, err := CallTool(ctx, e, mod, wasm.Grants{MemoryBytes: 16 << 20, Deadline: 10 * time.Second}, h, abi.ToolInput{Data: tc.in})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,15 +115,15 @@ func TestUpstreamCapsules(t *testing.T) {
 		reason   string            // the failure's classification; "" for success
 		result   string            // out/result.txt
 	}{
-		{name: "capsule-spin-loop", deadline: 2 * time.Second, reason: ReasonDeadline},
-		{name: "capsule-memory-balloon", memory: 16 << 20, reason: ReasonMemoryLimit},
+		{name: "capsule-spin-loop", deadline: 2 * time.Second, reason: wasm.ReasonDeadline},
+		{name: "capsule-memory-balloon", memory: 16 << 20, reason: wasm.ReasonMemoryLimit},
 		{name: "capsule-env-echo", env: []string{"MURMUR_TEST_ALLOWED_VAR=visible"},
 			result: "GITHUB_TOKEN=absent\nMURMUR_TEST_ALLOWED_VAR=present:visible"},
 		{name: "capsule-filesystem-escape", result: "blocked"},
 		// Its write out of the folder fails, and it panics on that: a trap.
-		{name: "capsule-filesystem-trap", reason: ReasonTrap},
+		{name: "capsule-filesystem-trap", reason: wasm.ReasonTrap},
 		// It reads task.md, then sleeps 2 s: the 1 s deadline stops the sleep.
-		{name: "capsule-sleep-input", files: map[string]string{"task.md": "the task"}, deadline: time.Second, reason: ReasonDeadline},
+		{name: "capsule-sleep-input", files: map[string]string{"task.md": "the task"}, deadline: time.Second, reason: wasm.ReasonDeadline},
 		{name: "capsule-network-attempt", http: true, result: "denied"},
 		{name: "capsule-allowlisted", result: "ok", invoke: func(_ context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
 			if name != "echo-tool" || in.Data == nil || *in.Data != "hello" {
@@ -138,11 +139,11 @@ func TestUpstreamCapsules(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("GITHUB_TOKEN", "sk-must-not-leak")
-			mod, err := e.Compile(ctx, "up", tc.name, RoleCapsule, upstreamFixture(t, "run/components/"+tc.name+".wasm"))
+			mod, err := Compile(ctx, e, "up", tc.name, RoleCapsule, upstreamFixture(t, "run/components/"+tc.name+".wasm"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := mod.CheckWorld(ScriptWorld); err != nil {
+			if err := CheckWorld(mod, ScriptWorld); err != nil {
 				t.Fatal(err)
 			}
 			work := filepath.Join(t.TempDir(), "a", "b", "work")
@@ -158,7 +159,7 @@ func TestUpstreamCapsules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := Grants{FS: gfs, Env: tc.env, MemoryBytes: 64 << 20, Deadline: 10 * time.Second}
+			g := wasm.Grants{FS: gfs, Env: tc.env, MemoryBytes: 64 << 20, Deadline: 10 * time.Second}
 			if tc.memory > 0 {
 				g.MemoryBytes = tc.memory
 			}
@@ -170,8 +171,8 @@ func TestUpstreamCapsules(t *testing.T) {
 				h.HTTP = &Outgoing{Capsule: "up", Rules: rules}
 				h.HTTP.Init()
 			}
-			err = e.RunScript(ctx, mod, g, h)
-			var ge *GuestError
+			err = RunScript(ctx, e, mod, g, h)
+			var ge *wasm.GuestError
 			switch {
 			case tc.reason != "":
 				if !errors.As(err, &ge) || ge.Reason != tc.reason {

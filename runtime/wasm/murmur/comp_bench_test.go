@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/internal/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -21,25 +22,25 @@ func BenchmarkComponent(b *testing.B) {
 	ctx := context.Background()
 	guests := []struct {
 		name string
-		wasm func(b *testing.B) []byte
+		code func(b *testing.B) []byte
 	}{
 		{"component-echo-tool", func(b *testing.B) []byte { return upstreamFixture(b, "run/components/echo-tool.wasm") }},
-		{"core-benchtool", func(b *testing.B) []byte { return guestbuild.Wasm(b, "../../internal/testguests/benchtool") }},
+		{"core-benchtool", func(b *testing.B) []byte { return guestbuild.Wasm(b, "../../../internal/testguests/benchtool") }},
 		{"core-tinytool", func(b *testing.B) []byte {
-			return watbuild.Wasm(b, "../../internal/testguests/tinytool/tinytool.wat")
+			return watbuild.Wasm(b, "../../../internal/testguests/tinytool/tinytool.wat")
 		}},
 	}
 	for _, gu := range guests {
-		wasm := gu.wasm(b)
+		code := gu.code(b)
 		b.Run("stage/"+gu.name, func(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
-				e, err := NewEngine(ctx)
+				e, err := wasm.NewEngine(ctx)
 				if err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if _, err := e.Compile(ctx, "c", gu.name, manifest.RoleTool, wasm); err != nil {
+				if _, err := Compile(ctx, e, "c", gu.name, manifest.RoleTool, code); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
@@ -49,22 +50,22 @@ func BenchmarkComponent(b *testing.B) {
 		})
 		for _, mode := range []struct {
 			name string
-			opts []EngineOption
-		}{{"fresh", []EngineOption{WithoutInitSnapshots()}}, {"default", nil}} {
+			opts []wasm.EngineOption
+		}{{"fresh", []wasm.EngineOption{wasm.WithoutInitSnapshots()}}, {"default", nil}} {
 			b.Run("call-"+mode.name+"/"+gu.name, func(b *testing.B) {
-				e, err := NewEngine(ctx, mode.opts...)
+				e, err := wasm.NewEngine(ctx, mode.opts...)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer e.Close(ctx)
-				mod, err := e.Compile(ctx, "c", gu.name, manifest.RoleTool, wasm)
+				mod, err := Compile(ctx, e, "c", gu.name, manifest.RoleTool, code)
 				if err != nil {
 					b.Fatal(err)
 				}
 				data := "hello"
-				g := Grants{MemoryBytes: 64 << 20}
+				g := wasm.Grants{MemoryBytes: 64 << 20}
 				for b.Loop() {
-					if _, err := e.CallTool(ctx, mod, g, &Imports{}, abi.ToolInput{Data: &data}); err != nil {
+					if _, err := CallTool(ctx, e, mod, g, &Imports{}, abi.ToolInput{Data: &data}); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"fmt"
@@ -158,7 +158,7 @@ func hostABI(t *testing.T, iface, name string) *abi.Func {
 	if !ok {
 		t.Fatalf("the host serves no %s#%s", iface, name)
 	}
-	return f.f
+	return f.Func
 }
 
 func coreSig(f *abi.Func) string {

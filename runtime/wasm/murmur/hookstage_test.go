@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -17,16 +18,16 @@ import (
 func TestCallHookOnStage(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	stage, err := e.Compile(ctx, "cap", "stage", manifest.RoleHook, guestbuild.Wasm(t, "../../internal/testguests/stagehook"))
+	stage, err := Compile(ctx, e, "cap", "stage", manifest.RoleHook, guestbuild.Wasm(t, "../../../internal/testguests/stagehook"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := e.Compile(ctx, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../examples/guests/policy-hook"))
+	policy, err := Compile(ctx, e, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../../examples/guests/policy-hook"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []*Module{stage, policy} {
-		if err := m.CheckHook(manifest.BindStage); err != nil {
+	for _, m := range []*wasm.Module{stage, policy} {
+		if err := CheckHook(m, manifest.BindStage); err != nil {
 			t.Fatalf("%s bound to on-stage: %v", m.Artifact, err)
 		}
 	}
@@ -39,7 +40,7 @@ func TestCallHookOnStage(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		mod    *Module
+		mod    *wasm.Module
 		record any
 		want   HookAnswer
 		names  []string // the manifests' binary names, when want has none spelled out
@@ -52,7 +53,7 @@ func TestCallHookOnStage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := e.CallHook(ctx, tt.mod, Grants{MemoryBytes: 64 << 20}, manifest.BindStage, tt.record)
+			got, err := CallHook(ctx, e, tt.mod, wasm.Grants{MemoryBytes: 64 << 20}, manifest.BindStage, tt.record)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,16 +110,16 @@ func TestComponentHookOnStage(t *testing.T) {
 		"  (export \"" + iface + "\" (instance $e))\n)\n"
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	mod, err := e.Compile(ctx, "cap", "comp-stage", manifest.RoleHook, buildHookComp(t, wat))
+	mod, err := Compile(ctx, e, "cap", "comp-stage", manifest.RoleHook, buildHookComp(t, wat))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, binding := range []string{"", manifest.BindStage} {
-		if err := mod.CheckHook(binding); err != nil {
+		if err := CheckHook(mod, binding); err != nil {
 			t.Errorf("bound to %q: %v", binding, err)
 		}
 	}
-	got, err := e.CallHook(ctx, mod, Grants{MemoryBytes: 1 << 20}, manifest.BindStage, []any{[]any{"jq", "git"}})
+	got, err := CallHook(ctx, e, mod, wasm.Grants{MemoryBytes: 1 << 20}, manifest.BindStage, []any{[]any{"jq", "git"}})
 	if err != nil {
 		t.Fatal(err)
 	}

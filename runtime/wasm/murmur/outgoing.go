@@ -1,4 +1,4 @@
-package wasm
+package murmur
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/clip"
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/netpolicy"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
 // Default body caps of capsulegate:http/outgoing (docs/reference/guest-abi.md "Limits").
@@ -59,7 +60,7 @@ type Outgoing struct {
 	MaxRequestBody  int64              // 0: DefaultMaxRequestBody
 	MaxResponseBody int64              // 0: DefaultMaxResponseBody
 	Credentials     []Credential
-	Metrics         *Metrics
+	Metrics         *wasm.Metrics
 	// OnDeny is told of every refusal, after it is counted (for the trace and logs).
 	OnDeny func(who, host string, port int, err error)
 
