@@ -160,7 +160,7 @@ fuzz:
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeJournal$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzREST$$' -fuzztime $(FUZZTIME_REST)
-	$(GO) test ./internal/taskdb -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./taskdb -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 ## bench: the benchmarks quoted in docs/benchmarks.md
 bench:

@@ -15,11 +15,11 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/internal/wasmtest"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 

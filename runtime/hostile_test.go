@@ -29,11 +29,11 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 

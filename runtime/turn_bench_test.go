@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 

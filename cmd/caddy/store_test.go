@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/taskdb"
+	"github.com/capsulegate/capsulegate/taskdb"
 )
 
 // buildStore writes a store of two capsules: 30 tasks of hello (20 then deleted, so

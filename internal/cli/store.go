@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/taskdb"
+	"github.com/capsulegate/capsulegate/taskdb"
 )
 
 // storeLockWait is how long the store commands wait for a gateway's lock before refusing.

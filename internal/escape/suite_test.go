@@ -14,11 +14,11 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/internal/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/shell"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/runtime/wasm/wasip2"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )

@@ -10,9 +10,9 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/internal/wasmtest"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/taskdb"
+	"github.com/capsulegate/capsulegate/taskdb"
 )
 
 func Example() {
