@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
@@ -458,7 +458,7 @@ func TestOnCompactionHook(t *testing.T) {
 // and that message's text is the summary the next turn starts with.
 func TestOnCompactionGoHook(t *testing.T) {
 	r, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
-	mod, err := r.engine.Compile(context.Background(), "compacting", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../internal/testguests/summaryhook"))
+	mod, err := r.engine.Compile(context.Background(), "compacting", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../internal/testkit/testguests/summaryhook"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func BenchmarkAgentTurn(b *testing.B) {
 	ctx := context.Background()
 	e, reg := agentRig(b, map[string][2]string{
 		"anthropic-messages": {"driver", "../examples/drivers/anthropic-messages"},
-		"echo":               {"tool", "../internal/testguests/echo"},
+		"echo":               {"tool", "../internal/testkit/testguests/echo"},
 	})
 	p := newProvider(b, benchCassette())
 	const key = "sk-bench"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 )
 
 // compactionCassette answers a task that reads a skill three times; the third turn's

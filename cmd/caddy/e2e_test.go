@@ -20,7 +20,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/replay"
 )
 
@@ -261,7 +261,7 @@ func TestRunScriptCapsule(t *testing.T) {
 	}
 	// A capsule whose task fails exits 1 and says why.
 	os.Remove(filepath.Join(capDir, "capsule.wasm"))
-	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../../internal/testguests/script"), 0o644)
+	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../../internal/testkit/testguests/script"), 0o644)
 	os.Remove(filepath.Join(capDir, "murmur.lock"))
 	r = capsule(t, home, "run", manifestPath, "--registry", reg, "--work-root", workRoot)
 	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, `no wasm tool named "echo"`) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 )
 
 // TestInstallWithoutKey: a CI job pins and verifies a capsule whose driver key comes from

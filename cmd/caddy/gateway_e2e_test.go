@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 )
 
 // gateway is a real `caddy run` of Caddyfile.example (ports rewritten to free ones) plus
@@ -138,7 +138,7 @@ func publish(t *testing.T, home, reg, src, name string, wasm []byte) {
 	}
 }
 
-// gateCapsule writes a test script capsule (internal/testguests/gateway invoking the
+// gateCapsule writes a test script capsule (internal/testkit/testguests/gateway invoking the
 // gatetool tool) into dir with the given lifecycle and limits.
 func gateCapsule(t *testing.T, dir, name, version, extra string) {
 	t.Helper()
@@ -147,7 +147,7 @@ func gateCapsule(t *testing.T, dir, name, version, extra string) {
 	if err := os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(m), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../../internal/testguests/gateway"), 0o644)
+	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../../internal/testkit/testguests/gateway"), 0o644)
 }
 
 const gateLimits = "capabilities:\n  limits: {memory_bytes: 134217728, deadline_seconds: 300}\n"
@@ -169,7 +169,7 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	gt := filepath.Join(t.TempDir(), "gatetool")
 	os.MkdirAll(gt, 0o755)
 	os.WriteFile(filepath.Join(gt, "murmur.yaml"), []byte("name: gatetool\nversion: 1.0.0\nruntime: tool\ndescription: echoes, spins or asks\n"), 0o644)
-	publish(t, g.home, reg, gt, "gatetool", guestbuild.Wasm(t, "../../internal/testguests/gatetool"))
+	publish(t, g.home, reg, gt, "gatetool", guestbuild.Wasm(t, "../../internal/testkit/testguests/gatetool"))
 
 	copyDir(t, "../../examples/capsules/hello", filepath.Join(g.dir, "examples", "capsules", "hello"))
 	copyDir(t, "../../examples/capsules/wordcount", filepath.Join(g.dir, "examples", "capsules", "wordcount"))

@@ -15,8 +15,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/harnesstest"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/harnesstest"
 	"github.com/capsulegate/capsulegate/replay"
 )
 
@@ -291,7 +291,7 @@ func harnessGateway(t *testing.T, dir, bin, driver, model, providerURL string) *
 	os.MkdirAll(echo, 0o755)
 	os.WriteFile(filepath.Join(echo, "murmur.yaml"), []byte("name: echo\nversion: 1.0.0\nruntime: tool\ndescription: echoes its input\n"+
 		"input_schema: {type: object, properties: {text: {type: string}}, required: [text]}\n"), 0o644)
-	publish(t, home, reg, echo, "echo", guestbuild.Wasm(t, "../../internal/testguests/echo"))
+	publish(t, home, reg, echo, "echo", guestbuild.Wasm(t, "../../internal/testkit/testguests/echo"))
 	version := regexp.MustCompile(`(?m)^version: *(\S+)`).FindSubmatch(must(os.ReadFile("../../examples/drivers/" + driver + "/artifact/murmur.yaml")))
 	capDir := filepath.Join(dir, "harnessed")
 	os.MkdirAll(capDir, 0o755)

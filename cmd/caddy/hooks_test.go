@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 )
 
 // hookedCassette scripts a task the policy hook gets in the way of: the first turn asks
@@ -83,7 +83,7 @@ func TestHooksAndCompactionThroughTheGateway(t *testing.T) {
 	os.MkdirAll(home, 0o755)
 	publish(t, home, reg, "../../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../../examples/drivers/anthropic-messages"))
 	for _, a := range []struct{ name, keys, src string }{
-		{"echo", "runtime: tool\ndescription: echoes its input\n", "../../internal/testguests/echo"},
+		{"echo", "runtime: tool\ndescription: echoes its input\n", "../../internal/testkit/testguests/echo"},
 		{"policy", "runtime: hook\nbinding: on-tool-call\nexecution_mode: blocking\ncommit_policy: deny\n", "../../examples/guests/policy-hook"},
 		{"audit", "runtime: hook\nexecution_mode: async\n", "../../examples/guests/audit-hook"},
 	} {
@@ -244,7 +244,7 @@ func TestReopenTaskThroughTheGateway(t *testing.T) {
 		src := filepath.Join(t.TempDir(), a.name)
 		os.MkdirAll(src, 0o755)
 		os.WriteFile(filepath.Join(src, "murmur.yaml"), []byte("name: "+a.name+"\nversion: 1.0.0\n"+a.keys), 0o644)
-		publish(t, home, reg, src, a.name, guestbuild.Wasm(t, "../../internal/testguests/"+a.src))
+		publish(t, home, reg, src, a.name, guestbuild.Wasm(t, "../../internal/testkit/testguests/"+a.src))
 	}
 	capDir := filepath.Join(dir, "reopening")
 	os.MkdirAll(capDir, 0o755)

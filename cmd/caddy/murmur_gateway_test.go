@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 )
 
 // TestUpstreamGateway serves upstream Murmur's driver and tool components from one

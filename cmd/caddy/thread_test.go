@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 )
 
 // TestThreadedAcrossRestart: through the real gateway, with its durable store, the second
 // task of a threaded context — after a restart between the two — sends the driver the
 // first task's tool call and tool result, in order, in the driver protocol's format; when
 // the first task compacted, the second starts from its summary instead of the messages
-// the summary replaced. The driver is recdriver (internal/testguests), which records each
+// the summary replaced. The driver is recdriver (internal/testkit/testguests), which records each
 // input it gets in its session's out/driver-inputs.jsonl.
 func TestThreadedAcrossRestart(t *testing.T) {
 	const (
@@ -55,8 +55,8 @@ func testThreadedAcrossRestart(t *testing.T, config, more string, task1Inputs in
 	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
 	os.MkdirAll(home, 0o755)
 	for _, a := range []struct{ name, role, src string }{
-		{"recdriver", "driver", "../../internal/testguests/recdriver"},
-		{"echo", "tool", "../../internal/testguests/echo"},
+		{"recdriver", "driver", "../../internal/testkit/testguests/recdriver"},
+		{"echo", "tool", "../../internal/testkit/testguests/echo"},
 	} {
 		src := filepath.Join(t.TempDir(), a.name)
 		os.MkdirAll(src, 0o755)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
-	"github.com/capsulegate/capsulegate/internal/wasmtest"
+	"github.com/capsulegate/capsulegate/internal/testkit/wasmtest"
 	"github.com/capsulegate/capsulegate/manifest"
 )
 

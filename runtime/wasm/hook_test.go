@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/wasmtest"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/wasmtest"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/wit/abi"
@@ -55,7 +55,7 @@ func TestCallHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	summary, err := e.Compile(ctx, "cap", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../../internal/testguests/summaryhook"))
+	summary, err := e.Compile(ctx, "cap", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../../internal/testkit/testguests/summaryhook"))
 	if err != nil {
 		t.Fatal(err)
 	}

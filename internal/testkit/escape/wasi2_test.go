@@ -11,7 +11,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/runtime/wasm/wasip2"
 	"github.com/capsulegate/capsulegate/wit/abi"
@@ -24,8 +24,8 @@ import (
 // still serves a well-formed call.
 
 const (
-	w2IO   = "../../runtime/wasm/wasip2/testdata/io.wat"
-	w2FS   = "../../runtime/wasm/wasip2/testdata/fs.wat"
+	w2IO   = "../../../runtime/wasm/wasip2/testdata/io.wat"
+	w2FS   = "../../../runtime/wasm/wasip2/testdata/fs.wat"
 	w2Ret  = 8       // the return area
 	w2Data = 0x10000 // where rows put strings and lists
 )

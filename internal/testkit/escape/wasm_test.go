@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime"
@@ -30,7 +30,7 @@ import (
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// Guest rows run the hostile Go guests of internal/testguests through the real Engine,
+// Guest rows run the hostile Go guests of internal/testkit/testguests through the real Engine,
 // as a core module (wasm-core) and as a component made by jco's preview1 adapter
 // (wasm-component): hostile-fs (files), hostile-env, hostile-net, hostile-spin (loops,
 // sleeps, exits, panics), hostile-grow, hostile-abi and hostile-invoke.
@@ -153,7 +153,7 @@ func wasmComponentRows() []row {
 			run: func(t *testing.T, s *suite) outcome {
 				e := s.wasmEngine(t)
 				core := guestbuild.Wasm(t, "../testguests/hostile-link")
-				bin := watbuild.Component(t, core, watbuild.RunOnlyWIT(t, "../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
+				bin := watbuild.Component(t, core, watbuild.RunOnlyWIT(t, "../../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
 				_, err := e.Compile(context.Background(), capsuleName, "hostile-link-component", manifest.RoleTool, bin)
 				if err == nil {
 					return outcome{class: "compiled", escaped: "a component planting links compiled"}

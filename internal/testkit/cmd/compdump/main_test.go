@@ -5,13 +5,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 )
 
 // TestDump prints the tool component of the component package's tests and refuses a
 // file that is not a component.
 func TestDump(t *testing.T) {
-	b := watbuild.Wasm(t, "../../../runtime/wasm/component/testdata/tool.wat")
+	b := watbuild.Wasm(t, "../../../../runtime/wasm/component/testdata/tool.wat")
 	dir := t.TempDir()
 	good := filepath.Join(dir, "tool.wasm")
 	bad := filepath.Join(dir, "bad.wasm")

@@ -3,7 +3,7 @@
 // modules with their sizes and imports, and the steps an instantiator runs. It is how
 // the fixtures the component runtime must serve are catalogued.
 //
-//	go run ./internal/cmd/compdump tool.wasm [more.wasm ...]
+//	go run ./internal/testkit/cmd/compdump tool.wasm [more.wasm ...]
 package main
 
 import (

@@ -1,10 +1,10 @@
 // Command harnesses installs the harness CLIs the process-driver tests run, Claude Code
-// and Codex at the versions internal/harnesstest pins, with npm into a test-only folder
+// and Codex at the versions internal/testkit/harnesstest pins, with npm into a test-only folder
 // (default $HOME/.cache/capsulegate-harnesses/<package>@<version>; CAPSULEGATE_HARNESS_CACHE
 // overrides it), and prints each binary's path. It is idempotent: an installed version
 // is left as it is.
 //
-//	go run ./internal/cmd/harnesses [claude|codex]...
+//	go run ./internal/testkit/cmd/harnesses [claude|codex]...
 package main
 
 import (
@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/capsulegate/capsulegate/internal/harnesstest"
+	"github.com/capsulegate/capsulegate/internal/testkit/harnesstest"
 )
 
 func main() {

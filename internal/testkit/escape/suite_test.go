@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/shell"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
@@ -194,7 +194,7 @@ func (s *suite) wasmEngine(t *testing.T) *wasm.Engine {
 
 const capsuleName = "escape"
 
-// module returns the test guest internal/testguests/<dir> compiled for role, as a core
+// module returns the test guest internal/testkit/testguests/<dir> compiled for role, as a core
 // module, or with component set as a component made by jco's preview1 adapter.
 func (s *suite) module(t *testing.T, dir string, role manifest.Role, component bool) *wasm.Module {
 	key := dir + "/" + string(role)
@@ -207,7 +207,7 @@ func (s *suite) module(t *testing.T, dir string, role manifest.Role, component b
 	e := s.wasmEngine(t)
 	bin := guestbuild.Wasm(t, "../testguests/"+dir)
 	if component {
-		bin = watbuild.Component(t, bin, watbuild.RunOnlyWIT(t, "../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
+		bin = watbuild.Component(t, bin, watbuild.RunOnlyWIT(t, "../../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
 	}
 	world := string(role)
 	if role == wasm.RoleCapsule {

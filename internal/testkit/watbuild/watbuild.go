@@ -23,7 +23,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 )
 
 var (

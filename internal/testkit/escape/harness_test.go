@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
@@ -25,7 +25,7 @@ import (
 )
 
 // Harness rows attack from inside a process capsule's harness: one capsule, served with
-// runtime.Serve as the gateway hosts it, whose driver is internal/testguests/procdriver
+// runtime.Serve as the gateway hosts it, whose driver is internal/testkit/testguests/procdriver
 // and whose harness is a stand-in (fakeharness, below) that runs its task text as a bash
 // command and answers "turn-end exit=<status> <output>". So each row is one command,
 // run as one task of a context of its own, in the sealed sandbox with the run's

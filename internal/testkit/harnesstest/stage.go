@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
