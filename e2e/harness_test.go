@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -286,13 +286,13 @@ func harnessGateway(t *testing.T, dir, bin, driver, model, providerURL string) *
 	t.Helper()
 	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
 	os.MkdirAll(home, 0o755)
-	publish(t, home, reg, "../../examples/drivers/"+driver+"/artifact", driver, guestbuild.Wasm(t, "../../examples/drivers/"+driver))
+	publish(t, home, reg, "../examples/drivers/"+driver+"/artifact", driver, guestbuild.Wasm(t, "../examples/drivers/"+driver))
 	echo := filepath.Join(t.TempDir(), "echo")
 	os.MkdirAll(echo, 0o755)
 	os.WriteFile(filepath.Join(echo, "murmur.yaml"), []byte("name: echo\nversion: 1.0.0\nruntime: tool\ndescription: echoes its input\n"+
 		"input_schema: {type: object, properties: {text: {type: string}}, required: [text]}\n"), 0o644)
-	publish(t, home, reg, echo, "echo", guestbuild.Wasm(t, "../../internal/testkit/testguests/echo"))
-	version := regexp.MustCompile(`(?m)^version: *(\S+)`).FindSubmatch(must(os.ReadFile("../../examples/drivers/" + driver + "/artifact/murmur.yaml")))
+	publish(t, home, reg, echo, "echo", guestbuild.Wasm(t, "../internal/testkit/testguests/echo"))
+	version := regexp.MustCompile(`(?m)^version: *(\S+)`).FindSubmatch(must(os.ReadFile("../examples/drivers/" + driver + "/artifact/murmur.yaml")))
 	capDir := filepath.Join(dir, "harnessed")
 	os.MkdirAll(capDir, 0o755)
 	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte(`name: harnessed

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -23,11 +23,11 @@ func TestInstallWithoutKey(t *testing.T) {
 	home := filepath.Join(tmp, "home")
 	reg := filepath.Join(tmp, "registry")
 	os.MkdirAll(home, 0o755)
-	publish(t, home, reg, "../../examples/artifacts/wordcount", "wordcount", guestbuild.Wasm(t, "../../examples/guests/wordcount"))
-	publish(t, home, reg, "../../examples/artifacts/greeting", "greeting", nil)
-	publish(t, home, reg, "../../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../../examples/drivers/anthropic-messages"))
+	publish(t, home, reg, "../examples/artifacts/wordcount", "wordcount", guestbuild.Wasm(t, "../examples/guests/wordcount"))
+	publish(t, home, reg, "../examples/artifacts/greeting", "greeting", nil)
+	publish(t, home, reg, "../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
 	capDir := filepath.Join(tmp, "hello")
-	copyDir(t, "../../examples/capsules/hello", capDir)
+	copyDir(t, "../examples/capsules/hello", capDir)
 	manifest := filepath.Join(capDir, "murmur.yaml")
 	lock := filepath.Join(capDir, "murmur.lock")
 	os.Remove(lock)
@@ -58,7 +58,7 @@ func TestInstallWithoutKey(t *testing.T) {
 		t.Fatalf("verify without the key: exit %d: %s", r.code, r.stderr)
 	}
 	zip := filepath.Join(tmp, "greeting.mur.zip")
-	if r := capsule(t, home, "pack", "../../examples/artifacts/greeting", "--output", zip); r.code != 0 {
+	if r := capsule(t, home, "pack", "../examples/artifacts/greeting", "--output", zip); r.code != 0 {
 		t.Fatalf("pack: exit %d: %s", r.code, r.stderr)
 	}
 	if r := capsule(t, home, "publish", zip, "--registry", filepath.Join(tmp, "other-registry")); r.code != 0 {

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -147,7 +147,7 @@ func gateCapsule(t *testing.T, dir, name, version, extra string) {
 	if err := os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(m), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../../internal/testkit/testguests/gateway"), 0o644)
+	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../internal/testkit/testguests/gateway"), 0o644)
 }
 
 const gateLimits = "capabilities:\n  limits: {memory_bytes: 134217728, deadline_seconds: 300}\n"
@@ -163,22 +163,22 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	g.home = filepath.Join(g.dir, "home")
 	os.MkdirAll(g.home, 0o755)
 	reg := filepath.Join(g.dir, "examples", "registry")
-	publish(t, g.home, reg, "../../examples/artifacts/wordcount", "wordcount", guestbuild.Wasm(t, "../../examples/guests/wordcount"))
-	publish(t, g.home, reg, "../../examples/artifacts/greeting", "greeting", nil)
-	publish(t, g.home, reg, "../../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../../examples/drivers/anthropic-messages"))
+	publish(t, g.home, reg, "../examples/artifacts/wordcount", "wordcount", guestbuild.Wasm(t, "../examples/guests/wordcount"))
+	publish(t, g.home, reg, "../examples/artifacts/greeting", "greeting", nil)
+	publish(t, g.home, reg, "../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
 	gt := filepath.Join(t.TempDir(), "gatetool")
 	os.MkdirAll(gt, 0o755)
 	os.WriteFile(filepath.Join(gt, "murmur.yaml"), []byte("name: gatetool\nversion: 1.0.0\nruntime: tool\ndescription: echoes, spins or asks\n"), 0o644)
-	publish(t, g.home, reg, gt, "gatetool", guestbuild.Wasm(t, "../../internal/testkit/testguests/gatetool"))
+	publish(t, g.home, reg, gt, "gatetool", guestbuild.Wasm(t, "../internal/testkit/testguests/gatetool"))
 
-	copyDir(t, "../../examples/capsules/hello", filepath.Join(g.dir, "examples", "capsules", "hello"))
-	copyDir(t, "../../examples/capsules/wordcount", filepath.Join(g.dir, "examples", "capsules", "wordcount"))
-	copyDir(t, "../../examples/cassettes", filepath.Join(g.dir, "examples", "cassettes"))
+	copyDir(t, "../examples/capsules/hello", filepath.Join(g.dir, "examples", "capsules", "hello"))
+	copyDir(t, "../examples/capsules/wordcount", filepath.Join(g.dir, "examples", "capsules", "wordcount"))
+	copyDir(t, "../examples/cassettes", filepath.Join(g.dir, "examples", "cassettes"))
 	for _, lock := range []string{"hello", "wordcount"} {
 		os.Remove(filepath.Join(g.dir, "examples", "capsules", lock, "murmur.lock"))
 	}
 	os.WriteFile(filepath.Join(g.dir, "examples", "capsules", "wordcount", "capsule.wasm"),
-		guestbuild.Wasm(t, "../../examples/guests/wordcount-capsule"), 0o644)
+		guestbuild.Wasm(t, "../examples/guests/wordcount-capsule"), 0o644)
 
 	g.hooks = startWebhooks(t)
 	port, replayPort, adminPort := freePort(t), freePort(t), freePort(t)
@@ -195,7 +195,7 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	gateCapsule(t, filepath.Join(g.dir, "gate", "deadline"), "gate-deadline", "1.0.0", "capabilities:\n  limits: {memory_bytes: 134217728, deadline_seconds: 1}\n")
 	gateCapsule(t, filepath.Join(g.dir, "gate", "reload"), "gate-reload", "1.0.0", gateLimits+"lifecycle: {task_acceptance: queue, queue_depth: 4}\n")
 
-	example, err := os.ReadFile("../../Caddyfile.example")
+	example, err := os.ReadFile("../Caddyfile.example")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -74,7 +74,7 @@ func officialClients(t *testing.T, hc *http.Client, agent string) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		dir, _ := filepath.Abs("../../a2a/testdata/jsclient")
+		dir, _ := filepath.Abs("../a2a/testdata/jsclient")
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@a2a-js", "sdk", "package.json")); err != nil {
 			install := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
 			install.Dir = dir

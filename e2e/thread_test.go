@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -55,8 +55,8 @@ func testThreadedAcrossRestart(t *testing.T, config, more string, task1Inputs in
 	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
 	os.MkdirAll(home, 0o755)
 	for _, a := range []struct{ name, role, src string }{
-		{"recdriver", "driver", "../../internal/testkit/testguests/recdriver"},
-		{"echo", "tool", "../../internal/testkit/testguests/echo"},
+		{"recdriver", "driver", "../internal/testkit/testguests/recdriver"},
+		{"echo", "tool", "../internal/testkit/testguests/echo"},
 	} {
 		src := filepath.Join(t.TempDir(), a.name)
 		os.MkdirAll(src, 0o755)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -61,7 +61,7 @@ func startStreamGateway(t *testing.T, cassette string, before func(r *http.Reque
 	home := filepath.Join(dir, "home")
 	reg := filepath.Join(dir, "registry")
 	os.MkdirAll(home, 0o755)
-	publish(t, home, reg, "../../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../../examples/drivers/anthropic-messages"))
+	publish(t, home, reg, "../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
 	cassettes := filepath.Join(dir, "cassettes")
 	os.MkdirAll(cassettes, 0o755)
 	os.WriteFile(filepath.Join(cassettes, "stream.json"), []byte(cassette), 0o644)
@@ -139,7 +139,7 @@ func TestStreamFirstTextBeforeLastChunk(t *testing.T) {
 	if err != nil {
 		t.Skip("node is not installed; .ci/run installs it")
 	}
-	jsDir, _ := filepath.Abs("../../a2a/testdata/jsclient")
+	jsDir, _ := filepath.Abs("../a2a/testdata/jsclient")
 	if _, err := os.Stat(filepath.Join(jsDir, "node_modules", "@a2a-js", "sdk", "package.json")); err != nil {
 		install := exec.Command("npm", "ci", "--no-audit", "--no-fund")
 		install.Dir = jsDir

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -23,31 +23,6 @@ import (
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/replay"
 )
-
-// caddyBin is the real binary, built once for this test run from this package, with
-// the sandbox helper next to it as `make caddy` installs them.
-var caddyBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "capsulegate-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	caddyBin = filepath.Join(dir, "caddy")
-	for _, b := range []struct{ out, pkg string }{{caddyBin, "."}, {filepath.Join(dir, "capsulegate-sandbox"), "../capsulegate-sandbox"}} {
-		build := exec.Command("go", "build", "-o", b.out, b.pkg)
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n", b.pkg, err)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
 
 type result struct {
 	code           int
@@ -106,7 +81,7 @@ func TestPackPublishInstallVerify(t *testing.T) {
 		wantCode int
 		check    func(t *testing.T, r result)
 	}{
-		{"pack", []string{"pack", "../../examples/artifacts/greeting", "--output", zipPath}, 0, func(t *testing.T, r result) {
+		{"pack", []string{"pack", "../examples/artifacts/greeting", "--output", zipPath}, 0, func(t *testing.T, r result) {
 			if _, err := os.Stat(zipPath); err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +127,7 @@ func TestPackPublishInstallVerify(t *testing.T) {
 		}},
 		{"usage: no argument", []string{"verify", "--registry", reg}, 2, nil},
 		{"usage: unknown flag", []string{"verify", manifestPath, "--no-such-flag"}, 2, nil},
-		{"usage: pack reads no registry", []string{"pack", "../../examples/artifacts/greeting", "--output", zipPath, "--registry", reg}, 2, func(t *testing.T, r result) {
+		{"usage: pack reads no registry", []string{"pack", "../examples/artifacts/greeting", "--output", zipPath, "--registry", reg}, 2, func(t *testing.T, r result) {
 			if !strings.Contains(r.stderr, "unknown flag: --registry") {
 				t.Errorf("stderr: %s", r.stderr)
 			}
@@ -212,13 +187,13 @@ func TestRunScriptCapsule(t *testing.T) {
 	reg := filepath.Join(tmp, "registry")
 	os.MkdirAll(home, 0o755)
 	art := filepath.Join(tmp, "wordcount")
-	copyDir(t, "../../examples/artifacts/wordcount", art)
-	os.WriteFile(filepath.Join(art, "wordcount.wasm"), guestbuild.Wasm(t, "../../examples/guests/wordcount"), 0o644)
+	copyDir(t, "../examples/artifacts/wordcount", art)
+	os.WriteFile(filepath.Join(art, "wordcount.wasm"), guestbuild.Wasm(t, "../examples/guests/wordcount"), 0o644)
 	capDir := filepath.Join(tmp, "capsule")
 	os.MkdirAll(capDir, 0o755)
-	data, _ := os.ReadFile("../../examples/capsules/wordcount/murmur.yaml")
+	data, _ := os.ReadFile("../examples/capsules/wordcount/murmur.yaml")
 	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), data, 0o644)
-	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../../examples/guests/wordcount-capsule"), 0o644)
+	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../examples/guests/wordcount-capsule"), 0o644)
 	zipPath := filepath.Join(tmp, "wordcount.mur.zip")
 	for _, args := range [][]string{
 		{"pack", art, "--output", zipPath},
@@ -261,7 +236,7 @@ func TestRunScriptCapsule(t *testing.T) {
 	}
 	// A capsule whose task fails exits 1 and says why.
 	os.Remove(filepath.Join(capDir, "capsule.wasm"))
-	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../../internal/testkit/testguests/script"), 0o644)
+	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../internal/testkit/testguests/script"), 0o644)
 	os.Remove(filepath.Join(capDir, "murmur.lock"))
 	r = capsule(t, home, "run", manifestPath, "--registry", reg, "--work-root", workRoot)
 	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, `no wasm tool named "echo"`) {
@@ -277,14 +252,14 @@ func TestRunAgentCapsuleAgainstReplay(t *testing.T) {
 	reg := filepath.Join(tmp, "registry")
 	os.MkdirAll(home, 0o755)
 	for name, src := range map[string]string{
-		"anthropic-messages": "../../examples/drivers/anthropic-messages",
-		"wordcount":          "../../examples/guests/wordcount",
+		"anthropic-messages": "../examples/drivers/anthropic-messages",
+		"wordcount":          "../examples/guests/wordcount",
 	} {
 		art := filepath.Join(tmp, "art-"+name)
 		if name == "wordcount" {
-			copyDir(t, "../../examples/artifacts/wordcount", art)
+			copyDir(t, "../examples/artifacts/wordcount", art)
 		} else {
-			copyDir(t, "../../examples/drivers/anthropic-messages/artifact", art)
+			copyDir(t, "../examples/drivers/anthropic-messages/artifact", art)
 		}
 		os.WriteFile(filepath.Join(art, name+".wasm"), guestbuild.Wasm(t, src), 0o644)
 		zip := filepath.Join(tmp, name+".mur.zip")
@@ -296,12 +271,12 @@ func TestRunAgentCapsuleAgainstReplay(t *testing.T) {
 		}
 	}
 	zip := filepath.Join(tmp, "greeting.mur.zip")
-	capsule(t, home, "pack", "../../examples/artifacts/greeting", "--output", zip)
+	capsule(t, home, "pack", "../examples/artifacts/greeting", "--output", zip)
 	capsule(t, home, "publish", zip, "--registry", reg)
 
 	// The replay provider on a free port; its ready line names the address.
 	ctx, cancel := context.WithCancel(context.Background())
-	replayCmd := exec.CommandContext(ctx, caddyBin, "capsule", "replay", "../../examples/cassettes", "--listen", "127.0.0.1:0")
+	replayCmd := exec.CommandContext(ctx, caddyBin, "capsule", "replay", "../examples/cassettes", "--listen", "127.0.0.1:0")
 	replayCmd.Env = []string{"HOME=" + home}
 	stderr, _ := replayCmd.StderrPipe()
 	if err := replayCmd.Start(); err != nil {
@@ -319,7 +294,7 @@ func TestRunAgentCapsuleAgainstReplay(t *testing.T) {
 	endpoint := strings.TrimSpace(line[i:])
 
 	capDir := filepath.Join(tmp, "hello")
-	copyDir(t, "../../examples/capsules/hello", capDir)
+	copyDir(t, "../examples/capsules/hello", capDir)
 	os.Remove(filepath.Join(capDir, "murmur.lock"))
 	m, _ := os.ReadFile(filepath.Join(capDir, "murmur.yaml"))
 	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte(strings.Replace(string(m), "http://127.0.0.1:8089", endpoint, 1)), 0o644)
@@ -408,9 +383,9 @@ func TestRunAgentCapsuleOpenAI(t *testing.T) {
 	reg := filepath.Join(tmp, "registry")
 	os.MkdirAll(home, 0o755)
 	for name, src := range map[string][2]string{
-		"openai-chat": {"../../examples/drivers/openai-chat/artifact", "../../examples/drivers/openai-chat"},
-		"wordcount":   {"../../examples/artifacts/wordcount", "../../examples/guests/wordcount"},
-		"greeting":    {"../../examples/artifacts/greeting", ""},
+		"openai-chat": {"../examples/drivers/openai-chat/artifact", "../examples/drivers/openai-chat"},
+		"wordcount":   {"../examples/artifacts/wordcount", "../examples/guests/wordcount"},
+		"greeting":    {"../examples/artifacts/greeting", ""},
 	} {
 		art := filepath.Join(tmp, "art-"+name)
 		copyDir(t, src[0], art)
@@ -427,7 +402,7 @@ func TestRunAgentCapsuleOpenAI(t *testing.T) {
 
 	// The replay provider in this process, serving the example cassettes, so the key it
 	// receives can be checked.
-	lib, err := replay.Load("../../examples/cassettes")
+	lib, err := replay.Load("../examples/cassettes")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +422,7 @@ func TestRunAgentCapsuleOpenAI(t *testing.T) {
 	key := make([]byte, 8)
 	rand.Read(key)
 	sentinel := "sk-test-SENTINEL-" + hex.EncodeToString(key)
-	hello, _ := os.ReadFile("../../examples/capsules/hello/murmur.yaml")
+	hello, _ := os.ReadFile("../examples/capsules/hello/murmur.yaml")
 	yaml := string(hello)
 	for _, r := range [][2]string{
 		{"anthropic-messages", "openai-chat"},
@@ -461,7 +436,7 @@ func TestRunAgentCapsuleOpenAI(t *testing.T) {
 	}
 	writeCapsule := func(name, yaml string) string {
 		dir := filepath.Join(tmp, name)
-		copyDir(t, "../../examples/capsules/hello", dir)
+		copyDir(t, "../examples/capsules/hello", dir)
 		os.Remove(filepath.Join(dir, "murmur.lock"))
 		os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(yaml), 0o644)
 		return filepath.Join(dir, "murmur.yaml")
@@ -610,7 +585,7 @@ func TestRunShellThroughHelper(t *testing.T) {
 	home := filepath.Join(tmp, "home")
 	reg := filepath.Join(tmp, "registry")
 	os.MkdirAll(home, 0o755)
-	publish(t, home, reg, "../../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../../examples/drivers/anthropic-messages"))
+	publish(t, home, reg, "../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
 	cassettes := filepath.Join(tmp, "cassettes")
 	os.MkdirAll(cassettes, 0o755)
 	os.WriteFile(filepath.Join(cassettes, "shell.json"), []byte(`{"provider": "anthropic-messages", "conversations": [{"match": "use the shell", "turns": [
@@ -671,14 +646,14 @@ func TestRunWarnsForUnhonouredKeys(t *testing.T) {
 	reg := filepath.Join(tmp, "registry")
 	os.MkdirAll(home, 0o755)
 	art := filepath.Join(tmp, "wordcount")
-	copyDir(t, "../../examples/artifacts/wordcount", art)
-	os.WriteFile(filepath.Join(art, "wordcount.wasm"), guestbuild.Wasm(t, "../../examples/guests/wordcount"), 0o644)
+	copyDir(t, "../examples/artifacts/wordcount", art)
+	os.WriteFile(filepath.Join(art, "wordcount.wasm"), guestbuild.Wasm(t, "../examples/guests/wordcount"), 0o644)
 	capDir := filepath.Join(tmp, "capsule")
 	os.MkdirAll(capDir, 0o755)
-	data, _ := os.ReadFile("../../examples/capsules/wordcount/murmur.yaml")
+	data, _ := os.ReadFile("../examples/capsules/wordcount/murmur.yaml")
 	data = append(data, "\nobservability:\n  otel_endpoint: https://otel.example\n"...)
 	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), data, 0o644)
-	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../../examples/guests/wordcount-capsule"), 0o644)
+	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../examples/guests/wordcount-capsule"), 0o644)
 	zipPath := filepath.Join(tmp, "wordcount.mur.zip")
 	for _, args := range [][]string{{"pack", art, "--output", zipPath}, {"publish", zipPath, "--registry", reg}} {
 		if r := capsule(t, home, args...); r.code != 0 {

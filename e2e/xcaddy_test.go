@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -21,7 +21,7 @@ func TestXcaddyGateway(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "list", "-m", "github.com/caddyserver/xcaddy@v0.4.5").CombinedOutput(); err != nil {
 		t.Skipf("the Go module proxy is unreachable, so xcaddy cannot fetch Caddy: %v: %s", err, out)
 	}
-	root, _ := filepath.Abs("../..")
+	root, _ := filepath.Abs("..")
 	make := exec.CommandContext(ctx, "make", "--no-print-directory", "gateway")
 	make.Dir = root
 	if out, err := make.CombinedOutput(); err != nil {

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -81,11 +81,11 @@ func TestHooksAndCompactionThroughTheGateway(t *testing.T) {
 	dir := t.TempDir()
 	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
 	os.MkdirAll(home, 0o755)
-	publish(t, home, reg, "../../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../../examples/drivers/anthropic-messages"))
+	publish(t, home, reg, "../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
 	for _, a := range []struct{ name, keys, src string }{
-		{"echo", "runtime: tool\ndescription: echoes its input\n", "../../internal/testkit/testguests/echo"},
-		{"policy", "runtime: hook\nbinding: on-tool-call\nexecution_mode: blocking\ncommit_policy: deny\n", "../../examples/guests/policy-hook"},
-		{"audit", "runtime: hook\nexecution_mode: async\n", "../../examples/guests/audit-hook"},
+		{"echo", "runtime: tool\ndescription: echoes its input\n", "../internal/testkit/testguests/echo"},
+		{"policy", "runtime: hook\nbinding: on-tool-call\nexecution_mode: blocking\ncommit_policy: deny\n", "../examples/guests/policy-hook"},
+		{"audit", "runtime: hook\nexecution_mode: async\n", "../examples/guests/audit-hook"},
 	} {
 		src := filepath.Join(t.TempDir(), a.name)
 		os.MkdirAll(src, 0o755)
@@ -244,7 +244,7 @@ func TestReopenTaskThroughTheGateway(t *testing.T) {
 		src := filepath.Join(t.TempDir(), a.name)
 		os.MkdirAll(src, 0o755)
 		os.WriteFile(filepath.Join(src, "murmur.yaml"), []byte("name: "+a.name+"\nversion: 1.0.0\n"+a.keys), 0o644)
-		publish(t, home, reg, src, a.name, guestbuild.Wasm(t, "../../internal/testkit/testguests/"+a.src))
+		publish(t, home, reg, src, a.name, guestbuild.Wasm(t, "../internal/testkit/testguests/"+a.src))
 	}
 	capDir := filepath.Join(dir, "reopening")
 	os.MkdirAll(capDir, 0o755)

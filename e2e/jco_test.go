@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -15,8 +15,8 @@ import (
 // wasip1 tools (internal/testkit/testguests/benchtool, which uppercases its input): the capsule's
 // out/result.txt holds the tool's answer.
 func TestRunJcoComponentTool(t *testing.T) {
-	comp := watbuild.Component(t, guestbuild.Wasm(t, "../../internal/testkit/testguests/benchtool"),
-		watbuild.RunOnlyWIT(t, "../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
+	comp := watbuild.Component(t, guestbuild.Wasm(t, "../internal/testkit/testguests/benchtool"),
+		watbuild.RunOnlyWIT(t, "../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
 	tmp := t.TempDir()
 	home := filepath.Join(tmp, "home")
 	reg := filepath.Join(tmp, "registry")
@@ -34,7 +34,7 @@ func TestRunJcoComponentTool(t *testing.T) {
 	capDir := filepath.Join(tmp, "capsule")
 	os.MkdirAll(capDir, 0o755)
 	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), []byte("name: jco-script\nversion: 0.0.1\nartifacts:\n  - name: echo\n    version: 1.0.0\n"), 0o644)
-	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../../internal/testkit/testguests/script"), 0o644)
+	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../internal/testkit/testguests/script"), 0o644)
 	r := capsule(t, home, "run", filepath.Join(capDir, "murmur.yaml"), "--registry", reg, "--work-root", filepath.Join(tmp, "work"), "--json")
 	var out struct{ Status, Workdir string }
 	if err := json.Unmarshal([]byte(r.stdout), &out); r.code != 0 || err != nil {

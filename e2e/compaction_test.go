@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func TestRunCompactsAgainstReplay(t *testing.T) {
 	home := filepath.Join(tmp, "home")
 	reg := filepath.Join(tmp, "registry")
 	os.MkdirAll(home, 0o755)
-	publish(t, home, reg, "../../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../../examples/drivers/anthropic-messages"))
+	publish(t, home, reg, "../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
 	cassettes := filepath.Join(tmp, "cassettes")
 	os.MkdirAll(cassettes, 0o755)
 	os.WriteFile(filepath.Join(cassettes, "compaction.json"), []byte(compactionCassette), 0o644)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -675,7 +675,7 @@ func TestGateway(t *testing.T) {
 		if err != nil {
 			t.Skip("node is not installed; .ci/run installs it")
 		}
-		dir, _ := filepath.Abs("../../a2a/testdata/jsclient")
+		dir, _ := filepath.Abs("../a2a/testdata/jsclient")
 		js := exec.Command(node, "resubscribe.mjs", g.base+"/agents/wordcount/.well-known/agent-card.json", done.ID)
 		js.Dir = dir
 		out, err := js.Output()
