@@ -12,7 +12,7 @@ FUZZTIME_REST ?= 5m
 
 # Wasm guests: every main package whose first line is `//go:build wasip1`. Test guests
 # build into bin/guests/; example guests build where the examples need them.
-GUEST_SRCS := $(shell grep -rl --include=main.go '^//go:build wasip1' internal/testguests 2>/dev/null)
+GUEST_SRCS := $(shell grep -rl --include=main.go '^//go:build wasip1' internal/testkit/testguests 2>/dev/null)
 GUEST_DIRS := $(patsubst %/main.go,%,$(GUEST_SRCS))
 GUEST_BUILD = GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath
 SDK_SRCS := $(shell find wit/guest -name '*.go')
@@ -130,10 +130,10 @@ jsdeps:
 	@if command -v node >/dev/null && [ ! -f a2a/testdata/jsclient/node_modules/@a2a-js/sdk/package.json ]; then \
 		cd a2a/testdata/jsclient && npm ci --no-audit --no-fund; fi
 
-## watdeps: jco, which assembles the wasm text-format test guests (internal/watbuild),
+## watdeps: jco, which assembles the wasm text-format test guests (internal/testkit/watbuild),
 ## installed once into the guest cache before the test packages that use it run in parallel
 watdeps:
-	@if command -v node >/dev/null; then $(GO) test -count=1 -run '^TestBuildCachesByContent$$' ./internal/watbuild >/dev/null; fi
+	@if command -v node >/dev/null; then $(GO) test -count=1 -run '^TestBuildCachesByContent$$' ./internal/testkit/watbuild >/dev/null; fi
 
 ## check-tracked: fail when git tracks a compiled binary or build artifact (ELF, Mach-O,
 ## PE, wasm, *.zip, *.mur.zip, *.test), naming each and the fix
@@ -160,7 +160,7 @@ fuzz:
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeJournal$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzREST$$' -fuzztime $(FUZZTIME_REST)
-	$(GO) test ./internal/taskdb -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./taskdb -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 ## bench: the benchmarks quoted in docs/benchmarks.md
 bench:

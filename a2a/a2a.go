@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/taskdb"
+	"github.com/capsulegate/capsulegate/taskdb"
 )
 
 // CardV10 is Config.CardVersion for a card with the A2A 1.0 fields only.

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/taskdb"
+	"github.com/capsulegate/capsulegate/taskdb"
 )
 
 // interrupted is the status message of a task that was admitted but not finished when

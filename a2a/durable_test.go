@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/taskdb"
+	"github.com/capsulegate/capsulegate/taskdb"
 )
 
 // TestDurableTurnRecords: each version of a stored threaded turn is read back — a record

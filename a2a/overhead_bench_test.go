@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/taskdb"
+	"github.com/capsulegate/capsulegate/taskdb"
 )
 
 // instantExec completes every task at once with "ok": what is left of a SendMessage's

@@ -16,8 +16,8 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/ids"
-	"github.com/capsulegate/capsulegate/internal/taskdb"
 	"github.com/capsulegate/capsulegate/netpolicy"
+	"github.com/capsulegate/capsulegate/taskdb"
 )
 
 // PushPolicy is where a capsule's push notifications may go and how their delivery is

@@ -3,7 +3,7 @@ package a2a
 import (
 	"context"
 	"encoding/json"
-	"github.com/capsulegate/capsulegate/internal/taskdb"
+	"github.com/capsulegate/capsulegate/taskdb"
 	"io"
 	"net/http"
 	"net/http/httptest"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/taskdb"
+	"github.com/capsulegate/capsulegate/taskdb"
 )
 
 // BenchmarkRetainedTasks fills a task store with 100,000 finished tasks (record and four

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/capsulegate/capsulegate/internal/taskdb"
+	"github.com/capsulegate/capsulegate/taskdb"
 )
 
 // putRecord writes a task record with the given state, last updated at updated, as a

@@ -35,8 +35,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// benchtoolWasm builds internal/testguests/benchtool with the flags of the root
-// module's internal/guestbuild (which this module cannot import), so the bytes are
+// benchtoolWasm builds internal/testkit/testguests/benchtool with the flags of the root
+// module's internal/testkit/guestbuild (which this module cannot import), so the bytes are
 // those the runtime benchmarks run; the build is done once per test process.
 func benchtoolWasm(b *testing.B) []byte {
 	b.Helper()
@@ -46,7 +46,7 @@ func benchtoolWasm(b *testing.B) []byte {
 		}
 		out := filepath.Join(buildDir, "benchtool.wasm")
 		cmd := exec.Command("go", "build", "-o", out, "-buildmode=c-shared", "-trimpath", ".")
-		cmd.Dir = filepath.Join("..", "internal", "testguests", "benchtool")
+		cmd.Dir = filepath.Join("..", "internal", "testkit", "testguests", "benchtool")
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build benchtool: %v\n%s", err, msg)

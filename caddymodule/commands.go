@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/capsulegate/capsulegate/internal/cli"
+	"github.com/capsulegate/capsulegate/caddymodule/cli"
 )
 
 func init() {

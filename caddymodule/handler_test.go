@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
@@ -24,7 +24,7 @@ func TestRunTaskFile(t *testing.T) {
 	art := filepath.Join(t.TempDir(), "gatetool")
 	os.MkdirAll(art, 0o755)
 	os.WriteFile(filepath.Join(art, "murmur.yaml"), []byte("name: gatetool\nversion: 1.0.0\nruntime: tool\n"), 0o644)
-	os.WriteFile(filepath.Join(art, "gatetool.wasm"), guestbuild.Wasm(t, "../internal/testguests/gatetool"), 0o644)
+	os.WriteFile(filepath.Join(art, "gatetool.wasm"), guestbuild.Wasm(t, "../internal/testkit/testguests/gatetool"), 0o644)
 	data, _, err := registry.Pack(art)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestRunTaskFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close(ctx)
-	script := guestbuild.Wasm(t, "../internal/testguests/gateway")
+	script := guestbuild.Wasm(t, "../internal/testkit/testguests/gateway")
 
 	for _, tt := range []struct {
 		name, acceptance, task string

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
-	"github.com/capsulegate/capsulegate/internal/cli"
+	"github.com/capsulegate/capsulegate/caddymodule/cli"
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/replay"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 
-	"github.com/capsulegate/capsulegate/internal/cli"
+	"github.com/capsulegate/capsulegate/caddymodule/cli"
 )
 
 const testCassette = `{"provider": "anthropic-messages", "conversations": [

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/replay"
@@ -168,7 +168,7 @@ func newAgentFixture(t *testing.T, driver, cassette, header string) *agentFixtur
 	f.e, _ = newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	f.reg = registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, f.reg, driver, "driver", guestbuild.Wasm(t, "../examples/drivers/"+driver))
-	publishWasm(t, f.reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
+	publishWasm(t, f.reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testkit/testguests/echo"))
 	cassettes := t.TempDir()
 	os.WriteFile(filepath.Join(cassettes, "c.json"), []byte(cassette), 0o644)
 	lib, err := replay.Load(cassettes)

@@ -14,17 +14,17 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/guestfs"
-	"github.com/capsulegate/capsulegate/internal/wasmtest"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/wasmtest"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// Benchmarks of one guest module, internal/testguests/benchtool (a Go tool guest that
+// Benchmarks of one guest module, internal/testkit/testguests/benchtool (a Go tool guest that
 // uppercases its input). Compare with bench/ (wasmtime-go, a separate module because it
 // needs cgo): run both with the same -benchtime in one sitting; see bench/README.md.
 
@@ -32,7 +32,7 @@ const benchInput = "hello, capsulegate: uppercase me"
 
 func benchToolWasm(b *testing.B) []byte {
 	b.Helper()
-	return guestbuild.Wasm(b, "../internal/testguests/benchtool")
+	return guestbuild.Wasm(b, "../internal/testkit/testguests/benchtool")
 }
 
 func checkBenchResult(b *testing.B, data *string, md [][2]string) {
@@ -195,7 +195,7 @@ func BenchmarkStageThreeArtifacts(b *testing.B) {
 	ctx := context.Background()
 	reg := registry.NewLocal(filepath.Join(b.TempDir(), "reg"))
 	for _, name := range []string{"benchtool", "echo", "imports"} {
-		publishBenchTool(b, reg, name, guestbuild.Wasm(b, "../internal/testguests/"+name))
+		publishBenchTool(b, reg, name, guestbuild.Wasm(b, "../internal/testkit/testguests/"+name))
 	}
 	dir := b.TempDir()
 	mpath := filepath.Join(dir, "murmur.yaml")

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
@@ -459,7 +459,7 @@ func TestOnCompactionHook(t *testing.T) {
 // and that message's text is the summary the next turn starts with.
 func TestOnCompactionGoHook(t *testing.T) {
 	r, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
-	mod, err := murmur.Compile(context.Background(), r.engine, "compacting", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../internal/testguests/summaryhook"))
+	mod, err := murmur.Compile(context.Background(), r.engine, "compacting", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../internal/testkit/testguests/summaryhook"))
 	if err != nil {
 		t.Fatal(err)
 	}

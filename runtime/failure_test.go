@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/replay"
@@ -207,7 +207,7 @@ func TestAgentFailurePaths(t *testing.T) {
 	ctx := context.Background()
 	e, reg := agentRig(t, map[string][2]string{
 		"anthropic-messages": {"driver", "../examples/drivers/anthropic-messages"},
-		"echo":               {"tool", "../internal/testguests/echo"},
+		"echo":               {"tool", "../internal/testkit/testguests/echo"},
 	})
 	p := newProvider(t, faultCassette)
 	env := map[string]string{"TEST_KEY": "sk-test-failure-paths"}

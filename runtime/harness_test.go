@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/shell"
@@ -74,7 +74,7 @@ var procDriverForms = []struct {
 }
 
 func procDriverCore(t testing.TB) []byte {
-	return guestbuild.Wasm(t, "../internal/testguests/procdriver")
+	return guestbuild.Wasm(t, "../internal/testkit/testguests/procdriver")
 }
 
 func procDriverComponent(t testing.TB) []byte {
@@ -95,7 +95,7 @@ func harnessCapsule(t *testing.T, prov *httptest.Server, driver []byte, caps str
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "procdriver", "driver", driver)
-	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
+	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testkit/testguests/echo"))
 	mpath := filepath.Join(t.TempDir(), "murmur.yaml")
 	os.WriteFile(mpath, []byte(`name: harnessed
 version: 1.0.0

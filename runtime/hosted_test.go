@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
@@ -59,14 +59,14 @@ func hostGatewayCapsuleWith(t *testing.T, e *Runtime, allow string, opts ServeOp
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "murmur.yaml")
 	reg := registry.NewLocal(t.TempDir())
-	publishWasm(t, reg, "gatetool", "tool", guestbuild.Wasm(t, "../internal/testguests/gatetool"))
+	publishWasm(t, reg, "gatetool", "tool", guestbuild.Wasm(t, "../internal/testkit/testguests/gatetool"))
 	network := ""
 	if allow != "" {
 		network = "  network: {allow: [\"" + allow + "\"]}\n"
 	}
 	os.WriteFile(mpath, []byte("name: hosted\nversion: 2.0.0\nartifacts:\n  - {name: gatetool, version: 1.0.0}\ncapabilities:\n"+network+
 		"  limits: {memory_bytes: 134217728, deadline_seconds: 120}\nlifecycle: {conversation: threaded}\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../internal/testguests/gateway"), 0o644)
+	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../internal/testkit/testguests/gateway"), 0o644)
 	m, err := manifest.Load(mpath)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 package runtime_test
 
 // The hostile-guest acceptance of the sandbox: each hostile guest is a real Go guest
-// built from source in internal/testguests/hostile-*, compiled and run through the real
+// built from source in internal/testkit/testguests/hostile-*, compiled and run through the real
 // runtime (murmur.CallTool / RunScript with guestfs, GuestEnv and murmur.Outgoing). Each
 // case asserts the classified outcome, the counter it must move (exactly once), that no
 // other trap counter moved, and that the next call of the same module on the same
@@ -28,12 +28,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/guestfs"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
@@ -56,7 +56,7 @@ func hostileEngine(t *testing.T) *wasm.Engine {
 	return e
 }
 
-// hostileGuest builds internal/testguests/<dir>, compiles it and checks it against its
+// hostileGuest builds internal/testkit/testguests/<dir>, compiles it and checks it against its
 // world, as staging does.
 func hostileGuest(t *testing.T, e *wasm.Engine, dir string, role manifest.Role) *wasm.Module {
 	t.Helper()
@@ -64,7 +64,7 @@ func hostileGuest(t *testing.T, e *wasm.Engine, dir string, role manifest.Role) 
 	if role == murmur.RoleCapsule {
 		world = murmur.ScriptWorld
 	}
-	mod, err := murmur.Compile(context.Background(), e, hostileCapsule, dir, role, guestbuild.Wasm(t, "../internal/testguests/"+dir))
+	mod, err := murmur.Compile(context.Background(), e, hostileCapsule, dir, role, guestbuild.Wasm(t, "../internal/testkit/testguests/"+dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/wasmtest"
+	"github.com/capsulegate/capsulegate/internal/testkit/wasmtest"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 )

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/wasmtest"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/wasmtest"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
@@ -35,9 +35,9 @@ var allProcessFuncs = []string{"describe", "launch", "parse", "classify-exit", "
 func TestProcessDriverRefusals(t *testing.T) {
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
-	publishWasm(t, reg, "procdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/procdriver"))
-	publishWasm(t, reg, "badprocdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/badprocdriver"))
-	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/recdriver"))
+	publishWasm(t, reg, "procdriver", "driver", guestbuild.Wasm(t, "../internal/testkit/testguests/procdriver"))
+	publishWasm(t, reg, "badprocdriver", "driver", guestbuild.Wasm(t, "../internal/testkit/testguests/badprocdriver"))
+	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testkit/testguests/recdriver"))
 	// The procdriver made a component with the preview1 reactor adapter, as Murmur ships its drivers.
 	publishWasm(t, reg, "compprocdriver", "driver", procDriverComponent(t))
 	publishWasm(t, reg, "oldproc", "driver", processModule("0.5.0", allProcessFuncs))

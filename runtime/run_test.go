@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
@@ -20,8 +20,8 @@ func TestRunOnceScriptCapsule(t *testing.T) {
 	ctx := context.Background()
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
-	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
-	script := guestbuild.Wasm(t, "../internal/testguests/script")
+	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testkit/testguests/echo"))
+	script := guestbuild.Wasm(t, "../internal/testkit/testguests/script")
 
 	tests := []struct {
 		name       string
@@ -127,10 +127,10 @@ func TestRefusedSessionLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
-	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
+	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testkit/testguests/echo"))
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte("name: refused\nversion: 1.0.0\nartifacts:\n  - {name: echo, version: 1.0.0}\ncapabilities:\n  filesystem: {scope: data}\n"), 0o644)
-	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../internal/testguests/script"), 0o644)
+	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../internal/testkit/testguests/script"), 0o644)
 	m, err := manifest.Load(filepath.Join(dir, "murmur.yaml"))
 	if err != nil {
 		t.Fatal(err)

@@ -114,8 +114,8 @@ func TestSecretsStayInTheHost(t *testing.T) {
 	e, reg := agentRig(t, map[string][2]string{
 		"anthropic-messages": {"driver", "../examples/drivers/anthropic-messages"},
 		"openai-chat":        {"driver", "../examples/drivers/openai-chat"},
-		"envdump-driver":     {"driver", "../internal/testguests/envdump-driver"},
-		"echo":               {"tool", "../internal/testguests/echo"},
+		"envdump-driver":     {"driver", "../internal/testkit/testguests/envdump-driver"},
+		"echo":               {"tool", "../internal/testkit/testguests/echo"},
 	})
 	p := newProvider(t, secretsAnthropic, secretsOpenAI)
 	// Listeners are fixed when a module is compiled, and the engine compiles each guest

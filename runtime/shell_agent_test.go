@@ -47,7 +47,7 @@ func TestAgentShellTools(t *testing.T) {
 	p := newProvider(t, cassette)
 	e, reg := agentRig(t, map[string][2]string{
 		"anthropic-messages": {"driver", "../examples/drivers/anthropic-messages"},
-		"echo":               {"tool", "../internal/testguests/echo"},
+		"echo":               {"tool", "../internal/testkit/testguests/echo"},
 	})
 	lookup := func(k string) (string, bool) { return map[string]string{"TEST_KEY": "k"}[k], k == "TEST_KEY" }
 	m := agentManifest(t, "anthropic-messages", p.srv.URL, "10",
@@ -149,7 +149,7 @@ func TestAgentShellDNS(t *testing.T) {
 	p := newProvider(t, cassette)
 	e, reg := agentRig(t, map[string][2]string{
 		"anthropic-messages": {"driver", "../examples/drivers/anthropic-messages"},
-		"echo":               {"tool", "../internal/testguests/echo"},
+		"echo":               {"tool", "../internal/testkit/testguests/echo"},
 	})
 	lookup := func(k string) (string, bool) { return map[string]string{"TEST_KEY": "k"}[k], k == "TEST_KEY" }
 	m := agentManifest(t, "anthropic-messages", p.srv.URL, "10",

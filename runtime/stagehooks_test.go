@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
@@ -136,9 +136,9 @@ func (e errString) Error() string { return string(e) }
 func TestOnStageHookDescribesShellTools(t *testing.T) {
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
-	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/recdriver"))
-	publishHook(t, reg, "describer", "../internal/testguests/stagehook", "binding: on-stage\ncommit_policy: write-manifests\n")
-	publishHook(t, reg, "unbound", "../internal/testguests/stagehook", "")
+	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testkit/testguests/recdriver"))
+	publishHook(t, reg, "describer", "../internal/testkit/testguests/stagehook", "binding: on-stage\ncommit_policy: write-manifests\n")
+	publishHook(t, reg, "unbound", "../internal/testkit/testguests/stagehook", "")
 	tests := []struct {
 		name, hook string
 		allow      string

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
@@ -35,7 +35,7 @@ func hostRecCapsule(t *testing.T, name, config, inference, extra string, sinks .
 // and declare, more capabilities and the environment its sessions look up.
 type recCapsule struct {
 	name, config, inference, extra string
-	// hooks are test guest folders (under internal/testguests) published as hooks, each
+	// hooks are test guest folders (under internal/testkit/testguests) published as hooks, each
 	// declared with the lines of hookEntry[name] (indented under its list item).
 	hooks     map[string]string
 	hookEntry map[string]string
@@ -47,11 +47,11 @@ func hostRec(t *testing.T, c recCapsule, sinks ...Sink) *Hosted {
 	t.Helper()
 	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
-	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testguests/recdriver"))
-	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testguests/echo"))
+	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testkit/testguests/recdriver"))
+	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testkit/testguests/echo"))
 	var hooks strings.Builder
 	for name, dir := range c.hooks {
-		publishHook(t, reg, name, "../internal/testguests/"+dir, "")
+		publishHook(t, reg, name, "../internal/testkit/testguests/"+dir, "")
 		fmt.Fprintf(&hooks, "  - name: %s\n    version: 1.0.0\n    runtime: hook\n%s", name, c.hookEntry[name])
 	}
 	dir := t.TempDir()

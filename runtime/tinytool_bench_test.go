@@ -11,7 +11,7 @@ import (
 
 // BenchmarkTinyToolCall is BenchmarkToolCall's full call — staged module, a session's
 // grants, CallTool with metrics — for the tiny tool guest written in the wasm text format
-// (internal/testguests/tinytool) instead of a Go guest. "fresh" instantiates per call
+// (internal/testkit/testguests/tinytool) instead of a Go guest. "fresh" instantiates per call
 // (wasm.WithoutInstanceReuse; instances start from the init snapshot); "warm" resets a
 // kept instance (the default). Besides ns/op it reports the median and 99th percentile of
 // the per-call wall times, in µs; issue 14's target is a warm p50 of at most 100 µs.

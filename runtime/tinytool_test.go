@@ -10,21 +10,21 @@ import (
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/guestfs"
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// The tiny tool guest (internal/testguests/tinytool/tinytool.wat): a tool written by hand
+// The tiny tool guest (internal/testkit/testguests/tinytool/tinytool.wat): a tool written by hand
 // in the WebAssembly text format, without a Go runtime, run through the same staging,
 // grants and engine path as the Go tools.
 
-const tinyWat = "../internal/testguests/tinytool/tinytool.wat"
+const tinyWat = "../internal/testkit/testguests/tinytool/tinytool.wat"
 
 // tinyModes are the engine configurations a tool call can take: a fresh instance per
 // call (wasm.WithoutInstanceReuse) and a warm instance reset between calls (the default).
@@ -61,7 +61,7 @@ func newTinyRig(tb testing.TB, opts ...wasm.EngineOption) *tinyRig {
 	if err := os.WriteFile(mpath, []byte(mf), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(tb, "../internal/testguests/script"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(tb, "../internal/testkit/testguests/script"), 0o644); err != nil {
 		tb.Fatal(err)
 	}
 	m, err := manifest.Load(mpath)

@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/capsulegate/capsulegate/internal/guestfs"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
@@ -58,7 +58,7 @@ func BenchmarkAgentTurn(b *testing.B) {
 	ctx := context.Background()
 	e, reg := agentRig(b, map[string][2]string{
 		"anthropic-messages": {"driver", "../examples/drivers/anthropic-messages"},
-		"echo":               {"tool", "../internal/testguests/echo"},
+		"echo":               {"tool", "../internal/testkit/testguests/echo"},
 	})
 	p := newProvider(b, benchCassette())
 	const key = "sk-bench"

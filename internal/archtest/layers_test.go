@@ -118,8 +118,8 @@ func TestViolationsReportPlantedImports(t *testing.T) {
 			"runtime/wasm (layer 3 core) imports in a test file runtime (layer 5 runtime): a lower layer may not use a higher one"},
 		{"the manifest imports the registry", plant("manifest", func(p *Package) { p.Imports = append(p.Imports, "registry") }),
 			"manifest (layer 3 core) imports registry (layer 4 hosts): a lower layer may not use a higher one"},
-		{"the runtime's code imports a test kit", plant("runtime", func(p *Package) { p.Imports = append(p.Imports, "internal/guestbuild") }),
-			"runtime imports the test kit internal/guestbuild: only tests and kits may"},
+		{"the runtime's code imports a test kit", plant("runtime", func(p *Package) { p.Imports = append(p.Imports, "internal/testkit/guestbuild") }),
+			"runtime imports the test kit internal/testkit/guestbuild: only tests and kits may"},
 		{"a package no row names", append(slices.Clone(real), Package{Path: "newpkg"}),
 			"package newpkg is in no row of the layer table (internal/archtest/layers.go): add one"},
 	}
@@ -132,8 +132,8 @@ func TestViolationsReportPlantedImports(t *testing.T) {
 		})
 	}
 	// A test kit's own imports and a test's import of a kit are allowed.
-	ok := plant("internal/harnesstest", func(p *Package) { p.Imports = append(p.Imports, "caddymodule") })
-	ok = append(ok, Package{Path: "registry", TestImports: []string{"internal/guestbuild"}})
+	ok := plant("internal/testkit/harnesstest", func(p *Package) { p.Imports = append(p.Imports, "caddymodule") })
+	ok = append(ok, Package{Path: "registry", TestImports: []string{"internal/testkit/guestbuild"}})
 	if got := Violations(ok); len(got) != 0 {
 		t.Errorf("allowed imports reported: %q", got)
 	}

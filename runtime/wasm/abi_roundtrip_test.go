@@ -15,11 +15,11 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// Round trips through internal/testguests/abiecho: the host lowers a value with
+// Round trips through internal/testkit/testguests/abiecho: the host lowers a value with
 // wit/abi, the guest lifts it with its own implementation of the canonical ABI, lowers
 // it back, and the host lifts the result, which must equal the value (floats by bits).
 
@@ -98,7 +98,7 @@ type echoGuest struct {
 
 func newEchoGuest(tb testing.TB) *echoGuest {
 	tb.Helper()
-	wasm := guestbuild.Wasm(tb, "../../internal/testguests/abiecho")
+	wasm := guestbuild.Wasm(tb, "../../internal/testkit/testguests/abiecho")
 	ctx := context.Background()
 	e, err := NewEngine(ctx, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero-engine")))
 	if err != nil {

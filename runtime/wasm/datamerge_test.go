@@ -11,14 +11,14 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/wasmtest"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/wasmtest"
 )
 
 // TestMergeDataSegmentsKeepsMemory: a Go guest's memory right after instantiation is
 // byte-for-byte the same with its data segments merged into one.
 func TestMergeDataSegmentsKeepsMemory(t *testing.T) {
-	orig := guestbuild.Wasm(t, "../../internal/testguests/echo")
+	orig := guestbuild.Wasm(t, "../../internal/testkit/testguests/echo")
 	merged, ok := mergeDataSegments(orig)
 	if !ok {
 		t.Fatal("a Go guest's data segments were not merged")
@@ -77,7 +77,7 @@ func dataSection(t *testing.T, wasm []byte) []byte {
 // engine's allocator (copy-on-write image, or the copying fallback) starts with memory
 // byte-for-byte equal to the original module's.
 func TestMemoryImageKeepsMemory(t *testing.T) {
-	orig := guestbuild.Wasm(t, "../../internal/testguests/echo")
+	orig := guestbuild.Wasm(t, "../../internal/testkit/testguests/echo")
 	ctx := context.Background()
 	plain := func() []byte {
 		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())

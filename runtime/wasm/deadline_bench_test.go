@@ -9,7 +9,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
-	"github.com/capsulegate/capsulegate/internal/wasmtest"
+	"github.com/capsulegate/capsulegate/internal/testkit/wasmtest"
 )
 
 // callHeavy is one million calls of an empty function from a loop: the worst case for

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/wasmtest"
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/wasmtest"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/wasmtest"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/wasmtest"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -146,7 +146,7 @@ func TestDeadlineStopsGuests(t *testing.T) {
 	blockMod := compile("block", blockModule.encode())
 	recursion := compile("recursion", recursionModule.encode())
 	poll := compile("poll", pollModule.encode())
-	goSpin := compile("go-spin", guestbuild.Wasm(t, "../../internal/testguests/hostile-spin"))
+	goSpin := compile("go-spin", guestbuild.Wasm(t, "../../internal/testkit/testguests/hostile-spin"))
 
 	export := func(mod *Module, name string) func(context.Context, Grants) error {
 		return func(ctx context.Context, g Grants) error {

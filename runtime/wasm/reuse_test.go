@@ -19,7 +19,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -27,7 +27,7 @@ import (
 func probeEngine(t *testing.T, opts ...EngineOption) (*Engine, *Module) {
 	t.Helper()
 	e, _ := newEngine(t, append([]EngineOption{WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero"))}, opts...)...)
-	mod, err := e.Compile(context.Background(), "c", "warmprobe", "tool", nil, guestbuild.Wasm(t, "../../internal/testguests/warmprobe"))
+	mod, err := e.Compile(context.Background(), "c", "warmprobe", "tool", nil, guestbuild.Wasm(t, "../../internal/testkit/testguests/warmprobe"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func BenchmarkWarmReset(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer e.Close(ctx)
-	mod, err := e.Compile(ctx, "c", "benchtool", "tool", nil, guestbuild.Wasm(b, "../../internal/testguests/benchtool"))
+	mod, err := e.Compile(ctx, "c", "benchtool", "tool", nil, guestbuild.Wasm(b, "../../internal/testkit/testguests/benchtool"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -14,7 +14,7 @@ import (
 // read at init and later; a short value keys its own snapshot as any variable does.
 func TestPerSessionEnv(t *testing.T) {
 	ctx := context.Background()
-	wasm := guestbuild.Wasm(t, "../../internal/testguests/counter")
+	wasm := guestbuild.Wasm(t, "../../internal/testkit/testguests/counter")
 	const (
 		a = "ses_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 		b = "ses_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"

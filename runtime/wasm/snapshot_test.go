@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -17,7 +17,7 @@ import (
 // its own grants — a different environment gets its own snapshot.
 func TestInitSnapshots(t *testing.T) {
 	ctx := context.Background()
-	wasm := guestbuild.Wasm(t, "../../internal/testguests/counter")
+	wasm := guestbuild.Wasm(t, "../../internal/testkit/testguests/counter")
 	for _, tt := range []struct {
 		name string
 		opts []EngineOption
@@ -70,7 +70,7 @@ func TestInitSnapshots(t *testing.T) {
 // registries, so their encoding is hostile): it never panics, leaves what it cannot parse
 // untouched, and what it rewrites still has the header and grows only by the exports.
 func FuzzExportGlobals(f *testing.F) {
-	f.Add(guestbuild.Wasm(f, "../../internal/testguests/counter"))
+	f.Add(guestbuild.Wasm(f, "../../internal/testkit/testguests/counter"))
 	f.Add([]byte("\x00asm\x01\x00\x00\x00"))
 	f.Add([]byte("\x00asm\x01\x00\x00\x00\x06\x06\x01\x7f\x01\x41\x00\x0b\x07\x01\x00"))
 	f.Fuzz(func(t *testing.T, wasm []byte) {
@@ -93,7 +93,7 @@ func FuzzExportGlobals(f *testing.F) {
 func TestWarmInstanceLimits(t *testing.T) {
 	ctx := context.Background()
 	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
-	mod, err := e.Compile(ctx, "c", "spin", "tool", nil, guestbuild.Wasm(t, "../../internal/testguests/hostile-spin"))
+	mod, err := e.Compile(ctx, "c", "spin", "tool", nil, guestbuild.Wasm(t, "../../internal/testkit/testguests/hostile-spin"))
 	if err != nil {
 		t.Fatal(err)
 	}

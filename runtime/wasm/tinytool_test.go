@@ -4,11 +4,11 @@ import (
 	"context"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// TestTinyToolKeptWarm: the hand-written tiny tool guest (internal/testguests/tinytool)
+// TestTinyToolKeptWarm: the hand-written tiny tool guest (internal/testkit/testguests/tinytool)
 // takes the engine's fast paths like a Go guest — its data becomes a memory image, its
 // mutable global is snapshotted — so with reuse on its second call runs on a warm
 // instance, which the runtime benchmark's "warm" case relies on, with the exported
@@ -16,7 +16,7 @@ import (
 func TestTinyToolKeptWarm(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	mod, err := e.Compile(ctx, "tiny", "tinytool", "tool", nil, watbuild.Wasm(t, "../../internal/testguests/tinytool/tinytool.wat"))
+	mod, err := e.Compile(ctx, "tiny", "tinytool", "tool", nil, watbuild.Wasm(t, "../../internal/testkit/testguests/tinytool/tinytool.wat"))
 	if err != nil {
 		t.Fatal(err)
 	}

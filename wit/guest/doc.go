@@ -2,7 +2,7 @@
 // the WIT types, and the host imports as plain Go functions. Subpackage tool (or capsule)
 // owns the world's export; a guest's main package imports it and installs a handler from
 // init. Build with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared; see
-// internal/guestbuild.
+// internal/testkit/guestbuild.
 //
 // What Go 1.26 does, checked with wazero on this toolchain:
 //

@@ -16,7 +16,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 )
 
 // The host side below is test scaffolding written by hand from the canonical ABI; the
@@ -29,7 +29,7 @@ const (
 	invokeMod   = "murmur:tool-registry/invoke@0.1.0"
 	resultSize  = 52
 	pairSize    = 16
-	testguests  = "../../internal/testguests/"
+	testguests  = "../../internal/testkit/testguests/"
 	wantImports = "wasi_snapshot_preview1"
 )
 

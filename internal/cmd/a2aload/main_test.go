@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/a2a"
-	"github.com/capsulegate/capsulegate/internal/taskdb"
+	"github.com/capsulegate/capsulegate/taskdb"
 )
 
 type okExec struct{}

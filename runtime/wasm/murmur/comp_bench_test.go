@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
@@ -25,9 +25,9 @@ func BenchmarkComponent(b *testing.B) {
 		code func(b *testing.B) []byte
 	}{
 		{"component-echo-tool", func(b *testing.B) []byte { return upstreamFixture(b, "run/components/echo-tool.wasm") }},
-		{"core-benchtool", func(b *testing.B) []byte { return guestbuild.Wasm(b, "../../../internal/testguests/benchtool") }},
+		{"core-benchtool", func(b *testing.B) []byte { return guestbuild.Wasm(b, "../../../internal/testkit/testguests/benchtool") }},
 		{"core-tinytool", func(b *testing.B) []byte {
-			return watbuild.Wasm(b, "../../../internal/testguests/tinytool/tinytool.wat")
+			return watbuild.Wasm(b, "../../../internal/testkit/testguests/tinytool/tinytool.wat")
 		}},
 	}
 	for _, gu := range guests {

@@ -5,19 +5,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// TestJcoAdapterComponent runs a Go wasip1 tool (internal/testguests/benchtool) made
+// TestJcoAdapterComponent runs a Go wasip1 tool (internal/testkit/testguests/benchtool) made
 // into a component by the real `jco new --wasi-reactor` (wit-component and the preview1
 // reactor adapter jco ships) on the Engine: it compiles as a tool and answers like the
 // core module does.
 func TestJcoAdapterComponent(t *testing.T) {
-	core := guestbuild.Wasm(t, "../../../internal/testguests/benchtool")
+	core := guestbuild.Wasm(t, "../../../internal/testkit/testguests/benchtool")
 	comp := watbuild.Component(t, core, watbuild.RunOnlyWIT(t, "../../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
 	e, _ := newEngine(t)
 	ctx := context.Background()

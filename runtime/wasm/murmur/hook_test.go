@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/guestfs"
-	"github.com/capsulegate/capsulegate/internal/wasmtest"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/wasmtest"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
@@ -56,7 +56,7 @@ func TestCallHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	summary, err := Compile(ctx, e, "cap", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../../../internal/testguests/summaryhook"))
+	summary, err := Compile(ctx, e, "cap", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../../../internal/testkit/testguests/summaryhook"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
@@ -18,7 +18,7 @@ import (
 func TestCallHookOnStage(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	stage, err := Compile(ctx, e, "cap", "stage", manifest.RoleHook, guestbuild.Wasm(t, "../../../internal/testguests/stagehook"))
+	stage, err := Compile(ctx, e, "cap", "stage", manifest.RoleHook, guestbuild.Wasm(t, "../../../internal/testkit/testguests/stagehook"))
 	if err != nil {
 		t.Fatal(err)
 	}

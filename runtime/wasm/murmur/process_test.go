@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/guestbuild"
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
@@ -28,7 +28,7 @@ var procDriverForms = []struct {
 }
 
 func procDriverCore(t testing.TB) []byte {
-	return guestbuild.Wasm(t, "../../../internal/testguests/procdriver")
+	return guestbuild.Wasm(t, "../../../internal/testkit/testguests/procdriver")
 }
 
 func procDriverComponent(t testing.TB) []byte {

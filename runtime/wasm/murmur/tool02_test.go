@@ -9,19 +9,19 @@ import (
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// TestTool02: a tool exporting murmur:tool/run@0.2.0 (internal/testguests/attachtool) is
+// TestTool02: a tool exporting murmur:tool/run@0.2.0 (internal/testkit/testguests/attachtool) is
 // served beside 0.1.0: CallTool lowers its input and lifts its result with the
 // attachments; the same guest exporting a version of no served level is refused.
 func TestTool02(t *testing.T) {
 	e, _ := newEngine(t)
 	ctx := context.Background()
-	src := "../../../internal/testguests/attachtool/attachtool.wat"
+	src := "../../../internal/testkit/testguests/attachtool/attachtool.wat"
 	text, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)

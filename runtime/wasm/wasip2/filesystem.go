@@ -138,7 +138,7 @@ func (d *descriptor) close() {
 }
 
 // at joins a guest path to d: WASI paths are relative, and whatever climbs above the
-// root or follows a link out of it is refused by the filesystem (internal/guestfs) as in
+// root or follows a link out of it is refused by the filesystem (runtime/wasm/guestfs) as in
 // preview1.
 func (d *descriptor) at(p string) (string, *fsError) {
 	if d.typ != dtDirectory {

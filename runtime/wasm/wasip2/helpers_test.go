@@ -9,7 +9,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/internal/watbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/runtime/wasm/wasip2"
 )
 

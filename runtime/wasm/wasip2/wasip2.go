@@ -67,7 +67,7 @@ type Clock interface {
 // Env is what one component instance may reach through WASI 0.2.
 type Env struct {
 	// FS is the guest's filesystem, preopened as "." (nil: no preopens at all). The
-	// engine passes Grants.FS, internal/guestfs over os.Root, so escapes are refused
+	// engine passes Grants.FS, runtime/wasm/guestfs over os.Root, so escapes are refused
 	// exactly as in preview1.
 	FS experimentalsys.FS
 	// Env is the environment, in order, as KEY=VALUE.

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/harnesstest"
+	"github.com/capsulegate/capsulegate/internal/testkit/harnesstest"
 	"github.com/capsulegate/capsulegate/wit/abi"
 	"github.com/capsulegate/capsulegate/wit/guest/process"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/harnesstest"
+	"github.com/capsulegate/capsulegate/internal/testkit/harnesstest"
 	"github.com/capsulegate/capsulegate/wit/guest/process"
 )
 

@@ -3,7 +3,7 @@ package codexdriver
 import (
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/harnesstest"
+	"github.com/capsulegate/capsulegate/internal/testkit/harnesstest"
 )
 
 // TestStage stages a capsule on the packed driver artifact: with its install folder

@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+)
+
+// officialClients drives a wordcount capsule whose agent URL (ending in "/") is agent
+// with the official A2A SDKs: Go (a2a-go v0.3) and JavaScript (@a2a-js/sdk 0.3, run with
+// node), send and stream each. Both follow the card, so its URL must be right.
+func officialClients(t *testing.T, hc *http.Client, agent string) {
+	t.Run("a2a-go SDK", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		card, err := agentcard.NewResolver(hc).Resolve(ctx, agent)
+		if err != nil {
+			t.Fatalf("resolving the card: %v", err)
+		}
+		if card.URL != agent {
+			t.Errorf("card URL %s, want %s", card.URL, agent)
+		}
+		client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Destroy()
+		res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "one two three"})})
+		if err != nil {
+			t.Fatalf("SendMessage: %v", err)
+		}
+		task, ok := res.(*sdk.Task)
+		if !ok || task.Status.State != sdk.TaskStateCompleted || len(task.Artifacts) != 1 || !strings.Contains(sdkText(task.Artifacts[0].Parts), "3 words") {
+			t.Fatalf("SendMessage = %#v", res)
+		}
+		var chunks, answer string
+		var final sdk.TaskState
+		for ev, err := range client.SendStreamingMessage(ctx, &sdk.MessageSendParams{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "a b c d"})}) {
+			if err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			switch e := ev.(type) {
+			case *sdk.TaskStatusUpdateEvent:
+				if e.Status.Message != nil {
+					chunks += sdkText(e.Status.Message.Parts)
+				}
+				if e.Final {
+					final = e.Status.State
+				}
+			case *sdk.TaskArtifactUpdateEvent:
+				answer += sdkText(e.Artifact.Parts)
+			}
+		}
+		if !strings.Contains(chunks, "Counting the words") || !strings.Contains(answer, "4 words") || final != sdk.TaskStateCompleted {
+			t.Fatalf("stream: chunks %q, answer %q, final %q", chunks, answer, final)
+		}
+	})
+
+	t.Run("@a2a-js/sdk with node", func(t *testing.T) {
+		node, err := exec.LookPath("node")
+		if err != nil {
+			t.Skip("node is not installed; .ci/run installs it")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		dir, _ := filepath.Abs("../a2a/testdata/jsclient")
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@a2a-js", "sdk", "package.json")); err != nil {
+			install := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+			install.Dir = dir
+			if out, err := install.CombinedOutput(); err != nil {
+				t.Fatalf("npm ci: %v\n%s", err, out)
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, node, "client.mjs", agent+".well-known/agent-card.json")
+		cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("node client.mjs: %v\n%s\n%s", err, stdout.Bytes(), stderr.Bytes())
+		}
+		var out struct {
+			Card struct{ Name, URL string }
+			Send struct {
+				Status    struct{ State string }
+				Artifacts []struct{ Parts []struct{ Text string } }
+			}
+			Stream []struct {
+				Kind   string
+				Final  bool
+				Status struct{ State string }
+			}
+		}
+		if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+			t.Fatalf("%v: %s", err, stdout.Bytes())
+		}
+		if out.Card.Name != "wordcount" || out.Card.URL != agent {
+			t.Errorf("card %+v", out.Card)
+		}
+		if out.Send.Status.State != "completed" || len(out.Send.Artifacts) != 1 || len(out.Send.Artifacts[0].Parts) == 0 ||
+			!strings.Contains(out.Send.Artifacts[0].Parts[0].Text, "3 words") { // "hello from js"
+			t.Errorf("send %+v", out.Send)
+		}
+		n := len(out.Stream)
+		if n < 3 || !out.Stream[n-1].Final || out.Stream[n-1].Status.State != "completed" || out.Stream[n-2].Kind != "artifact-update" {
+			t.Errorf("stream %+v", out.Stream)
+		}
+	})
+}
+
+func sdkText(parts sdk.ContentParts) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if tp, ok := p.(sdk.TextPart); ok {
+			b.WriteString(tp.Text)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,558 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"golang.org/x/crypto/bcrypt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+)
+
+// gateway is a real `caddy run` of Caddyfile.example (ports rewritten to free ones) plus
+// test capsules for the lifecycle cases, serving from a folder laid out like the repo.
+type gateway struct {
+	dir, home string
+	base      string // http://127.0.0.1:<port>
+	replay    string // the replay provider's port
+	admin     string // 127.0.0.1:<port>
+	// layouts are the wordcount capsule's agent URLs in the deployment layouts the
+	// gateway also serves (see layoutSites).
+	layouts    map[string]string
+	backPort   string // the site a front proxy forwards to, trusting it (startFront)
+	caddyfile  string
+	cmd        *exec.Cmd
+	logs       *syncBuffer
+	httpClient *http.Client
+	// hooks is a webhook receiver on 127.0.0.1 that the gateway's push.allow names: it
+	// keeps every notification's body, per path.
+	hooks *webhooks
+}
+
+// webhooks records the push notifications a gateway posts, per URL path, in arrival
+// order, and signals each on got.
+type webhooks struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got map[string][]webhookPost
+	new chan struct{}
+}
+
+type webhookPost struct {
+	token string
+	body  []byte
+}
+
+func startWebhooks(t *testing.T) *webhooks {
+	w := &webhooks{got: map[string][]webhookPost{}, new: make(chan struct{}, 1024)}
+	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.mu.Lock()
+		w.got[r.URL.Path] = append(w.got[r.URL.Path], webhookPost{token: r.Header.Get("X-A2A-Notification-Token"), body: body})
+		w.mu.Unlock()
+		w.new <- struct{}{}
+	}))
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+// posts returns what path received so far.
+func (w *webhooks) posts(path string) []webhookPost {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.got[path])
+}
+
+// syncBuffer collects a process's output while tests read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// freePort returns a free loopback port below the kernel's ephemeral range: a gateway
+// restarted on it (after kill -9, a reload) must find it free, and a port the kernel
+// hands out for 127.0.0.1:0 could meanwhile be taken by any other test's listener.
+func freePort(t *testing.T) string {
+	t.Helper()
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				low = n
+			}
+		}
+	}
+	for range 200 {
+		port := strconv.Itoa(10000 + rand.IntN(low-10000))
+		if l, err := net.Listen("tcp", "127.0.0.1:"+port); err == nil {
+			l.Close()
+			return port
+		}
+	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return ""
+}
+
+// publish packs the artifact folder src (after writing wasm into it as <name>.wasm when
+// given) and publishes it into reg with the binary.
+func publish(t *testing.T, home, reg, src, name string, wasm []byte) {
+	t.Helper()
+	tmp := t.TempDir()
+	art := filepath.Join(tmp, name)
+	copyDir(t, src, art)
+	if wasm != nil {
+		os.WriteFile(filepath.Join(art, name+".wasm"), wasm, 0o644)
+	}
+	zip := filepath.Join(tmp, name+".mur.zip")
+	for _, args := range [][]string{{"pack", art, "--output", zip}, {"publish", zip, "--registry", reg}} {
+		if r := capsule(t, home, args...); r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+		}
+	}
+}
+
+// gateCapsule writes a test script capsule (internal/testkit/testguests/gateway invoking the
+// gatetool tool) into dir with the given lifecycle and limits.
+func gateCapsule(t *testing.T, dir, name, version, extra string) {
+	t.Helper()
+	os.MkdirAll(dir, 0o755)
+	m := fmt.Sprintf("name: %s\nversion: %s\nartifacts:\n  - {name: gatetool, version: 1.0.0}\n%s", name, version, extra)
+	if err := os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../internal/testkit/testguests/gateway"), 0o644)
+}
+
+const gateLimits = "capabilities:\n  limits: {memory_bytes: 134217728, deadline_seconds: 300}\n"
+
+// startGateway lays out the examples, the registry and the test capsules, rewrites
+// Caddyfile.example to free ports and runs the real binary on it.
+func startGateway(t *testing.T) *gateway { return startGatewayWith(t, caddyBin) }
+
+// startGatewayWith is startGateway with another Caddy binary (the one xcaddy built).
+func startGatewayWith(t *testing.T, bin string) *gateway {
+	t.Helper()
+	g := &gateway{dir: t.TempDir(), logs: &syncBuffer{}, httpClient: &http.Client{Timeout: 60 * time.Second}}
+	g.home = filepath.Join(g.dir, "home")
+	os.MkdirAll(g.home, 0o755)
+	reg := filepath.Join(g.dir, "examples", "registry")
+	publish(t, g.home, reg, "../examples/artifacts/wordcount", "wordcount", guestbuild.Wasm(t, "../examples/guests/wordcount"))
+	publish(t, g.home, reg, "../examples/artifacts/greeting", "greeting", nil)
+	publish(t, g.home, reg, "../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
+	gt := filepath.Join(t.TempDir(), "gatetool")
+	os.MkdirAll(gt, 0o755)
+	os.WriteFile(filepath.Join(gt, "murmur.yaml"), []byte("name: gatetool\nversion: 1.0.0\nruntime: tool\ndescription: echoes, spins or asks\n"), 0o644)
+	publish(t, g.home, reg, gt, "gatetool", guestbuild.Wasm(t, "../internal/testkit/testguests/gatetool"))
+
+	copyDir(t, "../examples/capsules/hello", filepath.Join(g.dir, "examples", "capsules", "hello"))
+	copyDir(t, "../examples/capsules/wordcount", filepath.Join(g.dir, "examples", "capsules", "wordcount"))
+	copyDir(t, "../examples/cassettes", filepath.Join(g.dir, "examples", "cassettes"))
+	for _, lock := range []string{"hello", "wordcount"} {
+		os.Remove(filepath.Join(g.dir, "examples", "capsules", lock, "murmur.lock"))
+	}
+	os.WriteFile(filepath.Join(g.dir, "examples", "capsules", "wordcount", "capsule.wasm"),
+		guestbuild.Wasm(t, "../examples/guests/wordcount-capsule"), 0o644)
+
+	g.hooks = startWebhooks(t)
+	port, replayPort, adminPort := freePort(t), freePort(t), freePort(t)
+	g.base, g.admin, g.replay = "http://127.0.0.1:"+port, "127.0.0.1:"+adminPort, replayPort
+	hello := filepath.Join(g.dir, "examples", "capsules", "hello", "murmur.yaml")
+	hm, _ := os.ReadFile(hello)
+	os.WriteFile(hello, bytes.ReplaceAll(hm, []byte("127.0.0.1:8089"), []byte("127.0.0.1:"+replayPort)), 0o644)
+
+	gateCapsule(t, filepath.Join(g.dir, "gate", "queue"), "gate-queue", "1.0.0", gateLimits+"lifecycle: {task_acceptance: queue}\n")
+	gateCapsule(t, filepath.Join(g.dir, "gate", "single"), "gate-single", "1.0.0", gateLimits+"lifecycle: {task_acceptance: single}\n")
+	gateCapsule(t, filepath.Join(g.dir, "gate", "auth"), "gate-auth", "1.0.0", gateLimits)
+	gateCapsule(t, filepath.Join(g.dir, "gate", "teams"), "gate-teams", "1.0.0", gateLimits)
+	gateCapsule(t, filepath.Join(g.dir, "gate", "basic"), "gate-basic", "1.0.0", gateLimits)
+	gateCapsule(t, filepath.Join(g.dir, "gate", "deadline"), "gate-deadline", "1.0.0", "capabilities:\n  limits: {memory_bytes: 134217728, deadline_seconds: 1}\n")
+	gateCapsule(t, filepath.Join(g.dir, "gate", "reload"), "gate-reload", "1.0.0", gateLimits+"lifecycle: {task_acceptance: queue, queue_depth: 4}\n")
+
+	example, err := os.ReadFile("../Caddyfile.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf := strings.ReplaceAll(string(example), "127.0.0.1:8080", "127.0.0.1:"+port)
+	cf = strings.ReplaceAll(cf, "127.0.0.1:8089", "127.0.0.1:"+replayPort)
+	layouts, trusted := layoutSites(t, g)
+	cf = strings.Replace(cf, "{\n", "{\n\tadmin "+g.admin+"\n"+trusted, 1) + layouts
+	// Push notifications may go to the test's receiver only (an IP rule: loopback).
+	cf = strings.Replace(cf, "\tcapsule {\n", "\tcapsule {\n\t\tpush {\n\t\t\tallow "+g.hooks.srv.URL+"\n\t\t}\n", 1)
+	// The test capsules join the example site, before its catch-all.
+	gates := `	handle /agents/gate-queue/* {
+		capsule gate/queue/murmur.yaml {
+			queue_depth 2
+		}
+	}
+	handle /agents/gate-single/* {
+		capsule gate/single/murmur.yaml
+	}
+	handle /agents/gate-auth/* {
+		capsule gate/auth/murmur.yaml {
+			auth bearer GATE_TOKEN
+		}
+	}
+	handle /agents/gate-teams/* {
+		capsule gate/teams/murmur.yaml {
+			auth bearer {
+				team-a TEAM_A_TOKEN
+				team-b TEAM_B_TOKEN
+			}
+		}
+	}
+	# The same capsule on a second route without auth: each route keeps its own.
+	handle /agents/gate-teams-open/* {
+		capsule gate/teams/murmur.yaml
+	}
+	handle /agents/gate-basic/* {
+		route {
+			basic_auth {
+				alice ` + bcryptHash(t, "alice-pw") + `
+				bob ` + bcryptHash(t, "bob-pw") + `
+			}
+			capsule gate/basic/murmur.yaml
+		}
+	}
+	handle /agents/gate-deadline/* {
+		capsule gate/deadline/murmur.yaml
+	}
+	handle /agents/gate-reload/* {
+		# One slot: the tasks the reload test queues wait for the one running.
+		capsule gate/reload/murmur.yaml {
+			concurrency 1
+		}
+	}
+
+	handle {
+		respond`
+	cf = strings.Replace(cf, "\thandle {\n\t\trespond", gates, 1)
+	g.caddyfile = filepath.Join(g.dir, "Caddyfile")
+	os.WriteFile(g.caddyfile, []byte(cf), 0o644)
+
+	g.cmd = exec.Command(bin, "run", "--config", g.caddyfile, "--adapter", "caddyfile")
+	g.cmd.Dir = g.dir
+	g.cmd.Env = []string{"HOME=" + g.home, "PATH=" + os.Getenv("PATH"), "GATE_TOKEN=s3cret-token", "TEAM_A_TOKEN=team-a-token", "TEAM_B_TOKEN=team-b-token",
+		"XDG_DATA_HOME=" + filepath.Join(g.dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(g.dir, "config")}
+	waitServing(t, g.cmd, g.logs)
+	return g
+}
+
+// layoutSites returns the sites that serve the wordcount capsule (at <base>/agents/wc/)
+// and the gate-url capsule, whose answer names MURMUR_CAPSULE_URL (at <base>/agents/url/),
+// in the layouts users deploy, each on its own port: under handle_path (wordcount by an
+// absolute manifest path, one argument), under uri strip_prefix, and — for a front proxy —
+// under handle_path on a server whose trusted_proxies is loopback. g.layouts gets each
+// layout's base URL; trusted is the global servers option.
+func layoutSites(t *testing.T, g *gateway) (sites, trusted string) {
+	wordcount := filepath.Join(g.dir, "examples", "capsules", "wordcount", "murmur.yaml")
+	gateCapsule(t, filepath.Join(g.dir, "gate", "url"), "gate-url", "1.0.0", gateLimits+"lifecycle: {task_acceptance: queue, queue_depth: 4}\n")
+	hp, sp := freePort(t), freePort(t)
+	g.backPort = freePort(t)
+	g.layouts = map[string]string{
+		"handle_path":      "http://127.0.0.1:" + hp,
+		"uri strip_prefix": "http://127.0.0.1:" + sp,
+	}
+	sites = fmt.Sprintf(`
+http://127.0.0.1:%[1]s {
+	handle_path /agents/wc/* {
+		capsule %[4]s
+	}
+	handle_path /agents/url/* {
+		capsule gate/url/murmur.yaml
+	}
+}
+
+http://127.0.0.1:%[2]s {
+	route /agents/wc/* {
+		uri strip_prefix /agents/wc
+		capsule * examples/capsules/wordcount/murmur.yaml
+	}
+	route /agents/url/* {
+		uri strip_prefix /agents/url
+		capsule gate/url/murmur.yaml
+	}
+}
+
+http://127.0.0.1:%[3]s {
+	handle_path /agents/wc/* {
+		capsule examples/capsules/wordcount/murmur.yaml
+	}
+	handle_path /agents/url/* {
+		capsule gate/url/murmur.yaml
+	}
+}
+`, hp, sp, g.backPort, wordcount)
+	trusted = fmt.Sprintf("\tservers 127.0.0.1:%s {\n\t\ttrusted_proxies static 127.0.0.1/32\n\t}\n", g.backPort)
+	return sites, trusted
+}
+
+// startFront runs a second Caddy as the front proxy an operator puts before the
+// gateway: it serves /edge/* on its own port, strips that prefix, rewrites Host to the
+// back end's and says where the client was with X-Forwarded-Host/-Proto (Caddy's own)
+// and X-Forwarded-Prefix. It returns the base URL clients use.
+func startFront(t *testing.T, g *gateway) string {
+	t.Helper()
+	port := freePort(t)
+	dir := t.TempDir()
+	cf := fmt.Sprintf(`{
+	admin off
+	default_bind 127.0.0.1
+}
+
+http://127.0.0.1:%s {
+	handle_path /edge/* {
+		reverse_proxy 127.0.0.1:%s {
+			header_up Host {upstream_hostport}
+			header_up X-Forwarded-Prefix /edge
+		}
+	}
+}
+`, port, g.backPort)
+	path := filepath.Join(dir, "Caddyfile")
+	os.WriteFile(path, []byte(cf), 0o644)
+	logs := &syncBuffer{}
+	cmd := exec.Command(caddyBin, "run", "--config", path, "--adapter", "caddyfile")
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config")}
+	waitServing(t, cmd, logs)
+	return "http://127.0.0.1:" + port + "/edge"
+}
+
+// waitServing starts cmd and returns once Caddy says it serves its configuration; the
+// test's cleanup interrupts it.
+func waitServing(t *testing.T, cmd *exec.Cmd, logs *syncBuffer) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = logs, io.MultiWriter(logs, pw)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		pw.Close()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(cmd.Path), logs.String())
+		}
+	})
+	// Caddy says when it serves; a config it refuses ends the process instead.
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "serving initial configuration") {
+				ready <- nil
+				io.Copy(io.Discard, pr)
+				return
+			}
+		}
+		ready <- fmt.Errorf("caddy ended before serving")
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			cmd.Wait()
+			t.Fatalf("%v:\n%s", err, logs.String())
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("caddy did not serve within 3 minutes:\n%s", logs.String())
+	}
+}
+
+// rpcReply is a JSON-RPC response.
+type rpcReply struct {
+	status int
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// call posts one JSON-RPC request to the capsule at path with the A2A version header
+// (none when version is "") and extra headers.
+func (g *gateway) call(t *testing.T, path, version, method string, params any, headers ...string) rpcReply {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	resp := g.post(t, path, version, body, headers...)
+	defer resp.Body.Close()
+	var r rpcReply
+	data, _ := io.ReadAll(resp.Body)
+	r.status = resp.StatusCode
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(data, &r); err != nil {
+			t.Fatalf("%s %s: %v: %s", path, method, err, data)
+		}
+	}
+	return r
+}
+
+func (g *gateway) post(t *testing.T, path, version string, body []byte, headers ...string) *http.Response {
+	t.Helper()
+	u := path // a path on the main site, or a whole URL
+	if !strings.HasPrefix(u, "http") {
+		u = g.base + path
+	}
+	req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if version != "" {
+		req.Header.Set("A2A-Version", version)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := g.httpClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct {
+	id    int
+	event string
+	data  json.RawMessage
+}
+
+// stream posts a streaming JSON-RPC request and returns its events as they arrive.
+func (g *gateway) stream(t *testing.T, path, version, method string, params any) <-chan sseEvent {
+	t.Helper()
+	return g.streamWith(t, path, version, method, params)
+}
+
+// streamWith is stream with extra request headers, as name, value pairs.
+func (g *gateway) streamWith(t *testing.T, path, version, method string, params any, headers ...string) <-chan sseEvent {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	resp := g.post(t, path, version, body, headers...)
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || !strings.HasPrefix(ct, "text/event-stream") {
+		data, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%s: status %d, content type %q: %s", method, resp.StatusCode, ct, data)
+	}
+	ch := make(chan sseEvent, 1024)
+	go func() {
+		defer resp.Body.Close()
+		defer close(ch)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 4<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.data != nil {
+					ch <- ev
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "id:"):
+				ev.id, _ = strconv.Atoi(strings.TrimSpace(line[3:]))
+			case strings.HasPrefix(line, "event:"):
+				ev.event = strings.TrimSpace(line[6:])
+			case strings.HasPrefix(line, "data:"):
+				ev.data = json.RawMessage(strings.TrimSpace(line[5:]))
+			}
+		}
+	}()
+	return ch
+}
+
+// msg03 and msg10 are a user message with one text part in each dialect.
+func msg03(text string, ids ...string) map[string]any {
+	m := map[string]any{"kind": "message", "messageId": fmt.Sprintf("m-%d", time.Now().UnixNano()), "role": "user",
+		"parts": []any{map[string]any{"kind": "text", "text": text}}}
+	if len(ids) > 0 && ids[0] != "" {
+		m["taskId"] = ids[0]
+	}
+	if len(ids) > 1 && ids[1] != "" {
+		m["contextId"] = ids[1]
+	}
+	return m
+}
+
+func msg10(text string) map[string]any {
+	return map[string]any{"messageId": fmt.Sprintf("m-%d", time.Now().UnixNano()), "role": "ROLE_USER",
+		"parts": []any{map[string]any{"text": text}}}
+}
+
+// task03 is the part of a 0.3 Task the tests read.
+type task03 struct {
+	Kind      string `json:"kind"`
+	ID        string `json:"id"`
+	ContextID string `json:"contextId"`
+	Status    struct {
+		State   string          `json:"state"`
+		Message json.RawMessage `json:"message"`
+	} `json:"status"`
+	Artifacts []struct {
+		Parts []struct {
+			Text string `json:"text"`
+		} `json:"parts"`
+	} `json:"artifacts"`
+}
+
+// String shows the task readably in failures.
+func (tk task03) String() string {
+	return fmt.Sprintf("task %s (%s) %s: status message %s, answer %q", tk.ID, tk.ContextID, tk.Status.State, tk.Status.Message, tk.text())
+}
+
+func (tk task03) text() string {
+	var b strings.Builder
+	for _, a := range tk.Artifacts {
+		for _, p := range a.Parts {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
+func decodeTask(t *testing.T, r rpcReply) task03 {
+	t.Helper()
+	if r.Error != nil || r.status != 200 {
+		t.Fatalf("reply: status %d, error %+v", r.status, r.Error)
+	}
+	var tk task03
+	if err := json.Unmarshal(r.Result, &tk); err != nil {
+		t.Fatalf("%v: %s", err, r.Result)
+	}
+	return tk
+}
+
+// bcryptHash hashes a basic_auth password at bcrypt's lowest cost, to keep each request's
+// check cheap in tests.
+func bcryptHash(t *testing.T, password string) string {
+	t.Helper()
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(h)
+}

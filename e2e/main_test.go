@@ -1,0 +1,40 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// caddyBin is the real gateway binary every test of this package runs: built once per
+// `go test` run by TestMain from ./cmd/caddy, with the sandbox helper
+// (./cmd/capsulegate-sandbox) next to it as `make caddy` installs them.
+var caddyBin string
+
+// TestMain builds the gateway and the sandbox helper into one temporary folder, runs the
+// tests against them and removes the folder.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "capsulegate-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	caddyBin = filepath.Join(dir, "caddy")
+	for _, b := range []struct{ out, pkg string }{
+		{caddyBin, "../cmd/caddy"},
+		{filepath.Join(dir, "capsulegate-sandbox"), "../cmd/capsulegate-sandbox"},
+	} {
+		build := exec.Command("go", "build", "-o", b.out, b.pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n", b.pkg, err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

@@ -1,4 +1,0 @@
-// Package testguests holds small wasip1 guests (one per directory) that tests build
-// with internal/guestbuild (Go) or internal/watbuild (the wasm text format, tinytool)
-// and run under wazero.
-package testguests
