@@ -1,7 +1,8 @@
 // Package archtest pins the shape of the repository: the layer table below, which
-// docs/architecture.md shows and its tests hold against the real import graph; which
-// packages may depend on Caddy; and that every doc citation names a file and heading
-// that exist.
+// docs/architecture.md shows and its tests hold against the real import graph; that
+// nothing but caddymodule/... and cmd/caddy depends on Caddy or on caddymodule, so the
+// runtime side works without them; and that every citation of a repository doc names a
+// file and heading that exist, and none cites a document the repository does not hold.
 package archtest
 
 import (
@@ -50,13 +51,13 @@ type Row struct {
 // exact path before a folder's "/...").
 var Table = []Row{
 	{"internal/errs", LayerHelpers, "coded errors: a stable code, what was wrong, where, and the fix"},
-	{"internal/wasmbin", LayerHelpers, "one reader and writer of the wasm binary format"},
-	{"internal/clip", LayerHelpers, "cut text to a size on a UTF-8 boundary"},
-	{"internal/ids", LayerHelpers, "UUIDv7 ids"},
-	{"internal/atomicfile", LayerHelpers, "write to a temp file, then rename"},
-	{"internal/promreg", LayerHelpers, "register a Prometheus collector, or adopt the one already registered"},
-	{"internal/samefile", LayerHelpers, "whether two paths name one file"},
-	{"internal/filesum", LayerHelpers, "content sums of files and folders"},
+	{"internal/wasmbin", LayerHelpers, "one reader and writer of the parts of the wasm binary format the module rewrites need"},
+	{"internal/clip", LayerHelpers, "shorten untrusted text for errors and logs without splitting a UTF-8 sequence"},
+	{"internal/ids", LayerHelpers, "the ids of sessions, contexts, tasks, messages and events: a prefix and a UUIDv7"},
+	{"internal/atomicfile", LayerHelpers, "write to a temp file, fsync, then rename: a reader sees the old content or the new"},
+	{"internal/promreg", LayerHelpers, "register Prometheus collectors so that a reload can register them again"},
+	{"internal/samefile", LayerHelpers, "whether a file holds given bytes, read in small chunks"},
+	{"internal/filesum", LayerHelpers, "the sha256 of files remembered by their identity (device, inode, size, times), as git's index does"},
 	{"netpolicy", LayerLibraries, "network rules, the policy proxy and the DNS-pinning resolver"},
 	{"wit", LayerLibraries, "the WIT contract files"},
 	{"wit/abi", LayerLibraries, "the component model's canonical ABI (lift and lower over a guest's memory) and the Go types of the Murmur WIT records"},
@@ -81,15 +82,15 @@ var Table = []Row{
 	{"internal/archtest", LayerKit, "this table, checked against the import graph and docs/architecture.md"},
 	{"internal/cmd/...", LayerKit, "tools: the benchmarks' load generator (`a2aload`), one gateway hosting many capsules, measured (`capsuleflood`)"},
 	{"internal/testkit/cmd/...", LayerKit, "test tools: a component's world and plan printed (`compdump`), the pinned harness CLIs installed for tests (`harnesses`)"},
-	{"e2e", LayerKit, "the end-to-end tests: the built gateway binary, run as users run it"},
+	{"e2e", LayerKit, "the end-to-end tests: the real gateway binary, built once per test run from `cmd/caddy` with the sandbox helper beside it, driven through its commands and served as Caddy"},
 	{"internal/testkit/escape", LayerKit, "the escape suite (docs/escapes.md)"},
 	{"internal/testkit/guestbuild", LayerKit, "build wasm guests from source for tests, cached by content"},
-	{"internal/testkit/harnesstest", LayerKit, "stage a process capsule against a real harness CLI in tests"},
-	{"runtime/wasm/guestfs", LayerLibraries, "the guest's `/` on `os.Root`"},
+	{"internal/testkit/harnesstest", LayerKit, "the pinned harness CLIs, a stand-in provider and tool bridge for process-driver tests"},
+	{"runtime/wasm/guestfs", LayerLibraries, "the guest's `/`: one host folder served to a guest as a wazero `sys.FS` on `os.Root`, so no path or planted link resolves outside it"},
 	{"taskdb", LayerLibraries, "the durable task store: one bbolt file of task records (with their owners), their journals, threaded turns, push configs and an index, written by one group-committing writer; `a2a` keeps tasks in it when given one"},
-	{"caddymodule/cli", LayerGlue, "the `caddy capsule …` commands' work"},
+	{"caddymodule/cli", LayerGlue, "what the `caddy capsule …` subcommands do (pack, publish, install, verify, run, doctor, store check and compact), free of Caddy and cobra so tests drive it directly"},
 	{"internal/testkit/testguests", LayerKit, "the test guests' sources"},
-	{"internal/testkit/wasmtest", LayerKit, "wasm modules written in tests"},
+	{"internal/testkit/wasmtest", LayerKit, "tiny wasm modules encoded by hand in tests"},
 	{"internal/testkit/watbuild", LayerKit, "assemble wasm text-format guests with jco, cached by content"},
 }
 

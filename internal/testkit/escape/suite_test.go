@@ -208,7 +208,7 @@ func (s *suite) module(t *testing.T, dir string, role manifest.Role, component b
 	e := s.wasmEngine(t)
 	bin := guestbuild.Wasm(t, "../testguests/"+dir)
 	if component {
-		bin = watbuild.Component(t, bin, watbuild.RunOnlyWIT(t, "../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
+		bin = watbuild.Component(t, bin, watbuild.RunOnlyWIT(t, "../../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
 	}
 	world := string(role)
 	if role == murmur.RoleCapsule {

@@ -154,7 +154,7 @@ func wasmComponentRows() []row {
 			run: func(t *testing.T, s *suite) outcome {
 				e := s.wasmEngine(t)
 				core := guestbuild.Wasm(t, "../testguests/hostile-link")
-				bin := watbuild.Component(t, core, watbuild.RunOnlyWIT(t, "../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
+				bin := watbuild.Component(t, core, watbuild.RunOnlyWIT(t, "../../../wit/murmur-tool-0.1.0.wit", "tool-component"), "tool-component")
 				_, err := murmur.Compile(context.Background(), e, capsuleName, "hostile-link-component", manifest.RoleTool, bin)
 				if err == nil {
 					return outcome{class: "compiled", escaped: "a component planting links compiled"}
