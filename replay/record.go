@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,22 @@ type Recorder struct {
 
 	mu    sync.Mutex // one cassette write at a time
 	chain chain      // the Responses answers recorded, for previous_response_id
+
+	// A client has a turn's answer before the recorder has written it — the answer's
+	// end is relayed first — so its next request can come back, and be answered, while
+	// the earlier turn is still being saved. flights, the requests in flight by
+	// conversation in the order they arrived, let a turn wait for the earlier turns of
+	// its conversation to be written first.
+	fmu     sync.Mutex
+	flights map[string][]*flight
+	// waiting, if set, is told that a turn waits for an earlier one (for tests).
+	waiting func(turn, earlier int)
+}
+
+// flight is one request in flight: done closes once it has been recorded, or not.
+type flight struct {
+	turn int
+	done chan struct{}
 }
 
 // NewRecorder returns a Recorder forwarding to upstream (an http or https base URL; a
@@ -83,6 +100,12 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q, perr := parseRequest(provider, body, &rc.chain)
 	first, turn := q.first, q.turn
+	key := provider + "\x00" + first
+	var f *flight
+	if perr == nil {
+		f = rc.depart(key, turn)
+		defer rc.land(key, f)
+	}
 	target := *rc.upstream
 	target.Path = strings.TrimSuffix(target.Path, "/") + r.URL.Path
 	target.RawQuery = r.URL.RawQuery
@@ -148,10 +171,59 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("upstream answered HTTP %d: not recorded", resp.StatusCode)
 	}
 	if err == nil {
+		rc.await(key, f)
 		err = rc.save(file, provider, first, turn, json.RawMessage(scrub(string(recorded), secrets)))
 	}
 	if rc.OnRecord != nil {
 		rc.OnRecord(file, turn, err)
+	}
+}
+
+// depart notes a request for turn of the conversation key as in flight.
+func (rc *Recorder) depart(key string, turn int) *flight {
+	f := &flight{turn: turn, done: make(chan struct{})}
+	rc.fmu.Lock()
+	defer rc.fmu.Unlock()
+	if rc.flights == nil {
+		rc.flights = map[string][]*flight{}
+	}
+	rc.flights[key] = append(rc.flights[key], f)
+	return f
+}
+
+// land notes that f's turn is written, or will not be.
+func (rc *Recorder) land(key string, f *flight) {
+	rc.fmu.Lock()
+	fs := rc.flights[key]
+	i := slices.Index(fs, f)
+	if fs = slices.Delete(fs, i, i+1); len(fs) == 0 {
+		delete(rc.flights, key)
+	} else {
+		rc.flights[key] = fs
+	}
+	rc.fmu.Unlock()
+	close(f.done)
+}
+
+// await returns once every earlier turn of f's conversation that arrived before f has
+// landed. It waits only on requests that came first, so no two wait on each other.
+func (rc *Recorder) await(key string, f *flight) {
+	var earlier []*flight
+	rc.fmu.Lock()
+	for _, e := range rc.flights[key] {
+		if e == f {
+			break
+		}
+		if e.turn < f.turn {
+			earlier = append(earlier, e)
+		}
+	}
+	rc.fmu.Unlock()
+	for _, e := range earlier {
+		if rc.waiting != nil {
+			rc.waiting(f.turn, e.turn)
+		}
+		<-e.done
 	}
 }
 
