@@ -3,6 +3,7 @@ package replay
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,9 +58,17 @@ type Recorder struct {
 	// its conversation to be written first.
 	fmu     sync.Mutex
 	flights map[string][]*flight
-	// waiting, if set, is told that a turn waits for an earlier one (for tests).
-	waiting func(turn, earlier int)
+	// grace is how long the upstream's answer is still read once the client has hung up.
+	grace time.Duration
+	// held, if set, is told that turn's recording waits: for an earlier turn (earlier
+	// >= 0) or, the client gone, for the upstream (earlier -1). For tests.
+	held func(turn, earlier int)
 }
+
+// upstreamGrace is a Recorder's grace: a client may hang up as soon as it has an
+// answer's last event, before the upstream's end of stream reaches the recorder, and the
+// answer it has is still recorded. A client that leaves mid-answer costs at most this.
+const upstreamGrace = 10 * time.Second
 
 // flight is one request in flight: done closes once it has been recorded, or not.
 type flight struct {
@@ -82,7 +91,7 @@ func NewRecorder(upstream, dir string) (*Recorder, error) {
 	}
 	// No redirects: the credential would follow them to a host nobody named.
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &Recorder{upstream: u, dir: dir, client: client}, nil
+	return &Recorder{upstream: u, dir: dir, client: client, grace: upstreamGrace}, nil
 }
 
 // ServeHTTP forwards one request and records its answer.
@@ -109,7 +118,16 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	target := *rc.upstream
 	target.Path = strings.TrimSuffix(target.Path, "/") + r.URL.Path
 	target.RawQuery = r.URL.RawQuery
-	up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, target.String(), bytes.NewReader(body))
+	// The upstream request outlives the client's by the grace, not its cancellation.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	defer context.AfterFunc(r.Context(), func() {
+		if rc.held != nil {
+			rc.held(turn, -1)
+		}
+		time.AfterFunc(rc.grace, cancel)
+	})()
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
 	if err != nil {
 		writeError(w, provider, http.StatusBadGateway, "api_error", err.Error())
 		return
@@ -220,8 +238,8 @@ func (rc *Recorder) await(key string, f *flight) {
 	}
 	rc.fmu.Unlock()
 	for _, e := range earlier {
-		if rc.waiting != nil {
-			rc.waiting(f.turn, e.turn)
+		if rc.held != nil {
+			rc.held(f.turn, e.turn)
 		}
 		<-e.done
 	}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRecorder records a conversation from a fake upstream on 127.0.0.1 — a streamed
@@ -155,7 +157,11 @@ func TestRecorderTurnOvertakes(t *testing.T) {
 		}
 		recErrs <- err
 	}
-	rc.waiting = func(turn, earlier int) { ahead <- struct{}{} }
+	rc.held = func(turn, earlier int) {
+		if earlier >= 0 {
+			ahead <- struct{}{}
+		}
+	}
 	front := httptest.NewServer(rc)
 	defer front.Close()
 
@@ -207,5 +213,77 @@ func TestRecorderTurnOvertakes(t *testing.T) {
 	}
 	if evs, _ := parseStream(convs[0].Turns[0]); len(evs) != 2 {
 		t.Fatalf("turn 0 was not recorded as its stream: %s", convs[0].Turns[0])
+	}
+}
+
+// TestRecorderClientLeavesAtTheEnd stages the other side of the same race: the client
+// hangs up as soon as it has the last event (Codex exits), before the upstream's end of
+// stream reaches the recorder. What the client got is whole and is recorded.
+func TestRecorderClientLeavesAtTheEnd(t *testing.T) {
+	release := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":1,\"output_tokens\":0}}}\n\n"))
+		w.Write([]byte("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer upstream.Close()
+	defer close(release)
+	dir := t.TempDir()
+	rc, err := NewRecorder(upstream.URL, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.grace = time.Hour // the test ends the upstream itself, once the client is gone
+	recorded := make(chan error, 1)
+	rc.OnRecord = func(_ string, _ int, err error) { recorded <- err }
+	gone := make(chan struct{}, 1)
+	rc.held = func(turn, earlier int) {
+		if earlier < 0 {
+			gone <- struct{}{}
+		}
+	}
+	front := httptest.NewServer(rc)
+	defer front.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", front.URL+"/v1/messages", strings.NewReader(`{"stream":true,"messages":[{"role":"user","content":"leave early"}]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended before message_stop: %v", err)
+		}
+		if strings.HasPrefix(line, "data: {\"type\":\"message_stop\"") {
+			break
+		}
+	}
+	cancel() // the client hangs up with the whole answer
+	resp.Body.Close()
+	// Without the grace the recorder gives up at once; with it, it waits for the upstream.
+	select {
+	case err := <-recorded:
+		t.Fatalf("recorded before the upstream ended: %v", err)
+	case <-gone:
+	}
+	release <- struct{}{}
+	if err := <-recorded; err != nil {
+		t.Fatalf("recording: %v", err)
+	}
+	lib, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if convs := lib.byPro[Anthropic]; len(convs) != 1 || len(convs[0].Turns) != 1 {
+		t.Fatalf("recorded %d conversations, want 1 of 1 turn: %s", len(convs), convs)
 	}
 }
