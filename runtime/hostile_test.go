@@ -42,12 +42,13 @@ const hostileCapsule = "hostile"
 var hostileReasons = []string{wasm.ReasonDeadline, wasm.ReasonMemoryLimit, wasm.ReasonTrap, wasm.ReasonExit, wasm.ReasonABI}
 
 // hostileEngine starts an Engine whose compiled code is cached under the guest build
-// cache, so a Go guest is compiled by wazero once, not on every run.
+// cache, so a Go guest is compiled by wazero once, not on every run — in the cache
+// TestMain warms.
 func hostileEngine(t *testing.T) *wasm.Engine {
 	t.Helper()
 	ctx := context.Background()
 	e, err := wasm.NewEngine(ctx, wasm.WithMetrics(prometheus.NewRegistry()),
-		wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "runtime-hostile")))
+		wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	if err != nil {
 		t.Fatal(err)
 	}
