@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
 // raceEnabled is set by race_test.go when the tests run under the race detector.
@@ -31,6 +33,13 @@ var warmGuests = []string{
 	"../internal/testguests/hostile-spin",
 }
 
+// listenedGuests are the warmGuests TestSecretsStayInTheHost compiles with its memory
+// scan listening to each tool run (memScan), which wazero compiles and caches apart.
+var listenedGuests = []string{
+	"../examples/drivers/anthropic-messages", "../examples/drivers/openai-chat",
+	"../internal/testguests/envdump-driver", "../internal/testguests/echo",
+}
+
 // TestMain, under the race detector, first compiles warmGuests into the compilation
 // cache the tests share (<guest cache>/wazero) from a test binary built without it
 // (testdata/warmcache): race-instrumented, wazero compiles a Go guest ~10× slower, and
@@ -39,11 +48,17 @@ var warmGuests = []string{
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if raceEnabled && !testing.Short() {
-		args := []string{"test", "-count=1", "-run=^TestWarm$", "./testdata/warmcache", "-args", filepath.Join(guestbuild.CacheDir(), "wazero")}
-		for _, g := range warmGuests {
-			abs, _ := filepath.Abs(g) // the helper runs in its own folder
-			args = append(args, abs)
+		abs := func(dirs []string) []string { // the helper runs in its own folder
+			var out []string
+			for _, d := range dirs {
+				a, _ := filepath.Abs(d)
+				out = append(out, a)
+			}
+			return out
 		}
+		args := append([]string{"test", "-count=1", "-run=^TestWarm$", "./testdata/warmcache", "-args",
+			"-listen=" + abi.ExportToolRun01, "-listened=" + strings.Join(abs(listenedGuests), ","),
+			filepath.Join(guestbuild.CacheDir(), "wazero")}, abs(warmGuests)...)
 		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "warming the compilation cache: %v\n%s", err, out)
 		}

@@ -5,7 +5,12 @@
 // which wazero names its cache folder after (a binary without module information is
 // version "dev"). The tests still compile every guest themselves, through the cache.
 //
-//	go test -count=1 ./testdata/warmcache -args <cache dir> <guest package dir>...
+//	go test -count=1 ./testdata/warmcache -args [-listen=<export> -listened=<dir>,…] <cache dir> <guest package dir>...
+//
+// wazero compiles a module that a function listener watches into other code, cached
+// under another key (which functions are listened to is part of it): -listened guests
+// are also compiled with a listener on each function exporting -listen, as a test that
+// watches those calls compiles them.
 package warmcache
 
 import (
@@ -15,23 +20,49 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/capsulegate/capsulegate/internal/guestbuild"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 )
 
+var (
+	listen   = flag.String("listen", "", "the export whose functions -listened guests are also compiled listened to")
+	listened = flag.String("listened", "", "comma-separated guest package dirs to compile listened to as well")
+)
+
 func TestWarm(t *testing.T) {
 	if flag.NArg() == 0 {
 		t.Skip("no cache folder given: -args <cache dir> <guest package dir>...")
 	}
-	if err := warm(context.Background(), flag.Arg(0), flag.Args()[1:]); err != nil {
+	ctx := context.Background()
+	if err := warm(ctx, flag.Arg(0), flag.Args()[1:]); err != nil {
 		t.Fatal(err)
 	}
+	if *listen != "" && *listened != "" {
+		// Another engine: an engine compiles the same bytes once, listened to or not.
+		if err := warm(experimental.WithFunctionListenerFactory(ctx, exportListener(*listen)), flag.Arg(0), strings.Split(*listened, ",")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// exportListener listens, doing nothing, to each function exporting it.
+type exportListener string
+
+func (x exportListener) NewFunctionListener(def api.FunctionDefinition) experimental.FunctionListener {
+	if slices.Contains(def.ExportNames(), string(x)) {
+		return experimental.FunctionListenerFunc(func(context.Context, api.Module, api.FunctionDefinition, []uint64, experimental.StackIterator) {})
+	}
+	return nil
 }
 
 // warm builds and compiles the guests in dirs, runtime.NumCPU() at a time, with one
