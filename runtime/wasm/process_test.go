@@ -54,7 +54,7 @@ func compileProcDriver(t testing.TB, e *Engine, code []byte) *Module {
 func TestDriverServesARun(t *testing.T) {
 	for _, form := range procDriverForms {
 		t.Run(form.name, func(t *testing.T) {
-			e, _ := newEngine(t)
+			e, _ := newEngine(t, sharedCache)
 			mod := compileProcDriver(t, e, form.wasm(t))
 			if (mod.comp != nil) != form.component {
 				t.Fatalf("compiled as a component: %v, want %v", mod.comp != nil, form.component)
@@ -118,7 +118,7 @@ func serveARun(t *testing.T, e *Engine, mod *Module) {
 func TestDriverCut(t *testing.T) {
 	for _, form := range procDriverForms {
 		t.Run(form.name, func(t *testing.T) {
-			e, _ := newEngine(t)
+			e, _ := newEngine(t, sharedCache)
 			driverCut(t, e, compileProcDriver(t, e, form.wasm(t)))
 		})
 	}
