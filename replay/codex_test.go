@@ -126,28 +126,27 @@ func readCodex(out string) codexEvents {
 // synthesized Responses streams, runs the scripted call, and its second request — the
 // call and its output in input — is matched to turn 1, whose text it prints. A miss
 // reaches Codex's output; and what the recorder records of Codex replays to Codex.
+// The cases run in parallel, each on a replay server of its own.
 func TestCodexCLI(t *testing.T) {
 	bin := codexBinary(t)
 	lib, err := Load(writeFiles(t, map[string]string{"codex.json": codexCassette}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := lib.Handler()
-	var mu sync.Mutex
-	var bodies [][]byte
-	h.OnRequest = func(_ *http.Request, body []byte) {
-		mu.Lock()
-		bodies = append(bodies, body)
-		mu.Unlock()
-	}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
 	const answer = "The replay answered in several words."
 
 	t.Run("two turns", func(t *testing.T) {
-		mu.Lock()
-		bodies = nil
-		mu.Unlock()
+		t.Parallel()
+		h := lib.Handler()
+		var mu sync.Mutex
+		var bodies [][]byte
+		h.OnRequest = func(_ *http.Request, body []byte) {
+			mu.Lock()
+			bodies = append(bodies, body)
+			mu.Unlock()
+		}
+		srv := httptest.NewServer(h)
+		defer srv.Close()
 		// Codex sends AGENTS.md, with the environment, as a user message before the task.
 		work := t.TempDir()
 		if err := os.WriteFile(filepath.Join(work, "AGENTS.md"), []byte("Keep answers short.\n"), 0o644); err != nil {
@@ -179,6 +178,9 @@ func TestCodexCLI(t *testing.T) {
 
 	// The smallest stream docs/reference/cassettes.md says Codex needs.
 	t.Run("hand-written stream", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(lib.Handler())
+		defer srv.Close()
 		out, err := runCodex(t, bin, srv.URL+"/v1", t.TempDir(), "answer a hand-written stream")
 		if got := readCodex(out); err != nil || got.answer != "Three words." || !got.completed {
 			t.Fatalf("codex: %v; answer %q, completed %v", err, got.answer, got.completed)
@@ -186,6 +188,9 @@ func TestCodexCLI(t *testing.T) {
 	})
 
 	t.Run("miss", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(lib.Handler())
+		defer srv.Close()
 		out, err := runCodex(t, bin, srv.URL+"/v1", t.TempDir(), "an unscripted question")
 		got := readCodex(out)
 		if err == nil || got.answer != "" || !strings.Contains(strings.Join(got.errors, "\n"), "cassette miss") ||
@@ -195,8 +200,11 @@ func TestCodexCLI(t *testing.T) {
 	})
 
 	t.Run("record and replay", func(t *testing.T) {
+		t.Parallel()
+		upstream := httptest.NewServer(lib.Handler())
+		defer upstream.Close()
 		dir := t.TempDir()
-		rc, err := NewRecorder(srv.URL, dir)
+		rc, err := NewRecorder(upstream.URL, dir)
 		if err != nil {
 			t.Fatal(err)
 		}

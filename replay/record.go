@@ -3,6 +3,7 @@ package replay
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +50,30 @@ type Recorder struct {
 
 	mu    sync.Mutex // one cassette write at a time
 	chain chain      // the Responses answers recorded, for previous_response_id
+
+	// A client has a turn's answer before the recorder has written it — the answer's
+	// end is relayed first — so its next request can come back, and be answered, while
+	// the earlier turn is still being saved. flights, the requests in flight by
+	// conversation in the order they arrived, let a turn wait for the earlier turns of
+	// its conversation to be written first.
+	fmu     sync.Mutex
+	flights map[string][]*flight
+	// grace is how long the upstream's answer is still read once the client has hung up.
+	grace time.Duration
+	// held, if set, is told that turn's recording waits: for an earlier turn (earlier
+	// >= 0) or, the client gone, for the upstream (earlier -1). For tests.
+	held func(turn, earlier int)
+}
+
+// upstreamGrace is a Recorder's grace: a client may hang up as soon as it has an
+// answer's last event, before the upstream's end of stream reaches the recorder, and the
+// answer it has is still recorded. A client that leaves mid-answer costs at most this.
+const upstreamGrace = 10 * time.Second
+
+// flight is one request in flight: done closes once it has been recorded, or not.
+type flight struct {
+	turn int
+	done chan struct{}
 }
 
 // NewRecorder returns a Recorder forwarding to upstream (an http or https base URL; a
@@ -65,7 +91,7 @@ func NewRecorder(upstream, dir string) (*Recorder, error) {
 	}
 	// No redirects: the credential would follow them to a host nobody named.
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &Recorder{upstream: u, dir: dir, client: client}, nil
+	return &Recorder{upstream: u, dir: dir, client: client, grace: upstreamGrace}, nil
 }
 
 // ServeHTTP forwards one request and records its answer.
@@ -83,10 +109,25 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q, perr := parseRequest(provider, body, &rc.chain)
 	first, turn := q.first, q.turn
+	key := provider + "\x00" + first
+	var f *flight
+	if perr == nil {
+		f = rc.depart(key, turn)
+		defer rc.land(key, f)
+	}
 	target := *rc.upstream
 	target.Path = strings.TrimSuffix(target.Path, "/") + r.URL.Path
 	target.RawQuery = r.URL.RawQuery
-	up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, target.String(), bytes.NewReader(body))
+	// The upstream request outlives the client's by the grace, not its cancellation.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	defer context.AfterFunc(r.Context(), func() {
+		if rc.held != nil {
+			rc.held(turn, -1)
+		}
+		time.AfterFunc(rc.grace, cancel)
+	})()
+	up, err := http.NewRequestWithContext(ctx, http.MethodPost, target.String(), bytes.NewReader(body))
 	if err != nil {
 		writeError(w, provider, http.StatusBadGateway, "api_error", err.Error())
 		return
@@ -148,10 +189,59 @@ func (rc *Recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("upstream answered HTTP %d: not recorded", resp.StatusCode)
 	}
 	if err == nil {
+		rc.await(key, f)
 		err = rc.save(file, provider, first, turn, json.RawMessage(scrub(string(recorded), secrets)))
 	}
 	if rc.OnRecord != nil {
 		rc.OnRecord(file, turn, err)
+	}
+}
+
+// depart notes a request for turn of the conversation key as in flight.
+func (rc *Recorder) depart(key string, turn int) *flight {
+	f := &flight{turn: turn, done: make(chan struct{})}
+	rc.fmu.Lock()
+	defer rc.fmu.Unlock()
+	if rc.flights == nil {
+		rc.flights = map[string][]*flight{}
+	}
+	rc.flights[key] = append(rc.flights[key], f)
+	return f
+}
+
+// land notes that f's turn is written, or will not be.
+func (rc *Recorder) land(key string, f *flight) {
+	rc.fmu.Lock()
+	fs := rc.flights[key]
+	i := slices.Index(fs, f)
+	if fs = slices.Delete(fs, i, i+1); len(fs) == 0 {
+		delete(rc.flights, key)
+	} else {
+		rc.flights[key] = fs
+	}
+	rc.fmu.Unlock()
+	close(f.done)
+}
+
+// await returns once every earlier turn of f's conversation that arrived before f has
+// landed. It waits only on requests that came first, so no two wait on each other.
+func (rc *Recorder) await(key string, f *flight) {
+	var earlier []*flight
+	rc.fmu.Lock()
+	for _, e := range rc.flights[key] {
+		if e == f {
+			break
+		}
+		if e.turn < f.turn {
+			earlier = append(earlier, e)
+		}
+	}
+	rc.fmu.Unlock()
+	for _, e := range earlier {
+		if rc.held != nil {
+			rc.held(f.turn, e.turn)
+		}
+		<-e.done
 	}
 }
 

@@ -141,22 +141,12 @@ func agentRig(tb testing.TB, guests map[string][2]string) (*Runtime, *registry.L
 	reg := registry.NewLocal(filepath.Join(tb.TempDir(), "reg"))
 	for name, g := range guests {
 		role, pkg := g[0], g[1]
-		dir := filepath.Join(tb.TempDir(), name)
-		os.MkdirAll(dir, 0o755)
 		art := fmt.Sprintf("name: %s\nversion: 1.0.0\nruntime: %s\ndescription: test %s %s\n", name, role, role, name)
 		if real, err := os.ReadFile(filepath.Join(pkg, "artifact", "murmur.yaml")); err == nil {
 			// An example driver keeps what its own manifest says of its provider (upstream_auth).
 			art = regexp.MustCompile(`(?m)^version: .*$`).ReplaceAllString(string(real), "version: 1.0.0")
 		}
-		os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(art), 0o644)
-		os.WriteFile(filepath.Join(dir, name+".wasm"), guestbuild.Wasm(tb, pkg), 0o644)
-		data, _, err := registry.Pack(dir)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if _, err := reg.Publish(context.Background(), data, ""); err != nil {
-			tb.Fatal(err)
-		}
+		publishArtifact(tb, reg, name, []byte(art), guestbuild.Wasm(tb, pkg))
 	}
 	return e, reg
 }

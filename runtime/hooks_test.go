@@ -326,17 +326,7 @@ func publishHook(t *testing.T, reg *registry.Local, name, pkg, keys string) {
 // module built from pkg as <name>.wasm.
 func publishHookDir(t *testing.T, reg *registry.Local, name string, yaml []byte, pkg string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), name)
-	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, "murmur.yaml"), yaml, 0o644)
-	os.WriteFile(filepath.Join(dir, name+".wasm"), guestbuild.Wasm(t, pkg), 0o644)
-	data, _, err := registry.Pack(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := reg.Publish(context.Background(), data, ""); err != nil {
-		t.Fatal(err)
-	}
+	publishArtifact(t, reg, name, yaml, guestbuild.Wasm(t, pkg))
 }
 
 // The example hooks' sources, built by the tests as `make guests` builds them.

@@ -2,12 +2,54 @@ package runtime
 
 import (
 	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/wit/abi"
 )
+
+// raceEnabled is set by race_test.go when the tests run under the race detector.
+var raceEnabled bool
+
+// warmGuests are the Go guests the tests compile, as they name them.
+var warmGuests = []string{
+	"../examples/drivers/anthropic-messages", "../examples/drivers/openai-chat",
+	"../examples/guests/audit-hook", "../examples/guests/policy-hook",
+	"../internal/testkit/testguests/badprocdriver", "../internal/testkit/testguests/echo", "../internal/testkit/testguests/envdump-driver",
+	"../internal/testkit/testguests/gatetool", "../internal/testkit/testguests/gateway", "../internal/testkit/testguests/procdriver",
+	"../internal/testkit/testguests/readerhook", "../internal/testkit/testguests/recdriver", "../internal/testkit/testguests/script",
+	"../internal/testkit/testguests/stagehook", "../internal/testkit/testguests/summaryhook",
+	"../internal/testkit/testguests/hostile-abi", "../internal/testkit/testguests/hostile-env", "../internal/testkit/testguests/hostile-fs",
+	"../internal/testkit/testguests/hostile-grow", "../internal/testkit/testguests/hostile-invoke", "../internal/testkit/testguests/hostile-net",
+	"../internal/testkit/testguests/hostile-spin",
+}
+
+// listenedGuests are the warmGuests TestSecretsStayInTheHost compiles with its memory
+// scan listening to each tool run (memScan), which wazero compiles and caches apart.
+var listenedGuests = []string{
+	"../examples/drivers/anthropic-messages", "../examples/drivers/openai-chat",
+	"../internal/testkit/testguests/envdump-driver", "../internal/testkit/testguests/echo",
+}
+
+// TestMain, under the race detector, first compiles warmGuests into the compilation
+// cache the tests share (<guest cache>/wazero) without it (guestbuild.WarmCache); on a
+// cold cache that was most of this package's test time.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if raceEnabled && !testing.Short() {
+		if err := guestbuild.WarmCache(filepath.Join(guestbuild.CacheDir(), "wazero"), warmGuests, abi.ExportToolRun01, listenedGuests); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	os.Exit(m.Run())
+}
 
 // newRuntime starts a Runtime with its metrics on a registry of its own, closed when the
 // test ends.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
@@ -22,25 +23,46 @@ func toolModule(export string, pages uint32) []byte {
 	return wasmtest.Module{Funcs: []wasmtest.Func{{Export: export, Body: wasmtest.Nop}}, MemoryPages: pages}.Encode()
 }
 
+// packedArtifacts holds the archives publishArtifact packed, by content: packing deflates a Go
+// guest of megabytes (slowly, under -race), and the tests publish the same few guests
+// many times.
+var packedArtifacts sync.Map // [32]byte -> []byte
+
+// publishArtifact packs an artifact folder of yaml as murmur.yaml and wasm as
+// <name>.wasm, once per process for the same files, and publishes it to reg.
+func publishArtifact(t testing.TB, reg *registry.Local, name string, yaml, wasm []byte) {
+	t.Helper()
+	h := sha256.New()
+	fmt.Fprintf(h, "%q %d %d\n", name, len(yaml), len(wasm))
+	h.Write(yaml)
+	h.Write(wasm)
+	key := [32]byte(h.Sum(nil))
+	data, ok := packedArtifacts.Load(key)
+	if !ok {
+		dir := filepath.Join(t.TempDir(), name)
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "murmur.yaml"), yaml, 0o644)
+		os.WriteFile(filepath.Join(dir, name+".wasm"), wasm, 0o644)
+		b, _, err := registry.Pack(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ = packedArtifacts.LoadOrStore(key, b)
+	}
+	if _, err := reg.Publish(context.Background(), data.([]byte), ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // publishWasm packs and publishes a wasm artifact.
 func publishWasm(t *testing.T, reg *registry.Local, name, role string, wasm []byte) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), name)
-	os.MkdirAll(dir, 0o755)
 	art := fmt.Sprintf("name: %s\nversion: 1.0.0\nruntime: %s\n", name, role)
 	if real, err := os.ReadFile(filepath.Join("..", "examples", "drivers", name, "artifact", "murmur.yaml")); err == nil && role == "driver" {
 		// An example driver keeps what its own manifest says of its provider (upstream_auth).
 		art = regexp.MustCompile(`(?m)^version: .*$`).ReplaceAllString(string(real), "version: 1.0.0")
 	}
-	os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(art), 0o644)
-	os.WriteFile(filepath.Join(dir, name+".wasm"), wasm, 0o644)
-	data, _, err := registry.Pack(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := reg.Publish(context.Background(), data, ""); err != nil {
-		t.Fatal(err)
-	}
+	publishArtifact(t, reg, name, []byte(art), wasm)
 }
 
 func TestStage(t *testing.T) {

@@ -100,7 +100,7 @@ func newEchoGuest(tb testing.TB) *echoGuest {
 	tb.Helper()
 	wasm := guestbuild.Wasm(tb, "../../internal/testkit/testguests/abiecho")
 	ctx := context.Background()
-	e, err := NewEngine(ctx, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero-engine")))
+	e, err := NewEngine(ctx, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -122,7 +122,7 @@ var pollModule = gModule{
 // short deadline: each ends soon after it, classified deadline (or canceled, when the
 // caller cancels), counted once, and by the interrupt flag, not by wazero.
 func TestDeadlineStopsGuests(t *testing.T) {
-	e, _ := newEngine(t)
+	e, _ := newEngine(t, sharedCache)
 	host := e.rt.NewHostModuleBuilder("capsulegate-test")
 	host.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, _ []uint64) {
 		<-ctx.Done()

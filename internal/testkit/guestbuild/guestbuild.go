@@ -221,3 +221,30 @@ func CompilationCache(t testing.TB) wazero.CompilationCache {
 	}
 	return compCache
 }
+
+// WarmCache compiles the Go guests in dirs (package folders, relative to the calling
+// test's folder) into the wazero compilation cache at cache, from a test binary built
+// without the race detector (internal/testkit/warmcache): race-instrumented, wazero
+// compiles a Go guest ~10× slower, and on a cold cache that was most of a package's test
+// time. listened guests are also compiled with a listener on each function exporting
+// listen, as a test that watches those calls compiles them. A TestMain calls it under
+// -race; the tests still compile every guest, through the cache, so a failed warm-up
+// only costs time.
+func WarmCache(cache string, dirs []string, listen string, listened []string) error {
+	abs := func(ds []string) []string { // the tool runs in its own folder
+		out := make([]string, len(ds))
+		for i, d := range ds {
+			out[i], _ = filepath.Abs(d)
+		}
+		return out
+	}
+	args := []string{"test", "-count=1", "-run=^TestWarm$", "github.com/capsulegate/capsulegate/internal/testkit/warmcache", "-args"}
+	if listen != "" && len(listened) > 0 {
+		args = append(args, "-listen="+listen, "-listened="+strings.Join(abs(listened), ","))
+	}
+	args = append(append(args, cache), abs(dirs)...)
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("warming the compilation cache %s: %w\n%s", cache, err, out)
+	}
+	return nil
+}

@@ -46,7 +46,7 @@ func shellEvent(binary, command string, argv []any, script *string, outcome []an
 // and replace-context's messages), and the audit hook's lines say what it was handed, in
 // order.
 func TestCallHook(t *testing.T) {
-	e, _ := newEngine(t)
+	e, _ := newEngine(t, sharedCache)
 	ctx := context.Background()
 	policy, err := Compile(ctx, e, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../../examples/guests/policy-hook"))
 	if err != nil {
@@ -142,7 +142,7 @@ func TestCallHook(t *testing.T) {
 // TestCheckHook: a hook module must export its binding's lifecycle function, or — bound
 // to nothing — at least one of them; the hook world refuses a module exporting none.
 func TestCheckHook(t *testing.T) {
-	e, _ := newEngine(t)
+	e, _ := newEngine(t, sharedCache)
 	ctx := context.Background()
 	policy, err := Compile(ctx, e, "cap", "policy", manifest.RoleHook, guestbuild.Wasm(t, "../../../examples/guests/policy-hook"))
 	if err != nil {

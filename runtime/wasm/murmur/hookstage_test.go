@@ -16,7 +16,7 @@ import (
 // shell-allow list) and lifts a write-manifests answer with every tool-manifest, in the
 // guest's order; the guest's err is an answer; a hook without a Stage handler answers none.
 func TestCallHookOnStage(t *testing.T) {
-	e, _ := newEngine(t)
+	e, _ := newEngine(t, sharedCache)
 	ctx := context.Background()
 	stage, err := Compile(ctx, e, "cap", "stage", manifest.RoleHook, guestbuild.Wasm(t, "../../../internal/testkit/testguests/stagehook"))
 	if err != nil {
@@ -108,7 +108,7 @@ func TestComponentHookOnStage(t *testing.T) {
 		"  (func $f (param \"event\" $stage-event) (result (result $hook-output (error string))) (canon lift (core func $core) (memory $memory) (realloc $realloc)))\n" +
 		"  (instance $e" + hookTypeExports + " (export \"stage-event\" (type $stage-event)) (export \"on-stage\" (func $f)))\n" +
 		"  (export \"" + iface + "\" (instance $e))\n)\n"
-	e, _ := newEngine(t)
+	e, _ := newEngine(t, sharedCache)
 	ctx := context.Background()
 	mod, err := Compile(ctx, e, "cap", "comp-stage", manifest.RoleHook, buildHookComp(t, wat))
 	if err != nil {

@@ -55,7 +55,7 @@ func compileProcDriver(t testing.TB, e *wasm.Engine, code []byte) *wasm.Module {
 func TestDriverServesARun(t *testing.T) {
 	for _, form := range procDriverForms {
 		t.Run(form.name, func(t *testing.T) {
-			e, _ := newEngine(t)
+			e, _ := newEngine(t, sharedCache)
 			mod := compileProcDriver(t, e, form.code(t))
 			if (mod.Plan() != nil) != form.component {
 				t.Fatalf("compiled as a component: %v, want %v", mod.Plan() != nil, form.component)
@@ -119,7 +119,7 @@ func serveARun(t *testing.T, e *wasm.Engine, mod *wasm.Module) {
 func TestDriverCut(t *testing.T) {
 	for _, form := range procDriverForms {
 		t.Run(form.name, func(t *testing.T) {
-			e, _ := newEngine(t)
+			e, _ := newEngine(t, sharedCache)
 			driverCut(t, e, compileProcDriver(t, e, form.code(t)))
 		})
 	}

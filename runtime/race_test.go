@@ -1,0 +1,5 @@
+//go:build race
+
+package runtime
+
+func init() { raceEnabled = true }

@@ -1,0 +1,5 @@
+//go:build race
+
+package murmur
+
+func init() { raceEnabled = true }

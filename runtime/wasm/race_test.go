@@ -1,0 +1,5 @@
+//go:build race
+
+package wasm
+
+func init() { raceEnabled = true }
