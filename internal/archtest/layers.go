@@ -91,6 +91,7 @@ var Table = []Row{
 	{"caddymodule/cli", LayerGlue, "what the `caddy capsule …` subcommands do (pack, publish, install, verify, run, doctor, store check and compact), free of Caddy and cobra so tests drive it directly"},
 	{"internal/testkit/testguests", LayerKit, "the test guests' sources"},
 	{"internal/testkit/wasmtest", LayerKit, "tiny wasm modules encoded by hand in tests"},
+	{"internal/testkit/warmcache", LayerKit, "compile Go guests into a wazero cache without the race detector, for the TestMains that share one (guestbuild.WarmCache)"},
 	{"internal/testkit/watbuild", LayerKit, "assemble wasm text-format guests with jco, cached by content"},
 }
 
