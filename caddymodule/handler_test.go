@@ -32,7 +32,7 @@ func TestRunTaskFile(t *testing.T) {
 	if _, err := reg.Publish(ctx, data, ""); err != nil {
 		t.Fatal(err)
 	}
-	e, err := runtime.New(ctx, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, err := runtime.New(ctx, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	if err != nil {
 		t.Fatal(err)
 	}

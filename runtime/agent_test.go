@@ -165,7 +165,7 @@ type agentFixture struct {
 func newAgentFixture(t *testing.T, driver, cassette, header string) *agentFixture {
 	t.Helper()
 	f := &agentFixture{}
-	f.e, _ = newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	f.e, _ = newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	f.reg = registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, f.reg, driver, "driver", guestbuild.Wasm(t, "../examples/drivers/"+driver))
 	publishWasm(t, f.reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testkit/testguests/echo"))

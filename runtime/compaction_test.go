@@ -458,7 +458,7 @@ func TestOnCompactionHook(t *testing.T) {
 // compaction-event, the guest lifts it and answers replace-context with one message,
 // and that message's text is the summary the next turn starts with.
 func TestOnCompactionGoHook(t *testing.T) {
-	r, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	r, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	mod, err := murmur.Compile(context.Background(), r.engine, "compacting", "summary", manifest.RoleHook, guestbuild.Wasm(t, "../internal/testkit/testguests/summaryhook"))
 	if err != nil {
 		t.Fatal(err)

@@ -61,7 +61,7 @@ func TestHostedContexts(t *testing.T) {
 	srv := httptest.NewServer(&barrier{groups: map[string]chan struct{}{}, count: map[string]int{}})
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
-	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	h := hostGatewayCapsuleWith(t, e, "http://127.0.0.1:"+port, ServeOptions{})
 	defer h.Close()
 
@@ -130,7 +130,7 @@ func TestHostedContexts(t *testing.T) {
 // TestContextIdleAndEviction: an idle context's session ends after ContextIdle; beyond
 // MaxContexts the least recently used idle context ends to make room.
 func TestContextIdleAndEviction(t *testing.T) {
-	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	ended := make(chan string, 8)
 	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{MaxContexts: 2, ContextIdle: time.Hour, Session: SessionConfig{Sinks: []Sink{endSink(ended)}}})
 	defer h.Close()
@@ -179,7 +179,7 @@ func recvString(t *testing.T, c <-chan string) string {
 // TestContextIDIsData: a client's context id never becomes a path: the session's folder
 // is named by its own session id.
 func TestContextIDIsData(t *testing.T) {
-	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{})
 	defer h.Close()
 	out := h.RunTask(context.Background(), TaskRequest{ContextID: "../../../escape", Text: "hi"})
@@ -194,7 +194,7 @@ func TestContextIDIsData(t *testing.T) {
 // TestContextsArePerPrincipal: one context id used by two principals is two sessions;
 // the same principal's second task joins its own.
 func TestContextsArePerPrincipal(t *testing.T) {
-	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{})
 	defer h.Close()
 	run := func(principal string) TaskOutcome {

@@ -133,7 +133,7 @@ func first(status int, body string) fault {
 // agentRig is an engine and a registry holding the named guests, published as role.
 func agentRig(tb testing.TB, guests map[string][2]string) (*Runtime, *registry.Local) {
 	tb.Helper()
-	e, err := New(context.Background(), wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, err := New(context.Background(), wasm.WithCacheDir(guestbuild.WazeroCache()))
 	if err != nil {
 		tb.Fatal(err)
 	}

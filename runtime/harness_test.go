@@ -92,7 +92,7 @@ func harnessCapsule(t *testing.T, prov *httptest.Server, driver []byte, caps str
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
-	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "procdriver", "driver", driver)
 	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testkit/testguests/echo"))

@@ -429,7 +429,7 @@ trace: {capture: content}
 // lifecycle as given) with sinks on its sessions' streams.
 func hostReopening(t *testing.T, lifecycle string, sinks ...Sink) *Hosted {
 	t.Helper()
-	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testkit/testguests/recdriver"))
 	mpath := filepath.Join(t.TempDir(), "murmur.yaml")

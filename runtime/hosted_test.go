@@ -83,7 +83,7 @@ func hostGatewayCapsuleWith(t *testing.T, e *Runtime, allow string, opts ServeOp
 // answer and chunk stream, input is asked through the request's hook, and a canceled
 // task stops its guest without counting a trap.
 func TestHostedTasks(t *testing.T) {
-	e, reg := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, reg := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	h := hostGatewayCapsule(t, e)
 
 	answer := func(ctx context.Context, prompt string) (string, error) { return "yes to " + prompt, nil }
@@ -213,7 +213,7 @@ func sumCounter(t *testing.T, c *prometheus.CounterVec) float64 {
 // modules at zero; closing the last version carrying them deletes them; a second
 // version of the same capsule keeps them alive while it lives.
 func TestHostedMetricsFromZero(t *testing.T) {
-	e, reg := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, reg := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	series := func() map[string]float64 {
 		t.Helper()
 		mfs, err := reg.Gather()

@@ -48,7 +48,7 @@ func hostileEngine(t *testing.T) *wasm.Engine {
 	t.Helper()
 	ctx := context.Background()
 	e, err := wasm.NewEngine(ctx, murmur.Install(), wasm.WithMetrics(prometheus.NewRegistry()),
-		wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+		wasm.WithCacheDir(guestbuild.WazeroCache()))
 	if err != nil {
 		t.Fatal(err)
 	}

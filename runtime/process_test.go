@@ -33,7 +33,7 @@ var allProcessFuncs = []string{"describe", "launch", "parse", "classify-exit", "
 // of its describe() answer against the manifest (required env, login check, the paths
 // and hosts the harness needs) has its code, and a driver passing them all stages.
 func TestProcessDriverRefusals(t *testing.T) {
-	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "procdriver", "driver", guestbuild.Wasm(t, "../internal/testkit/testguests/procdriver"))
 	publishWasm(t, reg, "badprocdriver", "driver", guestbuild.Wasm(t, "../internal/testkit/testguests/badprocdriver"))

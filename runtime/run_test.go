@@ -18,7 +18,7 @@ import (
 // registry, a session workdir, the script invoking the echo wasm tool, the result file.
 func TestRunOnceScriptCapsule(t *testing.T) {
 	ctx := context.Background()
-	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testkit/testguests/echo"))
 	script := guestbuild.Wasm(t, "../internal/testkit/testguests/script")
@@ -125,7 +125,7 @@ func checkTrace(t *testing.T, path string, want []string, state string) {
 // keeps the user's folder.
 func TestRefusedSessionLeavesNothing(t *testing.T) {
 	ctx := context.Background()
-	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testkit/testguests/echo"))
 	dir := t.TempDir()

@@ -2,10 +2,7 @@ package runtime
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,16 +36,10 @@ var listenedGuests = []string{
 }
 
 // TestMain, under the race detector, first compiles warmGuests into the compilation
-// cache the tests share (<guest cache>/wazero) without it (guestbuild.WarmCache); on a
-// cold cache that was most of this package's test time.
+// cache the tests share without it (guestbuild.RunWarmed): race-instrumented, wazero
+// compiles a Go guest ~10× slower, and on a cold cache that was most of the test time.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if raceEnabled && !testing.Short() {
-		if err := guestbuild.WarmCache(filepath.Join(guestbuild.CacheDir(), "wazero"), warmGuests, abi.ExportToolRun01, listenedGuests); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(m.Run())
+	os.Exit(guestbuild.RunWarmed(m, raceEnabled, warmGuests, abi.ExportToolRun01, listenedGuests))
 }
 
 // newRuntime starts a Runtime with its metrics on a registry of its own, closed when the

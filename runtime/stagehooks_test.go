@@ -134,7 +134,7 @@ func (e errString) Error() string { return string(e) }
 // not YAML, no commit_policy write-manifests, a hook answering err), staging succeeds
 // with the warning and the binaries keep their default definition.
 func TestOnStageHookDescribesShellTools(t *testing.T) {
-	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testkit/testguests/recdriver"))
 	publishHook(t, reg, "describer", "../internal/testkit/testguests/stagehook", "binding: on-stage\ncommit_policy: write-manifests\n")

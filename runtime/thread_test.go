@@ -45,7 +45,7 @@ type recCapsule struct {
 
 func hostRec(t *testing.T, c recCapsule, sinks ...Sink) *Hosted {
 	t.Helper()
-	e, _ := newRuntime(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	reg := registry.NewLocal(filepath.Join(t.TempDir(), "reg"))
 	publishWasm(t, reg, "recdriver", "driver", guestbuild.Wasm(t, "../internal/testkit/testguests/recdriver"))
 	publishWasm(t, reg, "echo", "tool", guestbuild.Wasm(t, "../internal/testkit/testguests/echo"))

@@ -51,7 +51,7 @@ func newTinyRig(tb testing.TB, opts ...wasm.EngineOption) *tinyRig {
 	tb.Helper()
 	ctx := context.Background()
 	tiny := watbuild.Wasm(tb, tinyWat)
-	r, _ := newRuntime(tb, append([]wasm.EngineOption{wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero"))}, opts...)...)
+	r, _ := newRuntime(tb, append([]wasm.EngineOption{wasm.WithCacheDir(guestbuild.WazeroCache())}, opts...)...)
 	reg := registry.NewLocal(filepath.Join(tb.TempDir(), "reg"))
 	publishTiny(tb, reg, tiny)
 	dir := tb.TempDir()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +99,7 @@ func newEchoGuest(tb testing.TB) *echoGuest {
 	tb.Helper()
 	wasm := guestbuild.Wasm(tb, "../../internal/testkit/testguests/abiecho")
 	ctx := context.Background()
-	e, err := NewEngine(ctx, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, err := NewEngine(ctx, WithCacheDir(guestbuild.WazeroCache()))
 	if err != nil {
 		tb.Fatal(err)
 	}

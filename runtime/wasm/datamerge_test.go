@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"path/filepath"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -90,7 +89,7 @@ func TestMemoryImageKeepsMemory(t *testing.T) {
 		b, _ := m.Memory().Read(0, m.Memory().Size())
 		return bytes.Clone(b)
 	}()
-	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newEngine(t, WithCacheDir(guestbuild.WazeroCache()))
 	mod, err := e.Compile(ctx, "cap", "echo", "tool", nil, orig)
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ import (
 // probeEngine starts an engine with opts and compiles the warmprobe guest on it.
 func probeEngine(t *testing.T, opts ...EngineOption) (*Engine, *Module) {
 	t.Helper()
-	e, _ := newEngine(t, append([]EngineOption{WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero"))}, opts...)...)
+	e, _ := newEngine(t, append([]EngineOption{WithCacheDir(guestbuild.WazeroCache())}, opts...)...)
 	mod, err := e.Compile(context.Background(), "c", "warmprobe", "tool", nil, guestbuild.Wasm(t, "../../internal/testkit/testguests/warmprobe"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package wasm
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
@@ -32,7 +31,7 @@ func TestPerSessionEnv(t *testing.T) {
 		{"short values key the snapshot", nil, []string{"x", "y", "x"}, 2},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e, _ := newEngine(t, append([]EngineOption{WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero"))}, tt.opts...)...)
+			e, _ := newEngine(t, append([]EngineOption{WithCacheDir(guestbuild.WazeroCache())}, tt.opts...)...)
 			mod, err := e.Compile(ctx, "c", "counter", "tool", nil, wasm)
 			if err != nil {
 				t.Fatal(err)

@@ -3,7 +3,6 @@ package wasm
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,7 +27,7 @@ func TestInitSnapshots(t *testing.T) {
 		{"warm instances (the default)", nil, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e, _ := newEngine(t, append([]EngineOption{WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero"))}, tt.opts...)...)
+			e, _ := newEngine(t, append([]EngineOption{WithCacheDir(guestbuild.WazeroCache())}, tt.opts...)...)
 			mod, err := e.Compile(ctx, "c", "counter", "tool", nil, wasm)
 			if err != nil {
 				t.Fatal(err)
@@ -92,7 +91,7 @@ func FuzzExportGlobals(f *testing.F) {
 // does not return its instance to the pool, and the next call is served.
 func TestWarmInstanceLimits(t *testing.T) {
 	ctx := context.Background()
-	e, _ := newEngine(t, WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newEngine(t, WithCacheDir(guestbuild.WazeroCache()))
 	mod, err := e.Compile(ctx, "c", "spin", "tool", nil, guestbuild.Wasm(t, "../../internal/testkit/testguests/hostile-spin"))
 	if err != nil {
 		t.Fatal(err)

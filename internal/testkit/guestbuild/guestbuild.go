@@ -16,6 +16,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -247,4 +248,20 @@ func WarmCache(cache string, dirs []string, listen string, listened []string) er
 		return fmt.Errorf("warming the compilation cache %s: %w\n%s", cache, err, out)
 	}
 	return nil
+}
+
+// WazeroCache is the wazero compilation cache that the tests warming one share.
+func WazeroCache() string { return filepath.Join(CacheDir(), "wazero") }
+
+// RunWarmed is a TestMain's body: under the race detector (race) and without -short it
+// first warms WazeroCache with dirs (WarmCache), telling a failure on stderr and going
+// on, then runs the tests and returns their exit code.
+func RunWarmed(m *testing.M, race bool, dirs []string, listen string, listened []string) int {
+	flag.Parse()
+	if race && !testing.Short() {
+		if err := WarmCache(WazeroCache(), dirs, listen, listened); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	return m.Run()
 }

@@ -192,7 +192,7 @@ func testDriver(t *testing.T, spec driverSpec) {
 	t.Parallel()
 	ctx := context.Background()
 	code := guestbuild.Wasm(t, "../../../examples/drivers/"+spec.name)
-	e, _ := newEngine(t, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero")))
+	e, _ := newEngine(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	mod, err := Compile(ctx, e, "drivercap", spec.name, manifest.RoleDriver, code)
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,7 @@
 package murmur
 
 import (
-	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
@@ -16,7 +13,7 @@ var raceEnabled bool
 
 // sharedCache is the compilation cache TestMain warms, for the tests that compile Go
 // guests and test nothing of a cache of their own.
-var sharedCache = wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "wazero"))
+var sharedCache = wasm.WithCacheDir(guestbuild.WazeroCache())
 
 // warmGuests are the Go guests the tests compile on sharedCache.
 var warmGuests = []string{
@@ -26,14 +23,9 @@ var warmGuests = []string{
 	"../../../internal/testkit/testguests/summaryhook",
 }
 
-// TestMain, under the race detector, first compiles warmGuests into sharedCache without
-// it (guestbuild.WarmCache); a failed warm-up only costs time.
+// TestMain, under the race detector, first compiles warmGuests into the compilation
+// cache the tests share without it (guestbuild.RunWarmed): race-instrumented, wazero
+// compiles a Go guest ~10× slower, and on a cold cache that was most of the test time.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if raceEnabled && !testing.Short() {
-		if err := guestbuild.WarmCache(filepath.Join(guestbuild.CacheDir(), "wazero"), warmGuests, "", nil); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(m.Run())
+	os.Exit(guestbuild.RunWarmed(m, raceEnabled, warmGuests, "", nil))
 }
