@@ -1,0 +1,49 @@
+# gateway.sh — sourced by taskbench.sh and vs.sh: in $dir (made by the caller), the
+# wordcount script capsule with its lifecycle set to `queue` (queue_depth 1000), a
+# Caddyfile serving it on 127.0.0.1:9301 with the task store on and the plain
+# `respond "ok"` route on 127.0.0.1:9302, and the a2aload binary; `start BIN` runs the
+# gateway BIN on a fresh work_root and state_dir (pid in $pid), `stop` ends it, `cpu`
+# reads its CPU ticks.
+go build -o "$dir/a2aload" ./internal/cmd/a2aload
+mkdir -p "$dir/cap"
+cp examples/capsules/wordcount/capsule.wasm examples/capsules/wordcount/murmur.lock "$dir/cap/"
+sed 's/task_acceptance: single/task_acceptance: queue\n  queue_depth: 1000/' \
+	examples/capsules/wordcount/murmur.yaml > "$dir/cap/murmur.yaml"
+cat > "$dir/Caddyfile" <<CADDY
+{
+	admin 127.0.0.1:9399
+	default_bind 127.0.0.1
+	capsule {
+		registry $PWD/examples/registry
+		work_root $dir/work
+		cache_dir $dir/cache
+		state_dir $dir/state
+	}
+}
+http://127.0.0.1:9301 {
+	capsule $dir/cap/murmur.yaml
+}
+http://127.0.0.1:9302 {
+	respond "ok"
+}
+CADDY
+tck=$(getconf CLK_TCK)
+
+start() {
+	rm -rf "$dir/work" "$dir/state"
+	"$1" run --config "$dir/Caddyfile" --adapter caddyfile > "$dir/caddy.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:9302/ && return; sleep 0.1; done
+	echo "the gateway $1 did not start:" >&2
+	cat "$dir/caddy.log" >&2
+	exit 1
+}
+stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=; }
+cpu() { awk '{print $14+$15}' "/proc/$pid/stat"; }
+# perTask prints the CPU ms per task between tick counts $1 and $2 for a2aload's line $3.
+perTask() {
+	local n
+	n=$(echo "$3" | sed -n 's/.*: \([0-9]*\) completed.*/\1/p')
+	[ -n "$n" ] && [ "$n" -gt 0 ] || { echo "no task completed: $3" >&2; exit 1; }
+	awk -v a="$1" -v b="$2" -v n="$n" -v t="$tck" 'BEGIN{printf "%.2f ms/task", (b-a)*1000/t/n}'
+}
