@@ -30,7 +30,10 @@ CADDY
 tck=$(getconf CLK_TCK)
 
 start() {
+	# The last run's folders go, and the file system writes their removal, before this
+	# run starts: otherwise its journal work lands on the next run's figures.
 	rm -rf "$dir/work" "$dir/state"
+	sync
 	"$1" run --config "$dir/Caddyfile" --adapter caddyfile > "$dir/caddy.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:9302/ && return; sleep 0.1; done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vs.sh — two builds of the gateway under the task benchmark's 200-client load, in turn:
 # the wordcount script capsule (queue, queue_depth 1000, task store on) as taskbench.sh
-# serves it, each client in its own context, A B A B … for the given rounds, a fresh
+# serves it, each client in its own context, A B, B A, A B … for the given rounds, a fresh
 # gateway, work_root and state_dir for every run. Each line is a2aload's with the build's
 # name and the gateway's CPU time per completed task; the ratio of the medians is last.
 #
@@ -31,8 +31,8 @@ run() { # build-dir name
 }
 echo "start $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq "$rounds"); do
-	run "$a" A
-	run "$b" B
+	# A B, then B A: whatever drifts along the sitting weighs on both alike.
+	if [ $((i % 2)) = 1 ]; then run "$a" A; run "$b" B; else run "$b" B; run "$a" A; fi
 done > >(tee "$dir/rows")
 wait # for tee
 med() { grep "^$1 " "$dir/rows" | sed -n 's/.* \([0-9.]*\) tasks\/s.*/\1/p' | sort -n | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'; }
