@@ -126,7 +126,7 @@ func (s *suite) harness(t *testing.T) *harnessFixture {
 	s.top.Cleanup(prov.Close)
 
 	ctx := context.Background()
-	rt, err := runtime.New(ctx, wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "escape")))
+	rt, err := runtime.New(ctx, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	if err != nil {
 		t.Fatal(err)
 	}

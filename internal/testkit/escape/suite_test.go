@@ -184,7 +184,7 @@ func (s *suite) wasmEngine(t *testing.T) *wasm.Engine {
 	}
 	ctx := context.Background()
 	e, err := wasm.NewEngine(ctx, murmur.Install(), wasm.WithMetrics(prometheus.NewRegistry()),
-		wasm.WithCacheDir(filepath.Join(guestbuild.CacheDir(), "escape")))
+		wasm.WithCacheDir(guestbuild.WazeroCache()))
 	if err != nil {
 		t.Fatal(err)
 	}

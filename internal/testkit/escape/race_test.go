@@ -1,0 +1,5 @@
+//go:build race
+
+package escape
+
+func init() { raceEnabled = true }
