@@ -120,8 +120,10 @@ demo: examples
 	$(CADDY) capsule run examples/capsules/hello/murmur.yaml --registry $(REGISTRY) --work-root $(WORK_ROOT) \
 		--task "Say hello, then count the words in: the quick brown fox"
 
-## test: no tracked build artifacts, formatting, vet and every test with the race detector
-test: check-tracked fmt-check vet jsdeps watdeps
+## test: no tracked build artifacts, formatting, vet and every test with the race detector;
+## the gateway is built first (caddy), so e2e's TestMain, which builds the same binary,
+## finds it compiled in the build cache instead of compiling Caddy inside its test time
+test: check-tracked fmt-check vet jsdeps watdeps caddy
 	$(GO) test -race -count=1 ./...
 
 ## jsdeps: the official A2A JS SDK for the client tests, installed once before the test
