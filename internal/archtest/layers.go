@@ -74,7 +74,7 @@ var Table = []Row{
 	{"runtime/wasm/murmur", LayerHosts, "Murmur's host side on the engine: the `murmur:*` and `capsulegate:http/*` imports it installs (`Install`), the tool, script, hook and process-driver call protocols (`CallTool`, `RunScript`, `CallHook`, `OpenDriver`), provider egress with credentials under the network policy (`Outgoing`), and the world checks (`CheckWorld`; a component's at compile, `Compile`)"},
 	{"registry", LayerHosts, "`.mur.zip` archives (safe open, pack), the local registry folder, `murmur.lock`"},
 	{"runtime/credgate", LayerHosts, "a process capsule's credential gateway: the loopback provider URL a harness CLI is given, forwarding through the driver's outgoing HTTP, which adds the key"},
-	{"runtime", LayerRuntime, "capsules: stage them, serve them to the gateway, run their sessions and tasks — the agent loop, tool dispatch, subprocess wiring, the event stream and its sinks"},
+	{"runtime", LayerRuntime, "capsules: stage them, serve them to the gateway, run their sessions and tasks — the agent loop, tool dispatch, the shell tools' sandbox, the event stream and its sinks"},
 	{"caddymodule", LayerGlue, "the Caddy glue: the `capsule` app, the `capsule` and `capsule_replay` handlers, the Caddyfile directives, the `caddy capsule …` commands, metrics on Caddy's registry"},
 	{"cmd/caddy", LayerMains, "`main`: Caddy, its standard modules and ours"},
 	{"cmd/capsulegate-sandbox", LayerMains, "`main`: the sandbox helper that shell tool commands start"},
