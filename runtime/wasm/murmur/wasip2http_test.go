@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/capsulegate/capsulegate/netpolicy"
@@ -54,7 +55,10 @@ func TestWASIP2Sender(t *testing.T) {
 			}
 		})
 	}
-	if len(denied) < 3 {
-		t.Errorf("denials recorded: %q", denied)
+	// Each refused host is recorded for the artifact, by the check and by the send.
+	for _, host := range []string{"evil.example.com", "127.0.0.1", "169.254.169.254"} {
+		if n := strings.Count(strings.Join(denied, "\n")+"\n", "tool "+host+"\n"); n < 2 {
+			t.Errorf("%s denied %d times in %q, want by the check and by the send", host, n, denied)
+		}
 	}
 }
