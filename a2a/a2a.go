@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
-	"github.com/capsulegate/capsulegate/taskdb"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // CardV10 is Config.CardVersion for a card with the A2A 1.0 fields only.
@@ -175,7 +175,7 @@ type Config struct {
 	// durably, under the capsule key Card.Name (docs/reference/a2a.md "Durable tasks");
 	// nil keeps them in memory only. NewHandler reads it; Update ignores it. The caller
 	// opens and closes it (after Shutdown).
-	Store *taskdb.DB
+	Store taskstore.Store
 	// Retention and MaxTasks bound what Store keeps of the capsule (used only with a
 	// Store): finished tasks last updated longer than Retention ago are removed, and then
 	// the oldest beyond MaxTasks, with their journals and the turns of conversations no

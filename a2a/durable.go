@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capsulegate/capsulegate/taskdb"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // interrupted is the status message of a task that was admitted but not finished when
@@ -21,9 +21,11 @@ const interrupted = "interrupted: the gateway stopped while this task ran"
 // durable, its earlier ones were committed too (unless their own commit failed).
 type durable struct {
 	once sync.Once
-	db   *taskdb.DB // hurried when a caller waits (taskdb.DB.Hurry)
-	chs  []<-chan error
-	err  error
+	// hurry is the store's Hurry, called when a caller waits (taskstore.Hurrier); nil
+	// for a store that commits without gathering.
+	hurry taskstore.Hurrier
+	chs   []<-chan error
+	err   error
 }
 
 func (d *durable) wait() error {
@@ -31,8 +33,8 @@ func (d *durable) wait() error {
 		return nil
 	}
 	d.once.Do(func() {
-		if d.db != nil && slices.ContainsFunc(d.chs, func(ch <-chan error) bool { return len(ch) == 0 }) {
-			d.db.Hurry()
+		if d.hurry != nil && slices.ContainsFunc(d.chs, func(ch <-chan error) bool { return len(ch) == 0 }) {
+			d.hurry.Hurry()
 		}
 		for _, ch := range d.chs {
 			if err := <-ch; err != nil && d.err == nil {
@@ -43,14 +45,15 @@ func (d *durable) wait() error {
 	return d.err
 }
 
-// durableStore keeps live tasks in memory like memoryStore, which it delegates to, and
-// writes every change of every task to a taskdb: the task record (taskRecord) and the
-// journal event (eventRecord) of each published event, and each threaded turn. Like
-// memoryStore it is called holding Handler.mu, except published and journal, which are
-// called holding the task's lock only and so touch nothing but the DB.
+// durableStore is the handler's memory (a memoryStore, which it delegates to) as a cache
+// over a taskstore.Store: every change of every task is written to the store — the task
+// record (taskRecord) and the journal event (eventRecord) of each published event, each
+// threaded turn, each push config — and what the memory dropped is read back from it.
+// Like memoryStore it is called holding Handler.mu, except published and journal, which
+// are called holding the task's lock only and so touch nothing but the store.
 type durableStore struct {
 	mem     *memoryStore
-	db      *taskdb.DB
+	db      taskstore.Store
 	capsule string // the DB's capsule key: Config.Card.Name at NewHandler
 	spec    *runSpec
 	ring    int
@@ -58,7 +61,7 @@ type durableStore struct {
 	requeued []*task
 }
 
-// taskRecord is a task as the store keeps it (taskdb.Task.Data): its snapshot, when it
+// taskRecord is a task as the store keeps it (taskstore.Task.Data): its snapshot, when it
 // was created, and the seq of its newest event.
 type taskRecord struct {
 	snapshot
@@ -66,7 +69,7 @@ type taskRecord struct {
 	Seq     uint64
 }
 
-// eventRecord is one journal entry (taskdb.Event.Data), dialect-neutral: the fields of
+// eventRecord is one journal entry (taskstore.Event.Data), dialect-neutral: the fields of
 // event, rendered into either dialect when replayed.
 type eventRecord struct {
 	Kind     string    `json:"kind"` // "task", "status" or "artifact"
@@ -117,7 +120,7 @@ func decodeEvent(seq uint64, data []byte) (event, error) {
 // one that never started (submitted) is kept to run again (requeued, oldest first); one
 // that was working or waiting for input ends failed (interrupted), written back with its
 // status event — a guest's stack cannot be resumed.
-func newDurableStore(db *taskdb.DB, capsule string, spec *runSpec, ring int) (*durableStore, error) {
+func newDurableStore(db taskstore.Store, capsule string, spec *runSpec, ring int) (*durableStore, error) {
 	s := &durableStore{mem: newMemoryStore(keepFinished), db: db, capsule: capsule, spec: spec, ring: ring}
 	recs, err := s.startingRecords()
 	if err != nil {
@@ -159,9 +162,9 @@ func newDurableStore(db *taskdb.DB, capsule string, spec *runSpec, ring int) (*d
 // store keeps the most recent): every task the store's index does not mark finished, and
 // the newest finished ones the memory store holds. The others stay on disk, read when
 // asked for: a start reads the index, not every task's record.
-func (s *durableStore) startingRecords() ([]taskdb.Task, error) {
-	var open, finished []taskdb.Head
-	err := s.db.Heads(s.capsule, func(h taskdb.Head) bool {
+func (s *durableStore) startingRecords() ([]taskstore.Task, error) {
+	var open, finished []taskstore.Head
+	err := s.db.Heads(s.capsule, func(h taskstore.Head) bool {
 		if h.Done {
 			finished = append(finished, h)
 		} else {
@@ -172,11 +175,11 @@ func (s *durableStore) startingRecords() ([]taskdb.Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("a2a: reading the task store: %w", err)
 	}
-	byUpdated := func(a, b taskdb.Head) int { return a.Updated.Compare(b.Updated) }
+	byUpdated := func(a, b taskstore.Head) int { return a.Updated.Compare(b.Updated) }
 	slices.SortStableFunc(finished, byUpdated)
 	open = append(open, finished[max(0, len(finished)-keepFinished):]...)
 	slices.SortStableFunc(open, byUpdated)
-	recs := make([]taskdb.Task, 0, len(open))
+	recs := make([]taskstore.Task, 0, len(open))
 	for _, h := range open {
 		rec, ok, err := s.db.Task(s.capsule, h.ID)
 		if err != nil {
@@ -210,7 +213,7 @@ func (s *durableStore) rebuildRing(t *task) bool {
 
 // restore rebuilds a task from its record: never run again, its replay buffer empty (a
 // resubscribe reads the journal).
-func (s *durableStore) restore(rec taskdb.Task) (*task, error) {
+func (s *durableStore) restore(rec taskstore.Task) (*task, error) {
 	r, err := decodeRecord(rec)
 	if err != nil {
 		return nil, err
@@ -229,11 +232,17 @@ func (s *durableStore) restore(rec taskdb.Task) (*task, error) {
 
 func (s *durableStore) add(t *task) { s.mem.add(t) }
 
+// write starts a write to the store: its channels are added as the store's writes return.
+func (s *durableStore) write(chs ...<-chan error) *durable {
+	h, _ := s.db.(taskstore.Hurrier)
+	return &durable{hurry: h, chs: chs}
+}
+
 // finishedOnDisk returns, from the store's index, principal's finished tasks not in skip as
 // snapshots holding what the index has (id, context, state and its time, last change).
 func (s *durableStore) finishedOnDisk(skip map[string]bool, principal string) ([]*snapshot, error) {
 	var out []*snapshot
-	err := s.db.Heads(s.capsule, func(h taskdb.Head) bool {
+	err := s.db.Heads(s.capsule, func(h taskstore.Head) bool {
 		if h.Done && !skip[h.ID] && h.Owner == principal {
 			out = append(out, &snapshot{ID: h.ID, ContextID: h.ContextID, Status: status{State: h.State, Time: h.Since}, Updated: h.Updated})
 		}
@@ -258,8 +267,8 @@ func (s *durableStore) stored(id string) (*snapshot, bool, error) {
 	return &r.snapshot, true, nil
 }
 
-// decodeRecord reads a task's record (taskdb.Task.Data).
-func decodeRecord(rec taskdb.Task) (*taskRecord, error) {
+// decodeRecord reads a task's record (taskstore.Task.Data).
+func decodeRecord(rec taskstore.Task) (*taskRecord, error) {
 	var r taskRecord
 	if err := json.Unmarshal(rec.Data, &r); err != nil {
 		return nil, fmt.Errorf("a2a: task %s in the task store: %w", rec.ID, err)
@@ -330,7 +339,7 @@ const (
 	turnRecordVersion = 3
 )
 
-// turnRecord is a threaded turn as the store keeps it (a taskdb turn item).
+// turnRecord is a threaded turn as the store keeps it (a taskstore turn item).
 type turnRecord struct {
 	V              int `json:",omitempty"`
 	User, Agent    string
@@ -357,14 +366,14 @@ func decodeTurn(item []byte) (Turn, bool) {
 // published writes the task record and the journal event of e, just published by t
 // (t.mu held), and returns the write of the event.
 func (s *durableStore) published(t *task, e event) *durable {
-	d := &durable{db: s.db}
+	d := s.write()
 	if !e.progress {
 		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq}
 		data, _ := json.Marshal(rec)
-		d.chs = append(d.chs, s.db.PutTask(taskdb.Task{Capsule: s.capsule, ID: t.id, ContextID: t.contextID, Owner: t.owner, Updated: t.updated,
+		d.chs = append(d.chs, s.db.PutTask(taskstore.Task{Capsule: s.capsule, ID: t.id, ContextID: t.contextID, Owner: t.owner, Updated: t.updated,
 			Done: terminal(rec.Status.State), State: rec.Status.State, Since: rec.Status.Time, Data: data}))
 	}
-	d.chs = append(d.chs, s.db.Append(s.capsule, taskdb.Event{TaskID: t.id, Seq: e.seq, Data: encodeEvent(e)}))
+	d.chs = append(d.chs, s.db.Append(s.capsule, taskstore.Event{TaskID: t.id, Seq: e.seq, Data: encodeEvent(e)}))
 	return d
 }
 
@@ -373,7 +382,7 @@ func (s *durableStore) published(t *task, e event) *durable {
 func (s *durableStore) journal(t *task, from, to uint64) ([]event, bool) {
 	var out []event
 	bad := false
-	err := s.db.Events(s.capsule, t.id, from-1, func(je taskdb.Event) bool {
+	err := s.db.Events(s.capsule, t.id, from-1, func(je taskstore.Event) bool {
 		if je.Seq > to {
 			return false
 		}

@@ -4,23 +4,23 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/capsulegate/capsulegate/taskdb"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // putPush writes t's config ps with its cursor (t.mu held).
 func (s *durableStore) putPush(t *task, ps *pushState) *durable {
 	data, _ := json.Marshal(ps.cfg) // strings only: cannot fail
-	return &durable{db: s.db, chs: []<-chan error{s.db.PutPush(s.capsule, taskdb.Push{TaskID: t.id, ID: ps.cfg.ID, Data: data, Delivered: ps.delivered})}}
+	return s.write(s.db.PutPush(s.capsule, taskstore.Push{TaskID: t.id, ID: ps.cfg.ID, Data: data, Delivered: ps.delivered}))
 }
 
 // dropPush deletes t's config id.
 func (s *durableStore) dropPush(t *task, id string) *durable {
-	return &durable{db: s.db, chs: []<-chan error{s.db.DeletePush(s.capsule, t.id, id)}}
+	return s.write(s.db.DeletePush(s.capsule, t.id, id))
 }
 
 // pushDelivered raises the delivery cursor of t's config id to seq.
 func (s *durableStore) pushDelivered(t *task, id string, seq uint64) *durable {
-	return &durable{db: s.db, chs: []<-chan error{s.db.SetDelivered(s.capsule, t.id, id, seq)}}
+	return s.write(s.db.SetDelivered(s.capsule, t.id, id, seq))
 }
 
 // pushes reads t's configs; an unreadable store reads as none (logged by the caller's

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/taskdb"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // TestDurableTurnRecords: each version of a stored threaded turn is read back — a record
@@ -160,10 +161,10 @@ func (g *durableGen) crash() {
 }
 
 // journal returns the task's journal after seq after.
-func journal(t *testing.T, db *taskdb.DB, id string, after uint64) []taskdb.Event {
+func journal(t *testing.T, db *taskdb.DB, id string, after uint64) []taskstore.Event {
 	t.Helper()
-	var out []taskdb.Event
-	if err := db.Events(testCard().Name, id, after, func(e taskdb.Event) bool { out = append(out, e); return true }); err != nil {
+	var out []taskstore.Event
+	if err := db.Events(testCard().Name, id, after, func(e taskstore.Event) bool { out = append(out, e); return true }); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -291,7 +292,7 @@ func TestDurableInterrupted(t *testing.T) {
 			snap := snapshot{ID: "tsk_x", ContextID: "ctx_x", Status: status{State: state, Time: now}, Updated: now,
 				History: []message{{ID: "m1", Role: "user", Text: "go", TaskID: "tsk_x", ContextID: "ctx_x"}}}
 			data, _ := json.Marshal(taskRecord{snapshot: snap, Created: now, Seq: 2})
-			if err := <-db.PutTask(taskdb.Task{Capsule: testCard().Name, ID: "tsk_x", ContextID: "ctx_x", Updated: now, Data: data}); err != nil {
+			if err := <-db.PutTask(taskstore.Task{Capsule: testCard().Name, ID: "tsk_x", ContextID: "ctx_x", Updated: now, Data: data}); err != nil {
 				t.Fatal(err)
 			}
 			if err := db.Close(); err != nil {
@@ -482,8 +483,8 @@ func TestDurableRequeued(t *testing.T) {
 	data, _ := json.Marshal(taskRecord{snapshot: snap, Created: now, Seq: 1})
 	first := event{seq: 1, kind: evTask, task: &snap}
 	for _, ch := range []<-chan error{
-		db.PutTask(taskdb.Task{Capsule: testCard().Name, ID: "tsk_q", ContextID: "ctx_q", Updated: now, Data: data}),
-		db.Append(testCard().Name, taskdb.Event{TaskID: "tsk_q", Seq: 1, Data: encodeEvent(first)}),
+		db.PutTask(taskstore.Task{Capsule: testCard().Name, ID: "tsk_q", ContextID: "ctx_q", Updated: now, Data: data}),
+		db.Append(testCard().Name, taskstore.Event{TaskID: "tsk_q", Seq: 1, Data: encodeEvent(first)}),
 	} {
 		if err := <-ch; err != nil {
 			t.Fatal(err)

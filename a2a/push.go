@@ -17,7 +17,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/netpolicy"
-	"github.com/capsulegate/capsulegate/taskdb"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // PushPolicy is where a capsule's push notifications may go and how their delivery is
@@ -119,7 +119,7 @@ type pushState struct {
 }
 
 // pushRow is a config as the task store keeps it.
-type pushRow = taskdb.Push
+type pushRow = taskstore.Push
 
 // Wire shapes of the configs.
 

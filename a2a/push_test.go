@@ -3,7 +3,6 @@ package a2a
 import (
 	"context"
 	"encoding/json"
-	"github.com/capsulegate/capsulegate/taskdb"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/capsulegate/capsulegate/taskdb"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/taskdb"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // BenchmarkRetainedTasks fills a task store with 100,000 finished tasks (record and four
@@ -69,10 +70,10 @@ func fillRetained(b *testing.B, path string, n int) {
 			History:   []message{{ID: "m" + id, Role: "user", Text: "count the words of this sentence", TaskID: id}},
 			Artifacts: []artifact{{ID: "answer", Name: "answer", Text: "The task has 6 words."}}}
 		rec, _ := json.Marshal(taskRecord{snapshot: snap, Created: now, Seq: 4})
-		waits = append(waits, db.PutTask(taskdb.Task{Capsule: capsule, ID: id, ContextID: snap.ContextID, Updated: now, Done: true, Data: rec}))
+		waits = append(waits, db.PutTask(taskstore.Task{Capsule: capsule, ID: id, ContextID: snap.ContextID, Updated: now, Done: true, Data: rec}))
 		for seq := uint64(1); seq <= 4; seq++ {
 			e := event{seq: seq, kind: evStatus, status: status{State: stateWorking, Time: now}}
-			waits = append(waits, db.Append(capsule, taskdb.Event{TaskID: id, Seq: seq, Data: encodeEvent(e)}))
+			waits = append(waits, db.Append(capsule, taskstore.Event{TaskID: id, Seq: seq, Data: encodeEvent(e)}))
 		}
 		if len(waits) > 20_000 {
 			drain()

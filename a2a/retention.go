@@ -67,7 +67,7 @@ func (h *Handler) stopSweeps() {
 }
 
 // sweep removes from the durable store the tasks past Config.Retention or MaxTasks as
-// of now (taskdb.DB.EvictExcept). The tasks not finished yet, all of which are in
+// of now (taskstore.Store.Evict). The tasks not finished yet, all of which are in
 // memory, are spared: the set is taken under h.mu, the removal runs without it. A task
 // admitted in between is the newest and updated just now, so neither bound reaches it.
 // A removed task still in memory stays readable until the memory store forgets it.
@@ -92,7 +92,7 @@ func (h *Handler) sweep(now time.Time) {
 	if retention > 0 {
 		olderThan = now.Add(-retention)
 	}
-	n, err := ds.db.EvictExcept(ds.capsule, olderThan, maxTasks, func(id string) bool { return live[id] })
+	n, err := ds.db.Evict(ds.capsule, olderThan, maxTasks, func(id string) bool { return live[id] })
 	if err != nil {
 		logger.Warn("cannot remove old tasks from the task store", slog.String("capsule", ds.capsule), slog.Any("error", err))
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/capsulegate/capsulegate/taskdb"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // putRecord writes a task record with the given state, last updated at updated, as a
@@ -20,7 +21,7 @@ func putRecord(t *testing.T, db *taskdb.DB, id, state string, updated time.Time)
 	snap := snapshot{ID: id, ContextID: "ctx_" + id, Status: status{State: state, Time: updated}, Updated: updated,
 		History: []message{{ID: "m_" + id, Role: "user", Text: "go", TaskID: id, ContextID: "ctx_" + id}}}
 	data, _ := json.Marshal(taskRecord{snapshot: snap, Created: updated, Seq: 2})
-	if err := <-db.PutTask(taskdb.Task{Capsule: testCard().Name, ID: id, ContextID: "ctx_" + id, Updated: updated, Data: data}); err != nil {
+	if err := <-db.PutTask(taskstore.Task{Capsule: testCard().Name, ID: id, ContextID: "ctx_" + id, Updated: updated, Data: data}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -42,7 +43,7 @@ func seed(t *testing.T, path string, put func(db *taskdb.DB)) {
 func storedIDs(t *testing.T, db *taskdb.DB) string {
 	t.Helper()
 	var ids []string
-	if err := db.Tasks(testCard().Name, func(tk taskdb.Task) bool { ids = append(ids, tk.ID); return true }); err != nil {
+	if err := db.Tasks(testCard().Name, func(tk taskstore.Task) bool { ids = append(ids, tk.ID); return true }); err != nil {
 		t.Fatal(err)
 	}
 	return fmt.Sprint(ids)

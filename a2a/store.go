@@ -5,12 +5,13 @@ import (
 	"slices"
 )
 
-// store keeps a handler's tasks and the turns of its threaded conversations
-// (docs/architecture.md "Tasks and contexts"): the one home of what the handler knows of
-// its tasks beyond running them. The handler calls it holding Handler.mu, so an
-// implementation need not lock — except published and journal, called holding only the
-// task's lock. memoryStore is the default; durableStore (durable.go) also writes
-// everything to a taskdb.
+// store is what the handler knows of its tasks beyond running them: the live tasks and
+// the turns of its threaded conversations, in memory (docs/architecture.md "Tasks and
+// contexts"). memoryStore is all there is without a Config.Store; durableStore
+// (durable.go) is the same memory as a cache over a taskstore.Store, which every change is
+// written to and which a task the memory no longer holds is read back from. The handler
+// calls it holding Handler.mu, so an implementation need not lock — except published and
+// journal, called holding only the task's lock.
 type store interface {
 	// add files a task just admitted.
 	add(t *task)

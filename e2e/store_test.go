@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/taskdb"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // buildStore writes a store of two capsules: 30 tasks of hello (20 then deleted, so
@@ -29,13 +30,13 @@ func buildStore(t *testing.T, path string) {
 	now := time.Now()
 	for i := range 30 {
 		id := fmt.Sprint("t", i)
-		must(db.PutTask(taskdb.Task{Capsule: "hello", ID: id, ContextID: "ctx", Updated: now, Data: make([]byte, 4000)}))
-		must(db.Append("hello", taskdb.Event{TaskID: id, Seq: 1, Data: []byte("one")}, taskdb.Event{TaskID: id, Seq: 2, Data: []byte("two")}))
+		must(db.PutTask(taskstore.Task{Capsule: "hello", ID: id, ContextID: "ctx", Updated: now, Data: make([]byte, 4000)}))
+		must(db.Append("hello", taskstore.Event{TaskID: id, Seq: 1, Data: []byte("one")}, taskstore.Event{TaskID: id, Seq: 2, Data: []byte("two")}))
 	}
 	for i := range 20 {
 		must(db.DeleteTask("hello", fmt.Sprint("t", i)))
 	}
-	must(db.PutTask(taskdb.Task{Capsule: "other", ID: "x", Updated: now, Data: []byte("x")}))
+	must(db.PutTask(taskstore.Task{Capsule: "other", ID: "x", Updated: now, Data: []byte("x")}))
 	for i := range 3 {
 		must(db.AddTurn("hello", "ctx", []byte(fmt.Sprint("turn ", i))))
 	}
@@ -132,9 +133,9 @@ func TestStoreCheckCompact(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	db.Tasks("hello", func(taskdb.Task) bool { n++; return true })
+	db.Tasks("hello", func(taskstore.Task) bool { n++; return true })
 	ev := 0
-	db.Events("hello", "t25", 0, func(taskdb.Event) bool { ev++; return true })
+	db.Events("hello", "t25", 0, func(taskstore.Event) bool { ev++; return true })
 	turns, _ := db.Turns("hello", "ctx")
 	if n != 10 || ev != 2 || len(turns) != 3 {
 		t.Fatalf("after compact: %d tasks, %d events of t25, %d turns", n, ev, len(turns))

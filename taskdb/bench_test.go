@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // BenchmarkAppend appends one ~300-byte event per op and waits until it is durable, from
@@ -30,7 +32,7 @@ func BenchmarkAppend(b *testing.B) {
 						if n > uint64(b.N) {
 							return
 						}
-						if err := <-db.Append("hello", Event{TaskID: task, Seq: n, Data: data}); err != nil {
+						if err := <-db.Append("hello", taskstore.Event{TaskID: task, Seq: n, Data: data}); err != nil {
 							b.Error(err)
 							return
 						}

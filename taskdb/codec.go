@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // Every stored value starts with its kind's record version; a reader refuses a version it
@@ -24,19 +25,6 @@ const (
 	turnVersion  = 1
 	pushVersion  = 1
 )
-
-// MaxIDLen is the longest capsule name, task id, context id, owner or push config id the
-// store accepts, in bytes.
-const MaxIDLen = 256
-
-// checkID refuses an id the store cannot key on: empty or over MaxIDLen bytes.
-func checkID(what, id string) error {
-	if id == "" || len(id) > MaxIDLen {
-		return errs.New(CodeBadID, part, fmt.Sprintf("%s is empty or %d bytes long (at most %d)", what, len(id), MaxIDLen),
-			"use shorter ids; clients' ids longer than 256 bytes are refused")
-	}
-	return nil
-}
 
 // appendString appends s length-prefixed, so that a client-given id can never run into the
 // next part of a key and no id is a prefix of another's encoding.
@@ -61,7 +49,7 @@ func pushKey(capsule, taskID, id string) []byte {
 	return appendString(taskKey(capsule, taskID), id)
 }
 
-func encodeTask(t Task) []byte {
+func encodeTask(t taskstore.Task) []byte {
 	b := []byte{taskVersion}
 	b = appendString(b, t.Capsule)
 	b = appendString(b, t.ID)
@@ -77,7 +65,7 @@ func appendTime(b []byte, t time.Time) []byte {
 	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
 }
 
-func encodeHead(t Task) []byte {
+func encodeHead(t taskstore.Task) []byte {
 	b := []byte{headVersion}
 	b = appendString(b, t.ID)
 	b = appendString(b, t.ContextID)
@@ -92,7 +80,7 @@ func encodeHead(t Task) []byte {
 	return appendString(b, t.Owner)
 }
 
-func encodeEvent(e Event) []byte {
+func encodeEvent(e taskstore.Event) []byte {
 	b := []byte{eventVersion}
 	b = appendString(b, e.TaskID)
 	b = binary.AppendUvarint(b, e.Seq)
@@ -103,7 +91,7 @@ func encodeTurn(item []byte) []byte {
 	return append([]byte{turnVersion}, item...)
 }
 
-func encodePush(p Push) []byte {
+func encodePush(p taskstore.Push) []byte {
 	b := []byte{pushVersion}
 	b = appendString(b, p.TaskID)
 	b = appendString(b, p.ID)
@@ -196,7 +184,7 @@ func (r *reader) time() time.Time {
 	return t
 }
 
-func (r *reader) id() string { return string(r.bytes(MaxIDLen)) }
+func (r *reader) id() string { return string(r.bytes(taskstore.MaxIDLen)) }
 
 func (r *reader) end() error {
 	if r.err == nil && len(r.b) > 0 {
@@ -206,10 +194,10 @@ func (r *reader) end() error {
 }
 
 // decodeTask reads a value written by encodeTask, or by a release before owners (version 1).
-func decodeTask(b []byte) (Task, error) {
+func decodeTask(b []byte) (taskstore.Task, error) {
 	r := &reader{b: b}
 	v := r.version(taskVersion)
-	var t Task
+	var t taskstore.Task
 	t.Capsule, t.ID, t.ContextID = r.id(), r.id(), r.id()
 	t.Updated = r.time()
 	if v >= 2 {
@@ -217,16 +205,16 @@ func decodeTask(b []byte) (Task, error) {
 	}
 	t.Data = r.bytes(^uint64(0))
 	if err := r.end(); err != nil {
-		return Task{}, err
+		return taskstore.Task{}, err
 	}
 	return t, nil
 }
 
 // decodeHead reads a value written by encodeHead, or by a release before owners (version 1).
-func decodeHead(b []byte) (Head, error) {
+func decodeHead(b []byte) (taskstore.Head, error) {
 	r := &reader{b: b}
 	v := r.version(headVersion)
-	var h Head
+	var h taskstore.Head
 	h.ID, h.ContextID = r.id(), r.id()
 	h.Updated = r.time()
 	switch done := r.uvarint(); {
@@ -242,21 +230,21 @@ func decodeHead(b []byte) (Head, error) {
 		h.Owner = r.id()
 	}
 	if err := r.end(); err != nil {
-		return Head{}, err
+		return taskstore.Head{}, err
 	}
 	return h, nil
 }
 
 // decodeEvent reads a value written by encodeEvent.
-func decodeEvent(b []byte) (Event, error) {
+func decodeEvent(b []byte) (taskstore.Event, error) {
 	r := &reader{b: b}
 	r.version(eventVersion)
-	var e Event
+	var e taskstore.Event
 	e.TaskID = r.id()
 	e.Seq = r.uvarint()
 	e.Data = r.bytes(^uint64(0))
 	if err := r.end(); err != nil {
-		return Event{}, err
+		return taskstore.Event{}, err
 	}
 	return e, nil
 }
@@ -272,15 +260,15 @@ func decodeTurn(b []byte) ([]byte, error) {
 }
 
 // decodePush reads a value written by encodePush.
-func decodePush(b []byte) (Push, error) {
+func decodePush(b []byte) (taskstore.Push, error) {
 	r := &reader{b: b}
 	r.version(pushVersion)
-	var p Push
+	var p taskstore.Push
 	p.TaskID, p.ID = r.id(), r.id()
 	p.Delivered = r.uvarint()
 	p.Data = r.bytes(^uint64(0))
 	if err := r.end(); err != nil {
-		return Push{}, err
+		return taskstore.Push{}, err
 	}
 	return p, nil
 }

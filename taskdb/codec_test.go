@@ -5,10 +5,12 @@ import (
 	"encoding/binary"
 	"testing"
 	"time"
+
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // encodeTaskV1 and encodeHeadV1 write what the release before owners wrote.
-func encodeTaskV1(t Task) []byte {
+func encodeTaskV1(t taskstore.Task) []byte {
 	b := []byte{1}
 	b = appendString(b, t.Capsule)
 	b = appendString(b, t.ID)
@@ -17,7 +19,7 @@ func encodeTaskV1(t Task) []byte {
 	return appendString(b, string(t.Data))
 }
 
-func encodeHeadV1(t Task) []byte {
+func encodeHeadV1(t taskstore.Task) []byte {
 	b := []byte{1}
 	b = appendString(b, t.ID)
 	b = appendString(b, t.ContextID)
@@ -32,26 +34,26 @@ func encodeHeadV1(t Task) []byte {
 }
 
 // headOf is the index entry encodeHead writes for t.
-func headOf(t Task) Head {
-	return Head{ID: t.ID, ContextID: t.ContextID, Updated: t.Updated, Done: t.Done, State: t.State, Since: t.Since, Owner: t.Owner}
+func headOf(t taskstore.Task) taskstore.Head {
+	return taskstore.Head{ID: t.ID, ContextID: t.ContextID, Updated: t.Updated, Done: t.Done, State: t.State, Since: t.Since, Owner: t.Owner}
 }
 
-func taskOfHead(h Head) Task {
-	return Task{ID: h.ID, ContextID: h.ContextID, Updated: h.Updated, Done: h.Done, State: h.State, Since: h.Since, Owner: h.Owner}
+func taskOfHead(h taskstore.Head) taskstore.Task {
+	return taskstore.Task{ID: h.ID, ContextID: h.ContextID, Updated: h.Updated, Done: h.Done, State: h.State, Since: h.Since, Owner: h.Owner}
 }
 
-func sameTask(a, b Task) bool {
+func sameTask(a, b taskstore.Task) bool {
 	return a.Capsule == b.Capsule && a.ID == b.ID && a.ContextID == b.ContextID && a.Updated.Equal(b.Updated) &&
 		a.Owner == b.Owner && bytes.Equal(a.Data, b.Data)
 }
 
-func sameHead(a, b Head) bool {
+func sameHead(a, b taskstore.Head) bool {
 	return a.ID == b.ID && a.ContextID == b.ContextID && a.Updated.Equal(b.Updated) && a.Done == b.Done &&
 		a.State == b.State && a.Since.Equal(b.Since) && a.Owner == b.Owner
 }
 
 func TestCodecRoundTrip(t *testing.T) {
-	for _, tk := range []Task{
+	for _, tk := range []taskstore.Task{
 		{Capsule: "hello", ID: "t-1", ContextID: "c-1", Updated: time.Date(2026, 12, 1, 12, 0, 0, 999_999_999, time.UTC), Data: []byte(`{"kind":"task"}`)},
 		{Capsule: "x", ID: string([]byte{0, 0xff, '/'}), Updated: time.Time{}, Owner: string([]byte{0, 0xff})},
 		{Capsule: "x", ID: "old", Updated: time.Unix(-1, 5).UTC(), Owner: "alice@example.com", Done: true, State: "completed", Since: time.Unix(7, 0).UTC()},
@@ -63,13 +65,13 @@ func TestCodecRoundTrip(t *testing.T) {
 			t.Errorf("head of %+v came back as %+v, %v", tk, got, err)
 		}
 	}
-	e := Event{TaskID: "t-1", Seq: 1 << 40, Data: bytes.Repeat([]byte("e"), 300)}
+	e := taskstore.Event{TaskID: "t-1", Seq: 1 << 40, Data: bytes.Repeat([]byte("e"), 300)}
 	if got, err := decodeEvent(encodeEvent(e)); err != nil || got.TaskID != e.TaskID || got.Seq != e.Seq || !bytes.Equal(got.Data, e.Data) {
 		t.Errorf("event %+v came back as %+v, %v", e, got, err)
 	}
-	for _, p := range []Push{
+	for _, p := range []taskstore.Push{
 		{TaskID: "t-1", ID: "cfg-1", Data: []byte(`{"url":"https://example.com/hook"}`), Delivered: 1 << 40},
-		{TaskID: string([]byte{0, '/'}), ID: string(bytes.Repeat([]byte{0xff}, MaxIDLen))},
+		{TaskID: string([]byte{0, '/'}), ID: string(bytes.Repeat([]byte{0xff}, taskstore.MaxIDLen))},
 	} {
 		if got, err := decodePush(encodePush(p)); err != nil || got.TaskID != p.TaskID || got.ID != p.ID ||
 			got.Delivered != p.Delivered || !bytes.Equal(got.Data, p.Data) {
@@ -80,7 +82,7 @@ func TestCodecRoundTrip(t *testing.T) {
 
 // TestDecodeVersion1: task and index values written before owners read with owner "".
 func TestDecodeVersion1(t *testing.T) {
-	tk := Task{Capsule: "hello", ID: "t", ContextID: "c", Updated: t0, Done: true, State: "completed", Since: t0, Data: []byte("d")}
+	tk := taskstore.Task{Capsule: "hello", ID: "t", ContextID: "c", Updated: t0, Done: true, State: "completed", Since: t0, Data: []byte("d")}
 	got, err := decodeTask(encodeTaskV1(tk))
 	if err != nil || !sameTask(got, tk) {
 		t.Errorf("version 1 task came back as %+v, %v", got, err)
@@ -92,9 +94,9 @@ func TestDecodeVersion1(t *testing.T) {
 }
 
 func TestDecodeRefuses(t *testing.T) {
-	task := encodeTask(Task{Capsule: "c", ID: "t", Data: []byte("d")})
-	event := encodeEvent(Event{TaskID: "t", Seq: 3, Data: []byte("d")})
-	push := encodePush(Push{TaskID: "t", ID: "p", Data: []byte("d"), Delivered: 2})
+	task := encodeTask(taskstore.Task{Capsule: "c", ID: "t", Data: []byte("d")})
+	event := encodeEvent(taskstore.Event{TaskID: "t", Seq: 3, Data: []byte("d")})
+	push := encodePush(taskstore.Push{TaskID: "t", ID: "p", Data: []byte("d"), Delivered: 2})
 	version := func(b []byte, v byte) []byte { b = bytes.Clone(b); b[0] = v; return b }
 	for _, tc := range []struct {
 		name, want string
@@ -102,12 +104,12 @@ func TestDecodeRefuses(t *testing.T) {
 		decode     func([]byte) error
 	}{
 		{"task of a later version", "record version 3, this release reads version 1 to 2", version(task, 3), decodeTaskErr},
-		{"head of a later version", "record version 3, this release reads version 1 to 2", version(encodeHead(Task{ID: "t"}), 3), decodeHeadErr},
+		{"head of a later version", "record version 3, this release reads version 1 to 2", version(encodeHead(taskstore.Task{ID: "t"}), 3), decodeHeadErr},
 		{"task of version 0", "record version 0, this release reads version 1 to 2", version(task, 0), decodeTaskErr},
 		{"event of a later version", "record version 2, this release reads version 1", version(event, 2), decodeEventErr},
 		{"turn of a later version", "record version 2, this release reads version 1", []byte{2, 'x'}, decodeTurnErr},
 		{"push of a later version", "record version 2, this release reads version 1", version(push, 2), decodePushErr},
-		{"version 2 task read as version 1", "bytes after the record", version(encodeTask(Task{Capsule: "c", ID: "t", Owner: "o"}), 1), decodeTaskErr},
+		{"version 2 task read as version 1", "bytes after the record", version(encodeTask(taskstore.Task{Capsule: "c", ID: "t", Owner: "o"}), 1), decodeTaskErr},
 		{"empty", "empty value", nil, decodeTaskErr},
 		{"empty push", "empty value", nil, decodePushErr},
 		{"cut short", "length out of range", task[:len(task)-1], decodeTaskErr},
@@ -138,13 +140,13 @@ func decodePushErr(b []byte) error  { _, err := decodePush(b); return err }
 // they accept must encode back to the same bytes (version 1 tasks and heads with the
 // encoding of that version, their owner "").
 func FuzzDecode(f *testing.F) {
-	tk := Task{Capsule: "hello", ID: "t", ContextID: "c", Updated: time.Unix(1e9, 7), Done: true, State: "completed", Since: time.Unix(1e9, 5), Owner: "alice", Data: []byte("{}")}
+	tk := taskstore.Task{Capsule: "hello", ID: "t", ContextID: "c", Updated: time.Unix(1e9, 7), Done: true, State: "completed", Since: time.Unix(1e9, 5), Owner: "alice", Data: []byte("{}")}
 	f.Add(encodeTask(tk))
 	f.Add(encodeTaskV1(tk))
-	f.Add(encodeEvent(Event{TaskID: "t", Seq: 42, Data: []byte("event")}))
+	f.Add(encodeEvent(taskstore.Event{TaskID: "t", Seq: 42, Data: []byte("event")}))
 	f.Add(encodeHead(tk))
 	f.Add(encodeHeadV1(tk))
-	f.Add(encodePush(Push{TaskID: "t", ID: "cfg", Data: []byte(`{"url":"u"}`), Delivered: 9}))
+	f.Add(encodePush(taskstore.Push{TaskID: "t", ID: "cfg", Data: []byte(`{"url":"u"}`), Delivered: 9}))
 	f.Add([]byte{1})
 	f.Add([]byte{2, 0, 0})
 	f.Add([]byte{3, 0, 0})

@@ -7,6 +7,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // op is one queued write; apply runs inside the batch's transaction and done receives
@@ -24,20 +25,20 @@ type refusal struct{ err error }
 func (r refusal) Error() string { return r.err.Error() }
 
 // PutTask stores t, replacing the task with the same capsule and id.
-func (db *DB) PutTask(t Task) <-chan error {
+func (db *DB) PutTask(t taskstore.Task) <-chan error {
 	if err := checkTaskIDs(t.Capsule, t.ID); err != nil {
 		return failed(err)
 	}
 	if t.ContextID != "" {
-		if err := checkID("context id", t.ContextID); err != nil {
+		if err := taskstore.CheckID("context id", t.ContextID); err != nil {
 			return failed(err)
 		}
 	}
-	if len(t.State) > MaxIDLen {
-		return failed(checkID("state", t.State))
+	if len(t.State) > taskstore.MaxIDLen {
+		return failed(taskstore.CheckID("state", t.State))
 	}
-	if len(t.Owner) > MaxIDLen {
-		return failed(checkID("owner", t.Owner))
+	if len(t.Owner) > taskstore.MaxIDLen {
+		return failed(taskstore.CheckID("owner", t.Owner))
 	}
 	v, h := encodeTask(t), encodeHead(t)
 	return db.enqueue(func(tx *bolt.Tx) error {
@@ -50,13 +51,13 @@ func (db *DB) PutTask(t Task) <-chan error {
 }
 
 // Append adds events to their tasks' journals; an event with the Seq of a stored one replaces it.
-func (db *DB) Append(capsule string, events ...Event) <-chan error {
-	if err := checkID("capsule", capsule); err != nil {
+func (db *DB) Append(capsule string, events ...taskstore.Event) <-chan error {
+	if err := taskstore.CheckID("capsule", capsule); err != nil {
 		return failed(err)
 	}
 	keys, vals := make([][]byte, len(events)), make([][]byte, len(events))
 	for i, e := range events {
-		if err := checkID("task id", e.TaskID); err != nil {
+		if err := taskstore.CheckID("task id", e.TaskID); err != nil {
 			return failed(err)
 		}
 		keys[i], vals[i] = seqKey(taskKey(capsule, e.TaskID), e.Seq), encodeEvent(e)
@@ -75,10 +76,10 @@ func (db *DB) Append(capsule string, events ...Event) <-chan error {
 // AddTurn appends item to the conversation (capsule, contextID), dropping the oldest
 // turns beyond Options.MaxTurns.
 func (db *DB) AddTurn(capsule, contextID string, item []byte) <-chan error {
-	if err := checkID("capsule", capsule); err != nil {
+	if err := taskstore.CheckID("capsule", capsule); err != nil {
 		return failed(err)
 	}
-	if err := checkID("context id", contextID); err != nil {
+	if err := taskstore.CheckID("context id", contextID); err != nil {
 		return failed(err)
 	}
 	prefix, v, keep := taskKey(capsule, contextID), encodeTurn(item), db.opts.MaxTurns
@@ -136,10 +137,10 @@ func deletePrefix(b *bolt.Bucket, prefix []byte) error {
 }
 
 func checkTaskIDs(capsule, id string) error {
-	if err := checkID("capsule", capsule); err != nil {
+	if err := taskstore.CheckID("capsule", capsule); err != nil {
 		return err
 	}
-	return checkID("task id", id)
+	return taskstore.CheckID("task id", id)
 }
 
 func failed(err error) <-chan error {
@@ -148,7 +149,7 @@ func failed(err error) <-chan error {
 	return ch
 }
 
-var errClosed = errs.New(CodeClosed, part, "the task store is closed", "a gateway bug: report it")
+var errClosed = taskstore.Closed()
 
 var errReadOnly = errs.New(CodeReadOnly, part, "the task store was opened read-only", "a gateway bug: report it")
 

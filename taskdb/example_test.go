@@ -8,6 +8,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/taskdb"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 func Example() {
@@ -22,8 +23,8 @@ func Example() {
 
 	// Writes return at once; receive from the channel before telling the client the task
 	// is accepted, so that the answer never outruns the disk.
-	put := db.PutTask(taskdb.Task{Capsule: "hello", ID: "t-1", ContextID: "c-1", Updated: time.Now(), Data: []byte(`{"state":"working"}`)})
-	appended := db.Append("hello", taskdb.Event{TaskID: "t-1", Seq: 1, Data: []byte(`{"kind":"status-update"}`)})
+	put := db.PutTask(taskstore.Task{Capsule: "hello", ID: "t-1", ContextID: "c-1", Updated: time.Now(), Data: []byte(`{"state":"working"}`)})
+	appended := db.Append("hello", taskstore.Event{TaskID: "t-1", Seq: 1, Data: []byte(`{"kind":"status-update"}`)})
 	if err := <-put; err != nil {
 		fmt.Println(err)
 	}
@@ -31,7 +32,7 @@ func Example() {
 		fmt.Println(err)
 	}
 
-	_ = db.Events("hello", "t-1", 0, func(e taskdb.Event) bool {
+	_ = db.Events("hello", "t-1", 0, func(e taskstore.Event) bool {
 		fmt.Println(e.Seq, string(e.Data))
 		return true
 	})

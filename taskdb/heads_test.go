@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsulegate/capsulegate/taskstore"
 	bolt "go.etcd.io/bbolt"
 )
 
-func heads(t *testing.T, db *DB, capsule string) map[string]Head {
+func heads(t *testing.T, db *DB, capsule string) map[string]taskstore.Head {
 	t.Helper()
-	got := map[string]Head{}
-	if err := db.Heads(capsule, func(h Head) bool { got[h.ID] = h; return true }); err != nil {
+	got := map[string]taskstore.Head{}
+	if err := db.Heads(capsule, func(h taskstore.Head) bool { got[h.ID] = h; return true }); err != nil {
 		t.Fatal(err)
 	}
 	return got
@@ -30,11 +31,11 @@ func TestHeadsFollowTheTasks(t *testing.T) {
 	done.Done = true
 	must(t, db.PutTask(done)) // rewritten: finished, updated now
 	must(t, db.DeleteTask("hello", "2"))
-	if n, err := db.Evict("hello", t0.Add(-150*time.Minute), 0); err != nil || n != 1 { // "3", 3 h old
+	if n, err := db.Evict("hello", t0.Add(-150*time.Minute), 0, nil); err != nil || n != 1 { // "3", 3 h old
 		t.Fatalf("Evict: %d, %v", n, err)
 	}
 	got := heads(t, db, "hello")
-	want := map[string]Head{
+	want := map[string]taskstore.Head{
 		"0": {ID: "0", ContextID: "ctx-0", Updated: t0},
 		"1": {ID: "1", ContextID: "ctx-1", Updated: t0, Done: true},
 	}

@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // Report counts what a store holds; Check and Compact return it.
@@ -131,7 +132,7 @@ func (db *DB) Check() (Report, error) {
 // keyCapsule reads the length-prefixed capsule name that starts every key.
 func keyCapsule(k []byte) (string, bool) {
 	n, w := binary.Uvarint(k)
-	if w <= 0 || n == 0 || n > MaxIDLen || uint64(len(k)-w) < n {
+	if w <= 0 || n == 0 || n > taskstore.MaxIDLen || uint64(len(k)-w) < n {
 		return "", false
 	}
 	return string(k[w : w+int(n)]), true

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // fill writes tasks a0…a(n-1) of capsule hello, one of capsule other with two push
@@ -22,13 +24,13 @@ func fill(t *testing.T, path string, n int) {
 		tk := task(id, time.Duration(i)*time.Minute)
 		tk.Data = make([]byte, 2000) // enough that deleting tasks frees pages
 		must(t, db.PutTask(tk))
-		must(t, db.Append("hello", Event{TaskID: id, Seq: 1, Data: []byte("one")}, Event{TaskID: id, Seq: 2, Data: []byte("two")}))
+		must(t, db.Append("hello", taskstore.Event{TaskID: id, Seq: 1, Data: []byte("one")}, taskstore.Event{TaskID: id, Seq: 2, Data: []byte("two")}))
 	}
 	o := task("b", 0)
 	o.Capsule = "other"
 	must(t, db.PutTask(o))
-	must(t, db.PutPush("other", Push{TaskID: "b", ID: "p1", Data: []byte("hook 1")}))
-	must(t, db.PutPush("other", Push{TaskID: "b", ID: "p2", Data: []byte("hook 2"), Delivered: 3}))
+	must(t, db.PutPush("other", taskstore.Push{TaskID: "b", ID: "p1", Data: []byte("hook 1")}))
+	must(t, db.PutPush("other", taskstore.Push{TaskID: "b", ID: "p2", Data: []byte("hook 2"), Delivered: 3}))
 	for i := range 3 {
 		must(t, db.AddTurn("hello", "ctx-a0", []byte(fmt.Sprint("turn ", i))))
 	}
@@ -62,7 +64,7 @@ func TestReadOnly(t *testing.T) {
 		t.Fatalf("read-only Task: %v, %v", ok, err)
 	}
 	wantCode(t, <-a.PutTask(task("new", 0)), "E-STORE-009")
-	_, err := a.Evict("hello", t0, 0)
+	_, err := a.Evict("hello", t0, 0, nil)
 	wantCode(t, err, "E-STORE-009")
 	_, err = Open(path, Options{LockTimeout: 100 * time.Millisecond}) // a writer is excluded
 	wantCode(t, err, "E-STORE-002")

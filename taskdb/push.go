@@ -5,7 +5,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // A task's push configs live under its key in the "push" bucket, so DeleteTask and the
@@ -14,7 +14,7 @@ import (
 // PutPush creates or replaces the push config (capsule, p.TaskID, p.ID), Data and
 // Delivered both. A task the store does not hold (never stored, or deleted or evicted
 // meanwhile) is refused with E-STORE-011 and nothing is written.
-func (db *DB) PutPush(capsule string, p Push) <-chan error {
+func (db *DB) PutPush(capsule string, p taskstore.Push) <-chan error {
 	if err := checkPushIDs(capsule, p.TaskID, p.ID); err != nil {
 		return failed(err)
 	}
@@ -23,8 +23,7 @@ func (db *DB) PutPush(capsule string, p Push) <-chan error {
 		if tx.Bucket(bucketTasks).Get(task) == nil {
 			// Refused here, in order with the writes before it, rather than at the call:
 			// a PutTask queued just before has not been committed yet.
-			return refusal{errs.New(CodeNoTask, part, "a push notification config for a task the store does not hold",
-				"store the task first; a task deleted or evicted meanwhile is gone with its configs")}
+			return refusal{taskstore.NoTask()}
 		}
 		return tx.Bucket(bucketPush).Put(key, v)
 	})
@@ -62,13 +61,13 @@ func (db *DB) DeletePush(capsule, taskID, id string) <-chan error {
 }
 
 // Pushes returns the task's push configs in id order.
-func (db *DB) Pushes(capsule, taskID string) ([]Push, error) {
+func (db *DB) Pushes(capsule, taskID string) ([]taskstore.Push, error) {
 	if err := checkTaskIDs(capsule, taskID); err != nil {
 		return nil, err
 	}
-	var out []Push
+	var out []taskstore.Push
 	err := db.view(func(tx *bolt.Tx) error {
-		return scanPush(tx, taskKey(capsule, taskID), func(p Push) bool { out = append(out, p); return true })
+		return scanPush(tx, taskKey(capsule, taskID), func(p taskstore.Push) bool { out = append(out, p); return true })
 	})
 	// Keys order ids by length first (they are length-prefixed); callers want the ids' order.
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -77,18 +76,18 @@ func (db *DB) Pushes(capsule, taskID string) ([]Push, error) {
 
 // AllPushes calls fn for every push config of the capsule, task by task in key order,
 // until fn returns false: what a start reads to resume deliveries.
-func (db *DB) AllPushes(capsule string, fn func(Push) bool) error {
-	if err := checkID("capsule", capsule); err != nil {
+func (db *DB) AllPushes(capsule string, fn func(taskstore.Push) bool) error {
+	if err := taskstore.CheckID("capsule", capsule); err != nil {
 		return err
 	}
 	return db.view(func(tx *bolt.Tx) error {
-		return scanPush(tx, appendString(nil, capsule), func(p Push) bool { return call(fn, p) })
+		return scanPush(tx, appendString(nil, capsule), func(p taskstore.Push) bool { return call(fn, p) })
 	})
 }
 
 // scanPush decodes the configs under prefix; a store opened read-only from before push
 // configs has no bucket, which reads as empty.
-func scanPush(tx *bolt.Tx, prefix []byte, fn func(Push) bool) error {
+func scanPush(tx *bolt.Tx, prefix []byte, fn func(taskstore.Push) bool) error {
 	b := tx.Bucket(bucketPush)
 	if b == nil {
 		return nil
@@ -103,5 +102,5 @@ func checkPushIDs(capsule, taskID, id string) error {
 	if err := checkTaskIDs(capsule, taskID); err != nil {
 		return err
 	}
-	return checkID("push config id", id)
+	return taskstore.CheckID("push config id", id)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsulegate/capsulegate/taskstore"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -34,11 +35,11 @@ func TestPush(t *testing.T) {
 	}{
 		{"nothing", nil, "[b:hook b:0 c:hook c:5]"},
 		{"create", func(db *DB) <-chan error {
-			return db.PutPush("hello", Push{TaskID: "t", ID: "aa", Data: []byte("new")})
+			return db.PutPush("hello", taskstore.Push{TaskID: "t", ID: "aa", Data: []byte("new")})
 		},
 			"[aa:new:0 b:hook b:0 c:hook c:5]"},
 		{"replace data and delivered", func(db *DB) <-chan error {
-			return db.PutPush("hello", Push{TaskID: "t", ID: "c", Data: []byte("other"), Delivered: 2})
+			return db.PutPush("hello", taskstore.Push{TaskID: "t", ID: "c", Data: []byte("other"), Delivered: 2})
 		}, "[b:hook b:0 c:other:2]"},
 		{"raise delivered", func(db *DB) <-chan error { return db.SetDelivered("hello", "t", "c", 9) }, "[b:hook b:0 c:hook c:9]"},
 		{"never lower delivered", func(db *DB) <-chan error { return db.SetDelivered("hello", "t", "c", 4) }, "[b:hook b:0 c:hook c:5]"},
@@ -49,14 +50,14 @@ func TestPush(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := open(t, filepath.Join(t.TempDir(), "tasks.db"), Options{})
-			// Task t2's key extends t's, and capsule other has a task t: neither is t's.
-			for _, tk := range []Task{task("t", 0), task("t2", 0), {Capsule: "other", ID: "t"}} {
+			// taskstore.Task t2's key extends t's, and capsule other has a task t: neither is t's.
+			for _, tk := range []taskstore.Task{task("t", 0), task("t2", 0), {Capsule: "other", ID: "t"}} {
 				must(t, db.PutTask(tk))
 			}
-			must(t, db.PutPush("hello", Push{TaskID: "t", ID: "c", Data: []byte("hook c"), Delivered: 5}))
-			must(t, db.PutPush("hello", Push{TaskID: "t", ID: "b", Data: []byte("hook b")}))
-			must(t, db.PutPush("hello", Push{TaskID: "t2", ID: "a", Data: []byte("hook t2")}))
-			must(t, db.PutPush("other", Push{TaskID: "t", ID: "a", Data: []byte("hook other")}))
+			must(t, db.PutPush("hello", taskstore.Push{TaskID: "t", ID: "c", Data: []byte("hook c"), Delivered: 5}))
+			must(t, db.PutPush("hello", taskstore.Push{TaskID: "t", ID: "b", Data: []byte("hook b")}))
+			must(t, db.PutPush("hello", taskstore.Push{TaskID: "t2", ID: "a", Data: []byte("hook t2")}))
+			must(t, db.PutPush("other", taskstore.Push{TaskID: "t", ID: "a", Data: []byte("hook other")}))
 			if tc.write != nil {
 				must(t, tc.write(db))
 			}
@@ -75,11 +76,11 @@ func TestAllPushes(t *testing.T) {
 	for _, id := range []string{"t1", "t2"} {
 		must(t, db.PutTask(task(id, 0)))
 		for _, c := range []string{"a", "b"} {
-			must(t, db.PutPush("hello", Push{TaskID: id, ID: c}))
+			must(t, db.PutPush("hello", taskstore.Push{TaskID: id, ID: c}))
 		}
 	}
-	must(t, db.PutTask(Task{Capsule: "other", ID: "t1"}))
-	must(t, db.PutPush("other", Push{TaskID: "t1", ID: "x"}))
+	must(t, db.PutTask(taskstore.Task{Capsule: "other", ID: "t1"}))
+	must(t, db.PutPush("other", taskstore.Push{TaskID: "t1", ID: "x"}))
 	for _, tc := range []struct {
 		limit int
 		want  string
@@ -88,7 +89,7 @@ func TestAllPushes(t *testing.T) {
 		{3, "[t1/a t1/b t2/a]"},
 	} {
 		var got []string
-		err := db.AllPushes("hello", func(p Push) bool {
+		err := db.AllPushes("hello", func(p taskstore.Push) bool {
 			got = append(got, p.TaskID+"/"+p.ID)
 			return tc.limit == 0 || len(got) < tc.limit
 		})
@@ -105,8 +106,8 @@ func TestPutPushWithoutTask(t *testing.T) {
 	// MaxBatch 3 and a long window make the three writes below exactly one batch.
 	db := open(t, filepath.Join(t.TempDir(), "tasks.db"), Options{MaxBatch: 3, GroupWindow: time.Minute})
 	put := db.PutTask(task("a", 0))
-	ghost := db.PutPush("hello", Push{TaskID: "ghost", ID: "p"})
-	ok := db.PutPush("hello", Push{TaskID: "a", ID: "p", Data: []byte("hook")})
+	ghost := db.PutPush("hello", taskstore.Push{TaskID: "ghost", ID: "p"})
+	ok := db.PutPush("hello", taskstore.Push{TaskID: "a", ID: "p", Data: []byte("hook")})
 	must(t, put)
 	wantCode(t, <-ghost, CodeNoTask)
 	must(t, ok)
@@ -117,10 +118,10 @@ func TestPutPushWithoutTask(t *testing.T) {
 	// A task deleted meanwhile: refused, and its config is gone with it.
 	db = open(t, filepath.Join(t.TempDir(), "tasks.db"), Options{})
 	must(t, db.PutTask(task("a", 0)))
-	must(t, db.PutPush("hello", Push{TaskID: "a", ID: "p"}))
+	must(t, db.PutPush("hello", taskstore.Push{TaskID: "a", ID: "p"}))
 	must(t, db.DeleteTask("hello", "a"))
 	must(t, db.SetDelivered("hello", "a", "p", 1)) // not an error
-	wantCode(t, <-db.PutPush("hello", Push{TaskID: "a", ID: "p"}), CodeNoTask)
+	wantCode(t, <-db.PutPush("hello", taskstore.Push{TaskID: "a", ID: "p"}), CodeNoTask)
 	if got := pushes(t, db, "hello", "a"); got != "[]" {
 		t.Fatalf("configs of a deleted task: %s", got)
 	}
@@ -131,14 +132,14 @@ func TestEvictRemovesPushes(t *testing.T) {
 	for h := range 3 {
 		id := fmt.Sprint(h)
 		must(t, db.PutTask(task(id, time.Duration(h)*time.Hour)))
-		must(t, db.PutPush("hello", Push{TaskID: id, ID: "p"}))
+		must(t, db.PutPush("hello", taskstore.Push{TaskID: id, ID: "p"}))
 	}
 	keep := func(id string) bool { return id == "2" }
-	if n, err := db.EvictExcept("hello", t0.Add(-30*time.Minute), 0, keep); err != nil || n != 1 {
+	if n, err := db.Evict("hello", t0.Add(-30*time.Minute), 0, keep); err != nil || n != 1 {
 		t.Fatalf("EvictExcept: %d, %v", n, err)
 	}
 	var left []string
-	if err := db.AllPushes("hello", func(p Push) bool { left = append(left, p.TaskID); return true }); err != nil {
+	if err := db.AllPushes("hello", func(p taskstore.Push) bool { left = append(left, p.TaskID); return true }); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(left) != "[0 2]" {
@@ -184,7 +185,7 @@ func TestStoreBeforeOwnersAndPush(t *testing.T) {
 			{bucketFormat, formatKey, []byte{formatVersion}},
 			{bucketTasks, key, encodeTaskV1(old)},
 			{bucketHeads, key, encodeHeadV1(old)},
-			{bucketEvents, seqKey(key, 1), encodeEvent(Event{TaskID: "old", Seq: 1, Data: []byte("e")})},
+			{bucketEvents, seqKey(key, 1), encodeEvent(taskstore.Event{TaskID: "old", Seq: 1, Data: []byte("e")})},
 			{bucketTurns, seqKey(taskKey("hello", "ctx-old"), 0), encodeTurn([]byte("hi"))},
 		} {
 			if err := tx.Bucket(kv.bucket).Put(kv.k, kv.v); err != nil {
@@ -216,7 +217,7 @@ func TestStoreBeforeOwnersAndPush(t *testing.T) {
 	if got := pushes(t, ro, "hello", "old"); got != "[]" {
 		t.Fatalf("configs of a store without the bucket: %s", got)
 	}
-	if err := ro.AllPushes("hello", func(Push) bool { t.Error("a config"); return true }); err != nil {
+	if err := ro.AllPushes("hello", func(taskstore.Push) bool { t.Error("a config"); return true }); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := ro.Check(); err != nil || r.Tasks != 1 || r.Events != 1 || r.Pushes != 0 {
@@ -226,7 +227,7 @@ func TestStoreBeforeOwnersAndPush(t *testing.T) {
 
 	db := open(t, path, Options{})
 	read(db)
-	must(t, db.PutPush("hello", Push{TaskID: "old", ID: "p", Data: []byte("hook")}))
+	must(t, db.PutPush("hello", taskstore.Push{TaskID: "old", ID: "p", Data: []byte("hook")}))
 	if got := pushes(t, db, "hello", "old"); got != "[p:hook:0]" {
 		t.Fatalf("configs after the bucket was added: %s", got)
 	}
@@ -238,10 +239,10 @@ func TestCheckFindsAStrayPush(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		key  []byte
-		p    Push
+		p    taskstore.Push
 	}{
-		{"for no task", pushKey("hello", "ghost", "p"), Push{TaskID: "ghost", ID: "p"}},
-		{"under another key", pushKey("hello", "a", "p"), Push{TaskID: "a", ID: "q"}},
+		{"for no task", pushKey("hello", "ghost", "p"), taskstore.Push{TaskID: "ghost", ID: "p"}},
+		{"under another key", pushKey("hello", "a", "p"), taskstore.Push{TaskID: "a", ID: "q"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "tasks.db")

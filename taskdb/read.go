@@ -6,39 +6,62 @@ import (
 	"sort"
 	"time"
 
+	"github.com/capsulegate/capsulegate/taskstore"
 	bolt "go.etcd.io/bbolt"
 )
 
 // Reads see every write whose channel has yielded nil, and never block the committer.
 
-// Task returns the task (capsule, id), and whether it exists.
-func (db *DB) Task(capsule, id string) (Task, bool, error) {
+// Task returns the task (capsule, id), and whether it exists: the record with the index
+// fields its head keeps (Done, State, Since).
+func (db *DB) Task(capsule, id string) (taskstore.Task, bool, error) {
 	if err := checkTaskIDs(capsule, id); err != nil {
-		return Task{}, false, err
+		return taskstore.Task{}, false, err
 	}
-	var t Task
+	var t taskstore.Task
 	var found bool
 	err := db.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketTasks).Get(taskKey(capsule, id))
+		key := taskKey(capsule, id)
+		v := tx.Bucket(bucketTasks).Get(key)
 		if v == nil {
 			return nil
 		}
 		var err error
-		t, err = decodeTask(v)
-		found = err == nil
-		return err
+		if t, err = decodeTask(v); err != nil {
+			return err
+		}
+		found = true
+		return withHead(tx, key, &t)
 	})
 	return t, found, err
 }
 
-// Tasks calls fn for each of the capsule's tasks, in key order, until fn returns false.
-func (db *DB) Tasks(capsule string, fn func(Task) bool) error {
-	if err := checkID("capsule", capsule); err != nil {
+// withHead fills t's index fields from its head: the record does not repeat them.
+func withHead(tx *bolt.Tx, key []byte, t *taskstore.Task) error {
+	v := tx.Bucket(bucketHeads).Get(key)
+	if v == nil {
+		return nil // a task written before the index: Open builds it, so only read-only stores lack it
+	}
+	h, err := decodeHead(v)
+	if err != nil {
+		return err
+	}
+	t.Done, t.State, t.Since = h.Done, h.State, h.Since
+	return nil
+}
+
+// Tasks calls fn for each of the capsule's tasks (as Task reads them), in key order,
+// until fn returns false.
+func (db *DB) Tasks(capsule string, fn func(taskstore.Task) bool) error {
+	if err := taskstore.CheckID("capsule", capsule); err != nil {
 		return err
 	}
 	return db.view(func(tx *bolt.Tx) error {
-		return scan(tx.Bucket(bucketTasks), appendString(nil, capsule), func(_, v []byte) (bool, error) {
+		return scan(tx.Bucket(bucketTasks), appendString(nil, capsule), func(k, v []byte) (bool, error) {
 			t, err := decodeTask(v)
+			if err == nil {
+				err = withHead(tx, k, &t)
+			}
 			return err == nil && call(fn, t), err
 		})
 	})
@@ -46,8 +69,8 @@ func (db *DB) Tasks(capsule string, fn func(Task) bool) error {
 
 // Heads calls fn for the index entry of each of the capsule's tasks, in key order, until
 // fn returns false: a scan that reads no task's record.
-func (db *DB) Heads(capsule string, fn func(Head) bool) error {
-	if err := checkID("capsule", capsule); err != nil {
+func (db *DB) Heads(capsule string, fn func(taskstore.Head) bool) error {
+	if err := taskstore.CheckID("capsule", capsule); err != nil {
 		return err
 	}
 	return db.view(func(tx *bolt.Tx) error {
@@ -60,7 +83,7 @@ func (db *DB) Heads(capsule string, fn func(Head) bool) error {
 
 // Events calls fn for each event of the task with Seq > after, in Seq order, until fn
 // returns false.
-func (db *DB) Events(capsule, taskID string, after uint64, fn func(Event) bool) error {
+func (db *DB) Events(capsule, taskID string, after uint64, fn func(taskstore.Event) bool) error {
 	if err := checkTaskIDs(capsule, taskID); err != nil {
 		return err
 	}
@@ -85,10 +108,10 @@ func (db *DB) Events(capsule, taskID string, after uint64, fn func(Event) bool) 
 
 // Turns returns the conversation's turns, oldest first.
 func (db *DB) Turns(capsule, contextID string) ([][]byte, error) {
-	if err := checkID("capsule", capsule); err != nil {
+	if err := taskstore.CheckID("capsule", capsule); err != nil {
 		return nil, err
 	}
-	if err := checkID("context id", contextID); err != nil {
+	if err := taskstore.CheckID("context id", contextID); err != nil {
 		return nil, err
 	}
 	var out [][]byte
@@ -103,18 +126,13 @@ func (db *DB) Turns(capsule, contextID string) ([][]byte, error) {
 }
 
 // Evict removes the capsule's tasks updated before olderThan and then, oldest first, those
-// beyond maxTasks (0: no limit), with their journals, their push configs and the turns of conversations no
-// remaining task belongs to. It goes through the committer like every write and returns
-// once the removal is on disk.
-func (db *DB) Evict(capsule string, olderThan time.Time, maxTasks int) (int, error) {
-	return db.EvictExcept(capsule, olderThan, maxTasks, nil)
-}
-
-// EvictExcept is Evict sparing the tasks keep reports (nil: none): they are never
-// removed, do not count towards maxTasks, and their conversations' turns stay. keep is
-// called from the committer: it must not block nor write to db.
-func (db *DB) EvictExcept(capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) (int, error) {
-	if err := checkID("capsule", capsule); err != nil {
+// beyond maxTasks (0: no limit), with their journals, their push configs and the turns of
+// conversations no remaining task belongs to, sparing the tasks keep reports (nil: none):
+// they are never removed, do not count towards maxTasks, and their conversations' turns
+// stay. It goes through the committer like every write and returns once the removal is on
+// disk; keep is called from the committer: it must not block nor write to db.
+func (db *DB) Evict(capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) (int, error) {
+	if err := taskstore.CheckID("capsule", capsule); err != nil {
 		return 0, err
 	}
 	if db.opts.ReadOnly {
@@ -158,8 +176,8 @@ func (db *DB) EvictExcept(capsule string, olderThan time.Time, maxTasks int, kee
 
 // evictPlan lists the capsule's tasks that keep does not spare, oldest first, with how
 // many of them (the first cut) EvictExcept removes and the contexts whose turns stay.
-func evictPlan(tx *bolt.Tx, capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) ([]Head, int, map[string]bool, error) {
-	var all []Head
+func evictPlan(tx *bolt.Tx, capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) ([]taskstore.Head, int, map[string]bool, error) {
+	var all []taskstore.Head
 	live := map[string]bool{}
 	err := scan(tx.Bucket(bucketHeads), appendString(nil, capsule), func(_, v []byte) (bool, error) {
 		t, err := decodeHead(v)

@@ -19,7 +19,7 @@
 // has yielded nil.
 //
 // Records are opaque to the store except for their keys. Client-given ids are data: they
-// are length-prefixed into keys, never used as file names, and refused over MaxIDLen bytes.
+// are length-prefixed into keys, never used as file names, and refused over taskstore.MaxIDLen bytes.
 package taskdb
 
 import (
@@ -38,53 +38,6 @@ import (
 )
 
 const part = "taskdb"
-
-// Task is one A2A task as the store keeps it; Data is the caller's encoding of the task.
-type Task struct {
-	Capsule   string
-	ID        string
-	ContextID string
-	Updated   time.Time
-	// Done marks a finished task in the store's index (Heads), so that a start reads
-	// the records of unfinished tasks only; false is always safe (read the record).
-	Done bool
-	// State and Since are the caller's name of the task's state and when it entered it,
-	// kept in the index for listings that filter on them; the store does not read them.
-	State string
-	Since time.Time
-	// Owner is the principal that created the task ("": anonymous), kept in the index
-	// too so that listings filter by owner without reading records.
-	Owner string
-	Data  []byte
-}
-
-// Head is a task's entry in the store's index: what a start or an eviction needs
-// without reading the task's record.
-type Head struct {
-	ID        string
-	ContextID string
-	Updated   time.Time
-	Done      bool
-	State     string
-	Since     time.Time
-	Owner     string
-}
-
-// Event is one entry of a task's journal; events are read back in Seq order.
-type Event struct {
-	TaskID string
-	Seq    uint64
-	Data   []byte
-}
-
-// Push is one push-notification config of a task: the caller's encoding of the config and
-// the seq of the newest journal event delivered to it (or given up on).
-type Push struct {
-	TaskID    string
-	ID        string
-	Data      []byte
-	Delivered uint64
-}
 
 // Options tune a store; the zero value means every default.
 type Options struct {

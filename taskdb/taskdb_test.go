@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 func open(t *testing.T, path string, opts Options) *DB {
@@ -41,14 +42,14 @@ func wantCode(t *testing.T, err error, code string) {
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 123, time.UTC)
 
-func task(id string, age time.Duration) Task {
-	return Task{Capsule: "hello", ID: id, ContextID: "ctx-" + id, Updated: t0.Add(-age), Data: []byte("data of " + id)}
+func task(id string, age time.Duration) taskstore.Task {
+	return taskstore.Task{Capsule: "hello", ID: id, ContextID: "ctx-" + id, Updated: t0.Add(-age), Data: []byte("data of " + id)}
 }
 
 func taskIDs(t *testing.T, db *DB, capsule string) map[string]bool {
 	t.Helper()
 	got := map[string]bool{}
-	if err := db.Tasks(capsule, func(tk Task) bool { got[tk.ID] = true; return true }); err != nil {
+	if err := db.Tasks(capsule, func(tk taskstore.Task) bool { got[tk.ID] = true; return true }); err != nil {
 		t.Fatal(err)
 	}
 	return got
@@ -60,7 +61,7 @@ func TestRoundTrip(t *testing.T) {
 	b.Capsule = "other"
 	must(t, db.PutTask(a))
 	must(t, db.PutTask(b))
-	must(t, db.Append("hello", Event{TaskID: "a", Seq: 1, Data: []byte("one")}, Event{TaskID: "a", Seq: 2, Data: []byte("two")}))
+	must(t, db.Append("hello", taskstore.Event{TaskID: "a", Seq: 1, Data: []byte("one")}, taskstore.Event{TaskID: "a", Seq: 2, Data: []byte("two")}))
 	for i := range 5 {
 		must(t, db.AddTurn("hello", "ctx-a", []byte(fmt.Sprint("turn ", i))))
 	}
@@ -85,7 +86,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal("deleted task still found")
 	}
 	n := 0
-	if err := db.Events("hello", "a", 0, func(Event) bool { n++; return true }); err != nil || n != 0 {
+	if err := db.Events("hello", "a", 0, func(taskstore.Event) bool { n++; return true }); err != nil || n != 0 {
 		t.Fatalf("deleted task's journal: %d events, %v", n, err)
 	}
 }
@@ -95,9 +96,9 @@ func TestEventOrder(t *testing.T) {
 	// Sequences whose little-endian or decimal order differs from numeric order, written
 	// out of order over several batches, next to a task whose id extends this one's.
 	for _, seqs := range [][]uint64{{256, 1}, {1000, 2}, {65536, 255, 3}} {
-		var evs []Event
+		var evs []taskstore.Event
 		for _, s := range seqs {
-			evs = append(evs, Event{TaskID: "t", Seq: s, Data: []byte(fmt.Sprint(s))}, Event{TaskID: "t2", Seq: s})
+			evs = append(evs, taskstore.Event{TaskID: "t", Seq: s, Data: []byte(fmt.Sprint(s))}, taskstore.Event{TaskID: "t2", Seq: s})
 		}
 		must(t, db.Append("hello", evs...))
 	}
@@ -112,7 +113,7 @@ func TestEventOrder(t *testing.T) {
 		{65536, 0, "[]"},
 	} {
 		var got []uint64
-		err := db.Events("hello", "t", tc.after, func(e Event) bool {
+		err := db.Events("hello", "t", tc.after, func(e taskstore.Event) bool {
 			if e.TaskID != "t" || string(e.Data) != fmt.Sprint(e.Seq) {
 				t.Errorf("event %+v", e)
 			}
@@ -127,27 +128,27 @@ func TestEventOrder(t *testing.T) {
 
 func TestBadIDs(t *testing.T) {
 	db := open(t, filepath.Join(t.TempDir(), "tasks.db"), Options{})
-	long := string(bytes.Repeat([]byte("x"), MaxIDLen+1))
-	ok := string(bytes.Repeat([]byte("\x00/.."), MaxIDLen/4)) // any bytes up to the limit are data
-	must(t, db.PutTask(Task{Capsule: "c", ID: ok}))
+	long := string(bytes.Repeat([]byte("x"), taskstore.MaxIDLen+1))
+	ok := string(bytes.Repeat([]byte("\x00/.."), taskstore.MaxIDLen/4)) // any bytes up to the limit are data
+	must(t, db.PutTask(taskstore.Task{Capsule: "c", ID: ok}))
 	if _, found, err := db.Task("c", ok); err != nil || !found {
 		t.Fatalf("a %d-byte id of odd bytes: %v, %v", len(ok), found, err)
 	}
 	for name, call := range map[string]func() error{
-		"PutTask long id":      func() error { return <-db.PutTask(Task{Capsule: "c", ID: long}) },
-		"PutTask empty id":     func() error { return <-db.PutTask(Task{Capsule: "c"}) },
-		"PutTask long context": func() error { return <-db.PutTask(Task{Capsule: "c", ID: "a", ContextID: long}) },
-		"Append long task id":  func() error { return <-db.Append("c", Event{TaskID: long}) },
+		"PutTask long id":      func() error { return <-db.PutTask(taskstore.Task{Capsule: "c", ID: long}) },
+		"PutTask empty id":     func() error { return <-db.PutTask(taskstore.Task{Capsule: "c"}) },
+		"PutTask long context": func() error { return <-db.PutTask(taskstore.Task{Capsule: "c", ID: "a", ContextID: long}) },
+		"Append long task id":  func() error { return <-db.Append("c", taskstore.Event{TaskID: long}) },
 		"AddTurn long context": func() error { return <-db.AddTurn("c", long, nil) },
 		"DeleteTask long id":   func() error { return <-db.DeleteTask("c", long) },
 		"Task long capsule":    func() error { _, _, err := db.Task(long, "a"); return err },
 		"Events long id":       func() error { return db.Events("c", long, 0, nil) },
 		"Turns long context":   func() error { _, err := db.Turns("c", long); return err },
-		"Evict empty capsule":  func() error { _, err := db.Evict("", t0, 0); return err },
-		"PutTask long owner":   func() error { return <-db.PutTask(Task{Capsule: "c", ID: "a", Owner: long}) },
-		"PutPush long id":      func() error { return <-db.PutPush("c", Push{TaskID: "a", ID: long}) },
-		"PutPush empty id":     func() error { return <-db.PutPush("c", Push{TaskID: "a"}) },
-		"PutPush empty task":   func() error { return <-db.PutPush("c", Push{ID: "p"}) },
+		"Evict empty capsule":  func() error { _, err := db.Evict("", t0, 0, nil); return err },
+		"PutTask long owner":   func() error { return <-db.PutTask(taskstore.Task{Capsule: "c", ID: "a", Owner: long}) },
+		"PutPush long id":      func() error { return <-db.PutPush("c", taskstore.Push{TaskID: "a", ID: long}) },
+		"PutPush empty id":     func() error { return <-db.PutPush("c", taskstore.Push{TaskID: "a"}) },
+		"PutPush empty task":   func() error { return <-db.PutPush("c", taskstore.Push{ID: "p"}) },
 		"SetDelivered long id": func() error { return <-db.SetDelivered("c", "a", long, 1) },
 		"DeletePush empty id":  func() error { return <-db.DeletePush("c", "a", "") },
 		"Pushes long task id":  func() error { _, err := db.Pushes("c", long); return err },
@@ -175,11 +176,11 @@ func TestEvict(t *testing.T) {
 			for h := range 4 {
 				tk := task(fmt.Sprint(h), time.Duration(h)*time.Hour)
 				must(t, db.PutTask(tk))
-				must(t, db.Append("hello", Event{TaskID: tk.ID, Seq: 1}))
+				must(t, db.Append("hello", taskstore.Event{TaskID: tk.ID, Seq: 1}))
 				must(t, db.AddTurn("hello", tk.ContextID, []byte("hi")))
 			}
-			must(t, db.PutTask(Task{Capsule: "other", ID: "old", Updated: t0.Add(-1000 * time.Hour)}))
-			n, err := db.Evict("hello", t0.Add(-tc.olderThan), tc.max)
+			must(t, db.PutTask(taskstore.Task{Capsule: "other", ID: "old", Updated: t0.Add(-1000 * time.Hour)}))
+			n, err := db.Evict("hello", t0.Add(-tc.olderThan), tc.max, nil)
 			left := taskIDs(t, db, "hello")
 			if err != nil || fmt.Sprint(left) != tc.want || n != 4-len(left) {
 				t.Fatalf("Evict removed %d (%v), left %v; want %s", n, err, left, tc.want)
@@ -187,7 +188,7 @@ func TestEvict(t *testing.T) {
 			for h := range 4 {
 				id := fmt.Sprint(h)
 				events, turns := 0, 0
-				_ = db.Events("hello", id, 0, func(Event) bool { events++; return true })
+				_ = db.Events("hello", id, 0, func(taskstore.Event) bool { events++; return true })
 				tr, _ := db.Turns("hello", "ctx-"+id)
 				turns = len(tr)
 				if want := map[bool]int{true: 1, false: 0}[left[id]]; events != want || turns != want {
@@ -211,7 +212,7 @@ func TestGroupCommit(t *testing.T) {
 	for i := range writers {
 		wg.Go(func() {
 			<-start
-			errc <- <-db.Append("hello", Event{TaskID: fmt.Sprint("t", i%10), Seq: uint64(i), Data: make([]byte, 300)})
+			errc <- <-db.Append("hello", taskstore.Event{TaskID: fmt.Sprint("t", i%10), Seq: uint64(i), Data: make([]byte, 300)})
 		})
 	}
 	// Readers run alongside: they see committed snapshots and never block the committer.
@@ -219,7 +220,7 @@ func TestGroupCommit(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			for i := range 50 {
-				if err := db.Events("hello", fmt.Sprint("t", i%10), 0, func(Event) bool { return true }); err != nil {
+				if err := db.Events("hello", fmt.Sprint("t", i%10), 0, func(taskstore.Event) bool { return true }); err != nil {
 					t.Error(err)
 				}
 			}
@@ -246,7 +247,7 @@ func TestHurry(t *testing.T) {
 	db := open(t, filepath.Join(t.TempDir(), "tasks.db"), Options{GroupWindow: time.Hour})
 	var chans []<-chan error
 	for i := range 3 {
-		chans = append(chans, db.Append("hello", Event{TaskID: "t", Seq: uint64(i + 1), Data: []byte("x")}))
+		chans = append(chans, db.Append("hello", taskstore.Event{TaskID: "t", Seq: uint64(i + 1), Data: []byte("x")}))
 	}
 	for i, ch := range chans {
 		if len(ch) != 0 {
@@ -296,7 +297,7 @@ func TestReopen(t *testing.T) {
 	}
 	// Unawaited writes too: Close commits what is queued.
 	db.PutTask(task("a", 0))
-	db.Append("hello", Event{TaskID: "a", Seq: 7})
+	db.Append("hello", taskstore.Event{TaskID: "a", Seq: 7})
 	db.AddTurn("hello", "ctx-a", []byte("hi"))
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -312,7 +313,7 @@ func checkHolds(t *testing.T, db *DB) {
 		t.Fatalf("task a: %v, %v", ok, err)
 	}
 	var seqs []uint64
-	_ = db.Events("hello", "a", 0, func(e Event) bool { seqs = append(seqs, e.Seq); return true })
+	_ = db.Events("hello", "a", 0, func(e taskstore.Event) bool { seqs = append(seqs, e.Seq); return true })
 	turns, _ := db.Turns("hello", "ctx-a")
 	if fmt.Sprint(seqs) != "[7]" || len(turns) != 1 {
 		t.Fatalf("events %v, turns %q", seqs, turns)
@@ -325,7 +326,7 @@ func TestCrashCopy(t *testing.T) {
 	dir := t.TempDir()
 	db := open(t, filepath.Join(dir, "tasks.db"), Options{})
 	must(t, db.PutTask(task("a", 0)))
-	must(t, db.Append("hello", Event{TaskID: "a", Seq: 7}))
+	must(t, db.Append("hello", taskstore.Event{TaskID: "a", Seq: 7}))
 	must(t, db.AddTurn("hello", "ctx-a", []byte("hi")))
 	b, err := os.ReadFile(db.Path())
 	if err != nil {
@@ -376,7 +377,7 @@ func storeBytes(t *testing.T, n int) []byte {
 		t.Fatal(err)
 	}
 	for i := range n {
-		db.PutTask(Task{Capsule: "hello", ID: fmt.Sprint("task-", i), Data: bytes.Repeat([]byte{byte(i)}, 200)})
+		db.PutTask(taskstore.Task{Capsule: "hello", ID: fmt.Sprint("task-", i), Data: bytes.Repeat([]byte{byte(i)}, 200)})
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -500,5 +501,5 @@ func TestCallbackPanicIsTheCallers(t *testing.T) {
 			t.Fatalf("store unusable after a callback panic: %v, %v", ok, err)
 		}
 	}()
-	_ = db.Tasks("hello", func(Task) bool { panic("mine") })
+	_ = db.Tasks("hello", func(taskstore.Task) bool { panic("mine") })
 }

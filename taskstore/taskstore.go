@@ -1,0 +1,162 @@
+// Package taskstore is the contract between the A2A server and the store that keeps its
+// tasks beyond a restart: the records (Task, Head, Event, Push), the Store interface any
+// implementation provides, and the rules every implementation keeps, which
+// taskstore/storetest checks. taskdb (one bbolt file) is the implementation this
+// repository ships; a2a.Config.Store takes any.
+//
+// Records are opaque to a store except for their keys and index fields: the A2A server
+// encodes a task, an event, a turn or a push config into Data, and the store keeps the
+// bytes. Writes return at once with a channel that receives exactly one value: nil once
+// the write is durable, or the error that failed it. A caller that must not answer a
+// client before its write is durable receives first; receiving is optional. A store
+// commits its writes in the order they were queued, and reads see every write whose
+// channel has yielded nil.
+package taskstore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/capsulegate/capsulegate/internal/errs"
+)
+
+// Task is one A2A task as the store keeps it; Data is the caller's encoding of the task.
+type Task struct {
+	Capsule   string
+	ID        string
+	ContextID string
+	Updated   time.Time
+	// Done marks a finished task in the store's index (Heads), so that a start reads
+	// the records of unfinished tasks only; false is always safe (read the record).
+	Done bool
+	// State and Since are the caller's name of the task's state and when it entered it,
+	// kept in the index for listings that filter on them; the store does not read them.
+	State string
+	Since time.Time
+	// Owner is the principal that created the task ("": anonymous), kept in the index
+	// too so that listings filter by owner without reading records.
+	Owner string
+	Data  []byte
+}
+
+// Head is a task's entry in the store's index: what a start or an eviction needs
+// without reading the task's record.
+type Head struct {
+	ID        string
+	ContextID string
+	Updated   time.Time
+	Done      bool
+	State     string
+	Since     time.Time
+	Owner     string
+}
+
+// HeadOf is the index entry of t.
+func HeadOf(t Task) Head {
+	return Head{ID: t.ID, ContextID: t.ContextID, Updated: t.Updated, Done: t.Done, State: t.State, Since: t.Since, Owner: t.Owner}
+}
+
+// Event is one entry of a task's journal; events are read back in Seq order.
+type Event struct {
+	TaskID string
+	Seq    uint64
+	Data   []byte
+}
+
+// Push is one push-notification config of a task: the caller's encoding of the config and
+// the seq of the newest journal event delivered to it (or given up on).
+type Push struct {
+	TaskID    string
+	ID        string
+	Data      []byte
+	Delivered uint64
+}
+
+// Store keeps the tasks of any number of capsules, each under its capsule's name. Its
+// methods are safe for concurrent use. Every id (capsule, task, context, push config,
+// owner, state) is checked with CheckID before anything is written or read.
+type Store interface {
+	// PutTask stores t, replacing the task with the same capsule and id, and its head.
+	PutTask(t Task) <-chan error
+	// Append adds events to their tasks' journals; an event with the Seq of a stored one
+	// replaces it.
+	Append(capsule string, events ...Event) <-chan error
+	// AddTurn appends item to the turns of the conversation contextID; a store may keep
+	// only the newest turns of a conversation (at least 100).
+	AddTurn(capsule, contextID string, item []byte) <-chan error
+	// DeleteTask removes the task, its journal and its push configs; an absent one is
+	// not an error.
+	DeleteTask(capsule, id string) <-chan error
+	// PutPush creates or replaces the push config (capsule, p.TaskID, p.ID). A task the
+	// store does not hold when the write is applied is refused with CodeNoTask and
+	// nothing is written; the writes queued beside it are not affected.
+	PutPush(capsule string, p Push) <-chan error
+	// SetDelivered raises the config's Delivered to seq, never lowering it; a config
+	// gone meanwhile is not an error.
+	SetDelivered(capsule, taskID, id string, seq uint64) <-chan error
+	// DeletePush removes one push config; an absent one is not an error.
+	DeletePush(capsule, taskID, id string) <-chan error
+
+	// Task returns the task (capsule, id), and whether the store holds it.
+	Task(capsule, id string) (Task, bool, error)
+	// Heads calls fn for the head of each of the capsule's tasks until fn returns false.
+	Heads(capsule string, fn func(Head) bool) error
+	// Events calls fn for each event of the task with Seq > after, in Seq order, until
+	// fn returns false.
+	Events(capsule, taskID string, after uint64, fn func(Event) bool) error
+	// Turns returns the conversation's turns, oldest first.
+	Turns(capsule, contextID string) ([][]byte, error)
+	// Pushes returns the task's push configs in id order.
+	Pushes(capsule, taskID string) ([]Push, error)
+	// AllPushes calls fn for every push config of the capsule until fn returns false.
+	AllPushes(capsule string, fn func(Push) bool) error
+
+	// Evict removes the capsule's tasks updated before olderThan and then, oldest first,
+	// those beyond maxTasks (0: no limit), with their journals, their push configs and
+	// the turns of conversations no remaining task belongs to; the tasks keep reports
+	// (nil: none) are spared, do not count towards maxTasks, and keep their
+	// conversations' turns. It returns how many tasks it removed, once that is durable.
+	// keep must not block nor call the store.
+	Evict(capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) (int, error)
+}
+
+// Hurrier is a Store that gathers writes for a while before committing them (a group
+// commit): Hurry asks it to commit what it holds now, because a caller waits for one.
+type Hurrier interface {
+	Hurry()
+}
+
+// MaxIDLen is the longest id a store accepts, in bytes: capsule name, task id, context
+// id, owner, state or push config id.
+const MaxIDLen = 256
+
+// Codes of the refusals every store shares (docs/errors.md).
+const (
+	CodeNotAStore = "E-STORE-001" // what a store was opened on is damaged, truncated or another format
+	CodeBadID     = "E-STORE-003" // an id empty or over MaxIDLen
+	CodeClosed    = "E-STORE-006" // a write after Close
+	CodeNoTask    = "E-STORE-011" // a push config for a task the store does not hold
+)
+
+const part = "taskstore"
+
+// CheckID refuses, with CodeBadID, an id no store keys on: empty or over MaxIDLen bytes.
+// what names the id in the message ("task id").
+func CheckID(what, id string) error {
+	if id == "" || len(id) > MaxIDLen {
+		return errs.New(CodeBadID, part, fmt.Sprintf("%s is empty or %d bytes long (at most %d)", what, len(id), MaxIDLen),
+			"use shorter ids; clients' ids longer than 256 bytes are refused")
+	}
+	return nil
+}
+
+// NoTask is the refusal of a push config for a task the store does not hold (CodeNoTask).
+func NoTask() error {
+	return errs.New(CodeNoTask, part, "a push notification config for a task the store does not hold",
+		"store the task first; a task deleted or evicted meanwhile is gone with its configs")
+}
+
+// Closed is the refusal of a write after the store was closed (CodeClosed).
+func Closed() error {
+	return errs.New(CodeClosed, part, "the task store is closed", "a gateway bug: report it")
+}
