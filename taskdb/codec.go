@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // Every stored value starts with its kind's record version; a reader refuses a version it

@@ -6,7 +6,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // op is one queued write; apply runs inside the batch's transaction and done receives

@@ -5,7 +5,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // A task's push configs live under its key in the "push" bucket, so DeleteTask and the

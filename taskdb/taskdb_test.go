@@ -12,7 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 func open(t *testing.T, path string, opts Options) *DB {
