@@ -1,8 +1,10 @@
 // Package archtest pins the shape of the repository: the layer table below, which
 // docs/architecture.md shows and its tests hold against the real import graph; that
 // nothing but caddymodule/... and cmd/caddy depends on Caddy or on caddymodule, so the
-// runtime side works without them; and that every citation of a repository doc names a
-// file and heading that exist, and none cites a document the repository does not hold.
+// runtime side works without them; that no exported identifier of a public package
+// mentions a type of an internal package (InternalLeaks); and that every citation of a
+// repository doc names a file and heading that exist, and none cites a document the
+// repository does not hold.
 package archtest
 
 import (
