@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/taskstore"
 )
 

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // Token is one named bearer token: a request carrying Secret acts as principal Name

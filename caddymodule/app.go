@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capsulegate/capsulegate/a2a"
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"

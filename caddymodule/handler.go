@@ -26,7 +26,7 @@ import (
 	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/capsulegate/capsulegate/a2a"
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime"
 )

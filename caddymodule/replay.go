@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/capsulegate/capsulegate/caddymodule/cli"
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/replay"
 )
 

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // Role is what an artifact is for (docs/reference/manifest.md "Artifacts").

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/netpolicy"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // Check decides whether a connection may go to host:port for scheme ("" when unknown, as in

@@ -1,8 +1,8 @@
 package netpolicy
 
 import (
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/clip"
-	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
 // Part names this package in every error it returns.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // fakeResolver answers from a table, as a DNS server under an attacker's control might.

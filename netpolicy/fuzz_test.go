@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // FuzzParseRule checks that parsing never panics, refusals are well-formed, and an accepted

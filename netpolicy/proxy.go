@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // Proxy limits: the request header size, how long a CONNECT may take to reach its host,

@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/netpolicy"
 )
 

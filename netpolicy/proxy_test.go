@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the proxy's concurrent log writes.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // fakeDNS is an upstream DNS server on 127.0.0.1 (UDP and TCP on one port) answering from

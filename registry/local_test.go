@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // wasmArtifact is a wasm tool archive; body varies the payload, and so the hash.

@@ -3,7 +3,7 @@ package registry
 import (
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 func TestLocalDir(t *testing.T) {

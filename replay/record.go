@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/atomicfile"
-	"github.com/capsulegate/capsulegate/internal/errs"
 )
 
 // maxRecorded bounds one recorded response body.

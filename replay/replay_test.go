@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 const anthropicCassette = `{"provider": "anthropic-messages", "conversations": [

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // shutdownGrace bounds how long Serve waits for requests in flight after ctx ends.

@@ -7,7 +7,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // TraceSink appends each event as one JSON line to trace.jsonl and flushes it.

@@ -10,7 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // bbolt's file layout, as far as checkFile needs it: a 16-byte page header, then the meta

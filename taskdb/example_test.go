@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/taskdb"
 	"github.com/capsulegate/capsulegate/taskstore"
 )

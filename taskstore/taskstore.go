@@ -17,7 +17,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // Task is one A2A task as the store keeps it; Data is the caller's encoding of the task.

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // bridge accepts on a Unix socket the sealed sandbox's forwarders reach and pipes each

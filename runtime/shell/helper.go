@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // HelperName is the file name of the sandbox helper (cmd/capsulegate-sandbox), a binary

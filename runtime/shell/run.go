@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // runSpec is one command as the wrapper receives it (JSON on its fd 3): first without

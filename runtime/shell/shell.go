@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // OutputCap is how much of each output stream a result keeps

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // Sandbox tiers (docs/sandbox.md), strongest first.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // TestDetectTier reports the host; on this project's CI machine it must be sealed, so

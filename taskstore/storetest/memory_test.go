@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/taskstore"
 	"github.com/capsulegate/capsulegate/taskstore/storetest"
 )

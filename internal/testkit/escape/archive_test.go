@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/registry"
 )
 

@@ -12,7 +12,7 @@ package component
 import (
 	"fmt"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // Sort names an index space.

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/clip"
-	"github.com/capsulegate/capsulegate/internal/errs"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 )

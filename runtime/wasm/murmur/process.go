@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/runtime/wasm/component"
 	"github.com/capsulegate/capsulegate/wit/abi"

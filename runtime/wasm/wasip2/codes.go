@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/capsulegate/capsulegate/internal/errs"
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 

@@ -1,6 +1,8 @@
 // Package errs is the one error shape every capsulegate part returns to users: a
 // stable code (docs/errors.md), where the bad value stands, what was wrong with it and
-// how to fix it.
+// how to fix it. It is public, not internal, because the public packages return it:
+// code outside the module reads an error's code with Code, finds one with Find, or
+// reaches its fields with errors.As on a *Error.
 package errs
 
 import (
@@ -62,8 +64,7 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// ErrorCode returns the stable code; code outside this module can read it through
-// errors.As with an interface{ ErrorCode() string }.
+// ErrorCode returns the stable code; Code reads it through any wrapping.
 func (e *Error) ErrorCode() string { return e.Code }
 
 // At returns a copy of e placed at pos and path.

@@ -21,7 +21,7 @@ var codeRE = regexp.MustCompile(`\b[EW]-[A-Z][A-Z0-9]*-[0-9]+\b`)
 // string literal of a non-test Go file holds is listed there, and every code listed there
 // exists in the code, unless it is listed under "Retired codes" (which no code may use).
 func TestEveryCodeIsDocumented(t *testing.T) {
-	root := "../.."
+	root := ".."
 	inCode, err := codesInGo(root)
 	if err != nil {
 		t.Fatal(err)
