@@ -4,7 +4,9 @@
 // murmur:tool-registry, murmur:stream, murmur:task, capsulegate:http, and the hook
 // contract: murmur:hook 0.9.0 (lifecycle), murmur:runtime 0.4.0 (world hook),
 // murmur:task-io and murmur:conversation. Guests generate
-// bindings from them; the host side of the canonical ABI is in wit/abi.
+// bindings from them; the host side of the canonical ABI is in wit/abi. The files are
+// the contract: TestWITMatchesGo (contract_test.go) holds the hand-written Go copies in
+// wit/abi and wit/guest against them.
 package wit
 
 import "embed"
