@@ -1,6 +1,7 @@
 package wit_test
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -206,8 +207,12 @@ func TestWITMatchesGo(t *testing.T) {
 	}
 }
 
-// TestWITDriftReported checks that drift in a copy of one .wit file is reported by
-// name, on each side that disagrees.
+// updateDrift rewrites the drift copies under testdata/drift from the real file.
+var updateDrift = flag.Bool("update", false, "rewrite testdata/drift from the real .wit file and each case's edit")
+
+// TestWITDriftReported runs the check on committed copies of one .wit file, one with a
+// record field renamed and one with a variant case added, and wants each reported by
+// name on every side that disagrees.
 func TestWITDriftReported(t *testing.T) {
 	const file = "murmur-driver-process-0.6.0.wit"
 	orig, err := os.ReadFile(file)
@@ -253,9 +258,22 @@ func TestWITDriftReported(t *testing.T) {
 			if strings.Count(string(orig), tc.old) != 1 {
 				t.Fatalf("%s does not hold %q exactly once: update the test's edit", file, tc.old)
 			}
-			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, file), []byte(strings.Replace(string(orig), tc.old, tc.new, 1)), 0o644); err != nil {
-				t.Fatal(err)
+			// The copy is committed under testdata/drift, and must be the real file with
+			// the one edit: a change to the real file shows here, not as a stale copy.
+			dir := filepath.Join("testdata", "drift", strings.ReplaceAll(tc.name, " ", "-"))
+			edited := strings.Replace(string(orig), tc.old, tc.new, 1)
+			if *updateDrift {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, file), []byte(edited), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			copied, err := os.ReadFile(filepath.Join(dir, file))
+			if err != nil || string(copied) != edited {
+				t.Fatalf("%s is not %s with the one edit %q → %q (%v): run go test ./wit -run TestWITDriftReported -update",
+					filepath.Join(dir, file), file, tc.old, tc.new, err)
 			}
 			srcs, err := witcheck.ReadDir(dir)
 			if err != nil {
