@@ -107,8 +107,9 @@ func run(n, burst, starts int, bin, dir, heapOut string, copyModules bool) error
 	if err := sh(dir, env, bin, "capsule", "publish", zip, "--registry", reg); err != nil {
 		return err
 	}
-	// The capsules: c0 is installed (its lock written) by the binary; the rest copy it
-	// under their own names, the lock naming the same artifact.
+	// The capsules: c0 is installed (its lock written) by the binary; the rest copy its
+	// lock as it is: a lock pins artifacts and never names its capsule, so every copy
+	// pins the same wordcount archive, hash for hash.
 	man, err := os.ReadFile(filepath.Join(root, "examples/capsules/wordcount/murmur.yaml"))
 	if err != nil {
 		return fmt.Errorf("read the example capsule: %w", err)
@@ -147,7 +148,7 @@ func run(n, burst, starts int, bin, dir, heapOut string, copyModules bool) error
 			if lock, err = os.ReadFile(filepath.Join(cdir, "murmur.lock")); err != nil {
 				return fmt.Errorf("read the lock: %w", err)
 			}
-		} else if err := os.WriteFile(filepath.Join(cdir, "murmur.lock"), bytes.ReplaceAll(lock, []byte("c0"), []byte(name)), 0o644); err != nil {
+		} else if err := os.WriteFile(filepath.Join(cdir, "murmur.lock"), lock, 0o644); err != nil {
 			return fmt.Errorf("write the lock: %w", err)
 		}
 		fmt.Fprintf(&routes, "\thandle /%s/* {\n\t\tcapsule capsules/%s/murmur.yaml\n\t}\n", name, name)
@@ -225,8 +226,16 @@ http://127.0.0.1:%s {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the gateway: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	// exited is closed when the gateway exits, so that every waiter learns it (a value
+	// sent once would reach one of them, leaving the others polling until the deadline);
+	// exitErr says how it exited, with the end of its log.
+	exited := make(chan struct{})
+	var exitErr error
+	go func() {
+		err := cmd.Wait()
+		exitErr = fmt.Errorf("the gateway exited (%v): %s", err, logTail(logs.Name(), 2048))
+		close(exited)
+	}()
 	defer func() {
 		cmd.Process.Signal(os.Interrupt)
 		select {
@@ -254,7 +263,12 @@ http://127.0.0.1:%s {
 				listening <- time.Since(t0)
 				return
 			}
-			time.Sleep(2 * time.Millisecond) // polling a port until it listens
+			select {
+			case <-exited:
+				listening <- 0
+				return
+			case <-time.After(2 * time.Millisecond): // polling a port until it listens
+			}
 		}
 		listening <- 0
 	}()
@@ -262,7 +276,7 @@ http://127.0.0.1:%s {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := send(hc, fmt.Sprintf("http://127.0.0.1:%s/c%d/", port, i), deadline, exited)
+			err := send(hc, fmt.Sprintf("http://127.0.0.1:%s/c%d/", port, i), deadline, exited, &exitErr)
 			took := time.Since(t0)
 			mu.Lock()
 			defer mu.Unlock()
@@ -318,7 +332,7 @@ http://127.0.0.1:%s {
 
 // send sends one message/send until the gateway answers it (a refused connection means
 // it is not listening yet) and checks the task completed.
-func send(hc *http.Client, url string, deadline time.Time, exited <-chan error) error {
+func send(hc *http.Client, url string, deadline time.Time, exited <-chan struct{}, exitErr *error) error {
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"one two three"}]}}}`)
 	for {
 		resp, err := hc.Post(url, "application/json", bytes.NewReader(body))
@@ -327,8 +341,8 @@ func send(hc *http.Client, url string, deadline time.Time, exited <-chan error) 
 				return err
 			}
 			select {
-			case err := <-exited:
-				return fmt.Errorf("the gateway exited: %v", err)
+			case <-exited:
+				return *exitErr // written before exited was closed
 			case <-time.After(2 * time.Millisecond): // polling until the port listens
 			}
 			continue
@@ -350,6 +364,16 @@ func send(hc *http.Client, url string, deadline time.Time, exited <-chan error) 
 		}
 		return nil
 	}
+}
+
+// logTail is the last n bytes of the gateway's log file: its own account of why it
+// stopped.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	return strings.TrimSpace(string(b[max(0, len(b)-n):]))
 }
 
 func get(hc *http.Client, url string) ([]byte, error) {
