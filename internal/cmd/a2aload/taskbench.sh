@@ -4,13 +4,18 @@
 # `queue` (queue_depth 1000) and the task store on, loaded by a2aload at 1, 16 and 200
 # clients, each client in its own context and then a new context per task; the plain
 # `respond "ok"` route of the same Caddy; then two `-verify` runs (none lost, none
-# duplicated). Each line ends with the gateway's CPU time per completed task.
+# duplicated). Each load runs ROUNDS times (default 3) on a fresh gateway and the median
+# line is printed after them; each line ends with the gateway's CPU time per completed
+# task. The machine line (CPU, file system, kernel, Go, commit, load) opens the report
+# and the load average is printed before each run. A failed -verify run, or a gateway
+# that does not start, ends the script non-zero.
 #
 # Run from the repository root after `make examples`:
-#   internal/cmd/a2aload/taskbench.sh [seconds per load, default 15]
+#   internal/cmd/a2aload/taskbench.sh [seconds per load, default 15] [rounds, default 3]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 dur=${1:-15}s
+rounds=${2:-3}
 dir=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 pid=
@@ -19,25 +24,52 @@ go build -o "$dir/caddy" ./cmd/caddy
 go build -o "$dir/capsulegate-sandbox" ./cmd/capsulegate-sandbox
 . internal/cmd/a2aload/gateway.sh
 
-echo "start $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+echo "machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs," \
+	"$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), file system $(df -T "$dir" | awk 'NR==2 {print $2}')," \
+	"kernel $(uname -r), $(go version | cut -d' ' -f3), commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet 2>/dev/null || echo +changes)"
+echo "start $(date -u +%FT%TZ), load $(load), $rounds rounds of $dur per load"
+
+# median prints the line of $@ (a2aload lines with "N tasks/s") whose tasks/s is the median.
+median() {
+	printf '%s\n' "$@" | awk '{for (i = 1; i < NF; i++) if ($(i+1) == "tasks/s" || $(i+1) == "tasks/s,") print $i "\t" $0}' |
+		sort -n | awk -v n="$#" 'NR == int((n+1)/2) {sub(/^[^\t]*\t/, ""); print}'
+}
+
 for mode in -same-context ""; do
-	start "$dir/caddy"
-	"$dir/a2aload" -url http://127.0.0.1:9301/ -clients 4 -duration 2s > /dev/null # warm up
 	for c in 1 16 200; do
-		c0=$(cpu)
-		out=$("$dir/a2aload" -url http://127.0.0.1:9301/ $mode -clients "$c" -duration "$dur")
-		c1=$(cpu)
-		echo "${mode:-new-context-per-task} $out; cpu $(perTask "$c0" "$c1" "$out")"
+		lines=()
+		for r in $(seq "$rounds"); do
+			start "$dir/caddy"
+			"$dir/a2aload" -url http://127.0.0.1:9301/ -clients 4 -duration 2s > /dev/null # warm up
+			before=$(load)
+			c0=$(cpu)
+			out=$("$dir/a2aload" -url http://127.0.0.1:9301/ $mode -clients "$c" -duration "$dur")
+			c1=$(cpu)
+			stop
+			line="${mode:-new-context-per-task} $out; cpu $(perTask "$c0" "$c1" "$out")"
+			echo "  round $r (load $before): $line"
+			lines+=("$line")
+		done
+		echo "median of $rounds: $(median "${lines[@]}")"
 	done
-	stop
 done
 start "$dir/caddy"
 for c in 1 16 200; do
-	echo "plain $("$dir/a2aload" -url http://127.0.0.1:9302/ -plain -clients "$c" -duration 10s)"
+	echo "plain (load $(load)): $("$dir/a2aload" -url http://127.0.0.1:9302/ -plain -clients "$c" -duration 10s)"
 done
 stop
-start "$dir/caddy"
-echo "verify -same-context: $("$dir/a2aload" -url http://127.0.0.1:9301/ -same-context -clients 200 -duration "$dur" -verify 2>&1 | tr '\n' ' ')"
-echo "verify new-context-per-task: $("$dir/a2aload" -url http://127.0.0.1:9301/ -clients 200 -duration "$dur" -verify 2>&1 | tr '\n' ' ')"
-stop
-echo "end $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+failed=0
+for mode in -same-context ""; do
+	start "$dir/caddy"
+	before=$(load)
+	if out=$("$dir/a2aload" -url http://127.0.0.1:9301/ $mode -clients 200 -duration "$dur" -verify 2>&1); then
+		echo "verify ${mode:-new-context-per-task} (load $before): $(echo "$out" | tr '\n' ' ')"
+	else
+		echo "verify ${mode:-new-context-per-task} FAILED (load $before): $(echo "$out" | tr '\n' ' ')" >&2
+		failed=1
+	fi
+	stop
+done
+echo "end $(date -u +%FT%TZ), load $(load)"
+exit "$failed"
