@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,7 +27,9 @@ func TestMain(m *testing.M) {
 		{caddyBin, "../cmd/caddy"},
 		{filepath.Join(dir, "capsulegate-sandbox"), "../cmd/capsulegate-sandbox"},
 	} {
-		build := exec.Command("go", "build", "-o", b.out, b.pkg)
+		// The flags of `make caddy` (CADDY_FLAGS), which are xcaddy's: the three builds of
+		// a test run share their compiled packages.
+		build := exec.Command("go", "build", "-trimpath", "-tags", "nobadger,nomysql,nopgx", "-o", b.out, b.pkg)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n", b.pkg, err)
@@ -34,7 +37,12 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	flag.Parse() // m.Run would parse them too; startXcaddy reads -test.run
+	startXcaddy()
 	code := m.Run()
+	if xcaddy.done != nil {
+		<-xcaddy.done // make writes into bin/: never left running behind the test binary
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
