@@ -74,9 +74,7 @@ func (s *suite) bridges(t *testing.T) *bridgeFixture {
 		return b
 	}
 	f.a, f.b = start("a", bridgeMaxBody), start("b", 0)
-	closed := start("closed", 0)
-	f.closedURL = closed.URL()
-	closed.Close()
+	f.closedURL = closedBridge(t, s, func() *mcpbridge.Bridge { return start("closed", 0) })
 	f.sessA, f.sessB = f.initialize(t, f.a), f.initialize(t, f.b)
 	_, f.portA, _ = net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(f.a.URL(), "http://"), mcpbridge.Path))
 	f.slowOpened = time.Now()
@@ -91,6 +89,33 @@ func (s *suite) bridges(t *testing.T) *bridgeFixture {
 	}
 	s.mb = f
 	return f
+}
+
+// closedBridge starts a bridge, closes it and returns its URL, with its port held by a
+// socket bound but not listening until the suite ends: a call there is refused
+// (ECONNREFUSED) as after any bridge's close, and no server started meanwhile — by this
+// suite or by another package's tests beside it — can take the freed port and answer
+// instead. A port taken in the moment between close and bind is given up for another.
+func closedBridge(t *testing.T, s *suite, start func() *mcpbridge.Bridge) string {
+	for range 20 {
+		b := start()
+		url := b.URL()
+		b.Close()
+		_, portText, _ := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(url, "http://"), mcpbridge.Path))
+		port, _ := strconv.Atoi(portText)
+		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			syscall.Close(fd)
+			continue // taken already: try another bridge
+		}
+		s.top.Cleanup(func() { syscall.Close(fd) })
+		return url
+	}
+	t.Fatal("no closed bridge's port could be held: each was taken again at once")
+	return ""
 }
 
 // initialize opens a session on b as a harness does: initialize, then the initialized
