@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# syscalls.sh — a task's file-system system calls (docs/benchmarks.md "File-system work per
+# task"): the gateway of taskbench.sh (the wordcount script capsule, the task store on)
+# warmed up, then strace -f -c attached to every thread of it while a2aload sends TASKS
+# tasks, for each of: 1 and 200 clients, each client in its own (warm) context and a new
+# context per task. Prints each run's count of the file-system calls per completed task,
+# by kind, then strace's whole table.
+#
+# Run from the repository root after `make examples` (needs strace):
+#   internal/cmd/a2aload/syscalls.sh [tasks per run, default 10000]
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+tasks=${1:-10000}
+command -v strace > /dev/null || { echo "syscalls.sh needs strace (apt-get install strace)" >&2; exit 1; }
+dir=$(mktemp -d)
+trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
+pid=
+
+go build -trimpath -tags nobadger,nomysql,nopgx -o "$dir/caddy" ./cmd/caddy
+go build -o "$dir/capsulegate-sandbox" ./cmd/capsulegate-sandbox
+. internal/cmd/a2aload/gateway.sh
+
+echo "machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs," \
+	"file system $(df -T "$dir" | awk 'NR==2 {print $2}'), kernel $(uname -r), $(go version | cut -d' ' -f3)," \
+	"commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet 2>/dev/null || echo +changes)"
+# The kinds counted as file-system work, as strace names them on this kernel.
+kinds='openat|open|creat|mkdir|mkdirat|write|pwrite64|writev|fsync|fdatasync|sync_file_range|unlink|unlinkat|rmdir|rename|renameat|renameat2|stat|lstat|fstat|newfstatat|statx|getdents64|ftruncate|fallocate|linkat|symlinkat|readlinkat|faccessat|faccessat2'
+for mode in -same-context ""; do
+	for c in 1 200; do
+		start "$dir/caddy"
+		"$dir/a2aload" -url http://127.0.0.1:9301/ $mode -clients 4 -duration 2s > /dev/null # warm up
+		args=()
+		for t in /proc/"$pid"/task/*; do args+=(-p "${t##*/}"); done
+		strace -f -c -o "$dir/strace.txt" "${args[@]}" 2> "$dir/strace.err" &
+		spid=$!
+		sleep 1 # strace attaches before the load starts: its own announcement is on stderr only
+		out=$("$dir/a2aload" -url http://127.0.0.1:9301/ $mode -clients "$c" -tasks "$tasks" -duration 10m)
+		kill -INT "$spid"
+		wait "$spid" 2> /dev/null || true
+		stop
+		n=$(echo "$out" | sed -n 's/.*: \([0-9]*\) completed.*/\1/p')
+		echo "${mode:-new-context-per-task} $out"
+		awk -v n="$n" -v kinds="^($kinds)$" '
+			$NF ~ kinds && $4 ~ /^[0-9]+$/ { per[$NF] = $4 / n; total += $4 } # % seconds usecs/call calls [errors] syscall
+			END {
+				printf "  file-system calls per task: %.2f (", total / n
+				sep = ""
+				for (k in per) if (per[k] >= 0.01) { printf "%s%s %.2f", sep, k, per[k]; sep = ", " }
+				print ")"
+			}' "$dir/strace.txt"
+		sed 's/^/    /' "$dir/strace.txt"
+	done
+done
