@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -221,10 +220,7 @@ func TestWITDriftReported(t *testing.T) {
 	}
 	const exitStatus = "record murmur:driver/process.exit-status"
 	const event = "variant murmur:driver/process.event"
-	type key struct {
-		subject, member string
-		side            witcheck.Side
-	}
+	type key = witcheck.Key
 	for _, tc := range []struct {
 		name     string
 		old, new string // the edit made to the copy
@@ -235,12 +231,12 @@ func TestWITDriftReported(t *testing.T) {
 			old:  "    stderr-tail: string,\n",
 			new:  "    stderr-end: string,\n",
 			want: []key{
-				{exitStatus, `field "stderr-end"`, witcheck.Host},  // abi.ExitStatus has no StderrEnd
-				{exitStatus, "Go field StderrTail", witcheck.Host}, // abi.ExitStatus's StderrTail is no WIT field
-				{exitStatus, `field "stderr-end"`, witcheck.Guest}, // process.ExitStatus likewise
-				{exitStatus, "Go field StderrTail", witcheck.Guest},
-				{exitStatus, `field "stderr-end"`, witcheck.Host},  // the descriptor lacks it…
-				{exitStatus, `field "stderr-tail"`, witcheck.Host}, // …and has the old name
+				{Subject: exitStatus, Member: `field "stderr-end"`, Side: witcheck.Host},  // abi.ExitStatus has no StderrEnd
+				{Subject: exitStatus, Member: "Go field StderrTail", Side: witcheck.Host}, // abi.ExitStatus's StderrTail is no WIT field
+				{Subject: exitStatus, Member: `field "stderr-end"`, Side: witcheck.Guest}, // process.ExitStatus likewise
+				{Subject: exitStatus, Member: "Go field StderrTail", Side: witcheck.Guest},
+				{Subject: exitStatus, Member: `field "stderr-end"`, Side: witcheck.Host},  // the descriptor lacks it…
+				{Subject: exitStatus, Member: `field "stderr-tail"`, Side: witcheck.Host}, // …and has the old name
 			},
 		},
 		{
@@ -248,9 +244,9 @@ func TestWITDriftReported(t *testing.T) {
 			old:  "    text(string),\n",
 			new:  "    text(string),\n    compacted(string),\n",
 			want: []key{
-				{event, `case "compacted"`, witcheck.Host},  // abi.EventCases lacks it
-				{event, `case "compacted"`, witcheck.Guest}, // process.eventCases lacks it
-				{event, `case "compacted"`, witcheck.Host},  // the descriptor lacks it
+				{Subject: event, Member: `case "compacted"`, Side: witcheck.Host},  // abi.EventCases lacks it
+				{Subject: event, Member: `case "compacted"`, Side: witcheck.Guest}, // process.eventCases lacks it
+				{Subject: event, Member: `case "compacted"`, Side: witcheck.Host},  // the descriptor lacks it
 			},
 		},
 	} {
@@ -283,10 +279,8 @@ func TestWITDriftReported(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []key
 			for _, f := range findings {
 				t.Log(f)
-				got = append(got, key{f.Subject, f.Member, f.Side})
 				// Each message names the file, the WIT interface and type, the member and the side.
 				s := f.String()
 				for _, part := range []string{filepath.Join(dir, file), f.Subject, f.Member, "the " + string(f.Side) + "'s", "(fix: "} {
@@ -295,12 +289,8 @@ func TestWITDriftReported(t *testing.T) {
 					}
 				}
 			}
-			cmp := func(a, b key) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) }
-			want := slices.Clone(tc.want)
-			slices.SortFunc(got, cmp)
-			slices.SortFunc(want, cmp)
-			if !slices.Equal(got, want) {
-				t.Errorf("findings %v,\nwant %v", got, want)
+			if same, got := witcheck.SameKeys(findings, tc.want); !same {
+				t.Errorf("findings %v,\nwant %v", got, tc.want)
 			}
 		})
 	}

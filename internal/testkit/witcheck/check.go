@@ -38,6 +38,7 @@
 package witcheck
 
 import (
+	"cmp"
 	"fmt"
 	"go/ast"
 	"go/constant"
@@ -146,6 +147,28 @@ type Finding struct {
 	Side    Side
 	Problem string
 	Fix     string
+}
+
+// Key is what a test compares of a finding: which type, which member, which side.
+type Key struct {
+	Subject, Member string
+	Side            Side
+}
+
+// SameKeys reports whether findings are exactly want, in any order, and returns the
+// findings' keys sorted, for the test's message.
+func SameKeys(findings []Finding, want []Key) (bool, []Key) {
+	got := make([]Key, 0, len(findings))
+	for _, f := range findings {
+		got = append(got, Key{f.Subject, f.Member, f.Side})
+	}
+	order := func(a, b Key) int {
+		return cmp.Or(strings.Compare(a.Subject, b.Subject), strings.Compare(a.Member, b.Member), strings.Compare(string(a.Side), string(b.Side)))
+	}
+	want = slices.Clone(want)
+	slices.SortFunc(got, order)
+	slices.SortFunc(want, order)
+	return slices.Equal(got, want), got
 }
 
 func (f Finding) String() string {

@@ -1,10 +1,8 @@
 package witcheck
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -110,10 +108,7 @@ func demoConfig(root string) Config {
 	}
 }
 
-type key struct {
-	subject, member string
-	side            Side
-}
+type key = Key
 
 func both(subject, member string) []key {
 	return []key{{subject, member, Host}, {subject, member, Guest}}
@@ -252,17 +247,11 @@ func TestCheckDemo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got []key
 			for _, f := range findings {
 				t.Log(f)
-				got = append(got, key{f.Subject, f.Member, f.Side})
 			}
-			cmp := func(a, b key) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) }
-			want := slices.Clone(tc.want)
-			slices.SortFunc(got, cmp)
-			slices.SortFunc(want, cmp)
-			if !slices.Equal(got, want) {
-				t.Errorf("findings %v,\nwant %v", got, want)
+			if same, got := SameKeys(findings, tc.want); !same {
+				t.Errorf("findings %v,\nwant %v", got, tc.want)
 			}
 			if tc.contains != "" && (len(findings) == 0 || !strings.Contains(findings[0].String(), tc.contains)) {
 				t.Errorf("the first finding does not contain %q", tc.contains)
