@@ -263,9 +263,6 @@ type gType struct {
 	file *ast.File
 }
 
-// qual is the named type as messages write it ("abi.ToolInput").
-func (g *gType) qual() string { return g.pkg.name + "." + g.name }
-
 // resolve resolves a type expression written in file f of package p.
 func (p *goPkg) resolve(e ast.Expr, f *ast.File) (*gType, error) {
 	g := &gType{expr: types.ExprString(e), file: f}
