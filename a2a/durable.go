@@ -54,7 +54,8 @@ func (d *durable) wait() error {
 type durableStore struct {
 	mem     *memoryStore
 	db      taskstore.Store
-	capsule string // the DB's capsule key: Config.Card.Name at NewHandler
+	hurry   taskstore.Hurrier // db, when it gathers writes; nil when it does not
+	capsule string            // the DB's capsule key: Config.Card.Name at NewHandler
 	spec    *runSpec
 	ring    int
 	// requeued are the tasks that never started, to be placed again by NewHandler.
@@ -122,6 +123,7 @@ func decodeEvent(seq uint64, data []byte) (event, error) {
 // status event — a guest's stack cannot be resumed.
 func newDurableStore(db taskstore.Store, capsule string, spec *runSpec, ring int) (*durableStore, error) {
 	s := &durableStore{mem: newMemoryStore(keepFinished), db: db, capsule: capsule, spec: spec, ring: ring}
+	s.hurry, _ = db.(taskstore.Hurrier)
 	recs, err := s.startingRecords()
 	if err != nil {
 		return nil, err
@@ -234,8 +236,7 @@ func (s *durableStore) add(t *task) { s.mem.add(t) }
 
 // write starts a write to the store: its channels are added as the store's writes return.
 func (s *durableStore) write(chs ...<-chan error) *durable {
-	h, _ := s.db.(taskstore.Hurrier)
-	return &durable{hurry: h, chs: chs}
+	return &durable{hurry: s.hurry, chs: chs}
 }
 
 // finishedOnDisk returns, from the store's index, principal's finished tasks not in skip as
