@@ -26,19 +26,8 @@ func (r refusal) Error() string { return r.err.Error() }
 
 // PutTask stores t, replacing the task with the same capsule and id.
 func (db *DB) PutTask(t taskstore.Task) <-chan error {
-	if err := checkTaskIDs(t.Capsule, t.ID); err != nil {
+	if err := taskstore.CheckTask(t); err != nil {
 		return failed(err)
-	}
-	if t.ContextID != "" {
-		if err := taskstore.CheckID("context id", t.ContextID); err != nil {
-			return failed(err)
-		}
-	}
-	if len(t.State) > taskstore.MaxIDLen {
-		return failed(taskstore.CheckID("state", t.State))
-	}
-	if len(t.Owner) > taskstore.MaxIDLen {
-		return failed(taskstore.CheckID("owner", t.Owner))
 	}
 	v, h := encodeTask(t), encodeHead(t)
 	return db.enqueue(func(tx *bolt.Tx) error {

@@ -74,7 +74,8 @@ type Push struct {
 
 // Store keeps the tasks of any number of capsules, each under its capsule's name. Its
 // methods are safe for concurrent use. Every id (capsule, task, context, push config,
-// owner, state) is checked with CheckID before anything is written or read.
+// owner, state) is checked with CheckID (a task record with CheckTask) before anything is
+// written or read.
 type Store interface {
 	// PutTask stores t, replacing the task with the same capsule and id, and its head.
 	PutTask(t Task) <-chan error
@@ -146,6 +147,25 @@ func CheckID(what, id string) error {
 	if id == "" || len(id) > MaxIDLen {
 		return errs.New(CodeBadID, part, fmt.Sprintf("%s is empty or %d bytes long (at most %d)", what, len(id), MaxIDLen),
 			"use shorter ids; clients' ids longer than 256 bytes are refused")
+	}
+	return nil
+}
+
+// CheckTask refuses, with CodeBadID, a task record no store keys on: its capsule and id
+// empty or over MaxIDLen, or its context id, owner or state (each may be empty) over it.
+func CheckTask(t Task) error {
+	if err := CheckID("capsule", t.Capsule); err != nil {
+		return err
+	}
+	if err := CheckID("task id", t.ID); err != nil {
+		return err
+	}
+	for _, f := range []struct{ what, id string }{{"context id", t.ContextID}, {"owner", t.Owner}, {"state", t.State}} {
+		if f.id != "" {
+			if err := CheckID(f.what, f.id); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -108,12 +108,9 @@ func (m *memory) write(check error, fn func() error) <-chan error {
 	return ch
 }
 
-// ids checks the named ids (name, value, name, value...); optional ones may be empty.
-func ids(required bool, pairs ...string) error {
+// ids checks the named ids (name, value, name, value...).
+func ids(pairs ...string) error {
 	for i := 0; i < len(pairs); i += 2 {
-		if !required && pairs[i+1] == "" {
-			continue
-		}
 		if err := taskstore.CheckID(pairs[i], pairs[i+1]); err != nil {
 			return err
 		}
@@ -122,8 +119,7 @@ func ids(required bool, pairs ...string) error {
 }
 
 func (m *memory) PutTask(t taskstore.Task) <-chan error {
-	check := errors.Join(ids(true, "capsule", t.Capsule, "task id", t.ID), ids(false, "context id", t.ContextID, "owner", t.Owner, "state", t.State))
-	return m.write(check, func() error {
+	return m.write(taskstore.CheckTask(t), func() error {
 		t.Data = slices.Clone(t.Data)
 		m.d.Tasks[key(t.Capsule, t.ID)] = t
 		return nil
@@ -131,9 +127,9 @@ func (m *memory) PutTask(t taskstore.Task) <-chan error {
 }
 
 func (m *memory) Append(capsule string, events ...taskstore.Event) <-chan error {
-	check := ids(true, "capsule", capsule)
+	check := ids("capsule", capsule)
 	for _, e := range events {
-		check = errors.Join(check, ids(true, "task id", e.TaskID))
+		check = errors.Join(check, ids("task id", e.TaskID))
 	}
 	return m.write(check, func() error {
 		for _, e := range events {
@@ -148,7 +144,7 @@ func (m *memory) Append(capsule string, events ...taskstore.Event) <-chan error 
 }
 
 func (m *memory) AddTurn(capsule, contextID string, item []byte) <-chan error {
-	return m.write(ids(true, "capsule", capsule, "context id", contextID), func() error {
+	return m.write(ids("capsule", capsule, "context id", contextID), func() error {
 		k := key(capsule, contextID)
 		m.d.Turns[k] = append(m.d.Turns[k], slices.Clone(item))
 		return nil
@@ -156,7 +152,7 @@ func (m *memory) AddTurn(capsule, contextID string, item []byte) <-chan error {
 }
 
 func (m *memory) DeleteTask(capsule, id string) <-chan error {
-	return m.write(ids(true, "capsule", capsule, "task id", id), func() error {
+	return m.write(ids("capsule", capsule, "task id", id), func() error {
 		m.deleteLocked(key(capsule, id))
 		return nil
 	})
@@ -169,7 +165,7 @@ func (m *memory) deleteLocked(k string) {
 }
 
 func (m *memory) PutPush(capsule string, p taskstore.Push) <-chan error {
-	return m.write(ids(true, "capsule", capsule, "task id", p.TaskID, "push config id", p.ID), func() error {
+	return m.write(ids("capsule", capsule, "task id", p.TaskID, "push config id", p.ID), func() error {
 		k := key(capsule, p.TaskID)
 		if _, ok := m.d.Tasks[k]; !ok {
 			return taskstore.NoTask()
@@ -184,7 +180,7 @@ func (m *memory) PutPush(capsule string, p taskstore.Push) <-chan error {
 }
 
 func (m *memory) SetDelivered(capsule, taskID, id string, seq uint64) <-chan error {
-	return m.write(ids(true, "capsule", capsule, "task id", taskID, "push config id", id), func() error {
+	return m.write(ids("capsule", capsule, "task id", taskID, "push config id", id), func() error {
 		if p, ok := m.d.Pushes[key(capsule, taskID)][id]; ok && p.Delivered < seq {
 			p.Delivered = seq
 			m.d.Pushes[key(capsule, taskID)][id] = p
@@ -194,7 +190,7 @@ func (m *memory) SetDelivered(capsule, taskID, id string, seq uint64) <-chan err
 }
 
 func (m *memory) DeletePush(capsule, taskID, id string) <-chan error {
-	return m.write(ids(true, "capsule", capsule, "task id", taskID, "push config id", id), func() error {
+	return m.write(ids("capsule", capsule, "task id", taskID, "push config id", id), func() error {
 		delete(m.d.Pushes[key(capsule, taskID)], id)
 		return nil
 	})
@@ -212,7 +208,7 @@ func (m *memory) read(check error, fn func()) error {
 }
 
 func (m *memory) Task(capsule, id string) (t taskstore.Task, ok bool, err error) {
-	err = m.read(ids(true, "capsule", capsule, "task id", id), func() { t, ok = m.d.Tasks[key(capsule, id)] })
+	err = m.read(ids("capsule", capsule, "task id", id), func() { t, ok = m.d.Tasks[key(capsule, id)] })
 	return t, ok, err
 }
 
@@ -230,7 +226,7 @@ func (m *memory) tasksOf(capsule string) []taskstore.Task {
 
 func (m *memory) Heads(capsule string, fn func(taskstore.Head) bool) error {
 	var hs []taskstore.Head
-	err := m.read(ids(true, "capsule", capsule), func() {
+	err := m.read(ids("capsule", capsule), func() {
 		for _, t := range m.tasksOf(capsule) {
 			hs = append(hs, taskstore.HeadOf(t))
 		}
@@ -245,7 +241,7 @@ func (m *memory) Heads(capsule string, fn func(taskstore.Head) bool) error {
 
 func (m *memory) Events(capsule, taskID string, after uint64, fn func(taskstore.Event) bool) error {
 	var evs []taskstore.Event
-	err := m.read(ids(true, "capsule", capsule, "task id", taskID), func() {
+	err := m.read(ids("capsule", capsule, "task id", taskID), func() {
 		for seq, data := range m.d.Events[key(capsule, taskID)] {
 			if seq > after {
 				evs = append(evs, taskstore.Event{TaskID: taskID, Seq: seq, Data: data})
@@ -262,12 +258,12 @@ func (m *memory) Events(capsule, taskID string, after uint64, fn func(taskstore.
 }
 
 func (m *memory) Turns(capsule, contextID string) (out [][]byte, err error) {
-	err = m.read(ids(true, "capsule", capsule, "context id", contextID), func() { out = slices.Clone(m.d.Turns[key(capsule, contextID)]) })
+	err = m.read(ids("capsule", capsule, "context id", contextID), func() { out = slices.Clone(m.d.Turns[key(capsule, contextID)]) })
 	return out, err
 }
 
 func (m *memory) Pushes(capsule, taskID string) (out []taskstore.Push, err error) {
-	err = m.read(ids(true, "capsule", capsule, "task id", taskID), func() {
+	err = m.read(ids("capsule", capsule, "task id", taskID), func() {
 		for _, p := range m.d.Pushes[key(capsule, taskID)] {
 			out = append(out, p)
 		}
@@ -278,7 +274,7 @@ func (m *memory) Pushes(capsule, taskID string) (out []taskstore.Push, err error
 
 func (m *memory) AllPushes(capsule string, fn func(taskstore.Push) bool) error {
 	var all []taskstore.Push
-	err := m.read(ids(true, "capsule", capsule), func() {
+	err := m.read(ids("capsule", capsule), func() {
 		for _, t := range m.tasksOf(capsule) {
 			for _, p := range m.d.Pushes[key(capsule, t.ID)] {
 				all = append(all, p)
@@ -294,7 +290,7 @@ func (m *memory) AllPushes(capsule string, fn func(taskstore.Push) bool) error {
 }
 
 func (m *memory) Evict(capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) (int, error) {
-	if err := ids(true, "capsule", capsule); err != nil {
+	if err := ids("capsule", capsule); err != nil {
 		return 0, err
 	}
 	m.mu.Lock()
