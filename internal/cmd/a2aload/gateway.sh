@@ -3,7 +3,8 @@
 # Caddyfile serving it on 127.0.0.1:9301 with the task store on and the plain
 # `respond "ok"` route on 127.0.0.1:9302, and the a2aload binary; `start BIN` runs the
 # gateway BIN on a fresh work_root and state_dir (pid in $pid), `stop` ends it, `cpu`
-# reads its CPU ticks.
+# reads its CPU ticks, `build_gateway` builds the gateway and the sandbox helper into
+# $dir as `make caddy` does, `machine` prints the line every report starts with.
 go build -o "$dir/a2aload" ./internal/cmd/a2aload
 mkdir -p "$dir/cap"
 cp examples/capsules/wordcount/capsule.wasm examples/capsules/wordcount/murmur.lock "$dir/cap/"
@@ -28,6 +29,19 @@ http://127.0.0.1:9302 {
 }
 CADDY
 tck=$(getconf CLK_TCK)
+
+# build_gateway builds $dir/caddy with the Makefile's CADDY_FLAGS and the sandbox helper.
+build_gateway() {
+	go build -trimpath -tags nobadger,nomysql,nopgx -o "$dir/caddy" ./cmd/caddy
+	go build -o "$dir/capsulegate-sandbox" ./cmd/capsulegate-sandbox
+}
+# machine prints what a figure is measured on: CPU, memory, file system of $dir, kernel,
+# Go, commit.
+machine() {
+	echo "machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs," \
+		"$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), file system $(df -T "$dir" | awk 'NR==2 {print $2}')," \
+		"kernel $(uname -r), $(go version | cut -d' ' -f3), commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet 2>/dev/null || echo +changes)"
+}
 
 start() {
 	# The last run's folders go, and the file system writes their removal, before this

@@ -16,13 +16,9 @@ dir=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 pid=
 
-go build -trimpath -tags nobadger,nomysql,nopgx -o "$dir/caddy" ./cmd/caddy
-go build -o "$dir/capsulegate-sandbox" ./cmd/capsulegate-sandbox
 . internal/cmd/a2aload/gateway.sh
-
-echo "machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs," \
-	"file system $(df -T "$dir" | awk 'NR==2 {print $2}'), kernel $(uname -r), $(go version | cut -d' ' -f3)," \
-	"commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet 2>/dev/null || echo +changes)"
+build_gateway
+machine
 # The kinds counted as file-system work, as strace names them on this kernel.
 kinds='openat|open|creat|mkdir|mkdirat|write|pwrite64|writev|fsync|fdatasync|sync_file_range|unlink|unlinkat|rmdir|rename|renameat|renameat2|stat|lstat|fstat|newfstatat|statx|getdents64|ftruncate|fallocate|linkat|symlinkat|readlinkat|faccessat|faccessat2'
 for mode in -same-context ""; do

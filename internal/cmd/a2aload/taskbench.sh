@@ -20,14 +20,11 @@ dir=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 pid=
 
-go build -o "$dir/caddy" ./cmd/caddy
-go build -o "$dir/capsulegate-sandbox" ./cmd/capsulegate-sandbox
 . internal/cmd/a2aload/gateway.sh
+build_gateway
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-echo "machine: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs," \
-	"$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), file system $(df -T "$dir" | awk 'NR==2 {print $2}')," \
-	"kernel $(uname -r), $(go version | cut -d' ' -f3), commit $(git rev-parse --short HEAD 2>/dev/null || echo none)$(git diff --quiet 2>/dev/null || echo +changes)"
+machine
 echo "start $(date -u +%FT%TZ), load $(load), $rounds rounds of $dur per load"
 
 # median prints the line of $@ (a2aload lines with "N tasks/s") whose tasks/s is the median.

@@ -19,6 +19,7 @@ dir=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
 pid=
 . internal/cmd/a2aload/gateway.sh
+machine
 
 run() { # build-dir name
 	start "$1/caddy"
