@@ -104,5 +104,5 @@ func TestCheckFindsAStrayHead(t *testing.T) {
 	}
 	ro := open(t, path, Options{ReadOnly: true})
 	_, err = ro.Check()
-	wantCode(t, err, CodeNotAStore)
+	wantCode(t, err, taskstore.CodeNotAStore)
 }

@@ -109,7 +109,7 @@ func TestPutPushWithoutTask(t *testing.T) {
 	ghost := db.PutPush("hello", taskstore.Push{TaskID: "ghost", ID: "p"})
 	ok := db.PutPush("hello", taskstore.Push{TaskID: "a", ID: "p", Data: []byte("hook")})
 	must(t, put)
-	wantCode(t, <-ghost, CodeNoTask)
+	wantCode(t, <-ghost, taskstore.CodeNoTask)
 	must(t, ok)
 	if got := pushes(t, db, "hello", "a") + pushes(t, db, "hello", "ghost"); got != "[p:hook:0][]" {
 		t.Fatalf("configs %s", got)
@@ -121,7 +121,7 @@ func TestPutPushWithoutTask(t *testing.T) {
 	must(t, db.PutPush("hello", taskstore.Push{TaskID: "a", ID: "p"}))
 	must(t, db.DeleteTask("hello", "a"))
 	must(t, db.SetDelivered("hello", "a", "p", 1)) // not an error
-	wantCode(t, <-db.PutPush("hello", taskstore.Push{TaskID: "a", ID: "p"}), CodeNoTask)
+	wantCode(t, <-db.PutPush("hello", taskstore.Push{TaskID: "a", ID: "p"}), taskstore.CodeNoTask)
 	if got := pushes(t, db, "hello", "a"); got != "[]" {
 		t.Fatalf("configs of a deleted task: %s", got)
 	}
@@ -260,7 +260,7 @@ func TestCheckFindsAStrayPush(t *testing.T) {
 			}
 			ro := open(t, path, Options{ReadOnly: true})
 			_, err = ro.Check()
-			wantCode(t, err, CodeNotAStore)
+			wantCode(t, err, taskstore.CodeNotAStore)
 		})
 	}
 }

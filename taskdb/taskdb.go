@@ -35,6 +35,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 const part = "taskdb"
@@ -206,7 +207,7 @@ func sameFile(path string, f *os.File) bool {
 }
 
 func notAStore(path string, cause error) error {
-	e := errs.Wrap(cause, CodeNotAStore, part, "the file is not a task store of this release (damaged, truncated, or another format)",
+	e := errs.Wrap(cause, taskstore.CodeNotAStore, part, "the file is not a task store of this release (damaged, truncated, or another format)",
 		"move the file aside (the gateway then starts an empty store) or restore it from a backup")
 	return e.At(path, "")
 }
