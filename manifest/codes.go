@@ -29,6 +29,7 @@ const (
 	CodeHookPairing      = "E-MAN-026" // hook keys on a non-hook, or a binding/mode/policy pairing refused
 	CodeHookGrants       = "E-MAN-027" // capabilities on a non-hook entry, or a hook grant wider than the capsule's
 	CodeHarnessPath      = "E-MAN-028" // a capabilities.harness.paths path that is not absolute and clean
+	CodeSnapshotRole     = "E-MAN-029" // init_snapshot on a skill, which runs no guest
 
 	CodeUnknownKey = "W-MAN-001" // unknown key (warning)
 

@@ -63,7 +63,18 @@ type ArtifactRef struct {
 	// Capabilities are what a hook entry grants its hook, within the capsule's own
 	// (docs/reference/manifest.md "Hook grants"); nil grants a hook nothing.
 	Capabilities *HookGrants `yaml:"capabilities"`
+	// InitSnapshot says when the artifact's calls may start from an init snapshot
+	// (docs/reference/manifest.md "Artifacts"): InitSnapshotAuto (the default),
+	// InitSnapshotAlways or InitSnapshotNever.
+	InitSnapshot string `yaml:"init_snapshot"`
 }
+
+// The values of artifacts[].init_snapshot.
+const (
+	InitSnapshotAuto   = "auto"
+	InitSnapshotAlways = "always"
+	InitSnapshotNever  = "never"
+)
 
 // HookGrants are a hook entry's capabilities: each can only narrow the capsule's.
 type HookGrants struct {

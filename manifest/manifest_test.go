@@ -52,6 +52,8 @@ func TestRules(t *testing.T) {
 		{"source on tool", base + "artifacts:\n  - {name: echo, source: ./echo}\n", CodeSourceRole, ":4:26"},
 		{"source and version", base + "artifacts:\n  - {name: s, runtime: skill, source: ./s, version: 1.0.0}\n", CodeSourceRole, ":4:53"},
 		{"source absolute", base + "artifacts:\n  - {name: s, runtime: skill, source: /etc/s}\n", CodeSourcePath, ":4:39"},
+		{"init_snapshot value", base + "artifacts:\n  - {name: echo, version: 1.0.0, init_snapshot: sometimes}\n", CodeEnum, ":4:49"},
+		{"init_snapshot on skill", base + "artifacts:\n  - {name: s, runtime: skill, source: ./s, init_snapshot: never}\n", CodeSnapshotRole, ":4:59"},
 		{"gateway on tool", base + "artifacts:\n  - name: echo\n    version: 1.0.0\n    gateway: {endpoint: http://x}\n", CodeGatewayRole, ":6:14"},
 		{"gateway endpoint url", base + "artifacts:\n  - name: d\n    version: 1.0.0\n    runtime: driver\n    gateway: {endpoint: ftp://x}\n", CodeURL, ":7:25"},
 		{"network rule path", base + "capabilities:\n  network:\n    allow:\n      - api.example.com\n      - https://x.example.com/path\n", "E-NET-", ":7:9"},

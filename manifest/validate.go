@@ -57,6 +57,7 @@ func CheckVersion(s string) string {
 
 var enums = map[string][]string{
 	"artifacts[].runtime":                 {"tool", "driver", "hook", "skill"},
+	"artifacts[].init_snapshot":           {InitSnapshotAuto, InitSnapshotAlways, InitSnapshotNever},
 	"inference.transport":                 {"http", "process"},
 	"capabilities.harness.paths[].access": {"read", "read-write"},
 	"lifecycle.task_acceptance":           {"none", "single", "queue"},
@@ -189,6 +190,11 @@ func (v *validator) artifacts() {
 		}
 		if a.Capabilities != nil {
 			v.hookGrants(p+".capabilities", a.Name, role, a.Capabilities)
+		}
+		v.enum(p+".init_snapshot", "artifacts[].init_snapshot", a.InitSnapshot)
+		if a.InitSnapshot != "" && role == RoleSkill {
+			v.fail(p+".init_snapshot", CodeSnapshotRole, fmt.Sprintf("artifact %q has init_snapshot but runtime skill: a skill is text, it runs no guest", a.Name),
+				"remove init_snapshot")
 		}
 		if a.Gateway != nil {
 			if role != RoleDriver {

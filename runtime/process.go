@@ -93,7 +93,8 @@ func checkDescription(m *manifest.Manifest, driver string, d abi.Description) er
 // driverGrants are a process driver's limits, the hook-call ones: it is granted
 // nothing else (docs/reference/process-drivers.md "Granted nothing").
 func driverGrants(m *manifest.Manifest) wasm.Grants {
-	return wasm.Grants{MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(manifest.RoleHook)}
+	return wasm.Grants{MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(manifest.RoleHook),
+		Snapshot: snapshotPolicy(m.Artifact(m.Inference.Driver.Artifact))}
 }
 
 // Run-time refusals of a process capsule's task (docs/reference/process-drivers.md "The run").

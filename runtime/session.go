@@ -276,7 +276,22 @@ func (s *session) close() {
 func (s *session) grants(artifact string, role manifest.Role) wasm.Grants {
 	m := s.staged.Manifest
 	return wasm.Grants{FS: s.fs, Env: s.env, PerSession: perSessionEnv, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(role),
-		Stdout: s.log(artifact + ".stdout.log"), Stderr: s.log(artifact + ".stderr.log")}
+		Stdout: s.log(artifact + ".stdout.log"), Stderr: s.log(artifact + ".stderr.log"), Snapshot: snapshotPolicy(m.Artifact(artifact))}
+}
+
+// snapshotPolicy is the engine's reading of an artifact's init_snapshot (nil: the
+// default).
+func snapshotPolicy(ref *manifest.ArtifactRef) wasm.SnapshotPolicy {
+	if ref == nil {
+		return wasm.SnapshotAuto
+	}
+	switch ref.InitSnapshot {
+	case manifest.InitSnapshotAlways:
+		return wasm.SnapshotAlways
+	case manifest.InitSnapshotNever:
+		return wasm.SnapshotNever
+	}
+	return wasm.SnapshotAuto
 }
 
 // imports is what the imports of a guest of task t reach: declared wasm tools

@@ -69,7 +69,7 @@ func (r *Runtime) stageHooks(s *Staged) []*Hook {
 		// "Hook grants"); what else the entry grants needs a session.
 		ref := m.Artifact(a.Name)
 		d := m.HookDeadline(ref)
-		g := wasm.Grants{MemoryBytes: m.HookMemory(ref), Deadline: d}
+		g := wasm.Grants{MemoryBytes: m.HookMemory(ref), Deadline: d, Snapshot: snapshotPolicy(ref)}
 		hooks = append(hooks, &Hook{Name: a.Name, Manifest: am, Guest: &wasmHook{engine: r.engine, mod: mod, grants: g}, Deadline: d})
 	}
 	return hooks

@@ -2,7 +2,6 @@ package wasm
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -78,8 +77,3 @@ func classify(ctx context.Context, err error, alloc *limitedAllocator) string {
 	}
 	return ReasonTrap
 }
-
-// randReader feeds guests' random_get from the host's CSPRNG.
-type randReader struct{}
-
-func (randReader) Read(p []byte) (int, error) { return rand.Read(p) }

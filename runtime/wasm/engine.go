@@ -427,6 +427,9 @@ type Grants struct {
 	// before it is sent (nil: every request is denied); core modules do not use them.
 	HTTP      wasip2.HTTPSender
 	HTTPCheck func(url string) error
+	// Snapshot says when calls may start from an init snapshot (the manifest's
+	// artifacts[].init_snapshot).
+	Snapshot SnapshotPolicy
 }
 
 // Instance is a guest instantiated for one call.
@@ -472,9 +475,9 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		return e.callComponent(ctx, mod, g, p, fn, &interrupted)
 	}
 	if p.warm != nil {
-		if !patchSites(p.warm.m, p.snap.sites, p.vals) {
+		if !p.snap.enter(p.warm.m, p.vals) {
 			p.warm.m.Close(context.WithoutCancel(ctx))
-			return errors.New("cannot give the instance its session's environment")
+			return errors.New("cannot give the instance its session's environment and fresh random state")
 		}
 		ctx := experimental.WithMemoryAllocator(ctx, p.alloc)
 		disarm := p.warm.intr.arm(ctx)
@@ -508,6 +511,8 @@ type callPlan struct {
 	alloc   *limitedAllocator
 	snapKey [32]byte
 	snap    *snapshot
+	capture bool // the call runs _initialize and takes the snapshot for snapKey
+	policy  SnapshotPolicy
 	calls   *callCtx
 	reusing bool
 	warmK   [32]byte
@@ -518,11 +523,14 @@ type callPlan struct {
 // plan picks the snapshot and the warm instance a call under ctx and g can start from, so
 // that a repeated call skips _initialize (and instantiation too, when reuse is on).
 func (e *Engine) plan(ctx context.Context, mod *Module, g Grants, limit uint64) *callPlan {
-	p := &callPlan{limit: limit, alloc: mod.allocator(limit), calls: &callCtx{}}
-	if mod.snapGlobals > 0 && mod.comp == nil {
+	p := &callPlan{limit: limit, alloc: mod.allocator(limit), calls: &callCtx{}, policy: g.Snapshot}
+	if mod.snapGlobals > 0 && mod.comp == nil && g.Snapshot != SnapshotNever {
 		p.vals = perSession(g)
 		p.snapKey = snapshotKey(startupGrants(g), limit)
-		if p.snap = mod.snaps.get(p.snapKey); p.snap != nil {
+		var tried bool
+		p.snap, tried = mod.snaps.get(p.snapKey)
+		p.capture = !tried
+		if p.snap != nil {
 			p.alloc.image, p.alloc.data, p.alloc.snapshot = p.snap.image, nil, true // start from the state _initialize left
 		}
 	}
@@ -599,7 +607,7 @@ func moduleConfig(g Grants, calls *callCtx) wazero.ModuleConfig {
 				calls.interrupt() // before the guest runs on: the check after the import sees it
 			}
 		}).
-		WithRandSource(randReader{})
+		WithRandSource(randReader{&calls.drawn})
 	if g.FS != nil {
 		cfg = cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(g.FS, "/"))
 	}
@@ -642,8 +650,8 @@ func (p *callPlan) start(ctx context.Context, mod *Module, m api.Module) error {
 		if err := p.snap.restore(m); err != nil {
 			return err
 		}
-		if !patchSites(m, p.snap.sites, p.vals) {
-			return errors.New("cannot give the instance its session's environment")
+		if !p.snap.enter(m, p.vals) {
+			return errors.New("cannot give the instance its session's environment and fresh random state")
 		}
 		return nil
 	}
@@ -659,10 +667,15 @@ func (p *callPlan) start(ctx context.Context, mod *Module, m api.Module) error {
 	if _, err := f.Call(ctx); err != nil {
 		return err
 	}
-	if mod.snapGlobals > 0 {
+	if p.capture {
 		// A failed capture only means the next call runs _initialize again.
-		if s, err := mod.capture(m); err == nil {
-			s.sites = findSites(m, p.vals)
+		if s, err := mod.capture(m, p.calls.drawn.Load()); err == nil {
+			if s.frozen && p.policy != SnapshotAlways {
+				s.image.close()
+				s = &snapshot{} // refused: later calls run _initialize (entropy.go)
+			} else {
+				s.sites = findSites(m, p.vals)
+			}
 			mod.snaps.put(p.snapKey, s)
 		}
 	}

@@ -169,6 +169,9 @@ func pagemapFile() (*os.File, error) {
 
 // close releases the image; instances that mapped it keep their mappings.
 func (m *memImage) close() {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.view != nil {

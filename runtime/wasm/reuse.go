@@ -303,6 +303,8 @@ type callCtx struct {
 	// intr is the instance's interrupter, for host functions that see the context end
 	// before the AfterFunc that sets the flag has run.
 	intr atomic.Pointer[interrupter]
+	// drawn counts the bytes the guest read from random_get since the instance started.
+	drawn atomic.Int64
 }
 
 // interrupt sets the instance's interrupt flag now.

@@ -63,16 +63,22 @@ func probeCall(ctx context.Context, e *Engine, mod *Module, g Grants, chunk func
 	return deref(out.Data), err
 }
 
+// randomLines are the lines of warmprobe's report drawn from the Go runtime's random
+// state: each call, fresh or reused, must draw its own.
+var randomLines = []string{"mrand", "mrand1", "maporder", "maporder-init"}
+
 // TestReuseIsFresh runs warmprobe's calls on fresh instances and on reused ones, the
 // calls alternating between two sessions (their own folders and per-session values):
-// every report is the same, line for line, except the runtime's random draw, which must
-// be the same within each engine (the snapshot fixes it), each call sees its own
+// every report is the same, line for line, except the lines drawn from the runtime's
+// random state, which differ from call to call (entropy.go), and the value init drew,
+// which is the same within each engine (the snapshot holds it); each call sees its own
 // session's file and value, and the reused engine instantiated only twice (the call that
 // ran _initialize, and the warm instance, which served both sessions).
 func TestReuseIsFresh(t *testing.T) {
 	ctx := context.Background()
-	calls := strings.Fields(strings.Repeat("probe dirty probe grow probe dirty dirty probe ", 3))
+	calls := strings.Fields(strings.Repeat("probe dirty probe grow probe dirty dirty probe ", 13))
 	reports := map[string][]string{}
+	firstDraws := map[string]string{}
 	for _, tt := range []struct {
 		name           string
 		opts           []EngineOption
@@ -90,7 +96,8 @@ func TestReuseIsFresh(t *testing.T) {
 				{probeSession(t, "abcdef", sesA), `read="abc"`, "SES=" + sesA},
 				{probeSession(t, "uvwxyz", sesB), `read="uvw"`, "SES=" + sesB},
 			}
-			mrand := ""
+			draws := map[string]map[string]bool{}
+			initDraw := ""
 			for i, data := range calls {
 				s := sessions[i%len(sessions)]
 				rep, err := probeCall(ctx, e, mod, s.g, nil, data)
@@ -102,24 +109,45 @@ func TestReuseIsFresh(t *testing.T) {
 				}
 				var lines []string
 				for l := range strings.SplitSeq(rep, "\n") {
-					if v, ok := strings.CutPrefix(l, "mrand="); ok {
-						if mrand != "" && v != mrand {
-							t.Errorf("call %d: random draw %s, first call's %s", i, v, mrand)
+					k, v, _ := strings.Cut(l, "=")
+					switch {
+					case slices.Contains(randomLines, k):
+						if draws[k] == nil {
+							draws[k] = map[string]bool{}
+							firstDraws[tt.name+" "+k] = v
 						}
-						mrand = v
+						draws[k][v] = true
 						continue
-					}
-					if strings.HasPrefix(l, "mrand-init=") {
-						continue // differs between engines: each ran its own _initialize
+					case k == "mrand-init":
+						if initDraw != "" && v != initDraw {
+							t.Errorf("call %d: init's draw %s, first call's %s: not the snapshot's", i, v, initDraw)
+						}
+						initDraw = v
+						continue
 					}
 					lines = append(lines, l)
 				}
 				reports[tt.name] = append(reports[tt.name], strings.Join(lines, "\n"))
 			}
+			// The draws are 64-bit, so any repeat is the frozen state; a 64-key map starts its
+			// iteration at one of some 64 places, so a hundred calls that visit fewer than
+			// 16 orders share a state.
+			for _, k := range randomLines {
+				want := len(calls)
+				if strings.HasPrefix(k, "maporder") {
+					want = 16
+				}
+				if got := len(draws[k]); got < want {
+					t.Errorf("%s: %d distinct values over %d calls, want at least %d: the calls share the random state", k, got, len(calls), want)
+				}
+			}
 			if n := mod.instantiations.Load(); n != tt.instantiations {
 				t.Errorf("%d instantiations for %d calls, want %d", n, len(calls), tt.instantiations)
 			}
 		})
+	}
+	if a, b := firstDraws["fresh mrand"], firstDraws["reused mrand"]; a == "" || a == b {
+		t.Errorf("two engines' first calls drew %q and %q", a, b)
 	}
 	fresh, reused := reports["fresh"], reports["reused"]
 	if len(fresh) != len(calls) || len(reused) != len(calls) {
@@ -215,7 +243,7 @@ func TestWarmPoolBound(t *testing.T) {
 	if got := mod.warm.size(); got != maxWarmPerKey {
 		t.Errorf("%d warm instances, want %d", got, maxWarmPerKey)
 	}
-	snap := mod.snaps.get(snapshotKey(g, 128<<20))
+	snap, _ := mod.snaps.get(snapshotKey(g, 128<<20))
 	m := e.Metrics()
 	if got := testutil.ToFloat64(m.WarmInstances); got != maxWarmPerKey {
 		t.Errorf("warm instances gauge %v, want %d", got, maxWarmPerKey)
@@ -420,7 +448,8 @@ func BenchmarkWarmReset(b *testing.B) {
 		}
 	}
 	key := snapshotKey(g, 512<<20)
-	w, snap := mod.warm.get(key), mod.snaps.get(key)
+	w := mod.warm.get(key)
+	snap, _ := mod.snaps.get(key)
 	if w == nil || snap == nil {
 		b.Fatal("no warm instance")
 	}

@@ -33,6 +33,32 @@ type snapshot struct {
 	pages   uint32
 	globals []uint64  // by snapGlobals index
 	sites   []envSite // where per-session values sit (sessionenv.go)
+	// rands are the offsets of the Go runtime's random generators (entropy.go), given
+	// fresh state before each call.
+	rands []uint32
+	// frozen: _initialize drew randomness that rands does not account for, so calls
+	// started from this snapshot would share it (kept only under SnapshotAlways).
+	frozen bool
+}
+
+// SnapshotPolicy says when a module's calls may start from an init snapshot.
+type SnapshotPolicy uint8
+
+const (
+	// SnapshotAuto starts calls from an init snapshot unless _initialize drew randomness
+	// the engine cannot refresh (entropy.go): then every call runs _initialize.
+	SnapshotAuto SnapshotPolicy = iota
+	// SnapshotAlways starts calls from an init snapshot even then: the calls share the
+	// random values _initialize drew (for a guest whose init draws nothing that matters).
+	SnapshotAlways
+	// SnapshotNever runs _initialize for every call.
+	SnapshotNever
+)
+
+// enter gives inst, an instance whose memory holds the snapshot, the call's own state:
+// its session's values and fresh random generators. It reports false when it cannot.
+func (snap *snapshot) enter(inst api.Module, vals map[string]string) bool {
+	return patchSites(inst, snap.sites, vals) && refreshEntropy(inst, snap.rands)
 }
 
 // snapshots are the init snapshots of one compiled module, by grants key.
@@ -42,12 +68,19 @@ type snapshots struct {
 	order [][32]byte
 }
 
-func (s *snapshots) get(key [32]byte) *snapshot {
+// get returns the snapshot kept for key; tried reports that one was taken and refused
+// (its calls run _initialize, without capturing it again).
+func (s *snapshots) get(key [32]byte) (snap *snapshot, tried bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.byKey[key]
+	snap, tried = s.byKey[key]
+	if snap != nil && snap.image == nil {
+		return nil, true
+	}
+	return snap, tried
 }
 
+// put keeps snap for key; a snapshot without an image records a refusal.
 func (s *snapshots) put(key [32]byte, snap *snapshot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -69,22 +102,23 @@ func (s *snapshots) put(key [32]byte, snap *snapshot) {
 	s.order = append(s.order, key)
 }
 
-// snapshotKey identifies what _initialize can observe of the grants: the environment,
-// whether there is a filesystem, and the memory limit.
+// snapshotKey identifies what _initialize can observe of the grants — the environment,
+// whether there is a filesystem, and the memory limit — and the snapshot policy.
 func snapshotKey(g Grants, limit uint64) [32]byte {
 	h := sha256.New()
 	for _, kv := range g.Env {
 		h.Write([]byte(kv))
 		h.Write([]byte{0})
 	}
-	fmt.Fprintf(h, "fs=%t limit=%d", g.FS != nil, limit)
+	fmt.Fprintf(h, "fs=%t limit=%d policy=%d", g.FS != nil, limit, g.Snapshot)
 	var k [32]byte
 	h.Sum(k[:0])
 	return k
 }
 
-// capture takes the snapshot of inst, which has just run _initialize.
-func (c *compiled) capture(inst api.Module) (*snapshot, error) {
+// capture takes the snapshot of inst, which has just run _initialize after drawing drawn
+// bytes from random_get.
+func (c *compiled) capture(inst api.Module, drawn int64) (*snapshot, error) {
 	mem := inst.Memory()
 	if mem == nil {
 		return nil, errors.New("no memory")
@@ -94,7 +128,13 @@ func (c *compiled) capture(inst api.Module) (*snapshot, error) {
 	if !ok {
 		return nil, errors.New("memory not readable")
 	}
-	snap := &snapshot{pages: size / pageSize}
+	// The runtime's generators are static data, below the memory the module starts with;
+	// generators the guest made on its heap are its own (maybe seeded on purpose).
+	static := buf[:min(uint64(len(buf)), uint64(c.minPages)*pageSize)]
+	snap := &snapshot{pages: size / pageSize, rands: findRandStates(static)}
+	// The Go runtime's seed is the draw its generators account for; any other draw (or a
+	// draw with no generator found) would be the same in every call.
+	snap.frozen = drawn > 0 && (len(snap.rands) == 0 || drawn > goRuntimeSeedBytes)
 	for i := range c.snapGlobals {
 		g := inst.ExportedGlobal(snapGlobalName(i))
 		if g == nil {

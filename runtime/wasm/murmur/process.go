@@ -211,9 +211,10 @@ func Describe(ctx context.Context, e *wasm.Engine, mod *wasm.Module, g wasm.Gran
 	return d.Describe(ctx)
 }
 
-// nothingGranted keeps only g's limits: no filesystem, environment or output.
+// nothingGranted keeps only g's limits and snapshot policy: no filesystem, environment
+// or output.
 func nothingGranted(g wasm.Grants) wasm.Grants {
-	return wasm.Grants{MemoryBytes: g.MemoryBytes, Deadline: g.Deadline}
+	return wasm.Grants{MemoryBytes: g.MemoryBytes, Deadline: g.Deadline, Snapshot: g.Snapshot}
 }
 
 // Driver is a process driver held for one run: its calls share one instance, each

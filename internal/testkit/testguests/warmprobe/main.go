@@ -8,13 +8,17 @@
 // memory by 32 MiB; "wait" emits a chunk
 // and sleeps an hour (the test cancels it); "hold" emits a chunk and returns.
 //
-// A report is one key=value per line. "mrand" (the Go runtime's random state, which the
-// init snapshot fixes) must be the same in every call of one engine; every other line
-// must be the same for every instance, fresh or reused.
+// A report is one key=value per line. The lines named in randomLines draw from the Go
+// runtime's random state — math/rand/v2, math/rand, the iteration order of a map built
+// by the call and of one built in init — and must differ from call to call, fresh or
+// reused, as a fresh process's would; every other line must be the same for every
+// instance, fresh or reused.
 package main
 
 import (
+	crand "crypto/rand"
 	"fmt"
+	randv1 "math/rand"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -61,9 +65,42 @@ var (
 	heap     = map[int]string{}
 	initMono = monotonic()
 	initTime = time.Now()
-	mrandAt  = rand.Uint64() // drawn at init: the next draw depends only on the snapshot
+	mrandAt  = rand.Uint64() // drawn at init, so it is the same in every call of a snapshot
+	initMap  = keyed(64)
+	initKey  = keyAtInit()
 	ballast  []byte
 )
+
+// keyAtInit draws a key from crypto/rand in init when DRAW_AT_INIT is set: randomness
+// the host cannot refresh in a snapshot.
+func keyAtInit() string {
+	if os.Getenv("DRAW_AT_INIT") == "" {
+		return ""
+	}
+	var k [16]byte
+	crand.Read(k[:])
+	return fmt.Sprintf("%x", k)
+}
+
+// keyed is a map of n keys, for the order its iteration visits them in.
+func keyed(n int) map[int]bool {
+	m := make(map[int]bool, n)
+	for i := range n {
+		m[i] = true
+	}
+	return m
+}
+
+// order is the first 8 keys m's iteration visits.
+func order(m map[int]bool) string {
+	var keys []string
+	for k := range m {
+		if keys = append(keys, fmt.Sprint(k)); len(keys) == 8 {
+			break
+		}
+	}
+	return strings.Join(keys, ",")
+}
 
 func monotonic() uint64 {
 	var t uint64
@@ -78,6 +115,9 @@ func report() string {
 	line("calls", calls)
 	line("heap", len(heap))
 	line("mrand", rand.Uint64())
+	line("mrand1", randv1.Int63())
+	line("maporder", order(keyed(64)))
+	line("maporder-init", order(initMap))
 	for fd := int32(0); fd < 24; fd++ {
 		var st [24]byte
 		errno := fdFdstatGet(fd, unsafe.Pointer(&st[0]))
@@ -122,6 +162,9 @@ func report() string {
 	var rnd [16]byte
 	line("random", fmt.Sprintf("errno=%d nonzero=%t", randomGet(unsafe.Pointer(&rnd[0]), 16), rnd != [16]byte{}))
 	line("mrand-init", mrandAt)
+	if initKey != "" {
+		line("key-init", initKey)
+	}
 	return b.String()
 }
 
