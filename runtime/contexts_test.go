@@ -177,7 +177,7 @@ func recvString(t *testing.T, c <-chan string) string {
 }
 
 // TestContextIDIsData: a client's context id never becomes a path: the session's folder
-// is named by its own session id.
+// is named by a digest of it (contextFolder).
 func TestContextIDIsData(t *testing.T) {
 	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{})
@@ -186,7 +186,7 @@ func TestContextIDIsData(t *testing.T) {
 	if out.State != StateCompleted {
 		t.Fatalf("%+v", out)
 	}
-	if base := filepath.Base(out.Layout.Root); !strings.HasPrefix(base, "ses_") || strings.Contains(out.Layout.Root, "escape") {
+	if base := filepath.Base(out.Layout.Root); base != contextFolder("../../../escape") || len(base) != len("ctx_")+32 || strings.Contains(out.Layout.Root, "escape") {
 		t.Errorf("the session lives at %s", out.Layout.Root)
 	}
 }
@@ -213,5 +213,48 @@ func TestContextsArePerPrincipal(t *testing.T) {
 	}
 	if n := h.Contexts(); n != 3 {
 		t.Errorf("%d contexts, want 3", n)
+	}
+}
+
+// TestContextFolderOutlivesSessions: every session of one context opens the context's
+// folder — here after the capsule closed and was served again, as in a reload or a
+// restart — so a file a task left in the workdir is there for the next task, under
+// a new session id; another context, or the same id of another principal, has its own.
+func TestContextFolderOutlivesSessions(t *testing.T) {
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
+	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{})
+	first := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_keep", Text: "hi"})
+	if first.State != StateCompleted {
+		t.Fatalf("%+v", first)
+	}
+	if err := os.WriteFile(filepath.Join(first.Layout.Work, "kept.txt"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := e.Serve(context.Background(), h.staged.Manifest, h.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	for _, tt := range []struct {
+		name, principal, contextID string
+		same                       bool
+	}{
+		{"same context", "", "ctx_keep", true},
+		{"another context", "", "ctx_other", false},
+		{"another principal", "team-b", "ctx_keep", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out := again.RunTask(context.Background(), TaskRequest{Principal: tt.principal, ContextID: tt.contextID, Text: "hi"})
+			if out.State != StateCompleted || out.Session == first.Session {
+				t.Fatalf("%+v (the first session was %s)", out, first.Session)
+			}
+			_, err := os.Stat(filepath.Join(out.Layout.Work, "kept.txt"))
+			if got := out.Layout.Root == first.Layout.Root && err == nil; got != tt.same {
+				t.Errorf("folder %s (the first %s), kept.txt: %v; want the same folder: %t", out.Layout.Root, first.Layout.Root, err, tt.same)
+			}
+		})
 	}
 }

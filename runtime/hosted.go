@@ -3,6 +3,8 @@ package runtime
 import (
 	"container/list"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,7 +123,7 @@ func (h *Hosted) TryRunTask(ctx context.Context, req TaskRequest) (TaskOutcome, 
 		return TaskOutcome{}, false
 	}
 	if c.sess == nil {
-		sess, err := h.rt.openSession(h.staged, h.opts.Session, "", c.id)
+		sess, err := h.rt.openSession(h.staged, h.opts.Session, "", c.id, contextFolder(c.key))
 		if err != nil {
 			return TaskOutcome{TaskID: req.TaskID, State: StateFailed, Result: "error: " + err.Error()}, true
 		}
@@ -262,6 +264,16 @@ func (h *Hosted) Close() error {
 	}
 	h.metrics.Unstaged(h.staged.modules())
 	return first
+}
+
+// contextFolder names the folder of the context keyed key under its capsule's:
+// "ctx_" and 32 hex digits of a digest of the key. Every session of the context — after an
+// idle end, a reload, a restart or a crash — opens the same folder, so the context's
+// workdir keeps what its tasks wrote; the digest keeps principals' contexts apart and
+// the name short and safe whatever the client sent.
+func contextFolder(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "ctx_" + hex.EncodeToString(sum[:16])
 }
 
 // sessionKey keys a context by its principal and id: contexts belong to principals, and

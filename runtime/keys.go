@@ -42,6 +42,7 @@ var manifestKeys = map[string]keyFate{
 	"artifacts[].gateway.api_key":                      {},
 	"artifacts[].config":                               {code: WarnArtifactConfig, ignored: "no artifact is handed its config"},
 	"artifacts[].capabilities":                         {}, // a hook's grants (hookguest.go, hookscope.go)
+	"artifacts[].init_snapshot":                        {}, // the engine's snapshot policy (session.go snapshotPolicy)
 	"artifacts[].capabilities.task_io":                 {},
 	"artifacts[].capabilities.task_io.read":            {},
 	"artifacts[].capabilities.conversation":            {},

@@ -105,7 +105,7 @@ func TestStageWarnsForEveryUnhonouredKey(t *testing.T) {
 version: 1.0.0
 artifacts:
   - {name: drv, version: 1.0.0, runtime: driver, gateway: {endpoint: "https://llm.example", api_key: "k"}}
-  - {name: wc, version: 1.0.0}
+  - {name: wc, version: 1.0.0, init_snapshot: never}
 inference: {driver: {artifact: drv}, model: m-test}
 trace: {capture: meta}
 `, nil},

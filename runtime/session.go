@@ -124,17 +124,24 @@ type session struct {
 // caller's sinks) and what its guests share, and emits session_start. On failure nothing
 // is left open.
 // workdir, when set, replaces <session>/work; contextID names the A2A context the session
-// serves (gateway only).
-func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID string) (_ *session, err error) {
+// serves (gateway only), and folder, when set, is the context's folder under the
+// capsule's, which every session of the context opens again (contextFolder) instead of
+// one named by the session id.
+func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID, folder string) (_ *session, err error) {
 	m := s.Manifest
 	id := ids.New("ses_")
-	l, err := NewLayout(o.WorkRoot, m.Name, id, workdir)
+	name := id
+	if folder != "" {
+		name = folder
+	}
+	l, err := NewLayout(o.WorkRoot, m.Name, name, workdir)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		if err != nil {
-			// A refused session leaves nothing behind (a --workdir of the user's stays).
+		if err != nil && folder == "" {
+			// A refused session leaves nothing behind (a --workdir of the user's stays; a
+			// context's folder keeps what its earlier sessions wrote).
 			os.RemoveAll(l.Root)
 		}
 	}()
