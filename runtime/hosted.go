@@ -123,7 +123,7 @@ func (h *Hosted) TryRunTask(ctx context.Context, req TaskRequest) (TaskOutcome, 
 		return TaskOutcome{}, false
 	}
 	if c.sess == nil {
-		sess, err := h.rt.openSession(h.staged, h.opts.Session, "", c.id, contextFolder(c.key))
+		sess, err := h.rt.openSession(h.staged, h.opts.Session, sessionPlace{contextID: c.id, folder: contextFolder(c.key), url: req.CapsuleURL})
 		if err != nil {
 			return TaskOutcome{TaskID: req.TaskID, State: StateFailed, Result: "error: " + err.Error()}, true
 		}

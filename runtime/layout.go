@@ -18,7 +18,7 @@ type Layout struct {
 }
 
 // NewLayout creates the folders of session id of capsule under workRoot that guests see
-// (the workdir's out/, logs/, .capsule-home/); workdir, if not empty, replaces <root>/work
+// (the workdir and its out/); workdir, if not empty, replaces <root>/work
 // as the accessible workdir (created if absent). The host-only logs/ and tools/ are
 // created by their first file, so a session that writes none costs no mkdir.
 func NewLayout(workRoot, capsule, id, workdir string) (*Layout, error) {
@@ -32,7 +32,9 @@ func NewLayout(workRoot, capsule, id, workdir string) (*Layout, error) {
 		}
 		l.Work = abs
 	}
-	dirs := []string{filepath.Join(l.Work, "out"), filepath.Join(l.Work, "logs"), filepath.Join(l.Work, ".capsule-home")}
+	// The workdir's logs/ and .capsule-home/ are the shell's, made when it first needs
+	// them (runtime/shell): a session without shell or native tools costs no mkdir for them.
+	dirs := []string{filepath.Join(l.Work, "out")}
 	// The capsule's folder exists after its first session: one mkdir per folder then,
 	// where MkdirAll would stat every parent of each first.
 	if workdir == "" && mkdirEach(append([]string{root, l.Work}, dirs...)) == nil {

@@ -40,7 +40,7 @@ func (r *Runtime) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOpt
 			fmt.Fprintln(opts.Session.Stderr, "warning:", w.Error())
 		}
 	}
-	sess, err := r.openSession(staged, opts.Session, opts.Workdir, "", "")
+	sess, err := r.openSession(staged, opts.Session, sessionPlace{workdir: opts.Workdir})
 	if err != nil {
 		return nil, err
 	}

@@ -123,23 +123,19 @@ type session struct {
 // openSession creates the session's folders, its event stream (trace, metrics and the
 // caller's sinks) and what its guests share, and emits session_start. On failure nothing
 // is left open.
-// workdir, when set, replaces <session>/work; contextID names the A2A context the session
-// serves (gateway only), and folder, when set, is the context's folder under the
-// capsule's, which every session of the context opens again (contextFolder) instead of
-// one named by the session id.
-func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID, folder string) (_ *session, err error) {
+func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *session, err error) {
 	m := s.Manifest
 	id := ids.New("ses_")
 	name := id
-	if folder != "" {
-		name = folder
+	if at.folder != "" {
+		name = at.folder
 	}
-	l, err := NewLayout(o.WorkRoot, m.Name, name, workdir)
+	l, err := NewLayout(o.WorkRoot, m.Name, name, at.workdir)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		if err != nil && folder == "" {
+		if err != nil && at.folder == "" {
 			// A refused session leaves nothing behind (a --workdir of the user's stays; a
 			// context's folder keeps what its earlier sessions wrote).
 			os.RemoveAll(l.Root)
@@ -183,7 +179,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID, fo
 			hookCancel()
 		}
 	}()
-	if err := writeMurmurMD(l.Work, s, id, ""); err != nil {
+	if err := writeMurmurMD(l.Work, s, id, at.url); err != nil {
 		return nil, err
 	}
 	root := filepath.Join(l.Work, filepath.FromSlash(m.Capabilities.Filesystem.Scope))
@@ -200,7 +196,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID, fo
 		return nil, err
 	}
 	lookup := o.LookupEnv
-	*sess = session{rt: r, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, "")), logs: l.Logs,
+	*sess = session{rt: r, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
@@ -221,7 +217,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, workdir, contextID, fo
 		return nil, err
 	}
 	start := sessionStart(s)
-	start.ContextID = contextID
+	start.ContextID = at.contextID
 	if sess.shell != nil {
 		start.SandboxTier = "wasm+" + sess.shell.sb.Tier()
 	}
@@ -277,6 +273,19 @@ func (s *session) close() {
 	for _, w := range s.writers {
 		w.close()
 	}
+}
+
+// sessionPlace is where a session opens and what it first knows of its clients.
+type sessionPlace struct {
+	// workdir, when set, replaces <session>/work (caddy capsule run --workdir).
+	workdir string
+	// contextID names the A2A context the session serves (gateway only); folder, when
+	// set, is the context's folder under the capsule's, which every session of the
+	// context opens again (contextFolder), instead of one named by the session id.
+	contextID, folder string
+	// url is the capsule URL the first task's client reached, so MURMUR.md and the
+	// guests' environment hold it from the start (a later task's URL replaces it).
+	url string
 }
 
 // grants are the call grants of one guest of the session, from the manifest only.

@@ -17,7 +17,8 @@ func TestNewLayout(t *testing.T) {
 			dir  string
 			made bool
 		}{
-			{"work/out", true}, {"work/logs", true}, {"work/.capsule-home", true},
+			{"work/out", true},
+			{"work/logs", false}, {"work/.capsule-home", false}, // the shell's: made when it needs them
 			{"logs", false}, {"tools", false}, // host-only: made by their first file
 		} {
 			fi, err := os.Stat(filepath.Join(root, "hello", id, tt.dir))

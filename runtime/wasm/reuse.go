@@ -114,7 +114,10 @@ func newWarmConfig(ctx context.Context, rt wazero.Runtime, idle time.Duration, m
 	if idle <= 0 {
 		idle = DefaultWarmIdleTimeout
 	}
-	return &warmConfig{rt: rt, empty: empty, idleSys: wazero.NewModuleConfig().WithName(""), idle: idle, metrics: m, now: time.Now}, nil
+	// The idle context gets the host's random source too: given none, wazero seeds a new
+	// math/rand source (about 5 µs) for every context it builds, so for every reset.
+	idleSys := wazero.NewModuleConfig().WithName("").WithRandSource(randReader{})
+	return &warmConfig{rt: rt, empty: empty, idleSys: idleSys, idle: idle, metrics: m, now: time.Now}, nil
 }
 
 // instanceFields returns the wazero module instance behind m as an addressable struct,
