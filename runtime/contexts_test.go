@@ -258,3 +258,46 @@ func TestContextFolderOutlivesSessions(t *testing.T) {
 		})
 	}
 }
+
+// TestHostWritesStayInWorkdir: links a tool left in the workdir — task.md and out/
+// pointing outside it — never lead the host's own writes out: the next task's task.md
+// replaces the link with a file holding its text, the task fails on out/ rather than
+// remove or write through it, and the files outside are untouched.
+func TestHostWritesStayInWorkdir(t *testing.T) {
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
+	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{})
+	defer h.Close()
+	first := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_links", Text: "hi"})
+	if first.State != StateCompleted {
+		t.Fatalf("%+v", first)
+	}
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim.txt")
+	os.WriteFile(victim, []byte("untouched"), 0o644)
+	os.WriteFile(filepath.Join(outside, "result.txt"), []byte("untouched"), 0o644)
+	work := first.Layout.Work
+	os.Remove(filepath.Join(work, "task.md"))
+	os.RemoveAll(filepath.Join(work, "out"))
+	if err := os.Symlink(victim, filepath.Join(work, "task.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(work, "out")); err != nil {
+		t.Fatal(err)
+	}
+	out := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_links", Text: "second task"})
+	if out.State != StateFailed || !strings.Contains(out.Result, "escapes") {
+		t.Errorf("the task over an out/ link leading outside: %s %q", out.State, out.Result)
+	}
+	for _, name := range []string{"victim.txt", "result.txt"} {
+		if data, err := os.ReadFile(filepath.Join(outside, name)); err != nil || string(data) != "untouched" {
+			t.Errorf("%s outside the workdir: %q %v", name, data, err)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 2 {
+		t.Errorf("%d files outside the workdir, want the 2 planted", len(entries))
+	}
+	fi, err := os.Lstat(filepath.Join(work, "task.md"))
+	if data, _ := os.ReadFile(filepath.Join(work, "task.md")); err != nil || !fi.Mode().IsRegular() || string(data) != "second task" {
+		t.Errorf("task.md after the task: %v %v %q", fi, err, data)
+	}
+}

@@ -25,11 +25,11 @@ func writeMurmurMD(work string, s *Staged, id, url string) error {
 		return err
 	}
 	_, err = tmp.Write(murmurMD(s, id, url))
+	if err == nil {
+		err = tmp.Chmod(0o444) // by descriptor: the name could be another file by now
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o444)
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), filepath.Join(work, "MURMUR.md"))

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
@@ -18,7 +17,7 @@ import (
 func (s *session) scriptTask(ctx context.Context, t *task) (result, state string, err error) {
 	m := s.staged.Manifest
 	// A stale answer of the previous task must not pass for this one's.
-	if err := os.Remove(filepath.Join(s.layout.Work, "out", "result.txt")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := s.work.Remove("out/result.txt"); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", StateFailed, err
 	}
 	if err := murmur.RunScript(ctx, s.rt.engine, s.staged.Script, s.grants(m.Name, murmur.RoleCapsule), s.imports(t, m.Name)); err != nil {
@@ -27,22 +26,17 @@ func (s *session) scriptTask(ctx context.Context, t *task) (result, state string
 		}
 		return "", StateFailed, err
 	}
-	result, err = readResult(s.layout.Work)
+	result, err = readResult(s.work)
 	if err != nil {
 		return "", StateFailed, fmt.Errorf("the capsule finished but wrote no out/result.txt: %w", err)
 	}
 	return result, StateCompleted, nil
 }
 
-// readResult reads out/result.txt through os.Root, so a symlink a guest planted cannot
-// make the host read a file outside the workdir.
-func readResult(work string) (string, error) {
-	root, err := os.OpenRoot(work)
-	if err != nil {
-		return "", err
-	}
-	defer root.Close()
-	f, err := root.Open("out/result.txt")
+// readResult reads out/result.txt through the workdir's root, so a symlink a guest
+// planted cannot make the host read a file outside the workdir.
+func readResult(work *os.Root) (string, error) {
+	f, err := work.Open("out/result.txt")
 	if err != nil {
 		return "", err
 	}

@@ -81,9 +81,11 @@ type session struct {
 	rt     *Runtime
 	staged *Staged
 	fs     *guestfs.FS
-	env    []string
-	http   *murmur.Outgoing
-	logs   string
+	// work is the workdir's root: the host's own reads and writes there go through it.
+	work *os.Root
+	env  []string
+	http *murmur.Outgoing
+	logs string
 
 	mu      sync.Mutex
 	writers map[string]*cappedFile
@@ -141,6 +143,17 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 			os.RemoveAll(l.Root)
 		}
 	}()
+	// The workdir is reached through its root from here on: a context's folder holds what
+	// earlier sessions' tools left, links among it, and none may lead the host out.
+	work, err := os.OpenRoot(l.Work)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			work.Close()
+		}
+	}()
 	sinks := []Sink{metricsSink{m: r.metrics, capsule: m.Name}}
 	var trace *TraceSink
 	if m.Trace.Capture != "none" {
@@ -158,7 +171,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	var hooks *HookSink
 	var hookFS *guestfs.FS
 	if len(s.Hooks) > 0 {
-		if hookFS, err = guestfs.New(filepath.Join(l.Work, "out")); err != nil {
+		if hookFS, err = guestfs.NewIn(work, "out"); err != nil {
 			hookCancel()
 			return nil, err
 		}
@@ -182,21 +195,21 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	if err := writeMurmurMD(l.Work, s, id, at.url); err != nil {
 		return nil, err
 	}
-	root := filepath.Join(l.Work, filepath.FromSlash(m.Capabilities.Filesystem.Scope))
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	scope := filepath.FromSlash(m.Capabilities.Filesystem.Scope)
+	if err := work.MkdirAll(scope, 0o755); err != nil {
 		return nil, err
 	}
 	var opts []guestfs.Option
-	if rel, err := filepath.Rel(root, filepath.Join(l.Work, "MURMUR.md")); err == nil && filepath.IsLocal(rel) {
+	if rel, err := filepath.Rel(scope, "MURMUR.md"); err == nil && filepath.IsLocal(rel) {
 		// MURMUR.md is read-only to guests (docs/reference/guest-abi.md "Files").
 		opts = append(opts, guestfs.Protect(rel))
 	}
-	gfs, err := guestfs.New(root, opts...)
+	gfs, err := guestfs.NewIn(work, scope, opts...)
 	if err != nil {
 		return nil, err
 	}
 	lookup := o.LookupEnv
-	*sess = session{rt: r, staged: s, fs: gfs, env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
+	*sess = session{rt: r, staged: s, fs: gfs, work: work, env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
@@ -268,6 +281,7 @@ func (s *session) close() {
 		s.hookCancel() // after the drain: what the queues held has been answered
 	}
 	s.fs.Close()
+	s.work.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, w := range s.writers {

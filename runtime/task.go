@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -248,9 +249,8 @@ func (s *session) runOnce(ctx context.Context, t *task, req TaskRequest, start t
 // capsule's harness, the agent loop, or the script capsule's run.
 func (s *session) execute(ctx context.Context, t *task, req TaskRequest) (result, state string, err error) {
 	m := s.staged.Manifest
-	task := filepath.Join(s.layout.Work, "task.md")
-	if err := os.WriteFile(task, []byte(req.Text), 0o644); err != nil {
-		return "", StateFailed, err
+	if err := s.writeTask(req.Text); err != nil {
+		return "", StateFailed, fmt.Errorf("writing task.md: %w", err)
 	}
 	if m.IsProcess() {
 		return s.processTask(ctx, t, req.Text, req.History)
@@ -261,18 +261,56 @@ func (s *session) execute(ctx context.Context, t *task, req TaskRequest) (result
 	return s.scriptTask(ctx, t)
 }
 
+// writeTask puts the task's text in the workdir's task.md, through the workdir's root, so
+// nothing a tool left at the name — a symbolic link, a folder — makes the host write
+// elsewhere. A regular file is rewritten in place, keeping its blocks: truncating and
+// reallocating them costs a discard per task on a file system mounted with discard.
+// Anything else at the name, or a file that cannot be rewritten, is replaced.
+func (s *session) writeTask(text string) error {
+	const name = "task.md"
+	fi, err := s.work.Lstat(name)
+	if err == nil && fi.Mode().IsRegular() {
+		if f, err := s.work.OpenFile(name, os.O_WRONLY, 0); err == nil {
+			_, err = f.WriteAt([]byte(text), 0)
+			if err == nil {
+				err = f.Truncate(int64(len(text)))
+			}
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				return nil
+			}
+		}
+	}
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		if err := s.work.RemoveAll(name); err != nil {
+			return err
+		}
+	}
+	f, err := s.work.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte(text))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // writeResult records the task's answer in out/result.txt (when main), and in
 // out/result_<task>.txt too when the conversation is threaded, so earlier answers stay
-// readable (docs/reference/guest-abi.md "Files").
+// readable (docs/reference/guest-abi.md "Files"); through the workdir's root, as
+// writeTask.
 func (s *session) writeResult(taskID, text string, main bool) error {
-	out := filepath.Join(s.layout.Work, "out")
 	if main {
-		if err := os.WriteFile(filepath.Join(out, "result.txt"), []byte(text+"\n"), 0o644); err != nil {
+		if err := s.work.WriteFile("out/result.txt", []byte(text+"\n"), 0o644); err != nil {
 			return err
 		}
 	}
 	if s.staged.Manifest.Lifecycle.Conversation == "threaded" {
-		return os.WriteFile(filepath.Join(out, "result_"+taskID+".txt"), []byte(text+"\n"), 0o644)
+		return s.work.WriteFile("out/result_"+taskID+".txt", []byte(text+"\n"), 0o644)
 	}
 	return nil
 }

@@ -149,3 +149,40 @@ func TestEscapeAfterSwap(t *testing.T) {
 		t.Fatalf("unlink swap/f = %v, want EPERM", errno)
 	}
 }
+
+// TestNewInRefusesLinkOut: NewIn opens its folder through the parent's root, so a folder
+// replaced by a symbolic link leading out of the parent is refused, and one leading to
+// another folder inside it serves that folder.
+func TestNewInRefusesLinkOut(t *testing.T) {
+	parentDir, outside := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600)
+	os.Mkdir(filepath.Join(parentDir, "real"), 0o755)
+	os.WriteFile(filepath.Join(parentDir, "real", "mine"), []byte("m"), 0o600)
+	os.Symlink(outside, filepath.Join(parentDir, "out-link"))
+	os.Symlink("real", filepath.Join(parentDir, "in-link"))
+	parent, err := os.OpenRoot(parentDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer parent.Close()
+	for _, tt := range []struct {
+		dir, file string
+		ok        bool
+	}{
+		{"real", "mine", true},
+		{"in-link", "mine", true},
+		{"out-link", "secret", false},
+	} {
+		fsys, err := NewIn(parent, tt.dir)
+		if (err == nil) != tt.ok {
+			t.Fatalf("NewIn(%s): %v, want ok=%t", tt.dir, err, tt.ok)
+		}
+		if err != nil {
+			continue
+		}
+		if _, errno := fsys.Stat(tt.file); errno != 0 {
+			t.Errorf("NewIn(%s): stat %s: %v", tt.dir, tt.file, errno)
+		}
+		fsys.Close()
+	}
+}

@@ -88,6 +88,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -137,13 +138,30 @@ var (
 // New opens dir (which must be an existing directory; symbolic links in dir
 // itself are followed, by the host) and returns the filesystem serving it.
 func New(dir string, opts ...Option) (*FS, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
 	r, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
+	}
+	return newFS(r, dir, opts)
+}
+
+// NewIn is New for the folder dir inside parent, opened through parent: a symbolic link
+// on the way (dir itself among them) that leads out of parent is refused, never followed,
+// so a folder a guest or a tool could replace by a link still serves only what is inside
+// parent.
+func NewIn(parent *os.Root, dir string, opts ...Option) (*FS, error) {
+	r, err := parent.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	return newFS(r, filepath.Join(parent.Name(), dir), opts)
+}
+
+// newFS serves the directory r, named dir, with opts; it closes r on failure.
+func newFS(r *os.Root, dir string, opts []Option) (*FS, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
 	}
 	learnEscapeError(r)
 	s := &FS{root: r, dir: dir, readOnly: o.readOnly}
