@@ -260,9 +260,10 @@ func TestContextFolderOutlivesSessions(t *testing.T) {
 }
 
 // TestHostWritesStayInWorkdir: links a tool left in the workdir — task.md and out/
-// pointing outside it — never lead the host's own writes out: the next task's task.md
-// replaces the link with a file holding its text, the task fails on out/ rather than
-// remove or write through it, and the files outside are untouched.
+// pointing outside it, then task.md as a hard link to a file outside — never lead the
+// host's own writes out: the next task's task.md replaces the link with a file holding
+// its text, the task fails on out/ rather than remove or write through it, and the files
+// outside are untouched.
 func TestHostWritesStayInWorkdir(t *testing.T) {
 	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{})
@@ -299,5 +300,21 @@ func TestHostWritesStayInWorkdir(t *testing.T) {
 	fi, err := os.Lstat(filepath.Join(work, "task.md"))
 	if data, _ := os.ReadFile(filepath.Join(work, "task.md")); err != nil || !fi.Mode().IsRegular() || string(data) != "second task" {
 		t.Errorf("task.md after the task: %v %v %q", fi, err, data)
+	}
+	// A hard link to a file outside, at task.md, is replaced, not written through.
+	os.Remove(filepath.Join(work, "out"))
+	os.Mkdir(filepath.Join(work, "out"), 0o755)
+	os.Remove(filepath.Join(work, "task.md"))
+	if err := os.Link(victim, filepath.Join(work, "task.md")); err != nil {
+		t.Fatal(err)
+	}
+	if out := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_links", Text: "third task"}); out.State != StateCompleted {
+		t.Errorf("the task over a hard-linked task.md: %s %q", out.State, out.Result)
+	}
+	if data, err := os.ReadFile(victim); err != nil || string(data) != "untouched" {
+		t.Errorf("the hard-linked file outside: %q %v", data, err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(work, "task.md")); string(data) != "third task" {
+		t.Errorf("task.md after the third task: %q", data)
 	}
 }

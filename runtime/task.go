@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/ids"
@@ -261,19 +262,37 @@ func (s *session) execute(ctx context.Context, t *task, req TaskRequest) (result
 	return s.scriptTask(ctx, t)
 }
 
-// writeTask puts the task's text in the workdir's task.md, through the workdir's root, so
-// nothing a tool left at the name — a symbolic link, a folder — makes the host write
-// elsewhere. A regular file is rewritten in place, keeping its blocks: truncating and
-// reallocating them costs a discard per task on a file system mounted with discard.
-// Anything else at the name, or a file that cannot be rewritten, is replaced.
-func (s *session) writeTask(text string) error {
-	const name = "task.md"
-	fi, err := s.work.Lstat(name)
-	if err == nil && fi.Mode().IsRegular() {
-		if f, err := s.work.OpenFile(name, os.O_WRONLY, 0); err == nil {
-			_, err = f.WriteAt([]byte(text), 0)
+// writeTask puts the task's text in the workdir's task.md (writeOwn).
+func (s *session) writeTask(text string) error { return writeOwn(s.work, "task.md", []byte(text)) }
+
+// writeResult records the task's answer in out/result.txt (when main), and in
+// out/result_<task>.txt too when the conversation is threaded, so earlier answers stay
+// readable (docs/reference/guest-abi.md "Files"); each with writeOwn.
+func (s *session) writeResult(taskID, text string, main bool) error {
+	if main {
+		if err := writeOwn(s.work, "out/result.txt", []byte(text+"\n")); err != nil {
+			return err
+		}
+	}
+	if s.staged.Manifest.Lifecycle.Conversation == "threaded" {
+		return writeOwn(s.work, "out/result_"+taskID+".txt", []byte(text+"\n"))
+	}
+	return nil
+}
+
+// writeOwn writes data as the file name of the workdir root work, a file the host owns
+// there: through the root, so nothing a tool left at the name makes the host write
+// elsewhere. A regular file with no other name is rewritten in place, keeping its blocks
+// (truncating and reallocating them costs a discard per write on a file system mounted
+// with discard); anything else at the name — a symbolic link, a folder, a hard link to
+// another file — is replaced by a new file, as is a file that cannot be rewritten.
+func writeOwn(work *os.Root, name string, data []byte) error {
+	fi, err := work.Lstat(name)
+	if err == nil && fi.Mode().IsRegular() && links(fi) == 1 {
+		if f, err := work.OpenFile(name, os.O_WRONLY, 0); err == nil {
+			_, err = f.WriteAt(data, 0)
 			if err == nil {
-				err = f.Truncate(int64(len(text)))
+				err = f.Truncate(int64(len(data)))
 			}
 			if cerr := f.Close(); err == nil {
 				err = cerr
@@ -284,35 +303,27 @@ func (s *session) writeTask(text string) error {
 		}
 	}
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		if err := s.work.RemoveAll(name); err != nil {
+		if err := work.RemoveAll(name); err != nil {
 			return err
 		}
 	}
-	f, err := s.work.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	f, err := work.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write([]byte(text))
+	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-// writeResult records the task's answer in out/result.txt (when main), and in
-// out/result_<task>.txt too when the conversation is threaded, so earlier answers stay
-// readable (docs/reference/guest-abi.md "Files"); through the workdir's root, as
-// writeTask.
-func (s *session) writeResult(taskID, text string, main bool) error {
-	if main {
-		if err := s.work.WriteFile("out/result.txt", []byte(text+"\n"), 0o644); err != nil {
-			return err
-		}
+// links is fi's count of names (1 where the system does not say).
+func links(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
 	}
-	if s.staged.Manifest.Lifecycle.Conversation == "threaded" {
-		return s.work.WriteFile("out/result_"+taskID+".txt", []byte(text+"\n"), 0o644)
-	}
-	return nil
+	return 1
 }
 
 // chunks turns what a guest of task t streams into the task's chunk events.
