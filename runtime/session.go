@@ -195,9 +195,11 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	if err := writeMurmurMD(l.Work, s, id, at.url); err != nil {
 		return nil, err
 	}
-	scope := filepath.FromSlash(m.Capabilities.Filesystem.Scope)
-	if err := work.MkdirAll(scope, 0o755); err != nil {
-		return nil, err
+	scope := filepath.Clean(filepath.FromSlash(m.Capabilities.Filesystem.Scope))
+	if scope != "." { // the workdir itself exists: asking costs a mkdir per session
+		if err := work.MkdirAll(scope, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	var opts []guestfs.Option
 	if rel, err := filepath.Rel(scope, "MURMUR.md"); err == nil && filepath.IsLocal(rel) {
