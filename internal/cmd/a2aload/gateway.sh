@@ -44,10 +44,16 @@ machine() {
 }
 
 start() {
-	# The last run's folders go, and the file system writes their removal, before this
-	# run starts: otherwise its journal work lands on the next run's figures.
-	rm -rf "$dir/work" "$dir/state"
-	sync
+	# The last run's folders are moved aside, not removed: removing the tens of thousands
+	# of folders a run with a new context per task leaves slowed the next runs for
+	# minutes, even after a sync (on ext4 mounted with discard: 446 tasks/s against 1,120
+	# on a first start, docs/benchmarks.md), and a gateway never removes them itself.
+	# The EXIT trap of the sourcing script removes them with $dir.
+	runs=$((${runs:-0} + 1))
+	mkdir -p "$dir/old"
+	for d in work state; do
+		if [ -e "$dir/$d" ]; then mv "$dir/$d" "$dir/old/$d.$runs"; fi
+	done
 	"$1" run --config "$dir/Caddyfile" --adapter caddyfile > "$dir/caddy.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:9302/ && return; sleep 0.1; done
