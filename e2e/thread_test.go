@@ -122,7 +122,8 @@ http://127.0.0.1:`+port+` {
 		t.Fatalf("task 2: %v", second)
 	}
 
-	// Each process opened its own session of the context: task 2's holds its one input.
+	// Each process opened its own session of the context, both in the context's one
+	// folder: the driver's inputs of task 1, then task 2's one input.
 	var inputs [][]string
 	filepath.WalkDir(work, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && d.Name() == "driver-inputs.jsonl" {
@@ -135,26 +136,21 @@ http://127.0.0.1:`+port+` {
 		}
 		return nil
 	})
-	if len(inputs) != 2 {
-		t.Fatalf("driver inputs of %d sessions, want 2: %v", len(inputs), inputs)
+	if len(inputs) != 1 || len(inputs[0]) != task1Inputs+1 {
+		t.Fatalf("driver inputs in %d folders, want the context's one with %d lines: %v", len(inputs), task1Inputs+1, inputs)
 	}
-	if len(inputs[0]) != 1 {
-		inputs[0], inputs[1] = inputs[1], inputs[0]
-	}
-	if len(inputs[0]) != 1 || len(inputs[1]) != task1Inputs {
-		t.Fatalf("driver inputs per session: %d and %d, want 1 and %d", len(inputs[0]), len(inputs[1]), task1Inputs)
-	}
+	task1, task2 := inputs[0][:task1Inputs], inputs[0][task1Inputs:]
 	var in struct {
 		Messages       json.RawMessage `json:"messages"`
 		ContinuationID *string         `json:"continuation_id"`
 	}
-	if err := json.Unmarshal([]byte(inputs[0][0]), &in); err != nil {
+	if err := json.Unmarshal([]byte(task2[0]), &in); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(in.Messages); got != want || in.ContinuationID != nil {
 		t.Errorf("task 2's driver input after the restart (continuation %v):\n%s\nwant\n%s", in.ContinuationID, got, want)
 	}
-	if !strings.Contains(inputs[1][task1Inputs-1], `"role":"tool"`) {
-		t.Errorf("task 1's last turn: %s", inputs[1][task1Inputs-1])
+	if !strings.Contains(task1[task1Inputs-1], `"role":"tool"`) {
+		t.Errorf("task 1's last turn: %s", task1[task1Inputs-1])
 	}
 }
