@@ -34,34 +34,19 @@ func NewLayout(workRoot, capsule, id, workdir string) (*Layout, error) {
 	}
 	// The workdir's logs/ and .capsule-home/ are the shell's, made when it first needs
 	// them (runtime/shell): a session without shell or native tools costs no mkdir for them.
+	dirs := []string{filepath.Join(l.Work, "out")}
 	// The capsule's folder exists after its first session: one mkdir per folder then,
 	// where MkdirAll would stat every parent of each first.
-	if workdir == "" && mkdirEach([]string{root, l.Work, filepath.Join(l.Work, "out")}) == nil {
+	if workdir == "" && mkdirEach(append([]string{root, l.Work}, dirs...)) == nil {
 		return l, nil
 	}
 	// The records folder too: trace.jsonl goes there even when --workdir moves the work.
-	for _, d := range []string{root, l.Work} {
+	for _, d := range append([]string{root}, dirs...) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, errs.Wrap(err, CodeWorkdir, "runtime", fmt.Sprintf("cannot create %s", d), "check that work_root is writable")
 		}
 	}
-	// An existing workdir (a context's folder, --workdir) holds what tools left there: out/
-	// is made through the workdir's root, so a link left in its place cannot make the host
-	// create folders outside.
-	if err := mkdirIn(l.Work, "out"); err != nil {
-		return nil, errs.Wrap(err, CodeWorkdir, "runtime", fmt.Sprintf("cannot create %s", filepath.Join(l.Work, "out")), "check that work_root is writable; remove whatever stands at out/ in the workdir")
-	}
 	return l, nil
-}
-
-// mkdirIn makes the folder rel (and its parents) inside dir, through dir's root.
-func mkdirIn(dir, rel string) error {
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	return r.MkdirAll(rel, 0o755)
 }
 
 // mkdirEach creates each folder in order, whose parent must exist; it stops at the first
