@@ -106,10 +106,18 @@ func refreshEntropy(m api.Module, offsets []uint32) bool {
 	if mem == nil {
 		return false
 	}
-	var fresh [randBufBytes + randSeedBytes]byte
-	for _, o := range offsets {
-		_, _ = rand.Read(fresh[:]) // crypto/rand.Read does not fail
-		if !mem.Write(o, fresh[:]) {
+	// One read of the host's CSPRNG for every generator: a call pays for it on its way in.
+	const each = randBufBytes + randSeedBytes
+	var buf [2 * each]byte // the runtime has two: the thread's and the global one
+	fresh := buf[:]
+	if n := len(offsets) * each; n > len(fresh) {
+		fresh = make([]byte, n)
+	} else {
+		fresh = fresh[:n]
+	}
+	_, _ = rand.Read(fresh) // crypto/rand.Read does not fail
+	for i, o := range offsets {
+		if !mem.Write(o, fresh[i*each:(i+1)*each]) {
 			return false
 		}
 	}
