@@ -20,7 +20,6 @@ pid=
 . internal/cmd/a2aload/gateway.sh
 build_gateway
 
-load() { cut -d' ' -f1-3 /proc/loadavg; }
 rate() { echo "$1" | sed -n 's/.* \([0-9]*\) tasks\/s.*/\1/p'; }
 figures() {
 	for mode in -same-context ""; do

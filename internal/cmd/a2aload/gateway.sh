@@ -3,7 +3,7 @@
 # Caddyfile serving it on 127.0.0.1:9301 with the task store on and the plain
 # `respond "ok"` route on 127.0.0.1:9302, and the a2aload binary; `start BIN` runs the
 # gateway BIN on a fresh work_root and state_dir (pid in $pid), `stop` ends it, `cpu`
-# reads its CPU ticks, `build_gateway` builds the gateway and the sandbox helper into
+# reads its CPU ticks, `load` the load average, `build_gateway` builds the gateway and the sandbox helper into
 # $dir as `make caddy` does, `machine` prints the line every report starts with.
 go build -o "$dir/a2aload" ./internal/cmd/a2aload
 mkdir -p "$dir/cap"
@@ -63,6 +63,8 @@ start() {
 }
 stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=; }
 cpu() { awk '{print $14+$15}' "/proc/$pid/stat"; }
+# load prints the load average (1, 5 and 15 minutes), which every figure's line carries.
+load() { cut -d' ' -f1-3 /proc/loadavg; }
 # perTask prints the CPU ms per task between tick counts $1 and $2 for a2aload's line $3.
 perTask() {
 	local n

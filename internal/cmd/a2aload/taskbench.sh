@@ -23,7 +23,6 @@ pid=
 . internal/cmd/a2aload/gateway.sh
 build_gateway
 
-load() { cut -d' ' -f1-3 /proc/loadavg; }
 machine
 echo "start $(date -u +%FT%TZ), load $(load), $rounds rounds of $dur per load"
 
