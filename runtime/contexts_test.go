@@ -261,13 +261,13 @@ func TestContextFolderOutlivesSessions(t *testing.T) {
 
 // TestHostWritesStayInWorkdir: links a tool left in the workdir — task.md and out/
 // pointing outside it, then task.md as a hard link to a file outside — never lead the
-// host's own writes out: the next task's task.md replaces the link with a file holding
-// its text, the task fails on out/ rather than remove or write through it, and the files
-// outside are untouched.
+// host's own writes out: when the session ends and its task.md reaches the folder, the
+// link is replaced by a file holding the last task's text; the task fails on out/ (its
+// threaded result_<task>.txt) rather than write through it; the files outside are
+// untouched.
 func TestHostWritesStayInWorkdir(t *testing.T) {
 	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{})
-	defer h.Close()
 	first := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_links", Text: "hi"})
 	if first.State != StateCompleted {
 		t.Fatalf("%+v", first)
@@ -289,6 +289,18 @@ func TestHostWritesStayInWorkdir(t *testing.T) {
 	if out.State != StateFailed || !strings.Contains(out.Result, "escapes") {
 		t.Errorf("the task over an out/ link leading outside: %s %q", out.State, out.Result)
 	}
+	// The session's end writes what its guests last saw to the folder.
+	reopen := func() {
+		t.Helper()
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if h, err = e.Serve(context.Background(), h.staged.Manifest, h.opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reopen()
 	for _, name := range []string{"victim.txt", "result.txt"} {
 		if data, err := os.ReadFile(filepath.Join(outside, name)); err != nil || string(data) != "untouched" {
 			t.Errorf("%s outside the workdir: %q %v", name, data, err)
@@ -299,7 +311,7 @@ func TestHostWritesStayInWorkdir(t *testing.T) {
 	}
 	fi, err := os.Lstat(filepath.Join(work, "task.md"))
 	if data, _ := os.ReadFile(filepath.Join(work, "task.md")); err != nil || !fi.Mode().IsRegular() || string(data) != "second task" {
-		t.Errorf("task.md after the task: %v %v %q", fi, err, data)
+		t.Errorf("task.md after the session: %v %v %q", fi, err, data)
 	}
 	// A hard link to a file outside, at task.md, is replaced, not written through.
 	os.Remove(filepath.Join(work, "out"))
@@ -311,10 +323,12 @@ func TestHostWritesStayInWorkdir(t *testing.T) {
 	if out := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_links", Text: "third task"}); out.State != StateCompleted {
 		t.Errorf("the task over a hard-linked task.md: %s %q", out.State, out.Result)
 	}
+	reopen()
+	defer h.Close()
 	if data, err := os.ReadFile(victim); err != nil || string(data) != "untouched" {
 		t.Errorf("the hard-linked file outside: %q %v", data, err)
 	}
 	if data, _ := os.ReadFile(filepath.Join(work, "task.md")); string(data) != "third task" {
-		t.Errorf("task.md after the third task: %q", data)
+		t.Errorf("task.md after the third session: %q", data)
 	}
 }

@@ -183,7 +183,11 @@ func (r *harnessRun) run(ctx context.Context, spec shell.HarnessSpec, by string)
 	r.t.setTurn(1)
 	turnEvt, _ := s.stream.Emit(EventHarness, r.t.evt, HarnessEvent{Case: "turn-started", Text: r.sessionID}, nil)
 	r.t.setTurnEvt(turnEvt)
-	p, err := s.shell.sb.Start(context.WithoutCancel(ctx), spec)
+	err := s.beforeSubprocess()
+	var p *shell.Harness
+	if err == nil {
+		p, err = s.shell.sb.Start(context.WithoutCancel(ctx), spec)
+	}
 	if err != nil {
 		return "", StateFailed, errs.Wrap(err, CodeProcessSpawn, "runtime", "the harness "+r.desc.Harness+" could not be started", "see docs/sandbox.md")
 	}

@@ -83,6 +83,9 @@ type session struct {
 	fs     *guestfs.FS
 	// work is the workdir's root: the host's own reads and writes there go through it.
 	work *os.Root
+	// held keeps task.md and out/result.txt in memory for the guests; flushed to the
+	// folder before a subprocess starts in it (beforeSubprocess) and at close.
+	held *guestfs.Held
 	env  []string
 	http *murmur.Outgoing
 	logs string
@@ -169,9 +172,10 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	sess := &session{}
 	hookCtx, hookCancel := context.WithCancel(context.Background())
 	var hooks *HookSink
+	held := guestfs.NewHeld(work)
 	var hookFS *guestfs.FS
 	if len(s.Hooks) > 0 {
-		if hookFS, err = guestfs.NewIn(work, "out"); err != nil {
+		if hookFS, err = guestfs.NewIn(work, "out", guestfs.Hold(held)); err != nil {
 			hookCancel()
 			return nil, err
 		}
@@ -201,7 +205,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 			return nil, err
 		}
 	}
-	var opts []guestfs.Option
+	opts := []guestfs.Option{guestfs.Hold(held)}
 	if rel, err := filepath.Rel(scope, "MURMUR.md"); err == nil && filepath.IsLocal(rel) {
 		// MURMUR.md is read-only to guests (docs/reference/guest-abi.md "Files").
 		opts = append(opts, guestfs.Protect(rel))
@@ -211,7 +215,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 		return nil, err
 	}
 	lookup := o.LookupEnv
-	*sess = session{rt: r, staged: s, fs: gfs, work: work, env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
+	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
@@ -283,12 +287,24 @@ func (s *session) close() {
 		s.hookCancel() // after the drain: what the queues held has been answered
 	}
 	s.fs.Close()
+	// What the guests last saw reaches the folder; a failure loses only that copy: the
+	// task's text and answer are in its records.
+	_ = s.held.Flush()
 	s.work.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, w := range s.writers {
 		w.close()
 	}
+}
+
+// beforeSubprocess flushes the held files to the workdir before a subprocess (a shell
+// tool, a harness) may read or change it: it meets the folder the guests saw.
+func (s *session) beforeSubprocess() error {
+	if err := s.held.Flush(); err != nil {
+		return fmt.Errorf("writing the workdir's task files before the subprocess: %w", err)
+	}
+	return nil
 }
 
 // sessionPlace is where a session opens and what it first knows of its clients.

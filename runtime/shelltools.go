@@ -176,9 +176,11 @@ func (s *session) runShellTool(ctx context.Context, t *task, call agentBlock, na
 		r   shell.Result
 		err error
 	)
-	if native != "" {
+	switch err = s.beforeSubprocess(); {
+	case err != nil:
+	case native != "":
 		r, err = s.shell.sb.RunNative(ctx, call.Name, native, json.RawMessage(call.Input))
-	} else {
+	default:
 		r, err = s.shell.sb.RunShell(ctx, call.Name, call.Input)
 	}
 	s.toolCalls.Add(1)

@@ -5,15 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/ids"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 )
 
 // StateCanceled ends a task its client canceled.
@@ -262,68 +260,24 @@ func (s *session) execute(ctx context.Context, t *task, req TaskRequest) (result
 	return s.scriptTask(ctx, t)
 }
 
-// writeTask puts the task's text in the workdir's task.md (writeOwn).
-func (s *session) writeTask(text string) error { return writeOwn(s.work, "task.md", []byte(text)) }
-
-// writeResult records the task's answer in out/result.txt (when main), and in
-// out/result_<task>.txt too when the conversation is threaded, so earlier answers stay
-// readable (docs/reference/guest-abi.md "Files"); each with writeOwn.
-func (s *session) writeResult(taskID, text string, main bool) error {
-	if main {
-		if err := writeOwn(s.work, "out/result.txt", []byte(text+"\n")); err != nil {
-			return err
-		}
-	}
-	if s.staged.Manifest.Lifecycle.Conversation == "threaded" {
-		return writeOwn(s.work, "out/result_"+taskID+".txt", []byte(text+"\n"))
-	}
+// writeTask puts the task's text in the workdir's task.md, held in memory for the
+// guests (guestfs.Held) until something else may read the folder.
+func (s *session) writeTask(text string) error {
+	s.held.Put("task.md", []byte(text))
 	return nil
 }
 
-// writeOwn writes data as the file name of the workdir root work, a file the host owns
-// there: through the root, so nothing a tool left at the name makes the host write
-// elsewhere. A regular file with no other name is rewritten in place, keeping its blocks
-// (truncating and reallocating them costs a discard per write on a file system mounted
-// with discard); anything else at the name — a symbolic link, a folder, a hard link to
-// another file — is replaced by a new file, as is a file that cannot be rewritten.
-func writeOwn(work *os.Root, name string, data []byte) error {
-	fi, err := work.Lstat(name)
-	if err == nil && fi.Mode().IsRegular() && links(fi) == 1 {
-		if f, err := work.OpenFile(name, os.O_WRONLY, 0); err == nil {
-			_, err = f.WriteAt(data, 0)
-			if err == nil {
-				err = f.Truncate(int64(len(data)))
-			}
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err == nil {
-				return nil
-			}
-		}
+// writeResult records the task's answer in out/result.txt (when main, held as task.md
+// is), and in out/result_<task>.txt too when the conversation is threaded, so earlier
+// answers stay readable (docs/reference/guest-abi.md "Files"), written to the folder.
+func (s *session) writeResult(taskID, text string, main bool) error {
+	if main {
+		s.held.Put("out/result.txt", []byte(text+"\n"))
 	}
-	if err == nil || !errors.Is(err, fs.ErrNotExist) {
-		if err := work.RemoveAll(name); err != nil {
-			return err
-		}
+	if s.staged.Manifest.Lifecycle.Conversation == "threaded" {
+		return guestfs.WriteOwn(s.work, "out/result_"+taskID+".txt", []byte(text+"\n"))
 	}
-	f, err := work.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// links is fi's count of names (1 where the system does not say).
-func links(fi fs.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return uint64(st.Nlink)
-	}
-	return 1
+	return nil
 }
 
 // chunks turns what a guest of task t streams into the task's chunk events.

@@ -28,15 +28,47 @@ type file struct {
 	append   bool
 	nonblock bool
 	closed   bool
+	// lazy is the root opened without its descriptor yet (FS.OpenFile of "."): open opens it.
+	lazy bool
+	// heldListed is set once Readdir has listed the held files of this directory.
+	heldListed bool
+}
+
+// open opens a lazy root's descriptor.
+func (f *file) open() experimentalsys.Errno {
+	if f.closed {
+		return experimentalsys.EBADF
+	}
+	if !f.lazy {
+		return 0
+	}
+	d, err := f.fs.root.OpenFile(".", os.O_RDONLY|oNONBLOCK|oDIRECTORY, 0)
+	if err != nil {
+		return toErrno(err)
+	}
+	f.f, f.lazy = d, false
+	return 0
 }
 
 var _ experimentalsys.PollableFile = (*file)(nil)
 
 // Dev implements experimentalsys.File (cached at open).
-func (f *file) Dev() (uint64, experimentalsys.Errno) { return f.dev, 0 }
+func (f *file) Dev() (uint64, experimentalsys.Errno) {
+	if f.lazy {
+		st, errno := f.fs.rootStat()
+		return st.Dev, errno
+	}
+	return f.dev, 0
+}
 
 // Ino implements experimentalsys.File (cached at open).
-func (f *file) Ino() (sys.Inode, experimentalsys.Errno) { return f.ino, 0 }
+func (f *file) Ino() (sys.Inode, experimentalsys.Errno) {
+	if f.lazy {
+		st, errno := f.fs.rootStat()
+		return st.Ino, errno
+	}
+	return f.ino, 0
+}
 
 // IsDir implements experimentalsys.File (cached at open).
 func (f *file) IsDir() (bool, experimentalsys.Errno) { return f.isDir, 0 }
@@ -88,6 +120,9 @@ func (f *file) Poll(flag experimentalsys.Pflag, timeoutMillis int32) (bool, expe
 
 // Stat implements experimentalsys.File (fstat of the open descriptor).
 func (f *file) Stat() (sys.Stat_t, experimentalsys.Errno) {
+	if errno := f.open(); errno != 0 {
+		return sys.Stat_t{}, errno
+	}
 	fi, err := f.f.Stat()
 	if err != nil {
 		return sys.Stat_t{}, toErrno(err)
@@ -152,6 +187,10 @@ func (f *file) Seek(offset fileOffset, whence int) (int64, experimentalsys.Errno
 	if f.isDir && (offset != 0 || whence != io.SeekStart) {
 		return 0, experimentalsys.EISDIR
 	}
+	if errno := f.open(); errno != 0 {
+		return 0, errno
+	}
+	f.heldListed = false
 	n, err := f.f.Seek(offset, whence)
 	return n, toErrno(err)
 }
@@ -159,23 +198,56 @@ func (f *file) Seek(offset fileOffset, whence int) (int64, experimentalsys.Errno
 // Readdir implements experimentalsys.File. Entries carry their inode
 // (os.Root-opened directories stat entries with fstatat, relative to the
 // directory descriptor); "." and ".." are not returned (wazero adds them).
+//
+// Held files (Hold) stand in for the folder's entries of their names: a held file is
+// listed once, after the folder's own entries, and a name held absent is not listed.
 func (f *file) Readdir(n int) ([]experimentalsys.Dirent, experimentalsys.Errno) {
 	if f.closed || !f.isDir {
 		return nil, experimentalsys.EBADF
 	}
-	entries, err := f.f.ReadDir(n)
-	if err != nil && err != io.EOF {
-		return nil, toErrno(err)
+	if errno := f.open(); errno != 0 {
+		return nil, errno
 	}
-	dirents := make([]experimentalsys.Dirent, 0, len(entries))
-	for _, e := range entries {
-		d := experimentalsys.Dirent{Name: e.Name(), Type: e.Type()}
-		if info, err := e.Info(); err == nil {
-			d.Ino = sys.NewStat_t(info).Ino
+	var held map[string]*heldFile
+	if f.fs.held != nil {
+		held = f.fs.held.children(f.fs.wname(f.name))
+	}
+	var dirents []experimentalsys.Dirent
+	for {
+		want := n
+		if n > 0 {
+			want = n - len(dirents)
 		}
-		dirents = append(dirents, d)
+		entries, err := f.f.ReadDir(want)
+		if err != nil && err != io.EOF {
+			return nil, toErrno(err)
+		}
+		for _, e := range entries {
+			if _, ok := held[e.Name()]; ok {
+				continue
+			}
+			d := experimentalsys.Dirent{Name: e.Name(), Type: e.Type()}
+			if info, err := e.Info(); err == nil {
+				d.Ino = sys.NewStat_t(info).Ino
+			}
+			dirents = append(dirents, d)
+		}
+		done := n <= 0 || len(entries) < want
+		if done || len(dirents) >= n {
+			if done && !f.heldListed && held != nil {
+				f.heldListed = true
+				h := f.fs.held
+				h.mu.Lock()
+				for name, hf := range held {
+					if hf.present {
+						dirents = append(dirents, experimentalsys.Dirent{Name: name, Ino: hf.ino})
+					}
+				}
+				h.mu.Unlock()
+			}
+			return dirents, 0
+		}
 	}
-	return dirents, 0
 }
 
 // Write implements experimentalsys.File.
@@ -232,16 +304,16 @@ func (f *file) Truncate(size int64) experimentalsys.Errno {
 
 // Sync implements experimentalsys.File (fsync).
 func (f *file) Sync() experimentalsys.Errno {
-	if f.closed {
-		return experimentalsys.EBADF
+	if errno := f.open(); errno != 0 {
+		return errno
 	}
 	return toErrno(f.f.Sync())
 }
 
 // Datasync implements experimentalsys.File (fdatasync on Linux, else fsync).
 func (f *file) Datasync() experimentalsys.Errno {
-	if f.closed {
-		return experimentalsys.EBADF
+	if errno := f.open(); errno != 0 {
+		return errno
 	}
 	return datasync(f.f)
 }
@@ -249,8 +321,8 @@ func (f *file) Datasync() experimentalsys.Errno {
 // Utimens implements experimentalsys.File (futimens on Linux). UTIME_OMIT
 // keeps a time.
 func (f *file) Utimens(atim, mtim int64) experimentalsys.Errno {
-	if f.closed {
-		return experimentalsys.EBADF
+	if errno := f.open(); errno != 0 {
+		return errno
 	}
 	if f.fs.readOnly {
 		return experimentalsys.EROFS
@@ -272,6 +344,9 @@ func (f *file) Close() experimentalsys.Errno {
 		return 0
 	}
 	f.closed = true
+	if f.lazy {
+		return 0
+	}
 	if err := f.f.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
 		return toErrno(err)
 	}

@@ -85,11 +85,13 @@
 package guestfs
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
@@ -102,6 +104,13 @@ type Option func(*options)
 type options struct {
 	readOnly  bool
 	protected []string
+	held      *Held
+}
+
+// Hold serves the files h holds (NewHeld) from memory, as this FS's guests see them; the
+// FS must be opened with NewIn over the root h was made for.
+func Hold(h *Held) Option {
+	return func(o *options) { o.held = h }
 }
 
 // Protect makes the named files (relative to the root) read-only for the guest while the
@@ -128,6 +137,14 @@ type FS struct {
 	dir       string
 	readOnly  bool
 	protected []string // the Protect files' names, relative to the root
+	// held serves some files from memory (Hold); at is this FS's folder in held's root.
+	held *Held
+	at   string
+	// rootID identifies the directory served, learned at its first use: the root holds a
+	// descriptor of it, so it stays true while the FS is open.
+	rootOnce sync.Once
+	rootID   sys.Stat_t
+	rootErr  experimentalsys.Errno
 }
 
 var (
@@ -142,7 +159,7 @@ func New(dir string, opts ...Option) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newFS(r, dir, opts)
+	return newFS(r, dir, nil, ".", opts)
 }
 
 // NewIn is New for the folder dir inside parent, opened through parent: a symbolic link
@@ -154,17 +171,25 @@ func NewIn(parent *os.Root, dir string, opts ...Option) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newFS(r, filepath.Join(parent.Name(), dir), opts)
+	return newFS(r, filepath.Join(parent.Name(), dir), parent, path.Clean(filepath.ToSlash(dir)), opts)
 }
 
-// newFS serves the directory r, named dir, with opts; it closes r on failure.
-func newFS(r *os.Root, dir string, opts []Option) (*FS, error) {
+// newFS serves the directory r, named dir, with opts; it closes r on failure. parent and
+// at are the root r was opened from (nil for New) and r's folder in it.
+func newFS(r *os.Root, dir string, parent *os.Root, at string, opts []Option) (*FS, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	learnEscapeError(r)
 	s := &FS{root: r, dir: dir, readOnly: o.readOnly}
+	if o.held != nil {
+		if parent == nil || o.held.root != parent || !filepath.IsLocal(at) && at != "." {
+			r.Close()
+			return nil, errors.New("guestfs: Hold needs NewIn over the root the Held was made for")
+		}
+		s.held, s.at = o.held, at
+	}
 	for _, name := range o.protected {
 		if _, err := r.Stat(name); err != nil {
 			r.Close()
@@ -200,6 +225,19 @@ func (s *FS) protectedPath(name string, follow bool) bool {
 	return err == nil && s.isProtected(fi)
 }
 
+// rootStat returns the identity of the directory served, learned once.
+func (s *FS) rootStat() (sys.Stat_t, experimentalsys.Errno) {
+	s.rootOnce.Do(func() {
+		fi, err := s.root.Stat(".")
+		if err != nil {
+			s.rootErr = toErrno(err)
+			return
+		}
+		s.rootID = sys.NewStat_t(fi)
+	})
+	return s.rootID, s.rootErr
+}
+
 // Close releases the directory handle. Operations after Close fail with
 // EBADF; files already open stay usable until closed.
 func (s *FS) Close() error { return s.root.Close() }
@@ -217,6 +255,19 @@ func (s *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (e
 	if errno != 0 {
 		return nil, errno
 	}
+	if f, errno, held := s.openHeld(name, trailing, flag, perm); held {
+		return f, errno
+	}
+	if name == "." && flag&^(experimentalsys.O_DIRECTORY|experimentalsys.O_NOFOLLOW|experimentalsys.O_NONBLOCK) == experimentalsys.O_RDONLY {
+		// The root, as a preopen or "." is opened: its descriptor is opened when a call
+		// needs one (listing, stat, sync), not for every instance that never uses it.
+		return &file{fs: s, name: ".", isDir: true, lazy: true, nonblock: flag&experimentalsys.O_NONBLOCK != 0}, 0
+	}
+	return s.openFolder(name, trailing, flag, osflag, perm)
+}
+
+// openFolder opens name in the folder, past the held files.
+func (s *FS) openFolder(name string, trailing bool, flag experimentalsys.Oflag, osflag int, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
 	if errno := s.refuseSymlink(name, trailing, flag); errno != 0 {
 		return nil, errno
 	}
@@ -357,6 +408,9 @@ func (s *FS) stat(p string, statFn func(string) (fs.FileInfo, error)) (sys.Stat_
 	if errno != 0 {
 		return sys.Stat_t{}, errno
 	}
+	if st, errno, held := s.statHeld(name, trailing); held {
+		return st, errno
+	}
 	fi, err := statFn(withSlash(name, trailing))
 	if err != nil {
 		return sys.Stat_t{}, toErrno(err)
@@ -373,6 +427,9 @@ func (s *FS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
 	if name == "." {
 		return experimentalsys.EEXIST
 	}
+	if errno := s.releaseHeld(name); errno != 0 {
+		return errno
+	}
 	return toErrno(s.root.Mkdir(name, perm&0o777))
 }
 
@@ -381,6 +438,9 @@ func (s *FS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
 func (s *FS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 	name, trailing, errno := s.cleanWritable(p)
 	if errno != 0 {
+		return errno
+	}
+	if errno, held := s.onHeld(name, trailing, func(f *heldFile) { f.mode = perm & 0o777 }); held {
 		return errno
 	}
 	if s.protectedPath(name, true) {
@@ -397,6 +457,9 @@ func (s *FS) Rename(from, to string) experimentalsys.Errno {
 	}
 	if fromName == "." || toName == "." {
 		return experimentalsys.EINVAL // POSIX: renaming "." or onto it
+	}
+	if errno := s.releaseHeld(fromName, toName); errno != 0 {
+		return errno
 	}
 	if s.protectedPath(fromName, false) || s.protectedPath(toName, false) {
 		return experimentalsys.EROFS
@@ -439,6 +502,9 @@ func (s *FS) Rmdir(p string) experimentalsys.Errno {
 	if name == "." {
 		return experimentalsys.EINVAL // POSIX rmdir(".")
 	}
+	if errno := s.releaseHeld(name); errno != 0 {
+		return errno
+	}
 	return s.rmdir(name)
 }
 
@@ -463,6 +529,9 @@ func (s *FS) Unlink(p string) experimentalsys.Errno {
 	if errno != 0 {
 		return errno
 	}
+	if errno, held := s.unlinkHeld(name, trailing); held {
+		return errno
+	}
 	fi, err := s.root.Lstat(name)
 	if err != nil {
 		return toErrno(err)
@@ -483,6 +552,9 @@ func (s *FS) Unlink(p string) experimentalsys.Errno {
 func (s *FS) Link(oldPath, newPath string) experimentalsys.Errno {
 	oldName, oldSlash, newName, newSlash, errno := s.cleanPair(oldPath, newPath)
 	if errno != 0 {
+		return errno
+	}
+	if errno := s.releaseHeld(oldName, newName); errno != 0 {
 		return errno
 	}
 	return toErrno(s.root.Link(withSlash(oldName, oldSlash), withSlash(newName, newSlash)))
@@ -508,6 +580,9 @@ func (s *FS) Symlink(target, linkName string) experimentalsys.Errno {
 	if resolved := path.Join(path.Dir(name), target); resolved == ".." || strings.HasPrefix(resolved, "../") {
 		return experimentalsys.EPERM
 	}
+	if errno := s.releaseHeld(name); errno != 0 {
+		return errno
+	}
 	return toErrno(s.root.Symlink(target, withSlash(name, trailing)))
 }
 
@@ -517,6 +592,12 @@ func (s *FS) Symlink(target, linkName string) experimentalsys.Errno {
 func (s *FS) Readlink(p string) (string, experimentalsys.Errno) {
 	name, trailing, errno := clean(p)
 	if errno != 0 {
+		return "", errno
+	}
+	if errno, held := s.onHeld(name, trailing, nil); held {
+		if errno == 0 {
+			errno = experimentalsys.EINVAL // a held file is not a link
+		}
 		return "", errno
 	}
 	target, err := s.root.Readlink(withSlash(name, trailing))
@@ -531,6 +612,9 @@ func (s *FS) Readlink(p string) (string, experimentalsys.Errno) {
 func (s *FS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
 	name, trailing, errno := s.cleanWritable(p)
 	if errno != 0 {
+		return errno
+	}
+	if errno, held := s.onHeld(name, trailing, func(f *heldFile) { setTimes(f, atim, mtim) }); held {
 		return errno
 	}
 	if s.protectedPath(name, true) {

@@ -1,0 +1,398 @@
+package guestfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// Held keeps some files of one workdir in memory for the guests served over it: the files
+// the host hands a guest and takes back every task (task.md, out/result.txt), which no
+// one but the guests reads while a task runs. The guests of every FS opened over the
+// workdir with Hold see them as ordinary files — open, read, write, stat, list, remove —
+// with no system call; the folder gets them when Flush is called, which the host does
+// before anything else could look at the folder (a subprocess started in it) and when
+// the workdir's session ends. An operation that a memory file cannot honour (rename, link,
+// chmod, mkdir or rmdir on it or on a folder above it) flushes the files concerned to the
+// folder first and then acts on the folder.
+//
+// Held is safe for concurrent use.
+type Held struct {
+	root  *os.Root
+	mu    sync.Mutex
+	files map[string]*heldFile // by workdir-relative clean name
+	dev   uint64               // the workdir's device, what Stat reports
+	ino   uint64               // the last inode number made up for a held file
+}
+
+// heldFile is one held name: a file's bytes and metadata, or the name's absence. The
+// FS's open handles point at it; one the name no longer holds (removed, then created
+// again) lives on for its handles as an unlinked file does.
+type heldFile struct {
+	present      bool
+	data         []byte
+	mode         fs.FileMode
+	atime, mtime time.Time
+	ino          uint64
+	handles      map[*memFile]struct{} // open on it
+}
+
+// NewHeld returns an empty set of held files for the workdir root. Every FS that holds
+// through it must be opened with NewIn over the same root.
+func NewHeld(root *os.Root) *Held {
+	h := &Held{root: root, files: map[string]*heldFile{}, ino: 1 << 62}
+	if fi, err := root.Stat("."); err == nil {
+		h.dev = sys.NewStat_t(fi).Dev
+	}
+	return h
+}
+
+// heldName cleans a host-given name; Held's methods panic on one that is not local,
+// a bug of the caller's.
+func heldName(name string) string {
+	n := path.Clean(name)
+	if !fs.ValidPath(n) || n == "." {
+		panic("guestfs: Held name not a local file name: " + name)
+	}
+	return n
+}
+
+// Put holds name with data, as if the host had written the file: the guests read data,
+// and the folder gets it at the next Flush.
+func (h *Held) Put(name string, data []byte) {
+	name = heldName(name)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.holdLocked(name)
+	f.present, f.data, f.mode = true, append(f.data[:0:0], data...), 0o644
+	f.mtime = time.Now()
+	f.atime = f.mtime
+}
+
+// Drop holds name as absent, as if the host had removed the file: a guest opening it finds
+// nothing (whatever the folder still has there), and the folder's copy is removed at the
+// next Flush.
+func (h *Held) Drop(name string) {
+	name = heldName(name)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dropLocked(name)
+}
+
+func (h *Held) dropLocked(name string) {
+	if f := h.files[name]; f != nil && f.present {
+		delete(h.files, name) // open handles keep the file, as after unlink(2)
+	}
+	h.holdLocked(name).present = false
+}
+
+func (h *Held) holdLocked(name string) *heldFile {
+	f := h.files[name]
+	if f == nil {
+		h.ino++
+		f = &heldFile{ino: h.ino}
+		h.files[name] = f
+	}
+	return f
+}
+
+// Read returns the file name as the guests see it: held, from memory (fs.ErrNotExist when
+// held absent), otherwise read from the folder through the root, refused unless a regular
+// file, and refused over limit bytes.
+func (h *Held) Read(name string, limit int64) ([]byte, error) {
+	name = heldName(name)
+	h.mu.Lock()
+	if f := h.files[name]; f != nil {
+		defer h.mu.Unlock()
+		if !f.present {
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		}
+		if int64(len(f.data)) > limit {
+			return nil, &fs.PathError{Op: "read", Path: name, Err: errors.New("larger than the limit")}
+		}
+		return append([]byte(nil), f.data...), nil
+	}
+	h.mu.Unlock()
+	file, err := h.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	fi, err := file.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: errors.New("not a regular file")}
+	}
+	data, err := io.ReadAll(io.LimitReader(file, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = &fs.PathError{Op: "read", Path: name, Err: errors.New("larger than the limit")}
+	}
+	return data, err
+}
+
+// Flush writes every held file to the folder (WriteOwn), removes the folder's copy of
+// every name held absent, and stops holding them: from then on guests and the host meet
+// the folder's files. It goes on past a failure and returns the first.
+func (h *Held) Flush() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.releaseLocked(func(string) bool { return true })
+}
+
+// release flushes the held files named by any of names, or below any of them.
+func (h *Held) release(names ...string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.files) == 0 {
+		return nil
+	}
+	return h.releaseLocked(func(held string) bool {
+		for _, n := range names {
+			if n == "." || held == n || strings.HasPrefix(held, n+"/") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func (h *Held) releaseLocked(which func(string) bool) error {
+	var first error
+	for name, f := range h.files {
+		if !which(name) {
+			continue
+		}
+		var err error
+		if f.present {
+			err = WriteOwn(h.root, name, f.data)
+		} else if err = h.root.Remove(name); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+		delete(h.files, name)
+		for m := range f.handles {
+			m.reopenLocked()
+		}
+		f.handles = nil
+	}
+	return first
+}
+
+// lookup returns the held file at the workdir name, or errno when a folder on its way is a
+// held file (ENOTDIR) or held absent (ENOENT); nil and 0 when the name is not held.
+func (h *Held) lookupLocked(name string) (*heldFile, experimentalsys.Errno) {
+	if len(h.files) == 0 || name == "." {
+		return nil, 0
+	}
+	for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+		if f := h.files[dir]; f != nil {
+			if f.present {
+				return nil, experimentalsys.ENOTDIR
+			}
+			return nil, experimentalsys.ENOENT
+		}
+	}
+	return h.files[name], 0
+}
+
+// children returns the held names directly in the workdir folder dir.
+func (h *Held) children(dir string) map[string]*heldFile {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out map[string]*heldFile
+	for name, f := range h.files {
+		if path.Dir(name) == dir {
+			if out == nil {
+				out = map[string]*heldFile{}
+			}
+			out[path.Base(name)] = f
+		}
+	}
+	return out
+}
+
+func (h *Held) statLocked(f *heldFile) sys.Stat_t {
+	return sys.Stat_t{Dev: h.dev, Ino: f.ino, Mode: f.mode, Nlink: 1, Size: int64(len(f.data)),
+		Atim: f.atime.UnixNano(), Mtim: f.mtime.UnixNano(), Ctim: f.mtime.UnixNano()}
+}
+
+// WriteOwn writes data as the file name of the workdir root, a file the host owns there:
+// through the root, so nothing a tool left at the name makes the host write elsewhere. A
+// regular file with no other name is rewritten in place, keeping its blocks (truncating
+// and reallocating them costs a discard per write on a file system mounted with discard);
+// anything else at the name — a symbolic link, a folder, a hard link to another file —
+// is replaced by a new file, as is a file that cannot be rewritten.
+func WriteOwn(root *os.Root, name string, data []byte) error {
+	fi, err := root.Lstat(name)
+	if err == nil && fi.Mode().IsRegular() && links(fi) == 1 {
+		if f, err := root.OpenFile(name, os.O_WRONLY, 0); err == nil {
+			_, err = f.WriteAt(data, 0)
+			if err == nil {
+				err = f.Truncate(int64(len(data)))
+			}
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				return nil
+			}
+		}
+	}
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		if err := root.RemoveAll(name); err != nil {
+			return err
+		}
+	}
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// links is fi's count of names (1 where the system does not say).
+func links(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
+}
+
+// wname is the workdir name of the FS's cleaned name.
+func (s *FS) wname(name string) string {
+	switch {
+	case s.at == ".":
+		return name
+	case name == ".":
+		return s.at
+	}
+	return s.at + "/" + name
+}
+
+// openHeld opens name from memory when it is held; held is false when it is not.
+func (s *FS) openHeld(name string, trailing bool, flag experimentalsys.Oflag, perm fs.FileMode) (_ experimentalsys.File, _ experimentalsys.Errno, held bool) {
+	if s.held == nil {
+		return nil, 0, false
+	}
+	h := s.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f, errno := h.lookupLocked(s.wname(name))
+	if errno != 0 {
+		return nil, errno, true
+	}
+	if f == nil {
+		return nil, 0, false
+	}
+	access := flag & accessMask
+	now := time.Now()
+	switch {
+	case f.present && flag&(experimentalsys.O_CREAT|experimentalsys.O_EXCL) == experimentalsys.O_CREAT|experimentalsys.O_EXCL:
+		return nil, experimentalsys.EEXIST, true
+	case f.present && (trailing || flag&experimentalsys.O_DIRECTORY != 0):
+		return nil, experimentalsys.ENOTDIR, true
+	case f.present:
+		if flag&experimentalsys.O_TRUNC != 0 && access != experimentalsys.O_RDONLY {
+			f.data, f.mtime = f.data[:0], now
+		}
+	case flag&experimentalsys.O_CREAT == 0:
+		return nil, experimentalsys.ENOENT, true
+	case trailing:
+		return nil, experimentalsys.EISDIR, true
+	default:
+		f.present, f.data, f.mode, f.atime, f.mtime = true, nil, perm&0o777, now, now
+	}
+	m := &memFile{fs: s, f: f, name: name,
+		read:     access != experimentalsys.O_WRONLY,
+		write:    access != experimentalsys.O_RDONLY,
+		append:   flag&experimentalsys.O_APPEND != 0,
+		nonblock: flag&experimentalsys.O_NONBLOCK != 0}
+	if f.handles == nil {
+		f.handles = map[*memFile]struct{}{}
+	}
+	f.handles[m] = struct{}{}
+	return m, 0, true
+}
+
+// statHeld stats name from memory when it is held.
+func (s *FS) statHeld(name string, trailing bool) (_ sys.Stat_t, _ experimentalsys.Errno, held bool) {
+	if s.held == nil {
+		return sys.Stat_t{}, 0, false
+	}
+	h := s.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f, errno := h.lookupLocked(s.wname(name))
+	switch {
+	case errno != 0:
+		return sys.Stat_t{}, errno, true
+	case f == nil:
+		return sys.Stat_t{}, 0, false
+	case !f.present:
+		return sys.Stat_t{}, experimentalsys.ENOENT, true
+	case trailing:
+		return sys.Stat_t{}, experimentalsys.ENOTDIR, true
+	}
+	return h.statLocked(f), 0, true
+}
+
+// onHeld applies change (when not nil) to name's held file; held is false when name is
+// not held.
+func (s *FS) onHeld(name string, trailing bool, change func(*heldFile)) (_ experimentalsys.Errno, held bool) {
+	if s.held == nil {
+		return 0, false
+	}
+	h := s.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f, errno := h.lookupLocked(s.wname(name))
+	switch {
+	case errno != 0:
+		return errno, true
+	case f == nil:
+		return 0, false
+	case !f.present:
+		return experimentalsys.ENOENT, true
+	case trailing:
+		return experimentalsys.ENOTDIR, true
+	}
+	if change != nil {
+		change(f)
+	}
+	return 0, true
+}
+
+// unlinkHeld removes name's held file, holding the name absent.
+func (s *FS) unlinkHeld(name string, trailing bool) (_ experimentalsys.Errno, held bool) {
+	return s.onHeld(name, trailing, func(*heldFile) { s.held.dropLocked(s.wname(name)) })
+}
+
+// releaseHeld flushes the held files at or below names to the folder, before an
+// operation on the folder that memory cannot stand for.
+func (s *FS) releaseHeld(names ...string) experimentalsys.Errno {
+	if s.held == nil {
+		return 0
+	}
+	w := make([]string, len(names))
+	for i, n := range names {
+		w[i] = s.wname(n)
+	}
+	return toErrno(s.held.release(w...))
+}

@@ -1,0 +1,293 @@
+package guestfs
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+)
+
+// heldFixture is a workdir with task.md and out/result.txt on disk (stale copies), a Held
+// holding both, the guest's FS over the workdir and a hook's FS over out/.
+type heldFixture struct {
+	dir      string
+	work     *os.Root
+	held     *Held
+	fs, outs *FS
+}
+
+func newHeldFixture(t *testing.T) *heldFixture {
+	t.Helper()
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "out"), 0o755)
+	os.WriteFile(filepath.Join(dir, "task.md"), []byte("stale task"), 0o644)
+	os.WriteFile(filepath.Join(dir, "out", "result.txt"), []byte("stale answer"), 0o644)
+	os.WriteFile(filepath.Join(dir, "other.txt"), []byte("other"), 0o644)
+	work, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { work.Close() })
+	h := NewHeld(work)
+	gfs, err := NewIn(work, ".", Hold(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := NewIn(work, "out", Hold(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gfs.Close(); outs.Close() })
+	h.Put("task.md", []byte("count these words"))
+	h.Drop("out/result.txt")
+	return &heldFixture{dir: dir, work: work, held: h, fs: gfs, outs: outs}
+}
+
+func (x *heldFixture) disk(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(x.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "<none>"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func readHeld(t *testing.T, f experimentalsys.File) string {
+	t.Helper()
+	var out []byte
+	buf := make([]byte, 4)
+	for {
+		n, errno := f.Read(buf)
+		if errno != 0 {
+			t.Fatalf("read: %v", errno)
+		}
+		if n == 0 {
+			return string(out)
+		}
+		out = append(out, buf[:n]...)
+	}
+}
+
+func names(t *testing.T, f experimentalsys.File) []string {
+	t.Helper()
+	var out []string
+	for {
+		ds, errno := f.Readdir(1) // one at a time: the merge must hold across pages
+		if errno != 0 {
+			t.Fatalf("readdir: %v", errno)
+		}
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			out = append(out, d.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestHeldServesFromMemory: what the host holds is what the guests of every FS over the
+// workdir see — read, stat, listed once — whatever the folder has at those names, and the
+// folder is left as it was until Flush writes the held files and removes the ones held
+// absent.
+func TestHeldServesFromMemory(t *testing.T) {
+	x := newHeldFixture(t)
+	f, errno := x.fs.OpenFile("task.md", experimentalsys.O_RDONLY, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	if got := readHeld(t, f); got != "count these words" {
+		t.Errorf("the guest read %q", got)
+	}
+	if st, errno := f.Stat(); errno != 0 || st.Size != 17 || st.Mode.Type() != 0 {
+		t.Errorf("stat of the open file: %+v %v", st, errno)
+	}
+	f.Close()
+	if st, errno := x.fs.Stat("/task.md"); errno != 0 || st.Size != 17 {
+		t.Errorf("stat: %+v %v", st, errno)
+	}
+	if _, errno := x.fs.Stat("out/result.txt"); errno != experimentalsys.ENOENT {
+		t.Errorf("stat of the answer held absent: %v, want ENOENT", errno)
+	}
+	if _, errno := x.outs.Lstat("result.txt"); errno != experimentalsys.ENOENT {
+		t.Errorf("the hook's FS over out/: %v, want ENOENT", errno)
+	}
+	if _, errno := x.fs.OpenFile("task.md/x", experimentalsys.O_RDONLY, 0); errno != experimentalsys.ENOTDIR {
+		t.Errorf("a path through a held file: %v, want ENOTDIR", errno)
+	}
+	root, errno := x.fs.OpenFile(".", experimentalsys.O_RDONLY|experimentalsys.O_DIRECTORY, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	if got := names(t, root); !slices.Equal(got, []string{"other.txt", "out", "task.md"}) {
+		t.Errorf("the root lists %q", got)
+	}
+	if _, errno := root.Seek(0, io.SeekStart); errno != 0 {
+		t.Fatal(errno)
+	}
+	if got := names(t, root); !slices.Equal(got, []string{"other.txt", "out", "task.md"}) {
+		t.Errorf("the root lists after a rewind %q", got)
+	}
+	root.Close()
+
+	// The guest writes its answer: in memory, read back by the host and by the hook's FS.
+	w, errno := x.fs.OpenFile("out/result.txt", experimentalsys.O_WRONLY|experimentalsys.O_CREAT|experimentalsys.O_TRUNC, 0o600)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	for _, s := range []string{"three ", "words"} {
+		if _, errno := w.Write([]byte(s)); errno != 0 {
+			t.Fatal(errno)
+		}
+	}
+	w.Close()
+	if data, err := x.held.Read("out/result.txt", 1<<20); err != nil || string(data) != "three words" {
+		t.Errorf("the host reads %q %v", data, err)
+	}
+	if _, err := x.held.Read("out/result.txt", 5); err == nil {
+		t.Error("a held file over the limit was read")
+	}
+	out, _ := x.outs.OpenFile(".", experimentalsys.O_RDONLY, 0)
+	if got := names(t, out); !slices.Equal(got, []string{"result.txt"}) {
+		t.Errorf("out/ lists %q", got)
+	}
+	out.Close()
+	if got := x.disk(t, "task.md") + "|" + x.disk(t, "out/result.txt"); got != "stale task|stale answer" {
+		t.Errorf("the folder before Flush: %q", got)
+	}
+	if err := x.held.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.disk(t, "task.md") + "|" + x.disk(t, "out/result.txt"); got != "count these words|three words" {
+		t.Errorf("the folder after Flush: %q", got)
+	}
+	// Flushed, nothing is held: the folder is what guests and host meet.
+	os.WriteFile(filepath.Join(x.dir, "task.md"), []byte("a tool's"), 0o644)
+	if data, err := x.held.Read("task.md", 1<<20); err != nil || string(data) != "a tool's" {
+		t.Errorf("after Flush the host reads %q %v", data, err)
+	}
+
+	// A name held absent is removed from the folder at Flush, and an unlinked one too.
+	x.held.Drop("out/result.txt")
+	x.held.Put("task.md", []byte("next"))
+	if errno := x.fs.Unlink("task.md"); errno != 0 {
+		t.Fatal(errno)
+	}
+	if errno := x.fs.Unlink("task.md"); errno != experimentalsys.ENOENT {
+		t.Errorf("unlink twice: %v", errno)
+	}
+	if err := x.held.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.disk(t, "task.md") + "|" + x.disk(t, "out/result.txt"); got != "<none>|<none>" {
+		t.Errorf("the folder after Flush of absent names: %q", got)
+	}
+}
+
+// TestHeldOpens: the open flags act on a held file as on a file in the folder.
+func TestHeldOpens(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		path  string
+		flag  experimentalsys.Oflag
+		errno experimentalsys.Errno
+		after string // task.md's bytes after writing "XY" through the handle
+	}{
+		{"read", "task.md", experimentalsys.O_RDONLY, 0, "count these words"},
+		{"exclusive create", "task.md", experimentalsys.O_WRONLY | experimentalsys.O_CREAT | experimentalsys.O_EXCL, experimentalsys.EEXIST, ""},
+		{"as a directory", "task.md", experimentalsys.O_RDONLY | experimentalsys.O_DIRECTORY, experimentalsys.ENOTDIR, ""},
+		{"trailing slash", "task.md/", experimentalsys.O_RDONLY, experimentalsys.ENOTDIR, ""},
+		{"write in place", "task.md", experimentalsys.O_WRONLY, 0, "XYunt these words"},
+		{"truncate", "task.md", experimentalsys.O_RDWR | experimentalsys.O_TRUNC, 0, "XY"},
+		{"append", "task.md", experimentalsys.O_WRONLY | experimentalsys.O_APPEND, 0, "count these wordsXY"},
+		{"absent, no create", "out/result.txt", experimentalsys.O_RDONLY, experimentalsys.ENOENT, ""},
+		{"absent, through it", "out/result.txt/x", experimentalsys.O_RDONLY, experimentalsys.ENOENT, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			x := newHeldFixture(t)
+			f, errno := x.fs.OpenFile(tt.path, tt.flag, 0o644)
+			if errno != tt.errno {
+				t.Fatalf("open: %v, want %v", errno, tt.errno)
+			}
+			if errno != 0 {
+				return
+			}
+			defer f.Close()
+			_, werr := f.Write([]byte("XY"))
+			if tt.flag&accessMask == experimentalsys.O_RDONLY {
+				if werr != experimentalsys.EBADF {
+					t.Errorf("a write through a read-only handle: %v", werr)
+				}
+			} else if werr != 0 {
+				t.Fatal(werr)
+			}
+			if data, _ := x.held.Read("task.md", 1<<20); string(data) != tt.after {
+				t.Errorf("task.md holds %q, want %q", data, tt.after)
+			}
+		})
+	}
+}
+
+// TestHeldRelease: what memory cannot stand for — a rename, a link, a folder made or
+// removed at or above a held name, a Flush while a handle is open — acts on the folder,
+// which first gets the held files concerned; an open handle goes on there.
+func TestHeldRelease(t *testing.T) {
+	x := newHeldFixture(t)
+	w, errno := x.fs.OpenFile("task.md", experimentalsys.O_RDWR, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	defer w.Close()
+	if _, errno := w.Write([]byte("COUNT")); errno != 0 {
+		t.Fatal(errno)
+	}
+	if errno := x.fs.Rename("task.md", "renamed.md"); errno != 0 {
+		t.Fatal(errno)
+	}
+	if got := x.disk(t, "renamed.md") + "|" + x.disk(t, "task.md"); got != "COUNT these words|<none>" {
+		t.Errorf("after the rename: %q", got)
+	}
+	// The handle was opened in the folder before the rename: it goes on in the renamed
+	// file, at its offset, as a descriptor would.
+	if _, errno := w.Write([]byte("!")); errno != 0 {
+		t.Fatal(errno)
+	}
+	if got := x.disk(t, "renamed.md"); got != "COUNT!these words" {
+		t.Errorf("a write through the handle after the rename: %q", got)
+	}
+
+	x = newHeldFixture(t)
+	w, _ = x.fs.OpenFile("out/result.txt", experimentalsys.O_WRONLY|experimentalsys.O_CREAT, 0o644)
+	defer w.Close()
+	w.Write([]byte("ab"))
+	if errno := x.fs.Rmdir("out"); errno != experimentalsys.ENOTEMPTY {
+		t.Errorf("rmdir of a folder holding a held file: %v, want ENOTEMPTY", errno)
+	}
+	if got := x.disk(t, "out/result.txt"); got != "ab" {
+		t.Errorf("out/result.txt after the rmdir: %q", got)
+	}
+	if _, errno := w.Write([]byte("cd")); errno != 0 {
+		t.Fatal(errno)
+	}
+	if got := x.disk(t, "out/result.txt"); got != "abcd" {
+		t.Errorf("a write after the release goes on in the folder's file: %q", got)
+	}
+	if data, err := x.held.Read("out/result.txt", 1<<20); err != nil || string(data) != "abcd" {
+		t.Errorf("the host reads the folder's file: %q %v", data, err)
+	}
+	if errno := x.fs.Link("other.txt", "task.md"); errno != experimentalsys.EEXIST {
+		t.Errorf("a link onto a held file: %v, want EEXIST", errno)
+	}
+	if got := x.disk(t, "task.md"); got != "count these words" {
+		t.Errorf("task.md after the link: %q", got)
+	}
+}
