@@ -22,7 +22,7 @@ type memFile struct {
 	read, write, append, nonblock bool
 	pos                           int64
 	closed                        bool
-	disk                          experimentalsys.File // the folder's file, once released
+	disk                          experimentalsys.File  // the folder's file, once released
 	lost                          experimentalsys.Errno // why it could not be opened there
 }
 
