@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 type failingSink struct{ calls int }
@@ -58,6 +59,54 @@ func TestTraceSinkCapture(t *testing.T) {
 		}
 		if _, kept := call["input"]; kept != content {
 			t.Errorf("content=%v: input kept=%v", content, kept)
+		}
+	}
+}
+
+// TestTraceSinkWrites: lines wait in memory until a task or the session ends — one write
+// per task — or until the delay has passed since the first line waiting, so a long task's
+// events still reach the file; Close writes what waits.
+func TestTraceSinkWrites(t *testing.T) {
+	lines := func(path string) int {
+		data, _ := os.ReadFile(path)
+		return strings.Count(string(data), "\n")
+	}
+	path := filepath.Join(t.TempDir(), "trace.jsonl")
+	ts, err := NewTraceSink(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.delay = time.Hour // no timed write in this part
+	s := NewStream("ses_1", ts)
+	id, _ := s.Emit(EventSessionStart, "", SessionStart{Capsule: "c"}, nil)
+	s.Emit(EventTaskStart, id, TaskStart{TaskID: "t1"}, nil)
+	s.Emit(EventToolCall, id, ToolCall{ToolName: "echo"}, nil)
+	if n := lines(path); n != 0 {
+		t.Errorf("%d lines in the file before the task ended, want 0", n)
+	}
+	s.Emit(EventTaskEnd, id, TaskEnd{TaskID: "t1", State: StateCompleted}, nil)
+	if n := lines(path); n != 4 {
+		t.Errorf("%d lines once the task ended, want 4", n)
+	}
+	s.Emit(EventTaskStart, id, TaskStart{TaskID: "t2"}, nil)
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := lines(path); n != 5 {
+		t.Errorf("%d lines after Close, want 5", n)
+	}
+
+	path = filepath.Join(t.TempDir(), "trace.jsonl")
+	if ts, err = NewTraceSink(path, false); err != nil {
+		t.Fatal(err)
+	}
+	defer ts.Close()
+	ts.delay = time.Millisecond
+	s = NewStream("ses_2", ts)
+	s.Emit(EventSessionStart, "", SessionStart{Capsule: "c"}, nil)
+	for deadline := time.Now().Add(10 * time.Second); lines(path) != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a waiting line never reached the file")
 		}
 	}
 }

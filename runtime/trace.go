@@ -6,16 +6,29 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/capsulegate/capsulegate/errs"
 )
 
-// TraceSink appends each event as one JSON line to trace.jsonl and flushes it.
+// TraceSink appends each event as one JSON line to trace.jsonl. Lines reach the file at
+// a task's or the session's end, or traceDelay after the first line still waiting: one
+// write per task, not one per event, while a long task's events still show promptly.
 type TraceSink struct {
+	mu      sync.Mutex
 	f       *os.File
 	w       *bufio.Writer
 	content bool
+	timer   *time.Timer // flushLater, armed while lines wait
+	armed   bool
+	delay   time.Duration // traceDelay; tests shorten or lengthen it
+	err     error       // a timed flush's failure, returned by the next Event
+	closed  bool
 }
+
+// traceDelay is the longest a trace line waits for the file.
+const traceDelay = 50 * time.Millisecond
 
 // NewTraceSink opens path for appending; content keeps inputs and outputs
 // (trace.capture: content), otherwise only sizes are kept.
@@ -24,7 +37,7 @@ func NewTraceSink(path string, content bool) (*TraceSink, error) {
 	if err != nil {
 		return nil, errs.Wrap(err, CodeTrace, "runtime", "cannot open the trace "+path, "check that work_root is writable")
 	}
-	return &TraceSink{f: f, w: bufio.NewWriter(f), content: content}, nil
+	return &TraceSink{f: f, w: bufio.NewWriter(f), content: content, delay: traceDelay}, nil
 }
 
 // traceEnvelope is what every trace line starts with, in this order (trace.md).
@@ -77,13 +90,54 @@ func (t *TraceSink) Event(e *Event) error {
 		}
 	}
 	line = append(line, '\n')
-	if _, err := t.w.Write(line); err != nil {
-		return errs.Wrap(err, CodeTrace, "runtime", "cannot write the trace "+t.f.Name(), "free disk space; the session stops rather than lose events")
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err != nil {
+		return t.err
 	}
-	if err := t.w.Flush(); err != nil {
-		return errs.Wrap(err, CodeTrace, "runtime", "cannot write the trace "+t.f.Name(), "free disk space; the session stops rather than lose events")
+	if _, err := t.w.Write(line); err != nil {
+		return t.failed(err)
+	}
+	switch {
+	case e.Type == EventTaskEnd || e.Type == EventSessionEnd:
+		return t.flushLocked()
+	case t.w.Buffered() > 0 && !t.armed:
+		t.armed = true
+		if t.timer == nil {
+			t.timer = time.AfterFunc(t.delay, t.flushLater)
+		} else {
+			t.timer.Reset(t.delay)
+		}
 	}
 	return nil
+}
+
+func (t *TraceSink) flushLater() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.armed = false
+	if !t.closed && t.err == nil {
+		_ = t.flushLocked()
+	}
+}
+
+func (t *TraceSink) flushLocked() error {
+	if t.armed {
+		t.timer.Stop()
+		t.armed = false
+	}
+	if t.w.Buffered() == 0 {
+		return nil
+	}
+	if err := t.w.Flush(); err != nil {
+		return t.failed(err)
+	}
+	return nil
+}
+
+func (t *TraceSink) failed(err error) error {
+	t.err = errs.Wrap(err, CodeTrace, "runtime", "cannot write the trace "+t.f.Name(), "free disk space; the session stops rather than lose events")
+	return t.err
 }
 
 // joinObject appends the members of the JSON object obj to the object line; null adds
@@ -99,8 +153,14 @@ func joinObject(line, obj []byte) ([]byte, error) {
 	return append(line, obj[1:]...), nil
 }
 
-// Close closes the trace file.
+// Close writes what waits and closes the trace file.
 func (t *TraceSink) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	if t.timer != nil {
+		t.timer.Stop()
+	}
 	if err := t.w.Flush(); err != nil {
 		t.f.Close()
 		return fmt.Errorf("flush trace: %w", err)
