@@ -23,7 +23,7 @@ type TraceSink struct {
 	timer   *time.Timer // flushLater, armed while lines wait
 	armed   bool
 	delay   time.Duration // traceDelay; tests shorten or lengthen it
-	err     error       // a timed flush's failure, returned by the next Event
+	err     error         // a timed flush's failure, returned by the next Event
 	closed  bool
 }
 
