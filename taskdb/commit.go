@@ -171,17 +171,11 @@ func (db *DB) Hurry() {
 // GroupWindow, until MaxBatch, or until a caller waits (Hurry), and commits them all in
 // one transaction. While it commits, new writes queue up and go into the next batch, so
 // under load batches grow with the commit's own duration even when callers hurry it: a
-// lone caller waits about one commit, many share each commit. When commits follow each
-// other (a caller hurries before the last commit is as old as it took), the committer
-// waits out that time before it commits again: each commit then holds the writes of twice
-// its duration, so half as many commits write the same tasks — fewer pages written for
-// each — for at most one commit's wait, and a lone caller never waits.
+// lone caller waits about one commit, many share each commit.
 func (db *DB) commitLoop() {
 	defer close(db.done)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	var lastEnd time.Time
-	var lastTook time.Duration
 	for {
 		first, ok := <-db.queue
 		if !ok {
@@ -189,7 +183,6 @@ func (db *DB) commitLoop() {
 		}
 		batch := []*op{first}
 		timer.Reset(db.opts.GroupWindow)
-		paced := false
 	gather:
 		for len(batch) < db.opts.MaxBatch {
 			select {
@@ -210,24 +203,13 @@ func (db *DB) commitLoop() {
 				}
 				batch = append(batch, o)
 			case <-db.hurry:
-				if paced {
-					continue // the commit is due when the pacing ends
-				}
-				if wait := lastTook - time.Since(lastEnd); wait > 0 && wait < db.opts.GroupWindow {
-					paced = true
-					timer.Reset(wait)
-					continue
-				}
 				break gather
 			case <-timer.C:
 				break gather
 			}
 		}
 		timer.Stop()
-		start := time.Now()
 		db.commit(batch)
-		lastEnd = time.Now()
-		lastTook = lastEnd.Sub(start)
 	}
 }
 
