@@ -18,6 +18,9 @@ type op struct {
 	refused error
 }
 
+// appendFill is how full a leaf of the time-ordered buckets is left when it splits.
+const appendFill = 0.9
+
 // refusal is returned by an apply that refuses its own write before writing anything:
 // the batch goes on, and only that op's caller receives err.
 type refusal struct{ err error }
@@ -216,6 +219,12 @@ func (db *DB) commitLoop() {
 func (db *DB) commit(batch []*op) {
 	err := guard(func() error {
 		return db.bolt.Update(func(tx *bolt.Tx) error {
+			// Tasks, their index and their journals are keyed by time-ordered ids, so new
+			// keys go at the right edge: leaves split full there instead of half full, and
+			// the tasks in flight span half as many pages, which each commit rewrites.
+			for _, name := range [][]byte{bucketTasks, bucketHeads, bucketEvents} {
+				tx.Bucket(name).FillPercent = appendFill
+			}
 			for _, o := range batch {
 				err := o.apply(tx)
 				var r refusal
