@@ -1,10 +1,11 @@
-# gateway.sh — sourced by taskbench.sh and vs.sh: in $dir (made by the caller), the
+# gateway.sh — sourced by taskbench.sh, vs.sh, syscalls.sh, contexts.sh and bigfile.sh: in $dir (made by the caller), the
 # wordcount script capsule with its lifecycle set to `queue` (queue_depth 1000), a
 # Caddyfile serving it on 127.0.0.1:9301 with the task store on and the plain
 # `respond "ok"` route on 127.0.0.1:9302, and the a2aload binary; `start BIN` runs the
 # gateway BIN on a fresh work_root and state_dir (pid in $pid), `stop` ends it, `cpu`
 # reads its CPU ticks, `load` the load average, `build_gateway` builds the gateway and the sandbox helper into
-# $dir as `make caddy` does, `machine` prints the line every report starts with.
+# $dir as `make caddy` does, `machine` prints the line every report starts with, `median`
+# the median of a2aload lines.
 go build -o "$dir/a2aload" ./internal/cmd/a2aload
 mkdir -p "$dir/cap"
 cp examples/capsules/wordcount/capsule.wasm examples/capsules/wordcount/murmur.lock "$dir/cap/"
@@ -71,4 +72,9 @@ perTask() {
 	n=$(echo "$3" | sed -n 's/.*: \([0-9]*\) completed.*/\1/p')
 	[ -n "$n" ] && [ "$n" -gt 0 ] || { echo "no task completed: $3" >&2; exit 1; }
 	awk -v a="$1" -v b="$2" -v n="$n" -v t="$tck" 'BEGIN{printf "%.2f ms/task", (b-a)*1000/t/n}'
+}
+# median prints the line of $@ (a2aload lines with "N tasks/s") whose tasks/s is the median.
+median() {
+	printf '%s\n' "$@" | awk '{for (i = 1; i < NF; i++) if ($(i+1) == "tasks/s" || $(i+1) == "tasks/s,") print $i "\t" $0}' |
+		sort -n | awk -v n="$#" 'NR == int((n+1)/2) {sub(/^[^\t]*\t/, ""); print}'
 }

@@ -26,12 +26,6 @@ build_gateway
 machine
 echo "start $(date -u +%FT%TZ), load $(load), $rounds rounds of $dur per load"
 
-# median prints the line of $@ (a2aload lines with "N tasks/s") whose tasks/s is the median.
-median() {
-	printf '%s\n' "$@" | awk '{for (i = 1; i < NF; i++) if ($(i+1) == "tasks/s" || $(i+1) == "tasks/s,") print $i "\t" $0}' |
-		sort -n | awk -v n="$#" 'NR == int((n+1)/2) {sub(/^[^\t]*\t/, ""); print}'
-}
-
 for mode in -same-context ""; do
 	for c in 1 16 200; do
 		lines=()

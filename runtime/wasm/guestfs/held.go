@@ -30,7 +30,7 @@ type Held struct {
 	root  *os.Root
 	mu    sync.Mutex
 	files map[string]*heldFile // by workdir-relative clean name
-	dev   uint64               // the workdir's device, what Stat reports
+	dev   uint64               // the workdir's device, what Stat reports (0: not learned yet)
 	ino   uint64               // the last inode number made up for a held file
 }
 
@@ -49,11 +49,17 @@ type heldFile struct {
 // NewHeld returns an empty set of held files for the workdir root. Every FS that holds
 // through it must be opened with NewIn over the same root.
 func NewHeld(root *os.Root) *Held {
-	h := &Held{root: root, files: map[string]*heldFile{}, ino: 1 << 62}
-	if fi, err := root.Stat("."); err == nil {
-		h.dev = sys.NewStat_t(fi).Dev
+	return &Held{root: root, files: map[string]*heldFile{}, ino: 1 << 62}
+}
+
+// devLocked is the workdir's device, learned at the first stat of a held file.
+func (h *Held) devLocked() uint64 {
+	if h.dev == 0 {
+		if fi, err := h.root.Stat("."); err == nil {
+			h.dev = sys.NewStat_t(fi).Dev
+		}
 	}
-	return h
+	return h.dev
 }
 
 // heldName cleans a host-given name; Held's methods panic on one that is not local,
@@ -225,7 +231,7 @@ func (h *Held) children(dir string) map[string]*heldFile {
 }
 
 func (h *Held) statLocked(f *heldFile) sys.Stat_t {
-	return sys.Stat_t{Dev: h.dev, Ino: f.ino, Mode: f.mode, Nlink: 1, Size: int64(len(f.data)),
+	return sys.Stat_t{Dev: h.devLocked(), Ino: f.ino, Mode: f.mode, Nlink: 1, Size: int64(len(f.data)),
 		Atim: f.atime.UnixNano(), Mtim: f.mtime.UnixNano(), Ctim: f.mtime.UnixNano()}
 }
 

@@ -66,7 +66,12 @@ func (m *memFile) reopenLocked() {
 }
 
 // Dev implements experimentalsys.File.
-func (m *memFile) Dev() (uint64, experimentalsys.Errno) { return m.fs.held.dev, 0 }
+func (m *memFile) Dev() (uint64, experimentalsys.Errno) {
+	h := m.fs.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.devLocked(), 0
+}
 
 // Ino implements experimentalsys.File.
 func (m *memFile) Ino() (sys.Inode, experimentalsys.Errno) { return m.f.ino, 0 }
