@@ -48,6 +48,12 @@
 //     O_APPEND returns EROFS; files are only ever opened O_RDONLY, so writes
 //     through them fail with EBADF in the kernel.
 //
+// # Held files
+//
+// A Held keeps some files of a workdir in memory for every FS opened over it with Hold
+// (the host's task.md and the guest's out/result.txt, in capsulegate): guests meet them
+// as ordinary files with no system call, and the folder gets them at Flush. See Held.
+//
 // # Facts about os.Root this relies on (Go 1.24, plus the Go 1.25 methods)
 //
 // Verified on Linux with the Go toolchain of this module (see the tests):
