@@ -27,7 +27,7 @@ kinds='openat|open|creat|mkdir|mkdirat|write|pwrite64|writev|fsync|fdatasync|syn
 for mode in -same-context ""; do
 	for c in 1 200; do
 		start "$dir/caddy"
-		"$dir/a2aload" -url http://127.0.0.1:9301/ $mode -clients 4 -duration 2s > /dev/null # warm up
+		"$dir/a2aload" -url http://127.0.0.1:9301/ $mode -clients "$c" -duration 2s > /dev/null # warm up: each client's context opened
 		args=()
 		for t in /proc/"$pid"/task/*; do args+=(-p "${t##*/}"); done
 		strace -f -c -o "$dir/strace.txt" "${args[@]}" 2> "$dir/strace.err" &
@@ -53,7 +53,7 @@ done
 
 # Where the calls land: warm contexts, 200 clients, each call with its file (-y).
 start "$dir/caddy"
-"$dir/a2aload" -url http://127.0.0.1:9301/ -same-context -clients 4 -duration 2s > /dev/null
+"$dir/a2aload" -url http://127.0.0.1:9301/ -same-context -clients 200 -duration 2s > /dev/null
 args=()
 for t in /proc/"$pid"/task/*; do args+=(-p "${t##*/}"); done
 strace -f -y -qq -e trace="$(echo "$kinds" | tr '|' ',')" -o "$dir/calls.txt" "${args[@]}" 2> "$dir/strace.err" &
