@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# vs.sh — two builds of the gateway under the task benchmark's 200-client load, in turn:
+# vs.sh — two builds of the gateway under the task benchmark's 200-client load (CLIENTS
+# clients when set), in turn:
 # the wordcount script capsule (queue, queue_depth 1000, task store on) as taskbench.sh
 # serves it, each client in its own context, A B, B A, A B … for the given rounds, a fresh
 # gateway, work_root and state_dir for every run. Each line is a2aload's with the build's
@@ -11,7 +12,7 @@
 #   internal/cmd/a2aload/vs.sh A_DIR B_DIR [rounds, default 3] [seconds, default 15]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-a=$1 b=$2 rounds=${3:-3} dur=${4:-15}s
+a=$1 b=$2 rounds=${3:-3} dur=${4:-15}s clients=${CLIENTS:-200}
 for d in "$a" "$b"; do
 	[ -x "$d/caddy" ] || { echo "vs.sh: $d/caddy is not an executable gateway: build it first (see the header)" >&2; exit 2; }
 done
@@ -25,7 +26,7 @@ run() { # build-dir name
 	start "$1/caddy"
 	"$dir/a2aload" -url http://127.0.0.1:9301/ -clients 4 -duration 2s > /dev/null # warm up
 	c0=$(cpu)
-	out=$("$dir/a2aload" -url http://127.0.0.1:9301/ -same-context -clients 200 -duration "$dur")
+	out=$("$dir/a2aload" -url http://127.0.0.1:9301/ -same-context -clients "$clients" -duration "$dur")
 	c1=$(cpu)
 	stop
 	echo "$2 $out; cpu $(perTask "$c0" "$c1" "$out")"
