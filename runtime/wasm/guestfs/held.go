@@ -338,25 +338,9 @@ func (s *FS) openHeld(name string, trailing bool, flag experimentalsys.Oflag, pe
 }
 
 // statHeld stats name from memory when it is held.
-func (s *FS) statHeld(name string, trailing bool) (_ sys.Stat_t, _ experimentalsys.Errno, held bool) {
-	if s.held == nil {
-		return sys.Stat_t{}, 0, false
-	}
-	h := s.held
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	f, errno := h.lookupLocked(s.wname(name))
-	switch {
-	case errno != 0:
-		return sys.Stat_t{}, errno, true
-	case f == nil:
-		return sys.Stat_t{}, 0, false
-	case !f.present:
-		return sys.Stat_t{}, experimentalsys.ENOENT, true
-	case trailing:
-		return sys.Stat_t{}, experimentalsys.ENOTDIR, true
-	}
-	return h.statLocked(f), 0, true
+func (s *FS) statHeld(name string, trailing bool) (st sys.Stat_t, errno experimentalsys.Errno, held bool) {
+	errno, held = s.onHeld(name, trailing, func(f *heldFile) { st = s.held.statLocked(f) })
+	return st, errno, held
 }
 
 // onHeld applies change (when not nil) to name's held file; held is false when name is

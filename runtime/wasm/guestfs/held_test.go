@@ -60,22 +60,6 @@ func (x *heldFixture) disk(t *testing.T, name string) string {
 	return string(data)
 }
 
-func readHeld(t *testing.T, f experimentalsys.File) string {
-	t.Helper()
-	var out []byte
-	buf := make([]byte, 4)
-	for {
-		n, errno := f.Read(buf)
-		if errno != 0 {
-			t.Fatalf("read: %v", errno)
-		}
-		if n == 0 {
-			return string(out)
-		}
-		out = append(out, buf[:n]...)
-	}
-}
-
 func names(t *testing.T, f experimentalsys.File) []string {
 	t.Helper()
 	var out []string
@@ -105,7 +89,7 @@ func TestHeldServesFromMemory(t *testing.T) {
 	if errno != 0 {
 		t.Fatal(errno)
 	}
-	if got := readHeld(t, f); got != "count these words" {
+	if got := readAll(t, f); got != "count these words" {
 		t.Errorf("the guest read %q", got)
 	}
 	if st, errno := f.Stat(); errno != 0 || st.Size != 17 || st.Mode.Type() != 0 {
