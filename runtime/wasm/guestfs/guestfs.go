@@ -446,7 +446,7 @@ func (s *FS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 	if errno != 0 {
 		return errno
 	}
-	if errno, held := s.onHeld(name, trailing, func(f *heldFile) { f.mode = perm & 0o777 }); held {
+	if errno := s.releaseHeld(name); errno != 0 {
 		return errno
 	}
 	if s.protectedPath(name, true) {
@@ -620,7 +620,7 @@ func (s *FS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
 	if errno != 0 {
 		return errno
 	}
-	if errno, held := s.onHeld(name, trailing, func(f *heldFile) { setTimes(f, atim, mtim) }); held {
+	if errno := s.releaseHeld(name); errno != 0 {
 		return errno
 	}
 	if s.protectedPath(name, true) {

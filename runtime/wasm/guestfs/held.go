@@ -22,8 +22,8 @@ import (
 // with no system call; the folder gets them when Flush is called, which the host does
 // before anything else could look at the folder (a subprocess started in it) and when
 // the workdir's session ends. An operation that a memory file cannot honour (rename, link,
-// chmod, mkdir or rmdir on it or on a folder above it) flushes the files concerned to the
-// folder first and then acts on the folder.
+// symlink, chmod, utimens, mkdir or rmdir on it or on a folder above it) flushes the files
+// concerned to the folder first and then acts on the folder.
 //
 // Held is safe for concurrent use.
 type Held struct {
@@ -197,7 +197,7 @@ func (h *Held) releaseLocked(which func(string) bool) error {
 	return first
 }
 
-// lookup returns the held file at the workdir name, or errno when a folder on its way is a
+// lookupLocked returns the held file at the workdir name, or errno when a folder on its way is a
 // held file (ENOTDIR) or held absent (ENOENT); nil and 0 when the name is not held.
 func (h *Held) lookupLocked(name string) (*heldFile, experimentalsys.Errno) {
 	if len(h.files) == 0 || name == "." {

@@ -268,6 +268,12 @@ func TestHeldRelease(t *testing.T) {
 	if data, err := x.held.Read("out/result.txt", 1<<20); err != nil || string(data) != "abcd" {
 		t.Errorf("the host reads the folder's file: %q %v", data, err)
 	}
+	if errno := x.fs.Chmod("task.md", 0o600); errno != 0 {
+		t.Fatal(errno)
+	}
+	if fi, err := os.Stat(filepath.Join(x.dir, "task.md")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("a chmod of a held file acts on the folder's: %v %v", fi, err)
+	}
 	if errno := x.fs.Link("other.txt", "task.md"); errno != experimentalsys.EEXIST {
 		t.Errorf("a link onto a held file: %v, want EEXIST", errno)
 	}

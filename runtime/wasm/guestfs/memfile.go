@@ -289,31 +289,29 @@ func (m *memFile) Datasync() experimentalsys.Errno {
 	return d.Datasync()
 }
 
-// Utimens implements experimentalsys.File. UTIME_OMIT keeps a time.
+// Utimens implements experimentalsys.File on the folder's file: the held file is flushed
+// there first, so the times set are the folder's.
 func (m *memFile) Utimens(atim, mtim int64) experimentalsys.Errno {
 	d, errno := m.use()
-	switch {
-	case errno != 0:
+	if errno == 0 && d == nil {
+		if m.fs.readOnly {
+			return experimentalsys.EROFS
+		}
+		if errno = m.fs.releaseHeld(m.name); errno == 0 {
+			d, errno = m.use()
+		}
+	}
+	if errno != 0 {
 		return errno
-	case d != nil:
-		return d.Utimens(atim, mtim)
-	case m.fs.readOnly:
-		return experimentalsys.EROFS
 	}
-	h := m.fs.held
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	setTimes(m.f, atim, mtim)
-	return 0
-}
-
-func setTimes(f *heldFile, atim, mtim int64) {
-	if atim != experimentalsys.UTIME_OMIT {
-		f.atime = time.Unix(0, atim)
+	if d == nil { // an unlinked file, still open: it has no folder copy to carry the times
+		h := m.fs.held
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		setTimes(m.f, atim, mtim)
+		return 0
 	}
-	if mtim != experimentalsys.UTIME_OMIT {
-		f.mtime = time.Unix(0, mtim)
-	}
+	return d.Utimens(atim, mtim)
 }
 
 // Close implements experimentalsys.File; closing twice is not an error.
@@ -332,4 +330,13 @@ func (m *memFile) Close() experimentalsys.Errno {
 		return d.Close()
 	}
 	return 0
+}
+
+func setTimes(f *heldFile, atim, mtim int64) {
+	if atim != experimentalsys.UTIME_OMIT {
+		f.atime = time.Unix(0, atim)
+	}
+	if mtim != experimentalsys.UTIME_OMIT {
+		f.mtime = time.Unix(0, mtim)
+	}
 }
