@@ -3,7 +3,9 @@ package guestfs
 import (
 	"errors"
 	"io"
+	"maps"
 	"os"
+	"slices"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/sys"
@@ -238,8 +240,8 @@ func (f *file) Readdir(n int) ([]experimentalsys.Dirent, experimentalsys.Errno) 
 				f.heldListed = true
 				h := f.fs.held
 				h.mu.Lock()
-				for name, hf := range held {
-					if hf.present {
+				for _, name := range slices.Sorted(maps.Keys(held)) { // the same order every listing
+					if hf := held[name]; hf.present {
 						dirents = append(dirents, experimentalsys.Dirent{Name: name, Ino: hf.ino})
 					}
 				}
