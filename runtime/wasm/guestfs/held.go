@@ -41,6 +41,7 @@ type heldFile struct {
 	present      bool
 	data         []byte
 	mode         fs.FileMode
+	created      bool // a guest made it while the name was held absent: the folder's file is replaced, with mode
 	atime, mtime time.Time
 	ino          uint64
 	handles      map[*memFile]struct{} // open on it
@@ -79,7 +80,10 @@ func (h *Held) Put(name string, data []byte) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f := h.holdLocked(name)
-	f.present, f.data, f.mode = true, append(f.data[:0:0], data...), 0o644
+	if !f.present { // writing over a file keeps its mode, as WriteOwn does in the folder
+		f.mode, f.created = 0o644, false
+	}
+	f.present, f.data = true, append(f.data[:0:0], data...)
 	f.mtime = time.Now()
 	f.atime = f.mtime
 }
@@ -180,7 +184,9 @@ func (h *Held) releaseLocked(which func(string) bool) error {
 			continue
 		}
 		var err error
-		if f.present {
+		if f.present && f.created {
+			err = writeNew(h.root, name, f.data, f.mode)
+		} else if f.present {
 			err = WriteOwn(h.root, name, f.data)
 		} else if err = h.root.Remove(name); errors.Is(err, fs.ErrNotExist) {
 			err = nil
@@ -262,7 +268,21 @@ func WriteOwn(root *os.Root, name string, data []byte) error {
 			return err
 		}
 	}
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	return createFile(root, name, data, 0o644)
+}
+
+// writeNew replaces whatever the folder has at name with a new file of data and mode, as
+// a guest's create after the name was removed made it: the process's umask applies, as
+// it does to a guest's create in the folder.
+func writeNew(root *os.Root, name string, data []byte, mode fs.FileMode) error {
+	if err := root.RemoveAll(name); err != nil {
+		return err
+	}
+	return createFile(root, name, data, mode)
+}
+
+func createFile(root *os.Root, name string, data []byte, mode fs.FileMode) error {
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return err
 	}
@@ -323,7 +343,7 @@ func (s *FS) openHeld(name string, trailing bool, flag experimentalsys.Oflag, pe
 	case trailing:
 		return nil, experimentalsys.EISDIR, true
 	default:
-		f.present, f.data, f.mode, f.atime, f.mtime = true, nil, perm&0o777, now, now
+		f.present, f.data, f.mode, f.created, f.atime, f.mtime = true, nil, perm&0o777, true, now, now
 	}
 	m := &memFile{fs: s, f: f, name: name,
 		read:     access != experimentalsys.O_WRONLY,

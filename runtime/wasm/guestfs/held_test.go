@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
@@ -279,5 +280,57 @@ func TestHeldRelease(t *testing.T) {
 	}
 	if got := x.disk(t, "task.md"); got != "count these words" {
 		t.Errorf("task.md after the link: %q", got)
+	}
+}
+
+// TestHeldFlushModes: the folder's file gets the mode it would have had without holding:
+// a file the host put keeps the folder's mode (or 0644 when new), and one a guest created
+// after the name was held absent replaces the folder's copy with the guest's mode (under
+// the process's umask, as a create in the folder would), which a later put keeps.
+func TestHeldFlushModes(t *testing.T) {
+	umask := syscall.Umask(0)
+	syscall.Umask(umask)
+	for _, tt := range []struct {
+		name    string
+		prepare func(x *heldFixture) // before the guest's create, if any
+		create  fs.FileMode          // the guest creates out/result.txt with it; 0: no create
+		put     bool                 // then the host puts out/result.txt
+		file    string
+		want    fs.FileMode
+	}{
+		{"put over the folder's 0600", func(x *heldFixture) {}, 0, false, "task.md", 0o600},
+		{"put, new in the folder", func(x *heldFixture) { os.Remove(filepath.Join(x.dir, "task.md")) }, 0, false, "task.md", 0o644},
+		{"guest creates 0600 over a dropped 0644", func(x *heldFixture) {}, 0o600, false, "out/result.txt", 0o600},
+		{"guest creates 0666", func(x *heldFixture) {}, 0o666, false, "out/result.txt", 0o666 &^ fs.FileMode(umask)},
+		{"put over the guest's create keeps its mode", func(x *heldFixture) {}, 0o600, true, "out/result.txt", 0o600},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			x := newHeldFixture(t)
+			if err := os.Chmod(filepath.Join(x.dir, "task.md"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			tt.prepare(x)
+			if tt.create != 0 {
+				f, errno := x.fs.OpenFile("out/result.txt", experimentalsys.O_WRONLY|experimentalsys.O_CREAT, tt.create)
+				if errno != 0 {
+					t.Fatalf("create: %v", errno)
+				}
+				f.Write([]byte("an answer"))
+				f.Close()
+			}
+			if tt.put {
+				x.held.Put("out/result.txt", []byte("the host's"))
+			}
+			if err := x.held.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(filepath.Join(x.dir, tt.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != tt.want {
+				t.Errorf("%s has mode %v, want %v", tt.file, got, tt.want)
+			}
+		})
 	}
 }
