@@ -37,10 +37,10 @@ func (r Report) sameRecords(o Report) bool {
 // every index entry and push config checked to belong to a task. A damaged store is
 // refused with E-STORE-001 naming the file.
 func (db *DB) Check() (Report, error) {
-	r := Report{File: db.path}
-	err := db.view(func(tx *bolt.Tx) error {
+	rep := Report{File: db.path}
+	err := db.view(func(r *view) error {
 		var first error
-		for err := range tx.Check() { // drain: the check reads pages until it closes the channel
+		for err := range r.tx.Check() { // drain: the check reads pages until it closes the channel
 			if first == nil {
 				first = err
 			}
@@ -48,85 +48,83 @@ func (db *DB) Check() (Report, error) {
 		if first != nil {
 			return first
 		}
-		if err := verify(tx); err != nil {
+		if err := verify(r); err != nil {
 			return err
 		}
 		capsules := map[string]bool{}
-		count := func(bucket []byte, n *int, each func(k []byte)) error {
-			return tx.Bucket(bucket).ForEach(func(k, _ []byte) error {
+		count := func(b bucket, n *int, each func(k []byte)) error {
+			return r.scan(b, nil, nil, func(k, _ []byte) (bool, error) {
 				c, ok := keyCapsule(k)
 				if !ok {
-					return fmt.Errorf("bucket %q: a key %x that names no capsule", bucket, k)
+					return false, fmt.Errorf("bucket %q: a key %x that names no capsule", bucketNames[b], k)
 				}
 				capsules[c] = true
 				*n++
 				if each != nil {
 					each(k)
 				}
-				return nil
+				return true, nil
 			})
 		}
 		convs := map[string]bool{}
-		if err := count(bucketTasks, &r.Tasks, nil); err != nil {
+		if err := count(bTasks, &rep.Tasks, nil); err != nil {
 			return err
 		}
-		if b := tx.Bucket(bucketHeads); b != nil {
+		if r.tx.Bucket(bucketHeads) != nil {
 			heads := 0
-			if err := b.ForEach(func(k, _ []byte) error {
+			if err := r.scan(bHeads, nil, nil, func(k, _ []byte) (bool, error) {
 				heads++
-				if tx.Bucket(bucketTasks).Get(k) == nil {
-					return fmt.Errorf("bucket %q: an entry %x for no task", bucketHeads, k)
+				if r.get(bTasks, k) == nil {
+					return false, fmt.Errorf("bucket %q: an entry %x for no task", bucketHeads, k)
 				}
-				return nil
+				return true, nil
 			}); err != nil {
 				return err
 			}
-			if heads != r.Tasks {
-				return fmt.Errorf("bucket %q: %d entries for %d tasks", bucketHeads, heads, r.Tasks)
+			if heads != rep.Tasks {
+				return fmt.Errorf("bucket %q: %d entries for %d tasks", bucketHeads, heads, rep.Tasks)
 			}
 		}
-		if err := count(bucketEvents, &r.Events, nil); err != nil {
+		if err := count(bEvents, &rep.Events, nil); err != nil {
 			return err
 		}
-		if err := count(bucketTurns, &r.Turns, func(k []byte) {
+		if err := count(bTurns, &rep.Turns, func(k []byte) {
 			if len(k) >= 8 {
 				convs[string(k[:len(k)-8])] = true
 			}
 		}); err != nil {
 			return err
 		}
-		if b := tx.Bucket(bucketPush); b != nil {
-			if err := b.ForEach(func(k, v []byte) error {
-				p, err := decodePush(v)
-				if err != nil {
-					return err
-				}
-				c, _ := keyCapsule(k)
-				if !bytes.Equal(k, pushKey(c, p.TaskID, p.ID)) {
-					return fmt.Errorf("bucket %q: key %x holds the config of another key", bucketPush, k)
-				}
-				if tx.Bucket(bucketTasks).Get(taskKey(c, p.TaskID)) == nil {
-					return fmt.Errorf("bucket %q: a config %x for no task", bucketPush, k)
-				}
-				capsules[c] = true
-				r.Pushes++
-				return nil
-			}); err != nil {
-				return err
+		if err := r.scan(bPush, nil, nil, func(k, v []byte) (bool, error) {
+			p, err := decodePush(v)
+			if err != nil {
+				return false, err
 			}
+			c, _ := keyCapsule(k)
+			if !bytes.Equal(k, pushKey(c, p.TaskID, p.ID)) {
+				return false, fmt.Errorf("bucket %q: key %x holds the config of another key", bucketPush, k)
+			}
+			if r.get(bTasks, taskKey(c, p.TaskID)) == nil {
+				return false, fmt.Errorf("bucket %q: a config %x for no task", bucketPush, k)
+			}
+			capsules[c] = true
+			rep.Pushes++
+			return true, nil
+		}); err != nil {
+			return err
 		}
-		r.Capsules, r.Conversations = len(capsules), len(convs)
+		rep.Capsules, rep.Conversations = len(capsules), len(convs)
 		return nil
 	})
 	if err != nil {
-		return r, notAStore(db.path, err)
+		return rep, notAStore(db.path, err)
 	}
 	info, err := os.Stat(db.path)
 	if err != nil {
-		return r, cannotOpen(db.path, err)
+		return rep, cannotOpen(db.path, err)
 	}
-	r.Bytes = info.Size()
-	return r, nil
+	rep.Bytes = info.Size()
+	return rep, nil
 }
 
 // keyCapsule reads the length-prefixed capsule name that starts every key.

@@ -122,7 +122,7 @@ func TestCompact(t *testing.T) {
 	wantCode(t, err, "E-STORE-002")
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if e.Name() != "tasks.db" {
+		if e.Name() != "tasks.db" && e.Name() != "tasks.db"+logSuffix {
 			t.Errorf("left behind: %s", e.Name())
 		}
 	}

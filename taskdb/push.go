@@ -3,8 +3,6 @@ package taskdb
 import (
 	"sort"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/capsulegate/capsulegate/taskstore"
 )
 
@@ -19,13 +17,14 @@ func (db *DB) PutPush(capsule string, p taskstore.Push) <-chan error {
 		return failed(err)
 	}
 	task, key, v := taskKey(capsule, p.TaskID), pushKey(capsule, p.TaskID, p.ID), encodePush(p)
-	return db.enqueue(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketTasks).Get(task) == nil {
+	return db.enqueue(func(w *view) error {
+		if w.get(bTasks, task) == nil {
 			// Refused here, in order with the writes before it, rather than at the call:
 			// a PutTask queued just before has not been committed yet.
 			return refusal{taskstore.NoTask()}
 		}
-		return tx.Bucket(bucketPush).Put(key, v)
+		w.put(bPush, key, v)
+		return nil
 	})
 }
 
@@ -36,9 +35,8 @@ func (db *DB) SetDelivered(capsule, taskID, id string, seq uint64) <-chan error 
 		return failed(err)
 	}
 	key := pushKey(capsule, taskID, id)
-	return db.enqueue(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketPush)
-		v := b.Get(key)
+	return db.enqueue(func(w *view) error {
+		v := w.get(bPush, key)
 		if v == nil {
 			return nil
 		}
@@ -47,7 +45,8 @@ func (db *DB) SetDelivered(capsule, taskID, id string, seq uint64) <-chan error 
 			return err
 		}
 		p.Delivered = seq
-		return b.Put(key, encodePush(p))
+		w.put(bPush, key, encodePush(p))
+		return nil
 	})
 }
 
@@ -57,7 +56,7 @@ func (db *DB) DeletePush(capsule, taskID, id string) <-chan error {
 		return failed(err)
 	}
 	key := pushKey(capsule, taskID, id)
-	return db.enqueue(func(tx *bolt.Tx) error { return tx.Bucket(bucketPush).Delete(key) })
+	return db.enqueue(func(w *view) error { w.del(bPush, key); return nil })
 }
 
 // Pushes returns the task's push configs in id order.
@@ -66,8 +65,8 @@ func (db *DB) Pushes(capsule, taskID string) ([]taskstore.Push, error) {
 		return nil, err
 	}
 	var out []taskstore.Push
-	err := db.view(func(tx *bolt.Tx) error {
-		return scanPush(tx, taskKey(capsule, taskID), func(p taskstore.Push) bool { out = append(out, p); return true })
+	err := db.view(func(r *view) error {
+		return scanPush(r, taskKey(capsule, taskID), func(p taskstore.Push) bool { out = append(out, p); return true })
 	})
 	// Keys order ids by length first (they are length-prefixed); callers want the ids' order.
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -80,19 +79,15 @@ func (db *DB) AllPushes(capsule string, fn func(taskstore.Push) bool) error {
 	if err := taskstore.CheckID("capsule", capsule); err != nil {
 		return err
 	}
-	return db.view(func(tx *bolt.Tx) error {
-		return scanPush(tx, appendString(nil, capsule), func(p taskstore.Push) bool { return call(fn, p) })
+	return db.view(func(r *view) error {
+		return scanPush(r, appendString(nil, capsule), func(p taskstore.Push) bool { return call(fn, p) })
 	})
 }
 
 // scanPush decodes the configs under prefix; a store opened read-only from before push
 // configs has no bucket, which reads as empty.
-func scanPush(tx *bolt.Tx, prefix []byte, fn func(taskstore.Push) bool) error {
-	b := tx.Bucket(bucketPush)
-	if b == nil {
-		return nil
-	}
-	return scan(b, prefix, func(_, v []byte) (bool, error) {
+func scanPush(r *view, prefix []byte, fn func(taskstore.Push) bool) error {
+	return r.scan(bPush, nil, prefix, func(_, v []byte) (bool, error) {
 		p, err := decodePush(v)
 		return err == nil && fn(p), err
 	})

@@ -20,9 +20,9 @@ func (db *DB) Task(capsule, id string) (taskstore.Task, bool, error) {
 	}
 	var t taskstore.Task
 	var found bool
-	err := db.view(func(tx *bolt.Tx) error {
+	err := db.view(func(r *view) error {
 		key := taskKey(capsule, id)
-		v := tx.Bucket(bucketTasks).Get(key)
+		v := r.get(bTasks, key)
 		if v == nil {
 			return nil
 		}
@@ -31,14 +31,14 @@ func (db *DB) Task(capsule, id string) (taskstore.Task, bool, error) {
 			return err
 		}
 		found = true
-		return withHead(tx, key, &t)
+		return withHead(r, key, &t)
 	})
 	return t, found, err
 }
 
 // withHead fills t's index fields from its head: the record does not repeat them.
-func withHead(tx *bolt.Tx, key []byte, t *taskstore.Task) error {
-	v := tx.Bucket(bucketHeads).Get(key)
+func withHead(r *view, key []byte, t *taskstore.Task) error {
+	v := r.get(bHeads, key)
 	if v == nil {
 		return nil // a task written before the index: Open builds it, so only read-only stores lack it
 	}
@@ -56,11 +56,11 @@ func (db *DB) Tasks(capsule string, fn func(taskstore.Task) bool) error {
 	if err := taskstore.CheckID("capsule", capsule); err != nil {
 		return err
 	}
-	return db.view(func(tx *bolt.Tx) error {
-		return scan(tx.Bucket(bucketTasks), appendString(nil, capsule), func(k, v []byte) (bool, error) {
+	return db.view(func(r *view) error {
+		return r.scan(bTasks, nil, appendString(nil, capsule), func(k, v []byte) (bool, error) {
 			t, err := decodeTask(v)
 			if err == nil {
-				err = withHead(tx, k, &t)
+				err = withHead(r, k, &t)
 			}
 			return err == nil && call(fn, t), err
 		})
@@ -73,8 +73,8 @@ func (db *DB) Heads(capsule string, fn func(taskstore.Head) bool) error {
 	if err := taskstore.CheckID("capsule", capsule); err != nil {
 		return err
 	}
-	return db.view(func(tx *bolt.Tx) error {
-		return scan(tx.Bucket(bucketHeads), appendString(nil, capsule), func(_, v []byte) (bool, error) {
+	return db.view(func(r *view) error {
+		return r.scan(bHeads, nil, appendString(nil, capsule), func(_, v []byte) (bool, error) {
 			h, err := decodeHead(v)
 			return err == nil && call(fn, h), err
 		})
@@ -88,21 +88,14 @@ func (db *DB) Events(capsule, taskID string, after uint64, fn func(taskstore.Eve
 		return err
 	}
 	prefix := taskKey(capsule, taskID)
-	return db.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketEvents).Cursor()
-		for k, v := c.Seek(seqKey(prefix, after)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+	return db.view(func(r *view) error {
+		return r.scan(bEvents, seqKey(prefix, after), prefix, func(k, v []byte) (bool, error) {
 			if seqOf(k) <= after {
-				continue
+				return true, nil
 			}
 			e, err := decodeEvent(v)
-			if err != nil {
-				return err
-			}
-			if !call(fn, e) {
-				return nil
-			}
-		}
-		return nil
+			return err == nil && call(fn, e), err
+		})
 	})
 }
 
@@ -115,8 +108,8 @@ func (db *DB) Turns(capsule, contextID string) ([][]byte, error) {
 		return nil, err
 	}
 	var out [][]byte
-	err := db.view(func(tx *bolt.Tx) error {
-		return scan(tx.Bucket(bucketTurns), taskKey(capsule, contextID), func(_, v []byte) (bool, error) {
+	err := db.view(func(r *view) error {
+		return r.scan(bTurns, nil, taskKey(capsule, contextID), func(_, v []byte) (bool, error) {
 			item, err := decodeTurn(v)
 			out = append(out, item)
 			return err == nil, err
@@ -141,26 +134,26 @@ func (db *DB) Evict(capsule string, olderThan time.Time, maxTasks int, keep func
 	// Most sweeps find nothing to remove (every capsule's at a gateway's start): a read
 	// tells, sparing a write transaction and its syncs per capsule.
 	due := false
-	if err := db.view(func(tx *bolt.Tx) error {
-		_, cut, _, err := evictPlan(tx, capsule, olderThan, maxTasks, keep)
+	if err := db.view(func(r *view) error {
+		_, cut, _, err := evictPlan(r, capsule, olderThan, maxTasks, keep)
 		due = cut > 0
 		return err
 	}); err != nil || !due {
 		return 0, err
 	}
 	removed := 0
-	err := <-db.enqueue(func(tx *bolt.Tx) error {
-		all, cut, live, err := evictPlan(tx, capsule, olderThan, maxTasks, keep)
+	err := <-db.enqueue(func(w *view) error {
+		all, cut, live, err := evictPlan(w, capsule, olderThan, maxTasks, keep)
 		if err != nil {
 			return err
 		}
 		for _, t := range all[:cut] {
-			if err := deleteTask(tx, capsule, t.ID); err != nil {
+			if err := deleteTask(w, capsule, t.ID); err != nil {
 				return err
 			}
 			if t.ContextID != "" && !live[t.ContextID] {
 				live[t.ContextID] = true // delete once
-				if err := deletePrefix(tx.Bucket(bucketTurns), taskKey(capsule, t.ContextID)); err != nil {
+				if err := w.deletePrefix(bTurns, taskKey(capsule, t.ContextID)); err != nil {
 					return err
 				}
 			}
@@ -176,10 +169,10 @@ func (db *DB) Evict(capsule string, olderThan time.Time, maxTasks int, keep func
 
 // evictPlan lists the capsule's tasks that keep does not spare, oldest first, with how
 // many of them (the first cut) EvictExcept removes and the contexts whose turns stay.
-func evictPlan(tx *bolt.Tx, capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) ([]taskstore.Head, int, map[string]bool, error) {
+func evictPlan(r *view, capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) ([]taskstore.Head, int, map[string]bool, error) {
 	var all []taskstore.Head
 	live := map[string]bool{}
-	err := scan(tx.Bucket(bucketHeads), appendString(nil, capsule), func(_, v []byte) (bool, error) {
+	err := r.scan(bHeads, nil, appendString(nil, capsule), func(_, v []byte) (bool, error) {
 		t, err := decodeHead(v)
 		if err == nil && keep != nil && keep(t.ID) {
 			live[t.ContextID] = true
@@ -205,20 +198,28 @@ func evictPlan(tx *bolt.Tx, capsule string, olderThan time.Time, maxTasks int, k
 	return all, cut, live, nil
 }
 
-func (db *DB) view(fn func(*bolt.Tx) error) error {
-	return guard(func() error { return db.bolt.View(fn) })
-}
-
-// scan calls fn for every key under prefix until fn returns false or an error.
-func scan(b *bolt.Bucket, prefix []byte, fn func(k, v []byte) (bool, error)) error {
-	c := b.Cursor()
-	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
-		more, err := fn(k, v)
-		if err != nil || !more {
+// view runs fn on a view of the store: a bbolt read transaction with the writes in
+// memory that are newer than it. The transaction begins, and the writes are taken, under
+// ckptMu, so that a checkpoint cannot fall between the two: either the transaction is
+// older than the checkpoint and the writes are still in memory, or it is newer and the
+// memory taken is the very memory the checkpoint wrote.
+func (db *DB) view(fn func(*view) error) error {
+	return guard(func() error {
+		db.ckptMu.RLock()
+		tx, err := db.bolt.Begin(false)
+		m := db.snap.Load()
+		db.ckptMu.RUnlock()
+		if err != nil {
 			return err
 		}
-	}
-	return nil
+		defer func() { _ = tx.Rollback() }()
+		return fn(&view{tx: tx, m: m})
+	})
+}
+
+// read runs fn on a bbolt read transaction of the file alone.
+func (db *DB) read(fn func(*bolt.Tx) error) error {
+	return guard(func() error { return db.bolt.View(fn) })
 }
 
 func hasPrefix(k, prefix []byte) bool { return bytes.HasPrefix(k, prefix) }

@@ -5,9 +5,12 @@
 // It is built on bbolt: pure Go with no cgo, one file, one writer with readers that see a
 // consistent snapshot (MVCC) and never block it, crash-safe because a commit writes new
 // copy-on-write pages and fsyncs them before the meta page that points at them, and a
-// small, well-kept codebase (etcd's). bbolt pays one fsync per write transaction, so every
-// write here goes through one committer goroutine that gathers the writes of many callers
-// into one transaction (group commit).
+// small, well-kept codebase (etcd's). bbolt pays two fsyncs and a write per dirty page for
+// every write transaction, so a commit here is instead one record appended to a log beside
+// the file (log.go: one write, one fsync), and one committer goroutine gathers the writes
+// of many callers into each record (group commit). The committed writes stay in memory,
+// laid over the file for every read (view.go), until a checkpoint writes them into the
+// file in one bbolt transaction and empties the log.
 //
 // Writes (PutTask, Append, AddTurn, DeleteTask, PutPush, SetDelivered, DeletePush) return
 // at once with a channel that receives exactly one value: nil once the commit holding the
@@ -24,6 +27,7 @@ package taskdb
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -46,6 +50,11 @@ type Options struct {
 	GroupWindow time.Duration // longest the committer gathers writes after the first while no caller waits (Hurry); default 2 ms
 	MaxBatch    int           // most writes in one commit; default 1000
 	MaxTurns    int           // turns kept per conversation, oldest dropped; default 100
+	// CheckpointBytes and CheckpointEvery bound the log: once it holds that many bytes,
+	// or that long after the first write since the last checkpoint, the committer writes
+	// the log's writes into the bbolt file and empties it; defaults 16 MiB and 1 s.
+	CheckpointBytes int
+	CheckpointEvery time.Duration
 	// ReadOnly opens an existing store for reading only, under a shared lock that other
 	// readers share and a writer's exclusive lock excludes; writes are refused with
 	// E-STORE-009. A missing file is refused with E-STORE-004 instead of created.
@@ -53,7 +62,7 @@ type Options struct {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.LockTimeout < 0 || o.GroupWindow < 0 || o.MaxBatch < 0 || o.MaxTurns < 0 {
+	if o.LockTimeout < 0 || o.GroupWindow < 0 || o.MaxBatch < 0 || o.MaxTurns < 0 || o.CheckpointBytes < 0 || o.CheckpointEvery < 0 {
 		return o, errs.New(CodeOption, part, fmt.Sprintf("a negative option: %+v", o),
 			"write a positive value, or zero for the default")
 	}
@@ -69,13 +78,20 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxTurns == 0 {
 		o.MaxTurns = 100
 	}
+	if o.CheckpointBytes == 0 {
+		o.CheckpointBytes = 16 << 20
+	}
+	if o.CheckpointEvery == 0 {
+		o.CheckpointEvery = time.Second
+	}
 	return o, nil
 }
 
 // Stats counts the committer's work since Open.
 type Stats struct {
-	Ops     uint64 // writes committed or failed
-	Commits uint64 // bbolt transactions (one fsync each) that held them
+	Ops         uint64 // writes committed or failed
+	Commits     uint64 // log records (one write and one fsync each) that held them
+	Checkpoints uint64 // bbolt transactions that moved the log's writes into the file
 }
 
 // DB is an open store. Its methods are safe for concurrent use.
@@ -90,7 +106,24 @@ type DB struct {
 	hurry  chan struct{} // a caller waits for a write: commit without waiting out the window
 	done   chan struct{} // closed when the committer has exited
 
-	ops, commits atomic.Uint64
+	// snap is the writes in memory that readers see; ckptMu pairs it with a bbolt
+	// transaction (held for reading while a view is made, for writing while a checkpoint
+	// empties it).
+	snap   atomic.Pointer[mem]
+	ckptMu sync.RWMutex
+
+	// The committer's own: the writes in memory it writes on (cur), a clone of them as
+	// of the last durable batch (base), the log, the record of the batch, the log epoch
+	// its records carry, and the failure that stops all writes (broken).
+	cur    *mem
+	base   *mem
+	log    *wlog
+	rec    record
+	epoch  uint64
+	broken error
+
+	ckptErr                   atomic.Pointer[error] // the last checkpoint's failure, nil once one succeeds
+	ops, commits, checkpoints atomic.Uint64
 }
 
 // Bucket names; "format" holds formatKey, the marker that makes a bbolt file ours.
@@ -149,12 +182,66 @@ func Open(path string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{path: path, opts: opts, bolt: bdb, queue: make(chan *op, opts.MaxBatch), hurry: make(chan struct{}, 1), done: make(chan struct{})}
+	if err := db.openLog(); err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
 	if opts.ReadOnly {
 		close(db.done) // no committer
 	} else {
 		go db.commitLoop()
 	}
 	return db, nil
+}
+
+// openLog lays the log's records over the file: the records of epochs after the one the
+// file holds (a crash came before their checkpoint). Writable, it checkpoints them at
+// once and keeps the log open for the committer; read-only, it only reads them.
+func (db *DB) openLog() error {
+	db.cur = newMem()
+	var done uint64
+	if err := db.read(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketFormat).Get(epochKey); len(v) == 8 {
+			done = binary.BigEndian.Uint64(v)
+		}
+		return nil
+	}); err != nil {
+		return notAStore(db.path, err)
+	}
+	db.epoch = done + 1
+	path := db.path + logSuffix
+	end, err := readLog(path, func(epoch uint64, b bucket, del bool, k, v []byte) {
+		if epoch <= done {
+			return // a record the file holds: its log was not emptied before a crash
+		}
+		db.epoch = max(db.epoch, epoch)
+		db.cur.set(b, entry{key: string(k), val: bytes.Clone(v), del: del})
+		db.cur.bytes += len(k) + len(v)
+	})
+	if err != nil {
+		return err
+	}
+	db.publish()
+	if db.opts.ReadOnly {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return cannotOpen(path, err)
+	}
+	db.log = &wlog{f: f, size: end}
+	db.checkpoint()
+	if p := db.ckptErr.Load(); p != nil {
+		_ = f.Close()
+		return cannotOpen(db.path, *p)
+	}
+	if db.log.size > 0 { // nothing to checkpoint, yet a torn record or an old epoch's
+		if err := db.log.reset(); err != nil {
+			_ = f.Close()
+			return cannotOpen(path, err)
+		}
+	}
+	return nil
 }
 
 func openBolt(path string, timeout time.Duration, readOnly bool) (bdb *bolt.DB, err error) {
@@ -249,7 +336,9 @@ func prepare(bdb *bolt.DB, path string, readOnly bool) error {
 		}
 		return nil
 	}
-	if err := guard(func() error { return bdb.View(verify) }); err != nil {
+	if err := guard(func() error {
+		return bdb.View(func(tx *bolt.Tx) error { return verify(&view{tx: tx, m: newMem()}) })
+	}); err != nil {
 		return notAStore(path, err)
 	}
 	if !readOnly {
@@ -286,9 +375,9 @@ func indexTasks(tx *bolt.Tx) error {
 	})
 }
 
-// verify checks the format marker and decodes every record.
-func verify(tx *bolt.Tx) error {
-	f := tx.Bucket(bucketFormat)
+// verify checks the format marker and decodes every record, in the file and in memory.
+func verify(r *view) error {
+	f := r.tx.Bucket(bucketFormat)
 	if f == nil {
 		return errors.New("no capsulegate task store marker")
 	}
@@ -296,27 +385,25 @@ func verify(tx *bolt.Tx) error {
 		return fmt.Errorf("store format %v, this release reads format %d", v, formatVersion)
 	}
 	for _, c := range []struct {
-		name   []byte
+		b      bucket
 		decode func([]byte) error
 	}{
-		{bucketTasks, func(v []byte) error { _, err := decodeTask(v); return err }},
-		{bucketEvents, func(v []byte) error { _, err := decodeEvent(v); return err }},
-		{bucketTurns, func(v []byte) error { _, err := decodeTurn(v); return err }},
-		{bucketHeads, func(v []byte) error { _, err := decodeHead(v); return err }},
-		{bucketPush, func(v []byte) error { _, err := decodePush(v); return err }},
+		{bTasks, func(v []byte) error { _, err := decodeTask(v); return err }},
+		{bEvents, func(v []byte) error { _, err := decodeEvent(v); return err }},
+		{bTurns, func(v []byte) error { _, err := decodeTurn(v); return err }},
+		{bHeads, func(v []byte) error { _, err := decodeHead(v); return err }},
+		{bPush, func(v []byte) error { _, err := decodePush(v); return err }},
 	} {
-		b := tx.Bucket(c.name)
-		if b == nil && (bytes.Equal(c.name, bucketHeads) || bytes.Equal(c.name, bucketPush)) {
-			continue // a store from before the index or push configs: Open adds the bucket
+		name := bucketNames[c.b]
+		if r.tx.Bucket(name) == nil && c.b != bHeads && c.b != bPush {
+			return fmt.Errorf("bucket %q missing", name)
 		}
-		if b == nil {
-			return fmt.Errorf("bucket %q missing", c.name)
-		}
-		if err := b.ForEach(func(k, v []byte) error {
+		// A store from before the index or push configs lacks the bucket: Open adds it.
+		if err := r.scan(c.b, nil, nil, func(k, v []byte) (bool, error) {
 			if err := c.decode(v); err != nil {
-				return fmt.Errorf("bucket %q key %x: %w", c.name, k, err)
+				return false, fmt.Errorf("bucket %q key %x: %w", name, k, err)
 			}
-			return nil
+			return true, nil
 		}); err != nil {
 			return err
 		}
@@ -335,12 +422,19 @@ func (db *DB) Close() error {
 	close(db.queue)
 	db.mu.Unlock()
 	<-db.done
-	return db.bolt.Close()
+	var err error
+	if db.log != nil {
+		err = db.log.f.Close()
+	}
+	if p := db.ckptErr.Load(); p != nil && db.broken == nil {
+		err = errors.Join(err, *p) // the log keeps the writes; the next Open checkpoints them
+	}
+	return errors.Join(err, db.bolt.Close())
 }
 
 // Stats returns the committer's counters.
 func (db *DB) Stats() Stats {
-	return Stats{Ops: db.ops.Load(), Commits: db.commits.Load()}
+	return Stats{Ops: db.ops.Load(), Commits: db.commits.Load(), Checkpoints: db.checkpoints.Load()}
 }
 
 // Path returns the store's file.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,7 +278,7 @@ func TestFailedCommitReachesEveryWaiter(t *testing.T) {
 	boom := errors.New("boom")
 	chans := []<-chan error{
 		db.PutTask(task("a", 0)),
-		db.enqueue(func(*bolt.Tx) error { return boom }),
+		db.enqueue(func(*view) error { return boom }),
 		db.AddTurn("hello", "ctx-a", []byte("hi")),
 	}
 	for i, ch := range chans {
@@ -321,22 +323,198 @@ func checkHolds(t *testing.T, db *DB) {
 }
 
 func TestCrashCopy(t *testing.T) {
-	// A copy of the file taken while the store is open, after a committed write, is what
-	// a crash at that moment leaves on disk.
-	dir := t.TempDir()
-	db := open(t, filepath.Join(dir, "tasks.db"), Options{})
-	must(t, db.PutTask(task("a", 0)))
-	must(t, db.Append("hello", taskstore.Event{TaskID: "a", Seq: 7}))
-	must(t, db.AddTurn("hello", "ctx-a", []byte("hi")))
-	b, err := os.ReadFile(db.Path())
+	// A copy of the file and its log taken while the store is open, after committed
+	// writes, is what a crash at that moment leaves on disk: before the writes' checkpoint
+	// (they are in the log alone) and after it (in the file alone).
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"in the log", Options{CheckpointEvery: time.Hour}},
+		{"checkpointed", Options{CheckpointBytes: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			db := open(t, filepath.Join(dir, "tasks.db"), tc.opts)
+			must(t, db.PutTask(task("a", 0)))
+			must(t, db.Append("hello", taskstore.Event{TaskID: "a", Seq: 7}))
+			must(t, db.AddTurn("hello", "ctx-a", []byte("hi")))
+			cp := filepath.Join(dir, "copy.db")
+			copyFile(t, db.Path(), cp)
+			copyFile(t, db.Path()+logSuffix, cp+logSuffix)
+			if st := db.Stats(); (st.Checkpoints > 0) != (tc.opts.CheckpointBytes == 1) {
+				t.Fatalf("Stats = %+v", st)
+			}
+			// Open moves the log's writes into the file and empties the log; a read-only
+			// open reads them from the log.
+			ro := open(t, cp, Options{ReadOnly: true})
+			checkHolds(t, ro)
+			if _, err := ro.Check(); err != nil {
+				t.Fatal(err)
+			}
+			_ = ro.Close()
+			checkHolds(t, open(t, cp, Options{}))
+			if info, err := os.Stat(cp + logSuffix); err != nil || info.Size() != 0 {
+				t.Fatalf("the copy's log after Open: %v, %v", info, err)
+			}
+		})
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp := filepath.Join(dir, "copy.db")
-	if err := os.WriteFile(cp, b, 0o600); err != nil {
+	if err := os.WriteFile(to, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	checkHolds(t, open(t, cp, Options{}))
+}
+
+// TestLogTail: a record cut short or torn by a crash was never acknowledged: Open drops
+// it and keeps every whole record before it.
+func TestLogTail(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tail func(rec []byte) []byte
+	}{
+		{"cut short", func(rec []byte) []byte { return rec[:len(rec)-3] }},
+		{"header only", func(rec []byte) []byte { return rec[:recHeader-2] }},
+		{"torn", func(rec []byte) []byte { rec[len(rec)-1] ^= 0xff; return rec }},
+		{"zeroes", func(rec []byte) []byte { return make([]byte, 4096) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "tasks.db")
+			db := open(t, path, Options{CheckpointEvery: time.Hour})
+			must(t, db.PutTask(task("a", 0)))
+			must(t, db.Append("hello", taskstore.Event{TaskID: "a", Seq: 7}))
+			must(t, db.AddTurn("hello", "ctx-a", []byte("hi")))
+			before, err := os.ReadFile(path + logSuffix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			must(t, db.PutTask(task("b", 0)))
+			after, err := os.ReadFile(path + logSuffix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp := filepath.Join(dir, "copy.db")
+			copyFile(t, path, cp)
+			torn := append(before, tc.tail(bytes.Clone(after[len(before):]))...)
+			if err := os.WriteFile(cp+logSuffix, torn, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c := open(t, cp, Options{})
+			checkHolds(t, c)
+			if _, ok, _ := c.Task("hello", "b"); ok {
+				t.Error("the torn record's task was kept")
+			}
+			// The log was emptied: a write after the torn tail is read back after a restart.
+			must(t, c.PutTask(task("c", 0)))
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, _ := open(t, cp, Options{}).Task("hello", "c"); !ok {
+				t.Error("a write after the torn tail was lost")
+			}
+		})
+	}
+}
+
+// TestLogOldEpoch: records whose checkpoint the file holds are not laid over it again,
+// even when the log was not emptied (a crash between the checkpoint and the truncation).
+func TestLogOldEpoch(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tasks.db")
+	db := open(t, path, Options{CheckpointEvery: time.Hour})
+	old := task("a", 0)
+	must(t, db.PutTask(old))
+	must(t, db.AddTurn("hello", "ctx-a", []byte("first")))
+	stale, err := os.ReadFile(path + logSuffix)
+	if err != nil || len(stale) == 0 {
+		t.Fatalf("log %d bytes, %v", len(stale), err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, path, Options{CheckpointEvery: time.Hour})
+	must(t, db.DeleteTask("hello", "a"))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+logSuffix, stale, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, path, Options{})
+	if _, ok, _ := db.Task("hello", "a"); ok {
+		t.Error("a record of a checkpointed epoch brought a deleted task back")
+	}
+	if turns, _ := db.Turns("hello", "ctx-a"); len(turns) != 1 {
+		t.Errorf("turns %q, want the one", turns)
+	}
+}
+
+// TestLogDamage: a whole record (its checksum holds) that does not parse is damage, refused
+// with E-STORE-001 naming the log.
+func TestLogDamage(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tasks.db")
+	db := open(t, path, Options{})
+	_ = db.Close()
+	var r record
+	r.reset(99)
+	r.b = append(r.b, byte(nBuckets), recPut)
+	if err := os.WriteFile(path+logSuffix, r.seal(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(path, Options{})
+	wantCode(t, err, taskstore.CodeNotAStore)
+	if err == nil || !strings.Contains(err.Error(), path+logSuffix) {
+		t.Errorf("error does not name the log: %v", err)
+	}
+}
+
+// TestReadsAcrossCheckpoints: readers running while the committer writes and checkpoints
+// all the time never miss a write they have seen acknowledged, nor see one twice.
+func TestReadsAcrossCheckpoints(t *testing.T) {
+	db := open(t, filepath.Join(t.TempDir(), "tasks.db"), Options{CheckpointBytes: 2000})
+	const writes = 300
+	var acked atomic.Uint64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range writes {
+			must(t, db.Append("hello", taskstore.Event{TaskID: "t", Seq: uint64(i + 1), Data: make([]byte, 100)}))
+			acked.Store(uint64(i + 1))
+		}
+	})
+	for range 3 {
+		wg.Go(func() {
+			for acked.Load() < writes {
+				want := acked.Load()
+				var seqs []uint64
+				if err := db.Events("hello", "t", 0, func(e taskstore.Event) bool { seqs = append(seqs, e.Seq); return true }); err != nil {
+					t.Error(err)
+					return
+				}
+				if uint64(len(seqs)) < want {
+					t.Errorf("read %d events after %d were acknowledged", len(seqs), want)
+					return
+				}
+				for i, s := range seqs {
+					if s != uint64(i+1) {
+						t.Errorf("event %d has seq %d", i, s)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if st := db.Stats(); st.Checkpoints < 5 {
+		t.Errorf("Stats = %+v, want many checkpoints", st)
+	}
 }
 
 func TestNewFileMode(t *testing.T) {

@@ -91,7 +91,7 @@ var Table = []Row{
 	{"runtime/wasm/guestfs", LayerLibraries, "the guest's `/`: one host folder served to a guest as a wazero `sys.FS` on `os.Root`, so no path or planted link resolves outside it, with the task's own files held in memory (`Held`)"},
 	{"taskstore", LayerLibraries, "the task store's contract: the records (tasks with their owners, event journals, threaded turns, push configs and their cursors, the index) and `Store`, the interface `a2a` keeps tasks through"},
 	{"taskstore/storetest", LayerKit, "the task store's conformance table, which any `taskstore.Store` passes by calling `storetest.Run` (public, not under internal/, so stores outside the module can run it)"},
-	{"taskdb", LayerLibraries, "the durable task store behind `taskstore.Store`: one bbolt file of task records, their journals, threaded turns, push configs and an index, written by one group-committing writer"},
+	{"taskdb", LayerLibraries, "the durable task store behind `taskstore.Store`: one bbolt file of task records, their journals, threaded turns, push configs and an index, written by one group-committing writer through a log it checkpoints into the file"},
 	{"caddymodule/cli", LayerGlue, "what the `caddy capsule …` subcommands do (pack, publish, install, verify, run, doctor, store check and compact), free of Caddy and cobra so tests drive it directly"},
 	{"internal/testkit/testguests", LayerKit, "the test guests' sources"},
 	{"internal/testkit/wasmtest", LayerKit, "tiny wasm modules encoded by hand in tests"},
