@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -330,5 +332,28 @@ func TestHostWritesStayInWorkdir(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(filepath.Join(work, "task.md")); string(data) != "third task" {
 		t.Errorf("task.md after the third session: %q", data)
+	}
+}
+
+// TestContextFolderGetsNoTaskFiles: a gateway context's session that starts no subprocess
+// leaves no task.md or out/result.txt in its folder when it ends (their text and answer
+// are the task's records), where a run's own folder gets both (TestRunOnceScriptCapsule).
+func TestContextFolderGetsNoTaskFiles(t *testing.T) {
+	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
+	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{})
+	out := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_quiet", Text: "count these words"})
+	if out.State != StateCompleted {
+		t.Fatalf("%+v", out)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"task.md", "out/result.txt"} {
+		if _, err := os.Lstat(filepath.Join(out.Layout.Work, name)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s in the context's folder after its session: %v, want none", name, err)
+		}
+	}
+	if _, err := os.Stat(out.Layout.Trace); err != nil {
+		t.Errorf("the context's trace: %v", err)
 	}
 }

@@ -86,6 +86,9 @@ type session struct {
 	// held keeps task.md and out/result.txt in memory for the guests; flushed to the
 	// folder before a subprocess starts in it (beforeSubprocess) and at close.
 	held *guestfs.Held
+	// settle: the session serves a gateway context, whose folder gets no new copy of the
+	// held files when the session ends (close).
+	settle bool
 	env  []string
 	http *murmur.Outgoing
 	logs string
@@ -215,7 +218,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 		return nil, err
 	}
 	lookup := o.LookupEnv
-	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
+	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, settle: at.folder != "", env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
@@ -287,9 +290,15 @@ func (s *session) close() {
 		s.hookCancel() // after the drain: what the queues held has been answered
 	}
 	s.fs.Close()
-	// What the guests last saw reaches the folder; a failure loses only that copy: the
-	// task's text and answer are in its records.
-	_ = s.held.Flush()
+	// A gateway context's folder gets no new copy of the task files: their text and answer
+	// are in the task's records, and only a subprocess reads them there (beforeSubprocess).
+	// A run's own folder (caddy capsule run, a session of the runtime's API) is its output,
+	// so it gets them. A failure loses only that copy.
+	if s.settle {
+		_ = s.held.Settle()
+	} else {
+		_ = s.held.Flush()
+	}
 	s.work.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()

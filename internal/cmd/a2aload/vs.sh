@@ -3,8 +3,9 @@
 # clients when set), in turn:
 # the wordcount script capsule (queue, queue_depth 1000, task store on) as taskbench.sh
 # serves it, each client in its own context, A B, B A, A B … for the given rounds, a fresh
-# gateway, work_root and state_dir for every run. Each line is a2aload's with the build's
-# name and the gateway's CPU time per completed task; the ratio of the medians is last.
+# gateway, work_root and state_dir for every run (NEW=1: a new context per task instead).
+# Each line is a2aload's with the build's name and the gateway's CPU time per completed
+# task; the ratio of the medians is last.
 #
 # Run from the repository root after `make examples`, with two gateways each built with
 # the sandbox helper beside it (go build -o DIR/caddy ./cmd/caddy; go build -o
@@ -12,7 +13,8 @@
 #   internal/cmd/a2aload/vs.sh A_DIR B_DIR [rounds, default 3] [seconds, default 15]
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-a=$1 b=$2 rounds=${3:-3} dur=${4:-15}s clients=${CLIENTS:-200}
+a=$1 b=$2 rounds=${3:-3} dur=${4:-15}s clients=${CLIENTS:-200} mode=-same-context
+if [ -n "${NEW:-}" ]; then mode=; fi
 for d in "$a" "$b"; do
 	[ -x "$d/caddy" ] || { echo "vs.sh: $d/caddy is not an executable gateway: build it first (see the header)" >&2; exit 2; }
 done
@@ -26,7 +28,7 @@ run() { # build-dir name
 	start "$1/caddy"
 	"$dir/a2aload" -url http://127.0.0.1:9301/ -clients 4 -duration 2s > /dev/null # warm up
 	c0=$(cpu)
-	out=$("$dir/a2aload" -url http://127.0.0.1:9301/ -same-context -clients "$clients" -duration "$dur")
+	out=$("$dir/a2aload" -url http://127.0.0.1:9301/ $mode -clients "$clients" -duration "$dur")
 	c1=$(cpu)
 	stop
 	echo "$2 $out; cpu $(perTask "$c0" "$c1" "$out")"

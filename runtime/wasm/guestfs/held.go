@@ -20,8 +20,9 @@ import (
 // one but the guests reads while a task runs. The guests of every FS opened over the
 // workdir with Hold see them as ordinary files — open, read, write, stat, list, remove —
 // with no system call; the folder gets them when Flush is called, which the host does
-// before anything else could look at the folder (a subprocess started in it) and when
-// the workdir's session ends. An operation that a memory file cannot honour (rename, link,
+// before anything else could look at the folder (a subprocess started in it); when the
+// workdir's session ends, Settle brings up to date the copies the folder has and writes
+// no new ones. An operation that a memory file cannot honour (rename, link,
 // symlink, chmod, utimens, mkdir or rmdir on it or on a folder above it) flushes the files
 // concerned to the folder first and then acts on the folder.
 //
@@ -157,6 +158,26 @@ func (h *Held) Read(name string, limit int64) ([]byte, error) {
 func (h *Held) Flush() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.releaseLocked(func(string) bool { return true })
+}
+
+// Settle stops holding every file at the end of the workdir's session, writing only what
+// the folder has a copy of: a held name whose folder copy exists is brought up to date
+// (written, or removed when held absent) as Flush does, so the folder never shows a stale
+// one; a name the folder has no copy of is let go unwritten. Once the session is over no
+// one reads those files in the folder: the host takes the task's text and answer into the
+// task's records, the next task puts its own, and a subprocess, the only reader of the
+// folder, meets them through Flush. So a context that never starts a subprocess creates no
+// file per task. It goes on past a failure and returns the first.
+func (h *Held) Settle() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name, f := range h.files {
+		if _, err := h.root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+			delete(h.files, name) // open handles keep the memory file, as after unlink(2)
+			f.handles = nil
+		}
+	}
 	return h.releaseLocked(func(string) bool { return true })
 }
 

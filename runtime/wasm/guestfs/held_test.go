@@ -334,3 +334,53 @@ func TestHeldFlushModes(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldSettle: at a context session's end, Settle brings the folder's own copies of
+// held files up to date (written, or removed when held absent) and makes no new file.
+func TestHeldSettle(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(x *heldFixture) // after the fixture: task.md held, out/result.txt held absent
+		want  map[string]string    // folder name → content ("<none>": absent)
+	}{
+		{"the folder's copies are updated", func(x *heldFixture) {},
+			map[string]string{"task.md": "count these words", "out/result.txt": "<none>", "other.txt": "other"}},
+		{"no copy in the folder: none made", func(x *heldFixture) {
+			os.Remove(filepath.Join(x.dir, "task.md"))
+			os.Remove(filepath.Join(x.dir, "out", "result.txt"))
+			x.held.Put("out/result.txt", []byte("the answer"))
+		}, map[string]string{"task.md": "<none>", "out/result.txt": "<none>"}},
+		{"a guest's answer over the folder's stale one", func(x *heldFixture) {
+			f, errno := x.fs.OpenFile("out/result.txt", experimentalsys.O_CREAT|experimentalsys.O_WRONLY, 0o644)
+			if errno != 0 {
+				t.Fatal(errno)
+			}
+			f.Write([]byte("fresh answer"))
+			f.Close()
+		}, map[string]string{"out/result.txt": "fresh answer"}},
+		{"a flushed file stays the folder's", func(x *heldFixture) {
+			os.Remove(filepath.Join(x.dir, "task.md"))
+			if err := x.held.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			x.held.Put("task.md", []byte("the next task"))
+		}, map[string]string{"task.md": "the next task"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newHeldFixture(t)
+			tc.setup(x)
+			if err := x.held.Settle(); err != nil {
+				t.Fatal(err)
+			}
+			for name, want := range tc.want {
+				if got := x.disk(t, name); got != want {
+					t.Errorf("%s in the folder: %q, want %q", name, got, want)
+				}
+			}
+			// Nothing is held any more: the guests meet the folder.
+			if _, errno := x.fs.Stat("task.md"); (errno == 0) != (tc.want["task.md"] != "<none>") && tc.want["task.md"] != "" {
+				t.Errorf("stat task.md after Settle: %v", errno)
+			}
+		})
+	}
+}
