@@ -89,9 +89,9 @@ type session struct {
 	// settle: the session serves a gateway context, whose folder gets no new copy of the
 	// held files when the session ends (close).
 	settle bool
-	env  []string
-	http *murmur.Outgoing
-	logs string
+	env    []string
+	http   *murmur.Outgoing
+	logs   string
 
 	mu      sync.Mutex
 	writers map[string]*cappedFile
