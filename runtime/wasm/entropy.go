@@ -1,9 +1,11 @@
 package wasm
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	mrand "math/rand/v2"
+	"slices"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero/api"
@@ -50,31 +52,50 @@ const (
 // counter beside it. A match is a 256-byte ChaCha8 output under the adjacent key, which
 // other data does not reproduce by chance.
 func findRandStates(mem []byte) []uint32 {
+	// Every generator's buffer length is randChunk, or randChunk-randReseed in the key's
+	// last refill: a little-endian word whose first byte is one of the two. Looking for
+	// those bytes (a vectorised search through mostly other bytes) finds the few places
+	// worth checking, where trying every 8-byte offset of the static data cost about 2 ms
+	// per snapshot.
+	const nAt = randBufBytes + randSeedBytes + 4 // the buffer length's offset in a state
 	var out []uint32
-	le := binary.LittleEndian
-	for o := 0; o+randStateBytes <= len(mem); o += 8 {
-		tail := mem[o+randBufBytes+randSeedBytes:]
-		i, n, c := le.Uint32(tail), le.Uint32(tail[4:]), le.Uint32(tail[8:])
-		if c%randCtrInc != 0 || c >= randCtrMax || i > n {
-			continue
-		}
-		if want := uint32(randChunk); c == randCtrMax-randCtrInc {
-			if n != want-randReseed {
-				continue
+	for _, b := range [...]byte{randChunk, randChunk - randReseed} {
+		for k := nAt; k < len(mem); k++ {
+			j := bytes.IndexByte(mem[k:], b)
+			if j < 0 {
+				break
 			}
-		} else if n != want {
-			continue
-		}
-		var seed [32]byte
-		copy(seed[:], mem[o+randBufBytes:o+randBufBytes+randSeedBytes])
-		if seed == ([32]byte{}) {
-			continue
-		}
-		if chachaBlockMatches(seed, c, mem[o:o+randBufBytes], n) {
-			out = append(out, uint32(o))
+			k += j
+			if o := k - nAt; o%8 == 0 && o+randStateBytes <= len(mem) && isRandState(mem, o) {
+				out = append(out, uint32(o))
+			}
 		}
 	}
+	slices.Sort(out)
 	return out
+}
+
+// isRandState reports whether mem holds a chacha8rand generator at o.
+func isRandState(mem []byte, o int) bool {
+	le := binary.LittleEndian
+	tail := mem[o+randBufBytes+randSeedBytes:]
+	i, n, c := le.Uint32(tail), le.Uint32(tail[4:]), le.Uint32(tail[8:])
+	if c%randCtrInc != 0 || c >= randCtrMax || i > n {
+		return false
+	}
+	if want := uint32(randChunk); c == randCtrMax-randCtrInc {
+		if n != want-randReseed {
+			return false
+		}
+	} else if n != want {
+		return false
+	}
+	var seed [32]byte
+	copy(seed[:], mem[o+randBufBytes:o+randBufBytes+randSeedBytes])
+	if seed == ([32]byte{}) {
+		return false
+	}
+	return chachaBlockMatches(seed, c, mem[o:o+randBufBytes], n)
 }
 
 // chachaBlockMatches reports whether buf's first n words are chacha8rand's output for key

@@ -68,6 +68,17 @@ func TestFindRandStates(t *testing.T) {
 			}
 		})
 	}
+	// Generators of both buffer lengths in one memory, the later planted first: all are
+	// found, in offset order.
+	mem := make([]byte, 1<<16)
+	rand.Read(mem)
+	offsets := []uint32{8, 2048 + 16, 40000}
+	for i, o := range slices.Backward(offsets) {
+		plantRandState(mem, int(o), seed, uint32(4*i+4), uint32(i)) // the last at counter 12: 28 words
+	}
+	if got := findRandStates(mem); !slices.Equal(got, offsets) {
+		t.Errorf("found %v, want %v", got, offsets)
+	}
 }
 
 // TestSnapshotEntropy: a Go guest's snapshot holds the runtime's generators and nothing

@@ -3,6 +3,7 @@
 package wasm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -201,33 +202,39 @@ func newSparseImage(buf []byte) (*memImage, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("ftruncate: %w", err)
 	}
+	// One write per run of pages that are not all zero, not one per page: a Go guest's
+	// memory after _initialize is a few long runs.
 	const page = 4096
-	for off := 0; off < len(buf); off += page {
-		p := buf[off:min(off+page, len(buf))]
-		if allZero(p) {
+	run := -1 // where the current run of written pages starts
+	for off := 0; off <= len(buf); off += page {
+		if off < len(buf) && !allZero(buf[off:min(off+page, len(buf))]) {
+			if run < 0 {
+				run = off
+			}
 			continue
 		}
-		if err := pwriteAll(fd, p, int64(off)); err != nil {
-			unix.Close(fd)
-			return nil, err
+		if run >= 0 {
+			if err := pwriteAll(fd, buf[run:min(off, len(buf))], int64(run)); err != nil {
+				unix.Close(fd)
+				return nil, err
+			}
+			run = -1
 		}
 	}
 	return seal(fd, uint64(len(buf)))
 }
 
+// zeroPage is what allZero compares a page with.
+var zeroPage [4096]byte
+
 func allZero(p []byte) bool {
-	for len(p) >= 8 {
-		if *(*uint64)(unsafe.Pointer(&p[0])) != 0 {
+	for len(p) > len(zeroPage) {
+		if !bytes.Equal(p[:len(zeroPage)], zeroPage[:]) {
 			return false
 		}
-		p = p[8:]
+		p = p[len(zeroPage):]
 	}
-	for _, b := range p {
-		if b != 0 {
-			return false
-		}
-	}
-	return true
+	return bytes.Equal(p, zeroPage[:len(p)])
 }
 
 // pwriteAll writes all of p at off.

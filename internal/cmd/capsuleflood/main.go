@@ -41,15 +41,26 @@ func main() {
 	keep := flag.String("dir", "", "work folder, kept afterwards (default: a temporary one, removed)")
 	starts := flag.Int("starts", 2, "gateway starts on one compilation cache (the first is cold)")
 	heap := flag.String("heap", "", "write the heap profile of the last start here (after the forced GC)")
+	cpuOut := flag.String("cpuprofile", "", "write a CPU profile of the last start's first -cpuseconds here (from when its admin endpoint answers)")
+	cpuSecs := flag.Int("cpuseconds", 5, "how long -cpuprofile samples")
 	copyModules := flag.Bool("copy", false, "write a copy of the capsule module into every capsule folder (default: hard links to one file)")
 	flag.Parse()
 	if *burst < 1 || *burst > *n {
 		fail(fmt.Errorf("-burst must be between 1 and -n"))
 	}
+	profile = profileOpts{out: *cpuOut, seconds: *cpuSecs}
 	if err := run(*n, *burst, *starts, *caddyBin, *keep, *heap, *copyModules); err != nil {
 		fail(err)
 	}
 }
+
+// profileOpts is -cpuprofile and -cpuseconds.
+type profileOpts struct {
+	out     string
+	seconds int
+}
+
+var profile profileOpts
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "capsuleflood:", err)
@@ -160,7 +171,8 @@ func run(n, burst, starts int, bin, dir, heapOut string, copyModules bool) error
 		if s == 0 && statErr != nil {
 			label = "cold"
 		}
-		r, err := start(dir, bin, env, routes.String(), s, n, burst, heapOut != "" && s == starts-1)
+		last := s == starts-1
+		r, err := start(dir, bin, env, routes.String(), s, n, burst, heapOut != "" && last, profile.out != "" && last)
 		if err != nil {
 			return fmt.Errorf("start %d (%s cache): %w", s+1, label, err)
 		}
@@ -170,6 +182,11 @@ func run(n, burst, starts int, bin, dir, heapOut string, copyModules bool) error
 		if r.heap != nil {
 			if err := os.WriteFile(heapOut, r.heap, 0o644); err != nil {
 				return fmt.Errorf("write the heap profile: %w", err)
+			}
+		}
+		if r.cpuProfile != nil {
+			if err := os.WriteFile(profile.out, r.cpuProfile, 0o644); err != nil {
+				return fmt.Errorf("write the CPU profile: %w", err)
 			}
 		}
 	}
@@ -182,12 +199,12 @@ type result struct {
 	cpu                   time.Duration // the gateway's CPU time (user + system) at the last answer
 	rss, rssGC, heapInuse int64
 	goroutines            int
-	heap                  []byte
+	heap, cpuProfile      []byte
 }
 
 // start runs the gateway on a fresh state and work folder (the registry and the
 // compilation cache are shared across starts) and measures it.
-func start(dir, bin string, env []string, routes string, s, n, burst int, wantHeap bool) (*result, error) {
+func start(dir, bin string, env []string, routes string, s, n, burst int, wantHeap, wantCPU bool) (*result, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -246,6 +263,30 @@ http://127.0.0.1:%s {
 		}
 	}()
 	r := &result{}
+	base := "http://127.0.0.1:" + admin
+	cpuDone := make(chan error, 1)
+	if wantCPU {
+		// The admin endpoint answers once the config is read, before the capsules are
+		// provisioned: the profile covers their start.
+		go func() {
+			for time.Now().Before(t0.Add(time.Minute)) {
+				if _, err := get(hc, base+"/config/"); err == nil {
+					break
+				}
+				select {
+				case <-exited:
+					cpuDone <- exitErr
+					return
+				case <-time.After(time.Millisecond): // polling the admin endpoint until it answers
+				}
+			}
+			var err error
+			r.cpuProfile, err = get(hc, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, profile.seconds))
+			cpuDone <- err
+		}()
+	} else {
+		cpuDone <- nil
+	}
 	// The burst: one message/send to each of the first burst capsules, sent from the
 	// start; each retries a refused connection until the gateway listens.
 	deadline := t0.Add(10 * time.Minute)
@@ -297,6 +338,9 @@ http://127.0.0.1:%s {
 	if firstErr != nil {
 		return nil, firstErr
 	}
+	if err := <-cpuDone; err != nil {
+		return nil, fmt.Errorf("CPU profile: %w", err)
+	}
 	if r.cpu, err = cpuTime(cmd.Process.Pid); err != nil {
 		return nil, err
 	}
@@ -304,7 +348,6 @@ http://127.0.0.1:%s {
 		return nil, err
 	}
 	// A forced GC (the heap profile's gc=1), then the figures again.
-	base := "http://127.0.0.1:" + admin
 	heap, err := get(hc, base+"/debug/pprof/heap?gc=1")
 	if err != nil {
 		return nil, err
