@@ -15,6 +15,9 @@ type Layout struct {
 	Trace string // trace.jsonl, never visible to guests
 	Logs  string // bootstrap.log, guest stdout/stderr
 	Tools string // installed artifacts
+	// fresh: NewLayout made the session's folder and workdir just now, so they hold
+	// nothing (writeMurmurMD then creates the file in place).
+	fresh bool
 }
 
 // NewLayout creates the folders of session id of capsule under workRoot that guests see
@@ -38,6 +41,7 @@ func NewLayout(workRoot, capsule, id, workdir string) (*Layout, error) {
 	// The capsule's folder exists after its first session: one mkdir per folder then,
 	// where MkdirAll would stat every parent of each first.
 	if workdir == "" && mkdirEach(append([]string{root, l.Work}, dirs...)) == nil {
+		l.fresh = true
 		return l, nil
 	}
 	// The records folder too: trace.jsonl goes there even when --workdir moves the work.

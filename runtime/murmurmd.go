@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/shell"
@@ -18,8 +20,16 @@ import (
 const maxDescription = 200
 
 // writeMurmurMD writes <work>/MURMUR.md, read-only, replacing any earlier one by a rename
-// (the file is 0444, so it cannot be rewritten in place).
-func writeMurmurMD(work string, s *Staged, id, url string) error {
+// (the file is 0444, so it cannot be rewritten in place); in a workdir made just now
+// (fresh), which holds nothing, it creates the file in place instead: one create, not a
+// temporary file, a chmod and a rename, for every new context.
+func writeMurmurMD(work string, s *Staged, id, url string, fresh bool) error {
+	if fresh {
+		if err := createReadOnly(filepath.Join(work, "MURMUR.md"), murmurMD(s, id, url)); err != nil {
+			return fmt.Errorf("writing MURMUR.md: %w", err)
+		}
+		return nil
+	}
 	tmp, err := os.CreateTemp(work, ".MURMUR.md-*")
 	if err != nil {
 		return err
@@ -37,6 +47,29 @@ func writeMurmurMD(work string, s *Staged, id, url string) error {
 	if err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("writing MURMUR.md: %w", err)
+	}
+	return nil
+}
+
+// createReadOnly creates path, which must not exist, as a 0444 file holding data, with
+// plain system calls: os.OpenFile would also try (and fail) to add a regular file to the
+// poller, four fcntl calls and an epoll_ctl per file. A failed write removes the file.
+func createReadOnly(path string, data []byte) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o444)
+	if err != nil {
+		return &os.PathError{Op: "create", Path: path, Err: err}
+	}
+	for len(data) > 0 && err == nil {
+		var n int
+		n, err = unix.Write(fd, data)
+		data = data[n:]
+	}
+	if cerr := unix.Close(fd); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return &os.PathError{Op: "write", Path: path, Err: err}
 	}
 	return nil
 }

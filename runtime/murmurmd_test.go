@@ -102,10 +102,18 @@ func TestMurmurMD(t *testing.T) {
 func TestWriteMurmurMD(t *testing.T) {
 	work := t.TempDir()
 	s := &Staged{Manifest: &manifest.Manifest{Name: "seed", Version: "1.0.0", Inference: &manifest.Inference{}}}
-	for _, url := range []string{"", "https://a.example/x/"} {
-		if err := writeMurmurMD(work, s, "ses_x", url); err != nil {
+	// Created in place in a new workdir, then rewritten over itself.
+	for i, url := range []string{"", "https://a.example/x/"} {
+		if err := writeMurmurMD(work, s, "ses_x", url, i == 0); err != nil {
 			t.Fatal(err)
 		}
+		if fi, err := os.Stat(filepath.Join(work, "MURMUR.md")); err != nil || fi.Mode().Perm() != 0o444 {
+			t.Fatalf("MURMUR.md after write %d: %v %v", i, fi, err)
+		}
+	}
+	// In place only where nothing is: a leftover file is never written through.
+	if err := writeMurmurMD(work, s, "ses_x", "", true); err == nil {
+		t.Error("MURMUR.md created in place over an existing one")
 	}
 	fi, err := os.Stat(filepath.Join(work, "MURMUR.md"))
 	if err != nil || fi.Mode().Perm() != 0o444 {

@@ -199,7 +199,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 			hookCancel()
 		}
 	}()
-	if err := writeMurmurMD(l.Work, s, id, at.url); err != nil {
+	if err := writeMurmurMD(l.Work, s, id, at.url, l.fresh); err != nil {
 		return nil, err
 	}
 	scope := filepath.Clean(filepath.FromSlash(m.Capabilities.Filesystem.Scope))

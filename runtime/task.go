@@ -299,7 +299,7 @@ func (s *session) setCapsuleURL(url string) {
 				env := append([]string(nil), s.env...) // calls in flight keep the slice they have
 				env[i] = "MURMUR_CAPSULE_URL=" + url
 				s.env = env
-				if err := writeMurmurMD(s.layout.Work, s.staged, s.id, url); err != nil {
+				if err := writeMurmurMD(s.layout.Work, s.staged, s.id, url, false); err != nil {
 					// The task runs on: the environment holds the URL, MURMUR.md keeps the last one.
 					s.announce(nil, err.Error())
 				}

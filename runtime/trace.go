@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/capsulegate/capsulegate/errs"
 )
 
@@ -33,10 +35,14 @@ const traceDelay = 50 * time.Millisecond
 // NewTraceSink opens path for appending; content keeps inputs and outputs
 // (trace.capture: content), otherwise only sizes are kept.
 func NewTraceSink(path string, content bool) (*TraceSink, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// Opened with a plain system call: os.OpenFile would also try (and fail) to add the
+	// regular file to the poller, four fcntl calls and an epoll_ctl for every session.
+	fd, err := unix.Open(path, unix.O_CREAT|unix.O_WRONLY|unix.O_APPEND|unix.O_CLOEXEC, 0o600)
 	if err != nil {
+		err = &os.PathError{Op: "open", Path: path, Err: err}
 		return nil, errs.Wrap(err, CodeTrace, "runtime", "cannot open the trace "+path, "check that work_root is writable")
 	}
+	f := os.NewFile(uintptr(fd), path)
 	return &TraceSink{f: f, w: bufio.NewWriter(f), content: content, delay: traceDelay}, nil
 }
 
