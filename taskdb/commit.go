@@ -1,7 +1,6 @@
 package taskdb
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"time"
@@ -74,11 +73,8 @@ func (db *DB) AddTurn(capsule, contextID string, item []byte) <-chan error {
 	}
 	prefix, v, keep := taskKey(capsule, contextID), encodeTurn(item), db.opts.MaxTurns
 	return db.enqueue(func(w *view) error {
-		var keys [][]byte
-		if err := w.scan(bTurns, nil, prefix, func(k, _ []byte) (bool, error) {
-			keys = append(keys, bytes.Clone(k))
-			return true, nil
-		}); err != nil {
+		keys, err := w.keys(bTurns, prefix)
+		if err != nil {
 			return err
 		}
 		next := uint64(0)

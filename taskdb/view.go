@@ -157,13 +157,20 @@ func (v *view) scan(b bucket, from, prefix []byte, fn func(k, v []byte) (bool, e
 	}
 }
 
-// deletePrefix removes every key under prefix.
-func (v *view) deletePrefix(b bucket, prefix []byte) error {
+// keys returns a copy of every key under prefix, in order.
+func (v *view) keys(b bucket, prefix []byte) ([][]byte, error) {
 	var keys [][]byte
-	if err := v.scan(b, nil, prefix, func(k, _ []byte) (bool, error) {
+	err := v.scan(b, nil, prefix, func(k, _ []byte) (bool, error) {
 		keys = append(keys, bytes.Clone(k))
 		return true, nil
-	}); err != nil {
+	})
+	return keys, err
+}
+
+// deletePrefix removes every key under prefix.
+func (v *view) deletePrefix(b bucket, prefix []byte) error {
+	keys, err := v.keys(b, prefix)
+	if err != nil {
 		return err
 	}
 	for _, k := range keys {
