@@ -256,6 +256,9 @@ type summaryLine struct {
 // workdir, through os.Root: a guest that planted a symlink there cannot send the write
 // elsewhere.
 func (s *session) dumpSummary(ev Compaction, summary string) error {
+	if err := s.out.make(); err != nil {
+		return err
+	}
 	root, err := os.OpenRoot(s.layout.Work)
 	if err != nil {
 		return err

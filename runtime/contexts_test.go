@@ -336,11 +336,12 @@ func TestHostWritesStayInWorkdir(t *testing.T) {
 }
 
 // TestContextFolderGetsNoTaskFiles: a gateway context's session that starts no subprocess
-// leaves no task.md or out/result.txt in its folder when it ends (their text and answer
+// leaves no task.md, out/result.txt or out/ in its folder when it ends (their text and answer
 // are the task's records), where a run's own folder gets both (TestRunOnceScriptCapsule).
 func TestContextFolderGetsNoTaskFiles(t *testing.T) {
 	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
-	h := hostGatewayCapsuleWith(t, e, "", ServeOptions{})
+	// Not threaded: a threaded capsule keeps each answer in out/result_<task>.txt.
+	h := hostGatewayCapsuleLife(t, e, "", "{conversation: stateless}", ServeOptions{})
 	out := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_quiet", Text: "count these words"})
 	if out.State != StateCompleted {
 		t.Fatalf("%+v", out)
@@ -348,7 +349,8 @@ func TestContextFolderGetsNoTaskFiles(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"task.md", "out/result.txt"} {
+	// Nor its out/: the answer was served from memory, and nothing else needed the folder.
+	for _, name := range []string{"task.md", "out/result.txt", "out"} {
 		if _, err := os.Lstat(filepath.Join(out.Layout.Work, name)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s in the context's folder after its session: %v, want none", name, err)
 		}

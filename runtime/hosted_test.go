@@ -56,6 +56,12 @@ func hostGatewayCapsule(t *testing.T, e *Runtime) *Hosted {
 // hostGatewayCapsuleWith hosts it with a network.allow rule (when allow is set) and opts.
 func hostGatewayCapsuleWith(t *testing.T, e *Runtime, allow string, opts ServeOptions) *Hosted {
 	t.Helper()
+	return hostGatewayCapsuleLife(t, e, allow, "{conversation: threaded}", opts)
+}
+
+// hostGatewayCapsuleLife is hostGatewayCapsuleWith with the manifest's lifecycle given.
+func hostGatewayCapsuleLife(t *testing.T, e *Runtime, allow, lifecycle string, opts ServeOptions) *Hosted {
+	t.Helper()
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "murmur.yaml")
 	reg := registry.NewLocal(t.TempDir())
@@ -65,7 +71,7 @@ func hostGatewayCapsuleWith(t *testing.T, e *Runtime, allow string, opts ServeOp
 		network = "  network: {allow: [\"" + allow + "\"]}\n"
 	}
 	os.WriteFile(mpath, []byte("name: hosted\nversion: 2.0.0\nartifacts:\n  - {name: gatetool, version: 1.0.0}\ncapabilities:\n"+network+
-		"  limits: {memory_bytes: 134217728, deadline_seconds: 120}\nlifecycle: {conversation: threaded}\n"), 0o644)
+		"  limits: {memory_bytes: 134217728, deadline_seconds: 120}\nlifecycle: "+lifecycle+"\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../internal/testkit/testguests/gateway"), 0o644)
 	m, err := manifest.Load(mpath)
 	if err != nil {

@@ -1,9 +1,12 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/capsulegate/capsulegate/errs"
 )
@@ -21,10 +24,12 @@ type Layout struct {
 }
 
 // NewLayout creates the folders of session id of capsule under workRoot that guests see
-// (the workdir and its out/); workdir, if not empty, replaces <root>/work
+// (the workdir and, unless lazyOut, its out/); workdir, if not empty, replaces <root>/work
 // as the accessible workdir (created if absent). The host-only logs/ and tools/ are
-// created by their first file, so a session that writes none costs no mkdir.
-func NewLayout(workRoot, capsule, id, workdir string) (*Layout, error) {
+// created by their first file, so a session that writes none costs no mkdir; with lazyOut
+// out/ is too (outFolder: a gateway context's session makes it when something first
+// needs it).
+func NewLayout(workRoot, capsule, id, workdir string, lazyOut bool) (*Layout, error) {
 	root := filepath.Join(workRoot, capsule, id)
 	l := &Layout{Root: root, Work: filepath.Join(root, "work"), Trace: filepath.Join(root, "trace.jsonl"),
 		Logs: filepath.Join(root, "logs"), Tools: filepath.Join(root, "tools")}
@@ -37,7 +42,10 @@ func NewLayout(workRoot, capsule, id, workdir string) (*Layout, error) {
 	}
 	// The workdir's logs/ and .capsule-home/ are the shell's, made when it first needs
 	// them (runtime/shell): a session without shell or native tools costs no mkdir for them.
-	dirs := []string{filepath.Join(l.Work, "out")}
+	var dirs []string
+	if !lazyOut {
+		dirs = append(dirs, filepath.Join(l.Work, "out"))
+	}
 	// The capsule's folder exists after its first session: one mkdir per folder then,
 	// where MkdirAll would stat every parent of each first.
 	if workdir == "" && mkdirEach(append([]string{root, l.Work}, dirs...)) == nil {
@@ -45,7 +53,7 @@ func NewLayout(workRoot, capsule, id, workdir string) (*Layout, error) {
 		return l, nil
 	}
 	// The records folder too: trace.jsonl goes there even when --workdir moves the work.
-	for _, d := range append([]string{root}, dirs...) {
+	for _, d := range append([]string{root, l.Work}, dirs...) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, errs.Wrap(err, CodeWorkdir, "runtime", fmt.Sprintf("cannot create %s", d), "check that work_root is writable")
 		}
@@ -61,5 +69,30 @@ func mkdirEach(dirs []string) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// outFolder makes the workdir's out/ the first time something needs it: a guest reaching
+// the folder (guestfs.Before), a subprocess, a file the host writes there. A gateway
+// context's new session does not make it up front: a script capsule's task, whose answer
+// the held files serve, never needs it, and a folder costs the kernel more than a file.
+type outFolder struct {
+	work *os.Root
+	mu   sync.Mutex
+	made bool
+}
+
+// make creates out/ unless it is there (a link a tool left there stays: the writes
+// through the root refuse one that leads out).
+func (o *outFolder) make() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.made {
+		return nil
+	}
+	if err := o.work.Mkdir("out", 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("making the workdir's out/: %w", err)
+	}
+	o.made = true
 	return nil
 }

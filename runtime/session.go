@@ -89,9 +89,11 @@ type session struct {
 	// settle: the session serves a gateway context, whose folder gets no new copy of the
 	// held files when the session ends (close).
 	settle bool
-	env    []string
-	http   *murmur.Outgoing
-	logs   string
+	// out makes the workdir's out/ when something first needs it (a gateway context's).
+	out  *outFolder
+	env  []string
+	http *murmur.Outgoing
+	logs string
 
 	mu      sync.Mutex
 	writers map[string]*cappedFile
@@ -138,7 +140,9 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	if at.folder != "" {
 		name = at.folder
 	}
-	l, err := NewLayout(o.WorkRoot, m.Name, name, at.workdir)
+	// A gateway context's out/ is made when first needed, unless its hooks' root is there.
+	lazyOut := at.folder != "" && len(s.Hooks) == 0
+	l, err := NewLayout(o.WorkRoot, m.Name, name, at.workdir, lazyOut)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +180,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	hookCtx, hookCancel := context.WithCancel(context.Background())
 	var hooks *HookSink
 	held := guestfs.NewHeld(work)
+	out := &outFolder{work: work, made: !lazyOut}
 	var hookFS *guestfs.FS
 	if len(s.Hooks) > 0 {
 		if hookFS, err = guestfs.NewIn(work, "out", guestfs.Hold(held)); err != nil {
@@ -208,7 +213,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 			return nil, err
 		}
 	}
-	opts := []guestfs.Option{guestfs.Hold(held)}
+	opts := []guestfs.Option{guestfs.Hold(held), guestfs.Before(out.make)}
 	if rel, err := filepath.Rel(scope, "MURMUR.md"); err == nil && filepath.IsLocal(rel) {
 		// MURMUR.md is read-only to guests (docs/reference/guest-abi.md "Files").
 		opts = append(opts, guestfs.Protect(rel))
@@ -218,7 +223,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 		return nil, err
 	}
 	lookup := o.LookupEnv
-	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, settle: at.folder != "", env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
+	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, out: out, settle: at.folder != "", env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
@@ -310,6 +315,9 @@ func (s *session) close() {
 // beforeSubprocess flushes the held files to the workdir before a subprocess (a shell
 // tool, a harness) may read or change it: it meets the folder the guests saw.
 func (s *session) beforeSubprocess() error {
+	if err := s.out.make(); err != nil {
+		return err
+	}
 	if err := s.held.Flush(); err != nil {
 		return fmt.Errorf("writing the workdir's task files before the subprocess: %w", err)
 	}

@@ -10,7 +10,7 @@ func TestNewLayout(t *testing.T) {
 	root := t.TempDir()
 	// ses_x is the capsule's first session (its folder is made too), ses_z a later one.
 	for _, id := range []string{"ses_x", "ses_z"} {
-		if _, err := NewLayout(root, "hello", id, ""); err != nil {
+		if _, err := NewLayout(root, "hello", id, "", false); err != nil {
 			t.Fatal(err)
 		}
 		for _, tt := range []struct {
@@ -28,7 +28,7 @@ func TestNewLayout(t *testing.T) {
 		}
 	}
 	custom := filepath.Join(t.TempDir(), "mine")
-	l, err := NewLayout(root, "hello", "ses_y", custom)
+	l, err := NewLayout(root, "hello", "ses_y", custom, false)
 	if err != nil || l.Work != custom {
 		t.Fatalf("workdir override: %v %+v", err, l)
 	}

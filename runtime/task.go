@@ -275,6 +275,9 @@ func (s *session) writeResult(taskID, text string, main bool) error {
 		s.held.Put("out/result.txt", []byte(text+"\n"))
 	}
 	if s.staged.Manifest.Lifecycle.Conversation == "threaded" {
+		if err := s.out.make(); err != nil {
+			return err
+		}
 		return guestfs.WriteOwn(s.work, "out/result_"+taskID+".txt", []byte(text+"\n"))
 	}
 	return nil

@@ -44,6 +44,9 @@ func (f *file) open() experimentalsys.Errno {
 	if !f.lazy {
 		return 0
 	}
+	if errno := f.fs.reach(); errno != 0 {
+		return errno
+	}
 	d, err := f.fs.root.OpenFile(".", os.O_RDONLY|oNONBLOCK|oDIRECTORY, 0)
 	if err != nil {
 		return toErrno(err)

@@ -98,6 +98,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
@@ -111,6 +112,15 @@ type options struct {
 	readOnly  bool
 	protected []string
 	held      *Held
+	before    func() error
+}
+
+// Before runs fn before the FS first reaches its folder — an open, a stat, a listing or a
+// change that the held files do not serve — so the host can make what the folder must hold
+// for its guests only when a guest looks (runtime makes a context's out/ so). Until fn
+// succeeds it runs again at the next reach, and its failure fails that operation.
+func Before(fn func() error) Option {
+	return func(o *options) { o.before = fn }
 }
 
 // Hold serves the files h holds (NewHeld) from memory, as this FS's guests see them; the
@@ -151,6 +161,10 @@ type FS struct {
 	rootOnce sync.Once
 	rootID   sys.Stat_t
 	rootErr  experimentalsys.Errno
+	// before is Before's fn, run under beforeMu until it has succeeded (reached).
+	before   func() error
+	beforeMu sync.Mutex
+	reached  atomic.Bool
 }
 
 var (
@@ -188,7 +202,7 @@ func newFS(r *os.Root, dir string, parent *os.Root, at string, opts []Option) (*
 		opt(&o)
 	}
 	learnEscapeError(r)
-	s := &FS{root: r, dir: dir, readOnly: o.readOnly}
+	s := &FS{root: r, dir: dir, readOnly: o.readOnly, before: o.before}
 	if o.held != nil {
 		if parent == nil || o.held.root != parent || !filepath.IsLocal(at) && at != "." {
 			r.Close()
@@ -204,6 +218,23 @@ func newFS(r *os.Root, dir string, parent *os.Root, at string, opts []Option) (*
 		s.protected = append(s.protected, name)
 	}
 	return s, nil
+}
+
+// reach runs Before's fn, once it has succeeded never again.
+func (s *FS) reach() experimentalsys.Errno {
+	if s.before == nil || s.reached.Load() {
+		return 0
+	}
+	s.beforeMu.Lock()
+	defer s.beforeMu.Unlock()
+	if s.reached.Load() {
+		return 0
+	}
+	if err := s.before(); err != nil {
+		return toErrno(err)
+	}
+	s.reached.Store(true)
+	return 0
 }
 
 // isProtected reports whether fi is one of the Protect files as they are now.
@@ -274,6 +305,9 @@ func (s *FS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (e
 
 // openFolder opens name in the folder, past the held files.
 func (s *FS) openFolder(name string, trailing bool, flag experimentalsys.Oflag, osflag int, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	if errno := s.reach(); errno != 0 {
+		return nil, errno
+	}
 	if errno := s.refuseSymlink(name, trailing, flag); errno != 0 {
 		return nil, errno
 	}
@@ -417,6 +451,9 @@ func (s *FS) stat(p string, statFn func(string) (fs.FileInfo, error)) (sys.Stat_
 	if st, errno, held := s.statHeld(name, trailing); held {
 		return st, errno
 	}
+	if errno := s.reach(); errno != 0 {
+		return sys.Stat_t{}, errno
+	}
 	fi, err := statFn(withSlash(name, trailing))
 	if err != nil {
 		return sys.Stat_t{}, toErrno(err)
@@ -538,6 +575,9 @@ func (s *FS) Unlink(p string) experimentalsys.Errno {
 	if errno, held := s.unlinkHeld(name, trailing); held {
 		return errno
 	}
+	if errno := s.reach(); errno != 0 {
+		return errno
+	}
 	fi, err := s.root.Lstat(name)
 	if err != nil {
 		return toErrno(err)
@@ -604,6 +644,9 @@ func (s *FS) Readlink(p string) (string, experimentalsys.Errno) {
 		if errno == 0 {
 			errno = experimentalsys.EINVAL // a held file is not a link
 		}
+		return "", errno
+	}
+	if errno := s.reach(); errno != 0 {
 		return "", errno
 	}
 	target, err := s.root.Readlink(withSlash(name, trailing))

@@ -205,10 +205,20 @@ func (h *Held) releaseLocked(which func(string) bool) error {
 			continue
 		}
 		var err error
-		if f.present && f.created {
-			err = writeNew(h.root, name, f.data, f.mode)
-		} else if f.present {
-			err = WriteOwn(h.root, name, f.data)
+		if f.present {
+			write := func() error {
+				if f.created {
+					return writeNew(h.root, name, f.data, f.mode)
+				}
+				return WriteOwn(h.root, name, f.data)
+			}
+			// A folder the host makes only when it is needed (a context's out/) may not
+			// be there yet.
+			if err = write(); errors.Is(err, fs.ErrNotExist) && path.Dir(name) != "." {
+				if err = h.root.MkdirAll(path.Dir(name), 0o755); err == nil {
+					err = write()
+				}
+			}
 		} else if err = h.root.Remove(name); errors.Is(err, fs.ErrNotExist) {
 			err = nil
 		}
@@ -418,6 +428,9 @@ func (s *FS) unlinkHeld(name string, trailing bool) (_ experimentalsys.Errno, he
 // releaseHeld flushes the held files at or below names to the folder, before an
 // operation on the folder that memory cannot stand for.
 func (s *FS) releaseHeld(names ...string) experimentalsys.Errno {
+	if errno := s.reach(); errno != 0 { // every caller acts on the folder next
+		return errno
+	}
 	if s.held == nil {
 		return 0
 	}

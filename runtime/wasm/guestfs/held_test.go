@@ -384,3 +384,83 @@ func TestHeldSettle(t *testing.T) {
 		})
 	}
 }
+
+// TestBefore: Before's fn runs the first time an operation reaches the folder, never for
+// what the held files serve; a failure fails that operation and the next reach tries
+// again.
+func TestBefore(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		op    func(s *FS) experimentalsys.Errno
+		reach bool
+	}{
+		{"read a held file", func(s *FS) experimentalsys.Errno {
+			f, errno := s.OpenFile("task.md", experimentalsys.O_RDONLY, 0)
+			if errno == 0 {
+				f.Close()
+			}
+			return errno
+		}, false},
+		{"create the held answer", func(s *FS) experimentalsys.Errno {
+			f, errno := s.OpenFile("out/result.txt", experimentalsys.O_CREAT|experimentalsys.O_WRONLY, 0o644)
+			if errno == 0 {
+				f.Close()
+			}
+			return errno
+		}, false},
+		{"stat a held file", func(s *FS) experimentalsys.Errno { _, errno := s.Stat("task.md"); return errno }, false},
+		{"open another file", func(s *FS) experimentalsys.Errno {
+			f, errno := s.OpenFile("other.txt", experimentalsys.O_RDONLY, 0)
+			if errno == 0 {
+				f.Close()
+			}
+			return errno
+		}, true},
+		{"stat out/", func(s *FS) experimentalsys.Errno { _, errno := s.Stat("out"); return errno }, true},
+		{"list the root", func(s *FS) experimentalsys.Errno {
+			f, errno := s.OpenFile(".", experimentalsys.O_RDONLY|experimentalsys.O_DIRECTORY, 0)
+			if errno != 0 {
+				return errno
+			}
+			defer f.Close()
+			_, errno = f.Readdir(-1)
+			return errno
+		}, true},
+		{"mkdir", func(s *FS) experimentalsys.Errno { return s.Mkdir("made", 0o755) }, true},
+		{"unlink another file", func(s *FS) experimentalsys.Errno { return s.Unlink("other.txt") }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := newHeldFixture(t)
+			calls, fail := 0, true
+			s, err := NewIn(x.work, ".", Hold(x.held), Before(func() error {
+				calls++
+				if fail {
+					return fs.ErrPermission
+				}
+				return nil
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			errno := tc.op(s)
+			if !tc.reach {
+				if errno != 0 || calls != 0 {
+					t.Fatalf("errno %v, %d calls of fn, want none", errno, calls)
+				}
+				return
+			}
+			if errno != experimentalsys.EPERM || calls != 1 {
+				t.Fatalf("with fn failing: errno %v, %d calls, want EPERM and 1", errno, calls)
+			}
+			fail = false
+			if errno := tc.op(s); errno != 0 || calls != 2 {
+				t.Fatalf("with fn succeeding: errno %v, %d calls, want 0 and 2", errno, calls)
+			}
+			s.Stat("other.txt")
+			if calls != 2 {
+				t.Errorf("fn ran again after it succeeded: %d calls", calls)
+			}
+		})
+	}
+}
