@@ -256,7 +256,7 @@ type summaryLine struct {
 // workdir, through os.Root: a guest that planted a symlink there cannot send the write
 // elsewhere.
 func (s *session) dumpSummary(ev Compaction, summary string) error {
-	if err := s.out.make(); err != nil {
+	if err := s.prep.make(); err != nil {
 		return err
 	}
 	root, err := os.OpenRoot(s.layout.Work)

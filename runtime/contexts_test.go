@@ -336,7 +336,7 @@ func TestHostWritesStayInWorkdir(t *testing.T) {
 }
 
 // TestContextFolderGetsNoTaskFiles: a gateway context's session that starts no subprocess
-// leaves no task.md, out/result.txt or out/ in its folder when it ends (their text and answer
+// leaves no task.md, out/result.txt, out/ or MURMUR.md in its folder when it ends (their text and answer
 // are the task's records), where a run's own folder gets both (TestRunOnceScriptCapsule).
 func TestContextFolderGetsNoTaskFiles(t *testing.T) {
 	e, _ := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
@@ -350,12 +350,30 @@ func TestContextFolderGetsNoTaskFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Nor its out/: the answer was served from memory, and nothing else needed the folder.
-	for _, name := range []string{"task.md", "out/result.txt", "out"} {
+	for _, name := range []string{"task.md", "out/result.txt", "out", "MURMUR.md"} {
 		if _, err := os.Lstat(filepath.Join(out.Layout.Work, name)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s in the context's folder after its session: %v, want none", name, err)
 		}
 	}
 	if _, err := os.Stat(out.Layout.Trace); err != nil {
 		t.Errorf("the context's trace: %v", err)
+	}
+	// A guest that looks in the folder finds what it holds for guests, MURMUR.md naming
+	// the capsule URL of the task, and out/.
+	const url = "http://gw.example/quiet/"
+	h, err := e.Serve(context.Background(), h.staged.Manifest, h.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	look := h.RunTask(context.Background(), TaskRequest{ContextID: "ctx_quiet", Text: "read MURMUR.md", CapsuleURL: url})
+	defer h.Close()
+	if look.State != StateCompleted || !strings.Contains(look.Result, "- Capsule URL: "+url+"\n") {
+		t.Fatalf("the guest reading MURMUR.md: %s %q", look.State, look.Result)
+	}
+	if fi, err := os.Stat(filepath.Join(look.Layout.Work, "MURMUR.md")); err != nil || fi.Mode().Perm() != 0o444 {
+		t.Errorf("MURMUR.md once a guest looked: %v %v", fi, err)
+	}
+	if fi, err := os.Stat(filepath.Join(look.Layout.Work, "out")); err != nil || !fi.IsDir() {
+		t.Errorf("out/ once a guest looked: %v %v", fi, err)
 	}
 }

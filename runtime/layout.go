@@ -72,27 +72,46 @@ func mkdirEach(dirs []string) error {
 	return nil
 }
 
-// outFolder makes the workdir's out/ the first time something needs it: a guest reaching
-// the folder (guestfs.Before), a subprocess, a file the host writes there. A gateway
-// context's new session does not make it up front: a script capsule's task, whose answer
-// the held files serve, never needs it, and a folder costs the kernel more than a file.
-type outFolder struct {
-	work *os.Root
-	mu   sync.Mutex
-	made bool
+// workdirPrep makes what a gateway context's workdir holds for whoever looks in it — its
+// out/ and MURMUR.md — the first time something needs them: a guest reaching the folder
+// (guestfs.Before), a subprocess, a file the host writes there. A new session does not
+// make them up front: a script capsule's task, whose task.md and answer the held files
+// serve, never looks, and each folder or file created costs the kernel an inode.
+type workdirPrep struct {
+	work  *os.Root
+	dir   string // the workdir's path, for MURMUR.md
+	fresh bool   // the workdir was made by this session: MURMUR.md is created in place
+	mu    sync.Mutex
+	made  bool
+	// md is MURMUR.md's content as the session would write it now.
+	md func() []byte
 }
 
 // make creates out/ unless it is there (a link a tool left there stays: the writes
-// through the root refuse one that leads out).
-func (o *outFolder) make() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.made {
+// through the root refuse one that leads out), then writes MURMUR.md.
+func (p *workdirPrep) make() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.made {
 		return nil
 	}
-	if err := o.work.Mkdir("out", 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := p.work.Mkdir("out", 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("making the workdir's out/: %w", err)
 	}
-	o.made = true
+	if err := writeMurmurMD(p.dir, p.md(), p.fresh); err != nil {
+		return err
+	}
+	p.made = true
 	return nil
+}
+
+// rewrite writes MURMUR.md again (its capsule URL changed) if it was made already; a
+// workdir not made yet gets the new content when it is.
+func (p *workdirPrep) rewrite() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.made {
+		return nil
+	}
+	return writeMurmurMD(p.dir, p.md(), false)
 }

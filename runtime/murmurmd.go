@@ -23,9 +23,9 @@ const maxDescription = 200
 // (the file is 0444, so it cannot be rewritten in place); in a workdir made just now
 // (fresh), which holds nothing, it creates the file in place instead: one create, not a
 // temporary file, a chmod and a rename, for every new context.
-func writeMurmurMD(work string, s *Staged, id, url string, fresh bool) error {
+func writeMurmurMD(work string, md []byte, fresh bool) error {
 	if fresh {
-		if err := createReadOnly(filepath.Join(work, "MURMUR.md"), murmurMD(s, id, url)); err != nil {
+		if err := createReadOnly(filepath.Join(work, "MURMUR.md"), md); err != nil {
 			return fmt.Errorf("writing MURMUR.md: %w", err)
 		}
 		return nil
@@ -34,7 +34,7 @@ func writeMurmurMD(work string, s *Staged, id, url string, fresh bool) error {
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(murmurMD(s, id, url))
+	_, err = tmp.Write(md)
 	if err == nil {
 		err = tmp.Chmod(0o444) // by descriptor: the name could be another file by now
 	}

@@ -104,7 +104,7 @@ func TestWriteMurmurMD(t *testing.T) {
 	s := &Staged{Manifest: &manifest.Manifest{Name: "seed", Version: "1.0.0", Inference: &manifest.Inference{}}}
 	// Created in place in a new workdir, then rewritten over itself.
 	for i, url := range []string{"", "https://a.example/x/"} {
-		if err := writeMurmurMD(work, s, "ses_x", url, i == 0); err != nil {
+		if err := writeMurmurMD(work, murmurMD(s, "ses_x", url), i == 0); err != nil {
 			t.Fatal(err)
 		}
 		if fi, err := os.Stat(filepath.Join(work, "MURMUR.md")); err != nil || fi.Mode().Perm() != 0o444 {
@@ -112,7 +112,7 @@ func TestWriteMurmurMD(t *testing.T) {
 		}
 	}
 	// In place only where nothing is: a leftover file is never written through.
-	if err := writeMurmurMD(work, s, "ses_x", "", true); err == nil {
+	if err := writeMurmurMD(work, murmurMD(s, "ses_x", ""), true); err == nil {
 		t.Error("MURMUR.md created in place over an existing one")
 	}
 	fi, err := os.Stat(filepath.Join(work, "MURMUR.md"))

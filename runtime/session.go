@@ -89,11 +89,13 @@ type session struct {
 	// settle: the session serves a gateway context, whose folder gets no new copy of the
 	// held files when the session ends (close).
 	settle bool
-	// out makes the workdir's out/ when something first needs it (a gateway context's).
-	out  *outFolder
-	env  []string
-	http *murmur.Outgoing
-	logs string
+	// prep makes the workdir's out/ and MURMUR.md when something first needs them (a
+	// gateway context's); setURL changes the capsule URL MURMUR.md names.
+	prep   *workdirPrep
+	setURL func(string)
+	env    []string
+	http   *murmur.Outgoing
+	logs   string
 
 	mu      sync.Mutex
 	writers map[string]*cappedFile
@@ -180,7 +182,9 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	hookCtx, hookCancel := context.WithCancel(context.Background())
 	var hooks *HookSink
 	held := guestfs.NewHeld(work)
-	out := &outFolder{work: work, made: !lazyOut}
+	// The session's capsule URL, which MURMUR.md names; setCapsuleURL changes it.
+	url := at.url
+	prep := &workdirPrep{work: work, dir: l.Work, fresh: l.fresh, md: func() []byte { return murmurMD(s, id, url) }}
 	var hookFS *guestfs.FS
 	if len(s.Hooks) > 0 {
 		if hookFS, err = guestfs.NewIn(work, "out", guestfs.Hold(held)); err != nil {
@@ -204,8 +208,10 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 			hookCancel()
 		}
 	}()
-	if err := writeMurmurMD(l.Work, s, id, at.url, l.fresh); err != nil {
-		return nil, err
+	if !lazyOut { // a run's workdir, or a context's whose hooks reach out/ from the start
+		if err := prep.make(); err != nil {
+			return nil, err
+		}
 	}
 	scope := filepath.Clean(filepath.FromSlash(m.Capabilities.Filesystem.Scope))
 	if scope != "." { // the workdir itself exists: asking costs a mkdir per session
@@ -213,7 +219,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 			return nil, err
 		}
 	}
-	opts := []guestfs.Option{guestfs.Hold(held), guestfs.Before(out.make)}
+	opts := []guestfs.Option{guestfs.Hold(held), guestfs.Before(prep.make)}
 	if rel, err := filepath.Rel(scope, "MURMUR.md"); err == nil && filepath.IsLocal(rel) {
 		// MURMUR.md is read-only to guests (docs/reference/guest-abi.md "Files").
 		opts = append(opts, guestfs.Protect(rel))
@@ -223,7 +229,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 		return nil, err
 	}
 	lookup := o.LookupEnv
-	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, out: out, settle: at.folder != "", env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
+	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, prep: prep, setURL: func(u string) { prep.mu.Lock(); url = u; prep.mu.Unlock() }, settle: at.folder != "", env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
@@ -315,7 +321,7 @@ func (s *session) close() {
 // beforeSubprocess flushes the held files to the workdir before a subprocess (a shell
 // tool, a harness) may read or change it: it meets the folder the guests saw.
 func (s *session) beforeSubprocess() error {
-	if err := s.out.make(); err != nil {
+	if err := s.prep.make(); err != nil {
 		return err
 	}
 	if err := s.held.Flush(); err != nil {

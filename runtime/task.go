@@ -275,7 +275,7 @@ func (s *session) writeResult(taskID, text string, main bool) error {
 		s.held.Put("out/result.txt", []byte(text+"\n"))
 	}
 	if s.staged.Manifest.Lifecycle.Conversation == "threaded" {
-		if err := s.out.make(); err != nil {
+		if err := s.prep.make(); err != nil {
 			return err
 		}
 		return guestfs.WriteOwn(s.work, "out/result_"+taskID+".txt", []byte(text+"\n"))
@@ -302,7 +302,8 @@ func (s *session) setCapsuleURL(url string) {
 				env := append([]string(nil), s.env...) // calls in flight keep the slice they have
 				env[i] = "MURMUR_CAPSULE_URL=" + url
 				s.env = env
-				if err := writeMurmurMD(s.layout.Work, s.staged, s.id, url, false); err != nil {
+				s.setURL(url)
+				if err := s.prep.rewrite(); err != nil {
 					// The task runs on: the environment holds the URL, MURMUR.md keeps the last one.
 					s.announce(nil, err.Error())
 				}

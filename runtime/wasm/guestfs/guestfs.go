@@ -135,7 +135,8 @@ func Hold(h *Held) Option {
 // hard link or a symbolic link to a protected file is protected too; the identity is the
 // one the name has at the time of the check, so a protected file the host replaces
 // (written to a temporary file and renamed) stays protected, and a file that reuses the
-// replaced one's inode is not mistaken for it.
+// replaced one's inode is not mistaken for it. A name that does not exist protects nothing
+// until it does: a host that makes it later does so before guests reach the folder (Before).
 func Protect(names ...string) Option {
 	return func(o *options) { o.protected = append(o.protected, names...) }
 }
@@ -211,7 +212,9 @@ func newFS(r *os.Root, dir string, parent *os.Root, at string, opts []Option) (*
 		s.held, s.at = o.held, at
 	}
 	for _, name := range o.protected {
-		if _, err := r.Stat(name); err != nil {
+		// A protected name may not exist yet: the host makes it before any guest reaches
+		// the folder (Before), and it is protected from then on.
+		if _, err := r.Stat(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			r.Close()
 			return nil, err
 		}

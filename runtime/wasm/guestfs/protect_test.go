@@ -79,8 +79,18 @@ func TestProtect(t *testing.T) {
 	} else {
 		f.Close()
 	}
-	if _, err := New(dir, Protect("missing.md")); err == nil {
-		t.Error("protecting a missing file succeeded")
+	// A name that does not exist yet is protected once the host makes it, before the
+	// guest's first reach of the folder (Before), as runtime makes MURMUR.md.
+	late, err := New(dir, Protect("late.md"), Before(func() error { return os.WriteFile(filepath.Join(dir, "late.md"), []byte("host"), 0o444) }))
+	if err != nil {
+		t.Fatalf("protecting a name that does not exist yet: %v", err)
+	}
+	defer late.Close()
+	if _, errno := late.OpenFile("late.md", experimentalsys.O_CREAT|experimentalsys.O_WRONLY|experimentalsys.O_TRUNC, 0o644); errno != experimentalsys.EROFS {
+		t.Errorf("the guest's create over the host's late.md: errno %v, want EROFS", errno)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "late.md")); string(got) != "host" {
+		t.Errorf("late.md = %q, want the host's", got)
 	}
 }
 

@@ -2,7 +2,8 @@
 
 // Command gateway is a script capsule for the gateway's tests: it hands its task text to
 // the gatetool tool and writes the tool's answer, with MURMUR_CAPSULE_VERSION so reload
-// tests can tell which version ran, and MURMUR_CAPSULE_URL when it has one.
+// tests can tell which version ran, and MURMUR_CAPSULE_URL when it has one; the task
+// "read MURMUR.md" answers with that file.
 package main
 
 import (
@@ -19,6 +20,13 @@ func init() {
 		task, err := os.ReadFile("/task.md")
 		if err != nil {
 			return err
+		}
+		if strings.TrimSpace(string(task)) == "read MURMUR.md" { // what a guest finds when it looks
+			md, err := os.ReadFile("/MURMUR.md")
+			if err != nil {
+				return err
+			}
+			return os.WriteFile("/out/result.txt", md, 0o644)
 		}
 		res, err := guest.Invoke("gatetool", guest.ToolInput{Data: guest.Some(strings.TrimSpace(string(task)))})
 		if err != nil {
