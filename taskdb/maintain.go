@@ -207,10 +207,7 @@ func Compact(path string, opts Options) (before, after Report, err error) {
 		return before, after, failed("replacing the original", err)
 	}
 	done = true
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync() // make the rename durable
-		_ = d.Close()
-	}
+	_ = syncDir(filepath.Dir(path)) // make the rename durable
 	after.File = path
 	return before, after, nil
 }

@@ -30,7 +30,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -225,9 +227,17 @@ func (db *DB) openLog() error {
 	if db.opts.ReadOnly {
 		return nil
 	}
+	_, statErr := os.Lstat(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return cannotOpen(path, err)
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// A log made just now: its name must survive a power loss as its records do.
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			_ = f.Close()
+			return cannotOpen(path, err)
+		}
 	}
 	db.log = &wlog{f: f, size: end}
 	db.checkpoint()
@@ -409,6 +419,19 @@ func verify(r *view) error {
 		}
 	}
 	return nil
+}
+
+// syncDir makes the entries of the folder dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Close stops taking writes, commits those already queued, and closes the file.
