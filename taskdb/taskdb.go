@@ -223,6 +223,9 @@ func (db *DB) openLog() error {
 	if err != nil {
 		return err
 	}
+	if err := verifyMem(db.cur); err != nil {
+		return notAStore(path, err)
+	}
 	db.publish()
 	if db.opts.ReadOnly {
 		return nil
@@ -385,7 +388,7 @@ func indexTasks(tx *bolt.Tx) error {
 	})
 }
 
-// verify checks the format marker and decodes every record, in the file and in memory.
+// verify checks the format marker and decodes every record the view reads.
 func verify(r *view) error {
 	f := r.tx.Bucket(bucketFormat)
 	if f == nil {
@@ -394,27 +397,48 @@ func verify(r *view) error {
 	if v := f.Get(formatKey); len(v) != 1 || v[0] != formatVersion {
 		return fmt.Errorf("store format %v, this release reads format %d", v, formatVersion)
 	}
-	for _, c := range []struct {
-		b      bucket
-		decode func([]byte) error
-	}{
-		{bTasks, func(v []byte) error { _, err := decodeTask(v); return err }},
-		{bEvents, func(v []byte) error { _, err := decodeEvent(v); return err }},
-		{bTurns, func(v []byte) error { _, err := decodeTurn(v); return err }},
-		{bHeads, func(v []byte) error { _, err := decodeHead(v); return err }},
-		{bPush, func(v []byte) error { _, err := decodePush(v); return err }},
-	} {
-		name := bucketNames[c.b]
-		if r.tx.Bucket(name) == nil && c.b != bHeads && c.b != bPush {
+	for b := range nBuckets {
+		name := bucketNames[b]
+		if r.tx.Bucket(name) == nil && b != bHeads && b != bPush {
 			return fmt.Errorf("bucket %q missing", name)
 		}
 		// A store from before the index or push configs lacks the bucket: Open adds it.
-		if err := r.scan(c.b, nil, nil, func(k, v []byte) (bool, error) {
-			if err := c.decode(v); err != nil {
+		if err := r.scan(b, nil, nil, func(k, v []byte) (bool, error) {
+			if err := decoders[b](v); err != nil {
 				return false, fmt.Errorf("bucket %q key %x: %w", name, k, err)
 			}
 			return true, nil
 		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decoders decode one record of each bucket: what verify checks in the file, and
+// verifyMem in the writes Open reads from the log.
+var decoders = [nBuckets]func([]byte) error{
+	bTasks:  func(v []byte) error { _, err := decodeTask(v); return err },
+	bEvents: func(v []byte) error { _, err := decodeEvent(v); return err },
+	bTurns:  func(v []byte) error { _, err := decodeTurn(v); return err },
+	bHeads:  func(v []byte) error { _, err := decodeHead(v); return err },
+	bPush:   func(v []byte) error { _, err := decodePush(v); return err },
+}
+
+// verifyMem decodes every write in m, so that damage in the log is found at Open, as
+// verify finds it in the file, not mid-request after a checkpoint moved it there.
+func verifyMem(m *mem) error {
+	var err error
+	for b, t := range m.trees {
+		t.Ascend(func(e entry) bool {
+			if !e.del {
+				if derr := decoders[b](e.val); derr != nil {
+					err = fmt.Errorf("bucket %q key %x: %w", bucketNames[b], e.key, derr)
+				}
+			}
+			return err == nil
+		})
+		if err != nil {
 			return err
 		}
 	}

@@ -456,23 +456,36 @@ func TestLogOldEpoch(t *testing.T) {
 	}
 }
 
-// TestLogDamage: a whole record (its checksum holds) that does not parse is damage, refused
-// with E-STORE-001 naming the log.
+// TestLogDamage: a whole record (its checksum holds) that does not parse, or that holds a
+// value no record decodes from, is damage, refused at Open with E-STORE-001 naming the
+// log, read-write or read-only.
 func TestLogDamage(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "tasks.db")
-	db := open(t, path, Options{})
-	_ = db.Close()
-	var r record
-	r.reset(99)
-	r.b = append(r.b, byte(nBuckets), recPut)
-	if err := os.WriteFile(path+logSuffix, r.seal(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := Open(path, Options{})
-	wantCode(t, err, taskstore.CodeNotAStore)
-	if err == nil || !strings.Contains(err.Error(), path+logSuffix) {
-		t.Errorf("error does not name the log: %v", err)
+	for _, tc := range []struct {
+		name  string
+		write func(r *record)
+	}{
+		{"no such bucket", func(r *record) { r.b = append(r.b, byte(nBuckets), recPut) }},
+		{"a task that does not decode", func(r *record) { r.put(bTasks, taskKey("hello", "a"), []byte{0xff, 1, 2}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "tasks.db")
+			db := open(t, path, Options{})
+			_ = db.Close()
+			var r record
+			r.reset(99)
+			tc.write(&r)
+			if err := os.WriteFile(path+logSuffix, r.seal(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, ro := range []bool{true, false} {
+				_, err := Open(path, Options{ReadOnly: ro})
+				wantCode(t, err, taskstore.CodeNotAStore)
+				if err == nil || !strings.Contains(err.Error(), path+logSuffix) {
+					t.Errorf("read-only %t: error does not name the log: %v", ro, err)
+				}
+			}
+		})
 	}
 }
 
