@@ -321,12 +321,11 @@ func (db *DB) checkpoint() {
 			return tx.Bucket(bucketFormat).Put(epochKey, binary.BigEndian.AppendUint64(nil, db.epoch))
 		})
 	})
-	db.checkpoints.Add(1)
+	db.ckptErr = err
 	if err != nil {
-		db.ckptErr.Store(&err)
 		return
 	}
-	db.ckptErr.Store(nil)
+	db.checkpoints.Add(1)
 	// A reader that began its bbolt transaction before this checkpoint still holds the
 	// writes in memory: the lock keeps a reader from pairing an old transaction with the
 	// empty memory below.

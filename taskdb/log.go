@@ -107,15 +107,15 @@ func (l *wlog) reset() error {
 }
 
 // readLog reads the log at path and calls fn with each whole record's epoch and writes.
-// A missing log is an empty one. It returns the end of the last whole record; a record
-// that is whole but does not parse is damage (E-STORE-001).
-func readLog(path string, fn func(epoch uint64, b bucket, del bool, k, v []byte)) (int64, error) {
+// A missing log is an empty one (existed false). It returns the end of the last whole
+// record; a record that is whole but does not parse is damage (E-STORE-001).
+func readLog(path string, fn func(epoch uint64, b bucket, del bool, k, v []byte)) (end int64, existed bool, err error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+		return 0, false, nil
 	}
 	if err != nil {
-		return 0, cannotOpen(path, err)
+		return 0, false, cannotOpen(path, err)
 	}
 	off := 0
 	for len(data)-off >= recHeader {
@@ -129,11 +129,11 @@ func readLog(path string, fn func(epoch uint64, b bucket, del bool, k, v []byte)
 		}
 		epoch := binary.BigEndian.Uint64(body)
 		if err := parseRecord(body[8:], func(b bucket, del bool, k, v []byte) { fn(epoch, b, del, k, v) }); err != nil {
-			return 0, notAStore(path, fmt.Errorf("log record at byte %d: %w", off, err))
+			return 0, true, notAStore(path, fmt.Errorf("log record at byte %d: %w", off, err))
 		}
 		off += 8 + n
 	}
-	return int64(off), nil
+	return int64(off), true, nil
 }
 
 func parseRecord(p []byte, fn func(b bucket, del bool, k, v []byte)) error {

@@ -30,7 +30,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -92,7 +91,7 @@ func (o Options) withDefaults() (Options, error) {
 // Stats counts the committer's work since Open.
 type Stats struct {
 	Ops         uint64 // writes committed or failed
-	Commits     uint64 // log records (one write and one fsync each) that held them
+	Commits     uint64 // batches committed, each one log record (one write and one fsync) unless it wrote nothing
 	Checkpoints uint64 // bbolt transactions that moved the log's writes into the file
 }
 
@@ -124,7 +123,9 @@ type DB struct {
 	epoch  uint64
 	broken error
 
-	ckptErr                   atomic.Pointer[error] // the last checkpoint's failure, nil once one succeeds
+	// ckptErr is the last checkpoint's failure, nil once one succeeds; the committer's
+	// too (Open reads it before the committer starts, Close after it ended).
+	ckptErr                   error
 	ops, commits, checkpoints atomic.Uint64
 }
 
@@ -212,7 +213,7 @@ func (db *DB) openLog() error {
 	}
 	db.epoch = done + 1
 	path := db.path + logSuffix
-	end, err := readLog(path, func(epoch uint64, b bucket, del bool, k, v []byte) {
+	end, existed, err := readLog(path, func(epoch uint64, b bucket, del bool, k, v []byte) {
 		if epoch <= done {
 			return // a record the file holds: its log was not emptied before a crash
 		}
@@ -230,12 +231,11 @@ func (db *DB) openLog() error {
 	if db.opts.ReadOnly {
 		return nil
 	}
-	_, statErr := os.Lstat(path)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return cannotOpen(path, err)
 	}
-	if errors.Is(statErr, fs.ErrNotExist) {
+	if !existed {
 		// A log made just now: its name must survive a power loss as its records do.
 		if err := syncDir(filepath.Dir(path)); err != nil {
 			_ = f.Close()
@@ -244,9 +244,9 @@ func (db *DB) openLog() error {
 	}
 	db.log = &wlog{f: f, size: end}
 	db.checkpoint()
-	if p := db.ckptErr.Load(); p != nil {
+	if db.ckptErr != nil {
 		_ = f.Close()
-		return cannotOpen(db.path, *p)
+		return cannotOpen(db.path, db.ckptErr)
 	}
 	if db.log.size > 0 { // nothing to checkpoint, yet a torn record or an old epoch's
 		if err := db.log.reset(); err != nil {
@@ -473,8 +473,8 @@ func (db *DB) Close() error {
 	if db.log != nil {
 		err = db.log.f.Close()
 	}
-	if p := db.ckptErr.Load(); p != nil && db.broken == nil {
-		err = errors.Join(err, *p) // the log keeps the writes; the next Open checkpoints them
+	if db.ckptErr != nil && db.broken == nil {
+		err = errors.Join(err, db.ckptErr) // the log keeps the writes; the next Open checkpoints them
 	}
 	return errors.Join(err, db.bolt.Close())
 }

@@ -92,10 +92,11 @@ func (v *view) get(b bucket, k []byte) []byte {
 	return nil // a store from before the bucket, read-only
 }
 
-// put sets k to val in memory and in the batch's log record.
+// put sets k to val in memory and in the batch's log record. Memory keeps val itself:
+// every write hands over a value it encoded for this write and never changes.
 func (v *view) put(b bucket, k, val []byte) {
 	v.rec.put(b, k, val)
-	v.m.set(b, entry{key: string(k), val: bytes.Clone(val)})
+	v.m.set(b, entry{key: string(k), val: val})
 }
 
 // del removes k, in memory and in the batch's log record.
