@@ -19,7 +19,7 @@ type Layout struct {
 	Logs  string // bootstrap.log, guest stdout/stderr
 	Tools string // installed artifacts
 	// fresh: NewLayout made the session's folder and workdir just now, so they hold
-	// nothing (writeMurmurMD then creates the file in place).
+	// nothing (workdirPrep then creates MURMUR.md in place).
 	fresh bool
 }
 
@@ -27,7 +27,7 @@ type Layout struct {
 // (the workdir and, unless lazyOut, its out/); workdir, if not empty, replaces <root>/work
 // as the accessible workdir (created if absent). The host-only logs/ and tools/ are
 // created by their first file, so a session that writes none costs no mkdir; with lazyOut
-// out/ is too (outFolder: a gateway context's session makes it when something first
+// out/ is too (workdirPrep: a gateway context's session makes it when something first
 // needs it).
 func NewLayout(workRoot, capsule, id, workdir string, lazyOut bool) (*Layout, error) {
 	root := filepath.Join(workRoot, capsule, id)
@@ -83,8 +83,9 @@ type workdirPrep struct {
 	fresh bool   // the workdir was made by this session: MURMUR.md is created in place
 	mu    sync.Mutex
 	made  bool
-	// md is MURMUR.md's content as the session would write it now.
-	md func() []byte
+	// url is the capsule URL MURMUR.md names (setURL), and md its content for a URL.
+	url string
+	md  func(url string) []byte
 }
 
 // make creates out/ unless it is there (a link a tool left there stays: the writes
@@ -98,20 +99,21 @@ func (p *workdirPrep) make() error {
 	if err := p.work.Mkdir("out", 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("making the workdir's out/: %w", err)
 	}
-	if err := writeMurmurMD(p.dir, p.md(), p.fresh); err != nil {
+	if err := writeMurmurMD(p.dir, p.md(p.url), p.fresh); err != nil {
 		return err
 	}
 	p.made = true
 	return nil
 }
 
-// rewrite writes MURMUR.md again (its capsule URL changed) if it was made already; a
-// workdir not made yet gets the new content when it is.
-func (p *workdirPrep) rewrite() error {
+// setURL makes url the capsule URL MURMUR.md names: written again now if it was made
+// already, otherwise when it is.
+func (p *workdirPrep) setURL(url string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.url = url
 	if !p.made {
 		return nil
 	}
-	return writeMurmurMD(p.dir, p.md(), false)
+	return writeMurmurMD(p.dir, p.md(url), false)
 }

@@ -84,18 +84,18 @@ type session struct {
 	// work is the workdir's root: the host's own reads and writes there go through it.
 	work *os.Root
 	// held keeps task.md and out/result.txt in memory for the guests; flushed to the
-	// folder before a subprocess starts in it (beforeSubprocess) and at close.
+	// folder before a subprocess starts in it (beforeSubprocess), and at close flushed
+	// (a run's) or settled (a gateway context's).
 	held *guestfs.Held
 	// settle: the session serves a gateway context, whose folder gets no new copy of the
 	// held files when the session ends (close).
 	settle bool
 	// prep makes the workdir's out/ and MURMUR.md when something first needs them (a
-	// gateway context's); setURL changes the capsule URL MURMUR.md names.
-	prep   *workdirPrep
-	setURL func(string)
-	env    []string
-	http   *murmur.Outgoing
-	logs   string
+	// gateway context's; a run's at once) and keeps MURMUR.md's capsule URL.
+	prep *workdirPrep
+	env  []string
+	http *murmur.Outgoing
+	logs string
 
 	mu      sync.Mutex
 	writers map[string]*cappedFile
@@ -182,9 +182,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	hookCtx, hookCancel := context.WithCancel(context.Background())
 	var hooks *HookSink
 	held := guestfs.NewHeld(work)
-	// The session's capsule URL, which MURMUR.md names; setCapsuleURL changes it.
-	url := at.url
-	prep := &workdirPrep{work: work, dir: l.Work, fresh: l.fresh, md: func() []byte { return murmurMD(s, id, url) }}
+	prep := &workdirPrep{work: work, dir: l.Work, fresh: l.fresh, url: at.url, md: func(url string) []byte { return murmurMD(s, id, url) }}
 	var hookFS *guestfs.FS
 	if len(s.Hooks) > 0 {
 		if hookFS, err = guestfs.NewIn(work, "out", guestfs.Hold(held)); err != nil {
@@ -229,7 +227,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 		return nil, err
 	}
 	lookup := o.LookupEnv
-	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, prep: prep, setURL: func(u string) { prep.mu.Lock(); url = u; prep.mu.Unlock() }, settle: at.folder != "", env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
+	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, prep: prep, settle: at.folder != "", env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,

@@ -302,8 +302,7 @@ func (s *session) setCapsuleURL(url string) {
 				env := append([]string(nil), s.env...) // calls in flight keep the slice they have
 				env[i] = "MURMUR_CAPSULE_URL=" + url
 				s.env = env
-				s.setURL(url)
-				if err := s.prep.rewrite(); err != nil {
+				if err := s.prep.setURL(url); err != nil {
 					// The task runs on: the environment holds the URL, MURMUR.md keeps the last one.
 					s.announce(nil, err.Error())
 				}
