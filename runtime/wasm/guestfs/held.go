@@ -205,20 +205,10 @@ func (h *Held) releaseLocked(which func(string) bool) error {
 			continue
 		}
 		var err error
-		if f.present {
-			write := func() error {
-				if f.created {
-					return writeNew(h.root, name, f.data, f.mode)
-				}
-				return WriteOwn(h.root, name, f.data)
-			}
-			// A folder the host makes only when it is needed (a context's out/) may not
-			// be there yet.
-			if err = write(); errors.Is(err, fs.ErrNotExist) && path.Dir(name) != "." {
-				if err = h.root.MkdirAll(path.Dir(name), 0o755); err == nil {
-					err = write()
-				}
-			}
+		if f.present && f.created {
+			err = writeNew(h.root, name, f.data, f.mode)
+		} else if f.present {
+			err = WriteOwn(h.root, name, f.data)
 		} else if err = h.root.Remove(name); errors.Is(err, fs.ErrNotExist) {
 			err = nil
 		}
