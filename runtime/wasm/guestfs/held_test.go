@@ -385,6 +385,15 @@ func TestHeldSettle(t *testing.T) {
 	}
 }
 
+// openClose opens name with flag and perm and closes it again.
+func openClose(s *FS, name string, flag experimentalsys.Oflag, perm fs.FileMode) experimentalsys.Errno {
+	f, errno := s.OpenFile(name, flag, perm)
+	if errno == 0 {
+		f.Close()
+	}
+	return errno
+}
+
 // TestBefore: Before's fn runs the first time an operation reaches the folder, never for
 // what the held files serve; a failure fails that operation and the next reach tries
 // again.
@@ -394,28 +403,12 @@ func TestBefore(t *testing.T) {
 		op    func(s *FS) experimentalsys.Errno
 		reach bool
 	}{
-		{"read a held file", func(s *FS) experimentalsys.Errno {
-			f, errno := s.OpenFile("task.md", experimentalsys.O_RDONLY, 0)
-			if errno == 0 {
-				f.Close()
-			}
-			return errno
-		}, false},
+		{"read a held file", func(s *FS) experimentalsys.Errno { return openClose(s, "task.md", experimentalsys.O_RDONLY, 0) }, false},
 		{"create the held answer", func(s *FS) experimentalsys.Errno {
-			f, errno := s.OpenFile("out/result.txt", experimentalsys.O_CREAT|experimentalsys.O_WRONLY, 0o644)
-			if errno == 0 {
-				f.Close()
-			}
-			return errno
+			return openClose(s, "out/result.txt", experimentalsys.O_CREAT|experimentalsys.O_WRONLY, 0o644)
 		}, false},
 		{"stat a held file", func(s *FS) experimentalsys.Errno { _, errno := s.Stat("task.md"); return errno }, false},
-		{"open another file", func(s *FS) experimentalsys.Errno {
-			f, errno := s.OpenFile("other.txt", experimentalsys.O_RDONLY, 0)
-			if errno == 0 {
-				f.Close()
-			}
-			return errno
-		}, true},
+		{"open another file", func(s *FS) experimentalsys.Errno { return openClose(s, "other.txt", experimentalsys.O_RDONLY, 0) }, true},
 		{"stat out/", func(s *FS) experimentalsys.Errno { _, errno := s.Stat("out"); return errno }, true},
 		{"list the root", func(s *FS) experimentalsys.Errno {
 			f, errno := s.OpenFile(".", experimentalsys.O_RDONLY|experimentalsys.O_DIRECTORY, 0)
