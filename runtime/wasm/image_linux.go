@@ -206,20 +206,27 @@ func newSparseImage(buf []byte) (*memImage, error) {
 	// memory after _initialize is a few long runs.
 	const page = 4096
 	run := -1 // where the current run of written pages starts
-	for off := 0; off <= len(buf); off += page {
-		if off < len(buf) && !allZero(buf[off:min(off+page, len(buf))]) {
+	write := func(end int) error {
+		if run < 0 {
+			return nil
+		}
+		err := pwriteAll(fd, buf[run:end], int64(run))
+		run = -1
+		return err
+	}
+	for off := 0; off < len(buf); off += page {
+		if !allZero(buf[off:min(off+page, len(buf))]) {
 			if run < 0 {
 				run = off
 			}
-			continue
+		} else if err := write(off); err != nil {
+			unix.Close(fd)
+			return nil, err
 		}
-		if run >= 0 {
-			if err := pwriteAll(fd, buf[run:min(off, len(buf))], int64(run)); err != nil {
-				unix.Close(fd)
-				return nil, err
-			}
-			run = -1
-		}
+	}
+	if err := write(len(buf)); err != nil {
+		unix.Close(fd)
+		return nil, err
 	}
 	return seal(fd, uint64(len(buf)))
 }

@@ -107,3 +107,42 @@ func TestRestoreOnto(t *testing.T) {
 		t.Error("a closed image restored")
 	}
 }
+
+// TestSparseImageRuns: the image holds exactly the memory it was made from, whatever its
+// runs of data pages and holes, a run at the end and a last page cut short included.
+func TestSparseImageRuns(t *testing.T) {
+	const page = 4096
+	for _, tc := range []struct {
+		name  string
+		size  int
+		pages []int // pages holding data
+	}{
+		{"holes only", 4 * page, nil},
+		{"data only", 4 * page, []int{0, 1, 2, 3}},
+		{"a run at the start", 4 * page, []int{0, 1}},
+		{"a run at the end", 4 * page, []int{2, 3}},
+		{"runs between holes", 8 * page, []int{1, 2, 4, 6, 7}},
+		{"a last page cut short", 3*page + 100, []int{1, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := make([]byte, tc.size)
+			for _, p := range tc.pages {
+				for i := p * page; i < min((p+1)*page, tc.size); i++ {
+					want[i] = byte(i%253 + 1)
+				}
+			}
+			img, err := newSparseImage(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer img.close()
+			got := make([]byte, tc.size)
+			if n, err := syscall.Pread(img.fd, got, 0); err != nil || n != tc.size {
+				t.Fatalf("read %d bytes of the image: %v", n, err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Error("the image differs from the memory it was made from")
+			}
+		})
+	}
+}
