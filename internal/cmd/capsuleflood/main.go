@@ -48,26 +48,24 @@ func main() {
 	if *burst < 1 || *burst > *n {
 		fail(fmt.Errorf("-burst must be between 1 and -n"))
 	}
-	profile = profileOpts{out: *cpuOut, seconds: *cpuSecs}
-	if err := run(*n, *burst, *starts, *caddyBin, *keep, *heap, *copyModules); err != nil {
+	if err := run(*n, *burst, *starts, *caddyBin, *keep, *heap, profile{*cpuOut, *cpuSecs}, *copyModules); err != nil {
 		fail(err)
 	}
 }
 
-// profileOpts is -cpuprofile and -cpuseconds.
-type profileOpts struct {
+// profile is -cpuprofile and -cpuseconds: where the last start's CPU profile goes ("":
+// none) and how long it samples.
+type profile struct {
 	out     string
 	seconds int
 }
-
-var profile profileOpts
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "capsuleflood:", err)
 	os.Exit(1)
 }
 
-func run(n, burst, starts int, bin, dir, heapOut string, copyModules bool) error {
+func run(n, burst, starts int, bin, dir, heapOut string, cpu profile, copyModules bool) error {
 	root, err := repoRoot()
 	if err != nil {
 		return err
@@ -172,7 +170,11 @@ func run(n, burst, starts int, bin, dir, heapOut string, copyModules bool) error
 			label = "cold"
 		}
 		last := s == starts-1
-		r, err := start(dir, bin, env, routes.String(), s, n, burst, heapOut != "" && last, profile.out != "" && last)
+		cpuSecs := 0
+		if cpu.out != "" && last {
+			cpuSecs = cpu.seconds
+		}
+		r, err := start(dir, bin, env, routes.String(), s, n, burst, heapOut != "" && last, cpuSecs)
 		if err != nil {
 			return fmt.Errorf("start %d (%s cache): %w", s+1, label, err)
 		}
@@ -185,7 +187,7 @@ func run(n, burst, starts int, bin, dir, heapOut string, copyModules bool) error
 			}
 		}
 		if r.cpuProfile != nil {
-			if err := os.WriteFile(profile.out, r.cpuProfile, 0o644); err != nil {
+			if err := os.WriteFile(cpu.out, r.cpuProfile, 0o644); err != nil {
 				return fmt.Errorf("write the CPU profile: %w", err)
 			}
 		}
@@ -203,8 +205,9 @@ type result struct {
 }
 
 // start runs the gateway on a fresh state and work folder (the registry and the
-// compilation cache are shared across starts) and measures it.
-func start(dir, bin string, env []string, routes string, s, n, burst int, wantHeap, wantCPU bool) (*result, error) {
+// compilation cache are shared across starts) and measures it, with a CPU profile of
+// its first cpuSecs seconds when cpuSecs is not 0.
+func start(dir, bin string, env []string, routes string, s, n, burst int, wantHeap bool, cpuSecs int) (*result, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -265,7 +268,7 @@ http://127.0.0.1:%s {
 	r := &result{}
 	base := "http://127.0.0.1:" + admin
 	cpuDone := make(chan error, 1)
-	if wantCPU {
+	if cpuSecs > 0 {
 		// The admin endpoint answers once the config is read, before the capsules are
 		// provisioned: the profile covers their start.
 		go func() {
@@ -281,7 +284,7 @@ http://127.0.0.1:%s {
 				}
 			}
 			var err error
-			r.cpuProfile, err = get(hc, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, profile.seconds))
+			r.cpuProfile, err = get(hc, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, cpuSecs))
 			cpuDone <- err
 		}()
 	} else {
