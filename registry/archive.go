@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/atomicfile"
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
@@ -403,10 +404,7 @@ func (a *Archive) ExtractTo(dir string) error {
 		return fail(err, "cannot move the extracted folder into place (did something else write there?)")
 	}
 	done = true
-	if d, err := os.Open(parent); err == nil {
-		d.Sync() // persist the rename; it cannot be undone if this fails
-		d.Close()
-	}
+	_ = atomicfile.SyncDir(parent) // persist the rename; it cannot be undone if this fails
 	return nil
 }
 

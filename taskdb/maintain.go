@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/atomicfile"
 	"github.com/capsulegate/capsulegate/taskstore"
 )
 
@@ -207,7 +208,7 @@ func Compact(path string, opts Options) (before, after Report, err error) {
 		return before, after, failed("replacing the original", err)
 	}
 	done = true
-	_ = syncDir(filepath.Dir(path)) // make the rename durable
+	_ = atomicfile.SyncDir(filepath.Dir(path)) // make the rename durable
 	after.File = path
 	return before, after, nil
 }

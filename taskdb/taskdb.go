@@ -40,6 +40,7 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/atomicfile"
 	"github.com/capsulegate/capsulegate/taskstore"
 )
 
@@ -237,7 +238,7 @@ func (db *DB) openLog() error {
 	}
 	if !existed {
 		// A log made just now: its name must survive a power loss as its records do.
-		if err := syncDir(filepath.Dir(path)); err != nil {
+		if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
 			_ = f.Close()
 			return cannotOpen(path, err)
 		}
@@ -443,19 +444,6 @@ func verifyMem(m *mem) error {
 		}
 	}
 	return nil
-}
-
-// syncDir makes the entries of the folder dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Close stops taking writes, commits those already queued, and closes the file.

@@ -40,9 +40,20 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	}
 	ok = true
 	// Persist the rename itself; a failure here cannot undo it, so it is not an error.
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	_ = SyncDir(dir)
 	return nil
+}
+
+// SyncDir makes the entries of the folder dir durable: a file created, renamed or removed
+// in it survives a power loss once it returns nil.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
