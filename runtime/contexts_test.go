@@ -349,8 +349,9 @@ func TestContextFolderGetsNoTaskFiles(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Nor its out/: the answer was served from memory, and nothing else needed the folder.
-	for _, name := range []string{"task.md", "out/result.txt", "out", "MURMUR.md"} {
+	// Nor its out/, nor the workdir itself: the answer was served from memory, and nothing
+	// else needed the folder.
+	for _, name := range []string{"task.md", "out/result.txt", "out", "MURMUR.md", "."} {
 		if _, err := os.Lstat(filepath.Join(out.Layout.Work, name)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s in the context's folder after its session: %v, want none", name, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 )
 
 // Layout is a session's folders (docs/reference/guest-abi.md "Files").
@@ -18,18 +19,21 @@ type Layout struct {
 	Trace string // trace.jsonl, never visible to guests
 	Logs  string // bootstrap.log, guest stdout/stderr
 	Tools string // installed artifacts
-	// fresh: NewLayout made the session's folder and workdir just now, so they hold
-	// nothing (workdirPrep then creates MURMUR.md in place).
+	// fresh: NewLayout made the session's folder just now, so its workdir holds nothing
+	// (workdirPrep then creates MURMUR.md in place).
 	fresh bool
+	// lazy: the workdir may not be made yet; whoever first needs it makes it
+	// (guestfs.LazyDir).
+	lazy bool
 }
 
 // NewLayout creates the folders of session id of capsule under workRoot that guests see
-// (the workdir and, unless lazyOut, its out/); workdir, if not empty, replaces <root>/work
+// (the workdir and, unless lazy, its out/); workdir, if not empty, replaces <root>/work
 // as the accessible workdir (created if absent). The host-only logs/ and tools/ are
-// created by their first file, so a session that writes none costs no mkdir; with lazyOut
-// out/ is too (workdirPrep: a gateway context's session makes it when something first
-// needs it).
-func NewLayout(workRoot, capsule, id, workdir string, lazyOut bool) (*Layout, error) {
+// created by their first file, so a session that writes none costs no mkdir. With lazy,
+// out/ is too, and so is the workdir of a session folder made now: a gateway context's
+// session makes them when something first needs them (workdirPrep, guestfs.LazyDir).
+func NewLayout(workRoot, capsule, id, workdir string, lazy bool) (*Layout, error) {
 	root := filepath.Join(workRoot, capsule, id)
 	l := &Layout{Root: root, Work: filepath.Join(root, "work"), Trace: filepath.Join(root, "trace.jsonl"),
 		Logs: filepath.Join(root, "logs"), Tools: filepath.Join(root, "tools")}
@@ -43,17 +47,24 @@ func NewLayout(workRoot, capsule, id, workdir string, lazyOut bool) (*Layout, er
 	// The workdir's logs/ and .capsule-home/ are the shell's, made when it first needs
 	// them (runtime/shell): a session without shell or native tools costs no mkdir for them.
 	var dirs []string
-	if !lazyOut {
-		dirs = append(dirs, filepath.Join(l.Work, "out"))
+	if !lazy {
+		dirs = append(dirs, l.Work, filepath.Join(l.Work, "out"))
 	}
 	// The capsule's folder exists after its first session: one mkdir per folder then,
 	// where MkdirAll would stat every parent of each first.
-	if workdir == "" && mkdirEach(append([]string{root, l.Work}, dirs...)) == nil {
-		l.fresh = true
+	if workdir == "" && mkdirEach(append([]string{root}, dirs...)) == nil {
+		l.fresh, l.lazy = true, lazy
 		return l, nil
 	}
 	// The records folder too: trace.jsonl goes there even when --workdir moves the work.
-	for _, d := range append([]string{root, l.Work}, dirs...) {
+	// A session folder there already (a context's, from its earlier sessions) may hold its
+	// workdir or not.
+	dirs = []string{root}
+	if !lazy {
+		dirs = append(dirs, l.Work, filepath.Join(l.Work, "out"))
+	}
+	l.lazy = lazy
+	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, errs.Wrap(err, CodeWorkdir, "runtime", fmt.Sprintf("cannot create %s", d), "check that work_root is writable")
 		}
@@ -78,7 +89,7 @@ func mkdirEach(dirs []string) error {
 // make them up front: a script capsule's task, whose task.md and answer the held files
 // serve, never looks, and each folder or file created costs the kernel an inode.
 type workdirPrep struct {
-	work  *os.Root
+	work  *guestfs.Dir
 	dir   string // the workdir's path, for MURMUR.md
 	fresh bool   // the workdir was made by this session: MURMUR.md is created in place
 	mu    sync.Mutex
@@ -96,7 +107,11 @@ func (p *workdirPrep) make() error {
 	if p.made {
 		return nil
 	}
-	if err := p.work.Mkdir("out", 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+	work, err := p.work.Root() // the workdir first, when nothing has made it yet
+	if err != nil {
+		return fmt.Errorf("making the workdir: %w", err)
+	}
+	if err := work.Mkdir("out", 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("making the workdir's out/: %w", err)
 	}
 	if err := writeMurmurMD(p.dir, p.md(p.url), p.fresh); err != nil {

@@ -81,8 +81,9 @@ type session struct {
 	rt     *Runtime
 	staged *Staged
 	fs     *guestfs.FS
-	// work is the workdir's root: the host's own reads and writes there go through it.
-	work *os.Root
+	// work is the workdir, reached through its root: the host's own reads and writes there
+	// go through it. A new gateway context's is made when something first needs it.
+	work *guestfs.Dir
 	// held keeps task.md and out/result.txt in memory for the guests; flushed to the
 	// folder before a subprocess starts in it (beforeSubprocess), and at close flushed
 	// (a run's) or settled (a gateway context's).
@@ -142,9 +143,10 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	if at.folder != "" {
 		name = at.folder
 	}
-	// A gateway context's out/ is made when first needed, unless its hooks' root is there.
-	lazyOut := at.folder != "" && len(s.Hooks) == 0
-	l, err := NewLayout(o.WorkRoot, m.Name, name, at.workdir, lazyOut)
+	// A gateway context's workdir and out/ are made when first needed, unless its hooks'
+	// root is there.
+	lazy := at.folder != "" && len(s.Hooks) == 0
+	l, err := NewLayout(o.WorkRoot, m.Name, name, at.workdir, lazy)
 	if err != nil {
 		return nil, err
 	}
@@ -156,9 +158,12 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 		}
 	}()
 	// The workdir is reached through its root from here on: a context's folder holds what
-	// earlier sessions' tools left, links among it, and none may lead the host out.
-	work, err := os.OpenRoot(l.Work)
-	if err != nil {
+	// earlier sessions' tools left, links among it, and none may lead the host out. A new
+	// context's is made when something first reaches it (NewLayout's lazy).
+	var work *guestfs.Dir
+	if l.lazy {
+		work = guestfs.LazyDir(l.Work)
+	} else if work, err = guestfs.OpenDir(l.Work); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -206,14 +211,18 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 			hookCancel()
 		}
 	}()
-	if !lazyOut { // a run's workdir, or a context's whose hooks reach out/ from the start
+	if !lazy { // a run's workdir, or a context's whose hooks reach out/ from the start
 		if err := prep.make(); err != nil {
 			return nil, err
 		}
 	}
 	scope := filepath.Clean(filepath.FromSlash(m.Capabilities.Filesystem.Scope))
-	if scope != "." { // the workdir itself exists: asking costs a mkdir per session
-		if err := work.MkdirAll(scope, 0o755); err != nil {
+	if scope != "." { // the workdir itself needs no asking: that costs a mkdir per session
+		root, err := work.Root()
+		if err != nil {
+			return nil, err
+		}
+		if err := root.MkdirAll(scope, 0o755); err != nil {
 			return nil, err
 		}
 	}

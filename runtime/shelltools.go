@@ -110,6 +110,11 @@ func (s *session) openShellTools(o SessionConfig) (err error) {
 		go sp.proxy.Serve(pl)
 		cfg.ProxyAddr, cfg.DNSAddr = pl.Addr().String(), dl.Addr().String()
 	}
+	// The sandbox is built around the workdir: a new context's is made now, not at the
+	// first command (its out/ and MURMUR.md still wait for that: beforeSubprocess).
+	if _, err := s.work.Root(); err != nil {
+		return err
+	}
 	if sp.sb, err = shell.New(cfg); err != nil {
 		return err
 	}

@@ -278,7 +278,11 @@ func (s *session) writeResult(taskID, text string, main bool) error {
 		if err := s.prep.make(); err != nil {
 			return err
 		}
-		return guestfs.WriteOwn(s.work, "out/result_"+taskID+".txt", []byte(text+"\n"))
+		root, err := s.work.Root()
+		if err != nil {
+			return err
+		}
+		return guestfs.WriteOwn(root, "out/result_"+taskID+".txt", []byte(text+"\n"))
 	}
 	return nil
 }

@@ -173,7 +173,7 @@ func TestNewInRefusesLinkOut(t *testing.T) {
 		{"in-link", "mine", true},
 		{"out-link", "secret", false},
 	} {
-		fsys, err := NewIn(parent, tt.dir)
+		fsys, err := NewIn(DirOf(parent), tt.dir)
 		if (err == nil) != tt.ok {
 			t.Fatalf("NewIn(%s): %v, want ok=%t", tt.dir, err, tt.ok)
 		}
@@ -184,5 +184,17 @@ func TestNewInRefusesLinkOut(t *testing.T) {
 			t.Errorf("NewIn(%s): stat %s: %v", tt.dir, tt.file, errno)
 		}
 		fsys.Close()
+		// Over a Dir not opened yet, the folder is opened at the first reach, with the
+		// same refusal: the operation fails instead of NewIn.
+		lazy := LazyDir(parentDir)
+		fsys, err = NewIn(lazy, tt.dir)
+		if err != nil {
+			t.Fatalf("NewIn(lazy, %s): %v", tt.dir, err)
+		}
+		if _, errno := fsys.Stat(tt.file); (errno == 0) != tt.ok || !tt.ok && errno != experimentalsys.EPERM {
+			t.Errorf("NewIn(lazy, %s): stat %s: %v, want ok=%t (or EPERM)", tt.dir, tt.file, errno, tt.ok)
+		}
+		fsys.Close()
+		lazy.Close()
 	}
 }

@@ -150,7 +150,11 @@ func readOnly() Option {
 // FS is an experimental/sys.FS serving one host directory through os.Root.
 // It is safe for concurrent use; Close it when no guest uses it any more.
 type FS struct {
+	// root is the directory served: opened by New, or by reach for NewIn (while its
+	// parent Dir is not opened), so every use of it comes after reach.
 	root      *os.Root
+	ownRoot   bool // Close closes root (NewIn of "." shares its parent's)
+	parent    *Dir // NewIn's parent, which reach opens root from
 	dir       string
 	readOnly  bool
 	protected []string // the Protect files' names, relative to the root
@@ -162,7 +166,8 @@ type FS struct {
 	rootOnce sync.Once
 	rootID   sys.Stat_t
 	rootErr  experimentalsys.Errno
-	// before is Before's fn, run under beforeMu until it has succeeded (reached).
+	// before is Before's fn, run under beforeMu with the opening of root until both have
+	// succeeded (reached).
 	before   func() error
 	beforeMu sync.Mutex
 	reached  atomic.Bool
@@ -180,52 +185,79 @@ func New(dir string, opts ...Option) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newFS(r, dir, nil, ".", opts)
+	s, err := newFS(dir, nil, ".", opts)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	learnEscapeError(r)
+	s.root, s.ownRoot = r, true
+	return s, nil
 }
 
 // NewIn is New for the folder dir inside parent, opened through parent: a symbolic link
 // on the way (dir itself among them) that leads out of parent is refused, never followed,
 // so a folder a guest or a tool could replace by a link still serves only what is inside
-// parent.
-func NewIn(parent *os.Root, dir string, opts ...Option) (*FS, error) {
-	r, err := parent.OpenRoot(dir)
+// parent. While parent is not opened (LazyDir), the FS opens it and dir when a guest
+// first reaches the folder, and an error then fails that operation; "." serves parent's
+// own root.
+func NewIn(parent *Dir, dir string, opts ...Option) (*FS, error) {
+	at := path.Clean(filepath.ToSlash(dir))
+	s, err := newFS(filepath.Join(parent.Path(), dir), parent, at, opts)
 	if err != nil {
 		return nil, err
 	}
-	return newFS(r, filepath.Join(parent.Name(), dir), parent, path.Clean(filepath.ToSlash(dir)), opts)
-}
-
-// newFS serves the directory r, named dir, with opts; it closes r on failure. parent and
-// at are the root r was opened from (nil for New) and r's folder in it.
-func newFS(r *os.Root, dir string, parent *os.Root, at string, opts []Option) (*FS, error) {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	learnEscapeError(r)
-	s := &FS{root: r, dir: dir, readOnly: o.readOnly, before: o.before}
-	if o.held != nil {
-		if parent == nil || o.held.root != parent || !filepath.IsLocal(at) && at != "." {
-			r.Close()
-			return nil, errors.New("guestfs: Hold needs NewIn over the root the Held was made for")
-		}
-		s.held, s.at = o.held, at
-	}
-	for _, name := range o.protected {
-		// A protected name may not exist yet: the host makes it before any guest reaches
-		// the folder (Before), and it is protected from then on.
-		if _, err := r.Stat(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			r.Close()
+	if parent.Opened() != nil {
+		if err := s.openRoot(); err != nil {
 			return nil, err
 		}
-		s.protected = append(s.protected, name)
 	}
 	return s, nil
 }
 
-// reach runs Before's fn, once it has succeeded never again.
+// openRoot opens the folder served from the parent Dir.
+func (s *FS) openRoot() error {
+	p, err := s.parent.Root()
+	if err != nil {
+		return err
+	}
+	learnEscapeError(p)
+	if s.at == "." {
+		s.root = p
+		return nil
+	}
+	r, err := p.OpenRoot(s.at)
+	if err != nil {
+		return err
+	}
+	s.root, s.ownRoot = r, true
+	return nil
+}
+
+// newFS is an FS named dir with opts, without its root; parent and at are the Dir it is
+// opened in (nil for New) and its folder there.
+func newFS(dir string, parent *Dir, at string, opts []Option) (*FS, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &FS{dir: dir, parent: parent, at: at, readOnly: o.readOnly, before: o.before}
+	if o.held != nil {
+		if parent == nil || o.held.dir != parent || !filepath.IsLocal(at) && at != "." {
+			return nil, errors.New("guestfs: Hold needs NewIn over the Dir the Held was made for")
+		}
+		s.held = o.held
+	}
+	// A protected name may not exist yet: the host makes it before any guest reaches the
+	// folder (Before), and it is protected from then on.
+	s.protected = o.protected
+	return s, nil
+}
+
+// reach runs Before's fn and opens the root if NewIn left it, once both have succeeded
+// never again.
 func (s *FS) reach() experimentalsys.Errno {
-	if s.before == nil || s.reached.Load() {
+	if s.reached.Load() {
 		return 0
 	}
 	s.beforeMu.Lock()
@@ -233,8 +265,16 @@ func (s *FS) reach() experimentalsys.Errno {
 	if s.reached.Load() {
 		return 0
 	}
-	if err := s.before(); err != nil {
-		return toErrno(err)
+	if s.before != nil {
+		if err := s.before(); err != nil {
+			return toErrno(err)
+		}
+		s.before = nil
+	}
+	if s.root == nil {
+		if err := s.openRoot(); err != nil {
+			return toErrno(err)
+		}
 	}
 	s.reached.Store(true)
 	return 0
@@ -267,6 +307,9 @@ func (s *FS) protectedPath(name string, follow bool) bool {
 
 // rootStat returns the identity of the directory served, learned once.
 func (s *FS) rootStat() (sys.Stat_t, experimentalsys.Errno) {
+	if errno := s.reach(); errno != 0 {
+		return sys.Stat_t{}, errno
+	}
 	s.rootOnce.Do(func() {
 		fi, err := s.root.Stat(".")
 		if err != nil {
@@ -280,7 +323,14 @@ func (s *FS) rootStat() (sys.Stat_t, experimentalsys.Errno) {
 
 // Close releases the directory handle. Operations after Close fail with
 // EBADF; files already open stay usable until closed.
-func (s *FS) Close() error { return s.root.Close() }
+func (s *FS) Close() error {
+	s.beforeMu.Lock()
+	defer s.beforeMu.Unlock()
+	if !s.ownRoot || s.root == nil {
+		return nil
+	}
+	return s.root.Close()
+}
 
 // String names the FS in wazero's debug output.
 func (s *FS) String() string { return s.dir }
@@ -441,12 +491,12 @@ func (s *FS) checkOpened(f *os.File, flag experimentalsys.Oflag, mutating bool) 
 }
 
 // Lstat implements experimentalsys.FS.
-func (s *FS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) { return s.stat(p, s.root.Lstat) }
+func (s *FS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) { return s.stat(p, false) }
 
 // Stat implements experimentalsys.FS.
-func (s *FS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) { return s.stat(p, s.root.Stat) }
+func (s *FS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) { return s.stat(p, true) }
 
-func (s *FS) stat(p string, statFn func(string) (fs.FileInfo, error)) (sys.Stat_t, experimentalsys.Errno) {
+func (s *FS) stat(p string, follow bool) (sys.Stat_t, experimentalsys.Errno) {
 	name, trailing, errno := clean(p)
 	if errno != 0 {
 		return sys.Stat_t{}, errno
@@ -456,6 +506,10 @@ func (s *FS) stat(p string, statFn func(string) (fs.FileInfo, error)) (sys.Stat_
 	}
 	if errno := s.reach(); errno != 0 {
 		return sys.Stat_t{}, errno
+	}
+	statFn := s.root.Lstat // the root is there once reached
+	if follow {
+		statFn = s.root.Stat
 	}
 	fi, err := statFn(withSlash(name, trailing))
 	if err != nil {

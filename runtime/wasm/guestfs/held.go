@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,7 +29,7 @@ import (
 //
 // Held is safe for concurrent use.
 type Held struct {
-	root  *os.Root
+	dir   *Dir
 	mu    sync.Mutex
 	files map[string]*heldFile // by workdir-relative clean name
 	dev   uint64               // the workdir's device, what Stat reports (0: not learned yet)
@@ -48,16 +49,24 @@ type heldFile struct {
 	handles      map[*memFile]struct{} // open on it
 }
 
-// NewHeld returns an empty set of held files for the workdir root. Every FS that holds
-// through it must be opened with NewIn over the same root.
-func NewHeld(root *os.Root) *Held {
-	return &Held{root: root, files: map[string]*heldFile{}, ino: 1 << 62}
+// NewHeld returns an empty set of held files for the workdir dir. Every FS that holds
+// through it must be opened with NewIn over the same Dir.
+func NewHeld(dir *Dir) *Held {
+	return &Held{dir: dir, files: map[string]*heldFile{}, ino: 1 << 62}
 }
 
-// devLocked is the workdir's device, learned at the first stat of a held file.
+// devLocked is the workdir's device, learned at the first stat of a held file: from the
+// folder, or while no one has made it, from the folder it will be made in.
 func (h *Held) devLocked() uint64 {
 	if h.dev == 0 {
-		if fi, err := h.root.Stat("."); err == nil {
+		var fi fs.FileInfo
+		var err error
+		if r := h.dir.Opened(); r != nil {
+			fi, err = r.Stat(".")
+		} else {
+			fi, err = os.Stat(filepath.Dir(h.dir.Path()))
+		}
+		if err == nil {
 			h.dev = sys.NewStat_t(fi).Dev
 		}
 	}
@@ -133,7 +142,11 @@ func (h *Held) Read(name string, limit int64) ([]byte, error) {
 		return append([]byte(nil), f.data...), nil
 	}
 	h.mu.Unlock()
-	file, err := h.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	root := h.dir.Opened()
+	if root == nil { // a folder no one made has no files
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	file, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -168,12 +181,17 @@ func (h *Held) Flush() error {
 // one reads those files in the folder: the host takes the task's text and answer into the
 // task's records, the next task puts its own, and a subprocess, the only reader of the
 // folder, meets them through Flush. So a context that never starts a subprocess creates no
-// file per task. It goes on past a failure and returns the first.
+// file per task, and one whose folder no one made has nothing to look up. It goes on past
+// a failure and returns the first.
 func (h *Held) Settle() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	root := h.dir.Opened()
 	for name, f := range h.files {
-		if _, err := h.root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+		if root == nil {
+			delete(h.files, name)
+			f.handles = nil
+		} else if _, err := root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
 			delete(h.files, name) // open handles keep the memory file, as after unlink(2)
 			f.handles = nil
 		}
@@ -205,12 +223,17 @@ func (h *Held) releaseLocked(which func(string) bool) error {
 			continue
 		}
 		var err error
-		if f.present && f.created {
-			err = writeNew(h.root, name, f.data, f.mode)
+		if root := h.dir.Opened(); f.present && root == nil {
+			// The folder is made for the first file it is given.
+			if root, err = h.dir.Root(); err == nil {
+				err = writeHeld(root, name, f)
+			}
 		} else if f.present {
-			err = WriteOwn(h.root, name, f.data)
-		} else if err = h.root.Remove(name); errors.Is(err, fs.ErrNotExist) {
-			err = nil
+			err = writeHeld(root, name, f)
+		} else if root != nil { // a folder no one made has no copy to remove
+			if err = root.Remove(name); errors.Is(err, fs.ErrNotExist) {
+				err = nil
+			}
 		}
 		if err != nil && first == nil {
 			first = err
@@ -222,6 +245,15 @@ func (h *Held) releaseLocked(which func(string) bool) error {
 		f.handles = nil
 	}
 	return first
+}
+
+// writeHeld writes f's bytes to name in the folder root: a file a guest created replaces
+// the folder's, with its mode; one the host put is written over the folder's (WriteOwn).
+func writeHeld(root *os.Root, name string, f *heldFile) error {
+	if f.created {
+		return writeNew(root, name, f.data, f.mode)
+	}
+	return WriteOwn(root, name, f.data)
 }
 
 // lookupLocked returns the held file at the workdir name, or errno when a folder on its way is a

@@ -17,7 +17,7 @@ import (
 // holding both, the guest's FS over the workdir and a hook's FS over out/.
 type heldFixture struct {
 	dir      string
-	work     *os.Root
+	work     *Dir
 	held     *Held
 	fs, outs *FS
 }
@@ -29,7 +29,7 @@ func newHeldFixture(t *testing.T) *heldFixture {
 	os.WriteFile(filepath.Join(dir, "task.md"), []byte("stale task"), 0o644)
 	os.WriteFile(filepath.Join(dir, "out", "result.txt"), []byte("stale answer"), 0o644)
 	os.WriteFile(filepath.Join(dir, "other.txt"), []byte("other"), 0o644)
-	work, err := os.OpenRoot(dir)
+	work, err := OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,6 +453,93 @@ func TestBefore(t *testing.T) {
 			s.Stat("other.txt")
 			if calls != 2 {
 				t.Errorf("fn ran again after it succeeded: %d calls", calls)
+			}
+		})
+	}
+}
+
+// TestLazyDir: a Held and FSs over a LazyDir serve the held files without making the
+// folder, and Settle then leaves none; Flush makes it for the files it writes; the first
+// reach of the folder runs Before, then makes and opens it, a sub-folder's FS included.
+func TestLazyDir(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		act    func(t *testing.T, h *Held, root, out *FS)
+		folder []string // the folder's files after act and the end of the session; nil: no folder
+	}{
+		{"held files only, then Settle", func(t *testing.T, h *Held, root, _ *FS) {
+			if errno := openClose(root, "task.md", experimentalsys.O_RDONLY, 0); errno != 0 {
+				t.Fatalf("open task.md: %v", errno)
+			}
+			if st, errno := root.Stat("task.md"); errno != 0 || st.Dev == 0 {
+				t.Fatalf("stat task.md: %v, dev %d", errno, st.Dev)
+			}
+			if errno := openClose(root, "out/result.txt", experimentalsys.O_CREAT|experimentalsys.O_WRONLY, 0o644); errno != 0 {
+				t.Fatalf("create out/result.txt: %v", errno)
+			}
+			if _, err := h.Read("other.txt", 10); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("Read of a file of a folder no one made: %v, want not exist", err)
+			}
+		}, nil},
+		{"Flush", func(t *testing.T, h *Held, _, _ *FS) {
+			if err := h.Flush(); err != nil { // out/result.txt held absent: no copy to remove
+				t.Fatal(err)
+			}
+		}, []string{"task.md"}},
+		{"a guest reaches the folder", func(t *testing.T, _ *Held, root, _ *FS) {
+			if _, errno := root.Stat("other.txt"); errno != experimentalsys.ENOENT {
+				t.Fatalf("stat other.txt: %v, want ENOENT from the folder made now", errno)
+			}
+		}, []string{"out"}},
+		{"a guest reaches the sub-folder", func(t *testing.T, _ *Held, _, out *FS) {
+			if _, errno := out.Stat("."); errno != 0 {
+				t.Fatalf("stat out/.: %v", errno)
+			}
+		}, []string{"out"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "work")
+			work := LazyDir(dir)
+			h := NewHeld(work)
+			before := func() error { // what runtime's workdirPrep does
+				r, err := work.Root()
+				if err != nil {
+					return err
+				}
+				return r.Mkdir("out", 0o755)
+			}
+			root, err := NewIn(work, ".", Hold(h), Before(before))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := NewIn(work, "out", Hold(h), Before(before))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.Put("task.md", []byte("count these words"))
+			h.Drop("out/result.txt") // as runtime holds them
+			tc.act(t, h, root, out)
+			if err := h.Settle(); err != nil {
+				t.Fatal(err)
+			}
+			root.Close()
+			out.Close()
+			if err := work.Close(); err != nil {
+				t.Fatal(err)
+			}
+			entries, err := os.ReadDir(dir)
+			if tc.folder == nil {
+				if !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("the folder: %v (%d entries), want none made", err, len(entries))
+				}
+				return
+			}
+			var got []string
+			for _, e := range entries {
+				got = append(got, e.Name())
+			}
+			if err != nil || !slices.Equal(got, tc.folder) {
+				t.Fatalf("the folder holds %v (%v), want %v", got, err, tc.folder)
 			}
 		})
 	}
