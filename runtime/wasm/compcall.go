@@ -99,7 +99,7 @@ func (emptyMemory) Write(uint32, []byte) bool          { return false }
 func (e *Engine) callComponent(ctx context.Context, mod *Module, g Grants, p *callPlan, fn func(ctx context.Context, inst *Instance) error, interrupted *bool) error {
 	cm := mod.comp
 	rt := mod.rt
-	env := wasip2.Env{FS: g.FS, Env: g.Env, Args: []string{mod.Artifact}, Stdout: g.Stdout, Stderr: g.Stderr, Interrupt: p.calls.interrupt,
+	env := wasip2.Env{FS: g.FS, Env: goGCEnv(g.Env, p.limit), Args: []string{mod.Artifact}, Stdout: g.Stdout, Stderr: g.Stderr, Interrupt: p.calls.interrupt,
 		HTTP: g.HTTP, HTTPCheck: g.HTTPCheck}
 	cc := &compCall{cm: cm, host: wasip2.New(env), binds: make([]wasip2.Binding, len(cm.fns)), funcs: make([]wasip2.Func, len(cm.fns))}
 	ctx = context.WithValue(ctx, compCallKey{}, cc)
@@ -169,7 +169,7 @@ func (e *Engine) callComponent(ctx context.Context, mod *Module, g Grants, p *ca
 			ictx, compiled = mainCtx, mod.module
 			if cm.preview1 {
 				// The preview1 host reads the grants from the calling module's config.
-				icfg = moduleConfig(g, p.calls)
+				icfg = moduleConfig(g, p.limit, p.calls)
 			}
 			mod.instantiations.Add(1)
 		}

@@ -541,7 +541,7 @@ func (e *Engine) plan(ctx context.Context, mod *Module, g Grants, limit uint64) 
 		// system context (filesystem, environment, output) now.
 		p.warmK = p.snapKey
 		if p.warm = mod.warm.get(p.warmK); p.warm != nil {
-			if e.warm.freshSys(ctx, p.warm, moduleConfig(g, p.warm.calls)) != nil {
+			if e.warm.freshSys(ctx, p.warm, moduleConfig(g, p.limit, p.warm.calls)) != nil {
 				p.warm.m.Close(context.WithoutCancel(ctx))
 				p.warm = nil
 				return p
@@ -558,7 +558,7 @@ func (e *Engine) plan(ctx context.Context, mod *Module, g Grants, limit uint64) 
 // it, and then keeps it warm or closes it; interrupted reports whether its interrupt flag
 // was set.
 func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPlan, fn func(ctx context.Context, inst *Instance) error, interrupted *bool) (err error) {
-	cfg := moduleConfig(g, p.calls)
+	cfg := moduleConfig(g, p.limit, p.calls)
 	ctx, m, err := e.instantiate(ctx, mod, cfg, p)
 	if err != nil {
 		return err
@@ -595,9 +595,10 @@ func (e *Engine) callFresh(ctx context.Context, mod *Module, g Grants, p *callPl
 	return fn(ctx, inst)
 }
 
-// moduleConfig is the wazero configuration granting g to one instance; calls carries the
-// context of the call the instance serves, for the guest's sleep.
-func moduleConfig(g Grants, calls *callCtx) wazero.ModuleConfig {
+// moduleConfig is the wazero configuration granting g to one instance under the memory
+// cap limit; calls carries the context of the call the instance serves, for the guest's
+// sleep.
+func moduleConfig(g Grants, limit uint64, calls *callCtx) wazero.ModuleConfig {
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions(). // _initialize is called below, under the same deadline
@@ -611,7 +612,7 @@ func moduleConfig(g Grants, calls *callCtx) wazero.ModuleConfig {
 	if g.FS != nil {
 		cfg = cfg.WithFSConfig(wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(g.FS, "/"))
 	}
-	for _, kv := range g.Env {
+	for _, kv := range goGCEnv(g.Env, limit) {
 		k, v := splitEnv(kv)
 		cfg = cfg.WithEnv(k, v)
 	}

@@ -463,7 +463,7 @@ func BenchmarkWarmReset(b *testing.B) {
 			return snap.image.restoreOnto(w.alloc.mapped.buf, &w.pages) == nil && snap.restore(w.m) == nil
 		}},
 		{"tables+segments", func() bool { return w.init.restore(w.inst) == nil }},
-		{"wasi-context", func() bool { return e.warm.freshSys(ctx, w, moduleConfig(g, w.calls)) == nil }},
+		{"wasi-context", func() bool { return e.warm.freshSys(ctx, w, moduleConfig(g, 128<<20, w.calls)) == nil }},
 		{"all", func() bool { return e.warm.reset(ctx, w, snap) }},
 		{"all-after-1MiB-grow", func() bool { // the grow and a write into it are timed too
 			mem := w.m.Memory()
@@ -512,6 +512,53 @@ func TestInstanceFields(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := instanceFields(tt.m); (err == nil) != tt.ok {
 				t.Errorf("instanceFields: %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
+
+// TestGoGuestCollectsNearTheCap: a Go guest runs with GOGC=off and GOMEMLIMIT at three
+// quarters of its memory cap (gcenv.go) unless its grants set them, on a fresh instance and
+// on a reused one: a small call collects nothing, and a call churning through four times
+// the limit in garbage still completes, collecting as it nears the cap.
+func TestGoGuestCollectsNearTheCap(t *testing.T) {
+	ctx := context.Background()
+	const capBytes = 128 << 20
+	for _, tt := range []struct {
+		name      string
+		opts      []EngineOption
+		env       []string
+		percent   string
+		limit     string
+		smallGCs0 bool
+	}{
+		{"fresh", []EngineOption{WithoutInstanceReuse()}, nil, "-1", fmt.Sprint(capBytes / 4 * 3), true},
+		{"reused", nil, nil, "-1", fmt.Sprint(capBytes / 4 * 3), true},
+		{"the grants' own", nil, []string{"GOGC=50", "GOMEMLIMIT=40MiB"}, "50", fmt.Sprint(40 << 20), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, mod := probeEngine(t, tt.opts...)
+			g := probeGrants(t)
+			g.Env = append(g.Env, tt.env...)
+			for i := range 3 { // the first call captures the snapshot, the others start from it
+				rep, err := probeCall(ctx, e, mod, g, nil, "gc")
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				got := map[string]string{}
+				for l := range strings.SplitSeq(strings.TrimSpace(rep), "\n") {
+					k, v, _ := strings.Cut(l, "=")
+					got[k] = v
+				}
+				if got["gcpercent"] != tt.percent || got["memlimit"] != tt.limit {
+					t.Fatalf("call %d: GOGC %s, memory limit %s; want %s and %s", i, got["gcpercent"], got["memlimit"], tt.percent, tt.limit)
+				}
+				if tt.smallGCs0 && got["small-gcs"] != "0" {
+					t.Errorf("call %d: %s collections for 1 MiB, want none", i, got["small-gcs"])
+				}
+				if got["churn-gcs"] == "0" || got["churn-gcs"] == "" {
+					t.Errorf("call %d: the churn collected %q times, want some", i, got["churn-gcs"])
+				}
 			}
 		})
 	}

@@ -5,7 +5,9 @@
 // reports what it sees; "dirty" first changes everything it can — memory, the Go
 // runtime's cwd, environment and args, open descriptors left open, a preopen moved, stdin
 // closed, a directory half read — then reports; "exit" exits with status 3; "grow" grows
-// memory by 32 MiB; "wait" emits a chunk
+// memory by 32 MiB; "gc" reports the Go runtime's collector settings and how many
+// collections a small call and then one churning through four times its memory limit in
+// garbage ran (a "gc" report has only those lines); "wait" emits a chunk
 // and sleeps an hour (the test cancels it); "hold" emits a chunk and returns.
 //
 // A report is one key=value per line. The lines named in randomLines draw from the Go
@@ -21,6 +23,8 @@ import (
 	randv1 "math/rand"
 	"math/rand/v2"
 	"os"
+	goruntime "runtime"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -189,6 +193,28 @@ func dirty() {
 	os.Args = append(os.Args, "dirty")
 }
 
+var sink []byte
+
+// gcReport tells how the Go runtime collects in this call: GOGC's percent (-1: off), the
+// memory limit, collections during a small allocation and during a churn of garbage four
+// times the limit, 1 MiB at a time.
+func gcReport() string {
+	var st goruntime.MemStats
+	collections := func() uint32 { goruntime.ReadMemStats(&st); return st.NumGC }
+	pct := debug.SetGCPercent(-1)
+	debug.SetGCPercent(pct)
+	limit := debug.SetMemoryLimit(-1)
+	n0 := collections()
+	sink = make([]byte, 1<<20)
+	n1 := collections()
+	for range 4 * min(limit, 1<<30) >> 20 {
+		sink = make([]byte, 1<<20)
+	}
+	n2 := collections()
+	sink = nil
+	return fmt.Sprintf("gcpercent=%d\nmemlimit=%d\nsmall-gcs=%d\nchurn-gcs=%d\n", pct, limit, n1-n0, n2-n1)
+}
+
 func init() {
 	tool.Handle(func(in tool.Input) tool.Result {
 		switch guest.Value(in.Data) {
@@ -204,6 +230,8 @@ func init() {
 			time.Sleep(time.Hour)
 		case "hold":
 			guest.EmitChunk("holding")
+		case "gc":
+			return tool.Result{Status: tool.Passed, Data: guest.Some(gcReport())}
 		}
 		return tool.Result{Status: tool.Passed, Data: guest.Some(report())}
 	})
