@@ -492,16 +492,21 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 // memoryLimit returns the byte cap of mod's linear memory under g, refusing a module whose
 // declared minimum is already over it (it could never start).
 func memoryLimit(mod *Module, g Grants) (uint64, error) {
-	limitPages := uint32(min(g.MemoryBytes/pageSize, 65536))
-	if g.MemoryBytes <= 0 {
-		limitPages = 65536
-	}
+	limitPages := capPages(g)
 	if mod.minPages > limitPages {
 		return 0, errs.New(CodeMemoryFloor, "runtime",
 			fmt.Sprintf("artifact %s needs %d bytes of memory to start, over limits.memory_bytes %d", mod.Artifact, uint64(mod.minPages)*pageSize, g.MemoryBytes),
 			"raise capabilities.limits.memory_bytes")
 	}
 	return uint64(limitPages) * pageSize, nil
+}
+
+// capPages is g's memory cap in wasm pages: MemoryBytes, or the whole 32-bit space.
+func capPages(g Grants) uint32 {
+	if g.MemoryBytes <= 0 {
+		return 65536
+	}
+	return uint32(min(g.MemoryBytes/pageSize, 65536))
 }
 
 // callPlan is how one call gets its instance: the allocator it runs with, the snapshot it

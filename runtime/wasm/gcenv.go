@@ -12,6 +12,12 @@ import (
 // guest collect in every call of the task benchmark: measured, 0.08 ms of the gateway's
 // 0.75 ms per task. So a Go guest is told to collect only when its memory nears the cap.
 
+// InstanceEnv is the environment an instance of a call under g gets: g.Env, then the Go
+// runtime's pacing unless g.Env sets it.
+func InstanceEnv(g Grants) []string {
+	return goGCEnv(g.Env, uint64(capPages(g))*pageSize)
+}
+
 // goGCEnv returns env, as an instance gets it (moduleConfig; snapshot keys, which hold the
 // limit, see env without), with GOGC=off and GOMEMLIMIT at three quarters of the memory cap
 // limit appended, each unless env sets it: the Go runtime then collects only as a call's

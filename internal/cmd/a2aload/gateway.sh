@@ -1,8 +1,9 @@
 # gateway.sh — sourced by taskbench.sh, vs.sh, syscalls.sh, contexts.sh and bigfile.sh: in $dir (made by the caller), the
 # wordcount script capsule with its lifecycle set to `queue` (queue_depth 1000), a
 # Caddyfile serving it on 127.0.0.1:9301 with the task store on and the plain
-# `respond "ok"` route on 127.0.0.1:9302, and the a2aload binary; `start BIN` runs the
-# gateway BIN on a fresh work_root and state_dir (pid in $pid), `stop` ends it, `cpu`
+# `respond "ok"` route on 127.0.0.1:9302, and the a2aload binary; `start BIN [CADDYFILE]`
+# runs the gateway BIN (on $dir/Caddyfile unless CADDYFILE) on a fresh work_root and
+# state_dir (pid in $pid), `stop` ends it, `cpu`
 # reads its CPU ticks, `load` the load average, `build_gateway` builds the gateway and the sandbox helper into
 # $dir as `make caddy` does, `machine` prints the line every report starts with, `median`
 # the median of a2aload lines.
@@ -55,7 +56,7 @@ start() {
 	for d in work state; do
 		if [ -e "$dir/$d" ]; then mv "$dir/$d" "$dir/old/$d.$runs"; fi
 	done
-	"$1" run --config "$dir/Caddyfile" --adapter caddyfile > "$dir/caddy.log" 2>&1 &
+	"$1" run --config "${2:-$dir/Caddyfile}" --adapter caddyfile > "$dir/caddy.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:9302/ && return; sleep 0.1; done
 	echo "the gateway $1 did not start:" >&2
