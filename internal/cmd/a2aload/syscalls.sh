@@ -10,9 +10,9 @@
 # file-system calls per completed task, by kind, then strace's whole table. strace -c
 # counts a call by its name only, so a write(2) to a client's socket counts as a write
 # (and the hello agent's requests to the replay provider, and the provider's answers, as
-# more); a last run (the script capsule, warm contexts, 200 clients) traces each call with
-# the file it acts on (strace -y) and prints the calls per task by where they land: the
-# task store, the traces, the workdirs, sockets, the rest.
+# more); a last run per capsule (warm contexts, 200 clients) traces each call with the
+# file it acts on (strace -y) and prints the calls per task by where they land: the task
+# store (its file and its log), the traces, the workdirs, sockets, the rest.
 #
 # Run from the repository root after `make examples` (needs strace):
 #   internal/cmd/a2aload/syscalls.sh [tasks per run, default 10000]
@@ -72,37 +72,42 @@ count() {
 count wordcount "$dir/Caddyfile" "$tasks" "one two three four five"
 count hello "$dir/Caddyfile.hello" "${HELLO_TASKS:-$((tasks / 10))}" "count the words"
 
-# Where the calls land: warm contexts, 200 clients, each call with its file (-y).
-start "$dir/caddy"
-"$dir/a2aload" -url http://127.0.0.1:9301/ -same-context -clients 200 -duration 2s > /dev/null
-args=()
-for t in /proc/"$pid"/task/*; do args+=(-p "${t##*/}"); done
-strace -f -y -qq -e trace="$(echo "$kinds" | tr '|' ',')" -o "$dir/calls.txt" "${args[@]}" 2> "$dir/strace.err" &
-spid=$!
-sleep 1
-out=$("$dir/a2aload" -url http://127.0.0.1:9301/ -same-context -clients 200 -tasks "$tasks" -duration 10m)
-kill -INT "$spid"
-wait "$spid" 2> /dev/null || true
-stop
-n=$(echo "$out" | sed -n 's/.*: \([0-9]*\) completed.*/\1/p')
-echo "where, warm context, 200 clients: $out"
-grep -v 'resumed>' "$dir/calls.txt" | awk -v n="$n" -v dir="$dir" '
-	/^[0-9]+ +[a-z0-9_]+\(/ {
-		f = "rest"
-		p = ""
-		if (match($0, /<[^>]*>/)) p = substr($0, RSTART + 1, RLENGTH - 2)
-		if ($0 ~ /AT_FDCWD</ && match($0, /"[^"]*"/)) p = substr($0, RSTART + 1, RLENGTH - 2) # the path named, not the cwd
-		if (p != "") {
-			if (p ~ /tasks\.db$/) f = "task store"
-			else if (p ~ /trace\.jsonl$/) f = "traces"
-			else if (index(p, dir "/work/") == 1) f = "workdirs"
-			else if (p ~ /^socket:/ || p ~ /^TCP/) f = "sockets"
+# where CAPSULE CADDYFILE TASKS TEXT: where the calls land, warm contexts, 200 clients, each
+# call with its file (-y).
+where() {
+	start "$dir/caddy" "$2"
+	"$dir/a2aload" -url http://127.0.0.1:9301/ -text "$4" -same-context -clients 200 -duration 2s > /dev/null
+	args=()
+	for t in /proc/"$pid"/task/*; do args+=(-p "${t##*/}"); done
+	strace -f -y -qq -e trace="$(echo "$kinds" | tr '|' ',')" -o "$dir/calls.txt" "${args[@]}" 2> "$dir/strace.err" &
+	spid=$!
+	sleep 1
+	out=$("$dir/a2aload" -url http://127.0.0.1:9301/ -text "$4" -same-context -clients 200 -tasks "$3" -duration 10m)
+	kill -INT "$spid"
+	wait "$spid" 2> /dev/null || true
+	stop
+	n=$(echo "$out" | sed -n 's/.*: \([0-9]*\) completed.*/\1/p')
+	echo "where, $1, warm context, 200 clients: $out"
+	grep -v 'resumed>' "$dir/calls.txt" | awk -v n="$n" -v dir="$dir" '
+		/^[0-9]+ +[a-z0-9_]+\(/ {
+			f = "rest"
+			p = ""
+			if (match($0, /<[^>]*>/)) p = substr($0, RSTART + 1, RLENGTH - 2)
+			if ($0 ~ /AT_FDCWD</ && match($0, /"[^"]*"/)) p = substr($0, RSTART + 1, RLENGTH - 2) # the path named, not the cwd
+			if (p != "") {
+				if (p ~ /tasks\.db(-log)?$/) f = "task store"
+				else if (p ~ /trace\.jsonl$/) f = "traces"
+				else if (index(p, dir "/work/") == 1) f = "workdirs"
+				else if (p ~ /^socket:/ || p ~ /^TCP/) f = "sockets"
+			}
+			per[f]++; total++
 		}
-		per[f]++; total++
-	}
-	END {
-		printf "  calls per task: %.2f (", total / n
-		sep = ""
-		for (k in per) { printf "%s%s %.2f", sep, k, per[k] / n; sep = ", " }
-		print ")"
-	}'
+		END {
+			printf "  calls per task: %.2f (", total / n
+			sep = ""
+			for (k in per) { printf "%s%s %.2f", sep, k, per[k] / n; sep = ", " }
+			print ")"
+		}'
+}
+where wordcount "$dir/Caddyfile" "$tasks" "one two three four five"
+where hello "$dir/Caddyfile.hello" "${HELLO_TASKS:-$((tasks / 10))}" "count the words"
