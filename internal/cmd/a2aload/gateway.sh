@@ -7,6 +7,9 @@
 # reads its CPU ticks, `load` the load average, `build_gateway` builds the gateway and the sandbox helper into
 # $dir as `make caddy` does, `machine` prints the line every report starts with, `median`
 # the median of a2aload lines.
+for f in examples/capsules/wordcount/capsule.wasm examples/capsules/wordcount/murmur.lock; do
+	[ -e "$f" ] || { echo "$0: $f is missing: run \`make examples\` first" >&2; exit 1; }
+done
 go build -o "$dir/a2aload" ./internal/cmd/a2aload
 mkdir -p "$dir/cap"
 cp examples/capsules/wordcount/capsule.wasm examples/capsules/wordcount/murmur.lock "$dir/cap/"
