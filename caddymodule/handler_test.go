@@ -82,6 +82,10 @@ func TestRunTaskFile(t *testing.T) {
 			if !strings.Contains(string(trace), `"source":"task_md"`) {
 				t.Errorf("trace: %s", trace)
 			}
+			// No client takes a task.md run's answer: the operator reads it in the folder.
+			if got, err := os.ReadFile(filepath.Join(out.Layout.Work, "out", "result.txt")); err != nil || !strings.Contains(string(got), tt.want) {
+				t.Errorf("out/result.txt: %q, %v; want the answer", got, err)
+			}
 		})
 	}
 }

@@ -123,7 +123,9 @@ func (h *Hosted) TryRunTask(ctx context.Context, req TaskRequest) (TaskOutcome, 
 		return TaskOutcome{}, false
 	}
 	if c.sess == nil {
-		sess, err := h.rt.openSession(h.staged, h.opts.Session, sessionPlace{contextID: c.id, folder: contextFolder(c.key), url: req.CapsuleURL})
+		// A task.md run's answer is read from its folder (docs/operators.md).
+		place := sessionPlace{contextID: c.id, folder: contextFolder(c.key), url: req.CapsuleURL, output: req.Source == "task_md"}
+		sess, err := h.rt.openSession(h.staged, h.opts.Session, place)
 		if err != nil {
 			return TaskOutcome{TaskID: req.TaskID, State: StateFailed, Result: "error: " + err.Error()}, true
 		}

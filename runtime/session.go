@@ -145,7 +145,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	}
 	// A gateway context's workdir and out/ are made when first needed, unless its hooks'
 	// root is there.
-	lazy := at.folder != "" && len(s.Hooks) == 0
+	lazy := at.folder != "" && len(s.Hooks) == 0 && !at.output
 	l, err := NewLayout(o.WorkRoot, m.Name, name, at.workdir, lazy)
 	if err != nil {
 		return nil, err
@@ -236,7 +236,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 		return nil, err
 	}
 	lookup := o.LookupEnv
-	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, prep: prep, settle: at.folder != "", env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
+	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, prep: prep, settle: at.folder != "" && !at.output, env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
@@ -348,6 +348,10 @@ type sessionPlace struct {
 	// url is the capsule URL the first task's client reached, so MURMUR.md and the
 	// guests' environment hold it from the start (a later task's URL replaces it).
 	url string
+	// output: the folder is the session's output, as a run's is — a capsule's task.md
+	// run, whose answer no client takes — so it is made at once and gets the task files
+	// when the session ends, where a gateway context's waits for a reader.
+	output bool
 }
 
 // grants are the call grants of one guest of the session, from the manifest only.

@@ -170,6 +170,11 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 				// is given holds its request, not only its last reopening.
 				out.Thread = joinThreads(req.History[base:], out.Thread)
 			}
+			if !s.settle {
+				// The folder is the session's output (a run, a task.md run): it has the
+				// task's files as soon as the task ends. A failure loses only that copy.
+				_ = s.held.Flush()
+			}
 			return out
 		}
 		// Reopened by an on-task-end hook: its message is the next user turn, after the
