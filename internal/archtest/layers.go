@@ -88,7 +88,7 @@ var Table = []Row{
 	{"internal/testkit/escape", LayerKit, "the escape suite (docs/escapes.md)"},
 	{"internal/testkit/guestbuild", LayerKit, "build wasm guests from source for tests, cached by content"},
 	{"internal/testkit/harnesstest", LayerKit, "the pinned harness CLIs, a stand-in provider and tool bridge for process-driver tests"},
-	{"runtime/wasm/guestfs", LayerLibraries, "the guest's `/`: one host folder served to a guest as a wazero `sys.FS` on `os.Root`, so no path or planted link resolves outside it, with the task's own files held in memory (`Held`)"},
+	{"runtime/wasm/guestfs", LayerLibraries, "the guest's `/`: one host folder served to a guest as a wazero `sys.FS` on `os.Root`, so no path or planted link resolves outside it, with the task's own files held in memory (`Held`) and the folder made and opened when a guest first reaches it (`Dir`)"},
 	{"taskstore", LayerLibraries, "the task store's contract: the records (tasks with their owners, event journals, threaded turns, push configs and their cursors, the index) and `Store`, the interface `a2a` keeps tasks through"},
 	{"taskstore/storetest", LayerKit, "the task store's conformance table, which any `taskstore.Store` passes by calling `storetest.Run` (public, not under internal/, so stores outside the module can run it)"},
 	{"taskdb", LayerLibraries, "the durable task store behind `taskstore.Store`: one bbolt file of task records, their journals, threaded turns, push configs and an index, written by one group-committing writer through a log it checkpoints into the file"},
