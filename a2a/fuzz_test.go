@@ -27,6 +27,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		`[{"jsonrpc":"2.0","id":1,"method":"tasks/get"}]`,
 		`{"jsonrpc":"2.0","id":{},"method":""}`,
 		`{"jsonrpc":"2.0","id":1e400,"method":"SendMessage","params":{"message":{"parts":[{"raw":"aGk=","url":"u"}]}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"file","file":{"bytes":"aGk=","name":"a.txt","mimeType":"text/plain"}},{"kind":"data","data":{"k":[1,2]}}]}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"aGk","filename":"a.bin","mediaType":"application/pdf"},{"url":"https://example.com/f.pdf"},{"data":[1,"x",null]}]}}}`,
 		`"hello"`, ``, `{`, `null`,
 	} {
 		f.Add([]byte(seed), false)
@@ -132,6 +134,8 @@ func FuzzREST(f *testing.F) {
 		{"POST", "message:send", "", send10, "1.0"},
 		{"POST", "v1/message:send", "", send03, ""},
 		{"POST", "v1/message:send", "", `{"message":{"message_id":"m","role":"ROLE_USER","content":[{"file":{"fileWithUri":"x"}}]}}`, ""},
+		{"POST", "v1/message:send", "", `{"message":{"message_id":"m","role":"ROLE_USER","content":[{"file":{"file_with_bytes":"aGk=","mime_type":"text/plain","name":"a"}},{"data":{"data":{"k":1}}}]}}`, ""},
+		{"POST", "message:send", "", `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"aGk=","filename":"a"},{"data":{"k":1}}]}}`, "1.0"},
 		{"POST", "message:stream", "", send10, "1.0"},
 		{"POST", "v1/message:stream", "", send03, "0.3"},
 		{"GET", "tasks/tsk_1", "historyLength=2", "", "1.0"},

@@ -124,14 +124,39 @@ func message03(m proto03) (map[string]any, *rpcError) {
 			}
 			parts = append(parts, map[string]any{"kind": "text", "text": s})
 		case isSet(part["file"]):
-			parts = append(parts, map[string]any{"kind": "file", "file": part["file"]})
+			file, rerr := file03(i, part["file"])
+			if rerr != nil {
+				return nil, rerr
+			}
+			parts = append(parts, map[string]any{"kind": "file", "file": file})
 		case isSet(part["data"]):
-			parts = append(parts, map[string]any{"kind": "data", "data": part["data"]})
+			// The proto DataPart wraps its Struct: {"data": {"data": {…}}}.
+			var dp proto03
+			if json.Unmarshal(part["data"], &dp) != nil || dp == nil {
+				return nil, errInvalidParams(fmt.Sprintf("message.content[%d].data must be a DataPart object holding data", i))
+			}
+			parts = append(parts, map[string]any{"kind": "data", "data": dp["data"]})
 		default:
 			return nil, errInvalidParams(fmt.Sprintf("message.content[%d] holds none of text, file or data", i))
 		}
 	}
 	out["parts"] = parts
+	return out, nil
+}
+
+// file03 turns a proto FilePart (fileWithUri or fileWithBytes, mimeType, name) into the
+// JSON-RPC 0.3 file (uri or bytes, mimeType, name) of content part i.
+func file03(i int, raw json.RawMessage) (map[string]json.RawMessage, *rpcError) {
+	var fp proto03
+	if json.Unmarshal(raw, &fp) != nil || fp == nil {
+		return nil, errInvalidParams(fmt.Sprintf("message.content[%d].file must be a FilePart object", i))
+	}
+	out := map[string]json.RawMessage{}
+	for from, to := range map[string]string{"fileWithUri": "uri", "fileWithBytes": "bytes", "mimeType": "mimeType", "name": "name"} {
+		if v, ok := fp.get(from); ok {
+			out[to] = v
+		}
+	}
 	return out, nil
 }
 

@@ -418,7 +418,10 @@ func TestRESTParams(t *testing.T) {
 		{v03, "GET", "/a/v1/tasks/t1/pushNotificationConfigs", "", "", `{"id":"t1"}`},
 		{v03, "GET", "/a/v1/tasks/t%2F1", "history_length=3", "", `{"historyLength":3,"id":"t/1"}`},
 		{v03, "POST", "/a/v1/message:send", "", `{"message":{"message_id":"m","context_id":"c","role":"ROLE_USER","content":[{"text":"a"},{"data":{"data":{}}}]},"configuration":{"accepted_output_modes":["text/plain"],"blocking":true,"pushNotification":{"url":"u"}},"metadata":{"k":1}}`,
-			`{"configuration":{"acceptedOutputModes":["text/plain"],"blocking":true,"pushNotificationConfig":{"url":"u"}},"message":{"contextId":"c","kind":"message","messageId":"m","parts":[{"kind":"text","text":"a"},{"data":{"data":{}},"kind":"data"}],"role":"user"},"metadata":{"k":1}}`},
+			`{"configuration":{"acceptedOutputModes":["text/plain"],"blocking":true,"pushNotificationConfig":{"url":"u"}},"message":{"contextId":"c","kind":"message","messageId":"m","parts":[{"kind":"text","text":"a"},{"data":{},"kind":"data"}],"role":"user"},"metadata":{"k":1}}`},
+		// A proto FilePart (fileWithUri / fileWithBytes, mime_type, name) becomes the JSON-RPC one.
+		{v03, "POST", "/a/v1/message:send", "", `{"message":{"message_id":"m","role":"ROLE_USER","content":[{"file":{"file_with_uri":"https://e.com/a","mime_type":"application/pdf","name":"a.pdf"}},{"file":{"fileWithBytes":"aGk="}}]}}`,
+			`{"message":{"kind":"message","messageId":"m","parts":[{"file":{"mimeType":"application/pdf","name":"a.pdf","uri":"https://e.com/a"},"kind":"file"},{"file":{"bytes":"aGk="},"kind":"file"}],"role":"user"}}`},
 		{v03, "POST", "/a/v1/message:send", "", `{"message":{"messageId":"m","role":"ROLE_USER","content":[{"text":"a"}]},"configuration":{"historyLength":2}}`,
 			`{"configuration":{"blocking":false,"historyLength":2},"message":{"kind":"message","messageId":"m","parts":[{"kind":"text","text":"a"}],"role":"user"}}`},
 		{v10, "GET", "/tasks", "contextId=c&status=TASK_STATE_WORKING&pageSize=3&pageToken=t&historyLength=0&statusTimestampAfter=2025-01-01T00:00:00Z&includeArtifacts=true&A2A-Version=1.0", "",

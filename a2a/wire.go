@@ -244,6 +244,7 @@ type inPart struct {
 	Raw       json.RawMessage `json:"raw"`       // 1.0 bytes member
 	URL       json.RawMessage `json:"url"`       // 1.0 url member
 	MediaType string          `json:"mediaType"` // 1.0
+	Filename  string          `json:"filename"`  // 1.0
 }
 
 type inMessage struct {
@@ -363,45 +364,23 @@ func (d dialect) checkRole(role string) *rpcError {
 }
 
 // partText returns the text of message part i, or why it cannot be taken: a malformed
-// part is invalid params, a well-formed part of a kind or media type the capsule does
-// not read (files, data, non-text media) is ContentTypeNotSupportedError.
+// part is invalid params (parsePart), a well-formed part of a kind or media type the
+// capsule does not read (files, data, non-text media) is ContentTypeNotSupportedError.
 func (d dialect) partText(i int, p inPart) (string, *rpcError) {
+	pt, rerr := d.parsePart(i, p)
+	if rerr != nil {
+		return "", rerr
+	}
 	field := fmt.Sprintf("message.parts[%d]", i)
-	if d == v03 {
-		switch p.Kind {
-		case "text":
-			if p.Text == nil {
-				return "", errInvalidParams(field + `.text is required for kind "text"`)
-			}
-			return *p.Text, nil
-		case "file", "data":
-			return "", errContentType(fmt.Sprintf("%s is a %s part; this agent reads text parts only (defaultInputModes text/plain)", field, p.Kind), p.Kind)
-		case "":
-			return "", errInvalidParams(field + `.kind is required: "text", "file" or "data"`)
-		}
-		return "", errInvalidParams(fmt.Sprintf(`%s.kind %q is not a part kind: "text", "file" or "data"`, field, p.Kind))
-	}
-	if p.Kind != "" {
-		return "", errInvalidParams(fmt.Sprintf("%s.kind is an A2A 0.3 field; 1.0 parts hold one of text, raw, url or data", field))
-	}
-	members := 0
-	for _, present := range []bool{p.Text != nil, isSet(p.Raw), isSet(p.URL), isSet(p.Data)} {
-		if present {
-			members++
-		}
-	}
 	switch {
-	case members == 0:
-		return "", errInvalidParams(field + " holds none of text, raw, url or data")
-	case members > 1:
-		return "", errInvalidParams(field + " holds more than one of text, raw, url and data")
-	case p.Text == nil:
-		return "", errContentType(fmt.Sprintf("%s is not a text part; this agent reads text only (defaultInputModes text/plain)", field), firstNonEmpty(p.MediaType, "application/octet-stream"))
+	case pt.kind != partText && d == v03:
+		return "", errContentType(fmt.Sprintf("%s is a %s part; this agent reads text parts only (defaultInputModes text/plain)", field, pt.kind), pt.kind.String())
+	case pt.kind != partText:
+		return "", errContentType(fmt.Sprintf("%s is not a text part; this agent reads text only (defaultInputModes text/plain)", field), firstNonEmpty(pt.mediaType, "application/octet-stream"))
+	case pt.mediaType != "" && !isTextPlain(pt.mediaType):
+		return "", errContentType(fmt.Sprintf("%s.mediaType %q: this agent reads text/plain only", field, pt.mediaType), pt.mediaType)
 	}
-	if mt := p.MediaType; mt != "" && !isTextPlain(mt) {
-		return "", errContentType(fmt.Sprintf("%s.mediaType %q: this agent reads text/plain only", field, mt), mt)
-	}
-	return *p.Text, nil
+	return pt.text, nil
 }
 
 func isSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
