@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -248,13 +249,16 @@ var snakeKey = regexp.MustCompile(`"[a-z][a-z0-9]*_[a-z0-9_]*"\s*:`)
 // history_length) to their JSON names (taskId, historyLength), at any depth, unless the
 // JSON name is there too: A2A 1.0 encodes its messages as ProtoJSON, whose readers accept
 // both spellings (docs/reference/a2a.md "JSON-RPC"). Params without such a member are
-// returned as they are, unparsed.
+// returned as they are, unparsed. The client's own values — a data part's and every
+// `metadata` — keep their members' names, and every number its digits.
 func protoNames(params json.RawMessage) json.RawMessage {
 	if !snakeKey.Match(params) {
 		return params
 	}
 	var v any
-	if json.Unmarshal(params, &v) != nil {
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil || dec.More() {
 		return params // the operation reports it
 	}
 	b, err := json.Marshal(camelMembers(v))
@@ -264,12 +268,16 @@ func protoNames(params json.RawMessage) json.RawMessage {
 	return b
 }
 
-// camelMembers renames snake_case members of every object in v.
+// camelMembers renames snake_case members of every object in v, but not inside the
+// values of members named data or metadata: a data part's value and metadata are the
+// client's own JSON (google.protobuf.Value and Struct), not proto messages.
 func camelMembers(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, val := range x {
-			x[k] = camelMembers(val)
+			if k != "data" && k != "metadata" {
+				x[k] = camelMembers(val)
+			}
 			if !strings.Contains(k, "_") {
 				continue
 			}

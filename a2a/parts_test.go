@@ -65,3 +65,25 @@ func TestParsePart(t *testing.T) {
 		})
 	}
 }
+
+// TestProtoNamesKeepsClientValues: proto field names become JSON names, but a data part's
+// value and metadata keep their members as the client spelled them, and numbers keep
+// every digit.
+func TestProtoNamesKeepsClientValues(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"1.0 data part and metadata",
+			`{"message":{"message_id":"m","parts":[{"data":{"user_id":12345678901234567890,"nested":{"a_b":1.50}}}],"metadata":{"trace_id":"t"}}}`,
+			`{"message":{"messageId":"m","metadata":{"trace_id":"t"},"parts":[{"data":{"nested":{"a_b":1.50},"user_id":12345678901234567890}}]}}`},
+		{"0.3 proto DataPart", `{"message":{"message_id":"m","content":[{"data":{"data":{"row_count":2}}}]}}`,
+			`{"message":{"content":[{"data":{"data":{"row_count":2}}}],"messageId":"m"}}`},
+		{"nothing to rename", `{"message":{"parts":[{"data":{"a_b":1}}]}}`, `{"message":{"parts":[{"data":{"a_b":1}}]}}`},
+		{"proto names elsewhere still renamed", `{"configuration":{"history_length":2,"push_notification_config":{"url":"u"}}}`,
+			`{"configuration":{"historyLength":2,"pushNotificationConfig":{"url":"u"}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(protoNames(json.RawMessage(tc.in))); got != tc.want {
+				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
