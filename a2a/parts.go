@@ -106,7 +106,7 @@ func parsePart03(field string, p inPart) (part, *rpcError) {
 		return part{kind: partText, text: *p.Text}, nil
 	case "file":
 		var f inFile03
-		if !isSet(p.File) || json.Unmarshal(p.File, &f) != nil || bytes.TrimSpace(p.File)[0] != '{' {
+		if !isSet(p.File) || json.Unmarshal(p.File, &f) != nil { // only an object decodes into f
 			return part{}, errInvalidParams(field + `.file is required for kind "file": an object holding bytes or uri`)
 		}
 		out := part{kind: partFile, name: f.Name, mediaType: f.MimeType}
@@ -129,7 +129,7 @@ func parsePart03(field string, p inPart) (part, *rpcError) {
 		}
 		return out, nil
 	case "data":
-		if !isSet(p.Data) || bytes.TrimSpace(p.Data)[0] != '{' {
+		if !isSet(p.Data) || p.Data[0] != '{' { // a RawMessage member holds its value without spaces
 			return part{}, errInvalidParams(field + `.data is required for kind "data": a JSON object`)
 		}
 		return part{kind: partData, data: compactJSON(p.Data)}, nil

@@ -46,24 +46,20 @@ func NewLayout(workRoot, capsule, id, workdir string, lazy bool) (*Layout, error
 	}
 	// The workdir's logs/ and .capsule-home/ are the shell's, made when it first needs
 	// them (runtime/shell): a session without shell or native tools costs no mkdir for them.
-	var dirs []string
-	if !lazy {
-		dirs = append(dirs, l.Work, filepath.Join(l.Work, "out"))
-	}
-	// The capsule's folder exists after its first session: one mkdir per folder then,
-	// where MkdirAll would stat every parent of each first.
-	if workdir == "" && mkdirEach(append([]string{root}, dirs...)) == nil {
-		l.fresh, l.lazy = true, lazy
-		return l, nil
-	}
 	// The records folder too: trace.jsonl goes there even when --workdir moves the work.
-	// A session folder there already (a context's, from its earlier sessions) may hold its
-	// workdir or not.
-	dirs = []string{root}
+	dirs := []string{root}
 	if !lazy {
 		dirs = append(dirs, l.Work, filepath.Join(l.Work, "out"))
 	}
 	l.lazy = lazy
+	// The capsule's folder exists after its first session: one mkdir per folder then,
+	// where MkdirAll would stat every parent of each first.
+	if workdir == "" && mkdirEach(dirs) == nil {
+		l.fresh = true
+		return l, nil
+	}
+	// A session folder there already (a context's, from its earlier sessions) may hold its
+	// workdir or not.
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, errs.Wrap(err, CodeWorkdir, "runtime", fmt.Sprintf("cannot create %s", d), "check that work_root is writable")
@@ -90,8 +86,7 @@ func mkdirEach(dirs []string) error {
 // serve, never looks, and each folder or file created costs the kernel an inode.
 type workdirPrep struct {
 	work  *guestfs.Dir
-	dir   string // the workdir's path, for MURMUR.md
-	fresh bool   // the workdir was made by this session: MURMUR.md is created in place
+	fresh bool // the workdir was made by this session: MURMUR.md is created in place
 	mu    sync.Mutex
 	made  bool
 	// url is the capsule URL MURMUR.md names (setURL), and md its content for a URL.
@@ -114,7 +109,7 @@ func (p *workdirPrep) make() error {
 	if err := work.Mkdir("out", 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("making the workdir's out/: %w", err)
 	}
-	if err := writeMurmurMD(p.dir, p.md(p.url), p.fresh); err != nil {
+	if err := writeMurmurMD(p.work.Path(), p.md(p.url), p.fresh); err != nil {
 		return err
 	}
 	p.made = true
@@ -130,5 +125,5 @@ func (p *workdirPrep) setURL(url string) error {
 	if !p.made {
 		return nil
 	}
-	return writeMurmurMD(p.dir, p.md(url), false)
+	return writeMurmurMD(p.work.Path(), p.md(url), false)
 }

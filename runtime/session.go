@@ -143,9 +143,12 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	if at.folder != "" {
 		name = at.folder
 	}
-	// A gateway context's workdir and out/ are made when first needed, unless its hooks'
-	// root is there.
-	lazy := at.folder != "" && len(s.Hooks) == 0 && !at.output
+	// A gateway context's folder waits for its readers: its workdir and out/ are made when
+	// first needed (unless its hooks' root is there), and it gets no new copy of the task
+	// files when the session ends (settle). A run's folder, or a task.md run's, is its
+	// output.
+	settle := at.folder != "" && !at.output
+	lazy := settle && len(s.Hooks) == 0
 	l, err := NewLayout(o.WorkRoot, m.Name, name, at.workdir, lazy)
 	if err != nil {
 		return nil, err
@@ -187,7 +190,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	hookCtx, hookCancel := context.WithCancel(context.Background())
 	var hooks *HookSink
 	held := guestfs.NewHeld(work)
-	prep := &workdirPrep{work: work, dir: l.Work, fresh: l.fresh, url: at.url, md: func(url string) []byte { return murmurMD(s, id, url) }}
+	prep := &workdirPrep{work: work, fresh: l.fresh, url: at.url, md: func(url string) []byte { return murmurMD(s, id, url) }}
 	var hookFS *guestfs.FS
 	if len(s.Hooks) > 0 {
 		if hookFS, err = guestfs.NewIn(work, "out", guestfs.Hold(held)); err != nil {
@@ -236,7 +239,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 		return nil, err
 	}
 	lookup := o.LookupEnv
-	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, prep: prep, settle: at.folder != "" && !at.output, env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
+	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, prep: prep, settle: settle, env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,

@@ -188,10 +188,7 @@ func (h *Held) Settle() error {
 	defer h.mu.Unlock()
 	root := h.dir.Opened()
 	for name, f := range h.files {
-		if root == nil {
-			delete(h.files, name)
-			f.handles = nil
-		} else if _, err := root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
+		if root == nil || isNotExist(root.Lstat(name)) {
 			delete(h.files, name) // open handles keep the memory file, as after unlink(2)
 			f.handles = nil
 		}
@@ -223,14 +220,12 @@ func (h *Held) releaseLocked(which func(string) bool) error {
 			continue
 		}
 		var err error
-		if root := h.dir.Opened(); f.present && root == nil {
-			// The folder is made for the first file it is given.
+		if f.present { // a folder no one made yet is made for the first file it is given
+			var root *os.Root
 			if root, err = h.dir.Root(); err == nil {
 				err = writeHeld(root, name, f)
 			}
-		} else if f.present {
-			err = writeHeld(root, name, f)
-		} else if root != nil { // a folder no one made has no copy to remove
+		} else if root := h.dir.Opened(); root != nil { // one no one made has no copy to remove
 			if err = root.Remove(name); errors.Is(err, fs.ErrNotExist) {
 				err = nil
 			}
@@ -246,6 +241,9 @@ func (h *Held) releaseLocked(which func(string) bool) error {
 	}
 	return first
 }
+
+// isNotExist reports whether a stat's error says the name is not there.
+func isNotExist(_ fs.FileInfo, err error) bool { return errors.Is(err, fs.ErrNotExist) }
 
 // writeHeld writes f's bytes to name in the folder root: a file a guest created replaces
 // the folder's, with its mode; one the host put is written over the folder's (WriteOwn).
