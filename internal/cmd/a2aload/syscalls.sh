@@ -27,6 +27,7 @@ pid=
 . internal/cmd/a2aload/gateway.sh
 build_gateway
 machine
+echo "start $(date -u +%FT%TZ), load $(load)"
 # The kinds counted as file-system work, as strace names them on this kernel.
 kinds='openat|open|creat|mkdir|mkdirat|write|pwrite64|writev|fsync|fdatasync|sync_file_range|unlink|unlinkat|rmdir|rename|renameat|renameat2|stat|lstat|fstat|newfstatat|statx|getdents64|ftruncate|fallocate|linkat|symlinkat|readlinkat|faccessat|faccessat2'
 # The hello agent's gateway: the manifest's driver endpoint moved to the replay route.

@@ -163,6 +163,10 @@ func run(n, burst, starts int, bin, dir, heapOut string, cpu profile, copyModule
 		fmt.Fprintf(&routes, "\thandle /%s/* {\n\t\tcapsule capsules/%s/murmur.yaml\n\t}\n", name, name)
 	}
 	fmt.Printf("capsuleflood: %d capsules, burst %d, modules copied %v, binary %s\n", n, burst, copyModules, bin)
+	// The load the figures are measured under (docs/benchmarks.md: every figure names it).
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Printf("load average before the first start: %s\n", strings.Join(strings.Fields(string(la))[:3], " "))
+	}
 	_, statErr := os.Stat(filepath.Join(dir, "cache"))
 	for s := range starts {
 		label := "warm"
