@@ -51,6 +51,11 @@ type Job struct {
 	Principal string
 	// Text is the text parts of the user's message, joined with "\n".
 	Text string
+	// MessageID is the messageId the client gave the message that started the task.
+	MessageID string
+	// Parts are every part of that message in order when it holds more than text (a file,
+	// structured data); nil when Text is all of it.
+	Parts []Part
 	// URL is the capsule's public A2A endpoint as the client that sent the task reached
 	// it (scheme, host and route prefix), for MURMUR_CAPSULE_URL.
 	URL string
@@ -142,7 +147,8 @@ type Config struct {
 	Executor  Executor
 	Lifecycle Lifecycle
 	// MaxBody caps request bodies; larger ones are answered 413 before parsing
-	// (0 = DefaultMaxBody).
+	// (0 = DefaultMaxBody). A capsule taking files (Inputs) takes bodies larger by the
+	// base64 size of Inputs.MaxMessageBytes.
 	MaxBody int64
 	// Bearer is a token shared by all clients, who are then one principal, the anonymous
 	// one; "" = none. With Bearer or Tokens set every request but the card's must carry
@@ -171,6 +177,9 @@ type Config struct {
 	CardVersion string
 	Metrics     *Metrics
 	Logger      *slog.Logger
+	// Inputs is what the capsule reads beyond text: files and data parts, their media types
+	// and limits (docs/reference/a2a.md "Parts"). The zero value reads text only.
+	Inputs Inputs
 	// Store, when set, keeps the capsule's tasks, their event journals and threaded turns
 	// durably, under the capsule key Card.Name (docs/reference/a2a.md "Durable tasks");
 	// nil keeps them in memory only. NewHandler reads it; Update ignores it. The caller
@@ -247,6 +256,11 @@ func normalize(cfg Config) (Config, error) {
 	case "", CardV10:
 	default:
 		bad(CodeCard, fmt.Sprintf("card version %q is not served", cfg.CardVersion), `use "1.0" for the strict 1.0 card, or leave it empty`)
+	}
+	var inBad []string
+	cfg.Inputs, inBad = cfg.Inputs.normalize()
+	for _, b := range inBad {
+		bad(CodeInputs, b, "fix the capsule's a2a section (docs/reference/manifest.md \"A2A\")")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -93,6 +93,10 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		return
 	}
 	cfg, _ := h.configFor(a.r)
+	if rerr := in.admit(a.r.Context(), cfg.Inputs); rerr != nil {
+		a.fail(rerr, stream)
+		return
+	}
 	in.url = h.endpoint(a.r, cfg)
 	in.owner = a.who.principal
 	if in.pushRaw != "" {

@@ -104,7 +104,7 @@ func buildCard(cfg Config, url string, strict bool) []byte {
 		},
 		Capabilities: cardCapabilities{Streaming: true, PushNotifications: cfg.Push != nil, ExtendedAgentCard: authConfigured(cfg),
 			Extensions: []cardExtension{principalsNote(cfg)}},
-		DefaultInputModes:  []string{"text/plain"},
+		DefaultInputModes:  cfg.Inputs.cardModes(),
 		DefaultOutputModes: []string{"text/plain"},
 		Skills:             []cardSkill{},
 	}

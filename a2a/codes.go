@@ -9,4 +9,5 @@ const (
 	CodeMetrics     = "E-A2A-005"
 	CodeBearerToken = "E-A2A-006"
 	CodePublicURL   = "E-A2A-007"
+	CodeInputs      = "E-A2A-008"
 )

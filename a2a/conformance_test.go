@@ -86,7 +86,7 @@ func TestConformanceErrors(t *testing.T) {
 			-32602, "", nil, `message.parts[0].kind "video"`},
 		{"0.3 file part", "", nil,
 			`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"file","file":{"uri":"https://x.example/a.pdf","mimeType":"application/pdf"}}]}}}`,
-			-32005, "", nil, "file part"},
+			-32005, "", nil, "is a file of type application/pdf"},
 		{"0.3 push config method", "", nil,
 			`{"jsonrpc":"2.0","id":1,"method":"tasks/pushNotificationConfig/get","params":{"id":"t"}}`,
 			-32003, "", nil, "push"},

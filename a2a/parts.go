@@ -2,11 +2,17 @@ package a2a
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"mime"
 	"net/url"
+	"path"
+	"slices"
 	"strings"
+	"time"
 )
 
 // partKind is what one part of a message carries.
@@ -175,4 +181,312 @@ func compactJSON(raw json.RawMessage) json.RawMessage {
 		return append(json.RawMessage(nil), raw...)
 	}
 	return b.Bytes()
+}
+
+// Part is one part of a user message as an Executor receives it, in the order the client
+// sent the parts: text, a file (its bytes, sent inline or fetched from the URL the client
+// named) or structured data.
+type Part struct {
+	// Kind is "text", "file" or "data".
+	Kind string `json:"kind"`
+	// Text is a text part's text.
+	Text string `json:"text,omitempty"`
+	// Name is a file's name as the client gave it, unsanitised; "" when it gave none.
+	Name string `json:"name,omitempty"`
+	// MediaType is the part's media type: as the client gave it, else what the server of
+	// a fetched file said, else guessed from the name; a data part's is application/json.
+	MediaType string `json:"mediaType,omitempty"`
+	// Bytes is a file's content.
+	Bytes []byte `json:"bytes,omitempty"`
+	// URL is where a file was fetched from; "" for bytes sent inline.
+	URL string `json:"url,omitempty"`
+	// Data is a data part's JSON value.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Kinds of Part.
+const (
+	KindText = "text"
+	KindFile = "file"
+	KindData = "data"
+)
+
+// Inputs is what a capsule reads of a message beyond its text (docs/reference/a2a.md
+// "Parts"): the media types it accepts, how much it takes, and how a file named by URL is
+// fetched.
+type Inputs struct {
+	// Modes are the media types the capsule accepts, the card's defaultInputModes:
+	// "type/subtype", "type/*" or "*/*"; text/plain is always accepted. Data parts need
+	// application/json. Empty: text/plain only.
+	Modes []string
+	// MaxFileBytes bounds one file part (0: DefaultMaxFileBytes).
+	MaxFileBytes int64
+	// MaxMessageBytes bounds the files and data of one message together (0:
+	// DefaultMaxMessageBytes). The request body limit grows by its base64 size.
+	MaxMessageBytes int64
+	// Fetch reads the file at url, at most limit bytes, as the capsule may reach it (its
+	// network grants), returning its bytes and the media type its server gave ("" for
+	// none); an error names why it was refused. nil: files by URL are refused.
+	Fetch func(ctx context.Context, url string, limit int64) (data []byte, mediaType string, err error)
+}
+
+// ErrFileTooLarge is what an Inputs.Fetch returns (wrapped) for a file over its limit.
+var ErrFileTooLarge = errors.New("a2a: file over its limit")
+
+// Defaults of Inputs.
+const (
+	DefaultMaxFileBytes    = 4 << 20
+	DefaultMaxMessageBytes = 16 << 20
+)
+
+// normalize fills in the defaults of in and reports what is wrong with it.
+func (in Inputs) normalize() (Inputs, []string) {
+	var bad []string
+	for _, m := range in.Modes {
+		if !validMediaRange(m) {
+			bad = append(bad, fmt.Sprintf("input mode %q is not a media type: write type/subtype, type/* or */*", m))
+		}
+	}
+	if in.MaxFileBytes < 0 || in.MaxMessageBytes < 0 {
+		bad = append(bad, fmt.Sprintf("file limits %d and %d must not be negative", in.MaxFileBytes, in.MaxMessageBytes))
+	}
+	if in.MaxFileBytes == 0 {
+		in.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if in.MaxMessageBytes == 0 {
+		in.MaxMessageBytes = max(DefaultMaxMessageBytes, in.MaxFileBytes)
+	}
+	return in, bad
+}
+
+// cardModes is the card's defaultInputModes: text/plain first, then the rest declared.
+func (in Inputs) cardModes() []string {
+	out := []string{"text/plain"}
+	for _, m := range in.Modes {
+		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, m) }) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// takesPayload reports whether any file or data part can be accepted.
+func (in Inputs) takesPayload() bool {
+	return slices.ContainsFunc(in.Modes, func(m string) bool { return !isTextPlain(m) })
+}
+
+// bodyAllowance is how much a request body may grow beyond the route's limit so that a
+// message at MaxMessageBytes, base64-encoded, still fits.
+func (in Inputs) bodyAllowance() int64 {
+	if !in.takesPayload() {
+		return 0
+	}
+	return in.MaxMessageBytes/3*4 + 4
+}
+
+// accepts reports whether media type mt is one the capsule takes.
+func (in Inputs) accepts(mt string) bool {
+	if isTextPlain(mt) {
+		return true
+	}
+	base := mediaBase(mt)
+	typ, _, _ := strings.Cut(base, "/")
+	for _, m := range in.Modes {
+		m = mediaBase(m)
+		if m == "*/*" || m == base || strings.HasSuffix(m, "/*") && strings.TrimSuffix(m, "/*") == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// mediaBase is a media type without parameters, in lower case.
+func mediaBase(mt string) string {
+	base, _, _ := strings.Cut(mt, ";")
+	return strings.ToLower(strings.TrimSpace(base))
+}
+
+// validMediaRange accepts type/subtype, type/* and */* (RFC 9110 token characters).
+func validMediaRange(m string) bool {
+	typ, sub, ok := strings.Cut(mediaBase(m), "/")
+	token := func(s string) bool {
+		return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+			return r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
+		})
+	}
+	return ok && token(typ) && token(sub) && (typ != "*" || sub == "*")
+}
+
+// fileType is the media type of a file part: the client's, else guessed from its name,
+// else application/octet-stream.
+func fileType(given, name string) string {
+	if given != "" {
+		return given
+	}
+	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
+		return t
+	}
+	return "application/octet-stream"
+}
+
+// admitParts checks the parts of a message against what the capsule accepts and returns
+// them as the executor will get them (files by URL not fetched yet): a part of a media type
+// the capsule does not take is ContentTypeNotSupportedError, one over a limit invalid
+// params naming the limit. Nothing is kept of a refused message.
+func admitParts(parts []part, in Inputs) ([]Part, *rpcError) {
+	out := make([]Part, 0, len(parts))
+	var total int64
+	modes := strings.Join(in.cardModes(), ", ")
+	for i, p := range parts {
+		field := fmt.Sprintf("message.parts[%d]", i)
+		switch p.kind {
+		case partText:
+			if p.mediaType != "" && !in.accepts(p.mediaType) {
+				return nil, errContentType(fmt.Sprintf("%s.mediaType %q: this agent reads %s (defaultInputModes)", field, p.mediaType, modes), p.mediaType)
+			}
+			out = append(out, Part{Kind: KindText, Text: p.text, MediaType: p.mediaType})
+		case partData:
+			if !in.accepts("application/json") {
+				return nil, errContentType(fmt.Sprintf("%s is a data part; this agent reads %s (defaultInputModes), not application/json", field, modes), "application/json")
+			}
+			total += int64(len(p.data))
+			if total > in.MaxMessageBytes {
+				return nil, errInvalidParams(fmt.Sprintf("%s brings the message's files and data to %d bytes, over this agent's limit of %d bytes per message (a2a.max_message_bytes)", field, total, in.MaxMessageBytes))
+			}
+			out = append(out, Part{Kind: KindData, MediaType: "application/json", Data: p.data})
+		case partFile:
+			mt := fileType(p.mediaType, p.name)
+			if p.url != "" && p.mediaType == "" {
+				mt = p.mediaType // decided once fetched, by what its server says
+			}
+			if mt != "" && !in.accepts(mt) {
+				return nil, errContentType(fmt.Sprintf("%s is a file of type %s; this agent reads %s (defaultInputModes)", field, mt, modes), mt)
+			}
+			if p.url != "" && in.Fetch == nil {
+				return nil, errContentType(fmt.Sprintf("%s names its file by URL; this agent takes files inline only: send the bytes", field), firstNonEmpty(mt, "application/octet-stream"))
+			}
+			if n := int64(len(p.bytes)); n > in.MaxFileBytes {
+				return nil, errInvalidParams(fmt.Sprintf("%s is a file of %d bytes, over this agent's limit of %d bytes per file (a2a.max_file_bytes)", field, n, in.MaxFileBytes))
+			}
+			total += int64(len(p.bytes))
+			if total > in.MaxMessageBytes {
+				return nil, errInvalidParams(fmt.Sprintf("%s brings the message's files and data to %d bytes, over this agent's limit of %d bytes per message (a2a.max_message_bytes)", field, total, in.MaxMessageBytes))
+			}
+			out = append(out, Part{Kind: KindFile, Name: p.name, MediaType: mt, Bytes: p.bytes, URL: p.url})
+		}
+	}
+	return out, nil
+}
+
+// fetchParts fetches the files parts name by URL, within the file and message limits, and
+// checks the media type their servers give when the client gave none. A refusal names the
+// part and why (a network rule, a limit, a failed fetch).
+func fetchParts(ctx context.Context, parts []Part, in Inputs) *rpcError {
+	var total int64
+	for i := range parts {
+		p := &parts[i]
+		if p.Kind != KindText && p.URL == "" {
+			total += int64(len(p.Bytes) + len(p.Data))
+		}
+	}
+	for i := range parts {
+		p := &parts[i]
+		if p.Kind != KindFile || p.URL == "" {
+			continue
+		}
+		field := fmt.Sprintf("message.parts[%d]", i)
+		limit := min(in.MaxFileBytes, in.MaxMessageBytes-total)
+		data, mt, err := in.Fetch(ctx, p.URL, limit)
+		if errors.Is(err, ErrFileTooLarge) {
+			if limit < in.MaxFileBytes {
+				return errInvalidParams(fmt.Sprintf("%s: the file at %s brings the message's files and data over this agent's limit of %d bytes per message (a2a.max_message_bytes)", field, clipURL(p.URL), in.MaxMessageBytes))
+			}
+			return errInvalidParams(fmt.Sprintf("%s: the file at %s is over this agent's limit of %d bytes per file (a2a.max_file_bytes)", field, clipURL(p.URL), in.MaxFileBytes))
+		}
+		if err != nil {
+			return errInvalidParams(fmt.Sprintf("%s: the file at %s cannot be fetched: %v", field, clipURL(p.URL), err))
+		}
+		if p.MediaType == "" {
+			p.MediaType = fileType(mt, p.Name)
+			if p.Name == "" {
+				p.MediaType = firstNonEmpty(mt, fileType("", urlName(p.URL)))
+			}
+			if !in.accepts(p.MediaType) {
+				return errContentType(fmt.Sprintf("%s: the file at %s is of type %s; this agent reads %s (defaultInputModes)", field, clipURL(p.URL), p.MediaType, strings.Join(in.cardModes(), ", ")), p.MediaType)
+			}
+		}
+		p.Bytes = data
+		total += int64(len(data))
+	}
+	return nil
+}
+
+// urlName is the last segment of a URL's path, "" when it has none.
+func urlName(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return ""
+	}
+	return path.Base(strings.TrimSuffix(u.Path, "/"))
+}
+
+// clipURL shortens a URL for an error message, leaving out its query (which may hold a
+// token).
+func clipURL(s string) string {
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// fetchTimeout bounds the fetching of a message's files by URL.
+const fetchTimeout = 60 * time.Second
+
+// admit checks the message's parts against what the capsule accepts (Inputs), fetches the
+// files it names by URL, and sets its text and payload. The payload is kept only when the
+// message holds more than text, so a text message costs what it did.
+func (in *incoming) admit(ctx context.Context, inputs Inputs) *rpcError {
+	parts, rerr := admitParts(in.parts, inputs)
+	if rerr != nil {
+		return rerr
+	}
+	texts := make([]string, 0, len(parts))
+	payload := false
+	fetch := false
+	for _, p := range parts {
+		switch {
+		case p.Kind == KindText:
+			texts = append(texts, p.Text)
+		case p.URL != "":
+			fetch, payload = true, true
+		default:
+			payload = true
+		}
+	}
+	in.text = strings.Join(texts, "\n")
+	if fetch {
+		ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+		defer cancel()
+		if rerr := fetchParts(ctx, parts, inputs); rerr != nil {
+			return rerr
+		}
+	}
+	if payload {
+		in.payload = parts
+	}
+	in.parts = nil
+	return nil
+}
+
+// payloadType is the media type of the first part of parts that is not text.
+func payloadType(parts []Part) string {
+	for _, p := range parts {
+		if p.Kind != KindText {
+			return p.MediaType
+		}
+	}
+	return ""
 }

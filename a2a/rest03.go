@@ -212,8 +212,23 @@ func pushSet03(taskID string, body map[string]json.RawMessage) (json.RawMessage,
 // Results in 0.3 proto-JSON.
 
 type p03Part struct {
-	Text     string         `json:"text"`
+	Text     *string        `json:"text,omitempty"`
+	File     *p03File       `json:"file,omitempty"`
+	Data     *p03Data       `json:"data,omitempty"`
 	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// p03File is the proto FilePart: fileWithUri or fileWithBytes.
+type p03File struct {
+	FileWithURI   string  `json:"fileWithUri,omitempty"`
+	FileWithBytes *string `json:"fileWithBytes,omitempty"`
+	MimeType      string  `json:"mimeType,omitempty"`
+	Name          string  `json:"name,omitempty"`
+}
+
+// p03Data is the proto DataPart, its value wrapped in data.
+type p03Data struct {
+	Data json.RawMessage `json:"data"`
 }
 
 type p03Message struct {
@@ -278,6 +293,12 @@ func parts03(ps []wirePart) []p03Part {
 	out := make([]p03Part, len(ps))
 	for i, p := range ps {
 		out[i] = p03Part{Text: p.Text, Metadata: p.Metadata}
+		if f := p.File; f != nil {
+			out[i].File = &p03File{FileWithURI: f.URI, FileWithBytes: f.Bytes, MimeType: f.MimeType, Name: f.Name}
+		}
+		if p.Data != nil {
+			out[i].Data = &p03Data{Data: p.Data}
+		}
 	}
 	return out
 }

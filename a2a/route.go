@@ -54,5 +54,7 @@ func (h *Handler) configFor(r *http.Request) (Config, time.Time) {
 			cfg.MaxBody = DefaultMaxBody
 		}
 	}
+	// A capsule that takes files takes bodies that hold them (Inputs.MaxMessageBytes).
+	cfg.MaxBody += cfg.Inputs.bodyAllowance()
 	return cfg, modified
 }

@@ -50,6 +50,9 @@ func (h *Handler) answerLocked(t *task, in incoming, stream bool, pushWrite **du
 		}
 		return nil, nil, errUnsupported(fmt.Sprintf("task %s is %s, not waiting for input", t.id, st))
 	}
+	if in.payload != nil {
+		return nil, nil, errContentType(fmt.Sprintf("task %s waits for an answer, which is read as text: send its text parts only", t.id), firstNonEmpty(payloadType(in.payload), "application/octet-stream"))
+	}
 	if in.push != nil {
 		// Before the answer: the config sees the task resume.
 		w, rerr := h.attachPushLocked(t, in.push, false)
@@ -85,7 +88,7 @@ func (h *Handler) admitLocked(in incoming, stream bool, pushWrite **durable, now
 	t.url = in.url
 	t.store = h.store
 	t.pushesLoaded = true // a new task has none stored
-	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID}}
+	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID, Parts: in.payload}}
 	reason := h.refusalLocked(t.key)
 	h.store.add(t)
 	t.mu.Lock()
@@ -130,6 +133,9 @@ func (h *Handler) startLocked(t *task, now time.Time) {
 	t.ctx, t.cancel = context.WithCancel(h.base)
 	t.setStatusLocked(status{State: stateWorking, Time: now}, now)
 	job := &Job{TaskID: t.id, ContextID: t.contextID, Principal: t.owner, Text: t.text, URL: t.url}
+	if len(t.history) > 0 && t.history[0].Role == "user" {
+		job.MessageID, job.Parts = t.history[0].ID, t.history[0].Parts
+	}
 	if t.spec.threaded {
 		job.History = h.store.turns(t.key)
 	}

@@ -29,8 +29,11 @@ func settled(s string) bool { return terminal(s) || s == stateInputRequired }
 
 // message is one A2A message, dialect-neutral.
 type message struct {
-	ID, Role, Text    string // role: "user" or "agent"
+	ID, Role, Text    string // role: "user" or "agent"; Text: its text parts, joined with "\n"
 	TaskID, ContextID string
+	// Parts are every part in order when the message holds more than text; nil when Text
+	// is all of it.
+	Parts []Part `json:",omitempty"`
 	// Thinking marks streamed reasoning: its part carries metadata {"thinking": true}.
 	Thinking bool
 }
@@ -42,8 +45,12 @@ type status struct {
 	Time  time.Time
 }
 
-// artifact is one task output; every artifact here is a single text part.
-type artifact struct{ ID, Name, Text string }
+// artifact is one task output: its parts, or when it has none, one text part.
+type artifact struct {
+	ID, Name, Text string
+	Description    string `json:",omitempty"`
+	Parts          []Part `json:",omitempty"`
+}
 
 // snapshot is an immutable copy of a task, taken under its lock for encoding.
 type snapshot struct {

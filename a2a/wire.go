@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -67,9 +68,23 @@ func (d dialect) wireRole(r string) string {
 // Wire shapes. Kind fields are set in 0.3 and left empty (omitted) in 1.0.
 
 type wirePart struct {
-	Kind     string         `json:"kind,omitempty"`
-	Text     string         `json:"text"`
-	Metadata map[string]any `json:"metadata,omitempty"`
+	Kind      string          `json:"kind,omitempty"`
+	Text      *string         `json:"text,omitempty"`
+	File      *wireFile03     `json:"file,omitempty"` // 0.3 FilePart
+	Raw       *string         `json:"raw,omitempty"`  // 1.0: base64
+	URL       string          `json:"url,omitempty"`  // 1.0
+	Data      json.RawMessage `json:"data,omitempty"`
+	Filename  string          `json:"filename,omitempty"`  // 1.0
+	MediaType string          `json:"mediaType,omitempty"` // 1.0
+	Metadata  map[string]any  `json:"metadata,omitempty"`
+}
+
+// wireFile03 is A2A 0.3's FileWithBytes or FileWithUri.
+type wireFile03 struct {
+	Bytes    *string `json:"bytes,omitempty"` // base64
+	URI      string  `json:"uri,omitempty"`
+	Name     string  `json:"name,omitempty"`
+	MimeType string  `json:"mimeType,omitempty"`
 }
 
 type wireMessage struct {
@@ -88,9 +103,10 @@ type wireStatus struct {
 }
 
 type wireArtifact struct {
-	ArtifactID string     `json:"artifactId"`
-	Name       string     `json:"name,omitempty"`
-	Parts      []wirePart `json:"parts"`
+	ArtifactID  string     `json:"artifactId"`
+	Name        string     `json:"name,omitempty"`
+	Description string     `json:"description,omitempty"`
+	Parts       []wirePart `json:"parts"`
 }
 
 type wireTask struct {
@@ -143,13 +159,52 @@ func (d dialect) kind(k string) string {
 }
 
 func (d dialect) parts(text string) []wirePart {
-	return []wirePart{{Kind: d.kind("text"), Text: text}}
+	return []wirePart{{Kind: d.kind("text"), Text: &text}}
+}
+
+// partsOf renders parts; text stands for them when there are none.
+func (d dialect) partsOf(parts []Part, text string) []wirePart {
+	if parts == nil {
+		return d.parts(text)
+	}
+	out := make([]wirePart, len(parts))
+	for i, p := range parts {
+		out[i] = d.part(p)
+	}
+	return out
+}
+
+// part renders one part: 0.3's kinds, or 1.0's members.
+func (d dialect) part(p Part) wirePart {
+	w := wirePart{Kind: d.kind(p.Kind)}
+	switch p.Kind {
+	case KindText:
+		text := p.Text
+		w.Text = &text
+	case KindData:
+		w.Data = p.Data
+		if len(w.Data) == 0 {
+			w.Data = json.RawMessage("null")
+		}
+	case KindFile:
+		var b64 *string
+		if p.URL == "" {
+			s := base64.StdEncoding.EncodeToString(p.Bytes)
+			b64 = &s
+		}
+		if d == v03 {
+			w.File = &wireFile03{Bytes: b64, URI: p.URL, Name: p.Name, MimeType: p.MediaType}
+		} else {
+			w.Raw, w.URL, w.Filename, w.MediaType = b64, p.URL, p.Name, p.MediaType
+		}
+	}
+	return w
 }
 
 func (d dialect) message(m message) wireMessage {
 	w := wireMessage{
 		Kind: d.kind("message"), MessageID: m.ID, ContextID: m.ContextID, TaskID: m.TaskID,
-		Role: d.wireRole(m.Role), Parts: d.parts(m.Text),
+		Role: d.wireRole(m.Role), Parts: d.partsOf(m.Parts, m.Text),
 	}
 	if m.Thinking {
 		w.Parts[0].Metadata = map[string]any{"thinking": true}
@@ -167,7 +222,7 @@ func (d dialect) status(s status) wireStatus {
 }
 
 func (d dialect) artifact(a artifact) wireArtifact {
-	return wireArtifact{ArtifactID: a.ID, Name: a.Name, Parts: d.parts(a.Text)}
+	return wireArtifact{ArtifactID: a.ID, Name: a.Name, Description: a.Description, Parts: d.partsOf(a.Parts, a.Text)}
 }
 
 // task renders a snapshot; historyLength nil keeps all history, 0 none, n the last n.
@@ -268,7 +323,12 @@ type sendParams struct {
 
 // incoming is a checked user message.
 type incoming struct {
-	text, messageID, taskID, contextID string
+	messageID, taskID, contextID string
+	parts                        []part // as decoded (parseSend)
+	// text is the message's text parts joined with "\n", and payload its parts as the
+	// executor gets them, both set once admitParts accepted them.
+	text    string
+	payload []Part
 	url                                string // the endpoint as this request reached it
 	owner                              string // the principal sending it
 	blocking                           bool
@@ -315,15 +375,14 @@ func (d dialect) parseSend(raw json.RawMessage) (incoming, *rpcError) {
 	if len(m.Parts) == 0 {
 		return in, errInvalidParams("message.parts is empty; send at least one text part")
 	}
-	texts := make([]string, 0, len(m.Parts))
-	for i, part := range m.Parts {
-		text, rerr := d.partText(i, part)
+	in.parts = make([]part, 0, len(m.Parts))
+	for i, p := range m.Parts {
+		pt, rerr := d.parsePart(i, p)
 		if rerr != nil {
 			return in, rerr
 		}
-		texts = append(texts, text)
+		in.parts = append(in.parts, pt)
 	}
-	in.text = strings.Join(texts, "\n")
 	if c := p.Configuration; c != nil {
 		push := c.PushNotificationConfig
 		if d == v10 {
@@ -361,26 +420,6 @@ func (d dialect) checkRole(role string) *rpcError {
 		return errInvalidParams(fmt.Sprintf("message.role %q: only user messages can be sent to an agent", role))
 	}
 	return errInvalidParams(fmt.Sprintf("message.role %q is not a role; send %q", role, want))
-}
-
-// partText returns the text of message part i, or why it cannot be taken: a malformed
-// part is invalid params (parsePart), a well-formed part of a kind or media type the
-// capsule does not read (files, data, non-text media) is ContentTypeNotSupportedError.
-func (d dialect) partText(i int, p inPart) (string, *rpcError) {
-	pt, rerr := d.parsePart(i, p)
-	if rerr != nil {
-		return "", rerr
-	}
-	field := fmt.Sprintf("message.parts[%d]", i)
-	switch {
-	case pt.kind != partText && d == v03:
-		return "", errContentType(fmt.Sprintf("%s is a %s part; this agent reads text parts only (defaultInputModes text/plain)", field, pt.kind), pt.kind.String())
-	case pt.kind != partText:
-		return "", errContentType(fmt.Sprintf("%s is not a text part; this agent reads text only (defaultInputModes text/plain)", field), firstNonEmpty(pt.mediaType, "application/octet-stream"))
-	case pt.mediaType != "" && !isTextPlain(pt.mediaType):
-		return "", errContentType(fmt.Sprintf("%s.mediaType %q: this agent reads text/plain only", field, pt.mediaType), pt.mediaType)
-	}
-	return pt.text, nil
 }
 
 func isSet(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
