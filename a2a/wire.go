@@ -327,12 +327,12 @@ type incoming struct {
 	parts                        []part // as decoded (parseSend)
 	// text is the message's text parts joined with "\n", and payload its parts as the
 	// executor gets them, both set once admitParts accepted them.
-	text    string
-	payload []Part
-	url                                string // the endpoint as this request reached it
-	owner                              string // the principal sending it
-	blocking                           bool
-	historyLength                      *int
+	text          string
+	payload       []Part
+	url           string // the endpoint as this request reached it
+	owner         string // the principal sending it
+	blocking      bool
+	historyLength *int
 	// pushRaw is the send's inline push config (0.3 configuration.pushNotificationConfig,
 	// 1.0 configuration.taskPushNotificationConfig), read by doSend; push is it checked.
 	pushRaw, pushField string

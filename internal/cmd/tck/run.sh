@@ -166,7 +166,8 @@ def _reason(report):
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
         return crash.message
-    return str(report.longrepr or "").strip().splitlines()[-1:] and str(report.longrepr).strip().splitlines()[-1]
+    lines = str(report.longrepr or "").strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def pytest_configure(config):
