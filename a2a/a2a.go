@@ -74,6 +74,12 @@ type Job struct {
 	Input func(ctx context.Context, prompt string) (string, error)
 }
 
+// Artifact is one output of a task beyond its text answer.
+type Artifact struct {
+	Name, Description string
+	Parts             []Part
+}
+
 // Turn is one completed exchange of a threaded conversation.
 type Turn struct {
 	User, Agent string
@@ -109,6 +115,12 @@ type Outcome struct {
 	State string
 	// Text is the answer (the task's artifact) or the error message (its status message).
 	Text string
+	// Artifacts are the task's outputs beyond Text, in order: files, data, more text.
+	Artifacts []Artifact
+	// Message answers the client of a completed task with a Message (Text's part, then
+	// every artifact's parts) instead of the Task, where A2A allows it: a blocking
+	// message/send or SendMessage. Streams and other reads still see the task.
+	Message bool
 	// Thread is kept with the turn of a completed task in a threaded context.
 	Thread Thread
 }

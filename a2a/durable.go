@@ -228,6 +228,7 @@ func (s *durableStore) restore(rec taskstore.Task) (*task, error) {
 	t.setOwner(rec.Owner) // the store keeps the owner beside the record, for its index
 	t.store = s
 	t.st, t.history, t.artifacts, t.updated, t.seq = r.Status, r.History, r.Artifacts, r.Updated, r.Seq
+	t.reply = r.Reply
 	t.ring, t.ringFreed = nil, terminal(r.Status.State)
 	return t, nil
 }

@@ -63,8 +63,8 @@ func TestJSClient(t *testing.T) {
 		t.Errorf("card %+v", out.Card)
 	}
 	checkJSSendStream(t, out.Send, out.Stream)
-	if n := len(out.Stream); n > 2 && (out.Stream[n-2].Artifact == nil || text(out.Stream[n-2].Artifact.Parts) != "echo: stream from js") {
-		t.Errorf("artifact event %+v", out.Stream[n-2])
+	if n := len(out.Stream); n > 2 && (out.Stream[n-2].Artifact == nil || !out.Stream[n-2].Append || !out.Stream[n-2].LastChunk) {
+		t.Errorf("last artifact chunk %+v", out.Stream[n-2])
 	}
 }
 
@@ -128,11 +128,11 @@ func checkJSSendStream(t *testing.T, send tObj, stream []tObj) {
 	var chunks string
 	for _, e := range stream {
 		kinds = append(kinds, e.Kind+":"+e.Status.State)
-		if e.Kind == "status-update" && e.Status.Message != nil {
-			chunks += text(e.Status.Message.Parts)
+		if e.Kind == "artifact-update" && e.Artifact != nil {
+			chunks += text(e.Artifact.Parts)
 		}
 	}
-	if strings.Join(kinds, " ") != "task:submitted status-update:working status-update:working status-update:working status-update:working artifact-update: status-update:completed" {
+	if strings.Join(kinds, " ") != "task:submitted status-update:working artifact-update: artifact-update: artifact-update: artifact-update: status-update:completed" {
 		t.Errorf("stream events %v", kinds)
 	}
 	if chunks != "echo: stream from js" {

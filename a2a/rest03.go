@@ -277,6 +277,7 @@ type p03ArtifactUpdate struct {
 
 // p03Stream is 0.3's StreamResponse and SendMessageResponse: one member set.
 type p03Stream struct {
+	Msg            *p03Message        `json:"msg,omitempty"`
 	Task           *p03Task           `json:"task,omitempty"`
 	StatusUpdate   *p03StatusUpdate   `json:"statusUpdate,omitempty"`
 	ArtifactUpdate *p03ArtifactUpdate `json:"artifactUpdate,omitempty"`
@@ -344,6 +345,9 @@ func stream03(v any) any {
 	switch e := v.(type) {
 	case *wireTask:
 		return p03Stream{Task: task03(e)}
+	case *wireMessage:
+		m := protoMessage03(*e)
+		return p03Stream{Msg: &m}
 	case *wireStatusUpdate:
 		return p03Stream{StatusUpdate: &p03StatusUpdate{TaskID: e.TaskID, ContextID: e.ContextID, Status: status03(e.Status), Final: e.Final != nil && *e.Final, Metadata: e.Metadata}}
 	case *wireArtifactUpdate:

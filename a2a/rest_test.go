@@ -388,7 +388,7 @@ func TestRESTStream(t *testing.T) {
 			if v.name == "0.3" && su["final"] != true {
 				t.Errorf("0.3 final event without final: %s", after[1].data)
 			}
-			if !strings.Contains(string(seen.data), `"state":"`+v.working+`"`) {
+			if k, a := streamMember(t, seen); k != "artifactUpdate" || !strings.Contains(mustJSON(a["artifact"]), `"parts":[{"text":"partial"}]`) {
 				t.Errorf("chunk event %s", seen.data)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/ids"
@@ -189,15 +190,18 @@ func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
 		}
 	}
 	if out.State == stateCompleted {
-		a := artifact{ID: "answer", Name: "answer", Text: out.Text}
-		t.artifacts = append(t.artifacts, a)
-		t.publishLocked(event{kind: evArtifact, art: a, last: true}, now)
+		var reply *message
+		if out.Message {
+			reply = replyMessage(t, out)
+		} else {
+			h.publishArtifactsLocked(t, out, now)
+		}
 		if t.spec.threaded {
 			// Before the completed status: a durable store then writes the turn first,
 			// so a client that saw the completion finds the turn in its context.
 			h.store.addTurn(t.key, Turn{User: t.text, Agent: out.Text, Thread: out.Thread.bounded()})
 		}
-		t.setStatusLocked(status{State: stateCompleted, Time: now}, now)
+		t.setStatusLocked(status{State: stateCompleted, Msg: reply, Time: now}, now)
 	} else {
 		text := out.Text
 		if text == "" {
@@ -212,9 +216,57 @@ func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
 	t.freeRingLocked()
 }
 
-// chunk streams text the capsule produced as a working status update carrying an
-// agent message (marked when it is thinking). Chunks are progress, not state: they are
-// not kept in the task.
+// answerID is the artifact id of a task's text answer.
+const answerID = "answer"
+
+// publishArtifactsLocked keeps and publishes a completed task's artifacts: its text answer
+// (unless empty while others exist), then the rest. An answer streamed in chunks ends with
+// the chunk that completes it (lastChunk), when what was streamed begins it; otherwise the
+// whole answer replaces what was streamed.
+func (h *Handler) publishArtifactsLocked(t *task, out Outcome, now time.Time) {
+	if out.Text != "" || len(out.Artifacts) == 0 {
+		a := artifact{ID: answerID, Name: answerID, Text: out.Text}
+		t.artifacts = append(t.artifacts, a)
+		e := event{kind: evArtifact, art: a, last: true}
+		if sent := t.streamed.String(); sent != "" && strings.HasPrefix(out.Text, sent) {
+			e.append, e.art.Text = true, out.Text[len(sent):]
+		}
+		t.publishLocked(e, now)
+	}
+	for i, oa := range out.Artifacts {
+		a := artifact{ID: fmt.Sprintf("artifact-%d", i+1), Name: oa.Name, Description: oa.Description, Parts: oa.Parts}
+		if len(a.Parts) == 0 {
+			a.Parts = []Part{{Kind: KindText}}
+		}
+		t.artifacts = append(t.artifacts, a)
+		t.publishLocked(event{kind: evArtifact, art: a, last: true}, now)
+	}
+	t.streamed.Reset()
+}
+
+// replyMessage is the Message that answers a completed task (Outcome.Message): its text
+// and every artifact's parts, kept as the completed status's message.
+func replyMessage(t *task, out Outcome) *message {
+	msg := agentMessage(t, out.Text)
+	var parts []Part
+	if out.Text != "" || len(out.Artifacts) == 0 {
+		parts = append(parts, Part{Kind: KindText, Text: out.Text})
+	}
+	for _, a := range out.Artifacts {
+		parts = append(parts, a.Parts...)
+	}
+	if len(parts) > 1 || parts[0].Kind != KindText {
+		msg.Parts = parts
+	}
+	t.reply = true
+	t.streamed.Reset()
+	return &msg
+}
+
+// chunk streams text the capsule produced: answer text as a chunk of the "answer"
+// artifact (appended to the chunks before it), thinking as a working status update
+// carrying an agent message marked as thinking. Chunks are progress, not state: they are
+// not kept in the task, which gets the whole answer when it completes.
 func (h *Handler) chunk(t *task, text string, thinking bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -222,6 +274,15 @@ func (h *Handler) chunk(t *task, text string, thinking bool) {
 		return
 	}
 	now := time.Now()
+	if !thinking {
+		if text == "" {
+			return
+		}
+		e := event{kind: evArtifact, art: artifact{ID: answerID, Name: answerID, Text: text}, append: t.streamed.Len() > 0, progress: true}
+		t.streamed.WriteString(text)
+		t.publishLocked(e, now)
+		return
+	}
 	msg := agentMessage(t, text)
 	msg.Thinking = thinking
 	t.publishLocked(event{kind: evStatus, status: status{State: stateWorking, Msg: &msg, Time: now}, progress: true}, now)

@@ -3,6 +3,7 @@ package a2a
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -96,17 +97,17 @@ func TestGoSDKClient(t *testing.T) {
 				final = e
 			}
 		case *sdk.TaskArtifactUpdateEvent:
-			kinds = append(kinds, "artifact")
-			answer = partsText(e.Artifact.Parts)
+			kinds = append(kinds, fmt.Sprintf("artifact:%v,%v", e.Append, e.LastChunk))
+			answer += partsText(e.Artifact.Parts)
 		default:
 			t.Fatalf("unexpected event %T", ev)
 		}
 	}
-	if strings.Join(kinds, " ") != "task status:working status:working status:working status:working artifact status:completed" {
+	if strings.Join(kinds, " ") != "task status:working artifact:false,false artifact:true,false artifact:true,false artifact:true,true status:completed" {
 		t.Errorf("stream events %v", kinds)
 	}
-	if chunks != "echo: stream me" || answer != "echo: stream me" || final == nil || final.Status.State != sdk.TaskStateCompleted {
-		t.Errorf("chunks %q, answer %q, final %+v", chunks, answer, final)
+	if chunks != "" || answer != "echo: stream me" || final == nil || final.Status.State != sdk.TaskStateCompleted {
+		t.Errorf("status messages %q, answer chunks %q, final %+v", chunks, answer, final)
 	}
 
 	got, err := client.GetTask(ctx, &sdk.TaskQueryParams{ID: task.ID})

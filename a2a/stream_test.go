@@ -13,40 +13,48 @@ import (
 	"time"
 )
 
+// TestStream03 streams an answer as chunks of one artifact: the first chunk starts it, the
+// next ones append to it, the last carries lastChunk, and the task's artifact is their
+// concatenation.
 func TestStream03(t *testing.T) {
 	_, srv := newServer(t, Config{Executor: &echoExec{}})
 	events := drain(t, stream(t, srv, "", "message/stream", map[string]any{"message": msg03("hello world")}))
 	checkIDs(t, events)
-	var kinds, chunks []string
+	var kinds, chunks, appends []string
 	var obj []tObj
 	for _, e := range events {
 		o := decode[tObj](t, e.Data.Result)
 		obj = append(obj, o)
 		kinds = append(kinds, o.Kind+":"+o.Status.State)
-		if o.Kind == "status-update" && o.Status.State == "working" && o.Status.Message != nil {
-			chunks = append(chunks, text(o.Status.Message.Parts))
+		if o.Kind == "artifact-update" {
+			if o.Artifact == nil || o.Artifact.ArtifactID != "answer" || o.TaskID != obj[0].ID {
+				t.Fatalf("artifact event %+v", o)
+			}
+			chunks = append(chunks, text(o.Artifact.Parts))
+			appends = append(appends, fmt.Sprint(o.Append, o.LastChunk))
 		}
 	}
-	want := []string{"task:submitted", "status-update:working", "status-update:working", "status-update:working",
-		"status-update:working", "artifact-update:", "status-update:completed"}
+	want := []string{"task:submitted", "status-update:working", "artifact-update:", "artifact-update:", "artifact-update:",
+		"artifact-update:", "status-update:completed"}
 	if strings.Join(kinds, " ") != strings.Join(want, " ") {
 		t.Fatalf("events %v\nwant   %v", kinds, want)
 	}
-	if strings.Join(chunks, "") != "echo: hello world" || len(chunks) != 3 {
+	if strings.Join(chunks, "") != "echo: hello world" || len(chunks) != 4 {
 		t.Errorf("chunks %q", chunks)
 	}
-	art := obj[5]
-	if art.Artifact == nil || text(art.Artifact.Parts) != "echo: hello world" || art.Append || !art.LastChunk || art.TaskID != obj[0].ID {
-		t.Errorf("artifact event %+v", art)
+	if got := strings.Join(appends, ","); got != "false false,true false,true false,true true" {
+		t.Errorf("(append, lastChunk) of the chunks: %s", got)
 	}
 	last := obj[len(obj)-1]
 	if last.Final == nil || !*last.Final || last.TaskID != obj[0].ID || last.ContextID != obj[0].ContextID {
 		t.Errorf("final event %+v", last)
 	}
-	for _, o := range obj[1:5] {
-		if o.Final == nil || *o.Final {
-			t.Errorf("a working update is final or lacks final: %+v", o)
-		}
+	if o := obj[1]; o.Final == nil || *o.Final {
+		t.Errorf("a working update is final or lacks final: %+v", o)
+	}
+	got := decode[tObj](t, ok(t, call(t, srv, "", "tasks/get", map[string]any{"id": obj[0].ID})))
+	if len(got.Artifacts) != 1 || text(got.Artifacts[0].Parts) != strings.Join(chunks, "") {
+		t.Errorf("the task's artifacts %+v are not the chunks' concatenation %q", got.Artifacts, strings.Join(chunks, ""))
 	}
 }
 
@@ -71,8 +79,8 @@ func TestStream10(t *testing.T) {
 			t.Fatalf("empty StreamResponse %s", e.Data.Result)
 		}
 	}
-	want := "task:TASK_STATE_SUBMITTED status:TASK_STATE_WORKING status:TASK_STATE_WORKING status:TASK_STATE_WORKING " +
-		"status:TASK_STATE_WORKING artifact:echo: hi status:TASK_STATE_COMPLETED"
+	want := "task:TASK_STATE_SUBMITTED status:TASK_STATE_WORKING artifact:ec artifact:ho: artifact: hi " +
+		"artifact: status:TASK_STATE_COMPLETED"
 	if strings.Join(shape, " ") != want {
 		t.Fatalf("events %v", shape)
 	}
@@ -162,7 +170,7 @@ func TestResubscribe(t *testing.T) {
 			// Wait until the chunk is in the task's stream before resubscribing.
 			for {
 				e := next(t, first)
-				if o := taskOf(t, v.version, e); o.Status.Message != nil && text(o.Status.Message.Parts) == "partial" {
+				if o := taskOf(t, v.version, e); o.Artifact != nil && text(o.Artifact.Parts) == "partial" {
 					break
 				}
 			}
@@ -360,7 +368,8 @@ func TestHeartbeat(t *testing.T) {
 }
 
 // TestThinkingChunks: streamed thinking reaches subscribers as a working status whose
-// part is marked with metadata {"thinking": true}, in both versions; text is unmarked.
+// part is marked with metadata {"thinking": true}, in both versions; answer text is an
+// unmarked artifact chunk.
 func TestThinkingChunks(t *testing.T) {
 	for _, v := range []struct{ version, send string }{{"", "message/stream"}, {"1.0", "SendStreamingMessage"}} {
 		t.Run(v.send, func(t *testing.T) {
@@ -379,7 +388,7 @@ func TestThinkingChunks(t *testing.T) {
 			var got []string
 			for _, e := range drain(t, s) {
 				raw := string(e.Data.Result)
-				if !strings.Contains(raw, "pondering") && !strings.Contains(raw, `"answer"`) || strings.Contains(raw, "artifact") {
+				if !strings.Contains(raw, "pondering") && !strings.Contains(raw, `"text":"answer"`) || strings.Contains(raw, "lastChunk\":true") {
 					continue
 				}
 				got = append(got, fmt.Sprint(strings.Contains(raw, "pondering"), strings.Contains(raw, `"metadata":{"thinking":true}`)))

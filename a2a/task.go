@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -56,9 +57,12 @@ type artifact struct {
 type snapshot struct {
 	ID, ContextID string
 	Status        status
-	Artifacts     []artifact
-	History       []message
-	Updated       time.Time
+	// Reply says the client of a blocking send is answered with the status message, not
+	// the task (Outcome.Message).
+	Reply     bool `json:",omitempty"`
+	Artifacts []artifact
+	History   []message
+	Updated   time.Time
 }
 
 type eventKind uint8
@@ -138,7 +142,10 @@ type task struct {
 	ctx       context.Context
 	cancel    context.CancelFunc // set while admitted to run
 	answer    chan string        // non-nil while input-required
-	holdsSlot bool               // holds one of the capsule's concurrency slots
+	reply     bool               // the client is answered with a Message (snapshot.Reply)
+	// streamed is the answer text streamed so far as chunks of the "answer" artifact.
+	streamed  strings.Builder
+	holdsSlot bool // holds one of the capsule's concurrency slots
 	// pushes are the task's push-notification configs (push.go); pushesLoaded says they
 	// were read from the store (a restored task's are read when first needed).
 	pushes       []*pushState
@@ -208,7 +215,7 @@ func (t *task) oldestLocked() uint64 {
 // snapshotLocked copies the task for encoding.
 func (t *task) snapshotLocked() *snapshot {
 	return &snapshot{
-		ID: t.id, ContextID: t.contextID, Status: t.st,
+		ID: t.id, ContextID: t.contextID, Status: t.st, Reply: t.reply,
 		Artifacts: slices.Clone(t.artifacts), History: slices.Clone(t.history),
 		Updated: t.updated,
 	}

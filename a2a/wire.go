@@ -138,6 +138,7 @@ type wireArtifactUpdate struct {
 
 // wireStream is the 1.0 StreamResponse: exactly one member set.
 type wireStream struct {
+	Message        *wireMessage        `json:"message,omitempty"`
 	Task           *wireTask           `json:"task,omitempty"`
 	StatusUpdate   *wireStatusUpdate   `json:"statusUpdate,omitempty"`
 	ArtifactUpdate *wireArtifactUpdate `json:"artifactUpdate,omitempty"`
@@ -243,8 +244,17 @@ func (d dialect) task(s *snapshot, historyLength *int, withArtifacts bool) *wire
 	return w
 }
 
-// sendResult is the result of message/send (a Task) or SendMessage ({"task": Task}).
+// sendResult is the result of message/send (a Task, or a Message when the capsule
+// answered with one) or SendMessage ({"task": Task} or {"message": Message}).
 func (d dialect) sendResult(s *snapshot, historyLength *int) any {
+	if s.Reply && s.Status.Msg != nil && s.Status.State == stateCompleted {
+		m := d.message(*s.Status.Msg)
+		m.TaskID = "" // a Message answer stands alone: the task is the gateway's bookkeeping
+		if d == v10 {
+			return wireStream{Message: &m}
+		}
+		return &m
+	}
 	t := d.task(s, historyLength, true)
 	if d == v10 {
 		return wireStream{Task: t}

@@ -30,6 +30,8 @@ const (
 	CodeHookGrants       = "E-MAN-027" // capabilities on a non-hook entry, or a hook grant wider than the capsule's
 	CodeHarnessPath      = "E-MAN-028" // a capabilities.harness.paths path that is not absolute and clean
 	CodeSnapshotRole     = "E-MAN-029" // init_snapshot on a skill, which runs no guest
+	CodeMediaType        = "E-MAN-030" // an a2a media type that is not type/subtype
+	CodeOutputFile       = "E-MAN-031" // an a2a output file that is not a clean name below out/, or listed twice
 
 	CodeUnknownKey = "W-MAN-001" // unknown key (warning)
 

@@ -42,6 +42,7 @@ type Manifest struct {
 	Context       *ContextConfig `yaml:"context"`
 	Trace         Trace          `yaml:"trace"`
 	Observability Observability  `yaml:"observability"`
+	A2A           A2A            `yaml:"a2a"`
 
 	// File is the path the manifest was read from (as given), Dir its folder.
 	File, Dir string
@@ -224,6 +225,38 @@ type ContextConfig struct {
 type Trace struct {
 	Capture string `yaml:"capture"`
 }
+
+// A2A is what a capsule takes and gives over A2A beyond text (docs/reference/manifest.md
+// "A2A"): the media types of the files and data it reads, how much, and which files of
+// its out/ folder become artifacts of its tasks.
+type A2A struct {
+	InputModes      []string `yaml:"input_modes"`
+	MaxFileBytes    int64    `yaml:"max_file_bytes"`
+	MaxMessageBytes int64    `yaml:"max_message_bytes"`
+	Outputs         []Output `yaml:"outputs"`
+}
+
+// Output is one file a task may leave in out/ for its client: an artifact of the task when
+// the file is there once the task completed.
+type Output struct {
+	// File is the file's name below out/ ("report.pdf", "charts/a.png").
+	File string `yaml:"file" required:"true"`
+	// Name is the artifact's name; the file's name when empty.
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// MediaType is the file part's media type; from the name's extension when empty.
+	MediaType string `yaml:"media_type"`
+	// As is how the file is given: "file" (the default), "data" (its JSON as a data part)
+	// or "text" (its UTF-8 text as a text part).
+	As string `yaml:"as"`
+}
+
+// Output kinds (Output.As).
+const (
+	OutputFile = "file"
+	OutputData = "data"
+	OutputText = "text"
+)
 
 // Observability configures exporters [P2].
 type Observability struct {

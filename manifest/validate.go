@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"io/fs"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -64,6 +65,7 @@ var enums = map[string][]string{
 	"lifecycle.after_task":                {"exit", "sleep"},
 	"lifecycle.conversation":              {"stateless", "threaded"},
 	"trace.capture":                       {"none", "meta", "content"},
+	"a2a.outputs[].as":                    {OutputFile, OutputData, OutputText},
 	"artifact.runtime":                    {"tool", "driver", "hook", "skill"},
 	"artifact.implementation":             {"wasm", "native"},
 }
@@ -129,6 +131,7 @@ func (v *validator) validate() {
 	v.capabilities()
 	v.inference()
 	v.lifecycle()
+	v.a2a()
 	if m.Context != nil {
 		v.positive("context.max_tokens", int64(m.Context.MaxTokens), CodeRange)
 	}
@@ -424,4 +427,48 @@ func asList(err error) errs.List {
 		return errs.List{e}
 	}
 	return errs.List{errs.Wrap(err, CodeType, "manifest", "invalid network rule", "")}
+}
+
+// a2a checks the a2a section: media types, limits, output files that stay in out/.
+func (v *validator) a2a() {
+	a := v.m.A2A
+	for i, mt := range a.InputModes {
+		if !ValidMediaRange(mt) {
+			v.fail(fmt.Sprintf("a2a.input_modes[%d]", i), CodeMediaType, fmt.Sprintf("%q is not a media type", mt),
+				"write type/subtype (application/pdf), type/* (image/*) or */*")
+		}
+	}
+	v.positive("a2a.max_file_bytes", a.MaxFileBytes, CodeRange)
+	v.positive("a2a.max_message_bytes", a.MaxMessageBytes, CodeRange)
+	seen := map[string]bool{}
+	for i, o := range a.Outputs {
+		p := fmt.Sprintf("a2a.outputs[%d]", i)
+		clean := path.Clean(o.File)
+		switch {
+		case o.File == "":
+		case !fs.ValidPath(clean) || clean == "." || clean != o.File || strings.Contains(o.File, `\`):
+			v.fail(p+".file", CodeOutputFile, fmt.Sprintf("output file %q is not a clean name below out/", o.File),
+				"write the file's name relative to out/, such as report.pdf or charts/a.png, without .., a leading / or a trailing /")
+		case seen[clean]:
+			v.fail(p+".file", CodeOutputFile, fmt.Sprintf("output file %q is listed twice", o.File), "list each file once")
+		}
+		seen[clean] = true
+		if o.MediaType != "" && (!ValidMediaRange(o.MediaType) || strings.Contains(o.MediaType, "*")) {
+			v.fail(p+".media_type", CodeMediaType, fmt.Sprintf("%q is not a media type", o.MediaType), "write type/subtype, such as application/pdf")
+		}
+		v.enum(p+".as", "a2a.outputs[].as", o.As)
+	}
+}
+
+// ValidMediaRange accepts a media type or range: type/subtype, type/* or */*, parameters
+// after ';' allowed (RFC 9110 token characters).
+func ValidMediaRange(m string) bool {
+	base, _, _ := strings.Cut(m, ";")
+	typ, sub, ok := strings.Cut(strings.TrimSpace(base), "/")
+	token := func(s string) bool {
+		return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+			return r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
+		})
+	}
+	return ok && token(typ) && token(sub) && (typ != "*" || sub == "*")
 }

@@ -88,6 +88,8 @@ type session struct {
 	// folder before a subprocess starts in it (beforeSubprocess), and at close flushed
 	// (a run's) or settled (a gateway context's).
 	held *guestfs.Held
+	// inbox names the files of the last task's message held in in/ (writeInbox).
+	inbox []string
 	// settle: the session serves a gateway context, whose folder gets no new copy of the
 	// held files when the session ends (close).
 	settle bool

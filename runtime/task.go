@@ -38,6 +38,11 @@ type TaskRequest struct {
 	Principal string
 	Source    string // "cli", "a2a" or "task_md"
 	Text      string
+	// MessageID is the client's id of the message that brought the task; "" outside A2A.
+	MessageID string
+	// Parts are every part of that message in order when it holds more than text (files,
+	// data); nil when Text is all of it. Guests find them in the workdir's in/.
+	Parts []Part
 	// History holds the earlier turns of a threaded conversation, oldest first.
 	History []Turn
 	// Sink receives this task's events while it runs (an SSE subscriber); nil for none.
@@ -133,6 +138,11 @@ type TaskOutcome struct {
 	Turns  int
 	// Thread is the conversation of an agent task that completed; zero otherwise.
 	Thread Thread
+	// Artifacts are what a completed task left for its A2A client beyond Result, and
+	// Reply is ReplyMessage when the client is to be answered with a Message
+	// (docs/reference/guest-abi.md "Artifacts").
+	Artifacts []Artifact
+	Reply     string
 	// Session and Layout name the session the task ran in and its folders.
 	Session string
 	Layout  *Layout
@@ -233,6 +243,9 @@ func (s *session) runOnce(ctx context.Context, t *task, req TaskRequest, start t
 		out.State, out.Result = state, "error: "+err.Error()
 	default:
 		out.Result = result
+		if out.Artifacts, out.Reply, err = s.collectOutputs(); err != nil {
+			out.State, out.Result = StateFailed, "error: "+err.Error()
+		}
 	}
 	// A script capsule that completed wrote out/result.txt itself; it is left as written.
 	own := err == nil && !s.staged.Manifest.IsAgent()
@@ -256,11 +269,15 @@ func (s *session) execute(ctx context.Context, t *task, req TaskRequest) (result
 	if err := s.writeTask(req.Text); err != nil {
 		return "", StateFailed, fmt.Errorf("writing task.md: %w", err)
 	}
+	if err := s.writeInbox(req); err != nil {
+		return "", StateFailed, fmt.Errorf("writing in/: %w", err)
+	}
+	s.clearOutputs()
 	if m.IsProcess() {
-		return s.processTask(ctx, t, req.Text, req.History)
+		return s.processTask(ctx, t, req.Text+inboxNote(req.Parts), req.History)
 	}
 	if m.IsAgent() {
-		return s.agentTask(ctx, t, req.Text, req.History)
+		return s.agentTask(ctx, t, req.Text+inboxNote(req.Parts), req.History)
 	}
 	return s.scriptTask(ctx, t)
 }

@@ -78,7 +78,7 @@ usage() {
 	sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 	exit 2
 }
-[ $# -ge 1 ] && [ $# -le 2 ] || usage
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
 case "$1" in -h | --help) usage ;; esac
 SUT10=$1
 SUT03=${2:-$1}
@@ -213,18 +213,22 @@ tck10=
 tck03=
 prepare10() {
 	[ -n "$tck10" ] && return
-	local src=${A2A_TCK_10_DIR:?A2A_TCK_10_DIR must name a checkout of a2a-tck branch 1.0-dev}
-	[ -d "$src/tests/compatibility" ] && [ -f "$src/specification/a2a.proto" ] ||
+	local src=${A2A_TCK_10_DIR:-}
+	[ -n "$src" ] || die "A2A_TCK_10_DIR must name a checkout of a2a-tck branch 1.0-dev"
+	if [ ! -d "$src/tests/compatibility" ] || [ ! -f "$src/specification/a2a.proto" ]; then
 		die "A2A_TCK_10_DIR=$src is not the 1.0-dev TCK (no tests/compatibility, specification/a2a.proto)"
+	fi
 	tck10=$work/tck-1.0
 	copy_tck "$src" "$tck10"
 	protoc_a2a "$tck10/specification" a2a.proto "$tck10/specification/generated"
 }
 prepare03() {
 	[ -n "$tck03" ] && return
-	local src=${A2A_TCK_03_DIR:?A2A_TCK_03_DIR must name a checkout of a2a-tck branch 0.3.x}
-	[ -d "$src/tests/mandatory" ] && [ -f "$src/a2a.proto" ] ||
+	local src=${A2A_TCK_03_DIR:-}
+	[ -n "$src" ] || die "A2A_TCK_03_DIR must name a checkout of a2a-tck branch 0.3.x"
+	if [ ! -d "$src/tests/mandatory" ] || [ ! -f "$src/a2a.proto" ]; then
 		die "A2A_TCK_03_DIR=$src is not the 0.3.x TCK (no tests/mandatory, a2a.proto)"
+	fi
 	tck03=$work/tck-0.3
 	copy_tck "$src" "$tck03"
 	protoc_a2a "$tck03" a2a.proto "$tck03/tck/grpc_stubs"
@@ -275,8 +279,12 @@ for run in $TCK_RUNS; do
 	echo "=== $run: pytest exit $rc; log $out/$run.log"
 	echo "--- passed ($passed)"
 	awk -F'\t' '$1 == "passed" || $1 == "xpassed" {print "  " $2}' "$outcomes"
-	echo "--- skipped ($skipped)"
-	awk -F'\t' '$1 == "skipped" || $1 == "xfailed" {print "  " $2 "  — " $3}' "$outcomes"
+	echo "--- skipped ($skipped), by reason (node ids listed for reasons with at most 12)"
+	awk -F'\t' '$1 == "skipped" || $1 == "xfailed" {
+		if (!($3 in n)) order[++k] = $3
+		ids[$3] = ids[$3] "\n    " $2; n[$3]++
+	}
+	END { for (i = 1; i <= k; i++) { r = order[i]; print "  " n[r] " × " r; if (n[r] <= 12) print substr(ids[r], 2) } }' "$outcomes"
 	nfailed=0
 	nallowed=0
 	failed_ids=()

@@ -1,0 +1,84 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// artifactsExec completes with a text answer, a file and a data artifact, or, when the
+// message says "reply", answers with a Message.
+func artifactsExec(_ context.Context, job *Job) Outcome {
+	out := Outcome{State: "completed", Text: "done", Artifacts: []Artifact{
+		{Name: "report.pdf", Parts: []Part{{Kind: KindFile, Name: "report.pdf", MediaType: "application/pdf", Bytes: []byte("%PDF-1")}}},
+		{Name: "result", Description: "counts", Parts: []Part{{Kind: KindData, Data: json.RawMessage(`{"words":2}`)}}},
+	}}
+	out.Message = job.Text == "reply"
+	return out
+}
+
+// TestOutboundArtifacts reads a task's artifacts — text, file, data — in every version
+// and binding, and a Message answer where a blocking send allows one.
+func TestOutboundArtifacts(t *testing.T) {
+	_, srv := newServer(t, Config{Executor: execFunc(artifactsExec)})
+	for _, tc := range []struct {
+		name, version, method string
+		msg                   map[string]any
+		want                  string // a fragment of the result
+	}{
+		{"0.3 task", "0.3", "message/send", msg03("go"),
+			`"artifacts":[{"artifactId":"answer","name":"answer","parts":[{"kind":"text","text":"done"}]},` +
+				`{"artifactId":"artifact-1","name":"report.pdf","parts":[{"kind":"file","file":{"bytes":"JVBERi0x","name":"report.pdf","mimeType":"application/pdf"}}]},` +
+				`{"artifactId":"artifact-2","name":"result","description":"counts","parts":[{"kind":"data","data":{"words":2}}]}]`},
+		{"1.0 task", "1.0", "SendMessage", msg10("go"),
+			`"artifacts":[{"artifactId":"answer","name":"answer","parts":[{"text":"done"}]},` +
+				`{"artifactId":"artifact-1","name":"report.pdf","parts":[{"raw":"JVBERi0x","filename":"report.pdf","mediaType":"application/pdf"}]},` +
+				`{"artifactId":"artifact-2","name":"result","description":"counts","parts":[{"data":{"words":2}}]}]`},
+		{"0.3 message", "0.3", "message/send", msg03("reply"),
+			`"role":"agent","parts":[{"kind":"text","text":"done"},{"kind":"file","file":{"bytes":"JVBERi0x","name":"report.pdf","mimeType":"application/pdf"}},{"kind":"data","data":{"words":2}}]}`},
+		{"1.0 message", "1.0", "SendMessage", msg10("reply"),
+			`{"message":{"messageId":`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := string(ok(t, call(t, srv, tc.version, tc.method, map[string]any{"message": tc.msg})))
+			if !strings.Contains(res, tc.want) {
+				t.Fatalf("result %s\ndoes not hold %s", res, tc.want)
+			}
+			if strings.Contains(tc.name, "message") {
+				var m struct {
+					Kind   string `json:"kind"`
+					TaskID string `json:"taskId"`
+					Parts  []json.RawMessage
+				}
+				if tc.version == "1.0" {
+					var w struct{ Message json.RawMessage }
+					_ = json.Unmarshal([]byte(res), &w)
+					res = string(w.Message)
+				}
+				if err := json.Unmarshal([]byte(res), &m); err != nil || len(m.Parts) != 3 || m.TaskID != "" || tc.version == "0.3" && m.Kind != "message" {
+					t.Fatalf("message answer %s: %v", res, err)
+				}
+			}
+		})
+	}
+}
+
+// TestOutboundMessageREST reads a Message answer over HTTP+JSON in both versions: 1.0's
+// SendMessageResponse {message}, 0.3's proto {msg}.
+func TestOutboundMessageREST(t *testing.T) {
+	_, srv := newServer(t, Config{Executor: execFunc(artifactsExec)})
+	for _, tc := range []struct{ name, path, version, body, want string }{
+		{"1.0", "/message:send", "1.0", `{"message":{"messageId":"m1","role":"ROLE_USER","parts":[{"text":"reply"}]}}`,
+			`{"message":{"messageId":`},
+		{"0.3", "/v1/message:send", "0.3", `{"message":{"messageId":"m1","role":"ROLE_USER","content":[{"text":"reply"}]}}`,
+			`{"msg":{"messageId":`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := postTo(t, srv, srv.URL+prefix+tc.path, map[string]string{"A2A-Version": tc.version, "Content-Type": "application/json"}, []byte(tc.body))
+			if resp.StatusCode != 200 || !strings.HasPrefix(string(body), tc.want) || !strings.Contains(string(body), `"JVBERi0x"`) {
+				t.Fatalf("HTTP %d %s\nwant it to begin %s and hold the file", resp.StatusCode, body, tc.want)
+			}
+		})
+	}
+}
