@@ -69,9 +69,18 @@ type Job struct {
 	Thinking func(text string)
 	// Input moves the task to input-required with prompt and blocks until the client
 	// answers (a message with this task id, or any message in this context id while the
-	// task waits). It returns the answer's text, or an error when ctx ends or the input
-	// timeout passes (ErrInputTimeout; the task has then failed with "input-timeout").
-	Input func(ctx context.Context, prompt string) (string, error)
+	// task waits). It returns the answer, or an error when ctx ends or the input timeout
+	// passes (ErrInputTimeout; the task has then failed with "input-timeout").
+	Input func(ctx context.Context, prompt string) (Answer, error)
+}
+
+// Answer is a client's answer to input-required: the message it sent.
+type Answer struct {
+	// Text is its text parts, joined with "\n".
+	Text      string
+	MessageID string
+	// Parts are every part in order when it holds more than text; nil when Text is all.
+	Parts []Part
 }
 
 // Artifact is one output of a task beyond its text answer.
@@ -129,6 +138,9 @@ type Outcome struct {
 type Card struct {
 	Name, Description, Version string
 	Skills                     []Skill
+	// OutputModes are the media types of what the capsule answers beyond text/plain, the
+	// card's defaultOutputModes after text/plain.
+	OutputModes []string
 }
 
 // Skill is one skill listed on the agent card.

@@ -105,7 +105,7 @@ func buildCard(cfg Config, url string, strict bool) []byte {
 		Capabilities: cardCapabilities{Streaming: true, PushNotifications: cfg.Push != nil, ExtendedAgentCard: authConfigured(cfg),
 			Extensions: []cardExtension{principalsNote(cfg)}},
 		DefaultInputModes:  cfg.Inputs.cardModes(),
-		DefaultOutputModes: []string{"text/plain"},
+		DefaultOutputModes: withTextPlain(cfg.Card.OutputModes),
 		Skills:             []cardSkill{},
 	}
 	if !strict {

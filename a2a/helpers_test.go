@@ -85,7 +85,8 @@ func (b *blockingExec) Execute(ctx context.Context, job *Job) Outcome {
 type inputExec struct{ errs chan error }
 
 func (e *inputExec) Execute(ctx context.Context, job *Job) Outcome {
-	name, err := job.Input(ctx, "what is your name?")
+	answer, err := job.Input(ctx, "what is your name?")
+	name := answer.Text
 	if err != nil {
 		e.errs <- err
 		return Outcome{State: "failed", Text: err.Error()}

@@ -260,9 +260,12 @@ func (in Inputs) normalize() (Inputs, []string) {
 }
 
 // cardModes is the card's defaultInputModes: text/plain first, then the rest declared.
-func (in Inputs) cardModes() []string {
+func (in Inputs) cardModes() []string { return withTextPlain(in.Modes) }
+
+// withTextPlain is text/plain, then each of modes not already listed.
+func withTextPlain(modes []string) []string {
 	out := []string{"text/plain"}
-	for _, m := range in.Modes {
+	for _, m := range modes {
 		if !slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, m) }) {
 			out = append(out, m)
 		}

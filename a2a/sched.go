@@ -51,9 +51,6 @@ func (h *Handler) answerLocked(t *task, in incoming, stream bool, pushWrite **du
 		}
 		return nil, nil, errUnsupported(fmt.Sprintf("task %s is %s, not waiting for input", t.id, st))
 	}
-	if in.payload != nil {
-		return nil, nil, errContentType(fmt.Sprintf("task %s waits for an answer, which is read as text: send its text parts only", t.id), firstNonEmpty(payloadType(in.payload), "application/octet-stream"))
-	}
 	if in.push != nil {
 		// Before the answer: the config sees the task resume.
 		w, rerr := h.attachPushLocked(t, in.push, false)
@@ -62,8 +59,8 @@ func (h *Handler) answerLocked(t *task, in incoming, stream bool, pushWrite **du
 		}
 		*pushWrite = w
 	}
-	t.history = append(t.history, message{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: t.contextID})
-	t.answer <- in.text // buffered: Input receives it even if it is just timing out
+	t.history = append(t.history, message{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: t.contextID, Parts: in.payload})
+	t.answer <- Answer{Text: in.text, MessageID: in.messageID, Parts: in.payload} // buffered: Input receives it even if it is just timing out
 	t.answer = nil
 	delete(h.waiting, t.key)
 	t.setStatusLocked(status{State: stateWorking, Time: now}, now)
@@ -142,7 +139,7 @@ func (h *Handler) startLocked(t *task, now time.Time) {
 	}
 	job.Chunk = func(text string) { h.chunk(t, text, false) }
 	job.Thinking = func(text string) { h.chunk(t, text, true) }
-	job.Input = func(ctx context.Context, prompt string) (string, error) { return h.input(ctx, t, prompt) }
+	job.Input = func(ctx context.Context, prompt string) (Answer, error) { return h.input(ctx, t, prompt) }
 	h.cfg.Logger.Debug("a2a task started", "task", t.id, "context", t.contextID)
 	go h.execute(t.ctx, t, job)
 }
@@ -289,15 +286,15 @@ func (h *Handler) chunk(t *task, text string, thinking bool) {
 }
 
 // input implements Job.Input.
-func (h *Handler) input(ctx context.Context, t *task, prompt string) (string, error) {
+func (h *Handler) input(ctx context.Context, t *task, prompt string) (Answer, error) {
 	h.mu.Lock()
 	t.mu.Lock()
 	if st := t.st.State; st != stateWorking {
 		t.mu.Unlock()
 		h.mu.Unlock()
-		return "", fmt.Errorf("a2a: task %s is %s and cannot ask for input", t.id, st)
+		return Answer{}, fmt.Errorf("a2a: task %s is %s and cannot ask for input", t.id, st)
 	}
-	answer := make(chan string, 1)
+	answer := make(chan Answer, 1)
 	t.answer = answer
 	now := time.Now()
 	msg := agentMessage(t, prompt)
@@ -315,8 +312,8 @@ func (h *Handler) input(ctx context.Context, t *task, prompt string) (string, er
 	}
 	var err error
 	select {
-	case text := <-answer:
-		return text, nil
+	case a := <-answer:
+		return a, nil
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-taskCtx.Done():
@@ -331,10 +328,10 @@ func (h *Handler) input(ctx context.Context, t *task, prompt string) (string, er
 	defer t.mu.Unlock()
 	if t.answer != answer { // answered, or canceled, meanwhile
 		select {
-		case text := <-answer:
-			return text, nil
+		case a := <-answer:
+			return a, nil
 		default:
-			return "", fmt.Errorf("a2a: waiting for input: %w", err)
+			return Answer{}, fmt.Errorf("a2a: waiting for input: %w", err)
 		}
 	}
 	t.answer = nil
@@ -349,9 +346,9 @@ func (h *Handler) input(ctx context.Context, t *task, prompt string) (string, er
 		h.store.ended(t)
 		t.freeRingLocked()
 		t.cancel() // the guest stops; its slot frees when Execute returns
-		return "", err
+		return Answer{}, err
 	}
-	return "", fmt.Errorf("a2a: waiting for input: %w", err)
+	return Answer{}, fmt.Errorf("a2a: waiting for input: %w", err)
 }
 
 // cancel serves tasks/cancel and CancelTask; the answer waits until the cancelation is

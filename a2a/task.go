@@ -141,7 +141,7 @@ type task struct {
 	subs      int           // open subscriptions
 	ctx       context.Context
 	cancel    context.CancelFunc // set while admitted to run
-	answer    chan string        // non-nil while input-required
+	answer    chan Answer        // non-nil while input-required
 	reply     bool               // the client is answered with a Message (snapshot.Reply)
 	// streamed is the answer text streamed so far as chunks of the "answer" artifact.
 	streamed  strings.Builder

@@ -453,7 +453,7 @@ func runTaskFile(m *manifest.Manifest, v *version, logger *zap.Logger) <-chan ru
 
 // a2aConfig describes the capsule to the A2A layer.
 func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, p *provision, app *App) a2a.Config {
-	card := a2a.Card{Name: m.Name, Version: m.Version, Description: describe(m)}
+	card := a2a.Card{Name: m.Name, Version: m.Version, Description: describe(m), OutputModes: m.A2A.CardOutputModes()}
 	for _, t := range v.hosted.Staged().Tools() {
 		card.Skills = append(card.Skills, a2a.Skill{ID: t.Name, Name: t.Name, Description: t.Description, Tags: []string{string(t.Role)}})
 	}
@@ -468,6 +468,7 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		Lifecycle: a2a.Lifecycle{Acceptance: lc.TaskAcceptance, QueueDepth: depth, Concurrency: h.Concurrency,
 			InputTimeout: time.Duration(lc.InputTimeoutSecs) * time.Second, Threaded: lc.Conversation == "threaded"},
 		MaxBody:     h.MaxBody,
+		Inputs:      inputs(m, v),
 		Bearer:      p.token,
 		Tokens:      p.tokens,
 		Principal:   callerID,
@@ -598,7 +599,20 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 		history = append(history, runtime.Turn{User: t.User, Agent: t.Agent, Thread: runtime.Thread(t.Thread)})
 	}
 	req := runtime.TaskRequest{TaskID: job.TaskID, ContextID: job.ContextID, Principal: job.Principal, Source: "a2a", Text: job.Text,
-		History: history, RequestInput: job.Input, CapsuleURL: job.URL}
+		MessageID: job.MessageID, History: history, CapsuleURL: job.URL}
+	if job.Input != nil {
+		req.RequestInput = func(ctx context.Context, prompt string) (runtime.Answer, error) {
+			a, err := job.Input(ctx, prompt)
+			ra := runtime.Answer{Text: a.Text, MessageID: a.MessageID}
+			for _, p := range a.Parts {
+				ra.Parts = append(ra.Parts, runtime.Part(p))
+			}
+			return ra, err
+		}
+	}
+	for _, p := range job.Parts {
+		req.Parts = append(req.Parts, runtime.Part(p))
+	}
 	if job.Chunk != nil {
 		req.Sink = chunkSink{text: job.Chunk, thinking: job.Thinking}
 	}
@@ -616,7 +630,29 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	if out.State == runtime.StateCompleted {
 		state = "completed"
 	}
-	return a2a.Outcome{State: state, Text: out.Result, Thread: a2a.Thread(out.Thread)}
+	o := a2a.Outcome{State: state, Text: out.Result, Thread: a2a.Thread(out.Thread), Message: out.Reply == runtime.ReplyMessage}
+	for _, a := range out.Artifacts {
+		oa := a2a.Artifact{Name: a.Name, Description: a.Description}
+		for _, p := range a.Parts {
+			oa.Parts = append(oa.Parts, a2a.Part(p))
+		}
+		o.Artifacts = append(o.Artifacts, oa)
+	}
+	return o
+}
+
+// inputs is what the capsule reads beyond text (its manifest's a2a section), files by URL
+// fetched as its guests may reach them.
+func inputs(m *manifest.Manifest, v *version) a2a.Inputs {
+	a := m.A2A
+	return a2a.Inputs{Modes: a.InputModes, MaxFileBytes: a.MaxFileBytes, MaxMessageBytes: a.MaxMessageBytes,
+		Fetch: func(ctx context.Context, url string, limit int64) ([]byte, string, error) {
+			data, mt, err := v.hosted.FetchFile(ctx, url, limit)
+			if errors.Is(err, runtime.ErrFileTooLarge) {
+				err = fmt.Errorf("%w: %v", a2a.ErrFileTooLarge, err)
+			}
+			return data, mt, err
+		}}
 }
 
 // chunkSink passes a task's streamed text, and its thinking, to its A2A subscribers.

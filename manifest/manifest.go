@@ -231,6 +231,7 @@ type Trace struct {
 // its out/ folder become artifacts of its tasks.
 type A2A struct {
 	InputModes      []string `yaml:"input_modes"`
+	OutputModes     []string `yaml:"output_modes"`
 	MaxFileBytes    int64    `yaml:"max_file_bytes"`
 	MaxMessageBytes int64    `yaml:"max_message_bytes"`
 	Outputs         []Output `yaml:"outputs"`

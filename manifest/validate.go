@@ -3,6 +3,7 @@ package manifest
 import (
 	"fmt"
 	"io/fs"
+	"mime"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -438,6 +439,12 @@ func (v *validator) a2a() {
 				"write type/subtype (application/pdf), type/* (image/*) or */*")
 		}
 	}
+	for i, mt := range a.OutputModes {
+		if !ValidMediaRange(mt) {
+			v.fail(fmt.Sprintf("a2a.output_modes[%d]", i), CodeMediaType, fmt.Sprintf("%q is not a media type", mt),
+				"write type/subtype (application/pdf), type/* (image/*) or */*")
+		}
+	}
 	v.positive("a2a.max_file_bytes", a.MaxFileBytes, CodeRange)
 	v.positive("a2a.max_message_bytes", a.MaxMessageBytes, CodeRange)
 	seen := map[string]bool{}
@@ -471,4 +478,25 @@ func ValidMediaRange(m string) bool {
 		})
 	}
 	return ok && token(typ) && token(sub) && (typ != "*" || sub == "*")
+}
+
+// CardOutputModes are the media types a capsule's tasks may answer with beyond text/plain:
+// a2a.output_modes, then those of a2a.outputs (a file's, or application/json for data).
+func (a A2A) CardOutputModes() []string {
+	out := slices.Clone(a.OutputModes)
+	for _, o := range a.Outputs {
+		mt := o.MediaType
+		switch {
+		case o.As == OutputData:
+			mt = "application/json"
+		case mt == "" && o.As == OutputText:
+			mt = "text/plain"
+		case mt == "":
+			mt = mime.TypeByExtension(path.Ext(o.File))
+		}
+		if mt != "" && !slices.Contains(out, mt) {
+			out = append(out, mt)
+		}
+	}
+	return out
 }

@@ -43,6 +43,7 @@ type Hosted struct {
 	staged  *Staged
 	opts    ServeOptions
 	metrics *wasm.Metrics
+	fetch   fetcher // FetchFile's client
 
 	mu       sync.Mutex
 	contexts map[string]*hostedContext

@@ -92,11 +92,11 @@ func TestHostedTasks(t *testing.T) {
 	e, reg := newRuntime(t, wasm.WithCacheDir(guestbuild.WazeroCache()))
 	h := hostGatewayCapsule(t, e)
 
-	answer := func(ctx context.Context, prompt string) (string, error) { return "yes to " + prompt, nil }
+	answer := func(ctx context.Context, prompt string) (Answer, error) { return Answer{Text: "yes to " + prompt}, nil }
 	tests := []struct {
 		name       string
 		text       string
-		input      func(context.Context, string) (string, error)
+		input      func(context.Context, string) (Answer, error)
 		wantState  string
 		wantResult string
 		wantChunks string

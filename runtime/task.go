@@ -47,12 +47,20 @@ type TaskRequest struct {
 	History []Turn
 	// Sink receives this task's events while it runs (an SSE subscriber); nil for none.
 	Sink Sink
-	// RequestInput asks the A2A client for input (murmur:task/task); nil outside A2A.
-	RequestInput func(ctx context.Context, prompt string) (string, error)
+	// RequestInput asks the A2A client for input (murmur:task/task); nil outside A2A. The
+	// answer's message replaces the task's in in/ (docs/reference/guest-abi.md "Message
+	// parts"); the guest gets its text.
+	RequestInput func(ctx context.Context, prompt string) (Answer, error)
 	// CapsuleURL is the capsule's public A2A URL as this task's client reached it; its
 	// guests see it as MURMUR_CAPSULE_URL (docs/reference/guest-abi.md "Environment").
 	// Empty outside the gateway.
 	CapsuleURL string
+}
+
+// Answer is an A2A client's answer to a task's request for input: its message.
+type Answer struct {
+	Text, MessageID string
+	Parts           []Part // every part when it holds more than text; nil otherwise
 }
 
 // Turn is one finished task of a threaded conversation.
@@ -162,7 +170,21 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 		defer s.stream.Attach(req.Sink)()
 	}
 	start := time.Now()
-	t := &task{id: req.TaskID, requestInput: req.RequestInput}
+	t := &task{id: req.TaskID}
+	if ask := req.RequestInput; ask != nil {
+		t.requestInput = func(ctx context.Context, prompt string) (string, error) {
+			a, err := ask(ctx, prompt)
+			if err != nil {
+				return "", err
+			}
+			// The guest reads the answer's parts where it read the task's.
+			in := TaskRequest{TaskID: req.TaskID, ContextID: req.ContextID, MessageID: a.MessageID, Text: a.Text, Parts: a.Parts}
+			if err := s.writeInbox(in); err != nil {
+				return "", fmt.Errorf("writing in/: %w", err)
+			}
+			return a.Text, nil
+		}
+	}
 	s.current.Store(t)
 	defer s.current.Store(nil)
 	defer t.scope.leave()
