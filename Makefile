@@ -19,6 +19,7 @@ SDK_SRCS := $(shell find wit/guest -name '*.go')
 DRIVERS := anthropic-messages openai-chat claude-code codex
 HOOKS := policy-hook audit-hook
 EXAMPLE_WASM := examples/artifacts/wordcount/wordcount.wasm examples/capsules/wordcount/capsule.wasm \
+	examples/capsules/conformance/capsule.wasm examples/artifacts/conformance-io/conformance-io.wasm \
 	$(foreach d,$(DRIVERS),examples/drivers/$(d)/artifact/$(d).wasm) \
 	$(foreach h,$(HOOKS),examples/artifacts/$(h)/$(h).wasm)
 WORK_ROOT := $(CURDIR)/bin/work
@@ -65,6 +66,12 @@ examples/artifacts/wordcount/wordcount.wasm: $(wildcard examples/guests/wordcoun
 
 examples/capsules/wordcount/capsule.wasm: $(wildcard examples/guests/wordcount-capsule/*.go) $(SDK_SRCS)
 	$(GUEST_BUILD) -o $@ ./examples/guests/wordcount-capsule
+
+examples/capsules/conformance/capsule.wasm: $(wildcard examples/guests/conformance-capsule/*.go) $(SDK_SRCS)
+	$(GUEST_BUILD) -o $@ ./examples/guests/conformance-capsule
+
+examples/artifacts/conformance-io/conformance-io.wasm: $(wildcard examples/guests/conformance-io/*.go) $(SDK_SRCS)
+	$(GUEST_BUILD) -o $@ ./examples/guests/conformance-io
 
 # The example hooks: each examples/guests/<hook> builds into its artifact folder.
 examples/artifacts/policy-hook/policy-hook.wasm: $(wildcard examples/guests/policy-hook/*.go) $(SDK_SRCS)

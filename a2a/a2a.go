@@ -20,8 +20,13 @@ import (
 	"github.com/capsulegate/capsulegate/taskstore"
 )
 
-// CardV10 is Config.CardVersion for a card with the A2A 1.0 fields only.
-const CardV10 = "1.0"
+// Config.CardVersion values: CardV10 serves the card with the A2A 1.0 fields only to
+// every client; CardV03 serves the mixed 0.3 + 1.0 card to clients that do not ask for
+// 1.0.
+const (
+	CardV10 = "1.0"
+	CardV03 = "0.3"
+)
 
 // Acceptance values of Lifecycle.Acceptance, the manifest's task_acceptance
 // (docs/reference/manifest.md "Lifecycle").
@@ -196,8 +201,9 @@ type Config struct {
 	// RequestOrigin(r, nil, false): the request as the handler sees it, forwarded headers
 	// ignored.
 	Origin func(r *http.Request) *url.URL
-	// CardVersion "1.0" serves the strict 1.0 card to every client; "" serves it to
-	// clients asking for 1.0 and the mixed 0.3 + 1.0 card to the rest.
+	// CardVersion "1.0" serves the strict 1.0 card to every client; "0.3" serves it to
+	// clients asking for 1.0 (A2A-Version) and the mixed 0.3 + 1.0 card to the rest; ""
+	// serves the mixed card to clients asking for 0.3 and the strict card to the rest.
 	CardVersion string
 	Metrics     *Metrics
 	Logger      *slog.Logger
@@ -277,9 +283,9 @@ func normalize(cfg Config) (Config, error) {
 		cfg.PublicURL = u
 	}
 	switch cfg.CardVersion {
-	case "", CardV10:
+	case "", CardV10, CardV03:
 	default:
-		bad(CodeCard, fmt.Sprintf("card version %q is not served", cfg.CardVersion), `use "1.0" for the strict 1.0 card, or leave it empty`)
+		bad(CodeCard, fmt.Sprintf("card version %q is not served", cfg.CardVersion), `use "1.0" for the strict 1.0 card to every client, "0.3" for the mixed card to clients that do not ask for 1.0, or leave it empty`)
 	}
 	var inBad []string
 	cfg.Inputs, inBad = cfg.Inputs.normalize()

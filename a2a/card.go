@@ -145,14 +145,21 @@ func requestVersion(r *http.Request) string {
 	return r.URL.Query().Get("A2A-Version")
 }
 
-// strictCard reports whether r gets the 1.0-only card: the operator chose it, or the
-// client asked for 1.0.
+// strictCard reports whether r gets the 1.0-only card rather than the mixed 0.3 + 1.0 one
+// (docs/reference/a2a.md "The agent card"): under CardV10 always; by default unless the
+// client asks for 0.3 (A2A-Version), since no mixed card validates against A2A 1.0's
+// schema; under CardV03, for routes serving 0.3 clients that do not ask, only when the
+// client asks for 1.0.
 func strictCard(r *http.Request, cfg Config) bool {
-	if cfg.CardVersion == CardV10 {
+	asked := requestVersion(r)
+	d, ok := parseVersion(asked)
+	switch cfg.CardVersion {
+	case CardV10:
 		return true
+	case CardV03:
+		return ok && d == v10
 	}
-	d, ok := parseVersion(requestVersion(r))
-	return ok && d == v10
+	return !ok || asked == "" || d == v10
 }
 
 // serveCard answers GET and HEAD for the card, with an ETag and Last-Modified so clients

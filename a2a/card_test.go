@@ -43,7 +43,7 @@ func getCard(t *testing.T, srv *httptest.Server, path string, headers map[string
 }
 
 func TestCard(t *testing.T) {
-	_, srv := newServer(t, Config{Executor: &echoExec{}})
+	_, srv := newServer(t, Config{Executor: &echoExec{}, CardVersion: CardV03})
 	for _, tc := range []struct {
 		name, path string
 		headers    map[string]string
@@ -145,7 +145,7 @@ func TestCardETag(t *testing.T) {
 }
 
 func TestCardDeclaresBearer(t *testing.T) {
-	_, srv := newServer(t, Config{Executor: &echoExec{}, Bearer: "s3cret"})
+	_, srv := newServer(t, Config{Executor: &echoExec{}, Bearer: "s3cret", CardVersion: CardV03})
 	resp, card := getCard(t, srv, prefix+"/.well-known/agent-card.json", nil)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("the card must stay public: HTTP %d", resp.StatusCode)

@@ -216,8 +216,9 @@ func TestSubscribeTerminal(t *testing.T) {
 	}
 }
 
-// TestCardVersions: the mixed card by default, the strict 1.0 card when the client asks
-// for 1.0 (header or query) or the operator chose it; Last-Modified beside the ETag.
+// TestCardVersions: the strict 1.0 card by default and whenever the client asks for 1.0
+// (header or query), the mixed card when it asks for 0.3, or under CardV03 when it does
+// not ask for 1.0; Last-Modified beside the ETag.
 func TestCardVersions(t *testing.T) {
 	fields03 := []string{"url", "protocolVersion", "preferredTransport", "additionalInterfaces"}
 	for _, tc := range []struct {
@@ -227,11 +228,16 @@ func TestCardVersions(t *testing.T) {
 		headers     map[string]string
 		strict      bool
 	}{
-		{"default", "", "", nil, false},
+		{"default", "", "", nil, true},
 		{"0.3 header", "", "", map[string]string{"A2A-Version": "0.3"}, false},
+		{"0.3 query", "", "?A2A-Version=0.3.0", nil, false},
 		{"1.0 header", "", "", map[string]string{"A2A-Version": "1.0"}, true},
 		{"1.0 query", "", "?A2A-Version=1.0", nil, true},
+		{"unknown version", "", "", map[string]string{"A2A-Version": "2.0"}, true},
 		{"operator card 1.0", CardV10, "", nil, true},
+		{"operator card 1.0, 0.3 asked", CardV10, "", map[string]string{"A2A-Version": "0.3"}, true},
+		{"operator card 0.3", CardV03, "", nil, false},
+		{"operator card 0.3, 1.0 asked", CardV03, "", map[string]string{"A2A-Version": "1.0"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, srv := newServer(t, Config{Executor: &echoExec{}, Bearer: "tok", CardVersion: tc.cardVersion})
@@ -261,8 +267,8 @@ func TestCardVersions(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewHandler(Config{Executor: &echoExec{}, Card: testCard(), CardVersion: "0.3"}); err == nil {
-		t.Error("card version 0.3 accepted")
+	if _, err := NewHandler(Config{Executor: &echoExec{}, Card: testCard(), CardVersion: "0.2"}); err == nil {
+		t.Error("card version 0.2 accepted")
 	}
 }
 

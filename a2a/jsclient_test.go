@@ -46,7 +46,7 @@ func runJS(t *testing.T, script string, args ...string) []byte {
 
 // TestJSClient drives the handler with the official A2A JS SDK (testdata/jsclient).
 func TestJSClient(t *testing.T) {
-	_, srv := newServer(t, Config{Executor: &echoExec{}})
+	_, srv := newServer(t, Config{Executor: &echoExec{}, CardVersion: CardV03})
 	stdout := runJS(t, "client.mjs", srv.URL+prefix+"/.well-known/agent-card.json")
 	var out struct {
 		Card struct {
@@ -83,7 +83,7 @@ func (e *holdExec) Execute(ctx context.Context, job *Job) Outcome {
 // alone (testdata/jsclient/rest.mjs): it must find the binding in the card and read the
 // 0.3 proto-JSON answers, errors included.
 func TestJSClientREST(t *testing.T) {
-	_, srv := newServer(t, Config{Executor: &holdExec{}})
+	_, srv := newServer(t, Config{Executor: &holdExec{}, CardVersion: CardV03})
 	stdout := runJS(t, "rest.mjs", srv.URL+prefix+"/.well-known/agent-card.json")
 	var out struct {
 		Card struct {

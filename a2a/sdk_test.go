@@ -57,7 +57,7 @@ func partsText(parts sdk.ContentParts) string {
 }
 
 func TestGoSDKClient(t *testing.T) {
-	_, srv := newServer(t, Config{Executor: &echoExec{}, Bearer: "tok"})
+	_, srv := newServer(t, Config{Executor: &echoExec{}, Bearer: "tok", CardVersion: CardV03})
 	hc := &http.Client{Transport: bearerTransport{token: "tok", next: srv.Client().Transport}}
 	card, client := sdkClient(t, endpoint(srv), hc)
 	ctx := context.Background()
@@ -128,7 +128,7 @@ func TestGoSDKClient(t *testing.T) {
 }
 
 func TestGoSDKInputRequired(t *testing.T) {
-	_, srv := newServer(t, Config{Executor: &inputExec{errs: make(chan error, 1)}})
+	_, srv := newServer(t, Config{Executor: &inputExec{errs: make(chan error, 1)}, CardVersion: CardV03})
 	_, client := sdkClient(t, endpoint(srv), srv.Client())
 	ctx := context.Background()
 	res, err := client.SendMessage(ctx, userMessage("hi"))

@@ -57,8 +57,9 @@ type Handler struct {
 	// PublicURL is the endpoint URL the card and MURMUR_CAPSULE_URL name, whatever the
 	// request says (default: the URL the client used, docs/operators.md "Behind a proxy").
 	PublicURL string `json:"public_url,omitempty"`
-	// Card "1.0" serves the strict A2A 1.0 card to every client (default: the strict
-	// card to clients asking for 1.0, the mixed 0.3 + 1.0 card to the rest).
+	// Card "1.0" serves the strict A2A 1.0 card to every client, "0.3" the mixed 0.3 +
+	// 1.0 card to clients that do not ask for 1.0 (default: the mixed card to clients
+	// asking for 0.3, the strict card to the rest).
 	Card string `json:"card,omitempty"`
 
 	key    string
@@ -418,8 +419,8 @@ func (h *Handler) Validate() error {
 			list = append(list, err.(*errs.Error))
 		}
 	}
-	if h.Card != "" && h.Card != a2a.CardV10 {
-		bad(a2a.CodeCard, fmt.Sprintf("card %q is not served", h.Card), "write 1.0 for the strict A2A 1.0 card, or leave it out")
+	if h.Card != "" && h.Card != a2a.CardV10 && h.Card != a2a.CardV03 {
+		bad(a2a.CodeCard, fmt.Sprintf("card %q is not served", h.Card), "write 1.0 for the strict A2A 1.0 card to every client, 0.3 for the mixed card to clients that do not ask for 1.0, or leave it out")
 	}
 	if len(list) > 0 {
 		return list

@@ -73,8 +73,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.PublicURL = d.Val()
 		case "card":
-			if !d.NextArg() || d.Val() != a2a.CardV10 {
-				return d.Errf("card takes 1.0 (serve the strict A2A 1.0 card to every client); leave it out for the default")
+			if !d.NextArg() || d.Val() != a2a.CardV10 && d.Val() != a2a.CardV03 {
+				return d.Errf("card takes 1.0 (the strict A2A 1.0 card to every client) or 0.3 (the mixed 0.3 + 1.0 card to clients that do not ask for 1.0); leave it out for the default")
 			}
 			h.Card = d.Val()
 		case "queue_depth":
