@@ -31,6 +31,9 @@ type gateway struct {
 	base      string // http://127.0.0.1:<port>
 	replay    string // the replay provider's port
 	admin     string // 127.0.0.1:<port>
+	// conformance and conformance03 are the conformance capsule's sites: the default card,
+	// and `card 0.3` (Caddyfile.example's 8110 and 8103).
+	conformance, conformance03 string
 	// layouts are the wordcount capsule's agent URLs in the deployment layouts the
 	// gateway also serves (see layoutSites).
 	layouts    map[string]string
@@ -170,19 +173,25 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	os.MkdirAll(gt, 0o755)
 	os.WriteFile(filepath.Join(gt, "murmur.yaml"), []byte("name: gatetool\nversion: 1.0.0\nruntime: tool\ndescription: echoes, spins or asks\n"), 0o644)
 	publish(t, g.home, reg, gt, "gatetool", guestbuild.Wasm(t, "../internal/testkit/testguests/gatetool"))
+	publish(t, g.home, reg, "../examples/artifacts/conformance-io", "conformance-io", guestbuild.Wasm(t, "../examples/guests/conformance-io"))
 
 	copyDir(t, "../examples/capsules/hello", filepath.Join(g.dir, "examples", "capsules", "hello"))
 	copyDir(t, "../examples/capsules/wordcount", filepath.Join(g.dir, "examples", "capsules", "wordcount"))
 	copyDir(t, "../examples/cassettes", filepath.Join(g.dir, "examples", "cassettes"))
-	for _, lock := range []string{"hello", "wordcount"} {
+	copyDir(t, "../examples/capsules/conformance", filepath.Join(g.dir, "examples", "capsules", "conformance"))
+	for _, lock := range []string{"hello", "wordcount", "conformance"} {
 		os.Remove(filepath.Join(g.dir, "examples", "capsules", lock, "murmur.lock"))
 	}
 	os.WriteFile(filepath.Join(g.dir, "examples", "capsules", "wordcount", "capsule.wasm"),
 		guestbuild.Wasm(t, "../examples/guests/wordcount-capsule"), 0o644)
+	os.WriteFile(filepath.Join(g.dir, "examples", "capsules", "conformance", "capsule.wasm"),
+		guestbuild.Wasm(t, "../examples/guests/conformance-capsule"), 0o644)
 
 	g.hooks = startWebhooks(t)
 	port, replayPort, adminPort := freePort(t), freePort(t), freePort(t)
 	g.base, g.admin, g.replay = "http://127.0.0.1:"+port, "127.0.0.1:"+adminPort, replayPort
+	conf, conf03 := freePort(t), freePort(t)
+	g.conformance, g.conformance03 = "http://127.0.0.1:"+conf, "http://127.0.0.1:"+conf03
 	hello := filepath.Join(g.dir, "examples", "capsules", "hello", "murmur.yaml")
 	hm, _ := os.ReadFile(hello)
 	os.WriteFile(hello, bytes.ReplaceAll(hm, []byte("127.0.0.1:8089"), []byte("127.0.0.1:"+replayPort)), 0o644)
@@ -201,6 +210,8 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	}
 	cf := strings.ReplaceAll(string(example), "127.0.0.1:8080", "127.0.0.1:"+port)
 	cf = strings.ReplaceAll(cf, "127.0.0.1:8089", "127.0.0.1:"+replayPort)
+	cf = strings.ReplaceAll(cf, "127.0.0.1:8110", "127.0.0.1:"+conf)
+	cf = strings.ReplaceAll(cf, "127.0.0.1:8103", "127.0.0.1:"+conf03)
 	layouts, trusted := layoutSites(t, g)
 	cf = strings.Replace(cf, "{\n", "{\n\tadmin "+g.admin+"\n"+trusted, 1) + layouts
 	// Push notifications may go to the test's receiver only (an IP rule: loopback).
