@@ -137,11 +137,13 @@ demo: examples
 test: check-tracked fmt-check vet jsdeps watdeps caddy
 	$(GO) test -race -count=1 ./...
 
-## jsdeps: the official A2A JS SDK for the client tests, installed once before the test
-## packages run (two of them use it, in parallel)
+## jsdeps: the official A2A JS SDKs for the client tests (0.3 in a2a/testdata/jsclient,
+## 1.x in e2e/testdata/jsparts), installed once before the test packages run in parallel
 jsdeps:
-	@if command -v node >/dev/null && [ ! -f a2a/testdata/jsclient/node_modules/@a2a-js/sdk/package.json ]; then \
-		cd a2a/testdata/jsclient && npm ci --no-audit --no-fund; fi
+	@for d in a2a/testdata/jsclient e2e/testdata/jsparts; do \
+		if command -v node >/dev/null && [ ! -f $$d/node_modules/@a2a-js/sdk/package.json ]; then \
+			(cd $$d && npm ci --no-audit --no-fund) || exit 1; fi; \
+	done
 
 ## watdeps: jco, which assembles the wasm text-format test guests (internal/testkit/watbuild),
 ## installed once into the guest cache before the test packages that use it run in parallel

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -172,4 +175,107 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestPartsWithTheJSSDK does what TestPartsWithTheGoSDK does with the official A2A JS SDK
+// 1.x (e2e/testdata/jsparts/parts.mjs), on both bindings: files inline and by URL and a
+// data part read back byte for byte, a Message answer, appended chunks, a refused URL.
+func TestPartsWithTheJSSDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node is not installed: .ci/run installs it, and in CI this test does not skip")
+		}
+		t.Skip("node is not installed; .ci/run installs it")
+	}
+	g := startGateway(t)
+	inline := randomBytes(t, 1<<20)
+	remote := randomBytes(t, 300<<10)
+	files := fileServer(t, map[string][]byte{"/remote.pdf": remote})
+	in := filepath.Join(t.TempDir(), "in.bin")
+	if err := os.WriteFile(in, inline, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir, _ := filepath.Abs("testdata/jsparts")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@a2a-js", "sdk", "package.json")); err != nil {
+		install := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+		install.Dir = dir
+		if out, err := install.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci: %v\n%s", err, out)
+		}
+	}
+	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	for _, transport := range []string{"jsonrpc", "rest"} {
+		t.Run(transport, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			cmd := exec.CommandContext(ctx, node, "parts.mjs", g.conformance+"/.well-known/agent-card.json", files.URL+"/remote.pdf", in, transport)
+			cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("node parts.mjs: %v\n%s\n%s", err, stdout.Bytes(), stderr.Bytes())
+			}
+			type jsPart struct {
+				Kind, Filename, MediaType, Text, SHA256 string
+				Length                                  int
+				Data                                    json.RawMessage
+			}
+			var out struct {
+				ProtocolVersion string
+				Send            struct {
+					Kind, State string
+					Artifacts   []struct {
+						ArtifactID, Name string
+						Parts            []jsPart
+					}
+				}
+				Message struct{ Kind, Role, Text string }
+				Stream  []struct {
+					Kind, Text        string
+					Append, LastChunk bool
+				}
+				Refused struct{ Name, Message string }
+			}
+			if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
+				t.Fatalf("parts.mjs output: %v\n%s", err, stdout.Bytes())
+			}
+			if out.ProtocolVersion != "1.0" || out.Send.Kind != "task" || out.Send.State != "TASK_STATE_COMPLETED" || len(out.Send.Artifacts) != 4 {
+				t.Fatalf("send: %s", stdout.Bytes())
+			}
+			var got []string
+			for _, a := range out.Send.Artifacts {
+				for _, p := range a.Parts {
+					got = append(got, fmt.Sprintf("%s:%s:%s:%s:%s:%d:%s", a.ArtifactID, p.Kind, p.Filename, p.Text, p.SHA256, p.Length, p.Data))
+				}
+			}
+			want := []string{"answer:text::echo these::0:",
+				fmt.Sprintf("artifact-1:raw:in.bin::%s:%d:", sum(inline), len(inline)),
+				fmt.Sprintf("artifact-2:raw:remote.pdf::%s:%d:", sum(remote), len(remote)),
+				`artifact-3:data::::0:{"answer":42,"nested":{"ok":true}}`}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("artifacts\n got %q\nwant %q", got, want)
+			}
+			if m := out.Message; m.Kind != "message" || m.Role != "ROLE_AGENT" || m.Text != "Direct message response" {
+				t.Errorf("message answer %+v", m)
+			}
+			var chunks string
+			var appended int
+			last := false
+			for _, e := range out.Stream {
+				if e.Kind == "artifactUpdate" {
+					chunks += e.Text
+					if e.Append {
+						appended++
+					}
+					last = e.LastChunk
+				}
+			}
+			if chunks != "chunk-1 chunk-2" || appended < 2 || !last {
+				t.Errorf("stream %+v", out.Stream)
+			}
+			if out.Refused.Name != "RequestMalformedError" || !strings.Contains(out.Refused.Message, "not in capabilities.network.allow") {
+				t.Errorf("refused URL: %+v", out.Refused)
+			}
+		})
+	}
 }
