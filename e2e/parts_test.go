@@ -279,3 +279,146 @@ func TestPartsWithTheJSSDK(t *testing.T) {
 		})
 	}
 }
+
+// TestConformanceScenarios drives the conformance capsule through every scenario the A2A
+// TCK runs against it (internal/cmd/tck/run.sh), over JSON-RPC in both versions: text,
+// file, file-URL and data artifacts, a Message answer, input-required answered and
+// canceled, an unsupported media type, and the card each site serves.
+func TestConformanceScenarios(t *testing.T) {
+	g := startGateway(t)
+	type site struct{ name, url, version, send, get, cancel string }
+	for _, s := range []site{
+		{"1.0", g.conformance + "/", "1.0", "SendMessage", "GetTask", "CancelTask"},
+		{"0.3", g.conformance03 + "/", "0.3", "message/send", "tasks/get", "tasks/cancel"},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			msg := func(id, taskID string) map[string]any {
+				m := map[string]any{"messageId": id + "-" + s.name + fmt.Sprint(time.Now().UnixNano()), "role": "ROLE_USER", "parts": []any{map[string]any{"text": "hi"}}}
+				if s.version == "0.3" {
+					m["role"], m["kind"] = "user", "message"
+					m["parts"] = []any{map[string]any{"kind": "text", "text": "hi"}}
+				}
+				if taskID != "" {
+					m["taskId"] = taskID
+				}
+				return m
+			}
+			// result returns the send's Task or Message as JSON, unwrapped from 1.0's member.
+			result := func(r rpcReply) (kind string, body json.RawMessage) {
+				t.Helper()
+				if r.Error != nil {
+					t.Fatalf("error %d: %s", r.Error.Code, r.Error.Message)
+				}
+				if s.version == "0.3" {
+					var k struct{ Kind string }
+					json.Unmarshal(r.Result, &k)
+					return k.Kind, r.Result
+				}
+				var w map[string]json.RawMessage
+				json.Unmarshal(r.Result, &w)
+				for k, v := range w {
+					return k, v
+				}
+				return "", nil
+			}
+			state := func(st string) string {
+				if s.version == "1.0" {
+					return "TASK_STATE_" + strings.ToUpper(strings.ReplaceAll(st, "-", "_"))
+				}
+				return st
+			}
+			for _, tc := range []struct{ id, kind, want string }{
+				{"tck-artifact-text", "task", `"artifacts":[{"artifactId":"answer","name":"answer","parts":[{%s"text":"Generated text content"}]}]`},
+				{"tck-artifact-file", "task", `"artifacts":[{"artifactId":"artifact-1","name":"file","parts":[%s]}]`},
+				{"tck-artifact-file-url", "task", `"artifacts":[{"artifactId":"artifact-1","name":"file-url","parts":[%s]}]`},
+				{"tck-artifact-data", "task", `"artifacts":[{"artifactId":"artifact-1","name":"data","parts":[{%s"data":{"key":"value","count":42}}]}]`},
+				{"tck-message-response", "message", `"parts":[{%s"text":"Direct message response"}]`},
+				{"tck-complete-task", "task", `"parts":[{%s"text":"Hello from TCK"}]`},
+				{"tck-other", "task", `"parts":[{%s"text":"Unhandled messageId prefix: tck-other`},
+			} {
+				kind, body := result(g.call(t, s.url, s.version, s.send, map[string]any{"message": msg(tc.id, "")}))
+				want := tc.want
+				switch {
+				case tc.id == "tck-artifact-file" && s.version == "0.3":
+					want = fmt.Sprintf(want, `{"kind":"file","file":{"bytes":"dGNr","name":"output.txt","mimeType":"text/plain"}}`)
+				case tc.id == "tck-artifact-file":
+					want = fmt.Sprintf(want, `{"raw":"dGNr","filename":"output.txt","mediaType":"text/plain"}`)
+				case tc.id == "tck-artifact-file-url" && s.version == "0.3":
+					want = fmt.Sprintf(want, `{"kind":"file","file":{"uri":"https://example.com/output.txt","name":"output.txt","mimeType":"text/plain"}}`)
+				case tc.id == "tck-artifact-file-url":
+					want = fmt.Sprintf(want, `{"url":"https://example.com/output.txt","filename":"output.txt","mediaType":"text/plain"}`)
+				case s.version == "0.3" && tc.id == "tck-artifact-data":
+					want = fmt.Sprintf(want, `"kind":"data",`)
+				case s.version == "0.3":
+					want = fmt.Sprintf(want, `"kind":"text",`)
+				default:
+					want = fmt.Sprintf(want, "")
+				}
+				if kind != tc.kind || !strings.Contains(string(body), want) {
+					t.Errorf("%s: a %s %s\nwant a %s holding %s", tc.id, kind, body, tc.kind, want)
+				}
+			}
+
+			// input-required: it waits, an answer that says wait keeps it waiting, one that
+			// says complete completes it; another waiting task is canceled.
+			var task struct {
+				ID     string
+				Status struct{ State string }
+			}
+			_, body := result(g.call(t, s.url, s.version, s.send, map[string]any{"message": msg("tck-input-required", "")}))
+			json.Unmarshal(body, &task)
+			if task.Status.State != state("input-required") {
+				t.Fatalf("tck-input-required: %s", body)
+			}
+			_, body = result(g.call(t, s.url, s.version, s.send, map[string]any{"message": msg("tck-input-required", task.ID)}))
+			if json.Unmarshal(body, &task); task.Status.State != state("input-required") {
+				t.Fatalf("a second tck-input-required: %s", body)
+			}
+			_, body = result(g.call(t, s.url, s.version, s.send, map[string]any{"message": msg("tck-complete-task", task.ID)}))
+			if json.Unmarshal(body, &task); task.Status.State != state("completed") || !strings.Contains(string(body), "Hello from TCK") {
+				t.Fatalf("tck-complete-task answering: %s", body)
+			}
+			_, body = result(g.call(t, s.url, s.version, s.send, map[string]any{"message": msg("continuation", "")}))
+			json.Unmarshal(body, &task)
+			r := g.call(t, s.url, s.version, s.cancel, map[string]any{"id": task.ID})
+			if r.Error != nil || !strings.Contains(string(r.Result), `"state":"`+state("canceled")+`"`) {
+				t.Fatalf("cancel of a waiting task: %+v %s", r.Error, r.Result)
+			}
+			r = g.call(t, s.url, s.version, s.get, map[string]any{"id": task.ID, "historyLength": 1})
+			var got struct{ History []json.RawMessage }
+			if json.Unmarshal(r.Result, &got); r.Error != nil || len(got.History) != 1 {
+				t.Errorf("get with historyLength 1: %s", r.Result)
+			}
+
+			// A media type the capsule does not take: ContentTypeNotSupportedError.
+			m := msg("tck-send-003", "")
+			m["parts"] = []any{map[string]any{"raw": "dGNr", "mediaType": "application/x-unsupported-tck-type"}}
+			if s.version == "0.3" {
+				m["parts"] = []any{map[string]any{"kind": "file", "file": map[string]any{"bytes": "dGNr", "mimeType": "application/x-unsupported-tck-type"}}}
+			}
+			if r := g.call(t, s.url, s.version, s.send, map[string]any{"message": m}); r.Error == nil || r.Error.Code != -32005 {
+				t.Errorf("an unsupported media type: %+v", r.Error)
+			}
+		})
+	}
+
+	// The card: the 1.0 one at the default site, validating fields only; the mixed one at
+	// the card 0.3 site, where 0.3 clients that do not ask find url and protocolVersion.
+	for _, c := range []struct {
+		url   string
+		mixed bool
+	}{{g.conformance, false}, {g.conformance03, true}} {
+		resp, err := g.httpClient.Get(c.url + "/.well-known/agent-card.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var card map[string]any
+		json.NewDecoder(resp.Body).Decode(&card)
+		resp.Body.Close()
+		_, hasURL := card["url"]
+		modes := fmt.Sprint(card["defaultInputModes"])
+		if hasURL != c.mixed || !strings.Contains(modes, "application/pdf") || !strings.HasPrefix(modes, "[text/plain") {
+			t.Errorf("card at %s: url present %v, input modes %s", c.url, hasURL, modes)
+		}
+	}
+}
