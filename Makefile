@@ -9,6 +9,8 @@ REGISTRY  := $(CURDIR)/examples/registry
 FUZZTIME  ?= 60s
 # FuzzREST decodes whole HTTP+JSON requests and runs them: it gets five minutes.
 FUZZTIME_REST ?= 5m
+# FuzzInboundParts decodes, admits and renders back the parts of every binding: two minutes.
+FUZZTIME_PARTS ?= 2m
 
 # Wasm guests: every main package whose first line is `//go:build wasip1`. Test guests
 # build into bin/guests/; example guests build where the examples need them.
@@ -175,6 +177,7 @@ fuzz:
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeJournal$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzREST$$' -fuzztime $(FUZZTIME_REST)
+	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzInboundParts$$' -fuzztime $(FUZZTIME_PARTS)
 	$(GO) test ./taskdb -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 ## bench: the benchmarks quoted in docs/benchmarks.md

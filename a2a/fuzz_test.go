@@ -213,3 +213,117 @@ func FuzzREST(f *testing.F) {
 func validHeader(v string) bool {
 	return !strings.ContainsFunc(v, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f })
 }
+
+// FuzzInboundParts feeds arbitrary message parts through the decoding and admission of
+// every binding that brings them — JSON-RPC 0.3 and 1.0 (HTTP+JSON 1.0 hands its body to
+// the same parser), HTTP+JSON 0.3's protobuf JSON — against a capsule taking PDFs, JSON
+// and images within small limits, files by URL fetched from a fake. Nothing may panic; a
+// refusal is invalid params or content type not supported; an accepted message keeps its
+// limits and its text, and its parts, rendered back in the binding's dialect and decoded
+// again, are the same parts.
+func FuzzInboundParts(f *testing.F) {
+	for _, seed := range []string{
+		`[{"kind":"text","text":"hi"},{"kind":"file","file":{"bytes":"aGk=","name":"a.pdf","mimeType":"application/pdf"}},{"kind":"data","data":{"k":[1,2]}}]`,
+		`[{"text":"hi"},{"raw":"aGk","filename":"../../etc/passwd","mediaType":"image/png"},{"url":"https://files.example/a.pdf"},{"data":[1,"x",null]}]`,
+		`[{"text":"hi"},{"file":{"fileWithBytes":"aGk=","mimeType":"application/pdf","name":"a"}},{"file":{"fileWithUri":"https://files.example/a.pdf"}},{"data":{"data":{"k":1}}}]`,
+		`[{"raw":"` + strings.Repeat("QUFB", 400) + `","mediaType":"image/png"}]`,
+		`[{"kind":"file","file":{"uri":"https://files.example/big.pdf"}}]`,
+		`[{"kind":"file","file":{"bytes":"aGk=","uri":"x"}}]`,
+		`[{"text":"x","mediaType":"text/html"}]`, `[]`, `[{}]`, `null`, `[1]`,
+	} {
+		for b := range uint8(3) {
+			f.Add([]byte(seed), b)
+		}
+	}
+	inputs, _ := Inputs{Modes: []string{"application/pdf", "application/json", "image/*"}, MaxFileBytes: 1000, MaxMessageBytes: 1500,
+		Fetch: func(_ context.Context, u string, limit int64) ([]byte, string, error) {
+			body := map[string]string{"https://files.example/a.pdf": "%PDF", "https://files.example/big.pdf": strings.Repeat("x", 1200)}[u]
+			if body == "" {
+				return nil, "", io.ErrUnexpectedEOF
+			}
+			if int64(len(body)) > limit {
+				return nil, "", ErrFileTooLarge
+			}
+			return []byte(body), "application/pdf", nil
+		}}.normalize()
+	f.Fuzz(func(t *testing.T, parts []byte, binding uint8) {
+		if !json.Valid(parts) {
+			return
+		}
+		d := v10
+		var params json.RawMessage
+		switch binding % 3 {
+		case 0: // JSON-RPC 0.3
+			d = v03
+			params = json.RawMessage(`{"message":{"kind":"message","messageId":"m","role":"user","parts":` + string(parts) + `}}`)
+		case 1: // JSON-RPC and HTTP+JSON 1.0
+			params = json.RawMessage(`{"message":{"messageId":"m","role":"ROLE_USER","parts":` + string(parts) + `}}`)
+		case 2: // HTTP+JSON 0.3
+			d = v03
+			var body map[string]json.RawMessage
+			if json.Unmarshal([]byte(`{"message":{"messageId":"m","role":"ROLE_USER","content":`+string(parts)+`}}`), &body) != nil {
+				return
+			}
+			var rerr *rpcError
+			if params, rerr = send03(body); rerr != nil {
+				if rerr.Code != codeInvalidParams && rerr.Code != codeInvalidRequest {
+					t.Fatalf("HTTP+JSON 0.3 refused with %d: %s", rerr.Code, rerr.Message)
+				}
+				return
+			}
+		}
+		in, rerr := d.parseSend(params)
+		if rerr == nil {
+			rerr = in.admit(context.Background(), inputs)
+		}
+		if rerr != nil {
+			if rerr.Code != codeInvalidParams && rerr.Code != codeContentType {
+				t.Fatalf("refused with %d: %s", rerr.Code, rerr.Message)
+			}
+			return
+		}
+		var total int
+		var texts []string
+		for _, p := range in.payload {
+			switch p.Kind {
+			case KindText:
+				texts = append(texts, p.Text)
+			case KindFile:
+				if len(p.Bytes) > int(inputs.MaxFileBytes) || !inputs.accepts(p.MediaType) {
+					t.Fatalf("a file of %d bytes, type %q, was accepted", len(p.Bytes), p.MediaType)
+				}
+				total += len(p.Bytes)
+			case KindData:
+				total += len(p.Data)
+			default:
+				t.Fatalf("a part of kind %q", p.Kind)
+			}
+		}
+		if total > int(inputs.MaxMessageBytes) || in.payload != nil && strings.Join(texts, "\n") != in.text {
+			t.Fatalf("accepted %d bytes; text %q from parts %q", total, in.text, texts)
+		}
+		// Rendered back as history and decoded again: the same parts.
+		w, err := json.Marshal(d.message(message{ID: "m", Role: "user", Text: in.text, Parts: in.payload}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back inMessage
+		if err := json.Unmarshal(w, &back); err != nil {
+			t.Fatalf("history does not decode: %v: %s", err, w)
+		}
+		for i, wp := range back.Parts {
+			p, rerr := d.parsePart(i, wp)
+			if rerr != nil {
+				t.Fatalf("rendered part %d does not decode: %s: %s", i, rerr.Message, w)
+			}
+			if in.payload == nil {
+				continue
+			}
+			orig := in.payload[i]
+			if p.kind.String() != orig.Kind || p.text != orig.Text || p.url != orig.URL || p.url == "" && !bytes.Equal(p.bytes, orig.Bytes) ||
+				string(p.data) != string(orig.Data) || p.name != orig.Name {
+				t.Fatalf("part %d rendered as %s, decoded as %+v, was %+v", i, w, p, orig)
+			}
+		}
+	})
+}
