@@ -30,7 +30,7 @@ WORK_ROOT := $(CURDIR)/bin/work
 # share the compiled Caddy packages instead of compiling them once each.
 CADDY_FLAGS := -trimpath -tags nobadger,nomysql,nopgx
 
-.PHONY: all run demo test jsdeps watdeps caddy helper gateway guests publish examples fuzz bench vet fmt-check check-tracked clean
+.PHONY: all run harnesses demo test jsdeps watdeps caddy helper gateway guests publish examples fuzz bench vet fmt-check check-tracked clean
 
 all: guests examples
 
@@ -112,14 +112,36 @@ examples: publish
 	done
 
 ## run: build everything, verify the example capsules, and serve them with
-## Caddyfile.example on 127.0.0.1:8080 (A2A), the replay provider on 127.0.0.1:8089 and
-## metrics at /metrics — no key, no network. Ctrl-C stops it.
-run: examples
+## Caddyfile.example on 127.0.0.1:8080 (A2A; the conformance capsule on 8110 and 8103),
+## the replay provider on 127.0.0.1:8089 and metrics at /metrics — no key, no network.
+## The Codex capsule is served when `make harnesses` could install the Codex CLI (npm);
+## without it, make says so and serves the rest. Ctrl-C stops it.
+CODEX_VERSION := 0.169.0
+HARNESSES := $(BIN)/harnesses
+CODEX_BIN := $(HARNESSES)/node_modules/.bin/codex
+run: examples harnesses
 	@for m in examples/capsules/*/murmur.yaml; do \
 		$(CADDY) capsule verify $$m --registry $(REGISTRY) || exit 1; \
 	done
 	@echo "serving: curl -s http://127.0.0.1:8080/agents/hello/.well-known/agent-card.json (README has the A2A calls)"
-	$(CADDY) run --config Caddyfile.example --adapter caddyfile
+	@if [ -x $(CODEX_BIN) ]; then \
+		PATH="$(CURDIR)/$(HARNESSES)/node_modules/.bin:$$PATH" $(CADDY) run --config Caddyfile.example --adapter caddyfile; \
+	else \
+		echo "make run: the Codex CLI is not installed (make harnesses needs npm), so the Codex capsule is left out"; \
+		sed '/# codex-begin/,/# codex-end/d' Caddyfile.example > $(BIN)/Caddyfile.run && \
+		$(CADDY) run --config $(BIN)/Caddyfile.run --adapter caddyfile; \
+	fi
+
+## harnesses: install the Codex CLI the Codex example capsule drives (@openai/codex, the
+## version its driver was tested with) into bin/harnesses with npm; without npm, say so
+harnesses:
+	@if [ -x $(CODEX_BIN) ] && $(CODEX_BIN) --version 2>/dev/null | grep -q '$(CODEX_VERSION)'; then :; \
+	elif command -v npm >/dev/null; then \
+		mkdir -p $(HARNESSES) && npm install --prefix $(HARNESSES) --no-audit --no-fund --loglevel=error @openai/codex@$(CODEX_VERSION) || \
+		echo "make harnesses: npm could not install @openai/codex@$(CODEX_VERSION); the Codex capsule will be left out"; \
+	else \
+		echo "make harnesses: npm is not installed; the Codex capsule will be left out (install Node.js and npm to serve it)"; \
+	fi
 
 ## demo: run each example capsule once from the command line (no gateway): the script
 ## capsule, then the hello agent against a replay server

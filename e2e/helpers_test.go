@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -160,7 +161,15 @@ const gateLimits = "capabilities:\n  limits: {memory_bytes: 134217728, deadline_
 func startGateway(t *testing.T) *gateway { return startGatewayWith(t, caddyBin) }
 
 // startGatewayWith is startGateway with another Caddy binary (the one xcaddy built).
-func startGatewayWith(t *testing.T, bin string) *gateway {
+func startGatewayWith(t *testing.T, bin string) *gateway { return launchGateway(t, bin, "") }
+
+// startGatewayCodex is startGateway serving the Codex example capsule too, as `make run`
+// does when the Codex CLI is installed: codex is the CLI's path, put on the gateway's PATH.
+func startGatewayCodex(t *testing.T, codex string) *gateway { return launchGateway(t, caddyBin, codex) }
+
+// launchGateway starts the gateway of Caddyfile.example with bin; the Codex capsule's block
+// is left out, as `make run` leaves it out without the CLI, unless codex names the CLI.
+func launchGateway(t *testing.T, bin, codex string) *gateway {
 	t.Helper()
 	g := &gateway{dir: t.TempDir(), logs: &syncBuffer{}, httpClient: &http.Client{Timeout: 60 * time.Second}}
 	g.home = filepath.Join(g.dir, "home")
@@ -207,6 +216,18 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 	example, err := os.ReadFile("../Caddyfile.example")
 	if err != nil {
 		t.Fatal(err)
+	}
+	path := os.Getenv("PATH")
+	if codex == "" {
+		example = regexp.MustCompile(`(?s)\t# codex-begin\n.*\t# codex-end\n`).ReplaceAll(example, nil)
+	} else {
+		publish(t, g.home, reg, "../examples/drivers/codex/artifact", "codex", guestbuild.Wasm(t, "../examples/drivers/codex"))
+		copyDir(t, "../examples/capsules/codex", filepath.Join(g.dir, "examples", "capsules", "codex"))
+		os.Remove(filepath.Join(g.dir, "examples", "capsules", "codex", "murmur.lock"))
+		cm := filepath.Join(g.dir, "examples", "capsules", "codex", "murmur.yaml")
+		m, _ := os.ReadFile(cm)
+		os.WriteFile(cm, bytes.ReplaceAll(m, []byte("127.0.0.1:8089"), []byte("127.0.0.1:"+replayPort)), 0o644)
+		path = filepath.Dir(codex) + string(os.PathListSeparator) + path
 	}
 	cf := strings.ReplaceAll(string(example), "127.0.0.1:8080", "127.0.0.1:"+port)
 	cf = strings.ReplaceAll(cf, "127.0.0.1:8089", "127.0.0.1:"+replayPort)
@@ -269,7 +290,7 @@ func startGatewayWith(t *testing.T, bin string) *gateway {
 
 	g.cmd = exec.Command(bin, "run", "--config", g.caddyfile, "--adapter", "caddyfile")
 	g.cmd.Dir = g.dir
-	g.cmd.Env = []string{"HOME=" + g.home, "PATH=" + os.Getenv("PATH"), "GATE_TOKEN=s3cret-token", "TEAM_A_TOKEN=team-a-token", "TEAM_B_TOKEN=team-b-token",
+	g.cmd.Env = []string{"HOME=" + g.home, "PATH=" + path, "GATE_TOKEN=s3cret-token", "TEAM_A_TOKEN=team-a-token", "TEAM_B_TOKEN=team-b-token",
 		"XDG_DATA_HOME=" + filepath.Join(g.dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(g.dir, "config")}
 	waitServing(t, g.cmd, g.logs)
 	return g

@@ -20,6 +20,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+
+	"github.com/capsulegate/capsulegate/internal/testkit/harnesstest"
 )
 
 // fileServer serves files on 127.0.0.1, where the conformance capsule may fetch from.
@@ -420,5 +422,16 @@ func TestConformanceScenarios(t *testing.T) {
 		if hasURL != c.mixed || !strings.Contains(modes, "application/pdf") || !strings.HasPrefix(modes, "[text/plain") {
 			t.Errorf("card at %s: url present %v, input modes %s", c.url, hasURL, modes)
 		}
+	}
+}
+
+// TestCodexExampleCapsule sends a task to the Codex example capsule as `make run` serves
+// it: the real Codex CLI (installed by harnesstest; in CI a missing one fails) runs in the
+// sandbox and its model is answered by the replay provider from examples/cassettes.
+func TestCodexExampleCapsule(t *testing.T) {
+	g := startGatewayCodex(t, harnesstest.Codex(t))
+	tk := decodeTask(t, g.call(t, "/agents/codex/", "", "message/send", map[string]any{"message": msg03("Say hello from the Codex capsule")}))
+	if tk.Status.State != "completed" || !strings.HasPrefix(tk.text(), "Hello from the Codex capsule") {
+		t.Fatalf("task: %v\n%s", tk, g.logs.String())
 	}
 }

@@ -332,8 +332,15 @@ func writeNew(root *os.Root, name string, data []byte, mode fs.FileMode) error {
 	return createFile(root, name, data, mode)
 }
 
+// createFile makes the file name of data and mode, and the folders above it that are
+// missing (a held file's folder, such as in/, exists only in memory until then).
 func createFile(root *os.Root, name string, data []byte, mode fs.FileMode) error {
 	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if errors.Is(err, fs.ErrNotExist) && path.Dir(name) != "." {
+		if err = root.MkdirAll(path.Dir(name), 0o755); err == nil {
+			f, err = root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+		}
+	}
 	if err != nil {
 		return err
 	}

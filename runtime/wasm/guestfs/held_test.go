@@ -544,3 +544,22 @@ func TestLazyDir(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldFlushMakesFolders flushes a held file whose folder exists only in memory: the
+// folder is made with it.
+func TestHeldFlushMakesFolders(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "work")
+	d := LazyDir(dir)
+	defer d.Close()
+	h := NewHeld(d)
+	h.Put("in/message.json", []byte(`{"parts":[]}`))
+	h.Put("in/deeper/0-a.pdf", []byte("%PDF"))
+	if err := h.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"in/message.json": `{"parts":[]}`, "in/deeper/0-a.pdf": "%PDF"} {
+		if got, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(got) != want {
+			t.Errorf("%s: %q, %v", name, got, err)
+		}
+	}
+}
