@@ -90,7 +90,7 @@ func (db *DB) AddTurn(capsule, contextID string, item []byte) <-chan error {
 	})
 }
 
-// DeleteTask removes a task, its journal and its push configs.
+// DeleteTask removes a task, its journal, its push configs and its blobs.
 func (db *DB) DeleteTask(capsule, id string) <-chan error {
 	if err := checkTaskIDs(capsule, id); err != nil {
 		return failed(err)
@@ -103,6 +103,9 @@ func deleteTask(w *view, capsule, id string) error {
 	w.del(bTasks, key)
 	w.del(bHeads, key)
 	if err := w.deletePrefix(bPush, key); err != nil {
+		return err
+	}
+	if err := w.deletePrefix(bBlob, key); err != nil {
 		return err
 	}
 	return w.deletePrefix(bEvents, key)

@@ -138,6 +138,7 @@ var (
 	bucketTurns  = []byte("turns")
 	bucketHeads  = []byte("heads") // the index of tasks: enc(capsule)+enc(id) → head
 	bucketPush   = []byte("push")  // enc(capsule)+enc(task id)+enc(config id) → push config
+	bucketBlob   = []byte("blobs") // enc(capsule)+enc(task id)+enc(blob id) → the blob's bytes
 	formatKey    = []byte("capsulegate.taskdb")
 )
 
@@ -334,7 +335,7 @@ func prepare(bdb *bolt.DB, path string, readOnly bool) error {
 	}
 	if empty && !readOnly {
 		err := bdb.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush} {
+			for _, name := range [][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush, bucketBlob} {
 				if _, err := tx.CreateBucket(name); err != nil {
 					return err
 				}
@@ -360,9 +361,14 @@ func prepare(bdb *bolt.DB, path string, readOnly bool) error {
 			if err := indexTasks(tx); err != nil {
 				return err
 			}
-			// A store from before push configs; read-only, the absent bucket reads as empty.
-			_, err := tx.CreateBucketIfNotExists(bucketPush)
-			return err
+			// A store from before push configs or blobs; read-only, an absent bucket reads
+			// as empty.
+			for _, b := range [][]byte{bucketPush, bucketBlob} {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
+			}
+			return nil
 		}); err != nil {
 			return cannotOpen(path, err)
 		}
@@ -400,10 +406,10 @@ func verify(r *view) error {
 	}
 	for b := range nBuckets {
 		name := bucketNames[b]
-		if r.tx.Bucket(name) == nil && b != bHeads && b != bPush {
+		if r.tx.Bucket(name) == nil && b != bHeads && b != bPush && b != bBlob {
 			return fmt.Errorf("bucket %q missing", name)
 		}
-		// A store from before the index or push configs lacks the bucket: Open adds it.
+		// A store from before the index, push configs or blobs lacks the bucket: Open adds it.
 		if err := r.scan(b, nil, nil, func(k, v []byte) (bool, error) {
 			if err := decoders[b](v); err != nil {
 				return false, fmt.Errorf("bucket %q key %x: %w", name, k, err)
@@ -424,6 +430,7 @@ var decoders = [nBuckets]func([]byte) error{
 	bTurns:  func(v []byte) error { _, err := decodeTurn(v); return err },
 	bHeads:  func(v []byte) error { _, err := decodeHead(v); return err },
 	bPush:   func(v []byte) error { _, err := decodePush(v); return err },
+	bBlob:   func([]byte) error { return nil }, // bytes the store does not read
 }
 
 // verifyMem decodes every write in m, so that damage in the log is found at Open, as

@@ -21,10 +21,11 @@ const (
 	bTurns
 	bHeads
 	bPush
+	bBlob
 	nBuckets
 )
 
-var bucketNames = [nBuckets][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush}
+var bucketNames = [nBuckets][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush, bucketBlob}
 
 // entry is a key's newest value since the last checkpoint, or its removal (del).
 type entry struct {

@@ -97,6 +97,10 @@ type Store interface {
 	SetDelivered(capsule, taskID, id string, seq uint64) <-chan error
 	// DeletePush removes one push config; an absent one is not an error.
 	DeletePush(capsule, taskID, id string) <-chan error
+	// PutBlob stores data as the blob id of the task (capsule, taskID): bytes the task's
+	// records refer to rather than hold (a large file of a message or an artifact),
+	// replacing a blob of the same id. DeleteTask and Evict remove a task's blobs with it.
+	PutBlob(capsule, taskID, id string, data []byte) <-chan error
 
 	// Task returns the task (capsule, id), and whether the store holds it.
 	Task(capsule, id string) (Task, bool, error)
@@ -111,6 +115,8 @@ type Store interface {
 	Pushes(capsule, taskID string) ([]Push, error)
 	// AllPushes calls fn for every push config of the capsule until fn returns false.
 	AllPushes(capsule string, fn func(Push) bool) error
+	// Blob returns the blob (capsule, taskID, id), and whether the store holds it.
+	Blob(capsule, taskID, id string) ([]byte, bool, error)
 
 	// Evict removes the capsule's tasks updated before olderThan and then, oldest first,
 	// those beyond maxTasks (0: no limit), with their journals, their push configs and

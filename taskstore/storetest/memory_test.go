@@ -58,13 +58,14 @@ type memData struct {
 	Events map[string]map[uint64][]byte // by task key
 	Turns  map[string][][]byte          // by capsule + context
 	Pushes map[string]map[string]taskstore.Push
+	Blobs  map[string]map[string][]byte // by task key, then blob id
 }
 
 func key(capsule, id string) string { return capsule + "\x00" + id }
 
 func openMemory(saved []byte, save func([]byte)) (*memory, error) {
 	m := &memory{save: save, d: memData{Tasks: map[string]taskstore.Task{}, Events: map[string]map[uint64][]byte{},
-		Turns: map[string][][]byte{}, Pushes: map[string]map[string]taskstore.Push{}}}
+		Turns: map[string][][]byte{}, Pushes: map[string]map[string]taskstore.Push{}, Blobs: map[string]map[string][]byte{}}}
 	if saved != nil {
 		if err := json.Unmarshal(saved, &m.d); err != nil {
 			return nil, errs.Wrap(err, taskstore.CodeNotAStore, "memory", "the saved store cannot be read",
@@ -162,6 +163,7 @@ func (m *memory) deleteLocked(k string) {
 	delete(m.d.Tasks, k)
 	delete(m.d.Events, k)
 	delete(m.d.Pushes, k)
+	delete(m.d.Blobs, k)
 }
 
 func (m *memory) PutPush(capsule string, p taskstore.Push) <-chan error {
@@ -260,6 +262,30 @@ func (m *memory) Events(capsule, taskID string, after uint64, fn func(taskstore.
 func (m *memory) Turns(capsule, contextID string) (out [][]byte, err error) {
 	err = m.read(ids("capsule", capsule, "context id", contextID), func() { out = slices.Clone(m.d.Turns[key(capsule, contextID)]) })
 	return out, err
+}
+
+func (m *memory) PutBlob(capsule, taskID, id string, data []byte) <-chan error {
+	return m.write(ids("capsule", capsule, "task id", taskID, "blob id", id), func() error {
+		k := key(capsule, taskID)
+		if m.d.Blobs == nil {
+			m.d.Blobs = map[string]map[string][]byte{}
+		}
+		if m.d.Blobs[k] == nil {
+			m.d.Blobs[k] = map[string][]byte{}
+		}
+		m.d.Blobs[k][id] = append([]byte{}, data...)
+		return nil
+	})
+}
+
+func (m *memory) Blob(capsule, taskID, id string) (out []byte, found bool, err error) {
+	err = m.read(ids("capsule", capsule, "task id", taskID, "blob id", id), func() {
+		var b []byte
+		if b, found = m.d.Blobs[key(capsule, taskID)][id]; found {
+			out = append([]byte{}, b...)
+		}
+	})
+	return out, found, err
 }
 
 func (m *memory) Pushes(capsule, taskID string) (out []taskstore.Push, err error) {

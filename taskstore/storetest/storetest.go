@@ -44,6 +44,7 @@ var rows = []struct {
 	{"journal replay", testJournal},
 	{"turns", testTurns},
 	{"push configs and cursors", testPush},
+	{"blobs", testBlobs},
 	{"retention", testRetention},
 	{"restart", testRestart},
 	{"corrupt files refused", testCorrupt},
@@ -391,6 +392,43 @@ func testTurns(t *testing.T, h *harness) {
 	}
 	if items, err := s.Turns(capsule, "long"); err != nil || len(items) != 100 || string(items[0]) != "0" {
 		t.Errorf("Turns of a 100-turn conversation: %d turns (%v), want all 100 from the first", len(items), err)
+	}
+}
+
+// testBlobs: a blob reads back as written, is replaced by id, survives a restart, and
+// goes with its task, deleted or evicted.
+func testBlobs(t *testing.T, h *harness) {
+	s := h.s
+	big := bytes.Repeat([]byte("blob"), 1<<18) // 1 MiB
+	must(t, "PutTask a", s.PutTask(task("a", 0)))
+	must(t, "PutTask b", s.PutTask(task("b", 0)))
+	must(t, "PutBlob a/x", s.PutBlob(capsule, "a", "x", big))
+	must(t, "PutBlob a/y", s.PutBlob(capsule, "a", "y", []byte("first")))
+	must(t, "PutBlob a/y again", s.PutBlob(capsule, "a", "y", []byte("second")))
+	must(t, "PutBlob b/x", s.PutBlob(capsule, "b", "x", []byte("b's")))
+	check := func(when, taskID, id string, want []byte) {
+		t.Helper()
+		got, found, err := s.Blob(capsule, taskID, id)
+		if err != nil || found != (want != nil) || !bytes.Equal(got, want) {
+			t.Errorf("%s: Blob(%s, %s) = %d bytes, found %v, %v; want %d bytes", when, taskID, id, len(got), found, err, len(want))
+		}
+	}
+	check("written", "a", "x", big)
+	check("replaced", "a", "y", []byte("second"))
+	check("another task's", "b", "x", []byte("b's"))
+	check("never written", "a", "z", nil)
+	h.restart()
+	s = h.s
+	check("after a restart", "a", "x", big)
+	must(t, "DeleteTask a", s.DeleteTask(capsule, "a"))
+	check("after DeleteTask", "a", "x", nil)
+	check("another task's, after DeleteTask a", "b", "x", []byte("b's"))
+	if n, err := s.Evict(capsule, t0.Add(time.Hour), 0, nil); err != nil || n != 1 {
+		t.Fatalf("Evict: %d, %v", n, err)
+	}
+	check("after Evict", "b", "x", nil)
+	if _, _, err := s.Blob(capsule, "a", ""); err == nil {
+		t.Error("Blob with an empty id: no error")
 	}
 }
 
