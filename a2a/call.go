@@ -148,7 +148,7 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		a.fail(errStore(err), false)
 		return
 	}
-	a.ok(a.d.sendResult(snap, in.historyLength))
+	a.ok(a.d.sendResult(h.linksFor(a.r).snapshot(snap), in.historyLength))
 }
 
 func (h *Handler) doGet(a *answer, params json.RawMessage) {
@@ -167,7 +167,7 @@ func (h *Handler) doGet(a *answer, params json.RawMessage) {
 		a.fail(errStore(err), false)
 		return
 	}
-	a.ok(a.d.task(snap, p.HistoryLength, true))
+	a.ok(a.d.task(h.linksFor(a.r).snapshot(snap), p.HistoryLength, true))
 }
 
 func (h *Handler) doCancel(a *answer, params json.RawMessage) {
@@ -181,7 +181,7 @@ func (h *Handler) doCancel(a *answer, params json.RawMessage) {
 		a.fail(rerr, false)
 		return
 	}
-	a.ok(a.d.task(snap, p.HistoryLength, true))
+	a.ok(a.d.task(h.linksFor(a.r).snapshot(snap), p.HistoryLength, true))
 }
 
 // doSubscribe serves tasks/resubscribe and SubscribeToTask: the task's current state,
@@ -227,7 +227,7 @@ func (h *Handler) doList(a *answer, params json.RawMessage) {
 			return
 		}
 	}
-	res, rerr := h.list(a.d, a.who, p)
+	res, rerr := h.list(a.d, a.who, p, h.linksFor(a.r))
 	if rerr != nil {
 		a.fail(rerr, false)
 		return

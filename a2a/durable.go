@@ -401,3 +401,11 @@ func (s *durableStore) journal(t *task, from, to uint64) ([]event, bool) {
 	}
 	return out, true
 }
+
+func (s *durableStore) putBlob(t *task, id string, data []byte) *durable {
+	return s.write(s.db.PutBlob(s.capsule, t.id, id, data))
+}
+
+func (s *durableStore) blob(t *task, id string) ([]byte, bool, error) {
+	return s.db.Blob(s.capsule, t.id, id)
+}

@@ -87,7 +87,7 @@ func FuzzDecodeRequest(f *testing.F) {
 				}
 			}
 			h := &Handler{store: newMemoryStore(keepFinished)}
-			res, rerr := h.list(d, caller{}, p)
+			res, rerr := h.list(d, caller{}, p, linker{})
 			check(res, rerr)
 		}
 	})

@@ -218,6 +218,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveCard(w, r)
 		return
 	}
+	if taskID, blob, ok := matchFile(r.URL.EscapedPath()); ok {
+		h.serveFile(w, r, taskID, blob)
+		return
+	}
 	if rt, ok := matchREST(r.URL.EscapedPath()); ok {
 		h.serveREST(w, r, rt)
 		return

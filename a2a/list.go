@@ -36,7 +36,7 @@ type listResult struct {
 // list serves ListTasks: the caller's tasks the handler still knows, most recently
 // updated first, filtered and paged by an opaque cursor (the last entry's update time
 // and id).
-func (h *Handler) list(d dialect, who caller, p listParams) (*listResult, *rpcError) {
+func (h *Handler) list(d dialect, who caller, p listParams, links linker) (*listResult, *rpcError) {
 	size := defaultPageSize
 	if p.PageSize != nil {
 		if *p.PageSize < 1 {
@@ -120,7 +120,7 @@ func (h *Handler) list(d dialect, who caller, p listParams) (*listResult, *rpcEr
 			}
 			s = full
 		}
-		res.Tasks = append(res.Tasks, d.task(s, p.HistoryLength, p.IncludeArtifacts))
+		res.Tasks = append(res.Tasks, d.task(links.snapshot(s), p.HistoryLength, p.IncludeArtifacts))
 	}
 	if end < len(snaps) {
 		last := snaps[end-1]

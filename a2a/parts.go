@@ -202,6 +202,13 @@ type Part struct {
 	URL string `json:"url,omitempty"`
 	// Data is a data part's JSON value.
 	Data json.RawMessage `json:"data,omitempty"`
+
+	// Blob, BlobKey and Size are the handler's, in the task's records: a file over
+	// InlineFileBytes is kept as the task's blob Blob, its URLs signed with BlobKey, and
+	// Size is its length (files.go). An executor never sees or sets them.
+	Blob    string `json:"blob,omitempty"`
+	BlobKey []byte `json:"blobKey,omitempty"`
+	Size    int64  `json:"size,omitempty"`
 }
 
 // Kinds of Part.

@@ -619,11 +619,13 @@ func applyEvent(v *snapshot, e event) *snapshot {
 // gave up (counted in capsule_push_failures_total) or ctx ended.
 func (h *Handler) post(ctx context.Context, t *task, ps *pushState, e event, view *snapshot) bool {
 	d := ps.cfg.dialect()
+	// A webhook reads large files at the endpoint the task was created through.
+	links := newLinker(firstNonEmpty(h.config().PublicURL, t.url), time.Now())
 	var body any
 	if d == v10 {
-		body = d.event(e, t.id, t.contextID) // a StreamResponse
+		body = d.event(links.event(e, t.id), t.id, t.contextID) // a StreamResponse
 	} else {
-		body = d.task(view, nil, true) // 0.3 sends the whole task
+		body = d.task(links.snapshot(view), nil, true) // 0.3 sends the whole task
 	}
 	b, err := json.Marshal(body)
 	if err != nil {

@@ -59,7 +59,7 @@ func (h *Handler) answerLocked(t *task, in incoming, stream bool, pushWrite **du
 		}
 		*pushWrite = w
 	}
-	t.history = append(t.history, message{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: t.contextID, Parts: in.payload})
+	t.history = append(t.history, message{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: t.contextID, Parts: t.offloadLocked(in.payload)})
 	t.answer <- Answer{Text: in.text, MessageID: in.messageID, Parts: in.payload} // buffered: Input receives it even if it is just timing out
 	t.answer = nil
 	delete(h.waiting, t.key)
@@ -86,10 +86,10 @@ func (h *Handler) admitLocked(in incoming, stream bool, pushWrite **durable, now
 	t.url = in.url
 	t.store = h.store
 	t.pushesLoaded = true // a new task has none stored
-	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID, Parts: in.payload}}
 	reason := h.refusalLocked(t.key)
 	h.store.add(t)
 	t.mu.Lock()
+	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID, Parts: t.offloadLocked(in.payload)}}
 	if reason != "" {
 		msg := agentMessage(t, reason)
 		t.st = status{State: stateRejected, Msg: &msg, Time: now}
@@ -132,7 +132,7 @@ func (h *Handler) startLocked(t *task, now time.Time) {
 	t.setStatusLocked(status{State: stateWorking, Time: now}, now)
 	job := &Job{TaskID: t.id, ContextID: t.contextID, Principal: t.owner, Text: t.text, URL: t.url}
 	if len(t.history) > 0 && t.history[0].Role == "user" {
-		job.MessageID, job.Parts = t.history[0].ID, t.history[0].Parts
+		job.MessageID, job.Parts = t.history[0].ID, t.history[0].Parts // its large files are read back by execute
 	}
 	if t.spec.threaded {
 		job.History = h.store.turns(t.key)
@@ -147,7 +147,13 @@ func (h *Handler) startLocked(t *task, now time.Time) {
 // execute runs the job, records its outcome and hands the slot on, all in one
 // critical section: whoever sees the task end also finds the slot free.
 func (h *Handler) execute(ctx context.Context, t *task, job *Job) {
-	out := callExecutor(ctx, t.spec, job)
+	var out Outcome
+	if parts, err := h.fetchBlobs(t, job.Parts); err != nil {
+		out = Outcome{State: stateFailed, Text: "error: the message's files cannot be read back from the task store: " + err.Error()}
+	} else {
+		job.Parts = parts
+		out = callExecutor(ctx, t.spec, job)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := time.Now()
@@ -231,7 +237,7 @@ func (h *Handler) publishArtifactsLocked(t *task, out Outcome, now time.Time) {
 		t.publishLocked(e, now)
 	}
 	for i, oa := range out.Artifacts {
-		a := artifact{ID: fmt.Sprintf("artifact-%d", i+1), Name: oa.Name, Description: oa.Description, Parts: oa.Parts}
+		a := artifact{ID: fmt.Sprintf("artifact-%d", i+1), Name: oa.Name, Description: oa.Description, Parts: t.offloadLocked(oa.Parts)}
 		if len(a.Parts) == 0 {
 			a.Parts = []Part{{Kind: KindText}}
 		}
@@ -253,7 +259,7 @@ func replyMessage(t *task, out Outcome) *message {
 		parts = append(parts, a.Parts...)
 	}
 	if len(parts) > 1 || parts[0].Kind != KindText {
-		msg.Parts = parts
+		msg.Parts = t.offloadLocked(parts)
 	}
 	t.reply = true
 	t.streamed.Reset()

@@ -73,6 +73,7 @@ func (h *Handler) stream(a *answer, sub *subscription) {
 	}
 	tick := time.NewTicker(h.heartbeat)
 	defer tick.Stop()
+	links := h.linksFor(a.r)
 	for {
 		events, more := sub.pull()
 		for _, e := range events {
@@ -87,7 +88,7 @@ func (h *Handler) stream(a *answer, sub *subscription) {
 			if e.kind == evLagged {
 				name = "lagged"
 			}
-			if s.write(e.seq, name, a.body(a.d.event(e, sub.t.id, sub.t.contextID))) != nil {
+			if s.write(e.seq, name, a.body(a.d.event(links.event(e, sub.t.id), sub.t.id, sub.t.contextID))) != nil {
 				return
 			}
 			if e.ends() {

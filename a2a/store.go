@@ -41,6 +41,10 @@ type store interface {
 	dropPush(t *task, id string) *durable
 	pushDelivered(t *task, id string, seq uint64) *durable
 	pushes(t *task) []pushRow
+	// putBlob keeps data as the blob id of t (t.mu held), returning its write; blob reads
+	// it back. A task's blobs go with it.
+	putBlob(t *task, id string, data []byte) *durable
+	blob(t *task, id string) ([]byte, bool, error)
 }
 
 // memoryStore keeps everything in memory: every task until it ends, then the maxFinished
@@ -157,4 +161,20 @@ func (s *turnStore) add(id string, t Turn) {
 	if len(c.turns) > maxTurns {
 		c.turns = slices.Delete(c.turns, 0, len(c.turns)-maxTurns)
 	}
+}
+
+// The memory store keeps a task's blobs on the task, so they go when it is forgotten.
+func (s *memoryStore) putBlob(t *task, id string, data []byte) *durable {
+	if t.blobs == nil {
+		t.blobs = map[string][]byte{}
+	}
+	t.blobs[id] = data
+	return nil
+}
+
+func (s *memoryStore) blob(t *task, id string) ([]byte, bool, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b, ok := t.blobs[id]
+	return b, ok, nil
 }

@@ -143,6 +143,10 @@ type task struct {
 	cancel    context.CancelFunc // set while admitted to run
 	answer    chan Answer        // non-nil while input-required
 	reply     bool               // the client is answered with a Message (snapshot.Reply)
+	// blobs are the task's large files without a durable store; blobWrites the store's
+	// writes of them not yet joined to an event's write (files.go).
+	blobs      map[string][]byte
+	blobWrites []*durable
 	// streamed is the answer text streamed so far as chunks of the "answer" artifact.
 	streamed  strings.Builder
 	holdsSlot bool // holds one of the capsule's concurrency slots
@@ -172,6 +176,15 @@ func (t *task) publishLocked(e event, now time.Time) {
 	t.updated = now
 	if t.store != nil {
 		e.durable = t.store.published(t, e)
+		if len(t.blobWrites) > 0 && e.durable != nil {
+			// The event is durable only with the files its records refer to.
+			for _, w := range t.blobWrites {
+				if w != nil {
+					e.durable.chs = append(e.durable.chs, w.chs...)
+				}
+			}
+		}
+		t.blobWrites = nil
 		t.last = e.durable
 	}
 	if !t.ringFreed {

@@ -604,16 +604,10 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	if job.Input != nil {
 		req.RequestInput = func(ctx context.Context, prompt string) (runtime.Answer, error) {
 			a, err := job.Input(ctx, prompt)
-			ra := runtime.Answer{Text: a.Text, MessageID: a.MessageID}
-			for _, p := range a.Parts {
-				ra.Parts = append(ra.Parts, runtime.Part(p))
-			}
-			return ra, err
+			return runtime.Answer{Text: a.Text, MessageID: a.MessageID, Parts: runtimeParts(a.Parts)}, err
 		}
 	}
-	for _, p := range job.Parts {
-		req.Parts = append(req.Parts, runtime.Part(p))
-	}
+	req.Parts = runtimeParts(job.Parts)
 	if job.Chunk != nil {
 		req.Sink = chunkSink{text: job.Chunk, thinking: job.Thinking}
 	}
@@ -635,11 +629,20 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	for _, a := range out.Artifacts {
 		oa := a2a.Artifact{Name: a.Name, Description: a.Description}
 		for _, p := range a.Parts {
-			oa.Parts = append(oa.Parts, a2a.Part(p))
+			oa.Parts = append(oa.Parts, a2a.Part{Kind: p.Kind, Text: p.Text, Name: p.Name, MediaType: p.MediaType, Bytes: p.Bytes, URL: p.URL, Data: p.Data})
 		}
 		o.Artifacts = append(o.Artifacts, oa)
 	}
 	return o
+}
+
+// runtimeParts are a message's parts as the runtime takes them.
+func runtimeParts(parts []a2a.Part) []runtime.Part {
+	var out []runtime.Part
+	for _, p := range parts {
+		out = append(out, runtime.Part{Kind: p.Kind, Text: p.Text, Name: p.Name, MediaType: p.MediaType, Bytes: p.Bytes, URL: p.URL, Data: p.Data})
+	}
+	return out
 }
 
 // inputs is what the capsule reads beyond text (its manifest's a2a section), files by URL

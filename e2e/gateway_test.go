@@ -582,14 +582,7 @@ func TestGateway(t *testing.T) {
 		if seen == 0 {
 			t.Fatal("the waiting task's stream carried no event ids")
 		}
-		g.cmd.Process.Kill() // SIGKILL: no drain, no shutdown
-		g.cmd.Wait()
-		env := g.cmd.Env
-		g.cmd = exec.Command(g.cmd.Path, g.cmd.Args[1:]...)
-		g.cmd.Dir, g.cmd.Env = g.dir, env
-		g.logs = &syncBuffer{}
-		waitServing(t, g.cmd, g.logs)
-		g.httpClient.CloseIdleConnections()
+		g.killAndRestart(t)
 		got := decodeTask(t, g.call(t, "/agents/wordcount/", "", "tasks/get", map[string]any{"id": done.ID}))
 		if got.Status.State != "completed" || !strings.Contains(got.text(), "3 words") {
 			t.Errorf("the completed task after the restart = %v", got)

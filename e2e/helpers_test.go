@@ -296,6 +296,20 @@ func launchGateway(t *testing.T, bin, codex string) *gateway {
 	return g
 }
 
+// killAndRestart kills the gateway with SIGKILL — no drain, no shutdown: what the next
+// process knows is what the store holds — and starts it again on the same config.
+func (g *gateway) killAndRestart(t *testing.T) {
+	t.Helper()
+	g.cmd.Process.Kill()
+	g.cmd.Wait()
+	env := g.cmd.Env
+	g.cmd = exec.Command(g.cmd.Path, g.cmd.Args[1:]...)
+	g.cmd.Dir, g.cmd.Env = g.dir, env
+	g.logs = &syncBuffer{}
+	waitServing(t, g.cmd, g.logs)
+	g.httpClient.CloseIdleConnections()
+}
+
 // layoutSites returns the sites that serve the wordcount capsule (at <base>/agents/wc/)
 // and the gate-url capsule, whose answer names MURMUR_CAPSULE_URL (at <base>/agents/url/),
 // in the layouts users deploy, each on its own port: under handle_path (wordcount by an

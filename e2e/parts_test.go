@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -102,8 +103,13 @@ func TestPartsWithTheGoSDK(t *testing.T) {
 				switch {
 				case p.Text() != "":
 					got = append(got, "text:"+p.Text())
-				case p.Raw() != nil:
-					got = append(got, fmt.Sprintf("file:%s:%s:%v:%v", p.Filename, p.MediaType, bytes.Equal(p.Raw(), inline), bytes.Equal(p.Raw(), remote)))
+				case p.Raw() != nil || p.URL() != "":
+					// A large file comes as a gateway URL (docs/reference/a2a.md "Parts").
+					b := p.Raw()
+					if p.URL() != "" {
+						b = fetchFile(t, g, string(p.URL()))
+					}
+					got = append(got, fmt.Sprintf("file:%s:%s:%v:%v", p.Filename, p.MediaType, bytes.Equal(b, inline), bytes.Equal(b, remote)))
 				case p.Data() != nil:
 					got = append(got, "data:"+mustJSON(t, p.Data()))
 				default:
@@ -170,6 +176,24 @@ func TestPartsWithTheGoSDK(t *testing.T) {
 	}
 }
 
+// fetchFile reads a file URL the gateway handed out; it must be one of the gateway's.
+func fetchFile(t *testing.T, g *gateway, u string) []byte {
+	t.Helper()
+	if !strings.HasPrefix(u, g.conformance+"/files/") {
+		t.Fatalf("file URL %s is not the gateway's", u)
+	}
+	resp, err := g.httpClient.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: HTTP %d, %v", u, resp.StatusCode, err)
+	}
+	return b
+}
+
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -218,9 +242,9 @@ func TestPartsWithTheJSSDK(t *testing.T) {
 				t.Fatalf("node parts.mjs: %v\n%s\n%s", err, stdout.Bytes(), stderr.Bytes())
 			}
 			type jsPart struct {
-				Kind, Filename, MediaType, Text, SHA256 string
-				Length                                  int
-				Data                                    json.RawMessage
+				Kind, Filename, MediaType, Text, SHA256, URL string
+				Length                                       int
+				Data                                         json.RawMessage
 			}
 			var out struct {
 				ProtocolVersion string
@@ -247,6 +271,10 @@ func TestPartsWithTheJSSDK(t *testing.T) {
 			var got []string
 			for _, a := range out.Send.Artifacts {
 				for _, p := range a.Parts {
+					if p.Kind == "url" { // a large file, read at the gateway's URL
+						b := fetchFile(t, g, p.URL)
+						p.Kind, p.SHA256, p.Length = "raw", sum(b), len(b)
+					}
 					got = append(got, fmt.Sprintf("%s:%s:%s:%s:%s:%d:%s", a.ArtifactID, p.Kind, p.Filename, p.Text, p.SHA256, p.Length, p.Data))
 				}
 			}
@@ -433,5 +461,43 @@ func TestCodexExampleCapsule(t *testing.T) {
 	tk := decodeTask(t, g.call(t, "/agents/codex/", "", "message/send", map[string]any{"message": msg03("Say hello from the Codex capsule")}))
 	if tk.Status.State != "completed" || !strings.HasPrefix(tk.text(), "Hello from the Codex capsule") {
 		t.Fatalf("task: %v\n%s", tk, g.logs.String())
+	}
+}
+
+// TestArtifactsAfterKill: a task's small artifacts (inline in its records) and the URLs
+// of its large files (blobs of the task store) still read after the gateway is killed
+// with SIGKILL and started again; the URL of a large file reads nothing for a stranger.
+func TestArtifactsAfterKill(t *testing.T) {
+	g := startGateway(t)
+	big := randomBytes(t, 200<<10)
+	files := fileServer(t, map[string][]byte{"/big.bin": big})
+	msg := map[string]any{"messageId": "echo-parts-kill", "role": "ROLE_USER", "parts": []any{
+		map[string]any{"text": "small and large"},
+		map[string]any{"raw": "c21hbGw=", "filename": "small.txt", "mediaType": "text/plain"},
+		map[string]any{"url": files.URL + "/big.bin", "filename": "big.bin", "mediaType": "application/octet-stream"}}}
+	r := g.call(t, g.conformance+"/", "1.0", "SendMessage", map[string]any{"message": msg})
+	var res struct {
+		Task struct {
+			ID        string
+			Artifacts []struct{ Parts []struct{ Raw, URL, Filename string } }
+		}
+	}
+	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || len(res.Task.Artifacts) != 3 {
+		t.Fatalf("send: %+v %s", r.Error, r.Result)
+	}
+	small, large := res.Task.Artifacts[1].Parts[0], res.Task.Artifacts[2].Parts[0]
+	if small.Raw != "c21hbGw=" || large.URL == "" {
+		t.Fatalf("small %+v, large %+v", small, large)
+	}
+	g.killAndRestart(t)
+	r = g.call(t, g.conformance+"/", "1.0", "GetTask", map[string]any{"id": res.Task.ID})
+	if r.Error != nil || !strings.Contains(string(r.Result), `"raw":"c21hbGw=","filename":"small.txt"`) {
+		t.Errorf("the small artifact after the restart: %+v %s", r.Error, r.Result)
+	}
+	if b := fetchFile(t, g, large.URL); !bytes.Equal(b, big) {
+		t.Errorf("the large file's URL after the restart read %d bytes, want the %d sent", len(b), len(big))
+	}
+	if resp, err := g.httpClient.Get(strings.Replace(large.URL, "sig=", "sig=0", 1)); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a URL with a forged signature: %v %v", resp.StatusCode, err)
 	}
 }
