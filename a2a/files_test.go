@@ -111,8 +111,12 @@ func TestLargeFiles(t *testing.T) {
 // tObjFiles is a 1.0 task whose parts may be files by URL.
 type tObjFiles struct {
 	ID        string
-	Artifacts []struct{ Parts []struct{ URL, Raw, Text string } }
-	History   []struct{ Parts []struct{ URL, Raw, Text string } }
+	Artifacts []struct {
+		Parts []struct{ URL, Raw, Text string }
+	}
+	History []struct {
+		Parts []struct{ URL, Raw, Text string }
+	}
 }
 
 func (o tObjFiles) url(t *testing.T, art, part int) string {

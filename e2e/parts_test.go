@@ -479,7 +479,9 @@ func TestArtifactsAfterKill(t *testing.T) {
 	var res struct {
 		Task struct {
 			ID        string
-			Artifacts []struct{ Parts []struct{ Raw, URL, Filename string } }
+			Artifacts []struct {
+				Parts []struct{ Raw, URL, Filename string }
+			}
 		}
 	}
 	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || len(res.Task.Artifacts) != 3 {
