@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -89,15 +90,16 @@ func fileSignature(key []byte, taskID, blob string, expires int64) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// linker renders the blob parts of a task as file URLs below base, the endpoint the
-// reader reached (or the task's, for a push notification), valid until expires.
+// linker renders the blob parts of a task as file URLs below the endpoint the reader
+// reached (or the task's, for a push notification), valid until expires. The endpoint is
+// worked out only when a part needs it: most responses hold none.
 type linker struct {
-	base    string
+	base    func() string
 	expires int64
 }
 
 func newLinker(base string, now time.Time) linker {
-	return linker{base: base, expires: now.Add(FileURLTTL).Unix()}
+	return linker{base: func() string { return base }, expires: now.Add(FileURLTTL).Unix()}
 }
 
 // parts returns parts with every blob part as a file by URL; parts itself when none is.
@@ -110,7 +112,7 @@ func (l linker) parts(taskID string, parts []Part) []Part {
 		if p.Blob == "" {
 			continue
 		}
-		u := strings.TrimSuffix(l.base, "/") + "/files/" + url.PathEscape(taskID) + "/" + p.Blob +
+		u := strings.TrimSuffix(l.base(), "/") + "/files/" + url.PathEscape(taskID) + "/" + p.Blob +
 			"?expires=" + strconv.FormatInt(l.expires, 10) + "&sig=" + fileSignature(p.BlobKey, taskID, p.Blob, l.expires)
 		out[i] = Part{Kind: KindFile, Name: p.Name, MediaType: p.MediaType, URL: u}
 	}
@@ -176,8 +178,11 @@ func (s *snapshot) hasBlobs() bool {
 
 // linksFor is the linker of a response to r.
 func (h *Handler) linksFor(r *http.Request) linker {
-	cfg, _ := h.configFor(r)
-	return newLinker(h.endpoint(r, cfg), time.Now())
+	base := sync.OnceValue(func() string {
+		cfg, _ := h.configFor(r)
+		return h.endpoint(r, cfg)
+	})
+	return linker{base: base, expires: time.Now().Add(FileURLTTL).Unix()}
 }
 
 // matchFile recognises a file URL's path: …/files/<task id>/<blob id>.

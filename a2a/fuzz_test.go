@@ -87,7 +87,7 @@ func FuzzDecodeRequest(f *testing.F) {
 				}
 			}
 			h := &Handler{store: newMemoryStore(keepFinished)}
-			res, rerr := h.list(d, caller{}, p, linker{})
+			res, rerr := h.list(d, caller{}, p, newLinker("", time.Time{}))
 			check(res, rerr)
 		}
 	})

@@ -459,6 +459,19 @@ const fetchTimeout = 60 * time.Second
 // files it names by URL, and sets its text and payload. The payload is kept only when the
 // message holds more than text, so a text message costs what it did.
 func (in *incoming) admit(ctx context.Context, inputs Inputs) *rpcError {
+	if plainText(in.parts) {
+		if len(in.parts) == 1 {
+			in.text = in.parts[0].text
+		} else {
+			texts := make([]string, len(in.parts))
+			for i, p := range in.parts {
+				texts[i] = p.text
+			}
+			in.text = strings.Join(texts, "\n")
+		}
+		in.parts = nil
+		return nil
+	}
 	parts, rerr := admitParts(in.parts, inputs)
 	if rerr != nil {
 		return rerr
@@ -499,4 +512,15 @@ func payloadType(parts []Part) string {
 		}
 	}
 	return ""
+}
+
+// plainText reports whether every part is text without a media type: what a capsule
+// always reads, with nothing to check.
+func plainText(parts []part) bool {
+	for _, p := range parts {
+		if p.kind != partText || p.mediaType != "" {
+			return false
+		}
+	}
+	return true
 }

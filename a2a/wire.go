@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/capsulegate/capsulegate/internal/jsontext"
 )
 
 // dialect is the A2A protocol version a request speaks, chosen by its A2A-Version
@@ -77,6 +79,24 @@ type wirePart struct {
 	Filename  string          `json:"filename,omitempty"`  // 1.0
 	MediaType string          `json:"mediaType,omitempty"` // 1.0
 	Metadata  map[string]any  `json:"metadata,omitempty"`
+}
+
+// MarshalJSON writes a text part — nearly every part — by hand; any other as its fields.
+func (p wirePart) MarshalJSON() ([]byte, error) {
+	if p.Text == nil || p.File != nil || p.Raw != nil || p.URL != "" || p.Data != nil || p.Filename != "" || p.MediaType != "" || p.Metadata != nil {
+		type fields wirePart
+		return json.Marshal(fields(p))
+	}
+	b := make([]byte, 0, len(*p.Text)+24)
+	b = append(b, '{')
+	if p.Kind != "" {
+		b = append(b, `"kind":`...)
+		b = jsontext.AppendString(b, p.Kind)
+		b = append(b, ',')
+	}
+	b = append(b, `"text":`...)
+	b = jsontext.AppendString(b, *p.Text)
+	return append(b, '}'), nil
 }
 
 // wireFile03 is A2A 0.3's FileWithBytes or FileWithUri.

@@ -8,6 +8,8 @@ import (
 	"mime"
 	"path"
 	"strings"
+
+	"github.com/capsulegate/capsulegate/internal/jsontext"
 )
 
 // Part is one part of a task's message beyond its text: what an A2A client sent, in order
@@ -55,11 +57,13 @@ func (s *session) writeInbox(req TaskRequest) error {
 		s.held.Drop(name)
 	}
 	s.inbox = s.inbox[:0]
+	if req.Parts == nil {
+		// A text message, every task's case: written by hand, as json.Marshal would.
+		s.held.Put(inboxFile, textInbox(req))
+		return nil
+	}
 	m := inboxMessage{MessageID: req.MessageID, TaskID: req.TaskID, ContextID: req.ContextID}
 	parts := req.Parts
-	if parts == nil {
-		parts = []Part{{Kind: "text", Text: req.Text}}
-	}
 	for i, p := range parts {
 		ip := inboxPart{Kind: p.Kind, MediaType: p.MediaType}
 		switch p.Kind {
@@ -90,6 +94,24 @@ func (s *session) writeInbox(req TaskRequest) error {
 	}
 	s.held.Put(inboxFile, b)
 	return nil
+}
+
+// textInbox is in/message.json of a text message.
+func textInbox(req TaskRequest) []byte {
+	b := make([]byte, 0, 96+len(req.Text))
+	b = append(b, '{')
+	if req.MessageID != "" {
+		b = append(b, `"message_id":`...)
+		b = jsontext.AppendString(b, req.MessageID)
+		b = append(b, ',')
+	}
+	b = append(b, `"task_id":`...)
+	b = jsontext.AppendString(b, req.TaskID)
+	b = append(b, `,"context_id":`...)
+	b = jsontext.AppendString(b, req.ContextID)
+	b = append(b, `,"parts":[{"kind":"text","text":`...)
+	b = jsontext.AppendString(b, req.Text)
+	return append(b, "}]}"...)
 }
 
 // makeInbox makes the workdir and its in/ folder, so that a guest listing in/ finds the
