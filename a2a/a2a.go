@@ -67,11 +67,15 @@ type Job struct {
 	// History holds the earlier completed turns of this context, oldest first, when the
 	// conversation is threaded; nil when stateless.
 	History []Turn
-	// Chunk streams text the capsule produces as it works to the task's SSE subscribers.
+	// Chunk streams answer text the capsule produces as it works to the task's SSE
+	// subscribers, as chunks of its "answer" artifact.
 	Chunk func(text string)
-	// Thinking streams the capsule's reasoning the same way, its part marked with
-	// metadata {"thinking": true} (docs/reference/a2a.md "Streams").
+	// Thinking streams the capsule's reasoning as a working status update, its part
+	// marked with metadata {"thinking": true} (docs/reference/a2a.md "Streams").
 	Thinking func(text string)
+	// Note streams a progress note that is not answer text (a reopened task's next turn)
+	// as a working status update.
+	Note func(text string)
 	// Input moves the task to input-required with prompt and blocks until the client
 	// answers (a message with this task id, or any message in this context id while the
 	// task waits). It returns the answer, or an error when ctx ends or the input timeout

@@ -209,11 +209,8 @@ func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, taskID, blob
 		http.Error(w, "a file is read with GET", http.StatusMethodNotAllowed)
 		return
 	}
-	cfg, _ := h.configFor(r)
-	who, ok := identify(r, cfg)
+	_, who, ok := h.authenticate(w, r, "a task's files are served to its owner: send the token that created the task (Authorization: Bearer <token>)")
 	if !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="capsule"`)
-		http.Error(w, "unauthorized: a task's files are served to its owner: send the token that created the task (Authorization: Bearer <token>)", http.StatusUnauthorized)
 		return
 	}
 	notFound := func() {

@@ -231,11 +231,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this is an A2A JSON-RPC endpoint: POST a JSON-RPC 2.0 request; the agent card is at .well-known/agent-card.json", http.StatusMethodNotAllowed)
 		return
 	}
-	cfg, _ := h.configFor(r)
-	who, ok := identify(r, cfg)
+	cfg, who, ok := h.authenticate(w, r, "this agent needs a bearer token (Authorization: Bearer <token>), see the agent card's securitySchemes")
 	if !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="capsule"`)
-		http.Error(w, "unauthorized: this agent needs a bearer token (Authorization: Bearer <token>), see the agent card's securitySchemes", http.StatusUnauthorized)
 		return
 	}
 	body, err := readBody(w, r, cfg.MaxBody)
@@ -249,6 +246,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.serveRPC(w, r, who, body)
+}
+
+// authenticate identifies r's caller under r's route configuration, or answers 401 with
+// a Bearer challenge and why.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, why string) (Config, caller, bool) {
+	cfg, _ := h.configFor(r)
+	who, ok := identify(r, cfg)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="capsule"`)
+		http.Error(w, "unauthorized: "+why, http.StatusUnauthorized)
+	}
+	return cfg, who, ok
 }
 
 // readBody reads at most limit bytes, refusing a larger declared length before

@@ -137,8 +137,9 @@ func (h *Handler) startLocked(t *task, now time.Time) {
 	if t.spec.threaded {
 		job.History = h.store.turns(t.key)
 	}
-	job.Chunk = func(text string) { h.chunk(t, text, false) }
-	job.Thinking = func(text string) { h.chunk(t, text, true) }
+	job.Chunk = func(text string) { h.chunk(t, text, chunkAnswer) }
+	job.Thinking = func(text string) { h.chunk(t, text, chunkThinking) }
+	job.Note = func(text string) { h.chunk(t, text, chunkNote) }
 	job.Input = func(ctx context.Context, prompt string) (Answer, error) { return h.input(ctx, t, prompt) }
 	h.cfg.Logger.Debug("a2a task started", "task", t.id, "context", t.contextID)
 	go h.execute(t.ctx, t, job)
@@ -266,18 +267,27 @@ func replyMessage(t *task, out Outcome) *message {
 	return &msg
 }
 
+// What a chunk of streamed text is.
+type chunkKind uint8
+
+const (
+	chunkAnswer   chunkKind = iota // answer text: a chunk of the "answer" artifact
+	chunkThinking                  // reasoning: a working status, its part marked thinking
+	chunkNote                      // a progress note: a working status
+)
+
 // chunk streams text the capsule produced: answer text as a chunk of the "answer"
-// artifact (appended to the chunks before it), thinking as a working status update
-// carrying an agent message marked as thinking. Chunks are progress, not state: they are
-// not kept in the task, which gets the whole answer when it completes.
-func (h *Handler) chunk(t *task, text string, thinking bool) {
+// artifact (appended to the chunks before it), thinking and notes as a working status
+// update carrying an agent message (thinking marked so). Chunks are progress, not state:
+// they are not kept in the task, which gets the whole answer when it completes.
+func (h *Handler) chunk(t *task, text string, kind chunkKind) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.st.State != stateWorking {
 		return
 	}
 	now := time.Now()
-	if !thinking {
+	if kind == chunkAnswer {
 		if text == "" {
 			return
 		}
@@ -287,7 +297,7 @@ func (h *Handler) chunk(t *task, text string, thinking bool) {
 		return
 	}
 	msg := agentMessage(t, text)
-	msg.Thinking = thinking
+	msg.Thinking = kind == chunkThinking
 	t.publishLocked(event{kind: evStatus, status: status{State: stateWorking, Msg: &msg, Time: now}, progress: true}, now)
 }
 

@@ -609,7 +609,7 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	}
 	req.Parts = runtimeParts(job.Parts)
 	if job.Chunk != nil {
-		req.Sink = chunkSink{text: job.Chunk, thinking: job.Thinking}
+		req.Sink = chunkSink{text: job.Chunk, thinking: job.Thinking, note: job.Note}
 	}
 	v := x.v
 	out, ok := v.hosted.TryRunTask(ctx, req)
@@ -659,18 +659,25 @@ func inputs(m *manifest.Manifest, v *version) a2a.Inputs {
 		}}
 }
 
-// chunkSink passes a task's streamed text, and its thinking, to its A2A subscribers.
-type chunkSink struct{ text, thinking func(string) }
+// chunkSink passes a task's streamed text, its thinking and its notes to its A2A
+// subscribers.
+type chunkSink struct{ text, thinking, note func(string) }
 
 // Event forwards chunk events; the rest of the stream is for the trace and metrics.
 func (f chunkSink) Event(e *runtime.Event) error {
 	c, ok := e.Data.(runtime.Chunk)
 	switch {
 	case !ok:
-	case !c.Thinking:
+	case c.Thinking:
+		if f.thinking != nil {
+			f.thinking(c.Text)
+		}
+	case c.Note:
+		if f.note != nil {
+			f.note(c.Text)
+		}
+	default:
 		f.text(c.Text)
-	case f.thinking != nil:
-		f.thinking(c.Text)
 	}
 	return nil
 }

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +22,8 @@ func officialClients(t *testing.T, hc *http.Client, agent string) {
 	t.Run("a2a-go SDK", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		card, err := agentcard.NewResolver(hc).Resolve(ctx, agent)
+		// A 0.3 client asks for its card (the default is A2A 1.0's, docs/reference/a2a.md).
+		card, err := agentcard.NewResolver(hc).Resolve(ctx, agent, agentcard.WithRequestHeader("A2A-Version", "0.3"))
 		if err != nil {
 			t.Fatalf("resolving the card: %v", err)
 		}
@@ -44,7 +43,7 @@ func officialClients(t *testing.T, hc *http.Client, agent string) {
 		if !ok || task.Status.State != sdk.TaskStateCompleted || len(task.Artifacts) != 1 || !strings.Contains(sdkText(task.Artifacts[0].Parts), "3 words") {
 			t.Fatalf("SendMessage = %#v", res)
 		}
-		var chunks, answer string
+		var ans answerStream
 		var final sdk.TaskState
 		for ev, err := range client.SendStreamingMessage(ctx, &sdk.MessageSendParams{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "a b c d"})}) {
 			if err != nil {
@@ -52,38 +51,24 @@ func officialClients(t *testing.T, hc *http.Client, agent string) {
 			}
 			switch e := ev.(type) {
 			case *sdk.TaskStatusUpdateEvent:
-				if e.Status.Message != nil {
-					chunks += sdkText(e.Status.Message.Parts)
-				}
 				if e.Final {
 					final = e.Status.State
 				}
 			case *sdk.TaskArtifactUpdateEvent:
-				answer += sdkText(e.Artifact.Parts)
+				ans.add(sdkText(e.Artifact.Parts), e.Append, e.LastChunk)
 			}
 		}
-		if !strings.Contains(chunks, "Counting the words") || !strings.Contains(answer, "4 words") || final != sdk.TaskStateCompleted {
-			t.Fatalf("stream: chunks %q, answer %q, final %q", chunks, answer, final)
+		if !strings.Contains(ans.streamed(), "Counting the words") || !strings.Contains(ans.answer, "4 words") || final != sdk.TaskStateCompleted {
+			t.Fatalf("stream: chunks %q, answer %q, final %q", ans.chunks, ans.answer, final)
 		}
 	})
 
 	t.Run("@a2a-js/sdk with node", func(t *testing.T) {
-		node, err := exec.LookPath("node")
-		if err != nil {
-			t.Skip("node is not installed; .ci/run installs it")
-		}
+		node, dir := jsSDK(t, "../a2a/testdata/jsclient")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		dir, _ := filepath.Abs("../a2a/testdata/jsclient")
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@a2a-js", "sdk", "package.json")); err != nil {
-			install := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-			install.Dir = dir
-			if out, err := install.CombinedOutput(); err != nil {
-				t.Fatalf("npm ci: %v\n%s", err, out)
-			}
-		}
 		var stdout, stderr bytes.Buffer
-		cmd := exec.CommandContext(ctx, node, "client.mjs", agent+".well-known/agent-card.json")
+		cmd := exec.CommandContext(ctx, node, "client.mjs", agent+".well-known/agent-card.json?A2A-Version=0.3")
 		cmd.Dir, cmd.Stdout, cmd.Stderr = dir, &stdout, &stderr
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("node client.mjs: %v\n%s\n%s", err, stdout.Bytes(), stderr.Bytes())

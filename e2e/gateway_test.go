@@ -109,7 +109,9 @@ func TestGateway(t *testing.T) {
 
 	t.Run("agent card at both paths names the public URL", func(t *testing.T) {
 		var etag string
-		for _, p := range []string{"/agents/hello/.well-known/agent-card.json", "/agents/hello/.well-known/agent.json"} {
+		// A 0.3 client asks for the 0.3 fields; the 1.0 card (the default) names the URL in
+		// supportedInterfaces alone, checked below.
+		for _, p := range []string{"/agents/hello/.well-known/agent-card.json?A2A-Version=0.3", "/agents/hello/.well-known/agent.json?A2A-Version=0.3"} {
 			resp, err := g.httpClient.Get(g.base + p)
 			if err != nil {
 				t.Fatal(err)
@@ -143,7 +145,7 @@ func TestGateway(t *testing.T) {
 			}
 			etag = resp.Header.Get("ETag")
 		}
-		req, _ := http.NewRequest("GET", g.base+"/agents/hello/.well-known/agent-card.json", nil)
+		req, _ := http.NewRequest("GET", g.base+"/agents/hello/.well-known/agent-card.json?A2A-Version=0.3", nil)
 		req.Header.Set("If-None-Match", etag)
 		resp, err := g.httpClient.Do(req)
 		if err != nil {
@@ -210,8 +212,9 @@ func TestGateway(t *testing.T) {
 
 	t.Run("message/stream: working, chunks, artifact, completed", func(t *testing.T) {
 		var kinds []string
-		last, chunks, artifact := 0, "", ""
+		last := 0
 		final := ""
+		var ans answerStream
 		for ev := range g.stream(t, "/agents/wordcount/", "", "message/stream", map[string]any{"message": msg03("one two three four")}) {
 			if ev.id <= last {
 				t.Errorf("event id %d after %d", ev.id, last)
@@ -222,28 +225,29 @@ func TestGateway(t *testing.T) {
 					Kind   string
 					Final  bool
 					Status struct {
-						State   string
-						Message *struct{ Parts []struct{ Text string } }
+						State string
 					}
-					Artifact struct{ Parts []struct{ Text string } }
+					Artifact          struct{ Parts []struct{ Text string } }
+					Append, LastChunk bool
 				}
 			}
 			json.Unmarshal(ev.data, &r)
 			kinds = append(kinds, r.Result.Kind+":"+r.Result.Status.State)
-			if m := r.Result.Status.Message; m != nil && r.Result.Status.State == "working" {
-				for _, p := range m.Parts {
-					chunks += p.Text
+			if r.Result.Kind == "artifact-update" {
+				text := ""
+				for _, p := range r.Result.Artifact.Parts {
+					text += p.Text
 				}
-			}
-			for _, p := range r.Result.Artifact.Parts {
-				artifact += p.Text
+				ans.add(text, r.Result.Append, r.Result.LastChunk)
 			}
 			if r.Result.Final {
 				final = r.Result.Status.State
 			}
 		}
-		if !strings.Contains(chunks, "Counting the words") || !strings.Contains(artifact, "4 words") || final != "completed" {
-			t.Fatalf("events %v; chunks %q; artifact %q; final %q", kinds, chunks, artifact, final)
+		// The tool's progress line streams as the answer's first chunk; the answer, which
+		// it does not begin, replaces it.
+		if !strings.Contains(ans.streamed(), "Counting the words") || !strings.Contains(ans.answer, "4 words") || strings.Contains(ans.answer, "Counting") || final != "completed" {
+			t.Fatalf("events %v; chunks %q; answer %q; final %q", kinds, ans.chunks, ans.answer, final)
 		}
 		if !strings.Contains(strings.Join(kinds, " "), "working") {
 			t.Errorf("no working state in %v", kinds)
@@ -669,7 +673,7 @@ func TestGateway(t *testing.T) {
 			t.Skip("node is not installed; .ci/run installs it")
 		}
 		dir, _ := filepath.Abs("../a2a/testdata/jsclient")
-		js := exec.Command(node, "resubscribe.mjs", g.base+"/agents/wordcount/.well-known/agent-card.json", done.ID)
+		js := exec.Command(node, "resubscribe.mjs", g.base+"/agents/wordcount/.well-known/agent-card.json?A2A-Version=0.3", done.ID)
 		js.Dir = dir
 		out, err := js.Output()
 		if err != nil {
@@ -703,14 +707,12 @@ func startSpinning(t *testing.T, g *gateway, path, contextID string) string {
 		var r struct {
 			Result struct {
 				ID, TaskID string
-				Status     struct {
-					Message *struct{ Parts []struct{ Text string } }
-				}
+				Artifact   *struct{ Parts []struct{ Text string } }
 			}
 		}
 		json.Unmarshal(ev.data, &r)
 		id = firstOf(r.Result.ID, r.Result.TaskID, id)
-		if m := r.Result.Status.Message; m != nil && len(m.Parts) > 0 && strings.Contains(m.Parts[0].Text, "spinning") {
+		if a := r.Result.Artifact; a != nil && len(a.Parts) > 0 && strings.Contains(a.Parts[0].Text, "spinning") {
 			return id // the stream's connection closes with the test; the task goes on
 		}
 	}
@@ -741,7 +743,8 @@ func scrape(t *testing.T, g *gateway) map[string]float64 {
 	return out
 }
 
-// cardURL reads the card at u with extra headers and returns its url field.
+// cardURL reads the card at u with extra headers and returns the URL it names for
+// JSON-RPC 1.0 (its first supportedInterfaces entry).
 func cardURL(t *testing.T, g *gateway, u string, headers map[string]string) string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, u, nil)
@@ -753,11 +756,13 @@ func cardURL(t *testing.T, g *gateway, u string, headers map[string]string) stri
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var card struct{ URL string }
-	if err := json.NewDecoder(resp.Body).Decode(&card); err != nil || resp.StatusCode != 200 {
+	var card struct {
+		SupportedInterfaces []struct{ URL string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&card); err != nil || resp.StatusCode != 200 || len(card.SupportedInterfaces) == 0 {
 		t.Fatalf("%s: HTTP %d %v", u, resp.StatusCode, err)
 	}
-	return card.URL
+	return card.SupportedInterfaces[0].URL // the JSON-RPC 1.0 endpoint
 }
 
 // listeners returns the local addresses of the TCP sockets listening on port, read from

@@ -64,8 +64,7 @@ func TestClaudeCodeThroughTheGateway(t *testing.T) {
 
 	g := harnessGateway(t, dir, claude, "claude-code", "claude-sonnet-4-5", prov.URL)
 
-	var texts []string
-	final := ""
+	var ans answerStream
 	for ev := range g.stream(t, "/agents/harnessed/", "", "message/stream", map[string]any{"message": msg03("count the words in: the quick brown fox")}) {
 		var r struct {
 			Result struct {
@@ -79,23 +78,23 @@ func TestClaudeCodeThroughTheGateway(t *testing.T) {
 				Artifact *struct {
 					Parts []struct{ Text string } `json:"parts"`
 				} `json:"artifact"`
+				Append    bool `json:"append"`
+				LastChunk bool `json:"lastChunk"`
 			} `json:"result"`
 		}
 		json.Unmarshal(ev.data, &r)
-		if m := r.Result.Status.Message; m != nil && r.Result.Status.State == "working" {
-			for _, p := range m.Parts {
-				texts = append(texts, p.Text)
-			}
-		}
 		if a := r.Result.Artifact; a != nil {
+			text := ""
 			for _, p := range a.Parts {
-				final += p.Text
+				text += p.Text
 			}
+			ans.add(text, r.Result.Append, r.Result.LastChunk)
 		}
 		if r.Result.Status.State == "failed" {
 			t.Fatalf("the task failed: %s\n%s", ev.data, g.logs.String())
 		}
 	}
+	final, texts := ans.answer, ans.chunks
 	if final != "The echo tool saw four words: the quick brown fox." || !strings.Contains(strings.Join(texts, ""), "four words") {
 		g.cmd.Process.Signal(os.Interrupt)
 		g.cmd.Wait()

@@ -296,6 +296,51 @@ func launchGateway(t *testing.T, bin, codex string) *gateway {
 	return g
 }
 
+// answerStream assembles a streamed answer as an A2A client does: each artifact update
+// appends its text (append) or replaces what came before (not append); chunks are the
+// texts of the updates before the last one (lastChunk), what was streamed as it came.
+type answerStream struct {
+	chunks []string
+	answer string
+}
+
+func (a *answerStream) add(text string, appendTo, last bool) {
+	if !last {
+		a.chunks = append(a.chunks, text)
+	}
+	if appendTo {
+		a.answer += text
+	} else {
+		a.answer = text
+	}
+}
+
+// streamed is the chunks joined.
+func (a *answerStream) streamed() string { return strings.Join(a.chunks, "") }
+
+// jsSDK returns node's path and the absolute path of dir, a folder of an A2A JS SDK client,
+// installing its SDK first (npm ci) when node_modules lacks it. Without node the test
+// skips, except in CI (.ci/run installs node), where it fails.
+func jsSDK(t *testing.T, dir string) (node, abs string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("node is not installed: .ci/run installs it, and in CI this test does not skip")
+		}
+		t.Skip("node is not installed; .ci/run installs it")
+	}
+	abs, _ = filepath.Abs(dir)
+	if _, err := os.Stat(filepath.Join(abs, "node_modules", "@a2a-js", "sdk", "package.json")); err != nil {
+		install := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+		install.Dir = abs
+		if out, err := install.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+		}
+	}
+	return node, abs
+}
+
 // killAndRestart kills the gateway with SIGKILL — no drain, no shutdown: what the next
 // process knows is what the store holds — and starts it again on the same config.
 func (g *gateway) killAndRestart(t *testing.T) {

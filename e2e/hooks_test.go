@@ -262,6 +262,7 @@ capabilities:
 	var working []string
 	var final string
 	var all []string
+	var ans answerStream // what a client assembles: the reopened turn's answer replaces the first's
 	for ev := range g.stream(t, "/agents/reopening/", "", "message/stream", map[string]any{"message": msg03("hello")}) {
 		var r struct {
 			Result struct {
@@ -270,7 +271,8 @@ capabilities:
 					State   string
 					Message *struct{ Parts []struct{ Text string } }
 				}
-				Artifact struct{ Parts []struct{ Text string } }
+				Artifact          struct{ Parts []struct{ Text string } }
+				Append, LastChunk bool
 			}
 		}
 		json.Unmarshal(ev.data, &r)
@@ -281,11 +283,13 @@ capabilities:
 				working = append(working, p.Text)
 			}
 		case r.Result.Kind == "status-update" && r.Result.Status.State != "working":
-			final += "|" + r.Result.Status.State
+			final += "|" + ans.answer + "|" + r.Result.Status.State
 		case r.Result.Kind == "artifact-update":
+			text := ""
 			for _, p := range r.Result.Artifact.Parts {
-				final += "|" + p.Text
+				text += p.Text
 			}
+			ans.add(text, r.Result.Append, r.Result.LastChunk)
 		}
 	}
 	if !slices.Contains(working, message) {

@@ -207,13 +207,7 @@ func mustJSON(t *testing.T, v any) string {
 // 1.x (e2e/testdata/jsparts/parts.mjs), on both bindings: files inline and by URL and a
 // data part read back byte for byte, a Message answer, appended chunks, a refused URL.
 func TestPartsWithTheJSSDK(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("node is not installed: .ci/run installs it, and in CI this test does not skip")
-		}
-		t.Skip("node is not installed; .ci/run installs it")
-	}
+	node, dir := jsSDK(t, "testdata/jsparts")
 	g := startGateway(t)
 	inline := randomBytes(t, 1<<20)
 	remote := randomBytes(t, 300<<10)
@@ -224,14 +218,6 @@ func TestPartsWithTheJSSDK(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir, _ := filepath.Abs("testdata/jsparts")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@a2a-js", "sdk", "package.json")); err != nil {
-		install := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-		install.Dir = dir
-		if out, err := install.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci: %v\n%s", err, out)
-		}
-	}
 	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 	for _, transport := range []string{"jsonrpc", "rest"} {
 		t.Run(transport, func(t *testing.T) {

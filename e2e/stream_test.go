@@ -108,20 +108,20 @@ type jsEvent struct {
 				}
 			}
 		}
-		Artifact struct{ Parts []struct{ Text string } }
+		Artifact          struct{ Parts []struct{ Text string } }
+		Append, LastChunk bool
 	}
 }
 
-// workingText is the text a working status-update carries, "" for any other event.
-func (e jsEvent) workingText() string {
-	if e.Event.Kind != "status-update" || e.Event.Status.State != "working" || e.Event.Status.Message == nil {
+// chunkText is the text an answer chunk carries (an artifact update before the last), ""
+// for any other event.
+func (e jsEvent) chunkText() string {
+	if e.Event.Kind != "artifact-update" || e.Event.LastChunk {
 		return ""
 	}
 	var s string
-	for _, p := range e.Event.Status.Message.Parts {
-		if p.Metadata["thinking"] != true {
-			s += p.Text
-		}
+	for _, p := range e.Event.Artifact.Parts {
+		s += p.Text
 	}
 	return s
 }
@@ -135,18 +135,7 @@ func TestStreamFirstTextBeforeLastChunk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the gateway")
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed; .ci/run installs it")
-	}
-	jsDir, _ := filepath.Abs("../a2a/testdata/jsclient")
-	if _, err := os.Stat(filepath.Join(jsDir, "node_modules", "@a2a-js", "sdk", "package.json")); err != nil {
-		install := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-		install.Dir = jsDir
-		if out, err := install.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci: %v\n%s", err, out)
-		}
-	}
+	node, jsDir := jsSDK(t, "../a2a/testdata/jsclient")
 
 	var (
 		mu      sync.Mutex
@@ -170,7 +159,7 @@ func TestStreamFirstTextBeforeLastChunk(t *testing.T) {
 		log("provider: last text chunk")
 	})
 
-	js := exec.Command(node, "stream-lines.mjs", g.base+"/agents/streamer/.well-known/agent-card.json", "please stream the answer")
+	js := exec.Command(node, "stream-lines.mjs", g.base+"/agents/streamer/.well-known/agent-card.json?A2A-Version=0.3", "please stream the answer")
 	js.Dir = jsDir
 	var stderr syncBuffer
 	js.Stderr = &stderr
@@ -182,7 +171,8 @@ func TestStreamFirstTextBeforeLastChunk(t *testing.T) {
 		t.Fatal(err)
 	}
 	var events []jsEvent
-	var text, answer, final string
+	var ans answerStream
+	var final string
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 4<<20)
 	for sc.Scan() {
@@ -191,15 +181,16 @@ func TestStreamFirstTextBeforeLastChunk(t *testing.T) {
 			t.Fatalf("%v: %s", err, sc.Bytes())
 		}
 		events = append(events, e)
-		if w := e.workingText(); w != "" {
-			if text == "" {
-				log("client: first text")
-				close(release)
-			}
-			text += w
+		if w := e.chunkText(); w != "" && len(ans.chunks) == 0 {
+			log("client: first text")
+			close(release)
 		}
-		for _, p := range e.Event.Artifact.Parts {
-			answer += p.Text
+		if e.Event.Kind == "artifact-update" {
+			w := ""
+			for _, p := range e.Event.Artifact.Parts {
+				w += p.Text
+			}
+			ans.add(w, e.Event.Append, e.Event.LastChunk)
 		}
 		if e.Event.Final {
 			final = e.Event.Status.State
@@ -208,6 +199,7 @@ func TestStreamFirstTextBeforeLastChunk(t *testing.T) {
 	if err := js.Wait(); err != nil {
 		t.Fatalf("node stream-lines.mjs: %v\n%s", err, stderr.String())
 	}
+	text, answer := ans.streamed(), ans.answer
 	if text == "" {
 		close(release)
 	}
@@ -222,7 +214,7 @@ func TestStreamFirstTextBeforeLastChunk(t *testing.T) {
 	}
 	var first, last float64
 	for _, e := range events {
-		if e.workingText() != "" && first == 0 {
+		if e.chunkText() != "" && first == 0 {
 			first = e.MS
 		}
 		last = e.MS
@@ -247,18 +239,15 @@ func TestTimeToFirstText(t *testing.T) {
 		for ev := range g.stream(t, "/agents/streamer/", "", "message/stream", map[string]any{"message": msg03("please stream the answer")}) {
 			var r struct {
 				Result struct {
-					Kind   string
-					Status struct {
-						State   string
-						Message *struct{ Parts []struct{ Text string } }
-					}
+					Kind      string
+					LastChunk bool
 				}
 			}
 			json.Unmarshal(ev.data, &r)
-			if first == 0 && r.Result.Kind == "status-update" && r.Result.Status.Message != nil {
+			if first == 0 && r.Result.Kind == "artifact-update" && !r.Result.LastChunk {
 				first = time.Since(start)
 			}
-			if ans == 0 && r.Result.Kind == "artifact-update" {
+			if ans == 0 && r.Result.Kind == "artifact-update" && r.Result.LastChunk {
 				ans = time.Since(start)
 			}
 		}

@@ -27,6 +27,8 @@ type Chunk struct {
 	TaskID   string `json:"task_id"`
 	Text     string `json:"text"`
 	Thinking bool   `json:"thinking,omitempty"`
+	// Note marks progress that is not answer text: a reopened task's next turn.
+	Note bool `json:"note,omitempty"`
 }
 
 // TaskRequest is one task for a session: the CLI's --task, or an A2A message.
@@ -211,7 +213,7 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 		}
 		// Reopened by an on-task-end hook: its message is the next user turn, after the
 		// conversation so far, and the task's subscribers see it as progress.
-		s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: v.Reopen}, nil)
+		s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: v.Reopen, Note: true}, nil)
 		req.History = append(slices.Clone(req.History), Turn{User: req.Text, Agent: out.Result, Thread: out.Thread})
 		req.Text = v.Reopen
 	}
