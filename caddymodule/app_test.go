@@ -76,7 +76,7 @@ func TestValidate(t *testing.T) {
 		{"capsule: negative max_body", new(Handler), `{"manifest":"a.yaml","max_body":-1}`, []string{"E-RUN-021"}},
 		{"capsule: negative queue_depth", new(Handler), `{"manifest":"a.yaml","queue_depth":-1}`, []string{"E-RUN-021"}},
 		{"capsule: auth without bearer", new(Handler), `{"manifest":"a.yaml","auth":{}}`, []string{"E-RUN-021"}},
-		{"capsule: card 0.3", new(Handler), `{"manifest":"a.yaml","card":"0.3"}`, []string{"E-A2A-004"}},
+		{"capsule: card 0.2", new(Handler), `{"manifest":"a.yaml","card":"0.2"}`, []string{"E-A2A-004"}},
 		{"capsule: relative public_url", new(Handler), `{"manifest":"a.yaml","public_url":"/hello/"}`, []string{"E-A2A-007"}},
 		{"capsule: every mistake", new(Handler), `{"max_body":-1,"queue_depth":-1,"auth":{"bearer":"a b"},"public_url":"x","card":"2"}`,
 			[]string{"E-RUN-021", "E-RUN-021", "E-RUN-021", "E-RUN-021", "E-A2A-007", "E-A2A-004"}},

@@ -122,7 +122,7 @@ func TestDirectiveErrors(t *testing.T) {
 		{name: "capsule: public_url not http(s)", site: "capsule a.yaml {\n\tpublic_url ftp://a.example/\n}", err: "E-A2A-007"},
 		{name: "capsule: public_url with a query", site: "capsule a.yaml {\n\tpublic_url https://a.example/?x=1\n}", err: "E-A2A-007"},
 		{name: "capsule: card without a version", site: "capsule a.yaml {\n\tcard\n}", err: "card takes 1.0"},
-		{name: "capsule: card other than 1.0", site: "capsule a.yaml {\n\tcard 0.3\n}", err: "card takes 1.0"},
+		{name: "capsule: card other than 1.0 or 0.3", site: "capsule a.yaml {\n\tcard 0.2\n}", err: "card takes 1.0"},
 		{name: "capsule: card with two versions", site: "capsule a.yaml {\n\tcard 1.0 1.0\n}", err: "wrong argument count"},
 
 		{name: "capsule_replay: no folder", site: "capsule_replay", err: "wrong argument count"},

@@ -118,6 +118,19 @@ var manifestKeys = map[string]keyFate{
 	"observability":                {},
 	"observability.otel_endpoint": {code: WarnOtelEndpoint,
 		ignored: "nothing is exported over OpenTelemetry; trace.jsonl and the Prometheus metrics record sessions"},
+	// The gateway reads the a2a section (caddymodule: the card, Inputs); the runtime its
+	// outputs (outputs.go). caddy capsule run, outside A2A, gives a task text only.
+	"a2a":                       {},
+	"a2a.input_modes":           {},
+	"a2a.output_modes":          {},
+	"a2a.max_file_bytes":        {},
+	"a2a.max_message_bytes":     {},
+	"a2a.outputs":               {},
+	"a2a.outputs[].file":        {},
+	"a2a.outputs[].name":        {},
+	"a2a.outputs[].description": {},
+	"a2a.outputs[].media_type":  {},
+	"a2a.outputs[].as":          {},
 }
 
 // stageWarnings lists what m asks for that this release does not do: one warning per

@@ -78,6 +78,12 @@ lifecycle: {task_acceptance: queue, after_task: sleep, queue_depth: 2, input_tim
 context: {max_tokens: 100000}
 trace: {capture: content}
 observability: {otel_endpoint: "https://otel.example"}
+a2a:
+  input_modes: [application/pdf]
+  output_modes: [image/png]
+  max_file_bytes: 1024
+  max_message_bytes: 2048
+  outputs: [{file: report.pdf, name: report, description: the report, media_type: application/pdf, as: file}]
 `
 
 // TestStageWarnsForEveryUnhonouredKey stages manifests that together write every key
