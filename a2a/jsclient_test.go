@@ -68,13 +68,18 @@ func TestJSClient(t *testing.T) {
 	}
 }
 
-// holdExec echoes like echoExec, except that a message "hold" runs until canceled.
+// holdExec echoes like echoExec, except that a message "hold" runs until canceled and a
+// message "reply" is answered with a Message holding text and data.
 type holdExec struct{ echoExec }
 
 func (e *holdExec) Execute(ctx context.Context, job *Job) Outcome {
-	if job.Text == "hold" {
+	switch job.Text {
+	case "hold":
 		<-ctx.Done()
 		return Outcome{State: "failed", Text: ctx.Err().Error()}
+	case "reply":
+		return Outcome{State: "completed", Text: "a message", Message: true,
+			Artifacts: []Artifact{{Parts: []Part{{Kind: KindData, Data: json.RawMessage(`{"n":1}`)}}}}}
 	}
 	return e.echoExec.Execute(ctx, job)
 }
@@ -93,6 +98,10 @@ func TestJSClientREST(t *testing.T) {
 		Stream  []tObj `json:"stream"`
 		Get     tObj   `json:"get"`
 		Cancel  tObj   `json:"cancel"`
+		Reply struct {
+			Kind, Role string
+			Parts      []map[string]any
+		} `json:"reply"`
 		Missing *struct {
 			Name    string `json:"name"`
 			Message string `json:"message"`
@@ -111,6 +120,10 @@ func TestJSClientREST(t *testing.T) {
 	}
 	if c := out.Cancel; c.ID != out.Get.ID || c.Status.State != "canceled" {
 		t.Errorf("cancel %+v", c)
+	}
+	// HTTP+JSON 0.3's {msg}, read by the SDK as a Message.
+	if r := out.Reply; r.Kind != "message" || r.Role != "agent" || len(r.Parts) != 2 || r.Parts[0]["text"] != "a message" || r.Parts[1]["kind"] != "data" {
+		t.Errorf("a Message answer: %+v", r)
 	}
 	if m := out.Missing; m == nil || m.Name != "TaskNotFoundError" {
 		t.Errorf("a missing task: %+v", m)

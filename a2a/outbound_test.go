@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
 )
 
 // artifactsExec completes with a text answer, a file and a data artifact, or, when the
@@ -80,5 +82,30 @@ func TestOutboundMessageREST(t *testing.T) {
 				t.Fatalf("HTTP %d %s\nwant it to begin %s and hold the file", resp.StatusCode, body, tc.want)
 			}
 		})
+	}
+}
+
+// TestOutboundWithGoSDK03 reads a task's file and data artifacts, and a Message answer,
+// with the A2A Go SDK 0.3 (JSON-RPC, its one HTTP binding).
+func TestOutboundWithGoSDK03(t *testing.T) {
+	_, srv := newServer(t, Config{Executor: execFunc(artifactsExec), CardVersion: CardV03})
+	_, client := sdkClient(t, endpoint(srv), srv.Client())
+	ctx := context.Background()
+	res, err := client.SendMessage(ctx, userMessage("go"))
+	task, ok := res.(*sdk.Task)
+	if err != nil || !ok || len(task.Artifacts) != 3 {
+		t.Fatalf("SendMessage: %#v, %v", res, err)
+	}
+	file, okFile := task.Artifacts[1].Parts[0].(sdk.FilePart)
+	data, okData := task.Artifacts[2].Parts[0].(sdk.DataPart)
+	if !okFile || !okData {
+		t.Fatalf("artifact parts %#v, %#v", task.Artifacts[1].Parts, task.Artifacts[2].Parts)
+	}
+	if b, ok := file.File.(sdk.FileBytes); !ok || b.Bytes != "JVBERi0x" || b.Name != "report.pdf" || b.MimeType != "application/pdf" || data.Data["words"] != float64(2) {
+		t.Errorf("file %#v, data %#v", file.File, data.Data)
+	}
+	res, err = client.SendMessage(ctx, userMessage("reply"))
+	if m, ok := res.(*sdk.Message); err != nil || !ok || m.Role != sdk.MessageRoleAgent || len(m.Parts) != 3 || partsText(m.Parts[:1]) != "done" {
+		t.Errorf("a Message answer read as %#v, %v", res, err)
 	}
 }

@@ -1,7 +1,7 @@
 // Drives an A2A agent with the official A2A JS SDK (protocol 0.3) restricted to its
 // HTTP+JSON (REST) transport: resolve the card, send a message (blocking), stream
-// another, send one that the agent holds, read it, cancel it, and read a task that does
-// not exist; print what came back as one JSON object on stdout.
+// another, send one that the agent holds, read it, cancel it, send one it answers with a
+// Message, and read a task that does not exist; print what came back as one JSON object on stdout.
 // Usage: node rest.mjs <agent card URL>
 import { ClientFactory, RestTransportFactory } from '@a2a-js/sdk/client';
 import { cardURLArg, message } from './common.mjs';
@@ -25,6 +25,9 @@ const held = await client.sendMessage({ message: message('hold'), configuration:
 const get = await client.getTask({ id: held.id, historyLength: 1 });
 const cancel = await client.cancelTask({ id: held.id });
 
+// An agent may answer with a Message instead of a task.
+const reply = await client.sendMessage({ message: message('reply') });
+
 let missing = null;
 try {
   await client.getTask({ id: 'no-such-task' });
@@ -32,4 +35,4 @@ try {
   missing = { name: e.constructor.name, message: e.message };
 }
 
-console.log(JSON.stringify({ card: { name: card.name, url: card.url }, send, stream, get, cancel, missing }));
+console.log(JSON.stringify({ card: { name: card.name, url: card.url }, send, stream, get, cancel, reply, missing }));
