@@ -94,11 +94,11 @@ func TestJSClientREST(t *testing.T) {
 		Card struct {
 			Name string `json:"name"`
 		} `json:"card"`
-		Send    tObj   `json:"send"`
-		Stream  []tObj `json:"stream"`
-		Get     tObj   `json:"get"`
-		Cancel  tObj   `json:"cancel"`
-		Reply struct {
+		Send   tObj   `json:"send"`
+		Stream []tObj `json:"stream"`
+		Get    tObj   `json:"get"`
+		Cancel tObj   `json:"cancel"`
+		Reply  struct {
 			Kind, Role string
 			Parts      []map[string]any
 		} `json:"reply"`
