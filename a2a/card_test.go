@@ -164,3 +164,93 @@ func TestCardDeclaresBearer(t *testing.T) {
 		t.Errorf("securityRequirements %v", card["securityRequirements"])
 	}
 }
+
+// a2a10Card is A2A 1.0's AgentCard as its JSON carries it (the specification's
+// a2a.proto, camelCase): the members each object may hold, nested shapes by path ("[]"
+// for a list's items, "*" for a map's values). The 1.0 JSON schema refuses any other
+// member (additionalProperties: false), which is why the default card holds no 0.3 field.
+var a2a10Card = map[string][]string{
+	"":                          {"name", "description", "supportedInterfaces", "provider", "version", "documentationUrl", "capabilities", "securitySchemes", "securityRequirements", "defaultInputModes", "defaultOutputModes", "skills", "signatures", "iconUrl"},
+	"supportedInterfaces[]":     {"url", "protocolBinding", "tenant", "protocolVersion"},
+	"capabilities":              {"streaming", "pushNotifications", "extensions", "extendedAgentCard"},
+	"capabilities.extensions[]": {"uri", "description", "required", "params"},
+	"skills[]":                  {"id", "name", "description", "tags", "examples", "inputModes", "outputModes", "securityRequirements"},
+	"securitySchemes.*":         {"apiKeySecurityScheme", "httpAuthSecurityScheme", "oauth2SecurityScheme", "openIdConnectSecurityScheme", "mtlsSecurityScheme"},
+	"securitySchemes.*.httpAuthSecurityScheme": {"description", "scheme", "bearerFormat"},
+	"securityRequirements[]":                   {"schemes"},
+	"securityRequirements[].schemes.*":         {"list"},
+}
+
+// a2a10Required are the AgentCard members A2A 1.0 marks REQUIRED.
+var a2a10Required = []string{"name", "description", "version", "supportedInterfaces", "capabilities", "defaultInputModes", "defaultOutputModes", "skills"}
+
+// TestDefaultCardIsA2A10: the card a client gets without asking for a version holds only
+// A2A 1.0 AgentCard members, at every depth, and every member 1.0 requires — with and
+// without auth, push, skills and input modes; the mixed card a 0.3 client asks for does
+// not, which is why it is not the default.
+func TestDefaultCardIsA2A10(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		headers map[string]string
+		invalid string // a problem the card must have; "" for none
+	}{
+		{"plain", Config{}, nil, ""},
+		{"bearer, push, inputs", Config{Bearer: "tok", Push: &PushPolicy{}, Inputs: Inputs{Modes: []string{"application/pdf"}}}, nil, ""},
+		{"tokens", Config{Tokens: []Token{{Name: "a", Secret: "tok-a"}}}, nil, ""},
+		{"the mixed card, asked for", Config{Bearer: "tok"}, map[string]string{"A2A-Version": "0.3"}, `the card holds "url"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Executor = &echoExec{}
+			_, srv := newServer(t, tc.cfg)
+			resp, card := getCard(t, srv, prefix+"/.well-known/agent-card.json", tc.headers)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("HTTP %d", resp.StatusCode)
+			}
+			problems := a2a10Problems(card)
+			switch {
+			case tc.invalid == "" && len(problems) > 0:
+				t.Errorf("not an A2A 1.0 card: %q", problems)
+			case tc.invalid != "" && !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, tc.invalid) }):
+				t.Errorf("problems %q lack %q", problems, tc.invalid)
+			}
+		})
+	}
+}
+
+// a2a10Problems lists what keeps card from being an A2A 1.0 AgentCard: a required member
+// missing, a member 1.0 does not have where it stands.
+func a2a10Problems(card map[string]any) []string {
+	var out []string
+	for _, k := range a2a10Required {
+		if _, ok := card[k]; !ok {
+			out = append(out, "the card lacks "+k)
+		}
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			allowed, shaped := a2a10Card[path]
+			for k, sub := range v {
+				if shaped && !slices.Contains(allowed, k) {
+					out = append(out, fmt.Sprintf("%s holds %q", firstNonEmpty(path, "the card"), k))
+				}
+				next := k
+				if path != "" {
+					next = path + "." + k
+				}
+				if !shaped {
+					next = path + ".*" // a map: its values share one shape
+				}
+				walk(next, sub)
+			}
+		case []any:
+			for _, sub := range v {
+				walk(path+"[]", sub)
+			}
+		}
+	}
+	walk("", card)
+	return out
+}
