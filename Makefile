@@ -128,7 +128,7 @@ run: examples harnesses
 		PATH="$(CURDIR)/$(HARNESSES)/node_modules/.bin:$$PATH" $(CADDY) run --config Caddyfile.example --adapter caddyfile; \
 	else \
 		echo "make run: the Codex CLI is not installed (make harnesses needs npm), so the Codex capsule is left out"; \
-		sed '/# codex-begin/,/# codex-end/d' Caddyfile.example > $(BIN)/Caddyfile.run && \
+		sed '/# codex-begin/,/# codex-end/d' Caddyfile.example | cat -s > $(BIN)/Caddyfile.run && \
 		$(CADDY) run --config $(BIN)/Caddyfile.run --adapter caddyfile; \
 	fi
 
