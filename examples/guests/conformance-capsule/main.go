@@ -2,10 +2,10 @@
 
 // Command conformance-capsule is the example conformance capsule: a script capsule that
 // answers as the A2A TCK's scenarios ask, chosen by the prefix of the message id
-// (in/message.json), and echoes the files and data it is sent back as artifacts. It shows
-// every way a capsule gives parts: its text answer (out/result.txt), files it writes,
-// files by URL, data, a Message answer (out/a2a.json), and, through its conformance-io
-// tool, chunks and input-required.
+// (in/message.json, read with wit/guest/parts), and echoes the files and data it is sent
+// back as artifacts. It shows every way a capsule gives parts: its text answer
+// (out/result.txt), files it writes, files by URL, data, a Message answer (out/a2a.json),
+// and, through its conformance-io tool, chunks and input-required.
 package main
 
 import (
@@ -17,40 +17,8 @@ import (
 
 	"github.com/capsulegate/capsulegate/wit/guest"
 	"github.com/capsulegate/capsulegate/wit/guest/capsule"
+	"github.com/capsulegate/capsulegate/wit/guest/parts"
 )
-
-// message is the part of in/message.json this capsule reads.
-type message struct {
-	MessageID string `json:"message_id"`
-	Parts     []struct {
-		Kind      string          `json:"kind"`
-		Text      string          `json:"text"`
-		File      string          `json:"file"`
-		Name      string          `json:"name"`
-		MediaType string          `json:"media_type"`
-		Data      json.RawMessage `json:"data"`
-	} `json:"parts"`
-}
-
-// answer is out/a2a.json.
-type answer struct {
-	Reply     string     `json:"reply,omitempty"`
-	Artifacts []artifact `json:"artifacts,omitempty"`
-}
-
-type artifact struct {
-	Name  string `json:"name"`
-	Parts []part `json:"parts"`
-}
-
-type part struct {
-	Text      *string         `json:"text,omitempty"`
-	File      string          `json:"file,omitempty"`
-	URL       string          `json:"url,omitempty"`
-	Data      json.RawMessage `json:"data,omitempty"`
-	MediaType string          `json:"media_type,omitempty"`
-	Filename  string          `json:"filename,omitempty"`
-}
 
 func init() {
 	capsule.Handle(run)
@@ -59,40 +27,40 @@ func init() {
 // run answers the task's message, asking for input as long as the message says to wait.
 func run() error {
 	for {
-		m, err := readMessage()
+		m, err := parts.ReadMessage()
 		if err != nil {
 			return err
 		}
 		id := m.MessageID
 		switch {
 		case strings.HasPrefix(id, "tck-artifact-file-url"):
-			return give("", answer{Artifacts: []artifact{{Name: "file-url", Parts: []part{
-				{URL: "https://example.com/output.txt", Filename: "output.txt", MediaType: "text/plain"}}}}})
+			return give("", parts.Answer{Artifacts: []parts.Artifact{{Name: "file-url", Parts: []parts.AnswerPart{
+				parts.URL("https://example.com/output.txt", "text/plain", "output.txt")}}}})
 		case strings.HasPrefix(id, "tck-artifact-file"):
 			if err := os.WriteFile("/out/output.txt", []byte("tck"), 0o644); err != nil {
 				return err
 			}
-			return give("", answer{Artifacts: []artifact{{Name: "file", Parts: []part{
-				{File: "output.txt", Filename: "output.txt", MediaType: "text/plain"}}}}})
+			return give("", parts.Answer{Artifacts: []parts.Artifact{{Name: "file", Parts: []parts.AnswerPart{
+				parts.File("output.txt", "text/plain", "output.txt")}}}})
 		case strings.HasPrefix(id, "tck-artifact-text"):
-			return give("Generated text content", answer{})
+			return give("Generated text content", parts.Answer{})
 		case strings.HasPrefix(id, "tck-artifact-data"):
-			return give("", answer{Artifacts: []artifact{{Name: "data", Parts: []part{
+			return give("", parts.Answer{Artifacts: []parts.Artifact{{Name: "data", Parts: []parts.AnswerPart{
 				{Data: json.RawMessage(`{"key":"value","count":42}`)}}}}})
 		case strings.HasPrefix(id, "tck-message-response"):
-			return give("Direct message response", answer{Reply: "message"})
+			return give("Direct message response", parts.Answer{Reply: "message"})
 		case strings.HasPrefix(id, "tck-complete-task"):
-			return give("Hello from TCK", answer{})
+			return give("Hello from TCK", parts.Answer{})
 		case strings.HasPrefix(id, "tck-stream-artifact-chunked"):
 			if err := io(`{"chunks":["chunk-1 ","chunk-2"]}`); err != nil {
 				return err
 			}
-			return give("chunk-1 chunk-2", answer{})
+			return give("chunk-1 chunk-2", parts.Answer{})
 		case strings.HasPrefix(id, "tck-stream-"):
 			if err := io(`{"chunks":["Stream hello from TCK"]}`); err != nil {
 				return err
 			}
-			return give("Stream hello from TCK", answer{})
+			return give("Stream hello from TCK", parts.Answer{})
 		case strings.HasPrefix(id, "tck-reject-task"):
 			return errors.New("rejected")
 		case strings.HasPrefix(id, "echo-parts"):
@@ -104,7 +72,7 @@ func run() error {
 				return err
 			}
 		default:
-			return give("Unhandled messageId prefix: "+id, answer{})
+			return give("Unhandled messageId prefix: "+id, parts.Answer{})
 		}
 	}
 }
@@ -121,27 +89,10 @@ func io(data string) error {
 	return nil
 }
 
-// readMessage reads the task's message, or the latest answer to input-required.
-func readMessage() (message, error) {
-	var m message
-	b, err := os.ReadFile("/in/message.json")
-	if err != nil {
-		return m, fmt.Errorf("reading the message: %w", err)
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("reading the message: %w", err)
-	}
-	return m, nil
-}
-
 // give writes the text answer and, when it holds anything, the answer file.
-func give(text string, a answer) error {
+func give(text string, a parts.Answer) error {
 	if a.Reply != "" || len(a.Artifacts) > 0 {
-		b, err := json.Marshal(a)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile("/out/a2a.json", b, 0o644); err != nil {
+		if err := parts.WriteAnswer(a); err != nil {
 			return err
 		}
 	}
@@ -149,7 +100,7 @@ func give(text string, a answer) error {
 }
 
 // echoText is the message's text parts, joined.
-func echoText(m message) string {
+func echoText(m parts.Message) string {
 	var texts []string
 	for _, p := range m.Parts {
 		if p.Kind == "text" {
@@ -160,14 +111,13 @@ func echoText(m message) string {
 }
 
 // echoParts gives every file and data part of the message back, one artifact each: a file
-// by its path in the workdir (in/ is below the guest's root, and out/a2a.json names files
-// below out/, so each is copied there first).
-func echoParts(m message) answer {
-	var a answer
+// by its copy below out/ (the answer file names files there).
+func echoParts(m parts.Message) parts.Answer {
+	var a parts.Answer
 	for i, p := range m.Parts {
 		switch p.Kind {
 		case "file":
-			b, err := os.ReadFile("/" + p.File)
+			b, err := parts.ReadFile(p)
 			if err != nil {
 				continue
 			}
@@ -175,9 +125,9 @@ func echoParts(m message) answer {
 			if os.WriteFile("/out/"+name, b, 0o644) != nil {
 				continue
 			}
-			a.Artifacts = append(a.Artifacts, artifact{Name: p.Name, Parts: []part{{File: name, Filename: p.Name, MediaType: p.MediaType}}})
+			a.Artifacts = append(a.Artifacts, parts.Artifact{Name: p.Name, Parts: []parts.AnswerPart{parts.File(name, p.MediaType, p.Name)}})
 		case "data":
-			a.Artifacts = append(a.Artifacts, artifact{Name: "data", Parts: []part{{Data: p.Data}}})
+			a.Artifacts = append(a.Artifacts, parts.Artifact{Name: "data", Parts: []parts.AnswerPart{{Data: p.Data}}})
 		}
 	}
 	return a
