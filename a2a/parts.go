@@ -1,18 +1,19 @@
 package a2a
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/url"
 	"path"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/capsulegate/capsulegate/internal/jsontext"
+	"github.com/capsulegate/capsulegate/internal/mediatype"
 )
 
 // partKind is what one part of a message carries.
@@ -97,7 +98,7 @@ func (d dialect) parsePart(i int, p inPart) (part, *rpcError) {
 		}
 		out.kind, out.url = partFile, s
 	default:
-		out.kind, out.data = partData, compactJSON(p.Data)
+		out.kind, out.data = partData, jsontext.Compact(p.Data)
 	}
 	return out, nil
 }
@@ -138,7 +139,7 @@ func parsePart03(field string, p inPart) (part, *rpcError) {
 		if !isSet(p.Data) || p.Data[0] != '{' { // a RawMessage member holds its value without spaces
 			return part{}, errInvalidParams(field + `.data is required for kind "data": a JSON object`)
 		}
-		return part{kind: partData, data: compactJSON(p.Data)}, nil
+		return part{kind: partData, data: jsontext.Compact(p.Data)}, nil
 	case "":
 		return part{}, errInvalidParams(field + `.kind is required: "text", "file" or "data"`)
 	}
@@ -173,15 +174,6 @@ func checkFileURL(field, s string) *rpcError {
 	return nil
 }
 
-// compactJSON is raw without insignificant white space (raw was decoded already, so it is
-// valid JSON).
-func compactJSON(raw json.RawMessage) json.RawMessage {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return append(json.RawMessage(nil), raw...)
-	}
-	return b.Bytes()
-}
 
 // Part is one part of a user message as an Executor receives it, in the order the client
 // sent the parts: text, a file (its bytes, sent inline or fetched from the URL the client
@@ -250,7 +242,7 @@ const (
 func (in Inputs) normalize() (Inputs, []string) {
 	var bad []string
 	for _, m := range in.Modes {
-		if !validMediaRange(m) {
+		if !mediatype.ValidRange(m) {
 			bad = append(bad, fmt.Sprintf("input mode %q is not a media type: write type/subtype, type/* or */*", m))
 		}
 	}
@@ -299,44 +291,15 @@ func (in Inputs) accepts(mt string) bool {
 	if isTextPlain(mt) {
 		return true
 	}
-	base := mediaBase(mt)
+	base := mediatype.Base(mt)
 	typ, _, _ := strings.Cut(base, "/")
 	for _, m := range in.Modes {
-		m = mediaBase(m)
+		m = mediatype.Base(m)
 		if m == "*/*" || m == base || strings.HasSuffix(m, "/*") && strings.TrimSuffix(m, "/*") == typ {
 			return true
 		}
 	}
 	return false
-}
-
-// mediaBase is a media type without parameters, in lower case.
-func mediaBase(mt string) string {
-	base, _, _ := strings.Cut(mt, ";")
-	return strings.ToLower(strings.TrimSpace(base))
-}
-
-// validMediaRange accepts type/subtype, type/* and */* (RFC 9110 token characters).
-func validMediaRange(m string) bool {
-	typ, sub, ok := strings.Cut(mediaBase(m), "/")
-	token := func(s string) bool {
-		return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
-			return r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
-		})
-	}
-	return ok && token(typ) && token(sub) && (typ != "*" || sub == "*")
-}
-
-// fileType is the media type of a file part: the client's, else guessed from its name,
-// else application/octet-stream.
-func fileType(given, name string) string {
-	if given != "" {
-		return given
-	}
-	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
-		return t
-	}
-	return "application/octet-stream"
 }
 
 // admitParts checks the parts of a message against what the capsule accepts and returns
@@ -361,13 +324,13 @@ func admitParts(parts []part, in Inputs) ([]Part, *rpcError) {
 			}
 			total += int64(len(p.data))
 			if total > in.MaxMessageBytes {
-				return nil, errInvalidParams(fmt.Sprintf("%s brings the message's files and data to %d bytes, over this agent's limit of %d bytes per message (a2a.max_message_bytes)", field, total, in.MaxMessageBytes))
+				return nil, overMessage(field, total, in.MaxMessageBytes)
 			}
 			out = append(out, Part{Kind: KindData, MediaType: "application/json", Data: p.data})
 		case partFile:
-			mt := fileType(p.mediaType, p.name)
-			if p.url != "" && p.mediaType == "" {
-				mt = p.mediaType // decided once fetched, by what its server says
+			mt := p.mediaType // a file by URL without one: decided once fetched (fetchParts)
+			if p.url == "" {
+				mt = mediatype.OfFile(mt, p.name)
 			}
 			if mt != "" && !in.accepts(mt) {
 				return nil, errContentType(fmt.Sprintf("%s is a file of type %s; this agent reads %s (defaultInputModes)", field, mt, modes), mt)
@@ -380,12 +343,18 @@ func admitParts(parts []part, in Inputs) ([]Part, *rpcError) {
 			}
 			total += int64(len(p.bytes))
 			if total > in.MaxMessageBytes {
-				return nil, errInvalidParams(fmt.Sprintf("%s brings the message's files and data to %d bytes, over this agent's limit of %d bytes per message (a2a.max_message_bytes)", field, total, in.MaxMessageBytes))
+				return nil, overMessage(field, total, in.MaxMessageBytes)
 			}
 			out = append(out, Part{Kind: KindFile, Name: p.name, MediaType: mt, Bytes: p.bytes, URL: p.url})
 		}
 	}
 	return out, nil
+}
+
+// overMessage refuses part field for bringing a message's files and data to total bytes,
+// over max.
+func overMessage(field string, total, max int64) *rpcError {
+	return errInvalidParams(fmt.Sprintf("%s brings the message's files and data to %d bytes, over this agent's limit of %d bytes per message (a2a.max_message_bytes)", field, total, max))
 }
 
 // fetchParts fetches the files parts name by URL, within the file and message limits, and
@@ -417,10 +386,7 @@ func fetchParts(ctx context.Context, parts []Part, in Inputs) *rpcError {
 			return errInvalidParams(fmt.Sprintf("%s: the file at %s cannot be fetched: %v", field, clipURL(p.URL), err))
 		}
 		if p.MediaType == "" {
-			p.MediaType = fileType(mt, p.Name)
-			if p.Name == "" {
-				p.MediaType = firstNonEmpty(mt, fileType("", urlName(p.URL)))
-			}
+			p.MediaType = mediatype.OfFile(mt, firstNonEmpty(p.Name, urlName(p.URL)))
 			if !in.accepts(p.MediaType) {
 				return errContentType(fmt.Sprintf("%s: the file at %s is of type %s; this agent reads %s (defaultInputModes)", field, clipURL(p.URL), p.MediaType, strings.Join(in.cardModes(), ", ")), p.MediaType)
 			}
@@ -502,16 +468,6 @@ func (in *incoming) admit(ctx context.Context, inputs Inputs) *rpcError {
 	}
 	in.parts = nil
 	return nil
-}
-
-// payloadType is the media type of the first part of parts that is not text.
-func payloadType(parts []Part) string {
-	for _, p := range parts {
-		if p.Kind != KindText {
-			return p.MediaType
-		}
-	}
-	return ""
 }
 
 // plainText reports whether every part is text without a media type: what a capsule

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/mediatype"
 	"github.com/capsulegate/capsulegate/netpolicy"
 )
 
@@ -434,13 +435,13 @@ func asList(err error) errs.List {
 func (v *validator) a2a() {
 	a := v.m.A2A
 	for i, mt := range a.InputModes {
-		if !ValidMediaRange(mt) {
+		if !mediatype.ValidRange(mt) {
 			v.fail(fmt.Sprintf("a2a.input_modes[%d]", i), CodeMediaType, fmt.Sprintf("%q is not a media type", mt),
 				"write type/subtype (application/pdf), type/* (image/*) or */*")
 		}
 	}
 	for i, mt := range a.OutputModes {
-		if !ValidMediaRange(mt) {
+		if !mediatype.ValidRange(mt) {
 			v.fail(fmt.Sprintf("a2a.output_modes[%d]", i), CodeMediaType, fmt.Sprintf("%q is not a media type", mt),
 				"write type/subtype (application/pdf), type/* (image/*) or */*")
 		}
@@ -460,24 +461,11 @@ func (v *validator) a2a() {
 			v.fail(p+".file", CodeOutputFile, fmt.Sprintf("output file %q is listed twice", o.File), "list each file once")
 		}
 		seen[clean] = true
-		if o.MediaType != "" && (!ValidMediaRange(o.MediaType) || strings.Contains(o.MediaType, "*")) {
+		if o.MediaType != "" && (!mediatype.ValidRange(o.MediaType) || strings.Contains(o.MediaType, "*")) {
 			v.fail(p+".media_type", CodeMediaType, fmt.Sprintf("%q is not a media type", o.MediaType), "write type/subtype, such as application/pdf")
 		}
 		v.enum(p+".as", "a2a.outputs[].as", o.As)
 	}
-}
-
-// ValidMediaRange accepts a media type or range: type/subtype, type/* or */*, parameters
-// after ';' allowed (RFC 9110 token characters).
-func ValidMediaRange(m string) bool {
-	base, _, _ := strings.Cut(m, ";")
-	typ, sub, ok := strings.Cut(strings.TrimSpace(base), "/")
-	token := func(s string) bool {
-		return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
-			return r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r)
-		})
-	}
-	return ok && token(typ) && token(sub) && (typ != "*" || sub == "*")
 }
 
 // CardOutputModes are the media types a capsule's tasks may answer with beyond text/plain:

@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"mime"
 	"path"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/capsulegate/capsulegate/internal/jsontext"
+	"github.com/capsulegate/capsulegate/internal/mediatype"
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
@@ -138,12 +139,12 @@ func (s *session) answerPart(ap answerPart) (Part, error) {
 	case ap.Text != nil:
 		return Part{Kind: "text", Text: *ap.Text, MediaType: ap.MediaType}, nil
 	case len(ap.Data) > 0:
-		return Part{Kind: "data", MediaType: "application/json", Data: compactOutput(ap.Data)}, nil
+		return Part{Kind: "data", MediaType: "application/json", Data: jsontext.Compact(ap.Data)}, nil
 	case ap.URL != "":
 		if !strings.HasPrefix(ap.URL, "https://") && !strings.HasPrefix(ap.URL, "http://") {
 			return Part{}, fmt.Errorf("url %q is not an http or https URL", ap.URL)
 		}
-		return Part{Kind: "file", URL: ap.URL, Name: ap.Filename, MediaType: fileMediaType(ap.MediaType, ap.Filename)}, nil
+		return Part{Kind: "file", URL: ap.URL, Name: ap.Filename, MediaType: mediatype.OfFile(ap.MediaType, ap.Filename)}, nil
 	}
 	clean := path.Clean(ap.File)
 	if !fs.ValidPath(clean) || clean != ap.File || clean == "." {
@@ -165,35 +166,14 @@ func outputPart(name string, data []byte, as, mediaType, filename string) (Part,
 		if !json.Valid(data) {
 			return Part{}, fmt.Errorf("%s is to be given as data, and is not JSON", name)
 		}
-		return Part{Kind: "data", MediaType: "application/json", Data: compactOutput(data)}, nil
+		return Part{Kind: "data", MediaType: "application/json", Data: jsontext.Compact(data)}, nil
 	case manifest.OutputText:
 		if !utf8.Valid(data) {
 			return Part{}, fmt.Errorf("%s is to be given as text, and is not UTF-8", name)
 		}
 		return Part{Kind: "text", Text: string(data), MediaType: mediaType}, nil
 	}
-	return Part{Kind: "file", Name: filename, MediaType: fileMediaType(mediaType, filename), Bytes: data}, nil
-}
-
-// fileMediaType is a file's media type: the one given, else its name's, else
-// application/octet-stream.
-func fileMediaType(given, name string) string {
-	if given != "" {
-		return given
-	}
-	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
-		return t
-	}
-	return "application/octet-stream"
-}
-
-// compactOutput is valid JSON raw without insignificant white space.
-func compactOutput(raw []byte) json.RawMessage {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return append(json.RawMessage(nil), raw...)
-	}
-	return b.Bytes()
+	return Part{Kind: "file", Name: filename, MediaType: mediatype.OfFile(mediaType, filename), Bytes: data}, nil
 }
 
 func firstOf(s ...string) string {

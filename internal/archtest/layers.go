@@ -54,7 +54,8 @@ type Row struct {
 var Table = []Row{
 	{"errs", LayerHelpers, "coded errors: a stable code, what was wrong, where, and the fix; public, as every public API returns them"},
 	{"internal/wasmbin", LayerHelpers, "one reader and writer of the parts of the wasm binary format the module rewrites need"},
-	{"internal/jsontext", LayerHelpers, "append JSON text by hand where every task writes the same small shape, byte for byte what encoding/json writes"},
+	{"internal/mediatype", LayerHelpers, "media types as the manifest, the A2A layer and the runtime read them: a declared type or range checked, a file's type told from its name"},
+	{"internal/jsontext", LayerHelpers, "append JSON text by hand where every task writes the same small shape, byte for byte what encoding/json writes, and compact JSON"},
 	{"internal/clip", LayerHelpers, "shorten untrusted text for errors and logs without splitting a UTF-8 sequence"},
 	{"internal/ids", LayerHelpers, "the ids of sessions, contexts, tasks, messages and events: a prefix and a UUIDv7"},
 	{"internal/atomicfile", LayerHelpers, "write to a temp file, fsync, then rename: a reader sees the old content or the new"},

@@ -3,6 +3,7 @@
 package jsontext
 
 import (
+	"bytes"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -19,4 +20,14 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	dst = append(dst, s...)
 	return append(dst, '"')
+}
+
+// Compact is valid JSON raw without insignificant white space (raw itself, copied, when it
+// does not compact).
+func Compact(raw []byte) json.RawMessage {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return append(json.RawMessage(nil), raw...)
+	}
+	return b.Bytes()
 }
