@@ -13,6 +13,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/jsontext"
 	"github.com/capsulegate/capsulegate/internal/mediatype"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/wit/guest/parts"
 )
 
 // Artifact is one output of a task for its A2A client beyond its text answer: a file of
@@ -32,30 +33,8 @@ const answerFile = "out/a2a.json"
 // MaxOutputBytes bounds one output file, and the answer file.
 const MaxOutputBytes = 32 << 20
 
-// answerSpec is out/a2a.json.
-type answerSpec struct {
-	// Reply "message" answers the client with a Message rather than a Task; "" or "task"
-	// with the task.
-	Reply     string         `json:"reply"`
-	Artifacts []answerOutput `json:"artifacts"`
-}
-
-type answerOutput struct {
-	Name        string       `json:"name"`
-	Description string       `json:"description"`
-	Parts       []answerPart `json:"parts"`
-}
-
-// answerPart is one part of an artifact out/a2a.json lists: exactly one of text, file (a
-// name below out/), url or data.
-type answerPart struct {
-	Text      *string         `json:"text"`
-	File      string          `json:"file"`
-	URL       string          `json:"url"`
-	Data      json.RawMessage `json:"data"`
-	MediaType string          `json:"media_type"`
-	Filename  string          `json:"filename"`
-}
+// The answer file's shape is wit/guest/parts' (Answer, Artifact, AnswerPart): guests
+// write it with that package, and the host reads it with the same types.
 
 // clearOutputs holds the task's output files absent before it runs — the answer file and
 // every file the manifest exports — so that only what this task writes becomes its
@@ -94,7 +73,7 @@ func (s *session) collectOutputs() (arts []Artifact, reply string, err error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("reading %s: %w (at most %d bytes)", answerFile, err, MaxOutputBytes)
 	}
-	var spec answerSpec
+	var spec parts.Answer
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&spec); err != nil {
@@ -125,7 +104,7 @@ func (s *session) collectOutputs() (arts []Artifact, reply string, err error) {
 }
 
 // answerPart reads one part of the answer file.
-func (s *session) answerPart(ap answerPart) (Part, error) {
+func (s *session) answerPart(ap parts.AnswerPart) (Part, error) {
 	set := 0
 	for _, b := range []bool{ap.Text != nil, ap.File != "", ap.URL != "", len(ap.Data) > 0} {
 		if b {

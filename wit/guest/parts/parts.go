@@ -54,7 +54,8 @@ func readMessage(root string) (Message, error) {
 // ReadFile reads the bytes of a file part.
 func ReadFile(p Part) ([]byte, error) { return os.ReadFile(filepath.Join(Root, p.File)) }
 
-// Answer is the task's answer file: what its client gets besides the text answer.
+// Answer is the task's answer file: what its client gets besides the text answer. The
+// runtime reads the file with these same types (runtime/outputs.go).
 type Answer struct {
 	// Reply "message" answers a blocking send with a Message instead of the task.
 	Reply     string     `json:"reply,omitempty"`
