@@ -209,29 +209,18 @@ protoc_a2a() {
 		--plugin=protoc-gen-grpc_python="$GRPC_PYTHON_PLUGIN" "$2")
 }
 
-tck10=
-tck03=
-prepare10() {
-	[ -n "$tck10" ] && return
-	local src=${A2A_TCK_10_DIR:-}
-	[ -n "$src" ] || die "A2A_TCK_10_DIR must name a checkout of a2a-tck branch 1.0-dev"
-	if [ ! -d "$src/tests/compatibility" ] || [ ! -f "$src/specification/a2a.proto" ]; then
-		die "A2A_TCK_10_DIR=$src is not the 1.0-dev TCK (no tests/compatibility, specification/a2a.proto)"
+# prepare DEST VAR BRANCH TESTS PROTO_DIR OUT_DIR: the TCK checkout named by $VAR (branch
+# BRANCH, holding TESTS and PROTO_DIR/a2a.proto) copied to $work/DEST once, its protobuf
+# code regenerated into OUT_DIR.
+prepare() {
+	local dest=$work/$1 src=${!2:-}
+	[ -d "$dest" ] && return
+	[ -n "$src" ] || die "$2 must name a checkout of a2a-tck branch $3"
+	if [ ! -d "$src/$4" ] || [ ! -f "$src/$5/a2a.proto" ]; then
+		die "$2=$src is not the $3 TCK (no $4, $5/a2a.proto)"
 	fi
-	tck10=$work/tck-1.0
-	copy_tck "$src" "$tck10"
-	protoc_a2a "$tck10/specification" a2a.proto "$tck10/specification/generated"
-}
-prepare03() {
-	[ -n "$tck03" ] && return
-	local src=${A2A_TCK_03_DIR:-}
-	[ -n "$src" ] || die "A2A_TCK_03_DIR must name a checkout of a2a-tck branch 0.3.x"
-	if [ ! -d "$src/tests/mandatory" ] || [ ! -f "$src/a2a.proto" ]; then
-		die "A2A_TCK_03_DIR=$src is not the 0.3.x TCK (no tests/mandatory, a2a.proto)"
-	fi
-	tck03=$work/tck-0.3
-	copy_tck "$src" "$tck03"
-	protoc_a2a "$tck03" a2a.proto "$tck03/tck/grpc_stubs"
+	copy_tck "$src" "$dest"
+	protoc_a2a "$dest/$5" a2a.proto "$dest/$6"
 }
 
 # run_pytest NAME DIR ARGS...: one pytest session in DIR; sets rc.
@@ -258,14 +247,14 @@ summary=()
 for run in $TCK_RUNS; do
 	case "$run" in
 	10-jsonrpc | 10-http_json)
-		prepare10
-		run_pytest "$run" "$tck10" tests/compatibility/ -m must \
+		prepare tck-1.0 A2A_TCK_10_DIR 1.0-dev tests/compatibility specification specification/generated
+		run_pytest "$run" "$work/tck-1.0" tests/compatibility/ -m must \
 			--sut-host="$SUT10" --transport="${run#10-}" \
 			--compatibility-report="$out/$run-compatibility"
 		;;
 	03-mandatory)
-		prepare03
-		run_pytest "$run" "$tck03" tests/mandatory/ -m "mandatory_jsonrpc or mandatory_protocol" \
+		prepare tck-0.3 A2A_TCK_03_DIR 0.3.x tests/mandatory . tck/grpc_stubs
+		run_pytest "$run" "$work/tck-0.3" tests/mandatory/ -m "mandatory_jsonrpc or mandatory_protocol" \
 			--sut-url="$SUT03" --test-scope=all
 		;;
 	*) die "unknown run $run (known: 10-jsonrpc 10-http_json 03-mandatory)" ;;
