@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capsulegate/capsulegate/internal/clip"
 	"github.com/capsulegate/capsulegate/internal/jsontext"
 	"github.com/capsulegate/capsulegate/internal/mediatype"
 )
@@ -173,7 +174,6 @@ func checkFileURL(field, s string) *rpcError {
 	}
 	return nil
 }
-
 
 // Part is one part of a user message as an Executor receives it, in the order the client
 // sent the parts: text, a file (its bytes, sent inline or fetched from the URL the client
@@ -412,10 +412,7 @@ func clipURL(s string) string {
 	if i := strings.IndexAny(s, "?#"); i >= 0 {
 		s = s[:i]
 	}
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
+	return clip.String(s, 200)
 }
 
 // fetchTimeout bounds the fetching of a message's files by URL.

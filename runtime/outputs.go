@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,7 +65,7 @@ func (s *session) collectOutputs() (arts []Artifact, reply string, err error) {
 		if err != nil {
 			return nil, "", fmt.Errorf("a2a.outputs[%d]: %w", i, err)
 		}
-		arts = append(arts, Artifact{Name: firstOf(o.Name, path.Base(o.File)), Description: o.Description, Parts: []Part{p}})
+		arts = append(arts, Artifact{Name: cmp.Or(o.Name, path.Base(o.File)), Description: o.Description, Parts: []Part{p}})
 	}
 	raw, err := s.held.Read(answerFile, MaxOutputBytes)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -134,7 +135,7 @@ func (s *session) answerPart(ap parts.AnswerPart) (Part, error) {
 	if err != nil {
 		return Part{}, fmt.Errorf("reading %s: %w (at most %d bytes)", name, err, MaxOutputBytes)
 	}
-	return outputPart(name, data, manifest.OutputFile, ap.MediaType, firstOf(ap.Filename, path.Base(clean)))
+	return outputPart(name, data, manifest.OutputFile, ap.MediaType, cmp.Or(ap.Filename, path.Base(clean)))
 }
 
 // outputPart makes the part of output file name: as a file (its bytes), data (its JSON) or
@@ -153,13 +154,4 @@ func outputPart(name string, data []byte, as, mediaType, filename string) (Part,
 		return Part{Kind: "text", Text: string(data), MediaType: mediaType}, nil
 	}
 	return Part{Kind: "file", Name: filename, MediaType: mediatype.OfFile(mediaType, filename), Bytes: data}, nil
-}
-
-func firstOf(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
