@@ -1,0 +1,315 @@
+package pgstore
+
+import (
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/taskstore"
+)
+
+// stmt is one statement of a write, with its arguments.
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// op is one queued write: its statements, run in order in its batch's transaction, and
+// done, which receives the batch's outcome or the op's own refusal.
+type op struct {
+	stmts []stmt
+	done  chan error
+	// needRow refuses the op (a PutPush) with taskstore.NoTask when its one statement
+	// wrote no row: the task was not in the store when the batch ran.
+	needRow bool
+	// rows counts the rows its first counted statements wrote (all of them when counted
+	// is 0), for an Evict; read after done yields.
+	rows    int64
+	counted int
+	refused error
+}
+
+// The statements of the writes. Upserts make a batch retried after an unknown outcome
+// harmless; the conditional insert of a push config refuses it in order with the writes
+// queued before it, as taskdb does, without failing the batch.
+const (
+	sqlPutTask = `INSERT INTO capsulegate_tasks (capsule, id, context_id, owner, state, since, updated, done, data)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (capsule, id) DO UPDATE SET context_id = excluded.context_id, owner = excluded.owner,
+		state = excluded.state, since = excluded.since, updated = excluded.updated, done = excluded.done, data = excluded.data`
+	sqlAppend = `INSERT INTO capsulegate_events (capsule, task_id, seq, data) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (capsule, task_id, seq) DO UPDATE SET data = excluded.data`
+	sqlAddTurn  = `INSERT INTO capsulegate_turns (capsule, context_id, item) VALUES ($1, $2, $3)`
+	sqlTrimTurn = `DELETE FROM capsulegate_turns WHERE capsule = $1 AND context_id = $2 AND n <=
+		(SELECT n FROM capsulegate_turns WHERE capsule = $1 AND context_id = $2 ORDER BY n DESC OFFSET $3 LIMIT 1)`
+	sqlDeleteTask = `WITH e AS (DELETE FROM capsulegate_events WHERE capsule = $1 AND task_id = $2),
+		p AS (DELETE FROM capsulegate_push WHERE capsule = $1 AND task_id = $2),
+		b AS (DELETE FROM capsulegate_blobs WHERE capsule = $1 AND task_id = $2)
+		DELETE FROM capsulegate_tasks WHERE capsule = $1 AND id = $2`
+	sqlPutPush = `INSERT INTO capsulegate_push (capsule, task_id, id, data, delivered)
+		SELECT $1, $2, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM capsulegate_tasks WHERE capsule = $1 AND id = $2)
+		ON CONFLICT (capsule, task_id, id) DO UPDATE SET data = excluded.data, delivered = excluded.delivered`
+	sqlSetDelivered = `UPDATE capsulegate_push SET delivered = $4
+		WHERE capsule = $1 AND task_id = $2 AND id = $3 AND delivered < $4`
+	sqlDeletePush = `DELETE FROM capsulegate_push WHERE capsule = $1 AND task_id = $2 AND id = $3`
+	sqlPutBlob    = `INSERT INTO capsulegate_blobs (capsule, task_id, id, data) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (capsule, task_id, id) DO UPDATE SET data = excluded.data`
+)
+
+// PutTask stores t, replacing the task with the same capsule and id.
+func (s *Store) PutTask(t taskstore.Task) <-chan error {
+	if err := taskstore.CheckTask(t); err != nil {
+		return failed(err)
+	}
+	return s.enqueue(&op{stmts: []stmt{{sqlPutTask, []any{t.Capsule, t.ID, t.ContextID, t.Owner, t.State,
+		nanos(t.Since), nanos(t.Updated), t.Done, nonNil(t.Data)}}}})
+}
+
+// Append adds events to their tasks' journals; an event with the Seq of a stored one
+// replaces it.
+func (s *Store) Append(capsule string, events ...taskstore.Event) <-chan error {
+	if err := taskstore.CheckID("capsule", capsule); err != nil {
+		return failed(err)
+	}
+	o := &op{stmts: make([]stmt, 0, len(events))}
+	for _, e := range events {
+		if err := taskstore.CheckID("task id", e.TaskID); err != nil {
+			return failed(err)
+		}
+		o.stmts = append(o.stmts, stmt{sqlAppend, []any{capsule, e.TaskID, int64(e.Seq), nonNil(e.Data)}})
+	}
+	return s.enqueue(o)
+}
+
+// AddTurn appends item to the conversation, dropping the oldest turns beyond
+// Options.MaxTurns.
+func (s *Store) AddTurn(capsule, contextID string, item []byte) <-chan error {
+	if err := taskstore.CheckID("capsule", capsule); err != nil {
+		return failed(err)
+	}
+	if err := taskstore.CheckID("context id", contextID); err != nil {
+		return failed(err)
+	}
+	return s.enqueue(&op{stmts: []stmt{
+		{sqlAddTurn, []any{capsule, contextID, nonNil(item)}},
+		{sqlTrimTurn, []any{capsule, contextID, s.opts.MaxTurns}},
+	}})
+}
+
+// DeleteTask removes a task, its journal, its push configs and its blobs.
+func (s *Store) DeleteTask(capsule, id string) <-chan error {
+	if err := checkTaskIDs(capsule, id); err != nil {
+		return failed(err)
+	}
+	return s.enqueue(&op{stmts: []stmt{{sqlDeleteTask, []any{capsule, id}}}})
+}
+
+// PutPush creates or replaces the push config (capsule, p.TaskID, p.ID), Data (sealed
+// with the store key) and Delivered both. A task the store does not hold when the batch
+// runs is refused with E-STORE-011 and nothing is written; without a store key every
+// config is refused with E-STORE-014.
+func (s *Store) PutPush(capsule string, p taskstore.Push) <-chan error {
+	if err := checkPushIDs(capsule, p.TaskID, p.ID); err != nil {
+		return failed(err)
+	}
+	if s.seal == nil {
+		return failed(noKey())
+	}
+	sealed := s.seal.seal(capsule, p.TaskID, p.ID, p.Data)
+	return s.enqueue(&op{needRow: true, stmts: []stmt{{sqlPutPush, []any{capsule, p.TaskID, p.ID, sealed, int64(p.Delivered)}}}})
+}
+
+// SetDelivered raises the config's Delivered to seq, never lowering it; a config gone
+// meanwhile is not an error.
+func (s *Store) SetDelivered(capsule, taskID, id string, seq uint64) <-chan error {
+	if err := checkPushIDs(capsule, taskID, id); err != nil {
+		return failed(err)
+	}
+	return s.enqueue(&op{stmts: []stmt{{sqlSetDelivered, []any{capsule, taskID, id, int64(seq)}}}})
+}
+
+// DeletePush removes one push config; an absent one is not an error.
+func (s *Store) DeletePush(capsule, taskID, id string) <-chan error {
+	if err := checkPushIDs(capsule, taskID, id); err != nil {
+		return failed(err)
+	}
+	return s.enqueue(&op{stmts: []stmt{{sqlDeletePush, []any{capsule, taskID, id}}}})
+}
+
+// PutBlob stores data as the blob id of the task (capsule, taskID).
+func (s *Store) PutBlob(capsule, taskID, id string, data []byte) <-chan error {
+	if err := checkPushIDs(capsule, taskID, id); err != nil {
+		return failed(err)
+	}
+	return s.enqueue(&op{stmts: []stmt{{sqlPutBlob, []any{capsule, taskID, id, nonNil(data)}}}})
+}
+
+func checkTaskIDs(capsule, id string) error {
+	if err := taskstore.CheckID("capsule", capsule); err != nil {
+		return err
+	}
+	return taskstore.CheckID("task id", id)
+}
+
+func checkPushIDs(capsule, taskID, id string) error {
+	if err := checkTaskIDs(capsule, taskID); err != nil {
+		return err
+	}
+	return taskstore.CheckID("id", id)
+}
+
+// nanos is t as the store keeps it: Unix nanoseconds, 0 for the zero time.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// fromNanos reads a time nanos wrote, in UTC.
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// nonNil keeps a nil slice from becoming SQL NULL in a NOT NULL column.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func failed(err error) <-chan error {
+	ch := make(chan error, 1)
+	ch <- err
+	return ch
+}
+
+func (s *Store) enqueue(o *op) <-chan error {
+	o.done = make(chan error, 1)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return failed(taskstore.Closed())
+	}
+	if s.opts.ReadOnly {
+		return failed(errs.New(CodeReadOnly, part, "the task store was opened read-only", "a gateway bug: report it"))
+	}
+	// A database known to be away fails the write now instead of after a round trip
+	// that cannot succeed; the probe clears the state once the database answers.
+	if err := s.Ready(); err != nil {
+		return failed(err)
+	}
+	s.queue <- o
+	return o.done
+}
+
+// Hurry tells the committer that a caller waits for writes it queued: the writes queued
+// so far are committed now, without waiting out the rest of GroupWindow.
+func (s *Store) Hurry() {
+	select {
+	case s.hurry <- struct{}{}:
+	default:
+	}
+}
+
+// commitLoop is the one writer: it takes the first queued op, gathers more for
+// GroupWindow, until MaxBatch, or until a caller waits (Hurry), and commits them all in
+// one round trip. While it commits, new writes queue up for the next batch.
+func (s *Store) commitLoop() {
+	defer close(s.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		first, ok := <-s.queue
+		if !ok {
+			return
+		}
+		batch := []*op{first}
+		timer.Reset(s.opts.GroupWindow)
+	gather:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case o, ok := <-s.queue:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, o)
+				continue
+			default:
+			}
+			select {
+			case o, ok := <-s.queue:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, o)
+			case <-s.hurry:
+				break gather
+			case <-timer.C:
+				break gather
+			}
+		}
+		timer.Stop()
+		s.commit(batch)
+	}
+}
+
+// commit sends the batch's statements as one pipeline, which PostgreSQL runs as one
+// implicit transaction: all of them are kept, or none.
+func (s *Store) commit(batch []*op) {
+	b := &pgx.Batch{}
+	for _, o := range batch {
+		for _, st := range o.stmts {
+			b.Queue(st.sql, st.args...)
+		}
+	}
+	ctx, cancel := s.timeout()
+	defer cancel()
+	start := time.Now()
+	br := s.pool.SendBatch(ctx, b)
+	var err error
+results:
+	for _, o := range batch {
+		o.refused, o.rows = nil, 0
+		for i := range o.stmts {
+			tag, e := br.Exec()
+			if e != nil {
+				err = e
+				break results
+			}
+			if o.counted == 0 || i < o.counted {
+				o.rows += tag.RowsAffected()
+			}
+		}
+		if o.needRow && o.rows == 0 {
+			o.refused = taskstore.NoTask()
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	s.stats.roundTrip(time.Since(start), err)
+	s.stats.ops.Add(uint64(len(batch)))
+	if err != nil {
+		if isConnErr(err) {
+			err = s.failed(err)
+		} else {
+			err = errs.Wrap(err, CodeCommit, part, "the database at "+s.where+" refused a commit; its writes are lost",
+				"see the database's log for the statement's error").At(s.where, "")
+		}
+	} else {
+		s.down.Store(nil)
+	}
+	for _, o := range batch {
+		if err != nil {
+			o.done <- err
+		} else {
+			o.done <- o.refused
+		}
+	}
+}
