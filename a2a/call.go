@@ -117,6 +117,12 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		}
 		in.push = &c
 	}
+	// A store that knows its storage is unreachable (a database gone away) refuses the
+	// message before a task exists, at once: nothing admitted that cannot be recorded.
+	if err := h.storeReady(); err != nil {
+		a.fail(errStore(err), stream)
+		return
+	}
 	t, sub, pushWrite, rerr := h.send(in, stream)
 	if rerr != nil {
 		a.fail(rerr, stream)

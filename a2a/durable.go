@@ -28,6 +28,17 @@ type durable struct {
 	err   error
 }
 
+// storeReady is the task store's Ready (taskstore.Health), nil for a store without it or
+// the memory store.
+func (h *Handler) storeReady() error {
+	if ds, ok := h.store.(*durableStore); ok {
+		if hs, ok := ds.db.(taskstore.Health); ok {
+			return hs.Ready()
+		}
+	}
+	return nil
+}
+
 func (d *durable) wait() error {
 	if d == nil {
 		return nil

@@ -3,7 +3,10 @@ package a2a
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/capsulegate/capsulegate/errs"
 )
 
 // JSON-RPC and A2A error codes (docs/reference/a2a.md, "JSON-RPC").
@@ -123,7 +126,11 @@ func errTaskNotFound(id string) *rpcError {
 
 // errStore answers a request whose state the task store could not make durable.
 func errStore(err error) *rpcError {
-	return newRPCError(codeInternal, "Internal error", "the task store could not record the task: "+err.Error(), nil)
+	var meta map[string]any
+	if e := (*errs.Error)(nil); errors.As(err, &e) {
+		meta = map[string]any{"storeCode": e.Code}
+	}
+	return newRPCError(codeInternal, "Internal error", "the task store could not record the task: "+err.Error(), meta)
 }
 
 func errNotCancelable(id, state string) *rpcError {

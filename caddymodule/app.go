@@ -2,27 +2,36 @@ package caddymodule
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/capsulegate/capsulegate/a2a"
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/clip"
+	"github.com/capsulegate/capsulegate/internal/promreg"
 	"github.com/capsulegate/capsulegate/netpolicy"
+	"github.com/capsulegate/capsulegate/pgstore"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
 	"github.com/capsulegate/capsulegate/runtime/shell"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/taskdb"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 func init() {
@@ -52,6 +61,14 @@ type App struct {
 	// StateDir holds the task store, tasks.db: A2A tasks, their event journals and
 	// threaded conversations survive restarts there (default: <caddy data dir>/capsule/state).
 	StateDir string `json:"state_dir,omitempty"`
+	// Store, when set, keeps the tasks in PostgreSQL instead of state_dir's tasks.db: a
+	// postgres:// URL (TLS through sslmode), which may hold placeholders such as
+	// {env.CAPSULE_STORE} (docs/operators.md "The task store on PostgreSQL").
+	Store string `json:"store,omitempty"`
+	// StoreKey seals push configs (they hold webhook credentials) in the PostgreSQL store:
+	// at least 32 bytes of random text, usually {env.CAPSULE_STORE_KEY}. Required with
+	// store and push together.
+	StoreKey string `json:"store_key,omitempty"`
 	// Retention is how long the task store keeps a finished task after its last update
 	// (default 168h, seven days); MaxTasks how many tasks it keeps per capsule at most,
 	// the oldest removed first (default 10000). Both must be positive when set.
@@ -73,11 +90,17 @@ type App struct {
 	// notifications"); absent, capsules refuse push configs.
 	Push *PushOptions `json:"push,omitempty"`
 
-	engine  *runtime.Runtime
-	reg     registry.Registry
-	metrics *a2a.Metrics
-	logger  *zap.Logger
-	netLog  *zap.Logger
+	engine *runtime.Runtime
+	// store is the PostgreSQL task store the app holds from Provision to Cleanup (nil
+	// for the bbolt file, which each capsule opens): readiness asks it, and its pool
+	// outlives reloads in the stores pool. stopping is set once Stop has begun.
+	store      taskstore.Store
+	stopping   *atomic.Bool
+	metricsReg prometheus.Registerer
+	reg        registry.Registry
+	metrics    *a2a.Metrics
+	logger     *zap.Logger
+	netLog     *zap.Logger
 }
 
 // PushOptions are the app's push-notification settings.
@@ -242,6 +265,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		*p = abs
 	}
+	// The database address and key usually come from the environment ({env.…}), so
+	// that no secret sits in the config file.
+	repl := caddy.NewReplacer()
+	a.Store, a.StoreKey = repl.ReplaceAll(a.Store, ""), repl.ReplaceAll(a.StoreKey, "")
+	if err := a.checkStore(); err != nil {
+		return err
+	}
 	if err := a.checkSandboxHelper(); err != nil {
 		return err
 	}
@@ -259,6 +289,46 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.reg = newSharedRegistry(a.Registry)
+	a.metricsReg = metrics
+	a.stopping = new(atomic.Bool)
+	if a.Store != "" {
+		// Opened at the config's load, not by its first capsule: a database that cannot
+		// be reached, or a schema this release cannot read, refuses the config.
+		if a.store, err = a.acquireStore(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkStore refuses a store setting that cannot work, once placeholders are replaced:
+// an address that is not a postgres:// URL, a key too short, or push configs to keep in
+// the database without a key to seal them.
+func (a *App) checkStore() error {
+	if a.Store == "" {
+		if a.StoreKey != "" {
+			return errs.New(CodeAppConfig, "caddy", "store_key is set without store", "store_key seals push configs in a PostgreSQL store: add store postgres://…, or remove store_key").At("", "store_key")
+		}
+		return nil
+	}
+	if !strings.HasPrefix(a.Store, "postgres://") && !strings.HasPrefix(a.Store, "postgresql://") {
+		shown := a.Store
+		if i := strings.Index(shown, "://"); i >= 0 {
+			shown = shown[:i+3] + "…"
+		} else {
+			shown = clip.String(shown, 16)
+		}
+		return errs.New(CodeAppConfig, "caddy", fmt.Sprintf("store %q is not a postgres:// URL (after placeholders)", shown),
+			"write store postgres://user:password@host:5432/database?sslmode=verify-full, or store {env.CAPSULE_STORE} with the URL in that variable; leave store out to keep tasks in state_dir").At("", "store")
+	}
+	if a.StoreKey != "" && len(a.StoreKey) < pgstore.MinKeyLen {
+		return errs.New(CodeAppConfig, "caddy", fmt.Sprintf("store_key is %d bytes long; it must be at least %d", len(a.StoreKey), pgstore.MinKeyLen),
+			"generate one with `openssl rand -base64 32` and pass it as store_key {env.CAPSULE_STORE_KEY}").At("", "store_key")
+	}
+	if a.Push != nil && a.StoreKey == "" {
+		return errs.New(CodeAppConfig, "caddy", "push configs would be kept in the PostgreSQL store without store_key to seal their credentials",
+			"add store_key {env.CAPSULE_STORE_KEY} with at least 32 random bytes (openssl rand -base64 32)").At("", "store_key")
+	}
 	return nil
 }
 
@@ -331,16 +401,29 @@ func (a *App) Validate() error {
 // Start does nothing: capsules start when their handlers are provisioned.
 func (a *App) Start() error { return nil }
 
-// Stop does nothing: each handler lets its capsule go in its Cleanup.
-func (a *App) Stop() error { return nil }
+// Stop marks the app draining, for readiness; each handler lets its capsule go in its
+// Cleanup.
+func (a *App) Stop() error {
+	if a.stopping != nil {
+		a.stopping.Store(true)
+	}
+	return nil
+}
 
-// Cleanup releases the shared engine, if Provision got as far as taking it.
+// Cleanup releases the store and the shared engine, if Provision got as far as taking them.
 func (a *App) Cleanup() error {
+	var err error
+	if a.store != nil {
+		a.store = nil
+		_, err = stores.Delete(a.storePath())
+	}
 	if a.engine == nil {
-		return nil
+		return err
 	}
 	a.engine = nil
-	_, err := engines.Delete(a.engineKey())
+	if _, eerr := engines.Delete(a.engineKey()); err == nil {
+		err = eerr
+	}
 	return err
 }
 
@@ -362,6 +445,8 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 //	    dns_upstream <host:port>
 //	    sandbox_helper <path>
 //	    state_dir <dir>
+//	    store postgres://…
+//	    store_key <key>
 //	    retention <duration>
 //	    max_tasks <n>
 //	    init_snapshots on|off
@@ -402,6 +487,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.SandboxHelper = d.Val()
 		case "state_dir":
 			a.StateDir = d.Val()
+		case "store":
+			a.Store = d.Val()
+		case "store_key":
+			a.StoreKey = d.Val()
 		case "retention":
 			dur, err := caddy.ParseDuration(d.Val())
 			if err != nil {
@@ -431,7 +520,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.InstanceReuse = &on
 			}
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
+			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, store, store_key, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err
@@ -486,20 +575,56 @@ var (
 	_ caddyfile.Unmarshaler = (*App)(nil)
 )
 
-// stores keeps one task store per state folder across config reloads; the capsules that
-// use it hold it, so it closes after the last of them has shut down.
+// stores keeps one task store per place (a state folder's file, or a database address)
+// across config reloads: the capsules that use it hold it, so it closes after the last of
+// them has shut down, and a PostgreSQL store's connection pool outlives every reload.
 var stores = caddy.NewUsagePool()
 
-type pooledStore struct{ *taskdb.DB }
+// pooledStore is a task store in the stores pool, closed by its last holder.
+type pooledStore struct {
+	taskstore.Store
+	close func() error
+}
 
-func (p pooledStore) Destruct() error { return p.DB.Close() }
+func (p pooledStore) Destruct() error { return p.close() }
 
-// storePath is the task store's file.
-func (a *App) storePath() string { return filepath.Join(a.StateDir, "tasks.db") }
+// storePath names the task store in the stores pool: its file, or its database address
+// and key (a changed key is another store, opened anew).
+func (a *App) storePath() string {
+	if a.Store != "" {
+		sum := sha256.Sum256([]byte(a.StoreKey))
+		return "postgres\x00" + a.Store + "\x00" + hex.EncodeToString(sum[:8])
+	}
+	return filepath.Join(a.StateDir, "tasks.db")
+}
 
 // acquireStore opens the task store, or takes one more hold on it; each call holds it
 // until a matching stores.Delete(a.storePath()).
-func (a *App) acquireStore() (*taskdb.DB, error) {
+func (a *App) acquireStore() (taskstore.Store, error) {
+	if a.Store != "" {
+		v, _, err := stores.LoadOrNew(a.storePath(), func() (caddy.Destructor, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), storeOpenWait)
+			defer cancel()
+			db, err := pgstore.Open(ctx, a.Store, pgstore.Options{PushKey: a.StoreKey})
+			if err != nil {
+				return nil, err
+			}
+			a.logger.Info("task store on PostgreSQL", zap.String("database", db.Where()), zap.Int("schema", pgstore.SchemaVersion))
+			return pooledStore{db, db.Close}, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		db := v.(pooledStore).Store
+		// Each config has a registry of its own: the store's collector joins it once.
+		if c, ok := db.(interface{ Collector() prometheus.Collector }); ok && a.metricsReg != nil {
+			if _, err := promreg.Adopt(a.metricsReg, c.Collector()); err != nil {
+				stores.Delete(a.storePath())
+				return nil, err
+			}
+		}
+		return db, nil
+	}
 	path := a.storePath()
 	v, _, err := stores.LoadOrNew(path, func() (caddy.Destructor, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -509,10 +634,14 @@ func (a *App) acquireStore() (*taskdb.DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		return pooledStore{db}, nil
+		return pooledStore{db, db.Close}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return v.(pooledStore).DB, nil
+	return v.(pooledStore).Store, nil
 }
+
+// storeOpenWait bounds opening the PostgreSQL store at a config load: connecting,
+// migrating, taking the gateway's lock.
+const storeOpenWait = 30 * time.Second

@@ -84,26 +84,30 @@ func addSubcommands(cmd *cobra.Command) {
 	)
 }
 
-// storeCommand builds `caddy capsule store check|compact <file>`, the offline task store
+// storeCommand builds `caddy capsule store check|compact|migrate`, the task store
 // commands; they take no --registry.
 func storeCommand() *cobra.Command {
 	store := &cobra.Command{
-		Use:   "store <check|compact> <file>",
-		Short: "Checks or compacts a gateway's task store file offline",
+		Use:   "store <check|compact|migrate> <file|postgres://…|env:NAME>",
+		Short: "Checks, compacts or migrates a gateway's task store",
 		Args: func(cmd *cobra.Command, args []string) error {
-			usageExit(cmd, fmt.Errorf("store takes a subcommand: check or compact"))
+			usageExit(cmd, fmt.Errorf("store takes a subcommand: check, compact or migrate"))
 			return nil
 		},
 		Run: func(*cobra.Command, []string) {},
 	}
 	store.AddCommand(
-		sub("check <file>", "Opens a task store read-only and checks every record; prints what it holds", 1,
+		sub("check <file|postgres://…|env:NAME>", "Opens a task store read-only and checks it; prints what it holds", 1,
 			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
 				return cli.StoreCheck(ctx, e, c, args[0])
 			}),
 		sub("compact <file>", "Rewrites a task store without its free pages (refused while a gateway holds it)", 1,
 			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
 				return cli.StoreCompact(ctx, e, c, args[0])
+			}),
+		sub("migrate <postgres://…|env:NAME>", "Brings a PostgreSQL task store's schema to this release (a starting gateway does too)", 1,
+			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+				return cli.StoreMigrate(ctx, e, c, args[0])
 			}),
 	)
 	return store

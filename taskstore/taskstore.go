@@ -14,6 +14,7 @@
 package taskstore
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -131,6 +132,14 @@ type Store interface {
 // commit): Hurry asks it to commit what it holds now, because a caller waits for one.
 type Hurrier interface {
 	Hurry()
+}
+
+// Health is a Store whose storage can be away (a database server): Ready reports,
+// without I/O, whether the storage answered its last contact, so that a caller refuses new
+// work at once while it cannot be recorded; Ping asks the storage now.
+type Health interface {
+	Ready() error
+	Ping(ctx context.Context) error
 }
 
 // MaxIDLen is the longest id a store accepts, in bytes: capsule name, task id, context

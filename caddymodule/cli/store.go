@@ -3,8 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/clip"
+	"github.com/capsulegate/capsulegate/pgstore"
 	"github.com/capsulegate/capsulegate/taskdb"
 )
 
@@ -14,6 +18,23 @@ const storeLockWait = time.Second
 // StoreCheck opens a task store read-only, walks every record and prints what it holds;
 // a damaged file is refused with E-STORE-001 naming it (docs/operators.md "Commands").
 func StoreCheck(ctx context.Context, e *Env, c Common, file string) int {
+	if dsn, ok, err := database(e, file); ok || err != nil {
+		if err != nil {
+			return e.fail(c, err)
+		}
+		r, err := pgstore.Check(ctx, dsn)
+		if err != nil {
+			return e.fail(c, err)
+		}
+		if c.JSON {
+			e.writeJSON(map[string]any{"ok": true, "database": r.Where, "schema": r.Schema, "bytes": r.Bytes, "capsules": r.Capsules, "tasks": r.Tasks,
+				"events": r.Events, "conversations": r.Conversations, "turns": r.Turns, "pushes": r.Pushes, "blobs": r.Blobs})
+			return ExitOK
+		}
+		fmt.Fprintf(e.Stdout, "checked %s (schema %d): %d capsules, %d tasks, %d events, %d turns in %d conversations, %d push configs, %d blobs, %s\n",
+			r.Where, r.Schema, r.Capsules, r.Tasks, r.Events, r.Turns, r.Conversations, r.Pushes, r.Blobs, humanBytes64(r.Bytes))
+		return ExitOK
+	}
 	db, err := taskdb.Open(file, taskdb.Options{ReadOnly: true, LockTimeout: storeLockWait})
 	if err != nil {
 		return e.fail(c, err)
@@ -31,6 +52,50 @@ func StoreCheck(ctx context.Context, e *Env, c Common, file string) int {
 	fmt.Fprintf(e.Stdout, "checked %s: %d capsules, %d tasks, %d events, %d turns in %d conversations, %d push configs, %s\n",
 		r.File, r.Capsules, r.Tasks, r.Events, r.Turns, r.Conversations, r.Pushes, humanBytes64(r.Bytes))
 	return ExitOK
+}
+
+// StoreMigrate brings a PostgreSQL task store's schema to this release's version under
+// the migration lock; an up-to-date one is left as it is.
+func StoreMigrate(ctx context.Context, e *Env, c Common, arg string) int {
+	dsn, ok, err := database(e, arg)
+	if err == nil && !ok {
+		err = errs.New(CodeStoreArg, "cli", fmt.Sprintf("%q is not a postgres:// URL nor env:NAME", clip.String(arg, 40)),
+			"a task store file needs no migration (a gateway reads every earlier file format); give the database's postgres:// URL, or env:NAME for a variable holding it")
+	}
+	if err != nil {
+		return e.fail(c, err)
+	}
+	from, to, err := pgstore.Migrate(ctx, dsn)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	if c.JSON {
+		e.writeJSON(map[string]any{"ok": true, "from": from, "to": to})
+		return ExitOK
+	}
+	if from == to {
+		fmt.Fprintf(e.Stdout, "the task store is at schema %d already, this release's\n", to)
+	} else {
+		fmt.Fprintf(e.Stdout, "migrated the task store from schema %d to %d\n", from, to)
+	}
+	return ExitOK
+}
+
+// database reads a store argument that names a database: a postgres:// URL, or env:NAME
+// for a variable holding one (so that the password stays out of the process list).
+func database(e *Env, arg string) (dsn string, ok bool, err error) {
+	if name, isEnv := strings.CutPrefix(arg, "env:"); isEnv {
+		dsn = e.getenv(name)
+		if dsn == "" {
+			return "", true, errs.New(CodeStoreArg, "cli", fmt.Sprintf("the variable %s is empty or not set", name),
+				"export it with the store's postgres:// URL, or give the URL itself")
+		}
+		arg = dsn
+	}
+	if strings.HasPrefix(arg, "postgres://") || strings.HasPrefix(arg, "postgresql://") {
+		return arg, true, nil
+	}
+	return "", false, nil
 }
 
 // StoreCompact rewrites a task store without its free pages, through a verified copy

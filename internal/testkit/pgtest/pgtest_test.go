@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -205,4 +206,29 @@ func TestBinariesFromEnv(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "apt-get install postgresql") || !strings.Contains(err.Error(), "initdb") {
 		t.Errorf("Binaries with an empty $%s: %v", binEnv, err)
 	}
+}
+
+// Resume retries while something else holds the port for a moment.
+func TestResumeWaitsForPort(t *testing.T) {
+	Need(t)
+	c, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", c.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(300*time.Millisecond, func() { l.Close() })
+	if err := c.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if log, _ := os.ReadFile(filepath.Join(c.dir, logFile)); !strings.Contains(string(log), "Address already in use") {
+		t.Errorf("the server never found its port taken; log:\n%s", log)
+	}
+	selectOne(t, c.DSN("postgres"))
 }
