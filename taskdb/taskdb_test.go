@@ -131,7 +131,7 @@ func TestEventOrder(t *testing.T) {
 func TestBadIDs(t *testing.T) {
 	db := open(t, filepath.Join(t.TempDir(), "tasks.db"), Options{})
 	long := string(bytes.Repeat([]byte("x"), taskstore.MaxIDLen+1))
-	ok := string(bytes.Repeat([]byte("\x00/.."), taskstore.MaxIDLen/4)) // any bytes up to the limit are data
+	ok := string(bytes.Repeat([]byte("\x01/.."), taskstore.MaxIDLen/4)) // any text up to the limit is data (no NUL: taskstore.CheckID)
 	must(t, db.PutTask(taskstore.Task{Capsule: "c", ID: ok}))
 	if _, found, err := db.Task("c", ok); err != nil || !found {
 		t.Fatalf("a %d-byte id of odd bytes: %v, %v", len(ok), found, err)

@@ -16,7 +16,9 @@ package taskstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/capsulegate/capsulegate/errs"
 )
@@ -156,12 +158,23 @@ const (
 
 const part = "taskstore"
 
-// CheckID refuses, with CodeBadID, an id no store keys on: empty or over MaxIDLen bytes.
-// what names the id in the message ("task id").
+// CheckID refuses, with CodeBadID, an id no store keys on: empty, over MaxIDLen bytes,
+// or not text a database keeps (invalid UTF-8, a NUL byte). what names the id in the
+// message ("task id").
 func CheckID(what, id string) error {
 	if id == "" || len(id) > MaxIDLen {
 		return errs.New(CodeBadID, part, fmt.Sprintf("%s is empty or %d bytes long (at most %d)", what, len(id), MaxIDLen),
 			"use shorter ids; clients' ids longer than 256 bytes are refused")
+	}
+	return checkText(what, id)
+}
+
+// checkText refuses an id a database's text column would refuse, failing the whole
+// commit it is in: invalid UTF-8 or a NUL byte.
+func checkText(what, id string) error {
+	if !utf8.ValidString(id) || strings.ContainsRune(id, 0) {
+		return errs.New(CodeBadID, part, fmt.Sprintf("%s %q is not valid UTF-8 without NUL bytes", what, id),
+			"use printable ids; the A2A server refuses clients' ids with control characters")
 	}
 	return nil
 }

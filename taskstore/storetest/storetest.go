@@ -597,6 +597,8 @@ func testIDs(t *testing.T, h *harness) {
 		"PutTask long context":    write(s.PutTask(taskstore.Task{Capsule: capsule, ID: "a", ContextID: long})),
 		"PutTask long owner":      write(s.PutTask(taskstore.Task{Capsule: capsule, ID: "a", Owner: long})),
 		"PutTask long state":      write(s.PutTask(taskstore.Task{Capsule: capsule, ID: "a", State: long})),
+		"PutTask NUL in id":       write(s.PutTask(taskstore.Task{Capsule: capsule, ID: "a\x00b"})),
+		"AddTurn invalid UTF-8":   write(s.AddTurn(capsule, "ctx\xff", []byte("x"))),
 		"Append no task id":       write(s.Append(capsule, taskstore.Event{Seq: 1})),
 		"AddTurn no context":      write(s.AddTurn(capsule, "", []byte("x"))),
 		"DeleteTask long id":      write(s.DeleteTask(capsule, long)),
