@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# storebench.sh — the task store on bbolt against the task store on PostgreSQL, under the
+# task benchmark's load (CLIENTS clients, default 200, each in its own context; NEW=1: a
+# new context per task), in turn A B, B A … for the given rounds, one gateway binary, a
+# fresh gateway, work_root and state (file or database) for every run. A is the bbolt file
+# in state_dir; B is PostgreSQL on this machine, a cluster internal/cmd/pgcluster starts
+# with its durable defaults (fsync and synchronous_commit on). Each B line also gives the
+# database round trips per completed task, counted two ways: the gateway's
+# capsule_store_round_trips_total and PostgreSQL's own committed transactions
+# (pg_stat_database.xact_commit, which counts every statement run outside a transaction
+# block too). The ratio of the medians is last.
+#
+# Run from the repository root after `make examples`:
+#   internal/cmd/a2aload/storebench.sh [rounds, default 3] [seconds, default 15]
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+rounds=${1:-3} dur=${2:-15}s clients=${CLIENTS:-200} mode=-same-context
+if [ -n "${NEW:-}" ]; then mode=; fi
+dir=$(mktemp -d)
+pgpid=
+trap 'kill $pid 2>/dev/null || true; [ -n "$pgpid" ] && kill $pgpid 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
+pid=
+. internal/cmd/a2aload/gateway.sh
+build_gateway
+go build -o "$dir/pgcluster" ./internal/cmd/pgcluster
+psql=$(ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | sort -V | tail -1)
+psql=${psql:-psql}
+machine
+
+# The PostgreSQL gateway's Caddyfile: the same, with the store in the database.
+sed "s|state_dir $dir/state|state_dir $dir/state\n\t\tstore {env.CAPSULE_STORE}|" "$dir/Caddyfile" > "$dir/Caddyfile.pg"
+
+metric() { curl -s http://127.0.0.1:9399/metrics | awk -v m="$1" '$1 ~ "^"m"({|$)" {s += $2} END {printf "%d", s}'; }
+commits() { "$psql" "$CAPSULE_STORE" -tAc "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }
+
+run() { # A|B
+	if [ "$1" = B ]; then
+		coproc PG { "$dir/pgcluster"; }
+		pgpid=$PG_PID
+		read -r CAPSULE_STORE <&"${PG[0]}"
+		export CAPSULE_STORE
+		start "$dir/caddy" "$dir/Caddyfile.pg"
+	else
+		start "$dir/caddy"
+	fi
+	"$dir/a2aload" -url http://127.0.0.1:9301/ -clients 4 -duration 2s > /dev/null # warm up
+	c0=$(cpu)
+	if [ "$1" = B ]; then r0=$(metric capsule_store_round_trips_total) x0=$(commits); fi
+	out=$("$dir/a2aload" -url http://127.0.0.1:9301/ $mode -clients "$clients" -duration "$dur")
+	c1=$(cpu)
+	extra=
+	if [ "$1" = B ]; then
+		r1=$(metric capsule_store_round_trips_total) x1=$(commits)
+		n=$(echo "$out" | sed -n 's/.*: \([0-9]*\) completed.*/\1/p')
+		extra=$(awk -v r=$((r1 - r0)) -v x=$((x1 - x0)) -v n="$n" 'BEGIN{printf "; round trips/task %.2f (gateway), %.2f (xact_commit)", r/n, x/n}')
+	fi
+	stop
+	if [ "$1" = B ]; then
+		kill "$pgpid" # pgcluster removes its cluster when signalled
+		wait "$pgpid" 2>/dev/null || true
+		pgpid=
+	fi
+	echo "$1 $out; cpu $(perTask "$c0" "$c1" "$out")$extra"
+}
+echo "start $(date -u +%FT%TZ), load $(load), $clients clients ${mode:-new-context-per-task}; A bbolt, B PostgreSQL"
+for i in $(seq "$rounds"); do
+	if [ $((i % 2)) = 1 ]; then run A; run B; else run B; run A; fi
+done > >(tee "$dir/rows")
+wait $! 2>/dev/null || true
+med() { grep "^$1 " "$dir/rows" | sed -n 's/.* \([0-9.]*\) tasks\/s.*/\1/p' | sort -n | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'; }
+ma=$(med A) mb=$(med B)
+echo "median tasks/s: A (bbolt) $ma, B (PostgreSQL) $mb, B/A $(awk -v a="$ma" -v b="$mb" 'BEGIN{printf "%.3f", b/a}')"
+echo "end $(date -u +%FT%TZ), load $(load)"
