@@ -9,8 +9,12 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/capsulegate/capsulegate/errs"
 
 	"github.com/capsulegate/capsulegate/taskdb"
 	"github.com/capsulegate/capsulegate/taskstore"
@@ -506,5 +510,53 @@ func TestDurableRequeued(t *testing.T) {
 	}
 	if len(j) < 4 { // task, working, artifact, completed (and a chunk)
 		t.Errorf("journal has %d events", len(j))
+	}
+}
+
+// awayStore is a task store whose storage is away while down is set (taskstore.Health).
+type awayStore struct {
+	taskstore.Store
+	down atomic.Pointer[error]
+}
+
+func (s *awayStore) Ready() error {
+	if p := s.down.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (s *awayStore) Ping(context.Context) error { return s.Ready() }
+
+// TestStoreAway: while the store reports its storage away, a send is refused at once with
+// the store's error and no task is made; once it is back, sends are served again.
+func TestStoreAway(t *testing.T) {
+	db, err := taskdb.Open(filepath.Join(t.TempDir(), "tasks.db"), taskdb.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store := &awayStore{Store: db}
+	h, err := NewHandler(Config{Card: testCard(), Store: store, Executor: newDurableExec()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	defer h.Shutdown(context.Background())
+	var away error = errs.New("E-STORE-015", "pgstore", "the task store's database at 127.0.0.1:5432/tasks cannot be reached", "check it")
+	store.down.Store(&away)
+	r := call(t, srv, "", "message/send", map[string]any{"message": msg03("during")})
+	if r.Error == nil || r.Error.Code != codeInternal || !strings.Contains(r.Error.Message, "E-STORE-015") {
+		t.Fatalf("a send while the store is away: %+v", r)
+	}
+	n := 0
+	_ = db.Heads(testCard().Name, func(taskstore.Head) bool { n++; return true })
+	if n != 0 {
+		t.Errorf("the refused send left %d tasks in the store", n)
+	}
+	store.down.Store(nil)
+	if r := call(t, srv, "", "message/send", map[string]any{"message": msg03("after")}); r.Error != nil {
+		t.Fatalf("a send once the store is back: %+v", r.Error)
 	}
 }

@@ -32,6 +32,8 @@ func TestAppCaddyfile(t *testing.T) {
 		{"snapshots on", "capsule {\n init_snapshots on\n}", `{"init_snapshots":true}`},
 		{"reuse on", "capsule {\n instance_reuse on\n}", `{"instance_reuse":true}`},
 		{"reuse off", "capsule {\n instance_reuse off\n}", `{"instance_reuse":false}`},
+		{"store", "capsule {\n store {env.CAPSULE_STORE}\n store_key {env.CAPSULE_STORE_KEY}\n}",
+			`{"store":"{env.CAPSULE_STORE}","store_key":"{env.CAPSULE_STORE_KEY}"}`},
 		{"push", "capsule {\n push {\n  allow http://127.0.0.1:8080 https://hooks.example.com\n  allow *.example.org\n }\n}",
 			`{"push":{"allow":["http://127.0.0.1:8080","https://hooks.example.com","*.example.org"]}}`},
 	} {
