@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,35 @@ type op struct {
 	rows    int64
 	counted int
 	refused error
+	// answered is set once done has its value: an op refused at enqueue because the
+	// database is away still goes to the committer, which keeps it for the backlog.
+	answered bool
+}
+
+// size is about how many bytes the op's arguments hold, for the backlog's bound.
+func (o *op) size() int {
+	n := 64
+	for _, st := range o.stmts {
+		for _, a := range st.args {
+			switch v := a.(type) {
+			case []byte:
+				n += len(v)
+			case string:
+				n += len(v)
+			default:
+				n += 8
+			}
+		}
+	}
+	return n
+}
+
+// answer gives the op's caller err, once.
+func (o *op) answer(err error) {
+	if !o.answered {
+		o.answered = true
+		o.done <- err
+	}
 }
 
 // The statements of the writes. Upserts make a batch retried after an unknown outcome
@@ -200,12 +230,61 @@ func (s *Store) enqueue(o *op) <-chan error {
 		return failed(errs.New(CodeReadOnly, part, "the task store was opened read-only", "a gateway bug: report it"))
 	}
 	// A database known to be away fails the write now instead of after a round trip
-	// that cannot succeed; the probe clears the state once the database answers.
+	// that cannot succeed. The write still goes to the committer, in order, which keeps
+	// it in the backlog and writes it once the database is back: the caller is told it is
+	// not recorded yet, and what the gateway's memory holds reaches the database anyway.
 	if err := s.Ready(); err != nil {
-		return failed(err)
+		o.answer(err)
 	}
 	s.queue <- o
 	return o.done
+}
+
+// MaxBacklog bounds the writes kept while the database is away, in bytes of their
+// arguments: past it the backlog is dropped (capsule_store_backlog_dropped_total), and
+// the tasks it held keep what the database had.
+const MaxBacklog = 64 << 20
+
+// keep adds the batch, which the database did not take, to the backlog, answering its
+// callers with err.
+func (s *Store) keep(batch []*op, err error) {
+	for _, o := range batch {
+		o.answer(err)
+		s.backlog = append(s.backlog, o)
+		s.backlogBytes += o.size()
+	}
+	if s.backlogBytes > MaxBacklog {
+		s.stats.dropped.Add(uint64(len(s.backlog)))
+		clear(s.backlog)
+		s.backlog, s.backlogBytes = s.backlog[:0], 0
+	}
+	s.stats.backlog.Store(int64(len(s.backlog)))
+}
+
+// replay writes the backlog, oldest first, in batches; it stops at the first batch the
+// database does not take, which stays at the backlog's head.
+func (s *Store) replay() {
+	for len(s.backlog) > 0 && s.down.Load() == nil {
+		n := min(len(s.backlog), s.opts.MaxBatch)
+		batch := s.backlog[:n]
+		if err := s.send(batch); err != nil {
+			if isConnErr(err) {
+				s.failed(err)
+				return
+			}
+			// A refusal no retry mends (a statement the database rejects): dropped.
+			s.stats.dropped.Add(uint64(n))
+		}
+		for _, o := range batch {
+			s.backlogBytes -= o.size()
+		}
+		clear(batch)
+		s.backlog = s.backlog[n:]
+		s.stats.backlog.Store(int64(len(s.backlog)))
+	}
+	if len(s.backlog) == 0 {
+		s.backlog, s.backlogBytes = nil, 0
+	}
 }
 
 // Hurry tells the committer that a caller waits for writes it queued: the writes queued
@@ -225,8 +304,22 @@ func (s *Store) commitLoop() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
-		first, ok := <-s.queue
+		// What the database missed while away goes first, before any newer write.
+		if len(s.backlog) > 0 && s.down.Load() == nil {
+			s.replay()
+		}
+		var first *op
+		var ok bool
+		select {
+		case first, ok = <-s.queue:
+		case <-s.resumed:
+			continue
+		}
 		if !ok {
+			if s.down.Load() == nil {
+				s.replay() // a last try: Close writes what it can
+			}
+			s.stats.dropped.Add(uint64(len(s.backlog)))
 			return
 		}
 		batch := []*op{first}
@@ -255,6 +348,13 @@ func (s *Store) commitLoop() {
 			}
 		}
 		timer.Stop()
+		if err := s.Ready(); err != nil || len(s.backlog) > 0 {
+			if err == nil {
+				err = s.unreachable(errors.New("writes from before are not written yet"))
+			}
+			s.keep(batch, err) // no round trip that cannot succeed
+			continue
+		}
 		s.commit(batch)
 	}
 }
@@ -262,6 +362,26 @@ func (s *Store) commitLoop() {
 // commit sends the batch's statements as one pipeline, which PostgreSQL runs as one
 // implicit transaction: all of them are kept, or none.
 func (s *Store) commit(batch []*op) {
+	err := s.send(batch)
+	if err != nil {
+		if isConnErr(err) {
+			s.keep(batch, s.failed(err))
+			return
+		}
+		err = errs.Wrap(err, CodeCommit, part, "the database at "+s.where+" refused a commit; its writes are lost",
+			"see the database's log for the statement's error").At(s.where, "")
+	}
+	for _, o := range batch {
+		if err != nil {
+			o.answer(err)
+		} else {
+			o.answer(o.refused)
+		}
+	}
+}
+
+// send makes the batch's one round trip; the batch is kept only if it returns nil.
+func (s *Store) send(batch []*op) error {
 	b := &pgx.Batch{}
 	for _, o := range batch {
 		for _, st := range o.stmts {
@@ -295,21 +415,5 @@ results:
 	}
 	s.stats.roundTrip(time.Since(start), err)
 	s.stats.ops.Add(uint64(len(batch)))
-	if err != nil {
-		if isConnErr(err) {
-			err = s.failed(err)
-		} else {
-			err = errs.Wrap(err, CodeCommit, part, "the database at "+s.where+" refused a commit; its writes are lost",
-				"see the database's log for the statement's error").At(s.where, "")
-		}
-	} else {
-		s.down.Store(nil)
-	}
-	for _, o := range batch {
-		if err != nil {
-			o.done <- err
-		} else {
-			o.done <- o.refused
-		}
-	}
+	return err
 }

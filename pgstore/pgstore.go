@@ -119,8 +119,15 @@ type Store struct {
 
 	// down is the reason the database is unreachable now (nil: it answered last).
 	down atomic.Pointer[error]
-	// kick wakes the probe: a round trip just failed.
-	kick chan struct{}
+	// kick wakes the probe: a round trip just failed. resumed wakes the committer: the
+	// database answers again, and the backlog can be written.
+	kick    chan struct{}
+	resumed chan struct{}
+
+	// The committer's own: the writes the database missed while away, in order, and
+	// about how many bytes they hold.
+	backlog      []*op
+	backlogBytes int
 
 	stats stats
 }
@@ -179,7 +186,7 @@ func poolConfig(dsn string, opts Options) (*pgxpool.Config, error) {
 func newStore(cfg *pgxpool.Config, opts Options) *Store {
 	s := &Store{opts: opts, where: where(cfg.ConnConfig), queue: make(chan *op, opts.MaxBatch),
 		hurry: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{}), probed: make(chan struct{}),
-		kick: make(chan struct{}, 1)}
+		kick: make(chan struct{}, 1), resumed: make(chan struct{}, 1)}
 	if opts.PushKey != "" {
 		s.seal = newSealer(opts.PushKey)
 	}
@@ -253,7 +260,12 @@ func (s *Store) answered() error {
 			}
 		}
 	}
-	s.down.Store(nil)
+	if s.down.Swap(nil) != nil {
+		select {
+		case s.resumed <- struct{}{}:
+		default:
+		}
+	}
 	return nil
 }
 
@@ -281,28 +293,48 @@ const probeEvery = 250 * time.Millisecond
 
 // probe runs while the store is open: after a failed round trip it pings every
 // probeEvery until the database answers and the advisory lock is held again, so that
-// Ready turns nil by itself, without waiting for a client's request to find out.
+// Ready turns nil by itself, without waiting for a client's request to find out. While
+// all is well it checks the lock holder's session every lockCheckEvery: a database that
+// restarted between two writes took the lock with that session.
 func (s *Store) probe() {
 	defer close(s.probed)
 	t := time.NewTicker(probeEvery)
 	defer t.Stop()
+	ticks := 0
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-s.kick:
 		case <-t.C:
-			if s.down.Load() == nil {
+			ticks++
+			if s.down.Load() == nil && (ticks%int(lockCheckEvery/probeEvery) != 0 || s.lockHeld()) {
 				continue
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
-		err := s.recover(ctx)
+		_ = s.recover(ctx)
 		cancel()
-		if err != nil {
-			continue
-		}
 	}
+}
+
+// lockCheckEvery is how often the probe checks the advisory lock's session while the
+// database answers: a round trip a second, none per task.
+const lockCheckEvery = time.Second
+
+// lockHeld reports whether the lock holder's session answers (always true without a lock).
+func (s *Store) lockHeld() bool {
+	if s.opts.ReadOnly || s.opts.Shared {
+		return true
+	}
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	if s.lock == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	return s.lock.Ping(ctx) == nil
 }
 
 // recover checks the lock holder's session and the pool, taking the lock again when its

@@ -166,10 +166,15 @@ func TestOutage(t *testing.T) {
 	if err := <-s.PutTask(task("after")); err != nil {
 		t.Fatalf("a write after the database came back: %v", err)
 	}
-	for _, id := range []string{"before", "after"} {
+	// The writes refused while the database was away were kept, in order, and written
+	// once it came back, before the write that followed.
+	for _, id := range []string{"before", "during", "during2", "after"} {
 		if _, ok, err := s.Task("c", id); !ok || err != nil {
 			t.Errorf("task %s after the outage: %v %v", id, ok, err)
 		}
+	}
+	if st := s.Stats(); st.Backlog != 0 || st.Dropped != 0 {
+		t.Errorf("after the outage: %+v, want an empty backlog and nothing dropped", st)
 	}
 	// The lock came back with the database: a second gateway is still refused.
 	_, err = pgstore.Open(context.Background(), dsn, pgstore.Options{})

@@ -9,8 +9,9 @@ import (
 
 // stats counts the store's round trips to the database since Open.
 type stats struct {
-	ops, roundTrips, errors atomic.Uint64
-	latency                 latency
+	ops, roundTrips, errors, dropped atomic.Uint64
+	backlog                          atomic.Int64
+	latency                          latency
 }
 
 // latency is a fixed-bucket histogram of round-trip durations, kept by hand so the store
@@ -43,17 +44,20 @@ type Stats struct {
 	Ops        uint64 // writes committed or failed
 	RoundTrips uint64 // commits, reads and probes sent to the database
 	Errors     uint64 // round trips that failed
+	Backlog    int    // writes kept while the database is away, not written yet
+	Dropped    uint64 // writes of the backlog dropped: past MaxBacklog, or refused by the database
 }
 
 // Stats returns the store's counts since Open.
 func (s *Store) Stats() Stats {
-	return Stats{Ops: s.stats.ops.Load(), RoundTrips: s.stats.roundTrips.Load(), Errors: s.stats.errors.Load()}
+	return Stats{Ops: s.stats.ops.Load(), RoundTrips: s.stats.roundTrips.Load(), Errors: s.stats.errors.Load(),
+		Backlog: int(s.stats.backlog.Load()), Dropped: s.stats.dropped.Load()}
 }
 
 // collector is the store's metrics for Prometheus, read from its counts at each scrape.
 type collector struct {
-	s                                              *Store
-	roundTrips, errors, writes, seconds, up, conns *prometheus.Desc
+	s                                                                *Store
+	roundTrips, errors, writes, seconds, up, conns, backlog, dropped *prometheus.Desc
 }
 
 // Collector returns the store's metrics (docs/reference/metrics.md "Task store"):
@@ -69,11 +73,13 @@ func (s *Store) Collector() prometheus.Collector {
 		seconds:    prometheus.NewDesc("capsule_store_round_trip_seconds", "How long round trips to the task store's database took.", nil, l),
 		up:         prometheus.NewDesc("capsule_store_up", "1 while the task store's database answers, 0 while it cannot be reached.", nil, l),
 		conns:      prometheus.NewDesc("capsule_store_connections", "Connections open to the task store's database, the lock holder's included.", nil, l),
+		backlog:    prometheus.NewDesc("capsule_store_backlog", "Writes kept while the task store's database is away, written once it is back.", nil, l),
+		dropped:    prometheus.NewDesc("capsule_store_backlog_dropped_total", "Kept writes dropped: the backlog outgrew its bound, or the database refused them.", nil, l),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.roundTrips, c.errors, c.writes, c.seconds, c.up, c.conns} {
+	for _, d := range []*prometheus.Desc{c.roundTrips, c.errors, c.writes, c.seconds, c.up, c.conns, c.backlog, c.dropped} {
 		ch <- d
 	}
 }
@@ -97,6 +103,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(c.s.Connections()))
+	ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(st.backlog.Load()))
+	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(st.dropped.Load()))
 }
 
 // Connections counts the connections the store holds open now: the pool's and the lock
