@@ -2,8 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -589,11 +587,11 @@ type pooledStore struct {
 func (p pooledStore) Destruct() error { return p.close() }
 
 // storePath names the task store in the stores pool: its file, or its database address
-// and key (a changed key is another store, opened anew).
+// (a reload that changes only store_key keeps the store and its connections, with the
+// new key).
 func (a *App) storePath() string {
 	if a.Store != "" {
-		sum := sha256.Sum256([]byte(a.StoreKey))
-		return "postgres\x00" + a.Store + "\x00" + hex.EncodeToString(sum[:8])
+		return "postgres\x00" + a.Store
 	}
 	return filepath.Join(a.StateDir, "tasks.db")
 }
@@ -616,6 +614,10 @@ func (a *App) acquireStore() (taskstore.Store, error) {
 			return nil, err
 		}
 		db := v.(pooledStore).Store
+		if err := db.(*pgstore.Store).SetPushKey(a.StoreKey); err != nil {
+			stores.Delete(a.storePath())
+			return nil, err
+		}
 		// Each config has a registry of its own: the store's collector joins it once.
 		if c, ok := db.(interface{ Collector() prometheus.Collector }); ok && a.metricsReg != nil {
 			if _, err := promreg.Adopt(a.metricsReg, c.Collector()); err != nil {

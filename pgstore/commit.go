@@ -143,10 +143,11 @@ func (s *Store) PutPush(capsule string, p taskstore.Push) <-chan error {
 	if err := checkPushIDs(capsule, p.TaskID, p.ID); err != nil {
 		return failed(err)
 	}
-	if s.seal == nil {
+	seal := s.seal.Load()
+	if seal == nil {
 		return failed(noKey())
 	}
-	sealed := s.seal.seal(capsule, p.TaskID, p.ID, p.Data)
+	sealed := seal.seal(capsule, p.TaskID, p.ID, p.Data)
 	return s.enqueue(&op{needRow: true, stmts: []stmt{{sqlPutPush, []any{capsule, p.TaskID, p.ID, sealed, int64(p.Delivered)}}}})
 }
 

@@ -102,7 +102,7 @@ type Store struct {
 	opts  Options
 	where string // host:port/database, for errors and logs: never the password
 	pool  *pgxpool.Pool
-	seal  *sealer // nil without a PushKey
+	seal  atomic.Pointer[sealer] // nil without a PushKey
 
 	mu     sync.RWMutex // held for reading while enqueueing, for writing by Close
 	closed bool
@@ -188,9 +188,25 @@ func newStore(cfg *pgxpool.Config, opts Options) *Store {
 		hurry: make(chan struct{}, 1), done: make(chan struct{}), stop: make(chan struct{}), probed: make(chan struct{}),
 		kick: make(chan struct{}, 1), resumed: make(chan struct{}, 1)}
 	if opts.PushKey != "" {
-		s.seal = newSealer(opts.PushKey)
+		s.seal.Store(newSealer(opts.PushKey))
 	}
 	return s
+}
+
+// SetPushKey replaces the key push configs are sealed with from now on (a reload that
+// changed store_key); configs sealed with the previous key no longer open (E-STORE-014).
+// An empty key refuses push configs from now on.
+func (s *Store) SetPushKey(key string) error {
+	if key == "" {
+		s.seal.Store(nil)
+		return nil
+	}
+	if len(key) < MinKeyLen {
+		return errs.New(CodeKey, part, fmt.Sprintf("store_key is %d bytes long; it must be at least %d", len(key), MinKeyLen),
+			"generate one with `openssl rand -base64 32`")
+	}
+	s.seal.Store(newSealer(key))
+	return nil
 }
 
 // Where is the database the store keeps its tasks in, as host:port/database.

@@ -58,19 +58,20 @@ func (s *sealer) seal(capsule, taskID, id string, data []byte) []byte {
 
 // open opens a sealed push config of the row (capsule, taskID, id).
 func (s *Store) open(capsule, taskID, id string, sealed []byte) ([]byte, error) {
-	if s.seal == nil {
+	seal := s.seal.Load()
+	if seal == nil {
 		return nil, noKey()
 	}
 	if len(sealed) < 1+4+12 || sealed[0] != sealVersion {
 		return nil, errs.New(CodeBadRecord, part, fmt.Sprintf("push config %s of task %s is not a sealed config of this release", id, taskID),
 			"delete the config (the client registers it again), or restore the table from a backup").At(s.where, "")
 	}
-	if !bytes.Equal(sealed[1:5], s.seal.id[:]) {
+	if !bytes.Equal(sealed[1:5], seal.id[:]) {
 		return nil, errs.New(CodeKey, part, fmt.Sprintf("push config %s of task %s was sealed with another store_key (key id %s; this one is %s)",
-			id, taskID, hex.EncodeToString(sealed[1:5]), hex.EncodeToString(s.seal.id[:])),
+			id, taskID, hex.EncodeToString(sealed[1:5]), hex.EncodeToString(seal.id[:])),
 			"configure the store_key the gateway wrote the configs with").At(s.where, "")
 	}
-	data, err := s.seal.aead.Open(nil, sealed[5:17], sealed[17:], aad(capsule, taskID, id))
+	data, err := seal.aead.Open(nil, sealed[5:17], sealed[17:], aad(capsule, taskID, id))
 	if err != nil {
 		return nil, errs.New(CodeBadRecord, part, fmt.Sprintf("push config %s of task %s does not open: damaged, or moved from another row", id, taskID),
 			"delete the config (the client registers it again), or restore the table from a backup").At(s.where, "")
