@@ -132,7 +132,7 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		if sub != nil {
 			sub.close()
 		}
-		a.fail(errStore(err), stream)
+		a.fail(errStoreTask(err, t.id), stream)
 		return
 	}
 	if stream {
@@ -151,7 +151,7 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 	}
 	snap, err := t.durableSnapshot()
 	if err != nil {
-		a.fail(errStore(err), false)
+		a.fail(errStoreTask(err, t.id), false)
 		return
 	}
 	a.ok(a.d.sendResult(h.linksFor(a.r).snapshot(snap), in.historyLength))

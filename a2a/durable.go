@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -43,6 +44,19 @@ func (d *durable) wait() error {
 	if d == nil {
 		return nil
 	}
+	err := d.waitOnce()
+	// A write the store kept while its storage was away is in the storage once the
+	// store is ready again: the state it recorded is durable after all.
+	var kept *taskstore.KeptError
+	if err != nil && errors.As(err, &kept) {
+		if h, ok := d.hurry.(taskstore.Health); ok && h.Ready() == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+func (d *durable) waitOnce() error {
 	d.once.Do(func() {
 		if d.hurry != nil && slices.ContainsFunc(d.chs, func(ch <-chan error) bool { return len(ch) == 0 }) {
 			d.hurry.Hurry()

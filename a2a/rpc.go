@@ -133,6 +133,20 @@ func errStore(err error) *rpcError {
 	return newRPCError(codeInternal, "Internal error", "the task store could not record the task: "+err.Error(), meta)
 }
 
+// errStoreTask is errStore for a task that exists, admitted before its write failed: it
+// may run and be recorded once the store is back, so the error names it for the client
+// to ask about (tasks/get) rather than send again.
+func errStoreTask(err error, id string) *rpcError {
+	e := errStore(err)
+	if e.meta == nil {
+		e.meta = map[string]any{}
+	}
+	e.meta["taskId"] = id
+	e.Message += " (task " + id + " was admitted: ask for it with tasks/get rather than send the message again)"
+	e.detail += " (task " + id + " was admitted: ask for it with tasks/get rather than send the message again)"
+	return e
+}
+
 func errNotCancelable(id, state string) *rpcError {
 	return newRPCError(codeNotCancelable, "Task not cancelable", fmt.Sprintf("task %s is already %s", id, state), map[string]any{"taskId": id, "state": state})
 }

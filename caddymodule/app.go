@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -91,9 +90,8 @@ type App struct {
 	engine *runtime.Runtime
 	// store is the PostgreSQL task store the app holds from Provision to Cleanup (nil
 	// for the bbolt file, which each capsule opens): readiness asks it, and its pool
-	// outlives reloads in the stores pool. stopping is set once Stop has begun.
+	// outlives reloads in the stores pool.
 	store      taskstore.Store
-	stopping   *atomic.Bool
 	metricsReg prometheus.Registerer
 	reg        registry.Registry
 	metrics    *a2a.Metrics
@@ -288,7 +286,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.reg = newSharedRegistry(a.Registry)
 	a.metricsReg = metrics
-	a.stopping = new(atomic.Bool)
 	if a.Store != "" {
 		// Opened at the config's load, not by its first capsule: a database that cannot
 		// be reached, or a schema this release cannot read, refuses the config.
@@ -399,14 +396,8 @@ func (a *App) Validate() error {
 // Start does nothing: capsules start when their handlers are provisioned.
 func (a *App) Start() error { return nil }
 
-// Stop marks the app draining, for readiness; each handler lets its capsule go in its
-// Cleanup.
-func (a *App) Stop() error {
-	if a.stopping != nil {
-		a.stopping.Store(true)
-	}
-	return nil
-}
+// Stop does nothing: each handler lets its capsule go in its Cleanup.
+func (a *App) Stop() error { return nil }
 
 // Cleanup releases the store and the shared engine, if Provision got as far as taking them.
 func (a *App) Cleanup() error {

@@ -28,7 +28,8 @@ func init() {
 // load balancers and Kubernetes probes (docs/operators.md "Readiness"). It answers 200
 // {"ready":true} while the gateway can take tasks, and 503 with the reasons while it
 // cannot: the task store's database does not answer, or the gateway is draining (Caddy's
-// shutdown_delay has begun, or the capsule app is stopping).
+// shutdown_delay has begun, or the process is exiting; a reload, which stops the old
+// config's apps, is not draining).
 type Ready struct {
 	app *App
 }
@@ -55,7 +56,7 @@ const readyPing = 2 * time.Second
 // ServeHTTP answers the probe; it never calls next.
 func (r *Ready) ServeHTTP(w http.ResponseWriter, req *http.Request, _ caddyhttp.Handler) error {
 	var reasons []string
-	if draining(req) || (r.app.stopping != nil && r.app.stopping.Load()) {
+	if draining(req) || caddy.Exiting() {
 		reasons = append(reasons, "draining: the gateway is shutting down")
 	}
 	if hs, ok := r.app.store.(taskstore.Health); ok {

@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/capsulegate/capsulegate/errs"
@@ -26,26 +26,29 @@ func (h *healthStore) Ready() error                   { return h.down }
 func (h *healthStore) Ping(ctx context.Context) error { return h.down }
 
 // TestReady: capsule_ready answers 200 while the store answers and the app runs, 503 with
-// the reasons while the store's database is away or the app is stopping.
+// the reasons while the store's database is away or Caddy's shutdown delay runs.
 func TestReady(t *testing.T) {
 	away := errors.New("pgstore: E-STORE-015: the task store's database at 127.0.0.1:5432/tasks cannot be reached")
 	for _, tt := range []struct {
 		name     string
 		store    taskstore.Store
-		stopping bool
+		draining bool
 		status   int
 		reason   string
 	}{
 		{"bbolt file", nil, false, http.StatusOK, ""},
 		{"database answers", &healthStore{}, false, http.StatusOK, ""},
 		{"database away", &healthStore{down: away}, false, http.StatusServiceUnavailable, "E-STORE-015"},
-		{"stopping", &healthStore{}, true, http.StatusServiceUnavailable, "draining"},
+		{"shutdown delay", &healthStore{}, true, http.StatusServiceUnavailable, "draining"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			app := &App{store: tt.store, stopping: new(atomic.Bool)}
-			app.stopping.Store(tt.stopping)
+			app := &App{store: tt.store}
+			repl := caddy.NewReplacer()
+			repl.Set("http.shutting_down", tt.draining)
+			req := httptest.NewRequest("GET", "/readyz", nil)
+			req = req.WithContext(context.WithValue(req.Context(), caddy.ReplacerCtxKey, repl))
 			rec := httptest.NewRecorder()
-			if err := (&Ready{app: app}).ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil), nil); err != nil {
+			if err := (&Ready{app: app}).ServeHTTP(rec, req, nil); err != nil {
 				t.Fatal(err)
 			}
 			var body struct {

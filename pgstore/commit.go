@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -234,8 +233,8 @@ func (s *Store) enqueue(o *op) <-chan error {
 	// that cannot succeed. The write still goes to the committer, in order, which keeps
 	// it in the backlog and writes it once the database is back: the caller is told it is
 	// not recorded yet, and what the gateway's memory holds reaches the database anyway.
-	if err := s.Ready(); err != nil {
-		o.answer(err)
+	if p := s.down.Load(); p != nil {
+		o.answer(&taskstore.KeptError{Err: *p})
 	}
 	s.queue <- o
 	return o.done
@@ -249,8 +248,9 @@ const MaxBacklog = 64 << 20
 // keep adds the batch, which the database did not take, to the backlog, answering its
 // callers with err.
 func (s *Store) keep(batch []*op, err error) {
+	kept := &taskstore.KeptError{Err: err}
 	for _, o := range batch {
-		o.answer(err)
+		o.answer(kept)
 		s.backlog = append(s.backlog, o)
 		s.backlogBytes += o.size()
 	}
@@ -349,11 +349,8 @@ func (s *Store) commitLoop() {
 			}
 		}
 		timer.Stop()
-		if err := s.Ready(); err != nil || len(s.backlog) > 0 {
-			if err == nil {
-				err = s.unreachable(errors.New("writes from before are not written yet"))
-			}
-			s.keep(batch, err) // no round trip that cannot succeed
+		if p := s.down.Load(); p != nil {
+			s.keep(batch, *p) // no round trip that cannot succeed
 			continue
 		}
 		s.commit(batch)

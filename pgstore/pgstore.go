@@ -10,9 +10,12 @@
 // nothing is held open across a guest call. Reads are one query each.
 //
 // When the database goes away, a commit fails within Options.Timeout and every write of
-// its batch receives E-STORE-015 naming the host; Ready reports the failure at once (no
-// I/O) so that the gateway refuses new tasks instead of queueing them, and a background
-// probe notices when the database is back. The connection pool reconnects by itself.
+// its batch receives E-STORE-015 naming the host, as a taskstore.KeptError: the store
+// keeps those writes and any made while the database is away (a bounded backlog) and
+// writes them, in order, before anything newer once it is back. Ready reports the failure
+// at once (no I/O) so that the gateway refuses new tasks instead of queueing them, and a
+// background probe notices when the database is back. The connection pool reconnects by
+// itself.
 //
 // One gateway holds a database at a time: Open takes a PostgreSQL advisory lock on a
 // connection of its own, held until Close, and a second gateway is refused (E-STORE-002).
@@ -239,11 +242,16 @@ func (s *Store) Close() error {
 }
 
 // Ready reports, without a round trip, whether the database answered the store's last
-// contact: nil, or the E-STORE-015 error of the failure (E-STORE-002 when another
-// gateway took the lock while the database was away).
+// contact and holds every write kept while it was away: nil, or the E-STORE-015 error of
+// the failure (E-STORE-002 when another gateway took the lock while the database was
+// away), or an E-STORE-015 error counting the kept writes not written yet.
 func (s *Store) Ready() error {
 	if p := s.down.Load(); p != nil {
 		return *p
+	}
+	if n := s.stats.backlog.Load(); n > 0 {
+		return errs.New(CodeUnreachable, part, fmt.Sprintf("the task store's database at %s is back; %d writes kept while it was away are being written", s.where, n),
+			"wait: the gateway takes new tasks once they are written").At(s.where, "")
 	}
 	return nil
 }
@@ -350,7 +358,10 @@ func (s *Store) lockHeld() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
-	return s.lock.Ping(ctx) == nil
+	start := time.Now()
+	err := s.lock.Ping(ctx)
+	s.stats.roundTrip(time.Since(start), err)
+	return err == nil
 }
 
 // recover checks the lock holder's session and the pool, taking the lock again when its
@@ -391,7 +402,10 @@ func (s *Store) takeLock(ctx context.Context) error {
 		return s.failed(err)
 	}
 	var got bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", lockKey).Scan(&got); err != nil {
+	start := time.Now()
+	err = conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", lockKey).Scan(&got)
+	s.stats.roundTrip(time.Since(start), err)
+	if err != nil {
 		_ = conn.Close(ctx)
 		return s.failed(err)
 	}
@@ -411,10 +425,15 @@ func (s *Store) unreachable(err error) error {
 }
 
 // isConnErr reports whether err says the database could not be reached or the
-// connection broke, rather than that it refused a statement.
+// connection broke, rather than that it refused a statement: a connection that cannot be
+// made, whatever the server said (a refused password, a missing database), is one.
 func isConnErr(err error) bool {
 	if err == nil {
 		return false
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -422,8 +441,7 @@ func isConnErr(err error) bool {
 		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
 	}
 	var ne net.Error
-	var ce *pgconn.ConnectError
-	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
 		pgconn.SafeToRetry(err) || pgconn.Timeout(err) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +116,12 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("the refusal does not name the host: %v", err)
 	}
 	t.Logf("refused after %s", time.Since(start))
+	// A database the server does not have is a connection that cannot be made, too.
+	_, err = pgstore.Open(context.Background(), c.DSN("no_such_database"), pgstore.Options{})
+	wantCode(t, "Open of a database the server does not have", err, pgstore.CodeUnreachable)
+	if !strings.Contains(err.Error(), "no_such_database") {
+		t.Errorf("the refusal does not name the database: %v", err)
+	}
 	_, err = pgstore.Open(context.Background(), "postgres://user:hunter2@[bad", pgstore.Options{})
 	wantCode(t, "Open of an address that does not parse", err, pgstore.CodeDSN)
 	if strings.Contains(err.Error(), "hunter2") {
@@ -146,6 +153,10 @@ func TestOutage(t *testing.T) {
 	start := time.Now()
 	err = <-s.PutTask(task("during"))
 	wantCode(t, "a write while the database is away", err, pgstore.CodeUnreachable)
+	var kept *taskstore.KeptError
+	if !errors.As(err, &kept) {
+		t.Errorf("a write while the database is away: %T, want a taskstore.KeptError (written once it is back)", err)
+	}
 	t.Logf("the first write failed after %s", time.Since(start))
 	wantCode(t, "Ready while the database is away", s.Ready(), pgstore.CodeUnreachable)
 	start = time.Now()

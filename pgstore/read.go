@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -28,6 +29,9 @@ func query[T any](s *Store, sql string, args []any, scan func(pgx.CollectableRow
 	if err != nil {
 		if isConnErr(err) {
 			return nil, s.failed(err)
+		}
+		if e := (*errs.Error)(nil); errors.As(err, &e) {
+			return nil, e // the store's own refusal of a row (a push config that does not open)
 		}
 		return nil, errs.Wrap(err, CodeBadRecord, part, "reading the task store at "+s.where+" failed",
 			"see the database's log; restore the tables from a backup if they were damaged").At(s.where, "")

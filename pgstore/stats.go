@@ -62,8 +62,9 @@ type collector struct {
 
 // Collector returns the store's metrics (docs/reference/metrics.md "Task store"):
 // capsule_store_round_trips_total, capsule_store_errors_total,
-// capsule_store_writes_total, capsule_store_round_trip_seconds, capsule_store_up and
-// capsule_store_connections, all present from the store's start.
+// capsule_store_writes_total, capsule_store_round_trip_seconds, capsule_store_up,
+// capsule_store_connections, capsule_store_backlog and
+// capsule_store_backlog_dropped_total, all present from the store's start.
 func (s *Store) Collector() prometheus.Collector {
 	l := prometheus.Labels{"store": "postgres"}
 	return &collector{s: s,
@@ -98,7 +99,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	n += st.latency.counts[len(latencyBuckets)].Load()
 	ch <- prometheus.MustNewConstHistogram(c.seconds, n, time.Duration(st.latency.sumNs.Load()).Seconds(), buckets)
 	up := 1.0
-	if c.s.Ready() != nil {
+	if c.s.down.Load() != nil {
 		up = 0
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)

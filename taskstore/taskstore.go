@@ -137,12 +137,22 @@ type Hurrier interface {
 }
 
 // Health is a Store whose storage can be away (a database server): Ready reports,
-// without I/O, whether the storage answered its last contact, so that a caller refuses new
-// work at once while it cannot be recorded; Ping asks the storage now.
+// without I/O, whether the storage answered its last contact and holds every write kept
+// meanwhile (KeptError), so that a caller refuses new work at once while it cannot be
+// recorded; Ping asks the storage now.
 type Health interface {
 	Ready() error
 	Ping(ctx context.Context) error
 }
+
+// KeptError is the refusal of a write a Health store could not take now because its
+// storage is away, and keeps: it writes the write, in order with the others, once the
+// storage is back. When Ready is nil again, every write kept before is in the storage
+// (unless the store had to drop them, which it counts).
+type KeptError struct{ Err error }
+
+func (e *KeptError) Error() string { return e.Err.Error() }
+func (e *KeptError) Unwrap() error { return e.Err }
 
 // MaxIDLen is the longest id a store accepts, in bytes: capsule name, task id, context
 // id, owner, state or push config id.

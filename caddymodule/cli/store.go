@@ -18,10 +18,12 @@ const storeLockWait = time.Second
 // StoreCheck opens a task store read-only, walks every record and prints what it holds;
 // a damaged file is refused with E-STORE-001 naming it (docs/operators.md "Commands").
 func StoreCheck(ctx context.Context, e *Env, c Common, file string) int {
-	if dsn, ok, err := database(e, file); ok || err != nil {
-		if err != nil {
-			return e.fail(c, err)
-		}
+	dsn, ok, err := database(e, file)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	file = dsn
+	if ok {
 		r, err := pgstore.Check(ctx, dsn)
 		if err != nil {
 			return e.fail(c, err)
@@ -81,8 +83,9 @@ func StoreMigrate(ctx context.Context, e *Env, c Common, arg string) int {
 	return ExitOK
 }
 
-// database reads a store argument that names a database: a postgres:// URL, or env:NAME
-// for a variable holding one (so that the password stays out of the process list).
+// database reads a store argument: a postgres:// URL (ok), or env:NAME for a variable
+// holding one (so that the password stays out of the process list) or a file's path;
+// anything else is a file's path, returned as it is.
 func database(e *Env, arg string) (dsn string, ok bool, err error) {
 	if name, isEnv := strings.CutPrefix(arg, "env:"); isEnv {
 		dsn = e.getenv(name)
@@ -95,7 +98,7 @@ func database(e *Env, arg string) (dsn string, ok bool, err error) {
 	if strings.HasPrefix(arg, "postgres://") || strings.HasPrefix(arg, "postgresql://") {
 		return arg, true, nil
 	}
-	return "", false, nil
+	return arg, false, nil // a file: the variable's value when env:NAME gave one
 }
 
 // StoreCompact rewrites a task store without its free pages, through a verified copy

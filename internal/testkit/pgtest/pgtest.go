@@ -472,15 +472,30 @@ func (c *Cluster) logTail(from int64) string {
 	return fmt.Sprintf("server log %s ends:\n%s", path, b)
 }
 
-// freePort picks a loopback port that is free now, by letting the kernel choose one.
+// freePort picks a loopback port that is free now, below the kernel's ephemeral range:
+// while a stopped server is away, a client's connection to its port could otherwise be
+// given that very port as its own (a TCP self-connect), and hold it so that the server
+// cannot bind it again on Resume.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgtest: picking a free port: %w", err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				low = n
+			}
+		}
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return port, nil
+	var b [2]byte
+	for range 200 {
+		_, _ = rand.Read(b[:])
+		port := 10000 + (int(b[0])<<8|int(b[1]))%(low-10000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
+	return 0, errors.New("pgtest: no free loopback port below the ephemeral range")
 }
 
 // baseDir is where cluster folders go: the temp folder, unless the server's account
