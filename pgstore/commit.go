@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/gather"
 	"github.com/capsulegate/capsulegate/taskstore"
 )
 
@@ -323,32 +324,7 @@ func (s *Store) commitLoop() {
 			s.stats.dropped.Add(uint64(len(s.backlog)))
 			return
 		}
-		batch := []*op{first}
-		timer.Reset(s.opts.GroupWindow)
-	gather:
-		for len(batch) < s.opts.MaxBatch {
-			select {
-			case o, ok := <-s.queue:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, o)
-				continue
-			default:
-			}
-			select {
-			case o, ok := <-s.queue:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, o)
-			case <-s.hurry:
-				break gather
-			case <-timer.C:
-				break gather
-			}
-		}
-		timer.Stop()
+		batch, _ := gather.Batch(first, s.queue, s.hurry, timer, s.opts.GroupWindow, s.opts.MaxBatch)
 		if p := s.down.Load(); p != nil {
 			s.keep(batch, *p) // no round trip that cannot succeed
 			continue

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -267,3 +268,12 @@ func TestMetricsFromZero(t *testing.T) {
 		t.Errorf("capsule_store_up: %d series", n)
 	}
 }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.CloseShared()
+	os.Exit(code)
+}
+
+// testKey is the store_key of the tests' stores.
+const testKey = "0123456789abcdef0123456789abcdef-test"

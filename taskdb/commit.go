@@ -8,6 +8,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/gather"
 	"github.com/capsulegate/capsulegate/taskstore"
 )
 
@@ -186,34 +187,7 @@ func (db *DB) commitLoop() {
 		if !ok {
 			return
 		}
-		batch := []*op{first}
-		timer.Reset(db.opts.GroupWindow)
-	gather:
-		for len(batch) < db.opts.MaxBatch {
-			select {
-			case o, ok := <-db.queue:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, o)
-				continue
-			default:
-			}
-			// Nothing more queued right now: wait for more, for the window's end, or
-			// for a caller who waits.
-			select {
-			case o, ok := <-db.queue:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, o)
-			case <-db.hurry:
-				break gather
-			case <-timer.C:
-				break gather
-			}
-		}
-		timer.Stop()
+		batch, _ := gather.Batch(first, db.queue, db.hurry, timer, db.opts.GroupWindow, db.opts.MaxBatch)
 		db.commit(batch)
 		switch {
 		case db.cur.bytes >= db.opts.CheckpointBytes:

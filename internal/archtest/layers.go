@@ -62,6 +62,7 @@ var Table = []Row{
 	{"internal/promreg", LayerHelpers, "register Prometheus collectors so that a reload can register them again"},
 	{"internal/samefile", LayerHelpers, "whether a file holds given bytes, read in small chunks"},
 	{"internal/filesum", LayerHelpers, "the sha256 of files remembered by their identity (device, inode, size, times), as git's index does"},
+	{"internal/gather", LayerHelpers, "the batch of a group commit: the first write, then more until a window passes, a waiting caller hurries it, or it is full"},
 	{"netpolicy", LayerLibraries, "network rules, the policy proxy and the DNS-pinning resolver"},
 	{"wit", LayerLibraries, "the WIT contract files"},
 	{"wit/abi", LayerLibraries, "the component model's canonical ABI (lift and lower over a guest's memory) and the Go types of the Murmur WIT records"},

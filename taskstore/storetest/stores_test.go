@@ -1,4 +1,4 @@
-package pgstore_test
+package storetest_test
 
 import (
 	"context"
@@ -22,11 +22,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// testKey is the store_key of the tests' stores.
+// testKey is the store_key of the PostgreSQL stores.
 const testKey = "0123456789abcdef0123456789abcdef-test"
 
 // TestConformance runs the one conformance table against both stores the gateway
-// ships: the embedded bbolt file and PostgreSQL (a real server this test starts).
+// ships: the embedded bbolt file (taskdb) and PostgreSQL (pgstore, on a real server this
+// test starts; under CI=true a missing PostgreSQL fails it).
 func TestConformance(t *testing.T) {
 	for _, b := range []struct {
 		name    string
