@@ -564,116 +564,14 @@ func TestGateway(t *testing.T) {
 
 	// Last: it kills the gateway and starts it again on the same folders.
 	t.Run("kill -9: finished tasks survive, a waiting one is interrupted, a queued one runs", func(t *testing.T) {
-		done := decodeTask(t, g.call(t, "/agents/wordcount/", "", "message/send", map[string]any{"message": msg03("one two three")}))
-		// gate-reload has one slot (concurrency 1): the waiting task holds it.
-		asked := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send", map[string]any{"message": msg03("ask")}))
-		if done.Status.State != "completed" || asked.Status.State != "input-required" {
-			t.Fatalf("before the kill: %v / %v", done, asked)
-		}
-		// Another context waits for that slot: admitted, never started.
-		// It has a push config: its webhook hears of every change, across the restart.
-		queued := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send",
-			map[string]any{"message": msg03("after the restart"), "configuration": map[string]any{"blocking": false,
-				"pushNotificationConfig": map[string]any{"url": g.hooks.srv.URL + "/queued", "token": "hook-token"}}}))
-		if queued.Status.State != "submitted" {
-			t.Fatalf("queued before the kill: %v", queued)
-		}
-		// A client streaming the waiting task has seen up to the id a resubscribe shows now.
-		seen := 0
-		for ev := range g.stream(t, "/agents/gate-reload/", "", "tasks/resubscribe", map[string]any{"id": asked.ID}) {
-			seen = max(seen, ev.id)
-		}
-		if seen == 0 {
-			t.Fatal("the waiting task's stream carried no event ids")
-		}
-		g.killAndRestart(t)
-		got := decodeTask(t, g.call(t, "/agents/wordcount/", "", "tasks/get", map[string]any{"id": done.ID}))
-		if got.Status.State != "completed" || !strings.Contains(got.text(), "3 words") {
-			t.Errorf("the completed task after the restart = %v", got)
-		}
-		gone := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "tasks/get", map[string]any{"id": asked.ID}))
-		if gone.Status.State != "failed" || !strings.Contains(gone.String(), "interrupted: the gateway stopped while this task ran") {
-			t.Errorf("the waiting task after the restart = %v", gone)
-		}
-		// That client reconnects with the last id it saw: it gets exactly what it missed,
-		// the interruption.
-		var missed []sseEvent
-		for ev := range g.streamWith(t, "/agents/gate-reload/", "", "tasks/resubscribe", map[string]any{"id": asked.ID}, "Last-Event-ID", fmt.Sprint(seen)) {
-			missed = append(missed, ev)
-		}
-		if len(missed) != 1 || missed[0].id != seen+1 || !strings.Contains(string(missed[0].data), "interrupted: the gateway stopped while this task ran") {
-			t.Errorf("resumed the interrupted task after id %d: %d events %+v", seen, len(missed), missed)
-		}
-		// The queued task runs after the restart.
-		final := ""
-		for ev := range g.stream(t, "/agents/gate-reload/", "", "tasks/resubscribe", map[string]any{"id": queued.ID}) {
-			var su struct {
-				Result struct {
-					Final  bool
-					Status struct{ State string }
-				}
-			}
-			json.Unmarshal(ev.data, &su)
-			if su.Result.Final || su.Result.Status.State == "completed" {
-				final = su.Result.Status.State
-			}
-		}
-		if ran := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "tasks/get", map[string]any{"id": queued.ID})); ran.Status.State != "completed" || !strings.Contains(ran.text(), "after the restart") {
-			t.Errorf("the queued task after the restart = %v (stream ended %q)", ran, final)
-		}
-		// Its webhook got every state, in order, before and after the restart (at least
-		// once: an event delivered just before the kill may come again, never out of order).
-		var states []string
-		for !slices.Contains(states, "completed") {
-			select {
-			case <-g.hooks.new:
-			case <-time.After(30 * time.Second):
-				t.Fatalf("the queued task's webhook got %v", states)
-			}
-			states = states[:0]
-			for _, p := range g.hooks.posts("/queued") {
-				var tk task03
-				if json.Unmarshal(p.body, &tk) != nil || tk.ID != queued.ID || p.token != "hook-token" {
-					t.Fatalf("webhook post: token %q, body %s", p.token, p.body)
-				}
-				if len(states) == 0 || states[len(states)-1] != tk.Status.State {
-					states = append(states, tk.Status.State)
-				}
-			}
-		}
-		if want := []string{"submitted", "working", "completed"}; !slices.Equal(states, want) {
-			t.Errorf("the queued task's webhook saw states %v, want %v", states, want)
-		}
-		// A client that saw the first event resumes from the journal to the end.
-		var ids []int
-		final = ""
-		for ev := range g.streamWith(t, "/agents/wordcount/", "", "tasks/resubscribe", map[string]any{"id": done.ID}, "Last-Event-ID", "1") {
-			ids = append(ids, ev.id)
-			var su struct {
-				Result struct {
-					Final  bool
-					Status struct{ State string }
-				}
-			}
-			json.Unmarshal(ev.data, &su)
-			if su.Result.Final {
-				final = su.Result.Status.State
-			}
-		}
-		consecutive := len(ids) > 0
-		for i, id := range ids {
-			consecutive = consecutive && id == i+2
-		}
-		if !consecutive || final != "completed" {
-			t.Errorf("resumed after the restart: ids %v, final %q", ids, final)
-		}
+		doneID := killScenario(t, g, g.hooks, "/agents/wordcount/", "/agents/gate-reload/", func() {})
 		// The official JS SDK resubscribes after the restart and gets the final state.
 		node, err := exec.LookPath("node")
 		if err != nil {
 			t.Skip("node is not installed; .ci/run installs it")
 		}
 		dir, _ := filepath.Abs("../a2a/testdata/jsclient")
-		js := exec.Command(node, "resubscribe.mjs", g.base+"/agents/wordcount/.well-known/agent-card.json?A2A-Version=0.3", done.ID)
+		js := exec.Command(node, "resubscribe.mjs", g.base+"/agents/wordcount/.well-known/agent-card.json?A2A-Version=0.3", doneID)
 		js.Dir = dir
 		out, err := js.Output()
 		if err != nil {

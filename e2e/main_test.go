@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/capsulegate/capsulegate/internal/testkit/pgtest"
 )
 
 // caddyBin is the real gateway binary every test of this package runs: built once per
@@ -15,7 +17,8 @@ import (
 var caddyBin string
 
 // TestMain builds the gateway and the sandbox helper into one temporary folder, runs the
-// tests against them and removes the folder.
+// tests against them, stops the shared PostgreSQL cluster if a test started it and
+// removes the folder.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "capsulegate-e2e-")
 	if err != nil {
@@ -40,6 +43,7 @@ func TestMain(m *testing.M) {
 	flag.Parse() // m.Run would parse them too; startXcaddy reads -test.run
 	startXcaddy()
 	code := m.Run()
+	pgtest.CloseShared() // the PostgreSQL tests' cluster, if one started: never outlives the binary
 	if xcaddy.done != nil {
 		<-xcaddy.done // make writes into bin/: never left running behind the test binary
 	}

@@ -267,7 +267,10 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err != nil {
 		return s.failed(err)
 	}
-	return s.answered()
+	if err := s.answered(); err != nil {
+		return err
+	}
+	return s.Ready() // the writes kept while the database was away, until written
 }
 
 // answered records that the database answered: Ready is nil again unless the lock is
