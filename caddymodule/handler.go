@@ -179,7 +179,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.route = &rt
-	h.key = p.path
+	// A capsule is kept across a reload on the same task store only: a reload that moves
+	// the tasks elsewhere (store, state_dir) hosts it anew on the new store, the old one
+	// finishing its admitted tasks on the old.
+	h.key = p.path + "\x00" + p.app.storePath()
 	v, loaded, err := capsules.LoadOrNew(h.key, func() (caddy.Destructor, error) {
 		return h.host(p)
 	})

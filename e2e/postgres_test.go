@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/capsulegate/capsulegate/internal/testkit/pgtest"
 )
 
@@ -45,6 +47,8 @@ type pgSite struct {
 	deadline            string
 	hooks               *webhooks
 	dsn                 string
+	// bbolt leaves store and store_key out of the config: the tasks go to state_dir.
+	bbolt bool
 }
 
 func newPGSite(t *testing.T, dsn string) *pgSite {
@@ -81,6 +85,10 @@ const pgDeadline = 6
 // "".
 func (s *pgSite) caddyfile(port, admin, key, extra string) string {
 	key = cmp.Or(key, "{env.CAPSULE_STORE_KEY}")
+	store := "store {env.CAPSULE_STORE}\n\t\tstore_key " + key
+	if s.bbolt {
+		store = "# no store: tasks.db in state_dir"
+	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%[2]s
 	default_bind 127.0.0.1
@@ -90,8 +98,7 @@ func (s *pgSite) caddyfile(port, admin, key, extra string) string {
 		cache_dir cache
 		state_dir state
 		# The task store's database, from the environment, and the key sealing push configs.
-		store {env.CAPSULE_STORE}
-		store_key %[9]s
+		%[9]s
 		push {
 			allow %[4]s
 		}
@@ -118,7 +125,7 @@ http://127.0.0.1:%[1]s {
 		metrics
 	}
 %[7]s}
-`, port, admin, s.registry, s.hooks.srv.URL, s.wordcount, s.slot, extra, s.deadline, key)
+`, port, admin, s.registry, s.hooks.srv.URL, s.wordcount, s.slot, extra, s.deadline, store)
 }
 
 // env is the environment of a gateway running in dir.
@@ -792,4 +799,47 @@ func TestPostgresReloads(t *testing.T) {
 		return now >= goroutinesBefore-20 && now <= goroutinesBefore+20
 	})
 	t.Logf("goroutines: %v before the load and the reloads, %v after", goroutinesBefore, now)
+}
+
+// TestPostgresStoreSwitchOnReload: a reload that moves the tasks from tasks.db to
+// PostgreSQL moves every capsule, those the reload keeps included: a task sent after it
+// is in the database, one sent before is not, and readiness watches the database.
+func TestPostgresStoreSwitchOnReload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the gateway")
+	}
+	dsn := pgtest.NewDatabase(t)
+	site := newPGSite(t, dsn)
+	site.bbolt = true
+	g := site.start(t)
+	before := decodeTask(t, g.call(t, "/agents/wordcount/", "", "message/send", map[string]any{"message": msg03("one two")}))
+	if before.Status.State != "completed" {
+		t.Fatalf("before the reload: %v", before)
+	}
+	site.bbolt = false
+	site.reload(t, g, "", "")
+	after := decodeTask(t, g.call(t, "/agents/wordcount/", "", "message/send", map[string]any{"message": msg03("one two three")}))
+	if after.Status.State != "completed" || !strings.Contains(after.text(), "3 words") {
+		t.Fatalf("after the reload: %v", after)
+	}
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, tt := range []struct {
+		id   string
+		want bool
+	}{{before.ID, false}, {after.ID, true}} {
+		var n int
+		if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM capsulegate_tasks WHERE id = $1", tt.id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if (n == 1) != tt.want {
+			t.Errorf("task %s in the database: %d rows, want it there: %v", tt.id, n, tt.want)
+		}
+	}
+	if status, body := readiness(g); status != http.StatusOK {
+		t.Errorf("readiness after the switch: %d %s", status, body)
+	}
 }
