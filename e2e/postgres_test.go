@@ -225,16 +225,6 @@ func firstEvent(t *testing.T, g *gateway, path, id string) sseEvent {
 	return ev
 }
 
-// dbName is the database a DSN names.
-func dbName(t *testing.T, dsn string) string {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimPrefix(u.Path, "/")
-}
-
 // TestPostgresDurable is TestGateway's kill -9 case on PostgreSQL: a completed task, one
 // waiting for input in the only slot of its route, one queued behind it with a push
 // config, and a client that streamed the waiting one; the gateway is killed and started
@@ -247,7 +237,7 @@ func TestPostgresDurable(t *testing.T) {
 		t.Skip("builds and runs the gateway")
 	}
 	dsn := pgtest.NewDatabase(t)
-	db := dbName(t, dsn)
+	db := pgtest.DatabaseName(dsn)
 	site := newPGSite(t, dsn)
 	g := site.start(t)
 	if !strings.Contains(g.logs.String(), "task store on PostgreSQL") || !strings.Contains(g.logs.String(), db) {
@@ -700,7 +690,7 @@ func TestPostgresReloads(t *testing.T) {
 	}
 	cluster := pgtest.Shared(t)
 	dsn := pgtest.NewDatabase(t)
-	db := dbName(t, dsn)
+	db := pgtest.DatabaseName(dsn)
 	site := newPGSite(t, dsn)
 	g := site.start(t)
 	// The store's pool holds up to 8 connections (pgstore's default), its lock one more.

@@ -277,6 +277,15 @@ func (c *Cluster) DSN(db string) string {
 
 var dbCounter atomic.Uint64
 
+// DatabaseName is the database a postgres:// URL names ("" when it names none).
+func DatabaseName(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimPrefix(u.Path, "/")
+}
+
 // CreateDatabase creates a database with a fresh name, t<counter>_<random> (the random
 // part keeps test binaries sharing a server apart), and returns its DSN.
 func (c *Cluster) CreateDatabase() (string, error) {

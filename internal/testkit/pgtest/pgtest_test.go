@@ -3,7 +3,6 @@ package pgtest
 import (
 	"context"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,15 +39,6 @@ func selectOne(t *testing.T, dsn string) *pgx.Conn {
 		t.Fatalf("SELECT 1 = %d, %v", one, err)
 	}
 	return conn
-}
-
-func dbName(t *testing.T, dsn string) string {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimPrefix(u.Path, "/")
 }
 
 func TestStartStopResume(t *testing.T) {
@@ -96,7 +86,7 @@ func TestStartStopResume(t *testing.T) {
 	}
 	conn := selectOne(t, dsn)
 
-	db := dbName(t, dsn)
+	db := DatabaseName(dsn)
 	if n, err := c.Connections(db); err != nil || n != 1 {
 		t.Errorf("Connections(%s) = %d, %v; want 1", db, n, err)
 	}
