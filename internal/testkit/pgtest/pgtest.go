@@ -150,6 +150,9 @@ type Options struct {
 	// Settings are server settings (name → value) passed as -c name=value, over the
 	// defaults; port, listen_addresses and unix_socket_directories are Start's own.
 	Settings map[string]string
+	// TLSCert and TLSKey, when set (PEM), turn TLS on: the server offers it with this
+	// certificate, and a client's sslmode decides whether it must be used and checked.
+	TLSCert, TLSKey []byte
 }
 
 // Cluster is one running (or stopped) PostgreSQL server and its data folder.
@@ -238,6 +241,18 @@ func Start(opts Options) (*Cluster, error) {
 	}
 	if out, err := c.run(2*time.Minute, "initdb", args...); err != nil {
 		return nil, fmt.Errorf("pgtest: initdb in %s: %v\n%s", c.data(), err, out)
+	}
+	if opts.TLSCert != nil {
+		// In the data folder, the server's own: PostgreSQL refuses a key others may read.
+		for name, b := range map[string][]byte{"server.crt": opts.TLSCert, "server.key": opts.TLSKey} {
+			if err := os.WriteFile(filepath.Join(c.data(), name), b, 0o600); err != nil {
+				return nil, fmt.Errorf("pgtest: %w", err)
+			}
+		}
+		if err := who.own(c.data()); err != nil {
+			return nil, fmt.Errorf("pgtest: giving the TLS files to the server's user: %w", err)
+		}
+		c.conf = append(c.conf, "ssl=on", "ssl_cert_file=server.crt", "ssl_key_file=server.key")
 	}
 
 	for i := 0; ; i++ {
