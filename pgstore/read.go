@@ -184,29 +184,17 @@ func (s *Store) Evict(capsule string, olderThan time.Time, maxTasks int, keep fu
 	if s.opts.ReadOnly {
 		return 0, errs.New(CodeReadOnly, part, "the task store was opened read-only", "a gateway bug: report it")
 	}
-	var all []taskstore.Head
-	if err := s.Heads(capsule, func(h taskstore.Head) bool {
-		if keep == nil || !keep(h.ID) {
-			all = append(all, h)
-		}
-		return true
-	}); err != nil {
+	var heads []taskstore.Head
+	if err := s.Heads(capsule, func(h taskstore.Head) bool { heads = append(heads, h); return true }); err != nil {
 		return 0, err
 	}
-	slices.SortStableFunc(all, func(a, b taskstore.Head) int { return a.Updated.Compare(b.Updated) })
-	cut := 0
-	for cut < len(all) && all[cut].Updated.Before(olderThan) {
-		cut++
-	}
-	if maxTasks > 0 && len(all)-cut > maxTasks {
-		cut = len(all) - maxTasks
-	}
-	if cut == 0 {
+	remove, _ := taskstore.EvictPlan(heads, olderThan, maxTasks, keep)
+	if len(remove) == 0 {
 		return 0, nil
 	}
 	o := &op{}
 	contexts := map[string]bool{}
-	for _, h := range all[:cut] {
+	for _, h := range remove {
 		o.stmts = append(o.stmts, stmt{sqlEvictTask, []any{capsule, h.ID, nanos(h.Updated)}})
 		if h.ContextID != "" {
 			contexts[h.ContextID] = true

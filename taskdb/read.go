@@ -3,7 +3,6 @@ package taskdb
 import (
 	"bytes"
 	"encoding/binary"
-	"sort"
 	"time"
 
 	"github.com/capsulegate/capsulegate/taskstore"
@@ -135,19 +134,19 @@ func (db *DB) Evict(capsule string, olderThan time.Time, maxTasks int, keep func
 	// tells, sparing a write transaction and its syncs per capsule.
 	due := false
 	if err := db.view(func(r *view) error {
-		_, cut, _, err := evictPlan(r, capsule, olderThan, maxTasks, keep)
-		due = cut > 0
+		remove, _, err := evictPlan(r, capsule, olderThan, maxTasks, keep)
+		due = len(remove) > 0
 		return err
 	}); err != nil || !due {
 		return 0, err
 	}
 	removed := 0
 	err := <-db.enqueue(func(w *view) error {
-		all, cut, live, err := evictPlan(w, capsule, olderThan, maxTasks, keep)
+		remove, live, err := evictPlan(w, capsule, olderThan, maxTasks, keep)
 		if err != nil {
 			return err
 		}
-		for _, t := range all[:cut] {
+		for _, t := range remove {
 			if err := deleteTask(w, capsule, t.ID); err != nil {
 				return err
 			}
@@ -158,7 +157,7 @@ func (db *DB) Evict(capsule string, olderThan time.Time, maxTasks int, keep func
 				}
 			}
 		}
-		removed = cut
+		removed = len(remove)
 		return nil
 	})
 	if err != nil {
@@ -167,35 +166,19 @@ func (db *DB) Evict(capsule string, olderThan time.Time, maxTasks int, keep func
 	return removed, nil
 }
 
-// evictPlan lists the capsule's tasks that keep does not spare, oldest first, with how
-// many of them (the first cut) EvictExcept removes and the contexts whose turns stay.
-func evictPlan(r *view, capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) ([]taskstore.Head, int, map[string]bool, error) {
-	var all []taskstore.Head
-	live := map[string]bool{}
+// evictPlan reads the capsule's heads and applies taskstore.EvictPlan to them.
+func evictPlan(r *view, capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) ([]taskstore.Head, map[string]bool, error) {
+	var heads []taskstore.Head
 	err := r.scan(bHeads, nil, appendString(nil, capsule), func(_, v []byte) (bool, error) {
-		t, err := decodeHead(v)
-		if err == nil && keep != nil && keep(t.ID) {
-			live[t.ContextID] = true
-		} else {
-			all = append(all, t)
-		}
+		h, err := decodeHead(v)
+		heads = append(heads, h)
 		return err == nil, err
 	})
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, nil, err
 	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].Updated.Before(all[j].Updated) })
-	cut := 0
-	for cut < len(all) && all[cut].Updated.Before(olderThan) {
-		cut++
-	}
-	if maxTasks > 0 && len(all)-cut > maxTasks {
-		cut = len(all) - maxTasks
-	}
-	for _, t := range all[cut:] {
-		live[t.ContextID] = true
-	}
-	return all, cut, live, nil
+	remove, live := taskstore.EvictPlan(heads, olderThan, maxTasks, keep)
+	return remove, live, nil
 }
 
 // view runs fn on a view of the store: a bbolt read transaction with the writes in

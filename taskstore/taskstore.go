@@ -16,6 +16,7 @@ package taskstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -128,6 +129,34 @@ type Store interface {
 	// conversations' turns. It returns how many tasks it removed, once that is durable.
 	// keep must not block nor call the store.
 	Evict(capsule string, olderThan time.Time, maxTasks int, keep func(id string) bool) (int, error)
+}
+
+// EvictPlan is the rule of Store.Evict over a capsule's heads: the tasks to remove,
+// oldest first — those updated before olderThan, then the oldest beyond maxTasks (0: no
+// limit), never one keep spares (nil: none), which do not count towards maxTasks — and
+// the contexts whose turns stay, because a task left belongs to them.
+func EvictPlan(heads []Head, olderThan time.Time, maxTasks int, keep func(id string) bool) (remove []Head, live map[string]bool) {
+	live = map[string]bool{}
+	var all []Head
+	for _, h := range heads {
+		if keep != nil && keep(h.ID) {
+			live[h.ContextID] = true
+		} else {
+			all = append(all, h)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b Head) int { return a.Updated.Compare(b.Updated) })
+	cut := 0
+	for cut < len(all) && all[cut].Updated.Before(olderThan) {
+		cut++
+	}
+	if maxTasks > 0 && len(all)-cut > maxTasks {
+		cut = len(all) - maxTasks
+	}
+	for _, h := range all[cut:] {
+		live[h.ContextID] = true
+	}
+	return all[:cut], live
 }
 
 // Hurrier is a Store that gathers writes for a while before committing them (a group
