@@ -289,7 +289,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.Store != "" {
 		// Opened at the config's load, not by its first capsule: a database that cannot
 		// be reached, or a schema this release cannot read, refuses the config.
-		if a.store, err = a.acquireStore(); err != nil {
+		if err := a.holdDatabase(); err != nil {
 			return err
 		}
 	}
@@ -570,12 +570,15 @@ var (
 var stores = caddy.NewUsagePool()
 
 // pooledStore is a task store in the stores pool, closed by its last holder.
-type pooledStore struct {
+type pooledStore struct{ closingStore }
+
+// closingStore is a task store that closes: both stores the gateway opens.
+type closingStore interface {
 	taskstore.Store
-	close func() error
+	Close() error
 }
 
-func (p pooledStore) Destruct() error { return p.close() }
+func (p pooledStore) Destruct() error { return p.Close() }
 
 // storePath names the task store in the stores pool: its file, or its database address
 // (a reload that changes only store_key keeps the store and its connections, with the
@@ -590,49 +593,56 @@ func (a *App) storePath() string {
 // acquireStore opens the task store, or takes one more hold on it; each call holds it
 // until a matching stores.Delete(a.storePath()).
 func (a *App) acquireStore() (taskstore.Store, error) {
-	if a.Store != "" {
-		v, _, err := stores.LoadOrNew(a.storePath(), func() (caddy.Destructor, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), storeOpenWait)
-			defer cancel()
-			db, err := pgstore.Open(ctx, a.Store, pgstore.Options{PushKey: a.StoreKey})
-			if err != nil {
-				return nil, err
-			}
-			a.logger.Info("task store on PostgreSQL", zap.String("database", db.Where()), zap.Int("schema", pgstore.SchemaVersion))
-			return pooledStore{db, db.Close}, nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		db := v.(pooledStore).Store
-		if err := db.(*pgstore.Store).SetPushKey(a.StoreKey); err != nil {
-			stores.Delete(a.storePath())
-			return nil, err
-		}
-		// Each config has a registry of its own: the store's collector joins it once.
-		if c, ok := db.(interface{ Collector() prometheus.Collector }); ok && a.metricsReg != nil {
-			if _, err := promreg.Adopt(a.metricsReg, c.Collector()); err != nil {
-				stores.Delete(a.storePath())
-				return nil, err
-			}
-		}
-		return db, nil
-	}
-	path := a.storePath()
-	v, _, err := stores.LoadOrNew(path, func() (caddy.Destructor, error) {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, errs.Wrap(err, CodeAppConfig, "caddy", "cannot create the state folder "+filepath.Dir(path), "set state_dir to a writable folder")
-		}
-		db, err := taskdb.Open(path, taskdb.Options{})
-		if err != nil {
-			return nil, err
-		}
-		return pooledStore{db, db.Close}, nil
-	})
+	v, _, err := stores.LoadOrNew(a.storePath(), a.openStore)
 	if err != nil {
 		return nil, err
 	}
-	return v.(pooledStore).Store, nil
+	return v.(pooledStore).closingStore, nil
+}
+
+// openStore opens the store the settings name: the PostgreSQL database, or the bbolt
+// file in state_dir.
+func (a *App) openStore() (caddy.Destructor, error) {
+	if a.Store != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), storeOpenWait)
+		defer cancel()
+		db, err := pgstore.Open(ctx, a.Store, pgstore.Options{PushKey: a.StoreKey})
+		if err != nil {
+			return nil, err
+		}
+		a.logger.Info("task store on PostgreSQL", zap.String("database", db.Where()), zap.Int("schema", pgstore.SchemaVersion))
+		return pooledStore{db}, nil
+	}
+	path := a.storePath()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, errs.Wrap(err, CodeAppConfig, "caddy", "cannot create the state folder "+filepath.Dir(path), "set state_dir to a writable folder")
+	}
+	db, err := taskdb.Open(path, taskdb.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return pooledStore{db}, nil
+}
+
+// holdDatabase takes the app's own hold on the PostgreSQL store, from Provision to
+// Cleanup: the store opens with the config, not with its first capsule, and a store kept
+// from the previous config takes this config's store_key and joins its metrics registry.
+func (a *App) holdDatabase() error {
+	db, err := a.acquireStore()
+	if err != nil {
+		return err
+	}
+	pg := db.(*pgstore.Store)
+	err = pg.SetPushKey(a.StoreKey)
+	if err == nil {
+		_, err = promreg.Adopt(a.metricsReg, pg.Collector())
+	}
+	if err != nil {
+		stores.Delete(a.storePath())
+		return err
+	}
+	a.store = db
+	return nil
 }
 
 // storeOpenWait bounds opening the PostgreSQL store at a config load: connecting,

@@ -78,9 +78,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errs.New(CodeOption, part, fmt.Sprintf("a negative option: timeout %s, group window %s, batch %d, turns %d, connections %d",
 			o.Timeout, o.GroupWindow, o.MaxBatch, o.MaxTurns, o.MaxConns), "write a positive value, or zero for the default")
 	}
-	if o.PushKey != "" && len(o.PushKey) < MinKeyLen {
-		return o, errs.New(CodeKey, part, fmt.Sprintf("store_key is %d bytes long; it must be at least %d", len(o.PushKey), MinKeyLen),
-			"generate one with `openssl rand -base64 32` and pass it from the environment, such as store_key {env.CAPSULE_STORE_KEY}")
+	if o.PushKey != "" {
+		if err := checkKey(o.PushKey); err != nil {
+			return o, err
+		}
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Second
@@ -204,11 +205,19 @@ func (s *Store) SetPushKey(key string) error {
 		s.seal.Store(nil)
 		return nil
 	}
-	if len(key) < MinKeyLen {
-		return errs.New(CodeKey, part, fmt.Sprintf("store_key is %d bytes long; it must be at least %d", len(key), MinKeyLen),
-			"generate one with `openssl rand -base64 32`")
+	if err := checkKey(key); err != nil {
+		return err
 	}
 	s.seal.Store(newSealer(key))
+	return nil
+}
+
+// checkKey refuses a store key shorter than MinKeyLen (E-STORE-014).
+func checkKey(key string) error {
+	if len(key) < MinKeyLen {
+		return errs.New(CodeKey, part, fmt.Sprintf("store_key is %d bytes long; it must be at least %d", len(key), MinKeyLen),
+			"generate one with `openssl rand -base64 32` and pass it from the environment, such as store_key {env.CAPSULE_STORE_KEY}")
+	}
 	return nil
 }
 
