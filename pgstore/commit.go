@@ -90,7 +90,7 @@ const (
 // PutTask stores t, replacing the task with the same capsule and id.
 func (s *Store) PutTask(t taskstore.Task) <-chan error {
 	if err := taskstore.CheckTask(t); err != nil {
-		return failed(err)
+		return taskstore.Failed(err)
 	}
 	return s.enqueue(&op{stmts: []stmt{{sqlPutTask, []any{t.Capsule, t.ID, t.ContextID, t.Owner, t.State,
 		nanos(t.Since), nanos(t.Updated), t.Done, nonNil(t.Data)}}}})
@@ -100,12 +100,12 @@ func (s *Store) PutTask(t taskstore.Task) <-chan error {
 // replaces it.
 func (s *Store) Append(capsule string, events ...taskstore.Event) <-chan error {
 	if err := taskstore.CheckID("capsule", capsule); err != nil {
-		return failed(err)
+		return taskstore.Failed(err)
 	}
 	o := &op{stmts: make([]stmt, 0, len(events))}
 	for _, e := range events {
 		if err := taskstore.CheckID("task id", e.TaskID); err != nil {
-			return failed(err)
+			return taskstore.Failed(err)
 		}
 		o.stmts = append(o.stmts, stmt{sqlAppend, []any{capsule, e.TaskID, int64(e.Seq), nonNil(e.Data)}})
 	}
@@ -116,10 +116,10 @@ func (s *Store) Append(capsule string, events ...taskstore.Event) <-chan error {
 // Options.MaxTurns.
 func (s *Store) AddTurn(capsule, contextID string, item []byte) <-chan error {
 	if err := taskstore.CheckID("capsule", capsule); err != nil {
-		return failed(err)
+		return taskstore.Failed(err)
 	}
 	if err := taskstore.CheckID("context id", contextID); err != nil {
-		return failed(err)
+		return taskstore.Failed(err)
 	}
 	return s.enqueue(&op{stmts: []stmt{
 		{sqlAddTurn, []any{capsule, contextID, nonNil(item)}},
@@ -129,8 +129,8 @@ func (s *Store) AddTurn(capsule, contextID string, item []byte) <-chan error {
 
 // DeleteTask removes a task, its journal, its push configs and its blobs.
 func (s *Store) DeleteTask(capsule, id string) <-chan error {
-	if err := checkTaskIDs(capsule, id); err != nil {
-		return failed(err)
+	if err := taskstore.CheckTaskIDs(capsule, id); err != nil {
+		return taskstore.Failed(err)
 	}
 	return s.enqueue(&op{stmts: []stmt{{sqlDeleteTask, []any{capsule, id}}}})
 }
@@ -140,12 +140,12 @@ func (s *Store) DeleteTask(capsule, id string) <-chan error {
 // runs is refused with E-STORE-011 and nothing is written; without a store key every
 // config is refused with E-STORE-014.
 func (s *Store) PutPush(capsule string, p taskstore.Push) <-chan error {
-	if err := checkPushIDs(capsule, p.TaskID, p.ID); err != nil {
-		return failed(err)
+	if err := taskstore.CheckItemIDs(capsule, p.TaskID, "push config id", p.ID); err != nil {
+		return taskstore.Failed(err)
 	}
 	seal := s.seal.Load()
 	if seal == nil {
-		return failed(noKey())
+		return taskstore.Failed(noKey())
 	}
 	sealed := seal.seal(capsule, p.TaskID, p.ID, p.Data)
 	return s.enqueue(&op{needRow: true, stmts: []stmt{{sqlPutPush, []any{capsule, p.TaskID, p.ID, sealed, int64(p.Delivered)}}}})
@@ -154,40 +154,26 @@ func (s *Store) PutPush(capsule string, p taskstore.Push) <-chan error {
 // SetDelivered raises the config's Delivered to seq, never lowering it; a config gone
 // meanwhile is not an error.
 func (s *Store) SetDelivered(capsule, taskID, id string, seq uint64) <-chan error {
-	if err := checkPushIDs(capsule, taskID, id); err != nil {
-		return failed(err)
+	if err := taskstore.CheckItemIDs(capsule, taskID, "push config id", id); err != nil {
+		return taskstore.Failed(err)
 	}
 	return s.enqueue(&op{stmts: []stmt{{sqlSetDelivered, []any{capsule, taskID, id, int64(seq)}}}})
 }
 
 // DeletePush removes one push config; an absent one is not an error.
 func (s *Store) DeletePush(capsule, taskID, id string) <-chan error {
-	if err := checkPushIDs(capsule, taskID, id); err != nil {
-		return failed(err)
+	if err := taskstore.CheckItemIDs(capsule, taskID, "push config id", id); err != nil {
+		return taskstore.Failed(err)
 	}
 	return s.enqueue(&op{stmts: []stmt{{sqlDeletePush, []any{capsule, taskID, id}}}})
 }
 
 // PutBlob stores data as the blob id of the task (capsule, taskID).
 func (s *Store) PutBlob(capsule, taskID, id string, data []byte) <-chan error {
-	if err := checkPushIDs(capsule, taskID, id); err != nil {
-		return failed(err)
+	if err := taskstore.CheckItemIDs(capsule, taskID, "blob id", id); err != nil {
+		return taskstore.Failed(err)
 	}
 	return s.enqueue(&op{stmts: []stmt{{sqlPutBlob, []any{capsule, taskID, id, nonNil(data)}}}})
-}
-
-func checkTaskIDs(capsule, id string) error {
-	if err := taskstore.CheckID("capsule", capsule); err != nil {
-		return err
-	}
-	return taskstore.CheckID("task id", id)
-}
-
-func checkPushIDs(capsule, taskID, id string) error {
-	if err := checkTaskIDs(capsule, taskID); err != nil {
-		return err
-	}
-	return taskstore.CheckID("id", id)
 }
 
 // nanos is t as the store keeps it: Unix nanoseconds, 0 for the zero time.
@@ -214,21 +200,15 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-func failed(err error) <-chan error {
-	ch := make(chan error, 1)
-	ch <- err
-	return ch
-}
-
 func (s *Store) enqueue(o *op) <-chan error {
 	o.done = make(chan error, 1)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return failed(taskstore.Closed())
+		return taskstore.Failed(taskstore.Closed())
 	}
 	if s.opts.ReadOnly {
-		return failed(errs.New(CodeReadOnly, part, "the task store was opened read-only", "a gateway bug: report it"))
+		return taskstore.Failed(errs.New(CodeReadOnly, part, "the task store was opened read-only", "a gateway bug: report it"))
 	}
 	// A database known to be away fails the write now instead of after a round trip
 	// that cannot succeed. The write still goes to the committer, in order, which keeps

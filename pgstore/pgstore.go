@@ -148,7 +148,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	pool := s.pool
-	if err := s.prepare(ctx); err != nil {
+	if _, _, err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}

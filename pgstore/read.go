@@ -57,7 +57,7 @@ func scanHead(r pgx.CollectableRow) (taskstore.Head, error) {
 
 // Task returns the task (capsule, id), and whether the store holds it.
 func (s *Store) Task(capsule, id string) (taskstore.Task, bool, error) {
-	if err := checkTaskIDs(capsule, id); err != nil {
+	if err := taskstore.CheckTaskIDs(capsule, id); err != nil {
 		return taskstore.Task{}, false, err
 	}
 	got, err := query(s, `SELECT capsule, id, context_id, owner, state, since, updated, done, data
@@ -87,7 +87,7 @@ func (s *Store) Heads(capsule string, fn func(taskstore.Head) bool) error {
 // Events calls fn for each event of the task with Seq > after, in Seq order, until fn
 // returns false.
 func (s *Store) Events(capsule, taskID string, after uint64, fn func(taskstore.Event) bool) error {
-	if err := checkTaskIDs(capsule, taskID); err != nil {
+	if err := taskstore.CheckTaskIDs(capsule, taskID); err != nil {
 		return err
 	}
 	got, err := query(s, `SELECT seq, data FROM capsulegate_events WHERE capsule = $1 AND task_id = $2 AND seq > $3 ORDER BY seq`,
@@ -118,7 +118,7 @@ func (s *Store) Turns(capsule, contextID string) ([][]byte, error) {
 		[]any{capsule, contextID}, pgx.RowTo[[]byte])
 }
 
-// pushRow is a push config as stored: its data sealed.
+// scanPush reads a push config row of the capsule, opening its sealed data.
 func (s *Store) scanPush(capsule string) func(pgx.CollectableRow) (taskstore.Push, error) {
 	return func(r pgx.CollectableRow) (taskstore.Push, error) {
 		var p taskstore.Push
@@ -136,7 +136,7 @@ func (s *Store) scanPush(capsule string) func(pgx.CollectableRow) (taskstore.Pus
 
 // Pushes returns the task's push configs in id order.
 func (s *Store) Pushes(capsule, taskID string) ([]taskstore.Push, error) {
-	if err := checkTaskIDs(capsule, taskID); err != nil {
+	if err := taskstore.CheckTaskIDs(capsule, taskID); err != nil {
 		return nil, err
 	}
 	return query(s, `SELECT task_id, id, data, delivered FROM capsulegate_push WHERE capsule = $1 AND task_id = $2 ORDER BY id`,
@@ -160,7 +160,7 @@ func (s *Store) AllPushes(capsule string, fn func(taskstore.Push) bool) error {
 
 // Blob returns the blob (capsule, taskID, id), and whether the store holds it.
 func (s *Store) Blob(capsule, taskID, id string) ([]byte, bool, error) {
-	if err := checkPushIDs(capsule, taskID, id); err != nil {
+	if err := taskstore.CheckItemIDs(capsule, taskID, "blob id", id); err != nil {
 		return nil, false, err
 	}
 	got, err := query(s, `SELECT data FROM capsulegate_blobs WHERE capsule = $1 AND task_id = $2 AND id = $3`,

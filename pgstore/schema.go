@@ -50,12 +50,6 @@ var SchemaVersion = len(migrations)
 // gateways starting together migrate once: "capsulegate.migrate" in eight bytes.
 const migrateKey int64 = 0x6361_7073_6d69_6772
 
-// prepare checks the database's schema and, unless read-only, brings it to SchemaVersion.
-func (s *Store) prepare(ctx context.Context) error {
-	_, _, err := s.migrate(ctx)
-	return err
-}
-
 // migrate checks the schema and applies the missing steps (none when read-only),
 // returning the version found and the version left.
 func (s *Store) migrate(ctx context.Context) (from, to int, err error) {

@@ -11,8 +11,8 @@ import (
 
 // PutBlob stores data as the blob (capsule, taskID, id), replacing one of the same id.
 func (db *DB) PutBlob(capsule, taskID, id string, data []byte) <-chan error {
-	if err := checkBlobIDs(capsule, taskID, id); err != nil {
-		return failed(err)
+	if err := taskstore.CheckItemIDs(capsule, taskID, "blob id", id); err != nil {
+		return taskstore.Failed(err)
 	}
 	key, v := pushKey(capsule, taskID, id), bytes.Clone(data)
 	if v == nil {
@@ -23,7 +23,7 @@ func (db *DB) PutBlob(capsule, taskID, id string, data []byte) <-chan error {
 
 // Blob returns the blob (capsule, taskID, id) and whether the store holds it.
 func (db *DB) Blob(capsule, taskID, id string) ([]byte, bool, error) {
-	if err := checkBlobIDs(capsule, taskID, id); err != nil {
+	if err := taskstore.CheckItemIDs(capsule, taskID, "blob id", id); err != nil {
 		return nil, false, err
 	}
 	var out []byte
@@ -35,11 +35,4 @@ func (db *DB) Blob(capsule, taskID, id string) ([]byte, bool, error) {
 		return nil
 	})
 	return out, found, err
-}
-
-func checkBlobIDs(capsule, taskID, id string) error {
-	if err := checkTaskIDs(capsule, taskID); err != nil {
-		return err
-	}
-	return taskstore.CheckID("blob id", id)
 }

@@ -32,7 +32,7 @@ func (r refusal) Error() string { return r.err.Error() }
 // PutTask stores t, replacing the task with the same capsule and id.
 func (db *DB) PutTask(t taskstore.Task) <-chan error {
 	if err := taskstore.CheckTask(t); err != nil {
-		return failed(err)
+		return taskstore.Failed(err)
 	}
 	v, h := encodeTask(t), encodeHead(t)
 	key := taskKey(t.Capsule, t.ID)
@@ -46,12 +46,12 @@ func (db *DB) PutTask(t taskstore.Task) <-chan error {
 // Append adds events to their tasks' journals; an event with the Seq of a stored one replaces it.
 func (db *DB) Append(capsule string, events ...taskstore.Event) <-chan error {
 	if err := taskstore.CheckID("capsule", capsule); err != nil {
-		return failed(err)
+		return taskstore.Failed(err)
 	}
 	keys, vals := make([][]byte, len(events)), make([][]byte, len(events))
 	for i, e := range events {
 		if err := taskstore.CheckID("task id", e.TaskID); err != nil {
-			return failed(err)
+			return taskstore.Failed(err)
 		}
 		keys[i], vals[i] = seqKey(taskKey(capsule, e.TaskID), e.Seq), encodeEvent(e)
 	}
@@ -67,10 +67,10 @@ func (db *DB) Append(capsule string, events ...taskstore.Event) <-chan error {
 // turns beyond Options.MaxTurns.
 func (db *DB) AddTurn(capsule, contextID string, item []byte) <-chan error {
 	if err := taskstore.CheckID("capsule", capsule); err != nil {
-		return failed(err)
+		return taskstore.Failed(err)
 	}
 	if err := taskstore.CheckID("context id", contextID); err != nil {
-		return failed(err)
+		return taskstore.Failed(err)
 	}
 	prefix, v, keep := taskKey(capsule, contextID), encodeTurn(item), db.opts.MaxTurns
 	return db.enqueue(func(w *view) error {
@@ -93,8 +93,8 @@ func (db *DB) AddTurn(capsule, contextID string, item []byte) <-chan error {
 
 // DeleteTask removes a task, its journal, its push configs and its blobs.
 func (db *DB) DeleteTask(capsule, id string) <-chan error {
-	if err := checkTaskIDs(capsule, id); err != nil {
-		return failed(err)
+	if err := taskstore.CheckTaskIDs(capsule, id); err != nil {
+		return taskstore.Failed(err)
 	}
 	return db.enqueue(func(w *view) error { return deleteTask(w, capsule, id) })
 }
@@ -112,19 +112,6 @@ func deleteTask(w *view, capsule, id string) error {
 	return w.deletePrefix(bEvents, key)
 }
 
-func checkTaskIDs(capsule, id string) error {
-	if err := taskstore.CheckID("capsule", capsule); err != nil {
-		return err
-	}
-	return taskstore.CheckID("task id", id)
-}
-
-func failed(err error) <-chan error {
-	ch := make(chan error, 1)
-	ch <- err
-	return ch
-}
-
 var errClosed = taskstore.Closed()
 
 var errReadOnly = errs.New(CodeReadOnly, part, "the task store was opened read-only", "a gateway bug: report it")
@@ -134,10 +121,10 @@ func (db *DB) enqueue(apply func(*view) error) <-chan error {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	if db.closed {
-		return failed(errClosed)
+		return taskstore.Failed(errClosed)
 	}
 	if db.opts.ReadOnly {
-		return failed(errReadOnly)
+		return taskstore.Failed(errReadOnly)
 	}
 	db.queue <- o
 	return o.done

@@ -13,8 +13,8 @@ import (
 // Delivered both. A task the store does not hold (never stored, or deleted or evicted
 // meanwhile) is refused with E-STORE-011 and nothing is written.
 func (db *DB) PutPush(capsule string, p taskstore.Push) <-chan error {
-	if err := checkPushIDs(capsule, p.TaskID, p.ID); err != nil {
-		return failed(err)
+	if err := taskstore.CheckItemIDs(capsule, p.TaskID, "push config id", p.ID); err != nil {
+		return taskstore.Failed(err)
 	}
 	task, key, v := taskKey(capsule, p.TaskID), pushKey(capsule, p.TaskID, p.ID), encodePush(p)
 	return db.enqueue(func(w *view) error {
@@ -31,8 +31,8 @@ func (db *DB) PutPush(capsule string, p taskstore.Push) <-chan error {
 // SetDelivered raises the config's Delivered to seq, never lowering it; a config gone
 // meanwhile (deleted, or its task removed) is not an error.
 func (db *DB) SetDelivered(capsule, taskID, id string, seq uint64) <-chan error {
-	if err := checkPushIDs(capsule, taskID, id); err != nil {
-		return failed(err)
+	if err := taskstore.CheckItemIDs(capsule, taskID, "push config id", id); err != nil {
+		return taskstore.Failed(err)
 	}
 	key := pushKey(capsule, taskID, id)
 	return db.enqueue(func(w *view) error {
@@ -52,8 +52,8 @@ func (db *DB) SetDelivered(capsule, taskID, id string, seq uint64) <-chan error 
 
 // DeletePush removes the push config (capsule, taskID, id); an absent one is not an error.
 func (db *DB) DeletePush(capsule, taskID, id string) <-chan error {
-	if err := checkPushIDs(capsule, taskID, id); err != nil {
-		return failed(err)
+	if err := taskstore.CheckItemIDs(capsule, taskID, "push config id", id); err != nil {
+		return taskstore.Failed(err)
 	}
 	key := pushKey(capsule, taskID, id)
 	return db.enqueue(func(w *view) error { w.del(bPush, key); return nil })
@@ -61,7 +61,7 @@ func (db *DB) DeletePush(capsule, taskID, id string) <-chan error {
 
 // Pushes returns the task's push configs in id order.
 func (db *DB) Pushes(capsule, taskID string) ([]taskstore.Push, error) {
-	if err := checkTaskIDs(capsule, taskID); err != nil {
+	if err := taskstore.CheckTaskIDs(capsule, taskID); err != nil {
 		return nil, err
 	}
 	var out []taskstore.Push
@@ -91,11 +91,4 @@ func scanPush(r *view, prefix []byte, fn func(taskstore.Push) bool) error {
 		p, err := decodePush(v)
 		return err == nil && fn(p), err
 	})
-}
-
-func checkPushIDs(capsule, taskID, id string) error {
-	if err := checkTaskIDs(capsule, taskID); err != nil {
-		return err
-	}
-	return taskstore.CheckID("push config id", id)
 }

@@ -14,7 +14,7 @@ import (
 // Task returns the task (capsule, id), and whether it exists: the record with the index
 // fields its head keeps (Done, State, Since).
 func (db *DB) Task(capsule, id string) (taskstore.Task, bool, error) {
-	if err := checkTaskIDs(capsule, id); err != nil {
+	if err := taskstore.CheckTaskIDs(capsule, id); err != nil {
 		return taskstore.Task{}, false, err
 	}
 	var t taskstore.Task
@@ -83,7 +83,7 @@ func (db *DB) Heads(capsule string, fn func(taskstore.Head) bool) error {
 // Events calls fn for each event of the task with Seq > after, in Seq order, until fn
 // returns false.
 func (db *DB) Events(capsule, taskID string, after uint64, fn func(taskstore.Event) bool) error {
-	if err := checkTaskIDs(capsule, taskID); err != nil {
+	if err := taskstore.CheckTaskIDs(capsule, taskID); err != nil {
 		return err
 	}
 	prefix := taskKey(capsule, taskID)

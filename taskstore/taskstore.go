@@ -218,13 +218,35 @@ func checkText(what, id string) error {
 	return nil
 }
 
+// CheckTaskIDs refuses, with CodeBadID, the capsule and task id of a task's record that
+// no store keys on.
+func CheckTaskIDs(capsule, taskID string) error {
+	if err := CheckID("capsule", capsule); err != nil {
+		return err
+	}
+	return CheckID("task id", taskID)
+}
+
+// CheckItemIDs is CheckTaskIDs for a record within a task (a push config, a blob), whose
+// own id what names.
+func CheckItemIDs(capsule, taskID, what, id string) error {
+	if err := CheckTaskIDs(capsule, taskID); err != nil {
+		return err
+	}
+	return CheckID(what, id)
+}
+
+// Failed is the channel of a write refused before it was queued: it yields err.
+func Failed(err error) <-chan error {
+	ch := make(chan error, 1)
+	ch <- err
+	return ch
+}
+
 // CheckTask refuses, with CodeBadID, a task record no store keys on: its capsule and id
 // empty or over MaxIDLen, or its context id, owner or state (each may be empty) over it.
 func CheckTask(t Task) error {
-	if err := CheckID("capsule", t.Capsule); err != nil {
-		return err
-	}
-	if err := CheckID("task id", t.ID); err != nil {
+	if err := CheckTaskIDs(t.Capsule, t.ID); err != nil {
 		return err
 	}
 	for _, f := range []struct{ what, id string }{{"context id", t.ContextID}, {"owner", t.Owner}, {"state", t.State}} {
