@@ -109,3 +109,22 @@ func TestOutboundWithGoSDK03(t *testing.T) {
 		t.Errorf("a Message answer read as %#v, %v", res, err)
 	}
 }
+
+// TestOutboundMessageOddArtifacts answers with a Message whose artifacts hold no parts, or
+// one text part while the text answer is empty: the first is the (empty) text answer, the
+// second that text part.
+func TestOutboundMessageOddArtifacts(t *testing.T) {
+	_, srv := newServer(t, Config{Executor: execFunc(func(_ context.Context, job *Job) Outcome {
+		out := Outcome{State: "completed", Message: true, Artifacts: []Artifact{{Name: "empty"}}}
+		if job.Text == "text" {
+			out.Artifacts = []Artifact{{Name: "t", Parts: []Part{{Kind: KindText, Text: "from an artifact"}}}}
+		}
+		return out
+	})})
+	for text, want := range map[string]string{"empty": `"parts":[{"text":""}]`, "text": `"parts":[{"text":"from an artifact"}]`} {
+		res := string(ok(t, call(t, srv, "1.0", "SendMessage", map[string]any{"message": msg10(text)})))
+		if !strings.HasPrefix(res, `{"message":`) || !strings.Contains(res, want) {
+			t.Errorf("%s: result %s\nwant a message holding %s", text, res, want)
+		}
+	}
+}

@@ -253,13 +253,13 @@ func (h *Handler) publishArtifactsLocked(t *task, out Outcome, now time.Time) {
 func replyMessage(t *task, out Outcome) *message {
 	msg := agentMessage(t, out.Text)
 	var parts []Part
-	if out.Text != "" || len(out.Artifacts) == 0 {
-		parts = append(parts, Part{Kind: KindText, Text: out.Text})
-	}
 	for _, a := range out.Artifacts {
 		parts = append(parts, a.Parts...)
 	}
-	if len(parts) > 1 || parts[0].Kind != KindText {
+	if len(parts) > 0 { // else the text is all of it
+		if out.Text != "" {
+			parts = append([]Part{{Kind: KindText, Text: out.Text}}, parts...)
+		}
 		msg.Parts = t.offloadLocked(parts)
 	}
 	t.reply = true
