@@ -63,8 +63,7 @@ func (s *session) writeInbox(req TaskRequest) error {
 		return nil
 	}
 	m := inboxMessage{MessageID: req.MessageID, TaskID: req.TaskID, ContextID: req.ContextID}
-	parts := req.Parts
-	for i, p := range parts {
+	for i, p := range req.Parts {
 		ip := inboxPart{Kind: p.Kind, MediaType: p.MediaType}
 		switch p.Kind {
 		case "text":
@@ -77,7 +76,7 @@ func (s *session) writeInbox(req TaskRequest) error {
 					return err
 				}
 			}
-			ip.File = fmt.Sprintf("in/%d-%s", i, inboxName(p.Name, p.MediaType))
+			ip.File = inboxPath(i, p)
 			ip.Name, ip.URL = p.Name, p.URL
 			n := len(p.Bytes)
 			ip.Size = &n
@@ -130,6 +129,11 @@ func (s *session) makeInbox() error {
 	return nil
 }
 
+// inboxPath is where file part i of a message is held: in/<index>-<name>.
+func inboxPath(i int, p Part) string {
+	return fmt.Sprintf("in/%d-%s", i, inboxName(p.Name, p.MediaType))
+}
+
 // inboxName is a file part's name as the workdir holds it: the last element of what the
 // client gave, letters, digits, '.', '-' and '_' only (anything else becomes '_'), no
 // leading dot, at most 100 bytes; "file" with an extension for its media type when nothing
@@ -171,7 +175,7 @@ func inboxNote(parts []Part) string {
 	for i, p := range parts {
 		switch p.Kind {
 		case "file":
-			files = append(files, fmt.Sprintf("in/%d-%s (%s, %d bytes)", i, inboxName(p.Name, p.MediaType), p.MediaType, len(p.Bytes)))
+			files = append(files, fmt.Sprintf("%s (%s, %d bytes)", inboxPath(i, p), p.MediaType, len(p.Bytes)))
 		case "data":
 			data++
 		}
