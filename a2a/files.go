@@ -56,9 +56,14 @@ func (t *task) offloadLocked(parts []Part) []Part {
 	return out
 }
 
+// hasBlob reports whether any of parts is kept as a blob.
+func hasBlob(parts []Part) bool {
+	return slices.ContainsFunc(parts, func(p Part) bool { return p.Blob != "" })
+}
+
 // fetchBlobs returns parts with the bytes of their blobs read back, for the executor.
 func (h *Handler) fetchBlobs(t *task, parts []Part) ([]Part, error) {
-	if !slices.ContainsFunc(parts, func(p Part) bool { return p.Blob != "" }) {
+	if !hasBlob(parts) {
 		return parts, nil
 	}
 	// The blobs were written with the task's events before it started: a store reads
@@ -104,7 +109,7 @@ func newLinker(base string, now time.Time) linker {
 
 // parts returns parts with every blob part as a file by URL; parts itself when none is.
 func (l linker) parts(taskID string, parts []Part) []Part {
-	if !slices.ContainsFunc(parts, func(p Part) bool { return p.Blob != "" }) {
+	if !hasBlob(parts) {
 		return parts
 	}
 	out := slices.Clone(parts)
@@ -162,18 +167,9 @@ func (l linker) event(e event, taskID string) event {
 }
 
 func (s *snapshot) hasBlobs() bool {
-	blob := func(ps []Part) bool { return slices.ContainsFunc(ps, func(p Part) bool { return p.Blob != "" }) }
-	for _, a := range s.Artifacts {
-		if blob(a.Parts) {
-			return true
-		}
-	}
-	for _, m := range s.History {
-		if blob(m.Parts) {
-			return true
-		}
-	}
-	return s.Status.Msg != nil && blob(s.Status.Msg.Parts)
+	return slices.ContainsFunc(s.Artifacts, func(a artifact) bool { return hasBlob(a.Parts) }) ||
+		slices.ContainsFunc(s.History, func(m message) bool { return hasBlob(m.Parts) }) ||
+		s.Status.Msg != nil && hasBlob(s.Status.Msg.Parts)
 }
 
 // linksFor is the linker of a response to r.

@@ -303,10 +303,11 @@ func (in Inputs) accepts(mt string) bool {
 }
 
 // admitParts checks the parts of a message against what the capsule accepts and returns
-// them as the executor will get them (files by URL not fetched yet): a part of a media type
-// the capsule does not take is ContentTypeNotSupportedError, one over a limit invalid
-// params naming the limit. Nothing is kept of a refused message.
-func admitParts(parts []part, in Inputs) ([]Part, *rpcError) {
+// them as the executor will get them (files by URL not fetched yet), with the bytes of
+// their files and data: a part of a media type the capsule does not take is
+// ContentTypeNotSupportedError, one over a limit invalid params naming the limit. Nothing
+// is kept of a refused message.
+func admitParts(parts []part, in Inputs) ([]Part, int64, *rpcError) {
 	out := make([]Part, 0, len(parts))
 	var total int64
 	modes := strings.Join(in.cardModes(), ", ")
@@ -315,16 +316,16 @@ func admitParts(parts []part, in Inputs) ([]Part, *rpcError) {
 		switch p.kind {
 		case partText:
 			if p.mediaType != "" && !in.accepts(p.mediaType) {
-				return nil, errContentType(fmt.Sprintf("%s.mediaType %q: this agent reads %s (defaultInputModes)", field, p.mediaType, modes), p.mediaType)
+				return nil, 0, errContentType(fmt.Sprintf("%s.mediaType %q: this agent reads %s (defaultInputModes)", field, p.mediaType, modes), p.mediaType)
 			}
 			out = append(out, Part{Kind: KindText, Text: p.text, MediaType: p.mediaType})
 		case partData:
 			if !in.accepts("application/json") {
-				return nil, errContentType(fmt.Sprintf("%s is a data part; this agent reads %s (defaultInputModes), not application/json", field, modes), "application/json")
+				return nil, 0, errContentType(fmt.Sprintf("%s is a data part; this agent reads %s (defaultInputModes), not application/json", field, modes), "application/json")
 			}
 			total += int64(len(p.data))
 			if total > in.MaxMessageBytes {
-				return nil, overMessage(field, total, in.MaxMessageBytes)
+				return nil, 0, overMessage(field, total, in.MaxMessageBytes)
 			}
 			out = append(out, Part{Kind: KindData, MediaType: "application/json", Data: p.data})
 		case partFile:
@@ -333,22 +334,22 @@ func admitParts(parts []part, in Inputs) ([]Part, *rpcError) {
 				mt = mediatype.OfFile(mt, p.name)
 			}
 			if mt != "" && !in.accepts(mt) {
-				return nil, errContentType(fmt.Sprintf("%s is a file of type %s; this agent reads %s (defaultInputModes)", field, mt, modes), mt)
+				return nil, 0, errContentType(fmt.Sprintf("%s is a file of type %s; this agent reads %s (defaultInputModes)", field, mt, modes), mt)
 			}
 			if p.url != "" && in.Fetch == nil {
-				return nil, errContentType(fmt.Sprintf("%s names its file by URL; this agent takes files inline only: send the bytes", field), firstNonEmpty(mt, "application/octet-stream"))
+				return nil, 0, errContentType(fmt.Sprintf("%s names its file by URL; this agent takes files inline only: send the bytes", field), firstNonEmpty(mt, "application/octet-stream"))
 			}
 			if n := int64(len(p.bytes)); n > in.MaxFileBytes {
-				return nil, errInvalidParams(fmt.Sprintf("%s is a file of %d bytes, over this agent's limit of %d bytes per file (a2a.max_file_bytes)", field, n, in.MaxFileBytes))
+				return nil, 0, errInvalidParams(fmt.Sprintf("%s is a file of %d bytes, over this agent's limit of %d bytes per file (a2a.max_file_bytes)", field, n, in.MaxFileBytes))
 			}
 			total += int64(len(p.bytes))
 			if total > in.MaxMessageBytes {
-				return nil, overMessage(field, total, in.MaxMessageBytes)
+				return nil, 0, overMessage(field, total, in.MaxMessageBytes)
 			}
 			out = append(out, Part{Kind: KindFile, Name: p.name, MediaType: mt, Bytes: p.bytes, URL: p.url})
 		}
 	}
-	return out, nil
+	return out, total, nil
 }
 
 // overMessage refuses part field for bringing a message's files and data to total bytes,
@@ -357,17 +358,11 @@ func overMessage(field string, total, max int64) *rpcError {
 	return errInvalidParams(fmt.Sprintf("%s brings the message's files and data to %d bytes, over this agent's limit of %d bytes per message (a2a.max_message_bytes)", field, total, max))
 }
 
-// fetchParts fetches the files parts name by URL, within the file and message limits, and
-// checks the media type their servers give when the client gave none. A refusal names the
-// part and why (a network rule, a limit, a failed fetch).
-func fetchParts(ctx context.Context, parts []Part, in Inputs) *rpcError {
-	var total int64
-	for i := range parts {
-		p := &parts[i]
-		if p.Kind != KindText && p.URL == "" {
-			total += int64(len(p.Bytes) + len(p.Data))
-		}
-	}
+// fetchParts fetches the files parts name by URL, within the file and message limits
+// (total: the bytes the message's other files and data hold), and checks the media type
+// their servers give when the client gave none. A refusal names the part and why (a
+// network rule, a limit, a failed fetch).
+func fetchParts(ctx context.Context, parts []Part, total int64, in Inputs) *rpcError {
 	for i := range parts {
 		p := &parts[i]
 		if p.Kind != KindFile || p.URL == "" {
@@ -435,7 +430,7 @@ func (in *incoming) admit(ctx context.Context, inputs Inputs) *rpcError {
 		in.parts = nil
 		return nil
 	}
-	parts, rerr := admitParts(in.parts, inputs)
+	parts, total, rerr := admitParts(in.parts, inputs)
 	if rerr != nil {
 		return rerr
 	}
@@ -456,7 +451,7 @@ func (in *incoming) admit(ctx context.Context, inputs Inputs) *rpcError {
 	if fetch {
 		ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 		defer cancel()
-		if rerr := fetchParts(ctx, parts, inputs); rerr != nil {
+		if rerr := fetchParts(ctx, parts, total, inputs); rerr != nil {
 			return rerr
 		}
 	}
