@@ -434,18 +434,16 @@ func asList(err error) errs.List {
 // a2a checks the a2a section: media types, limits, output files that stay in out/.
 func (v *validator) a2a() {
 	a := v.m.A2A
-	for i, mt := range a.InputModes {
-		if !mediatype.ValidRange(mt) {
-			v.fail(fmt.Sprintf("a2a.input_modes[%d]", i), CodeMediaType, fmt.Sprintf("%q is not a media type", mt),
-				"write type/subtype (application/pdf), type/* (image/*) or */*")
+	modes := func(key string, list []string) {
+		for i, mt := range list {
+			if !mediatype.ValidRange(mt) {
+				v.fail(fmt.Sprintf("%s[%d]", key, i), CodeMediaType, fmt.Sprintf("%q is not a media type", mt),
+					"write type/subtype (application/pdf), type/* (image/*) or */*")
+			}
 		}
 	}
-	for i, mt := range a.OutputModes {
-		if !mediatype.ValidRange(mt) {
-			v.fail(fmt.Sprintf("a2a.output_modes[%d]", i), CodeMediaType, fmt.Sprintf("%q is not a media type", mt),
-				"write type/subtype (application/pdf), type/* (image/*) or */*")
-		}
-	}
+	modes("a2a.input_modes", a.InputModes)
+	modes("a2a.output_modes", a.OutputModes)
 	v.positive("a2a.max_file_bytes", a.MaxFileBytes, CodeRange)
 	v.positive("a2a.max_message_bytes", a.MaxMessageBytes, CodeRange)
 	seen := map[string]bool{}
