@@ -154,7 +154,7 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		a.fail(errStoreTask(err, t.id), false)
 		return
 	}
-	a.ok(a.d.sendResult(h.linksFor(a.r).snapshot(snap), in.historyLength))
+	a.ok(a.d.sendResult(h.linksFor(a.r).snapshot(snap), in.historyLength, in.blocking))
 }
 
 func (h *Handler) doGet(a *answer, params json.RawMessage) {

@@ -128,3 +128,23 @@ func TestOutboundMessageOddArtifacts(t *testing.T) {
 		}
 	}
 }
+
+// TestOutboundMessageNonBlocking: a non-blocking send to a capsule that answers with a
+// Message shows the task even when the answer came before the send's own: what the
+// client gets does not depend on that race.
+func TestOutboundMessageNonBlocking(t *testing.T) {
+	msg := message{Role: "agent", Parts: []Part{{Kind: KindText, Text: "at once"}}}
+	snap := &snapshot{ID: "t1", ContextID: "c1", Reply: true, Status: status{State: stateCompleted, Msg: &msg}}
+	for _, d := range []dialect{v03, v10} {
+		for _, blocking := range []bool{true, false} {
+			b, err := json.Marshal(d.sendResult(snap, nil, blocking))
+			if err != nil {
+				t.Fatal(err)
+			}
+			isMessage := strings.HasPrefix(string(b), `{"kind":"message"`) || strings.HasPrefix(string(b), `{"message":`)
+			if isMessage != blocking {
+				t.Errorf("dialect %v, blocking %v: %s", d, blocking, b)
+			}
+		}
+	}
+}

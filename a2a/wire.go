@@ -266,8 +266,10 @@ func (d dialect) task(s *snapshot, historyLength *int, withArtifacts bool) *wire
 
 // sendResult is the result of message/send (a Task, or a Message when the capsule
 // answered with one) or SendMessage ({"task": Task} or {"message": Message}).
-func (d dialect) sendResult(s *snapshot, historyLength *int) any {
-	if s.Reply && s.Status.Msg != nil && s.Status.State == stateCompleted {
+func (d dialect) sendResult(s *snapshot, historyLength *int, blocking bool) any {
+	// A non-blocking send shows the task whenever it is answered, even one that ended
+	// before the answer: what the client gets does not depend on that race.
+	if blocking && s.Reply && s.Status.Msg != nil && s.Status.State == stateCompleted {
 		m := d.message(*s.Status.Msg)
 		m.TaskID = "" // a Message answer stands alone: the task is the gateway's bookkeeping
 		if d == v10 {
