@@ -3,7 +3,6 @@ package manifest
 import (
 	"fmt"
 	"io/fs"
-	"mime"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -449,21 +448,28 @@ func (v *validator) a2a() {
 	seen := map[string]bool{}
 	for i, o := range a.Outputs {
 		p := fmt.Sprintf("a2a.outputs[%d]", i)
-		clean := path.Clean(o.File)
 		switch {
 		case o.File == "":
-		case !fs.ValidPath(clean) || clean == "." || clean != o.File || strings.Contains(o.File, `\`):
+		case !OutputName(o.File):
 			v.fail(p+".file", CodeOutputFile, fmt.Sprintf("output file %q is not a clean name below out/", o.File),
 				"write the file's name relative to out/, such as report.pdf or charts/a.png, without .., a leading / or a trailing /")
-		case seen[clean]:
+		case seen[o.File]:
 			v.fail(p+".file", CodeOutputFile, fmt.Sprintf("output file %q is listed twice", o.File), "list each file once")
 		}
-		seen[clean] = true
+		seen[o.File] = true
 		if o.MediaType != "" && (!mediatype.ValidRange(o.MediaType) || strings.Contains(o.MediaType, "*")) {
 			v.fail(p+".media_type", CodeMediaType, fmt.Sprintf("%q is not a media type", o.MediaType), "write type/subtype, such as application/pdf")
 		}
 		v.enum(p+".as", "a2a.outputs[].as", o.As)
 	}
+}
+
+// OutputName reports whether name is a clean file name below out/, as a2a.outputs and a
+// task's answer file (out/a2a.json) name files: relative, without .., a leading or
+// trailing / or a backslash.
+func OutputName(name string) bool {
+	clean := path.Clean(name)
+	return fs.ValidPath(clean) && clean != "." && clean == name && !strings.Contains(name, `\`)
 }
 
 // CardOutputModes are the media types a capsule's tasks may answer with beyond text/plain:
@@ -478,7 +484,7 @@ func (a A2A) CardOutputModes() []string {
 		case mt == "" && o.As == OutputText:
 			mt = "text/plain"
 		case mt == "":
-			mt = mime.TypeByExtension(path.Ext(o.File))
+			mt = mediatype.OfFile("", o.File) // as the runtime types the artifact
 		}
 		if mt != "" && !slices.Contains(out, mt) {
 			out = append(out, mt)

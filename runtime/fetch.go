@@ -27,7 +27,10 @@ type fetcher struct {
 func (h *Hosted) FetchFile(ctx context.Context, url string, limit int64) ([]byte, string, error) {
 	h.fetch.once.Do(func() {
 		m := h.staged.Manifest
-		h.fetch.out = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: h.metrics}
+		// The capsule's file limit (a2a.max_file_bytes, the same at every call) decides,
+		// not the guests' response cap, which a larger limit would otherwise hit first.
+		h.fetch.out = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: h.metrics,
+			MaxResponseBody: max(limit+1, murmur.DefaultMaxResponseBody)}
 		h.fetch.out.Init()
 	})
 	resp, err := h.fetch.out.Open(ctx, "a2a-message", murmur.OutgoingRequest{Method: "GET", URL: url})

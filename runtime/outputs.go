@@ -126,16 +126,15 @@ func (s *session) answerPart(ap parts.AnswerPart) (Part, error) {
 		}
 		return Part{Kind: "file", URL: ap.URL, Name: ap.Filename, MediaType: mediatype.OfFile(ap.MediaType, ap.Filename)}, nil
 	}
-	clean := path.Clean(ap.File)
-	if !fs.ValidPath(clean) || clean != ap.File || clean == "." {
+	if !manifest.OutputName(ap.File) {
 		return Part{}, fmt.Errorf("file %q is not a clean name below out/ (such as report.pdf)", ap.File)
 	}
-	name := "out/" + clean
+	name := "out/" + ap.File
 	data, err := s.held.Read(name, MaxOutputBytes)
 	if err != nil {
 		return Part{}, fmt.Errorf("reading %s: %w (at most %d bytes)", name, err, MaxOutputBytes)
 	}
-	return outputPart(name, data, manifest.OutputFile, ap.MediaType, cmp.Or(ap.Filename, path.Base(clean)))
+	return outputPart(name, data, manifest.OutputFile, ap.MediaType, cmp.Or(ap.Filename, path.Base(ap.File)))
 }
 
 // outputPart makes the part of output file name: as a file (its bytes), data (its JSON) or
