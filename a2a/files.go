@@ -117,6 +117,11 @@ func (l linker) parts(taskID string, parts []Part) []Part {
 		if p.Blob == "" {
 			continue
 		}
+		if p.URL != "" {
+			// A file the client named by URL, fetched and kept: shown as the client sent it.
+			out[i] = Part{Kind: KindFile, Name: p.Name, MediaType: p.MediaType, URL: p.URL}
+			continue
+		}
 		u := strings.TrimSuffix(l.base(), "/") + "/files/" + url.PathEscape(taskID) + "/" + p.Blob +
 			"?expires=" + strconv.FormatInt(l.expires, 10) + "&sig=" + fileSignature(p.BlobKey, taskID, p.Blob, l.expires)
 		out[i] = Part{Kind: KindFile, Name: p.Name, MediaType: p.MediaType, URL: u}

@@ -162,3 +162,27 @@ func expired(t *testing.T, g *durableGen, taskID, u string) string {
 	exp := time.Now().Add(-time.Minute).Unix()
 	return withQuery(t, withQuery(t, u, "expires", strconv.FormatInt(exp, 10)), "sig", fileSignature(p.BlobKey, taskID, blob, exp))
 }
+
+// TestLargeFileByURL: a file the client named by URL, fetched and over InlineFileBytes, is
+// kept as a blob for the executor, and the task's history shows it as the client sent it:
+// its URL, not the gateway's.
+func TestLargeFileByURL(t *testing.T) {
+	got := make(chan []Part, 1)
+	in := bytes.Repeat([]byte{9}, 100<<10)
+	fetch := func(_ context.Context, u string, limit int64) ([]byte, string, error) { return in, "image/png", nil }
+	g := openGenWith(t, filepath.Join(t.TempDir(), "tasks.db"), Config{Executor: bigFileExec{got: got},
+		Inputs: Inputs{Modes: []string{"image/*"}, Fetch: fetch}})
+	const src = "https://files.example.com/in.png"
+	r := call(t, g.srv, "1.0", "SendMessage", map[string]any{"message": map[string]any{"messageId": "m1", "role": "ROLE_USER",
+		"parts": []any{map[string]any{"text": "take this"}, map[string]any{"url": src, "mediaType": "image/png"}}}})
+	var res struct{ Task tObjFiles }
+	if err := json.Unmarshal(ok(t, r), &res); err != nil {
+		t.Fatal(err)
+	}
+	if parts := recv(t, got); len(parts) != 2 || !bytes.Equal(parts[1].Bytes, in) {
+		t.Fatalf("the executor got %d parts", len(parts))
+	}
+	if u := res.Task.historyURL(t, 1); u != src {
+		t.Errorf("the history shows the file at %s, want the client's %s", u, src)
+	}
+}
