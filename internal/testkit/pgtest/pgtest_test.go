@@ -213,11 +213,21 @@ func TestResumeWaitsForPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.AfterFunc(300*time.Millisecond, func() { l.Close() })
+	// The port is given back once the server has found it taken (its log says so), not
+	// after a fixed time a slow machine's first try could outlast.
+	logPath := filepath.Join(c.dir, logFile)
+	go func() {
+		defer l.Close()
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if log, _ := os.ReadFile(logPath); strings.Contains(string(log), "Address already in use") {
+				return
+			}
+		}
+	}()
 	if err := c.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	if log, _ := os.ReadFile(filepath.Join(c.dir, logFile)); !strings.Contains(string(log), "Address already in use") {
+	if log, _ := os.ReadFile(logPath); !strings.Contains(string(log), "Address already in use") {
 		t.Errorf("the server never found its port taken; log:\n%s", log)
 	}
 	selectOne(t, c.DSN("postgres"))
