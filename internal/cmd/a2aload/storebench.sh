@@ -8,7 +8,9 @@
 # database round trips per completed task, counted two ways: the gateway's
 # capsule_store_round_trips_total and PostgreSQL's own committed transactions
 # (pg_stat_database.xact_commit, which counts every statement run outside a transaction
-# block too). The ratio of the medians is last.
+# block too). The machine line (CPU, file system, kernel, Go, commit) opens the report, the
+# PostgreSQL server's version comes with the first B run, and each run's line gives the
+# load average before it. The ratio of the medians is last.
 #
 # Run from the repository root after `make examples`:
 #   internal/cmd/a2aload/storebench.sh [rounds, default 3] [seconds, default 15]
@@ -23,7 +25,7 @@ pid=
 . internal/cmd/a2aload/gateway.sh
 build_gateway
 go build -o "$dir/pgcluster" ./internal/cmd/pgcluster
-psql=$(ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | sort -V | tail -1)
+psql=$(ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | sort -V | tail -1 || true) # none there: psql on PATH
 psql=${psql:-psql}
 machine
 
@@ -33,17 +35,22 @@ sed "s|state_dir $dir/state|state_dir $dir/state\n\t\tstore {env.CAPSULE_STORE}|
 metric() { curl -s http://127.0.0.1:9399/metrics | awk -v m="$1" '$1 ~ "^"m"({|$)" {s += $2} END {printf "%d", s}'; }
 commits() { "$psql" "$CAPSULE_STORE" -tAc "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }
 
-run() { # A|B
+run() { # A|B round
 	if [ "$1" = B ]; then
 		coproc PG { "$dir/pgcluster"; }
 		pgpid=$PG_PID
 		read -r CAPSULE_STORE <&"${PG[0]}"
 		export CAPSULE_STORE
+		if [ -z "${pgversion:-}" ]; then
+			pgversion=$("$psql" "$CAPSULE_STORE" -tAc "SELECT version()")
+			echo "B: $pgversion"
+		fi
 		start "$dir/caddy" "$dir/Caddyfile.pg"
 	else
 		start "$dir/caddy"
 	fi
 	"$dir/a2aload" -url http://127.0.0.1:9301/ -clients 4 -duration 2s > /dev/null # warm up
+	before=$(load)
 	c0=$(cpu)
 	if [ "$1" = B ]; then r0=$(metric capsule_store_round_trips_total) x0=$(commits); fi
 	out=$("$dir/a2aload" -url http://127.0.0.1:9301/ $mode -clients "$clients" -duration "$dur")
@@ -52,7 +59,7 @@ run() { # A|B
 	if [ "$1" = B ]; then
 		r1=$(metric capsule_store_round_trips_total) x1=$(commits)
 		n=$(echo "$out" | sed -n 's/.*: \([0-9]*\) completed.*/\1/p')
-		extra=$(awk -v r=$((r1 - r0)) -v x=$((x1 - x0)) -v n="$n" 'BEGIN{printf "; round trips/task %.2f (gateway), %.2f (xact_commit)", r/n, x/n}')
+		extra=$(awk -v r=$((r1 - r0)) -v x=$((x1 - x0)) -v n="${n:-0}" 'BEGIN{if (n > 0) printf "; round trips/task %.2f (gateway), %.2f (xact_commit)", r/n, x/n}')
 	fi
 	stop
 	if [ "$1" = B ]; then
@@ -60,11 +67,11 @@ run() { # A|B
 		wait "$pgpid" 2>/dev/null || true
 		pgpid=
 	fi
-	echo "$1 $out; cpu $(perTask "$c0" "$c1" "$out")$extra"
+	echo "$1 round $2 (load $before): $out; cpu $(perTask "$c0" "$c1" "$out")$extra"
 }
 echo "start $(date -u +%FT%TZ), load $(load), $clients clients ${mode:-new-context-per-task}; A bbolt, B PostgreSQL"
 for i in $(seq "$rounds"); do
-	if [ $((i % 2)) = 1 ]; then run A; run B; else run B; run A; fi
+	if [ $((i % 2)) = 1 ]; then run A "$i"; run B "$i"; else run B "$i"; run A "$i"; fi
 done > >(tee "$dir/rows")
 wait $! 2>/dev/null || true
 med() { grep "^$1 " "$dir/rows" | sed -n 's/.* \([0-9.]*\) tasks\/s.*/\1/p' | sort -n | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'; }
