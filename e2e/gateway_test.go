@@ -362,20 +362,7 @@ func TestGateway(t *testing.T) {
 		if done.Status.State != "completed" || !strings.Contains(done.text(), "answered yes") {
 			t.Fatalf("answered = %+v", done)
 		}
-		final := ""
-		for ev := range sub {
-			var r struct {
-				Result struct {
-					Final  bool
-					Status struct{ State string }
-				}
-			}
-			json.Unmarshal(ev.data, &r)
-			if r.Result.Final {
-				final = r.Result.Status.State
-			}
-		}
-		if final != "completed" {
+		if _, final := streamEnd(sub); final != "completed" {
 			t.Errorf("resubscriber's final state %q", final)
 		}
 	})
@@ -514,13 +501,7 @@ func TestGateway(t *testing.T) {
 		m, _ := os.ReadFile(mpath)
 		os.WriteFile(mpath, bytes.Replace(m, []byte("version: 1.0.0"), []byte("version: 1.0.1"), 1), 0o644)
 		// --force: the Caddyfile itself is unchanged, only the capsule's files are.
-		reload := exec.Command(caddyBin, "reload", "--force", "--config", g.caddyfile, "--adapter", "caddyfile", "--address", g.admin)
-		reload.Dir, reload.Env = g.dir, g.cmd.Env
-		if out, err := reload.CombinedOutput(); err != nil {
-			t.Fatalf("caddy reload: %v\n%s", err, out)
-		}
-		// The reload closed the old server's idle connections; a POST on one would not be retried.
-		g.httpClient.CloseIdleConnections()
+		g.reload(t, "--force")
 		done := decodeTask(t, g.call(t, "/agents/gate-reload/", "", "message/send", map[string]any{"message": msg03("old", id, ctxID)}))
 		if done.Status.State != "completed" || !strings.Contains(done.text(), "answered old (version 1.0.0)") {
 			t.Fatalf("in-flight task = %+v", done)
@@ -566,11 +547,7 @@ func TestGateway(t *testing.T) {
 	t.Run("kill -9: finished tasks survive, a waiting one is interrupted, a queued one runs", func(t *testing.T) {
 		doneID := killScenario(t, g, g.hooks, "/agents/wordcount/", "/agents/gate-reload/", func() {})
 		// The official JS SDK resubscribes after the restart and gets the final state.
-		node, err := exec.LookPath("node")
-		if err != nil {
-			t.Skip("node is not installed; .ci/run installs it")
-		}
-		dir, _ := filepath.Abs("../a2a/testdata/jsclient")
+		node, dir := jsSDK(t, "../a2a/testdata/jsclient")
 		js := exec.Command(node, "resubscribe.mjs", g.base+"/agents/wordcount/.well-known/agent-card.json?A2A-Version=0.3", doneID)
 		js.Dir = dir
 		out, err := js.Output()
@@ -708,15 +685,7 @@ func metricValue(t *testing.T, g *gateway, series string) float64 {
 // goroutine just after it answered, so the first scrape may race with it.
 func waitMetric(t *testing.T, g *gateway, series string, want float64) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		if metricValue(t, g, series) >= want {
-			return
-		}
-		if resp, err := g.httpClient.Get(g.base + "/agents/hello/.well-known/agent-card.json"); err == nil {
-			resp.Body.Close() // a round trip paces the loop
-		}
-	}
-	t.Fatalf("%s never reached %v", series, want)
+	eventually(t, 30*time.Second, fmt.Sprintf("%s reaching %v", series, want), func() bool { return metricValue(t, g, series) >= want })
 }
 
 // scrapeWithPrometheus runs a real Prometheus server scraping the gateway and asks its
@@ -725,7 +694,7 @@ func scrapeWithPrometheus(t *testing.T, g *gateway) {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
-		if os.Getenv("CAPSULEGATE_REQUIRE_PROMETHEUS") != "" {
+		if os.Getenv("CAPSULEGATE_REQUIRE_PROMETHEUS") != "" || os.Getenv("CI") == "true" {
 			t.Fatal("prometheus is not installed; .ci/run installs the Debian package")
 		}
 		t.Skip("prometheus is not installed (apt-get install prometheus); .ci/run installs it and requires this test")

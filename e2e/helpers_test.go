@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"golang.org/x/crypto/bcrypt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -21,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 )
@@ -355,6 +357,19 @@ func (g *gateway) killAndRestart(t *testing.T) {
 	g.httpClient.CloseIdleConnections()
 }
 
+// reload loads g.caddyfile into the running gateway through its admin API (`caddy
+// reload`, with args such as --force), as an operator does after editing it.
+func (g *gateway) reload(t *testing.T, args ...string) {
+	t.Helper()
+	reload := exec.Command(caddyBin, append([]string{"reload", "--config", g.caddyfile, "--adapter", "caddyfile", "--address", g.admin}, args...)...)
+	reload.Dir, reload.Env = g.dir, g.cmd.Env
+	if out, err := reload.CombinedOutput(); err != nil {
+		t.Fatalf("caddy reload: %v\n%s", err, out)
+	}
+	// The reload closed the old server's idle connections; a POST on one is not retried.
+	g.httpClient.CloseIdleConnections()
+}
+
 // layoutSites returns the sites that serve the wordcount capsule (at <base>/agents/wc/)
 // and the gate-url capsule, whose answer names MURMUR_CAPSULE_URL (at <base>/agents/url/),
 // in the layouts users deploy, each on its own port: under handle_path (wordcount by an
@@ -478,40 +493,46 @@ func waitServing(t *testing.T, cmd *exec.Cmd, logs *syncBuffer) {
 	}
 }
 
-// rpcReply is a JSON-RPC response.
+// rpcReply is a JSON-RPC response: its HTTP status and body, decoded when the status is 200.
 type rpcReply struct {
 	status int
+	body   []byte
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
 	} `json:"error"`
 }
 
-// call posts one JSON-RPC request to the capsule at path with the A2A version header
-// (none when version is "") and extra headers.
-func (g *gateway) call(t *testing.T, path, version, method string, params any, headers ...string) rpcReply {
-	t.Helper()
+// errTransport marks a request that got no HTTP response at all.
+var errTransport = errors.New("no response")
+
+// rpc posts one JSON-RPC request to u with c, with the A2A version header (none when
+// version is "") and extra headers as name, value pairs. It fails no test, so goroutines
+// may call it; an error wraps errTransport when no response came.
+func rpc(c *http.Client, u, version, method string, params any, headers ...string) (rpcReply, error) {
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	resp := g.post(t, path, version, body, headers...)
+	resp, err := c.Do(rpcRequest(u, version, body, headers...))
+	if err != nil {
+		return rpcReply{}, fmt.Errorf("%w: %v", errTransport, err)
+	}
 	defer resp.Body.Close()
-	var r rpcReply
-	data, _ := io.ReadAll(resp.Body)
-	r.status = resp.StatusCode
-	if resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(data, &r); err != nil {
-			t.Fatalf("%s %s: %v: %s", path, method, err, data)
+	r := rpcReply{status: resp.StatusCode}
+	if r.body, err = io.ReadAll(resp.Body); err != nil {
+		return r, err
+	}
+	if r.status == http.StatusOK {
+		if err := json.Unmarshal(r.body, &r); err != nil {
+			return r, fmt.Errorf("%v: %.500s", err, r.body)
 		}
 	}
-	return r
+	return r, nil
 }
 
-func (g *gateway) post(t *testing.T, path, version string, body []byte, headers ...string) *http.Response {
-	t.Helper()
-	u := path // a path on the main site, or a whole URL
-	if !strings.HasPrefix(u, "http") {
-		u = g.base + path
-	}
+// rpcRequest is a POST of body to u with the A2A version header (none when "") and extra
+// headers.
+func rpcRequest(u, version string, body []byte, headers ...string) *http.Request {
 	req, _ := http.NewRequest(http.MethodPost, u, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if version != "" {
@@ -520,11 +541,48 @@ func (g *gateway) post(t *testing.T, path, version string, body []byte, headers 
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := g.httpClient.Do(req)
+	return req
+}
+
+// url is path on the main site, or path itself when it is a whole URL.
+func (g *gateway) url(path string) string {
+	if strings.HasPrefix(path, "http") {
+		return path
+	}
+	return g.base + path
+}
+
+// call posts one JSON-RPC request to the capsule at path with the A2A version header
+// (none when version is "") and extra headers.
+func (g *gateway) call(t *testing.T, path, version, method string, params any, headers ...string) rpcReply {
+	t.Helper()
+	r, err := rpc(g.httpClient, g.url(path), version, method, params, headers...)
+	if err != nil {
+		t.Fatalf("%s %s: %v", path, method, err)
+	}
+	return r
+}
+
+func (g *gateway) post(t *testing.T, path, version string, body []byte, headers ...string) *http.Response {
+	t.Helper()
+	resp, err := g.httpClient.Do(rpcRequest(g.url(path), version, body, headers...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return resp
+}
+
+// eventually polls cond every 50 ms until it holds, failing t after within.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(within); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		<-tick.C
+	}
 }
 
 // sseEvent is one server-sent event.
@@ -574,6 +632,25 @@ func (g *gateway) streamWith(t *testing.T, path, version, method string, params 
 		}
 	}()
 	return ch
+}
+
+// streamEnd reads a stream to its end and returns its events' ids and the state of its
+// final status update ("" when none is marked final).
+func streamEnd(events <-chan sseEvent) (ids []int, final string) {
+	for ev := range events {
+		ids = append(ids, ev.id)
+		var r struct {
+			Result struct {
+				Final  bool
+				Status struct{ State string }
+			}
+		}
+		json.Unmarshal(ev.data, &r)
+		if r.Result.Final {
+			final = r.Result.Status.State
+		}
+	}
+	return ids, final
 }
 
 // msg03 and msg10 are a user message with one text part in each dialect.

@@ -35,8 +35,9 @@ func killScenario(t *testing.T, g *gateway, hooks *webhooks, wordcount, slot str
 		t.Fatalf("queued before the kill: %v", queued)
 	}
 	// A client streaming the waiting task has seen up to the id a resubscribe shows now: its
-	// first event, the task as it is (the stream of a task waiting for input stays open).
-	seen := firstEvent(t, g, slot, asked.ID).id
+	// first event, the task as it is (the stream of a task waiting for input stays open,
+	// until the kill).
+	seen := (<-g.stream(t, slot, "", "tasks/resubscribe", map[string]any{"id": asked.ID})).id
 	if seen == 0 {
 		t.Fatal("the waiting task's stream carried no event ids")
 	}
@@ -62,19 +63,7 @@ func killScenario(t *testing.T, g *gateway, hooks *webhooks, wordcount, slot str
 		t.Errorf("resumed the interrupted task after id %d: %d events %+v", seen, len(missed), missed)
 	}
 	// The queued task runs after the restart, in the slot the interrupted one freed.
-	final := ""
-	for ev := range g.stream(t, slot, "", "tasks/resubscribe", map[string]any{"id": queued.ID}) {
-		var su struct {
-			Result struct {
-				Final  bool
-				Status struct{ State string }
-			}
-		}
-		json.Unmarshal(ev.data, &su)
-		if su.Result.Final || su.Result.Status.State == "completed" {
-			final = su.Result.Status.State
-		}
-	}
+	_, final := streamEnd(g.stream(t, slot, "", "tasks/resubscribe", map[string]any{"id": queued.ID}))
 	if ran := decodeTask(t, g.call(t, slot, "", "tasks/get", map[string]any{"id": queued.ID})); ran.Status.State != "completed" || !strings.Contains(ran.text(), "after the restart") {
 		t.Errorf("the queued task after the restart = %v (stream ended %q)", ran, final)
 	}
@@ -102,21 +91,7 @@ func killScenario(t *testing.T, g *gateway, hooks *webhooks, wordcount, slot str
 		t.Errorf("the queued task's webhook saw states %v, want %v", states, want)
 	}
 	// A client that saw the completed task's first event resumes from the journal to the end.
-	var ids []int
-	final = ""
-	for ev := range g.streamWith(t, wordcount, "", "tasks/resubscribe", map[string]any{"id": done.ID}, "Last-Event-ID", "1") {
-		ids = append(ids, ev.id)
-		var su struct {
-			Result struct {
-				Final  bool
-				Status struct{ State string }
-			}
-		}
-		json.Unmarshal(ev.data, &su)
-		if su.Result.Final {
-			final = su.Result.Status.State
-		}
-	}
+	ids, final := streamEnd(g.streamWith(t, wordcount, "", "tasks/resubscribe", map[string]any{"id": done.ID}, "Last-Event-ID", "1"))
 	consecutive := len(ids) > 0
 	for i, id := range ids {
 		consecutive = consecutive && id == i+2

@@ -123,11 +123,15 @@ func TestPartsWithTheGoSDK(t *testing.T) {
 			}
 
 			res, err = send("tck-message-response", a2a.NewTextPart("hi"))
-			if m, ok := res.(*a2a.Message); err != nil || !ok || m.Role != a2a.MessageRoleAgent || m.Parts[0].Text() != "Direct message response" {
+			if m, ok := res.(*a2a.Message); err != nil || !ok || m.Role != a2a.MessageRoleAgent || len(m.Parts) == 0 || m.Parts[0].Text() != "Direct message response" {
 				t.Errorf("tck-message-response answered %s, %v", mustJSON(t, res), err)
 			}
 
-			before, _ := os.ReadDir(work)
+			// The sends above made context folders: a refused one must add none.
+			before, err := os.ReadDir(work)
+			if err != nil || len(before) == 0 {
+				t.Fatalf("the context folders in %s: %d, %v", work, len(before), err)
+			}
 			_, err = send("echo-parts", a2a.NewFileURLPart(a2a.URL(strings.Replace(files.URL, "127.0.0.1", "localhost", 1)+"/remote.pdf"), "application/pdf"))
 			if err == nil || !strings.Contains(err.Error(), "not in capabilities.network.allow") {
 				t.Errorf("a URL on a host the capsule may not reach: %v", err)
@@ -169,7 +173,7 @@ func TestPartsWithTheGoSDK(t *testing.T) {
 				t.Errorf("chunks %q, (append, lastChunk) %v", chunks, flags)
 			}
 			final, err := client.GetTask(ctx, &a2a.GetTaskRequest{ID: taskID})
-			if err != nil || len(final.Artifacts) != 1 || final.Artifacts[0].Parts[0].Text() != strings.Join(chunks, "") {
+			if err != nil || len(final.Artifacts) != 1 || len(final.Artifacts[0].Parts) == 0 || final.Artifacts[0].Parts[0].Text() != strings.Join(chunks, "") {
 				t.Errorf("the task's artifact is not the chunks' concatenation: %s, %v", mustJSON(t, final), err)
 			}
 		})
@@ -233,6 +237,7 @@ func TestPartsWithTheJSSDK(t *testing.T) {
 				Data                                         json.RawMessage
 			}
 			var out struct {
+				Binding         string
 				ProtocolVersion string
 				Send            struct {
 					Kind, State string
@@ -250,6 +255,9 @@ func TestPartsWithTheJSSDK(t *testing.T) {
 			}
 			if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 				t.Fatalf("parts.mjs output: %v\n%s", err, stdout.Bytes())
+			}
+			if want := map[string]string{"jsonrpc": "JSONRPC", "rest": "HTTP+JSON"}[transport]; out.Binding != want {
+				t.Errorf("the SDK spoke %q, want %q", out.Binding, want)
 			}
 			if out.ProtocolVersion != "1.0" || out.Send.Kind != "task" || out.Send.State != "TASK_STATE_COMPLETED" || len(out.Send.Artifacts) != 4 {
 				t.Fatalf("send: %s", stdout.Bytes())
@@ -470,7 +478,7 @@ func TestArtifactsAfterKill(t *testing.T) {
 			}
 		}
 	}
-	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || len(res.Task.Artifacts) != 3 {
+	if r.Error != nil || json.Unmarshal(r.Result, &res) != nil || len(res.Task.Artifacts) != 3 || len(res.Task.Artifacts[1].Parts) == 0 || len(res.Task.Artifacts[2].Parts) == 0 {
 		t.Fatalf("send: %+v %s", r.Error, r.Result)
 	}
 	small, large := res.Task.Artifacts[1].Parts[0], res.Task.Artifacts[2].Parts[0]
@@ -485,7 +493,12 @@ func TestArtifactsAfterKill(t *testing.T) {
 	if b := fetchFile(t, g, large.URL); !bytes.Equal(b, big) {
 		t.Errorf("the large file's URL after the restart read %d bytes, want the %d sent", len(b), len(big))
 	}
-	if resp, err := g.httpClient.Get(strings.Replace(large.URL, "sig=", "sig=0", 1)); err != nil || resp.StatusCode != http.StatusNotFound {
-		t.Errorf("a URL with a forged signature: %v %v", resp.StatusCode, err)
+	resp, err := g.httpClient.Get(strings.Replace(large.URL, "sig=", "sig=0", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a URL with a forged signature: HTTP %d, want 404", resp.StatusCode)
 	}
 }

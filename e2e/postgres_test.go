@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -15,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,8 +27,8 @@ import (
 // The task store on PostgreSQL through the real gateway: the durable scenario of
 // TestGateway's kill -9 case, the database going away under load and coming back, and
 // config reloads under load. Each test has a database of its own on the cluster the test
-// binary shares (pgtest.Shared); none runs in parallel, as TestPostgresOutage stops that
-// cluster for a while.
+// binary shares (pgtest.Shared); none runs in parallel, as TestPostgresOutage and
+// TestPostgresStoreSwitchOnReload stop that cluster for a while.
 
 // pgStoreKey is the store_key the gateways seal push configs with (at least 32 bytes).
 const pgStoreKey = "e2e-store-key-0123456789abcdef-0123456789"
@@ -158,13 +155,7 @@ func (s *pgSite) reload(t *testing.T, g *gateway, key, extra string) {
 	u, _ := url.Parse(g.base)
 	_, admin, _ := strings.Cut(g.admin, ":")
 	os.WriteFile(g.caddyfile, []byte(s.caddyfile(u.Port(), admin, key, extra)), 0o644)
-	reload := exec.Command(caddyBin, "reload", "--config", g.caddyfile, "--adapter", "caddyfile", "--address", g.admin)
-	reload.Dir, reload.Env = g.dir, g.cmd.Env
-	if out, err := reload.CombinedOutput(); err != nil {
-		t.Fatalf("caddy reload: %v\n%s", err, out)
-	}
-	// The reload closed the old server's idle connections; a POST on one is not retried.
-	g.httpClient.CloseIdleConnections()
+	g.reload(t)
 }
 
 // second runs another gateway on the site's database, on ports of its own, and returns
@@ -191,38 +182,6 @@ func (s *pgSite) second(t *testing.T) (code int, out string) {
 		t.Fatal(err)
 	}
 	return 0, string(b)
-}
-
-// firstEvent resubscribes to task id of the capsule at path and returns the stream's
-// first event, then hangs up.
-func firstEvent(t *testing.T, g *gateway, path, id string) sseEvent {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tasks/resubscribe", "params": map[string]any{"id": id}})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.base+path, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := g.httpClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var ev sseEvent
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 4<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "" && ev.data != nil:
-			return ev
-		case strings.HasPrefix(line, "id:"):
-			ev.id, _ = strconv.Atoi(strings.TrimSpace(line[3:]))
-		case strings.HasPrefix(line, "data:"):
-			ev.data = json.RawMessage(strings.TrimSpace(line[5:]))
-		}
-	}
-	t.Fatalf("resubscribing to %s: the stream ended without an event (status %d, %v)", id, resp.StatusCode, sc.Err())
-	return ev
 }
 
 // TestPostgresDurable is TestGateway's kill -9 case on PostgreSQL: a completed task, one
@@ -273,43 +232,6 @@ func TestPostgresDurable(t *testing.T) {
 	}
 }
 
-// pgReply is a JSON-RPC response with its error's data, as load clients read it.
-type pgReply struct {
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int             `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	} `json:"error"`
-}
-
-// errTransport marks a request that got no HTTP response at all.
-var errTransport = errors.New("no response")
-
-// rpcPost posts one JSON-RPC request to u with c; an HTTP status other than 200 is an
-// error, and one without a response wraps errTransport. Unlike gateway.call it does not
-// fail a test, so goroutines may call it.
-func rpcPost(c *http.Client, u, method string, params any) (pgReply, error) {
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	resp, err := c.Post(u, "application/json", bytes.NewReader(body))
-	if err != nil {
-		return pgReply{}, fmt.Errorf("%w: %v", errTransport, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return pgReply{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return pgReply{}, fmt.Errorf("status %d: %.500s", resp.StatusCode, data)
-	}
-	var r pgReply
-	if err := json.Unmarshal(data, &r); err != nil {
-		return pgReply{}, fmt.Errorf("%v: %.500s", err, data)
-	}
-	return r, nil
-}
-
 // sendOutcome is one message/send of a load client.
 type sendOutcome struct {
 	client     int
@@ -353,17 +275,18 @@ func startSendLoad(t *testing.T, u string, n int, mixed bool) *sendLoad {
 					return
 				default:
 				}
-				// Four words, which wordcount counts.
-				msg := map[string]any{"kind": "message", "messageId": fmt.Sprintf("load-%d-%d-%d", i, k, time.Now().UnixNano()), "role": "user",
-					"parts": []any{map[string]any{"kind": "text", "text": fmt.Sprintf("client %d send %d", i, k)}}}
+				msg := msg03(fmt.Sprintf("client %d send %d", i, k)) // four words, which wordcount counts
+				msg["messageId"] = fmt.Sprintf("load-%d-%d-%d", i, k, time.Now().UnixNano())
 				o := sendOutcome{client: i, blocking: !mixed || i%2 == 0, start: time.Now()}
-				r, err := rpcPost(c, u, "message/send", map[string]any{"message": msg, "configuration": map[string]any{"blocking": o.blocking}})
+				r, err := rpc(c, u, "", "message/send", map[string]any{"message": msg, "configuration": map[string]any{"blocking": o.blocking}})
 				o.end = time.Now()
 				switch {
 				case errors.Is(err, errTransport):
 					o.dropped = err.Error()
 				case err != nil:
 					o.other = err.Error()
+				case r.status != http.StatusOK:
+					o.other = fmt.Sprintf("status %d: %.500s", r.status, r.body)
 				case r.Error != nil:
 					b, _ := json.Marshal(r.Error)
 					if strings.Contains(string(r.Error.Data), "task store") {
@@ -433,19 +356,6 @@ func (l *sendLoad) halt() {
 }
 
 func acked(o sendOutcome) bool { return o.id != "" }
-
-// eventually polls cond every 50 ms until it holds, failing t after within.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for deadline := time.Now().Add(within); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		<-tick.C
-	}
-}
 
 // readiness asks the gateway's capsule_ready route.
 func readiness(g *gateway) (status int, body string) {
@@ -522,7 +432,12 @@ func TestPostgresOutage(t *testing.T) {
 	straddles := true
 	if r := g.call(t, "/agents/deadline/", "", "tasks/get", map[string]any{"id": spinID}); r.Error != nil || decodeTask(t, r).Status.State != "working" {
 		straddles = false
-		t.Logf("the spin task was no longer working when the outage began: %+v %s", r.Error, r.Result)
+		// Only a deadline already met excuses it: before that, the task had no reason to end.
+		if since := time.Since(spinSent); since < pgDeadline*time.Second {
+			t.Errorf("the spin task was no longer working %s after it was sent, before its deadline of %d s: %+v %s", since.Round(time.Millisecond), pgDeadline, r.Error, r.Result)
+		} else {
+			t.Logf("the spin task was no longer working when the outage began (%s after it was sent): %+v %s", since.Round(time.Millisecond), r.Error, r.Result)
+		}
 	}
 
 	var notReady string
@@ -793,7 +708,8 @@ func TestPostgresReloads(t *testing.T) {
 
 // TestPostgresStoreSwitchOnReload: a reload that moves the tasks from tasks.db to
 // PostgreSQL moves every capsule, those the reload keeps included: a task sent after it
-// is in the database, one sent before is not, and readiness watches the database.
+// is in the database, one sent before is not, and readiness watches the database (503
+// while it is stopped).
 func TestPostgresStoreSwitchOnReload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the gateway")
@@ -832,4 +748,30 @@ func TestPostgresStoreSwitchOnReload(t *testing.T) {
 	if status, body := readiness(g); status != http.StatusOK {
 		t.Errorf("readiness after the switch: %d %s", status, body)
 	}
+	// Readiness asks the database now: with PostgreSQL stopped it answers 503, naming it.
+	cluster := pgtest.Shared(t)
+	t.Cleanup(func() {
+		if err := cluster.Resume(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := cluster.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	eventually(t, 30*time.Second, "capsule_ready answering 503 with PostgreSQL stopped", func() bool {
+		var status int
+		status, body = readiness(g)
+		return status == http.StatusServiceUnavailable
+	})
+	if !strings.Contains(body, "E-STORE-015") {
+		t.Errorf("readiness with PostgreSQL stopped: %s, want it to name E-STORE-015", body)
+	}
+	if err := cluster.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "capsule_ready answering 200 once PostgreSQL is back", func() bool {
+		status, _ := readiness(g)
+		return status == http.StatusOK
+	})
 }
