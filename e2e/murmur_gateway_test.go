@@ -107,41 +107,39 @@ func TestUpstreamGateway(t *testing.T) {
 	streamChunks := func(t *testing.T) {
 		t.Helper()
 		var events []string
-		var chunks []string
-		artifact, final := "", ""
+		var ans answerStream
+		final := ""
 		for ev := range g.stream(t, "/agents/stream/", "", "message/stream", map[string]any{"message": msg03("stream please")}) {
 			var r struct {
 				Result struct {
-					Kind   string
-					Final  bool
-					Status struct {
-						State   string
-						Message *struct{ Parts []struct{ Text string } }
-					}
-					Artifact struct{ Parts []struct{ Text string } }
+					Kind              string
+					Final             bool
+					Status            struct{ State string }
+					Artifact          struct{ Parts []struct{ Text string } }
+					Append, LastChunk bool
 				}
 			}
 			json.Unmarshal(ev.data, &r)
 			events = append(events, r.Result.Kind+":"+r.Result.Status.State)
-			if m := r.Result.Status.Message; m != nil && r.Result.Status.State == "working" && artifact == "" {
-				for _, p := range m.Parts {
-					chunks = append(chunks, p.Text)
+			// Each chunk is an append to the answer artifact (docs/reference/a2a.md "Streaming").
+			if r.Result.Kind == "artifact-update" {
+				text := ""
+				for _, p := range r.Result.Artifact.Parts {
+					text += p.Text
 				}
-			}
-			for _, p := range r.Result.Artifact.Parts {
-				artifact += p.Text
+				ans.add(text, r.Result.Append, r.Result.LastChunk)
 			}
 			if r.Result.Final {
 				final = r.Result.Status.State
 			}
 		}
-		if len(chunks) < 3 || chunks[0] != "chunk_one " || chunks[1] != "chunk_two " || chunks[2] != "chunk_three" {
-			t.Errorf("working chunks before the artifact: %q, want chunk_one , chunk_two , chunk_three first (events %v)", chunks, events)
+		if c := ans.chunks; len(c) < 3 || c[0] != "chunk_one " || c[1] != "chunk_two " || c[2] != "chunk_three" {
+			t.Errorf("answer chunks: %q, want chunk_one , chunk_two , chunk_three first (events %v)", c, events)
 		}
-		if artifact != "chunk_one chunk_two chunk_three" || final != "completed" {
-			t.Errorf("artifact %q, final %q (events %v)", artifact, final, events)
+		if ans.answer != "chunk_one chunk_two chunk_three" || final != "completed" {
+			t.Errorf("answer %q, final %q (events %v)", ans.answer, final, events)
 		}
-		t.Logf("events %v; chunks %q; answer %q", events, chunks, artifact)
+		t.Logf("events %v; chunks %q; answer %q", events, ans.chunks, ans.answer)
 	}
 	t.Run("streaming-driver chunks reach message/stream", streamChunks)
 
