@@ -121,7 +121,7 @@ func TestUpstreamGateway(t *testing.T) {
 			}
 			json.Unmarshal(ev.data, &r)
 			events = append(events, r.Result.Kind+":"+r.Result.Status.State)
-			// Each chunk is an append to the answer artifact (docs/reference/a2a.md "Streaming").
+			// Each chunk is an append to the answer artifact (docs/reference/a2a.md "Streams").
 			if r.Result.Kind == "artifact-update" {
 				text := ""
 				for _, p := range r.Result.Artifact.Parts {
