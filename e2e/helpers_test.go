@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,6 +23,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/ports"
 )
 
 // gateway is a real `caddy run` of Caddyfile.example (ports rewritten to free ones) plus
@@ -107,23 +106,11 @@ func (s *syncBuffer) String() string {
 // hands out for 127.0.0.1:0 could meanwhile be taken by any other test's listener.
 func freePort(t *testing.T) string {
 	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
-				low = n
-			}
-		}
+	port, err := ports.Free()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for range 200 {
-		port := strconv.Itoa(10000 + rand.IntN(low-10000))
-		if l, err := net.Listen("tcp", "127.0.0.1:"+port); err == nil {
-			l.Close()
-			return port
-		}
-	}
-	t.Fatal("no free loopback port below the ephemeral range")
-	return ""
+	return strconv.Itoa(port)
 }
 
 // publish packs the artifact folder src (after writing wasm into it as <name>.wasm when

@@ -98,6 +98,7 @@ var Table = []Row{
 	{"pgstore", LayerLibraries, "the task store on PostgreSQL behind `taskstore.Store`: the same records as rows of six `capsulegate_*` tables, group-committed one round trip per batch, the writes a database gone away missed kept and written once it is back, the schema migrated forward at open, one gateway per database (an advisory lock), push configs sealed with the app's `store_key`"},
 	{"caddymodule/cli", LayerGlue, "what the `caddy capsule …` subcommands do (pack, publish, install, verify, run, doctor, store check, compact and migrate), free of Caddy and cobra so tests drive it directly"},
 	{"internal/testkit/pgtest", LayerKit, "real PostgreSQL for tests (the binaries of Debian's postgresql package): a throwaway cluster on a free loopback port, run as an unprivileged user when the tests run as root; one per test (`Start`) or a fresh database on one cluster the test binary shares (`NewDatabase`)"},
+	{"internal/testkit/ports", LayerKit, "loopback ports below the ephemeral range for servers tests stop and start again (a gateway, a database)"},
 	{"internal/testkit/testguests", LayerKit, "the test guests' sources"},
 	{"internal/testkit/wasmtest", LayerKit, "tiny wasm modules encoded by hand in tests"},
 	{"internal/testkit/warmcache", LayerKit, "compile Go guests into a wazero cache without the race detector, for the TestMains that share one (guestbuild.WarmCache)"},

@@ -40,6 +40,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/capsulegate/capsulegate/internal/testkit/ports"
 )
 
 const (
@@ -496,30 +498,14 @@ func (c *Cluster) logTail(from int64) string {
 	return fmt.Sprintf("server log %s ends:\n%s", path, b)
 }
 
-// freePort picks a loopback port that is free now, below the kernel's ephemeral range:
-// while a stopped server is away, a client's connection to its port could otherwise be
-// given that very port as its own (a TCP self-connect), and hold it so that the server
-// cannot bind it again on Resume.
+// freePort picks the server's port with ports.Free: below the ephemeral range, so that a
+// client of the stopped server cannot be given it and keep it from a Resume.
 func freePort() (int, error) {
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
-				low = n
-			}
-		}
+	port, err := ports.Free()
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: %w", err)
 	}
-	var b [2]byte
-	for range 200 {
-		_, _ = rand.Read(b[:])
-		port := 10000 + (int(b[0])<<8|int(b[1]))%(low-10000)
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err == nil {
-			l.Close()
-			return port, nil
-		}
-	}
-	return 0, errors.New("pgtest: no free loopback port below the ephemeral range")
+	return port, nil
 }
 
 // baseDir is where cluster folders go: the temp folder, unless the server's account
