@@ -58,6 +58,9 @@ func randomBytes(t *testing.T, n int) []byte {
 // Message answer is read as a Message; a streamed answer comes in appended chunks whose
 // concatenation is the task's artifact.
 func TestPartsWithTheGoSDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the gateway")
+	}
 	g := startGateway(t)
 	inline := randomBytes(t, 1<<20)
 	remote := randomBytes(t, 300<<10)
@@ -211,6 +214,9 @@ func mustJSON(t *testing.T, v any) string {
 // 1.x (e2e/testdata/jsparts/parts.mjs), on both bindings: files inline and by URL and a
 // data part read back byte for byte, a Message answer, appended chunks, a refused URL.
 func TestPartsWithTheJSSDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the gateway")
+	}
 	node, dir := jsSDK(t, "testdata/jsparts")
 	g := startGateway(t)
 	inline := randomBytes(t, 1<<20)
@@ -309,6 +315,9 @@ func TestPartsWithTheJSSDK(t *testing.T) {
 // file, file-URL and data artifacts, a Message answer, input-required answered and
 // canceled, an unsupported media type, and the card each site serves.
 func TestConformanceScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the gateway")
+	}
 	g := startGateway(t)
 	type site struct{ name, url, version, send, get, cancel string }
 	for _, s := range []site{
@@ -451,6 +460,9 @@ func TestConformanceScenarios(t *testing.T) {
 // it: the real Codex CLI (installed by harnesstest; in CI a missing one fails) runs in the
 // sandbox and its model is answered by the replay provider from examples/cassettes.
 func TestCodexExampleCapsule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the gateway")
+	}
 	g := startGatewayCodex(t, harnesstest.Codex(t))
 	tk := decodeTask(t, g.call(t, "/agents/codex/", "", "message/send", map[string]any{"message": msg03("Say hello from the Codex capsule")}))
 	if tk.Status.State != "completed" || !strings.HasPrefix(tk.text(), "Hello from the Codex capsule") {
@@ -462,6 +474,9 @@ func TestCodexExampleCapsule(t *testing.T) {
 // of its large files (blobs of the task store) still read after the gateway is killed
 // with SIGKILL and started again; the URL of a large file reads nothing for a stranger.
 func TestArtifactsAfterKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the gateway")
+	}
 	g := startGateway(t)
 	big := randomBytes(t, 200<<10)
 	files := fileServer(t, map[string][]byte{"/big.bin": big})
