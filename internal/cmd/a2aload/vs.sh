@@ -4,8 +4,8 @@
 # the wordcount script capsule (queue, queue_depth 1000, task store on) as taskbench.sh
 # serves it, each client in its own context, A B, B A, A B … for the given rounds, a fresh
 # gateway, work_root and state_dir for every run (NEW=1: a new context per task instead).
-# Each line is a2aload's with the build's name and the gateway's CPU time per completed
-# task; the ratio of the medians is last.
+# Each line is a2aload's with the build's name, the load average before the run and the
+# gateway's CPU time per completed task; the ratio of the medians is last.
 #
 # Run from the repository root after `make examples`, with two gateways each built with
 # the sandbox helper beside it (go build -o DIR/caddy ./cmd/caddy; go build -o
@@ -27,11 +27,12 @@ machine
 run() { # build-dir name
 	start "$1/caddy"
 	"$dir/a2aload" -url http://127.0.0.1:9301/ -clients 4 -duration 2s > /dev/null # warm up
+	before=$(load)
 	c0=$(cpu)
 	out=$("$dir/a2aload" -url http://127.0.0.1:9301/ $mode -clients "$clients" -duration "$dur")
 	c1=$(cpu)
 	stop
-	echo "$2 $out; cpu $(perTask "$c0" "$c1" "$out")"
+	echo "$2 (load $before) $out; cpu $(perTask "$c0" "$c1" "$out")"
 }
 echo "start $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq "$rounds"); do
