@@ -14,7 +14,7 @@ func (db *DB) PutBlob(capsule, taskID, id string, data []byte) <-chan error {
 	if err := taskstore.CheckItemIDs(capsule, taskID, "blob id", id); err != nil {
 		return taskstore.Failed(err)
 	}
-	key, v := pushKey(capsule, taskID, id), bytes.Clone(data)
+	key, v := itemKey(capsule, taskID, id), bytes.Clone(data)
 	if v == nil {
 		v = []byte{} // an empty blob is a blob
 	}
@@ -29,7 +29,7 @@ func (db *DB) Blob(capsule, taskID, id string) ([]byte, bool, error) {
 	var out []byte
 	found := false
 	err := db.view(func(r *view) error {
-		if v := r.get(bBlob, pushKey(capsule, taskID, id)); v != nil {
+		if v := r.get(bBlob, itemKey(capsule, taskID, id)); v != nil {
 			out, found = bytes.Clone(v), true
 		}
 		return nil

@@ -43,9 +43,10 @@ func seqKey(prefix []byte, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(bytes.Clone(prefix), seq)
 }
 
-// pushKey is enc(capsule)+enc(taskID)+enc(id): a task's configs sit under its taskKey, so
-// deleting the task's prefix deletes them.
-func pushKey(capsule, taskID, id string) []byte {
+// itemKey is enc(capsule)+enc(taskID)+enc(id), the key of a record within a task (a push
+// config, a blob): it sits under the task's taskKey, so deleting the task's prefix
+// deletes it.
+func itemKey(capsule, taskID, id string) []byte {
 	return appendString(taskKey(capsule, taskID), id)
 }
 

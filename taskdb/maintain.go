@@ -102,7 +102,7 @@ func (db *DB) Check() (Report, error) {
 				return false, err
 			}
 			c, _ := keyCapsule(k)
-			if !bytes.Equal(k, pushKey(c, p.TaskID, p.ID)) {
+			if !bytes.Equal(k, itemKey(c, p.TaskID, p.ID)) {
 				return false, fmt.Errorf("bucket %q: key %x holds the config of another key", bucketPush, k)
 			}
 			if r.get(bTasks, taskKey(c, p.TaskID)) == nil {

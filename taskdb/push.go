@@ -16,7 +16,7 @@ func (db *DB) PutPush(capsule string, p taskstore.Push) <-chan error {
 	if err := taskstore.CheckItemIDs(capsule, p.TaskID, "push config id", p.ID); err != nil {
 		return taskstore.Failed(err)
 	}
-	task, key, v := taskKey(capsule, p.TaskID), pushKey(capsule, p.TaskID, p.ID), encodePush(p)
+	task, key, v := taskKey(capsule, p.TaskID), itemKey(capsule, p.TaskID, p.ID), encodePush(p)
 	return db.enqueue(func(w *view) error {
 		if w.get(bTasks, task) == nil {
 			// Refused here, in order with the writes before it, rather than at the call:
@@ -34,7 +34,7 @@ func (db *DB) SetDelivered(capsule, taskID, id string, seq uint64) <-chan error 
 	if err := taskstore.CheckItemIDs(capsule, taskID, "push config id", id); err != nil {
 		return taskstore.Failed(err)
 	}
-	key := pushKey(capsule, taskID, id)
+	key := itemKey(capsule, taskID, id)
 	return db.enqueue(func(w *view) error {
 		v := w.get(bPush, key)
 		if v == nil {
@@ -55,7 +55,7 @@ func (db *DB) DeletePush(capsule, taskID, id string) <-chan error {
 	if err := taskstore.CheckItemIDs(capsule, taskID, "push config id", id); err != nil {
 		return taskstore.Failed(err)
 	}
-	key := pushKey(capsule, taskID, id)
+	key := itemKey(capsule, taskID, id)
 	return db.enqueue(func(w *view) error { w.del(bPush, key); return nil })
 }
 

@@ -241,8 +241,8 @@ func TestCheckFindsAStrayPush(t *testing.T) {
 		key  []byte
 		p    taskstore.Push
 	}{
-		{"for no task", pushKey("hello", "ghost", "p"), taskstore.Push{TaskID: "ghost", ID: "p"}},
-		{"under another key", pushKey("hello", "a", "p"), taskstore.Push{TaskID: "a", ID: "q"}},
+		{"for no task", itemKey("hello", "ghost", "p"), taskstore.Push{TaskID: "ghost", ID: "p"}},
+		{"under another key", itemKey("hello", "a", "p"), taskstore.Push{TaskID: "a", ID: "q"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "tasks.db")

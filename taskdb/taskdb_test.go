@@ -656,7 +656,7 @@ func TestRefusedFiles(t *testing.T) {
 					}
 				}
 				_ = tx.Bucket(bucketFormat).Put(formatKey, []byte{formatVersion})
-				return tx.Bucket(bucketPush).Put(pushKey("c", "t", "p"), []byte{pushVersion, 1})
+				return tx.Bucket(bucketPush).Put(itemKey("c", "t", "p"), []byte{pushVersion, 1})
 			})
 		}(), "E-STORE-001"},
 	} {
