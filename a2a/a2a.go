@@ -227,6 +227,12 @@ type Config struct {
 	// Shutdown; Update changes the bounds of the next sweeps.
 	Retention time.Duration
 	MaxTasks  int
+	// Digest names the capsule version (a digest of its files), recorded with each task
+	// it admits; with a taskstore.Fleet as Store, a replica claims the tasks admitted
+	// under its own digest, and others as Versions says (docs/reference/a2a.md "Several
+	// gateways").
+	Digest   string
+	Versions taskstore.Versions
 }
 
 // normalize validates cfg and fills in its defaults.

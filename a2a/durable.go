@@ -85,6 +85,9 @@ type durableStore struct {
 	ring    int
 	// requeued are the tasks that never started, to be placed again by NewHandler.
 	requeued []*task
+	// fleet says other replicas share db (fleet.go): what the memory holds of a task
+	// another replica runs, or of a conversation, may be behind the store's.
+	fleet bool
 }
 
 // taskRecord is a task as the store keeps it (taskstore.Task.Data): its snapshot, when it
@@ -146,9 +149,12 @@ func decodeEvent(seq uint64, data []byte) (event, error) {
 // one that never started (submitted) is kept to run again (requeued, oldest first); one
 // that was working or waiting for input ends failed (interrupted), written back with its
 // status event — a guest's stack cannot be resumed.
-func newDurableStore(db taskstore.Store, capsule string, spec *runSpec, ring int) (*durableStore, error) {
-	s := &durableStore{mem: newMemoryStore(keepFinished), db: db, capsule: capsule, spec: spec, ring: ring}
+func newDurableStore(db taskstore.Store, capsule string, spec *runSpec, ring int, fleet bool) (*durableStore, error) {
+	s := &durableStore{mem: newMemoryStore(keepFinished), db: db, capsule: capsule, spec: spec, ring: ring, fleet: fleet}
 	s.hurry, _ = db.(taskstore.Hurrier)
+	if fleet {
+		return s, nil // the fleet's tasks stay in the store until a replica claims or reads them
+	}
 	recs, err := s.startingRecords()
 	if err != nil {
 		return nil, err
@@ -270,7 +276,8 @@ func (s *durableStore) write(chs ...<-chan error) *durable {
 func (s *durableStore) finishedOnDisk(skip map[string]bool, principal string) ([]*snapshot, error) {
 	var out []*snapshot
 	err := s.db.Heads(s.capsule, func(h taskstore.Head) bool {
-		if h.Done && !skip[h.ID] && h.Owner == principal {
+		// A fleet's unfinished tasks run on other replicas too: the store knows them all.
+		if (h.Done || s.fleet) && !skip[h.ID] && h.Owner == principal {
 			out = append(out, &snapshot{ID: h.ID, ContextID: h.ContextID, Status: status{State: h.State, Time: h.Since}, Updated: h.Updated})
 		}
 		return true
@@ -314,8 +321,17 @@ func (s *durableStore) get(id string) *task {
 		return nil
 	}
 	t, err := s.restore(rec)
-	if err != nil || !terminal(t.st.State) {
-		return nil // a live task is always in memory
+	if err != nil {
+		return nil
+	}
+	if !terminal(t.st.State) {
+		if !s.fleet {
+			return nil // a live task is always in memory
+		}
+		if t = s.mirrorOf(rec); t != nil {
+			s.mem.add(t)
+		}
+		return t
 	}
 	s.mem.add(t)
 	s.mem.ended(t)
@@ -328,12 +344,22 @@ func (s *durableStore) each(f func(*task)) { s.mem.each(f) }
 // turns returns the context's turns from memory, or else from the DB (after a restart,
 // or once the memory store dropped the context), keeping them in memory again.
 func (s *durableStore) turns(contextID string) []Turn {
-	if got := s.mem.turns(contextID); len(got) > 0 {
+	if got := s.mem.turns(contextID); len(got) > 0 && !s.fleet {
 		return got
 	}
 	items, err := s.db.Turns(s.capsule, contextID)
 	if err != nil || len(items) == 0 {
 		return []Turn{}
+	}
+	if s.fleet {
+		// Another replica may have added turns: the store's are the conversation.
+		out := make([]Turn, 0, len(items))
+		for _, item := range items {
+			if turn, ok := decodeTurn(item); ok {
+				out = append(out, turn)
+			}
+		}
+		return out
 	}
 	for _, item := range items {
 		if turn, ok := decodeTurn(item); ok {
@@ -344,8 +370,10 @@ func (s *durableStore) turns(contextID string) []Turn {
 }
 
 func (s *durableStore) addTurn(contextID string, turn Turn) {
-	s.turns(contextID) // load what the DB holds first, so memory does not restart the context
-	s.mem.addTurn(contextID, turn)
+	if !s.fleet {
+		s.turns(contextID) // load what the DB holds first, so memory does not restart the context
+		s.mem.addTurn(contextID, turn)
+	}
 	// A compacted thread is version 3, so a release that cannot tell it from a task's own
 	// messages reads its text only; any other stays version 2, readable by those releases.
 	v := turnRecordThread
@@ -398,7 +426,8 @@ func (s *durableStore) published(t *task, e event) *durable {
 		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq}
 		data, _ := json.Marshal(rec)
 		d.chs = append(d.chs, s.db.PutTask(taskstore.Task{Capsule: s.capsule, ID: t.id, ContextID: t.contextID, Owner: t.owner, Updated: t.updated,
-			Done: terminal(rec.Status.State), State: rec.Status.State, Since: rec.Status.Time, Data: data}))
+			Done: terminal(rec.Status.State), State: rec.Status.State, Since: rec.Status.Time, Data: data,
+			Digest: t.spec.digest, Mark: t.mark}))
 	}
 	d.chs = append(d.chs, s.db.Append(s.capsule, taskstore.Event{TaskID: t.id, Seq: e.seq, Data: encodeEvent(e)}))
 	return d

@@ -47,6 +47,8 @@ type Handler struct {
 	// push is the push policy and its client, nil when push is off (push.go).
 	push *pusher
 	pushWorkers
+	// fleet is the handler's part in a fleet of gateways (fleet.go); nil otherwise.
+	fleet *fleetRun
 }
 
 // NewHandler validates cfg and returns a Handler serving it.
@@ -57,8 +59,9 @@ func NewHandler(cfg Config) (*Handler, error) {
 	}
 	spec := specOf(cfg)
 	var st store = newMemoryStore(keepFinished)
+	fleet := fleetOf(cfg.Store)
 	if cfg.Store != nil {
-		ds, err := newDurableStore(cfg.Store, cfg.Card.Name, spec, replayEvents)
+		ds, err := newDurableStore(cfg.Store, cfg.Card.Name, spec, replayEvents, fleet != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -78,7 +81,11 @@ func NewHandler(cfg Config) (*Handler, error) {
 	}
 	h.cardKey, h.cardTime = cardKeyOf(cfg), time.Now()
 	h.slotMetricsLocked()
-	if ds, ok := st.(*durableStore); ok {
+	if fleet != nil {
+		// The fleet's tasks are the store's: none is restored here, each runs where it is
+		// claimed, and orphans are adopted as their runners' leases run out.
+		h.startFleet(fleet)
+	} else if ds, ok := st.(*durableStore); ok {
 		// Tasks admitted but never started before the restart run now, in admission order.
 		h.mu.Lock()
 		for _, t := range ds.requeued {
@@ -116,7 +123,7 @@ func specOf(cfg Config) *runSpec {
 	return &runSpec{
 		exec: cfg.Executor, metrics: cfg.Metrics, capsule: cfg.Card.Name,
 		inputTimeout: cfg.Lifecycle.InputTimeout, threaded: cfg.Lifecycle.Threaded,
-		logger: cfg.Logger,
+		logger: cfg.Logger, digest: cfg.Digest,
 	}
 }
 
@@ -197,6 +204,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 // workers and the retention sweeper, waited for so that the caller may close the store.
 func (h *Handler) halt() {
 	h.stop()
+	h.stopFleet()
 	h.stopPushes()
 	if h.swept != nil {
 		h.stopSweeps()
@@ -336,6 +344,8 @@ func lastEventID(r *http.Request) (uint64, bool) {
 
 // waitSettled blocks until t is terminal or waits for input; false if ctx ended first.
 func waitSettled(ctx context.Context, t *task) bool {
+	t.watch()
+	defer t.unwatch()
 	for {
 		t.mu.Lock()
 		st, changed := t.st.State, t.changed

@@ -79,7 +79,12 @@ func (h *Handler) list(d dialect, who caller, p listParams, links linker) (*list
 	var snaps []*snapshot
 	inMemory := map[string]bool{}
 	for _, t := range all {
-		s := t.snapshot()
+		t.mu.Lock()
+		s, mirror := t.snapshotLocked(), t.mirror
+		t.mu.Unlock()
+		if mirror && !terminal(s.Status.State) {
+			continue // another replica's: as the store has it
+		}
 		inMemory[s.ID] = true
 		if t.owner == who.principal && keep(s) {
 			snaps = append(snaps, s)

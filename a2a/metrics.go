@@ -25,6 +25,11 @@ type Metrics struct {
 	// PushFailures counts push notifications dropped after their last delivery attempt
 	// (docs/reference/metrics.md "Tasks").
 	PushFailures *prometheus.CounterVec
+	// Claims, Failovers and Leases are a replica's part in a fleet of gateways: queued
+	// tasks it claimed, orphans of stopped gateways it ended interrupted, and the contexts
+	// it holds now (one running task each).
+	Claims, Failovers *prometheus.CounterVec
+	Leases            *prometheus.GaugeVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not registered).
@@ -52,6 +57,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "capsule_push_failures_total",
 			Help: "A2A push notifications dropped after their last delivery attempt failed.",
 		}, []string{"capsule"}),
+		Claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_fleet_claims_total",
+			Help: "Queued A2A tasks this gateway claimed from the fleet's store to run.",
+		}, []string{"capsule"}),
+		Failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_fleet_failovers_total",
+			Help: "A2A tasks of a gateway that stopped renewing its lease, ended failed (interrupted) by this one.",
+		}, []string{"capsule"}),
+		Leases: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "capsule_fleet_leases",
+			Help: "Contexts this gateway holds the lease of: one task of each runs here.",
+		}, []string{"capsule"}),
 	}
 	if err := m.Register(reg); err != nil {
 		return nil, err
@@ -66,7 +83,8 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 		return nil
 	}
 	err := errors.Join(promreg.Into(reg, &m.Tasks), promreg.Into(reg, &m.InFlight), promreg.Into(reg, &m.QueueDepth),
-		promreg.Into(reg, &m.Interrupted), promreg.Into(reg, &m.PushFailures))
+		promreg.Into(reg, &m.Interrupted), promreg.Into(reg, &m.PushFailures),
+		promreg.Into(reg, &m.Claims), promreg.Into(reg, &m.Failovers), promreg.Into(reg, &m.Leases))
 	if err != nil {
 		return errs.Wrap(err, CodeMetrics, "a2a", "cannot register the task metrics", "remove the conflicting collector from the registry")
 	}
@@ -84,6 +102,29 @@ func (m *Metrics) ended(capsule, state string) {
 func (m *Metrics) interrupted(capsule string) {
 	if m != nil {
 		m.Interrupted.WithLabelValues(capsule).Inc()
+	}
+}
+
+// claimed counts a task this replica claimed from the fleet.
+func (m *Metrics) claimed(capsule string) {
+	if m != nil {
+		m.Claims.WithLabelValues(capsule).Inc()
+	}
+}
+
+// failover counts an orphan of a stopped gateway ended interrupted here.
+func (m *Metrics) failover(capsule string) {
+	if m != nil {
+		m.Failovers.WithLabelValues(capsule).Inc()
+	}
+}
+
+// fleetFrom0 shows a replica's fleet series from its start.
+func (m *Metrics) fleetFrom0(capsule string) {
+	if m != nil {
+		m.Claims.WithLabelValues(capsule)
+		m.Failovers.WithLabelValues(capsule)
+		m.Leases.WithLabelValues(capsule)
 	}
 }
 

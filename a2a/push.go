@@ -434,6 +434,7 @@ func (h *Handler) setPush(t *task, c *pushConfig, fromStart bool) *rpcError {
 	if err := w.wait(); err != nil {
 		return errStore(err)
 	}
+	h.signalPush(t)
 	return nil
 }
 
@@ -489,12 +490,19 @@ func (h *Handler) deletePush(t *task, id string) error {
 		}
 	}
 	t.mu.Unlock()
-	return w.wait()
+	if err := w.wait(); err != nil {
+		return err
+	}
+	h.signalPush(t)
+	return nil
 }
 
 // startPushLocked starts ps's delivery worker unless its task has nothing left to send:
 // it is finished and every event up to its last was delivered (t.mu held).
 func (h *Handler) startPushLocked(t *task, ps *pushState) {
+	if t.mirror {
+		return // delivered by the replica running the task
+	}
 	if ps.running || (terminal(t.st.State) && ps.delivered >= t.seq) {
 		return
 	}

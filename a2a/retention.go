@@ -75,7 +75,8 @@ func (h *Handler) sweep(now time.Time) {
 	h.mu.Lock()
 	ds, ok := h.store.(*durableStore)
 	retention, maxTasks, logger := h.cfg.Retention, h.cfg.MaxTasks, h.cfg.Logger
-	if !ok || (retention <= 0 && maxTasks <= 0) {
+	if !ok || (retention <= 0 && maxTasks <= 0) || (h.fleet != nil && !h.fleet.db.Leader()) {
+		// In a fleet one replica at a time sweeps: the one leading it.
 		h.mu.Unlock()
 		return
 	}

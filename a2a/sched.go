@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/ids"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // send takes a user message: the answer to a task waiting for input (named by taskId,
@@ -18,6 +19,19 @@ import (
 // The inline push config of in, if any, is filed on the task before it runs; the
 // returned write is the store's of that config.
 func (h *Handler) send(in incoming, stream bool) (*task, *subscription, *durable, *rpcError) {
+	var open []taskstore.Running
+	if h.fleet != nil {
+		var rerr *rpcError
+		if open, rerr = h.fleetOpen(in); rerr != nil {
+			return nil, nil, nil, rerr
+		}
+		if t, rerr := h.remoteWaiting(in, open); rerr != nil || t != nil {
+			if rerr != nil {
+				return nil, nil, nil, rerr
+			}
+			return h.sendRemote(t, in, stream)
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := time.Now()
@@ -37,7 +51,7 @@ func (h *Handler) send(in incoming, stream bool) (*task, *subscription, *durable
 		t, sub, rerr := h.answerLocked(t, in, stream, &w, now)
 		return t, sub, w, rerr
 	}
-	t, sub, rerr := h.admitLocked(in, stream, &w, now)
+	t, sub, rerr := h.admitLocked(in, stream, open, &w, now)
 	return t, sub, w, rerr
 }
 
@@ -72,7 +86,7 @@ func (h *Handler) answerLocked(t *task, in incoming, stream bool, pushWrite **du
 }
 
 // admitLocked creates a task and starts, queues or rejects it.
-func (h *Handler) admitLocked(in incoming, stream bool, pushWrite **durable, now time.Time) (*task, *subscription, *rpcError) {
+func (h *Handler) admitLocked(in incoming, stream bool, open []taskstore.Running, pushWrite **durable, now time.Time) (*task, *subscription, *rpcError) {
 	lc := h.cfg.Lifecycle
 	if lc.Acceptance == AcceptNone {
 		return nil, nil, errUnsupported("this capsule takes no A2A tasks (lifecycle task_acceptance: none)")
@@ -86,7 +100,12 @@ func (h *Handler) admitLocked(in incoming, stream bool, pushWrite **durable, now
 	t.url = in.url
 	t.store = h.store
 	t.pushesLoaded = true // a new task has none stored
-	reason := h.refusalLocked(t.key)
+	var reason string
+	if h.fleet != nil {
+		reason = h.fleetRefusal(open)
+	} else {
+		reason = h.refusalLocked(t.key)
+	}
 	h.store.add(t)
 	t.mu.Lock()
 	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID, Parts: t.offloadLocked(in.payload)}}
@@ -112,6 +131,19 @@ func (h *Handler) admitLocked(in incoming, stream bool, pushWrite **durable, now
 		h.store.ended(t)
 		t.freeRingLocked()
 		t.mu.Unlock()
+		return t, sub, nil
+	}
+	if h.fleet != nil {
+		// Queued in the store: whichever replica has a free slot claims it, this one
+		// first when it has one (it is told before the others are).
+		t.mirror = true
+		written, f := t.last, h.fleet
+		t.mu.Unlock()
+		go func() {
+			if written.wait() == nil {
+				f.kickClaim()
+			}
+		}()
 		return t, sub, nil
 	}
 	t.mu.Unlock()
@@ -381,6 +413,18 @@ func (h *Handler) cancel(id string, who caller) (*snapshot, *rpcError) {
 }
 
 func (h *Handler) cancelTask(id, principal string) (*snapshot, *durable, *rpcError) {
+	if h.fleet != nil {
+		t := h.lookup(id, caller{principal: principal})
+		if t == nil {
+			return nil, nil, errTaskNotFound(id)
+		}
+		t.mu.Lock()
+		mirror, st := t.mirror, t.st.State
+		t.mu.Unlock()
+		if mirror && !terminal(st) {
+			return h.cancelRemote(t, principal)
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := h.ownTaskLocked(id, principal)
@@ -437,8 +481,10 @@ func (h *Handler) stopLocked(t *task, state, reason string, now time.Time) {
 // found, exactly as one that does not exist (docs/reference/a2a.md "Principals").
 func (h *Handler) lookup(id string, who caller) *task {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.ownTaskLocked(id, who.principal)
+	t := h.ownTaskLocked(id, who.principal)
+	h.mu.Unlock()
+	h.fresh(t) // a fleet's task another replica runs: as the store has it now
+	return t
 }
 
 // ownTaskLocked returns principal's task with id, or nil.

@@ -85,6 +85,16 @@ func (s *memoryStore) ended(t *task) {
 	}
 }
 
+// forget drops t from memory: a mirror of a fleet's task, read again from the store when
+// next asked for.
+func (s *memoryStore) forget(t *task) {
+	if e := s.finishedAt[t]; e != nil {
+		s.finished.Remove(e)
+		delete(s.finishedAt, t)
+	}
+	delete(s.tasks, t.id)
+}
+
 func (s *memoryStore) each(f func(*task)) {
 	for _, t := range s.tasks {
 		f(t)

@@ -113,6 +113,8 @@ type runSpec struct {
 	inputTimeout time.Duration
 	threaded     bool
 	logger       *slog.Logger
+	// digest is the capsule version's (Config.Digest), recorded with the tasks it admits.
+	digest string
 }
 
 // task is one A2A task. Fields under mu change as it runs; the handler's lock, when
@@ -154,6 +156,16 @@ type task struct {
 	// were read from the store (a restored task's are read when first needed).
 	pushes       []*pushState
 	pushesLoaded bool
+	// mirror marks a task of a fleet that another replica runs, or that is queued: its
+	// state comes from the store (fleet.go), never from this replica. watchers counts
+	// those waiting for it beside its subscribers; refreshing and again serialize the
+	// reads that bring it up to the store.
+	mirror, refreshing, again bool
+	watchers                  int
+	// mark is what the task's run left on its context's folder (Outcome.Mark), kept in
+	// its record; prevMark and prevRunner are those of the context's task before it, on
+	// a replica of a fleet (Job.Previous).
+	mark, prevMark, prevRunner string
 }
 
 func newTask(id, contextID, text string, spec *runSpec, ringSize int, now time.Time) *task {
@@ -187,6 +199,13 @@ func (t *task) publishLocked(e event, now time.Time) {
 		t.blobWrites = nil
 		t.last = e.durable
 	}
+	t.ringAppendLocked(e)
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// ringAppendLocked keeps e, the task's newest event, in its replay buffer.
+func (t *task) ringAppendLocked(e event) {
 	if !t.ringFreed {
 		if len(t.ring) < t.ringSize {
 			t.ring = append(t.ring, e)
@@ -194,8 +213,6 @@ func (t *task) publishLocked(e event, now time.Time) {
 			t.ring[(e.seq-1)%uint64(t.ringSize)] = e
 		}
 	}
-	close(t.changed)
-	t.changed = make(chan struct{})
 }
 
 // freeRingLocked drops the replay buffer of a finished task nobody watches: a later

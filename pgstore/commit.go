@@ -32,6 +32,9 @@ type op struct {
 	// answered is set once done has its value: an op refused at enqueue because the
 	// database is away still goes to the committer, which keeps it for the backlog.
 	answered bool
+	// signal, for a replica of several, tells the others the task's journal grew
+	// (Kind 0: no signal); sent with the batch, so it arrives once the write is readable.
+	signal taskstore.Signal
 }
 
 // size is about how many bytes the op's arguments hold, for the backlog's bound.
@@ -70,6 +73,18 @@ const (
 		state = excluded.state, since = excluded.since, updated = excluded.updated, done = excluded.done, data = excluded.data`
 	sqlAppend = `INSERT INTO capsulegate_events (capsule, task_id, seq, data) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (capsule, task_id, seq) DO UPDATE SET data = excluded.data`
+	// A replica of several writes the digest and mark too, and only a task no other
+	// replica runs (the fence: a replica that lost its lease cannot overwrite the one that
+	// adopted its task).
+	sqlPutTaskFleet = `INSERT INTO capsulegate_tasks (capsule, id, context_id, owner, state, since, updated, done, data, digest, mark)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		ON CONFLICT (capsule, id) DO UPDATE SET context_id = excluded.context_id, owner = excluded.owner,
+		state = excluded.state, since = excluded.since, updated = excluded.updated, done = excluded.done, data = excluded.data,
+		mark = excluded.mark
+		WHERE capsulegate_tasks.runner IS NULL OR capsulegate_tasks.runner = $12`
+	sqlAppendFleet = `INSERT INTO capsulegate_events (capsule, task_id, seq, data) SELECT $1, $2, $3, $4
+		WHERE NOT EXISTS (SELECT 1 FROM capsulegate_tasks WHERE capsule = $1 AND id = $2 AND runner IS NOT NULL AND runner <> $5)
+		ON CONFLICT (capsule, task_id, seq) DO UPDATE SET data = excluded.data`
 	sqlAddTurn  = `INSERT INTO capsulegate_turns (capsule, context_id, item) VALUES ($1, $2, $3)`
 	sqlTrimTurn = `DELETE FROM capsulegate_turns WHERE capsule = $1 AND context_id = $2 AND n <=
 		(SELECT n FROM capsulegate_turns WHERE capsule = $1 AND context_id = $2 ORDER BY n DESC OFFSET $3 LIMIT 1)`
@@ -92,6 +107,11 @@ func (s *Store) PutTask(t taskstore.Task) <-chan error {
 	if err := taskstore.CheckTask(t); err != nil {
 		return taskstore.Failed(err)
 	}
+	if f := s.fleet; f != nil {
+		return s.enqueue(&op{stmts: []stmt{{sqlPutTaskFleet, []any{t.Capsule, t.ID, t.ContextID, t.Owner, t.State,
+			nanos(t.Since), nanos(t.Updated), t.Done, nonNil(t.Data), t.Digest, t.Mark, f.name}}},
+			signal: taskstore.Signal{Kind: taskstore.SignalEvents, Capsule: t.Capsule, TaskID: t.ID, Arg: t.State}})
+	}
 	return s.enqueue(&op{stmts: []stmt{{sqlPutTask, []any{t.Capsule, t.ID, t.ContextID, t.Owner, t.State,
 		nanos(t.Since), nanos(t.Updated), t.Done, nonNil(t.Data)}}}})
 }
@@ -107,7 +127,12 @@ func (s *Store) Append(capsule string, events ...taskstore.Event) <-chan error {
 		if err := taskstore.CheckID("task id", e.TaskID); err != nil {
 			return taskstore.Failed(err)
 		}
-		o.stmts = append(o.stmts, stmt{sqlAppend, []any{capsule, e.TaskID, int64(e.Seq), nonNil(e.Data)}})
+		if f := s.fleet; f != nil {
+			o.stmts = append(o.stmts, stmt{sqlAppendFleet, []any{capsule, e.TaskID, int64(e.Seq), nonNil(e.Data), f.name}})
+			o.signal = taskstore.Signal{Kind: taskstore.SignalEvents, Capsule: capsule, TaskID: e.TaskID}
+		} else {
+			o.stmts = append(o.stmts, stmt{sqlAppend, []any{capsule, e.TaskID, int64(e.Seq), nonNil(e.Data)}})
+		}
 	}
 	return s.enqueue(o)
 }
@@ -342,6 +367,10 @@ func (s *Store) send(batch []*op) error {
 			b.Queue(st.sql, st.args...)
 		}
 	}
+	signals := batchSignals(batch)
+	for _, p := range signals {
+		b.Queue("SELECT pg_notify($1, $2)", channel, p)
+	}
 	ctx, cancel := s.timeout()
 	defer cancel()
 	start := time.Now()
@@ -364,10 +393,42 @@ results:
 			o.refused = taskstore.NoTask()
 		}
 	}
+	for range signals {
+		if err != nil {
+			break
+		}
+		_, err = br.Exec()
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	s.stats.roundTrip(time.Since(start), err)
 	s.stats.ops.Add(uint64(len(batch)))
 	return err
+}
+
+// batchSignals are the payloads of the batch's signals: one per task, naming the last
+// state the batch writes of it (the one a replica waiting to claim cares for).
+func batchSignals(batch []*op) []string {
+	var order []string
+	last := map[string]taskstore.Signal{}
+	for _, o := range batch {
+		sig := o.signal
+		if sig.Kind == 0 {
+			continue
+		}
+		key := sig.Capsule + sep + sig.TaskID
+		old, seen := last[key]
+		if !seen {
+			order = append(order, key)
+		} else if sig.Arg == "" {
+			sig.Arg = old.Arg
+		}
+		last[key] = sig
+	}
+	out := make([]string, len(order))
+	for i, k := range order {
+		out[i] = signalPayload(last[k])
+	}
+	return out
 }

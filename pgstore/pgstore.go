@@ -17,8 +17,10 @@
 // background probe notices when the database is back. The connection pool reconnects by
 // itself.
 //
-// One gateway holds a database at a time: Open takes a PostgreSQL advisory lock on a
-// connection of its own, held until Close, and a second gateway is refused (E-STORE-002).
+// Without Options.Instance one gateway holds a database at a time: Open takes a
+// PostgreSQL advisory lock on a connection of its own, held until Close, and a second
+// gateway is refused (E-STORE-002). With it, the store is one replica's part of a
+// database several gateways share (taskstore.Fleet, fleet.go).
 package pgstore
 
 import (
@@ -67,6 +69,11 @@ type Options struct {
 	// Shared skips the advisory lock: more than one store on the database at once. Only
 	// tests and tools that know no gateway writes meanwhile set it.
 	Shared bool
+	// Instance, when set, shares the database with other gateways (taskstore.Fleet): the
+	// replica's name, unique among the live ones, instead of the one-gateway lock.
+	// Lease is how long a replica that stops renewing keeps its tasks (DefaultLease).
+	Instance string
+	Lease    time.Duration
 }
 
 // MinKeyLen is the shortest store_key taken, in bytes: as much as 32 random bytes in
@@ -97,6 +104,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxConns == 0 {
 		o.MaxConns = 8
+	}
+	if o.Lease == 0 {
+		o.Lease = DefaultLease
+	}
+	if o.Lease < MinLease || o.Lease > MaxLease {
+		return o, errs.New(CodeOption, part, fmt.Sprintf("lease %s is outside %s to %s", o.Lease, MinLease, MaxLease),
+			"write a lease between 2s and 10m; the default, 10s, lets a survivor take over a replica's tasks within about 11 s")
+	}
+	if o.Instance != "" {
+		if err := taskstore.CheckID("instance", o.Instance); err != nil {
+			return o, err
+		}
 	}
 	return o, nil
 }
@@ -134,6 +153,9 @@ type Store struct {
 	backlogBytes int
 
 	stats stats
+
+	// fleet is the replica's part of a shared database (Options.Instance); nil otherwise.
+	fleet *fleet
 }
 
 // Open connects to the PostgreSQL database dsn (a postgres:// URL or key=value string;
@@ -152,8 +174,13 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	if !opts.ReadOnly && !opts.Shared {
+	if s.locks() {
 		if err := s.takeLock(ctx); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	} else if opts.Instance != "" && !opts.ReadOnly {
+		if err := s.startFleet(ctx); err != nil {
 			pool.Close()
 			return nil, err
 		}
@@ -238,6 +265,7 @@ func (s *Store) Close() error {
 	<-s.done
 	close(s.stop)
 	<-s.probed
+	s.stopFleet()
 	s.lockMu.Lock()
 	if s.lock != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
@@ -285,7 +313,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // answered records that the database answered: Ready is nil again unless the lock is
 // still missing, which the probe takes.
 func (s *Store) answered() error {
-	if !s.opts.ReadOnly && !s.opts.Shared {
+	if s.locks() {
 		s.lockMu.Lock()
 		missing := s.lock == nil
 		s.lockMu.Unlock()
@@ -360,7 +388,7 @@ const lockCheckEvery = time.Second
 
 // lockHeld reports whether the lock holder's session answers (always true without a lock).
 func (s *Store) lockHeld() bool {
-	if s.opts.ReadOnly || s.opts.Shared {
+	if !s.locks() {
 		return true
 	}
 	s.lockMu.Lock()
@@ -379,7 +407,7 @@ func (s *Store) lockHeld() bool {
 // recover checks the lock holder's session and the pool, taking the lock again when its
 // connection was lost.
 func (s *Store) recover(ctx context.Context) error {
-	if !s.opts.ReadOnly && !s.opts.Shared {
+	if s.locks() {
 		s.lockMu.Lock()
 		lost := s.lock == nil || s.lock.Ping(ctx) != nil
 		s.lockMu.Unlock()
@@ -393,6 +421,12 @@ func (s *Store) recover(ctx context.Context) error {
 		}
 	}
 	return s.Ping(ctx)
+}
+
+// locks reports whether the store holds the one-gateway lock: written by one gateway,
+// not ReadOnly, Shared or one replica of several (Instance).
+func (s *Store) locks() bool {
+	return !s.opts.ReadOnly && !s.opts.Shared && s.opts.Instance == ""
 }
 
 // lockKey is the advisory lock a gateway holds on its database: a fixed 64-bit number,

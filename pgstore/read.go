@@ -188,6 +188,17 @@ func (s *Store) Evict(capsule string, olderThan time.Time, maxTasks int, keep fu
 	if err := s.Heads(capsule, func(h taskstore.Head) bool { heads = append(heads, h); return true }); err != nil {
 		return 0, err
 	}
+	if s.fleet != nil {
+		// The caller knows the tasks it runs; the other replicas' are not finished either.
+		open := map[string]bool{}
+		for _, h := range heads {
+			if !h.Done {
+				open[h.ID] = true
+			}
+		}
+		mine := keep
+		keep = func(id string) bool { return open[id] || (mine != nil && mine(id)) }
+	}
 	remove, _ := taskstore.EvictPlan(heads, olderThan, maxTasks, keep)
 	if len(remove) == 0 {
 		return 0, nil

@@ -41,6 +41,21 @@ var migrations = []string{
 	 CREATE TABLE capsulegate_blobs (
 	   capsule text NOT NULL, task_id text NOT NULL, id text NOT NULL, data bytea NOT NULL,
 	   PRIMARY KEY (capsule, task_id, id));`,
+	// 2: several gateways on one database (docs/operators.md "Running several gateways"):
+	// a task's runner, the capsule digest that admitted it, its admission order, the mark
+	// of the context folder it left; the replicas and their leases.
+	`CREATE SEQUENCE capsulegate_admitted;
+	 ALTER TABLE capsulegate_tasks ADD COLUMN runner text,
+	   ADD COLUMN digest text NOT NULL DEFAULT '',
+	   ADD COLUMN mark text NOT NULL DEFAULT '',
+	   ADD COLUMN admitted bigint NOT NULL DEFAULT nextval('capsulegate_admitted');
+	 CREATE INDEX capsulegate_tasks_open ON capsulegate_tasks (capsule, owner, context_id, admitted) WHERE NOT done;
+	 CREATE INDEX capsulegate_tasks_queued ON capsulegate_tasks (capsule, admitted) WHERE runner IS NULL AND NOT done;
+	 CREATE INDEX capsulegate_tasks_running ON capsulegate_tasks (runner) WHERE runner IS NOT NULL AND NOT done;
+	 CREATE INDEX capsulegate_push_pending ON capsulegate_push (capsule, task_id) WHERE delivered <> -1;
+	 CREATE TABLE capsulegate_instances (
+	   name text PRIMARY KEY, seen bigint NOT NULL, lease bigint NOT NULL, started bigint NOT NULL,
+	   serves text[] NOT NULL DEFAULT '{}');`,
 }
 
 // SchemaVersion is the schema version this release writes and reads.

@@ -40,7 +40,12 @@ type Task struct {
 	// Owner is the principal that created the task ("": anonymous), kept in the index
 	// too so that listings filter by owner without reading records.
 	Owner string
-	Data  []byte
+	// Digest and Mark are kept by a Fleet store only: the digest of the capsule version
+	// that admitted the task (written once, by the write that adds the task), and the mark
+	// its run left on its context's folder ("" for none; docs/operators.md "Running
+	// several gateways").
+	Digest, Mark string
+	Data         []byte
 }
 
 // Head is a task's entry in the store's index: what a start or an eviction needs
