@@ -140,6 +140,14 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		return
 	}
 	if in.blocking {
+		if h.fleet != nil {
+			// Queued in the store for any replica to run: a task the store did not take
+			// will not run, and is not waited for.
+			if _, err := t.durableSnapshot(); err != nil {
+				a.fail(errStoreTask(err, t.id), false)
+				return
+			}
+		}
 		if !waitSettled(a.r.Context(), t) {
 			return // the client went away
 		}

@@ -427,7 +427,7 @@ func (s *durableStore) published(t *task, e event) *durable {
 		data, _ := json.Marshal(rec)
 		d.chs = append(d.chs, s.db.PutTask(taskstore.Task{Capsule: s.capsule, ID: t.id, ContextID: t.contextID, Owner: t.owner, Updated: t.updated,
 			Done: terminal(rec.Status.State), State: rec.Status.State, Since: rec.Status.Time, Data: data,
-			Digest: t.spec.digest, Mark: t.mark}))
+			Digest: t.spec.digest, Mark: t.mark, Claimed: t.born}))
 	}
 	d.chs = append(d.chs, s.db.Append(s.capsule, taskstore.Event{TaskID: t.id, Seq: e.seq, Data: encodeEvent(e)}))
 	return d

@@ -99,8 +99,8 @@ func (h *Handler) claimLoop() {
 			free := h.cfg.Lifecycle.Concurrency - h.slots.active - len(h.slots.waiting)
 			closing := h.closing
 			h.mu.Unlock()
-			if free <= 0 || closing {
-				break
+			if free <= 0 || closing || h.storeReady() != nil {
+				break // a database away: the next tick, or the resync once signals flow again, retries
 			}
 			got, err := f.db.Claim(h.cfg.Card.Name, f.digest, f.versions, free)
 			if err != nil {

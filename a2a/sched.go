@@ -106,6 +106,13 @@ func (h *Handler) admitLocked(in incoming, stream bool, open []taskstore.Running
 	} else {
 		reason = h.refusalLocked(t.key)
 	}
+	queued := h.fleet != nil
+	if queued && reason == "" && in.contextID == "" && h.slots.active+len(h.slots.waiting) < h.cfg.Lifecycle.Concurrency {
+		// A new context no other replica can know of yet, and a free slot: this replica
+		// runs the task, claimed by the write that adds it.
+		t.born, queued = true, false
+		h.spec.metrics.claimed(h.spec.capsule)
+	}
 	h.store.add(t)
 	t.mu.Lock()
 	t.history = []message{{ID: in.messageID, Role: "user", Text: in.text, TaskID: t.id, ContextID: contextID, Parts: t.offloadLocked(in.payload)}}
@@ -133,7 +140,7 @@ func (h *Handler) admitLocked(in incoming, stream bool, open []taskstore.Running
 		t.mu.Unlock()
 		return t, sub, nil
 	}
-	if h.fleet != nil {
+	if queued {
 		// Queued in the store: whichever replica has a free slot claims it, this one
 		// first when it has one (it is told before the others are).
 		t.mirror = true

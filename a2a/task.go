@@ -161,6 +161,9 @@ type task struct {
 	// those waiting for it beside its subscribers; refreshing and again serialize the
 	// reads that bring it up to the store.
 	mirror, refreshing, again bool
+	// born says this replica of a fleet admitted the task into a new context with a slot
+	// free, and runs it: the write that adds it claims it.
+	born bool
 	watchers                  int
 	// mark is what the task's run left on its context's folder (Outcome.Mark), kept in
 	// its record; prevMark and prevRunner are those of the context's task before it, on

@@ -66,6 +66,18 @@ type App struct {
 	// at least 32 bytes of random text, usually {env.CAPSULE_STORE_KEY}. Required with
 	// store and push together.
 	StoreKey string `json:"store_key,omitempty"`
+	// Instance names this gateway among the gateways sharing store (docs/operators.md
+	// "Running several gateways"): unique among the live ones, and named in the message
+	// of the tasks a survivor ends when this one stops. Default: the host name and the
+	// process id. It may hold placeholders such as {env.HOSTNAME}.
+	Instance string `json:"instance,omitempty"`
+	// Lease is how long a gateway that stops renewing (killed, cut off) keeps its tasks
+	// before a survivor ends them and runs its queued ones (default 10s, 2s to 10m).
+	Lease caddy.Duration `json:"lease,omitempty"`
+	// TaskVersions says which tasks a gateway runs during a rolling upgrade: "served"
+	// (the default) those admitted under the capsule version it serves, and those of a
+	// version no live gateway serves; "exact" only its own version's; "any" every task.
+	TaskVersions string `json:"task_versions,omitempty"`
 	// Retention is how long the task store keeps a finished task after its last update
 	// (default 168h, seven days); MaxTasks how many tasks it keeps per capsule at most,
 	// the oldest removed first (default 10000). Both must be positive when set.
@@ -265,6 +277,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// that no secret sits in the config file.
 	repl := caddy.NewReplacer()
 	a.Store, a.StoreKey = repl.ReplaceAll(a.Store, ""), repl.ReplaceAll(a.StoreKey, "")
+	a.Instance = repl.ReplaceAll(a.Instance, "")
 	if err := a.checkStore(); err != nil {
 		return err
 	}
@@ -300,6 +313,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 // an address that is not a postgres:// URL, a key too short, or push configs to keep in
 // the database without a key to seal them.
 func (a *App) checkStore() error {
+	if err := a.checkFleet(); err != nil {
+		return err
+	}
 	if a.Store == "" {
 		if a.StoreKey != "" {
 			return errs.New(CodeAppConfig, "caddy", "store_key is set without store", "store_key seals push configs in a PostgreSQL store: add store postgres://…, or remove store_key").At("", "store_key")
@@ -325,6 +341,57 @@ func (a *App) checkStore() error {
 			"add store_key {env.CAPSULE_STORE_KEY} with at least 32 random bytes (openssl rand -base64 32)").At("", "store_key")
 	}
 	return nil
+}
+
+// checkFleet refuses the settings of several gateways that cannot work: without store
+// (they share its database), a lease out of bounds, an unknown task_versions.
+func (a *App) checkFleet() error {
+	if a.Store == "" {
+		for _, o := range []struct {
+			name string
+			set  bool
+		}{{"instance", a.Instance != ""}, {"lease", a.Lease != 0}, {"task_versions", a.TaskVersions != ""}} {
+			if o.set {
+				return errs.New(CodeAppConfig, "caddy", o.name+" is set without store", "gateways run as one service on a PostgreSQL store: add store postgres://…, or remove "+o.name).At("", o.name)
+			}
+		}
+		return nil
+	}
+	if l := time.Duration(a.Lease); l != 0 && (l < pgstore.MinLease || l > pgstore.MaxLease) {
+		return errs.New(CodeAppConfig, "caddy", fmt.Sprintf("lease %s is outside %s to %s", l, pgstore.MinLease, pgstore.MaxLease),
+			"write a lease between 2s and 10m, or leave it out for 10s").At("", "lease")
+	}
+	if _, ok := taskVersionsOf[a.TaskVersions]; !ok {
+		return errs.New(CodeAppConfig, "caddy", fmt.Sprintf("task_versions %q is not served, exact or any", a.TaskVersions),
+			"write task_versions served (the default), exact or any (docs/operators.md \"Rolling upgrades\")").At("", "task_versions")
+	}
+	if a.Instance != "" {
+		if err := taskstore.CheckID("instance", a.Instance); err != nil {
+			return errs.Wrap(err, CodeAppConfig, "caddy", fmt.Sprintf("instance %q cannot name a gateway", a.Instance),
+				"write a short name of printable characters, such as gw-1, or leave it out for the host name and process id").At("", "instance")
+		}
+	}
+	return nil
+}
+
+// taskVersionsOf reads the task_versions option.
+var taskVersionsOf = map[string]taskstore.Versions{"": taskstore.VersionsServed, "served": taskstore.VersionsServed,
+	"exact": taskstore.VersionsExact, "any": taskstore.VersionsAny}
+
+// taskVersions is the rule the app's capsules claim tasks of other versions by.
+func (a *App) taskVersions() taskstore.Versions { return taskVersionsOf[a.TaskVersions] }
+
+// instance is this gateway's name among those sharing the store: Instance, or the host
+// name and the process id.
+func (a *App) instance() string {
+	if a.Instance != "" {
+		return a.Instance
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "gateway"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
 // checkSandboxHelper makes sandbox_helper absolute and refuses it (E-SEC-005) unless it
@@ -436,6 +503,9 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 //	    state_dir <dir>
 //	    store postgres://…
 //	    store_key <key>
+//	    instance <name>
+//	    lease <duration>
+//	    task_versions served|exact|any
 //	    retention <duration>
 //	    max_tasks <n>
 //	    init_snapshots on|off
@@ -480,6 +550,16 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.Store = d.Val()
 		case "store_key":
 			a.StoreKey = d.Val()
+		case "instance":
+			a.Instance = d.Val()
+		case "task_versions":
+			a.TaskVersions = d.Val()
+		case "lease":
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil || dur <= 0 {
+				return d.Errf("lease %q: want a duration such as 10s", d.Val())
+			}
+			a.Lease = caddy.Duration(dur)
 		case "retention":
 			dur, err := caddy.ParseDuration(d.Val())
 			if err != nil {
@@ -509,7 +589,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.InstanceReuse = &on
 			}
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, store, store_key, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
+			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, store, store_key, instance, lease, task_versions, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err
@@ -606,11 +686,12 @@ func (a *App) openStore() (caddy.Destructor, error) {
 	if a.Store != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), storeOpenWait)
 		defer cancel()
-		db, err := pgstore.Open(ctx, a.Store, pgstore.Options{PushKey: a.StoreKey})
+		db, err := pgstore.Open(ctx, a.Store, pgstore.Options{PushKey: a.StoreKey, Instance: a.instance(), Lease: time.Duration(a.Lease)})
 		if err != nil {
 			return nil, err
 		}
-		a.logger.Info("task store on PostgreSQL", zap.String("database", db.Where()), zap.Int("schema", pgstore.SchemaVersion))
+		a.logger.Info("task store on PostgreSQL", zap.String("database", db.Where()), zap.Int("schema", pgstore.SchemaVersion),
+			zap.String("instance", db.Instance()), zap.Duration("lease", db.Lease()))
 		return pooledStore{db}, nil
 	}
 	path := a.storePath()

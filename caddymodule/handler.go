@@ -114,6 +114,9 @@ type hostedCapsule struct {
 type version struct {
 	hosted    *runtime.Hosted
 	engineKey string
+	// digest names the capsule version by its files (fingerprint), for a fleet's
+	// rolling upgrades (a2a.Config.Digest).
+	digest string
 }
 
 // close ends the version's session once its running task is done, then lets go of the
@@ -304,11 +307,12 @@ func (h *Handler) host(p *provision) (caddy.Destructor, error) {
 		return nil, err
 	}
 	// After staging, which writes a missing lock: the next reload must see the same files.
-	print, err := fingerprint(p.path, h, p.app, ver.known())
+	print, digest, err := fingerprint(p.path, h, p.app, ver.known())
 	if err != nil {
 		ver.close()
 		return nil, err
 	}
+	ver.digest = digest
 	c := &hostedCapsule{print: print, cur: ver, grace: p.app.gracePeriod()}
 	db, err := p.app.acquireStore()
 	if err != nil {
@@ -334,7 +338,7 @@ func (h *Handler) restage(p *provision, c *hostedCapsule) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.grace = p.app.gracePeriod()
-	print, err := fingerprint(p.path, h, p.app, nil)
+	print, _, err := fingerprint(p.path, h, p.app, nil)
 	if err != nil {
 		return err
 	}
@@ -346,7 +350,7 @@ func (h *Handler) restage(p *provision, c *hostedCapsule) error {
 	if err != nil {
 		return err
 	}
-	if print, err = fingerprint(p.path, h, p.app, ver.known()); err != nil {
+	if print, ver.digest, err = fingerprint(p.path, h, p.app, ver.known()); err != nil {
 		ver.close()
 		return err
 	}
@@ -484,6 +488,8 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		Push:        app.pushPolicy(),
 		Retention:   app.retention(),
 		MaxTasks:    app.maxTasks(),
+		Digest:      v.digest,
+		Versions:    app.taskVersions(),
 	}
 }
 
@@ -537,52 +543,68 @@ func (h *Handler) Cleanup() error {
 // fingerprint hashes what staging reads from disk — every file in the capsule's folder
 // (manifest, lock, capsule.wasm, skills, prompt files), an explicit lock, and the app's
 // registry, work root, DNS upstream and sandbox helper, and the handler's context
-// settings — so a reload re-stages
-// exactly the capsules that changed. Each file counts by the sha256 of its content;
-// known gives that sum for files staging already hashed, which are not read again.
-func fingerprint(manifestPath string, h *Handler, app *App, known map[string]string) (string, error) {
+// settings — so a reload re-stages exactly the capsules that changed. It returns too the
+// capsule version's digest: the files alone, by their paths in the folder and their
+// content, the same on every machine serving the same capsule (a2a.Config.Digest). Each
+// file counts by the sha256 of its content; known gives that sum for files staging
+// already hashed, which are not read again.
+func fingerprint(manifestPath string, h *Handler, app *App, known map[string]string) (print, digest string, err error) {
 	lock := h.Lock
-	sum := sha256.New()
+	sum, files := sha256.New(), sha256.New()
 	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00dns=%s\x00sandbox_helper=%s\x00engine=%s\x00context_idle=%d\x00",
 		app.Registry, app.WorkRoot, app.DNSUpstream, app.SandboxHelper, app.engineKey(), h.ContextIdle)
-	add := func(path string) error {
-		if s, ok := known[path]; ok {
-			fmt.Fprintf(sum, "%s\x00%s\x00", path, s)
-			return nil
+	dir := filepath.Dir(manifestPath)
+	add := func(path, name string) error {
+		s, ok := known[path]
+		if !ok {
+			var err error
+			if s, err = fileSum(path); err != nil {
+				return err
+			}
 		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		fh := sha256.New()
-		buf := copyBufs.Get().(*[32 << 10]byte)
-		defer copyBufs.Put(buf)
-		// The reader hides os.File's WriteTo, which would allocate a buffer per file.
-		if _, err := io.CopyBuffer(fh, struct{ io.Reader }{f}, buf[:]); err != nil {
-			return err
-		}
-		fmt.Fprintf(sum, "%s\x00%x\x00", path, fh.Sum(nil))
+		fmt.Fprintf(sum, "%s\x00%s\x00", path, s)
+		fmt.Fprintf(files, "%s\x00%s\x00", name, s)
 		return nil
 	}
-	files := 0
-	err := filepath.WalkDir(filepath.Dir(manifestPath), func(p string, d fs.DirEntry, err error) error {
+	n := 0
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
-		if files++; files > 1000 {
+		if n++; n > 1000 {
 			return fmt.Errorf("more than 1000 files")
 		}
-		return add(p)
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		return add(p, filepath.ToSlash(rel))
 	})
 	if err == nil && lock != "" {
-		err = add(lock)
+		err = add(lock, "murmur.lock")
 	}
 	if err != nil {
-		return "", errs.Wrap(err, CodeHandlerConfig, "caddy", "cannot read the capsule folder of "+manifestPath,
+		return "", "", errs.Wrap(err, CodeHandlerConfig, "caddy", "cannot read the capsule folder of "+manifestPath,
 			"keep each capsule in its own folder holding only its files")
 	}
-	return hex.EncodeToString(sum.Sum(nil)), nil
+	return hex.EncodeToString(sum.Sum(nil)), "sha256:" + hex.EncodeToString(files.Sum(nil)), nil
+}
+
+// fileSum is the hex sha256 of the file at path.
+func fileSum(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fh := sha256.New()
+	buf := copyBufs.Get().(*[32 << 10]byte)
+	defer copyBufs.Put(buf)
+	// The reader hides os.File's WriteTo, which would allocate a buffer per file.
+	if _, err := io.CopyBuffer(fh, struct{ io.Reader }{f}, buf[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(fh.Sum(nil)), nil
 }
 
 // copyBufs are fingerprint's read buffers: staging thousands of capsules would otherwise

@@ -545,7 +545,7 @@ func TestGateway(t *testing.T) {
 
 	// Last: it kills the gateway and starts it again on the same folders.
 	t.Run("kill -9: finished tasks survive, a waiting one is interrupted, a queued one runs", func(t *testing.T) {
-		doneID := killScenario(t, g, g.hooks, "/agents/wordcount/", "/agents/gate-reload/", func() {})
+		doneID := killScenario(t, g, g.hooks, "/agents/wordcount/", "/agents/gate-reload/", "interrupted: the gateway stopped while this task ran", func() {})
 		// The official JS SDK resubscribes after the restart and gets the final state.
 		node, dir := jsSDK(t, "../a2a/testdata/jsclient")
 		js := exec.Command(node, "resubscribe.mjs", g.base+"/agents/wordcount/.well-known/agent-card.json?A2A-Version=0.3", doneID)

@@ -82,7 +82,9 @@ const pgDeadline = 6
 // "".
 func (s *pgSite) caddyfile(port, admin, key, extra string) string {
 	key = cmp.Or(key, "{env.CAPSULE_STORE_KEY}")
-	store := "store {env.CAPSULE_STORE}\n\t\tstore_key " + key
+	// One replica of a fleet of one, named, with a short lease: restarted after a kill it
+	// waits out its lease, takes its name back and ends what it ran.
+	store := "store {env.CAPSULE_STORE}\n\t\tstore_key " + key + "\n\t\tinstance gw-1\n\t\tlease 2s"
 	if s.bbolt {
 		store = "# no store: tasks.db in state_dir"
 	}
@@ -103,8 +105,12 @@ func (s *pgSite) caddyfile(port, admin, key, extra string) string {
 }
 
 http://127.0.0.1:%[1]s {
+	# A slot for every load client: a task admitted with a slot free runs where it was
+	# admitted, database or not; one queued in the store waits for it to be claimed.
 	handle /agents/wordcount/* {
-		capsule %[5]s
+		capsule %[5]s {
+			concurrency 16
+		}
 	}
 	# One slot: a task waiting for input holds it, the next one waits.
 	handle /agents/slot/* {
@@ -189,8 +195,8 @@ func (s *pgSite) second(t *testing.T) (code int, out string) {
 // config, and a client that streamed the waiting one; the gateway is killed and started
 // again on the same database. The completed task is kept, the waiting one ends failed
 // (interrupted) and its client resumes with exactly the interruption, the queued one runs
-// and its webhook hears every state. A second gateway on the same database while the
-// first runs is refused (E-STORE-002), the first serving on.
+// and its webhook hears every state. A second gateway under the first's instance name
+// while the first runs is refused (E-STORE-002), the first serving on.
 func TestPostgresDurable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the gateway")
@@ -203,7 +209,7 @@ func TestPostgresDurable(t *testing.T) {
 		t.Fatalf("the gateway did not say it keeps its tasks in database %s:\n%s", db, g.logs.String())
 	}
 
-	killScenario(t, g, site.hooks, "/agents/wordcount/", "/agents/slot/", func() {
+	killScenario(t, g, site.hooks, "/agents/wordcount/", "/agents/slot/", "interrupted: gateway gw-1 stopped while this task ran", func() {
 		if !strings.Contains(g.logs.String(), "task store on PostgreSQL") {
 			t.Errorf("the restarted gateway did not open the PostgreSQL store:\n%s", g.logs.String())
 		}
@@ -216,11 +222,12 @@ func TestPostgresDurable(t *testing.T) {
 		}
 	})
 
-	// One gateway holds a database: a second one started on it while the first runs is
-	// refused at its start, naming the database, and the first serves on.
+	// Gateways share a database as a fleet, each under its own name: a second one started
+	// under the first's name while the first runs waits out the lease, then is refused,
+	// naming the instance, and the first serves on.
 	code, out := site.second(t)
-	if code == 0 || code == -1 || !strings.Contains(out, "E-STORE-002") || !strings.Contains(out, db) {
-		t.Errorf("a second gateway on the same database: exit %d, want a refusal with E-STORE-002 naming %s:\n%s", code, db, out)
+	if code == 0 || code == -1 || !strings.Contains(out, "E-STORE-002") || !strings.Contains(out, "gw-1") || !strings.Contains(out, "is live") {
+		t.Errorf("a second gateway under the first's instance name: exit %d, want a refusal with E-STORE-002 naming gw-1:\n%s", code, out)
 	} else if i := strings.Index(out, "E-STORE-002"); i >= 0 {
 		t.Logf("the second gateway, refused: …%.300s", out[max(0, i-100):])
 	}

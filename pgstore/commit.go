@@ -76,8 +76,8 @@ const (
 	// A replica of several writes the digest and mark too, and only a task no other
 	// replica runs (the fence: a replica that lost its lease cannot overwrite the one that
 	// adopted its task).
-	sqlPutTaskFleet = `INSERT INTO capsulegate_tasks (capsule, id, context_id, owner, state, since, updated, done, data, digest, mark)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	sqlPutTaskFleet = `INSERT INTO capsulegate_tasks (capsule, id, context_id, owner, state, since, updated, done, data, digest, mark, runner)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, CASE WHEN $13 THEN $12 END)
 		ON CONFLICT (capsule, id) DO UPDATE SET context_id = excluded.context_id, owner = excluded.owner,
 		state = excluded.state, since = excluded.since, updated = excluded.updated, done = excluded.done, data = excluded.data,
 		mark = excluded.mark
@@ -109,7 +109,7 @@ func (s *Store) PutTask(t taskstore.Task) <-chan error {
 	}
 	if f := s.fleet; f != nil {
 		return s.enqueue(&op{stmts: []stmt{{sqlPutTaskFleet, []any{t.Capsule, t.ID, t.ContextID, t.Owner, t.State,
-			nanos(t.Since), nanos(t.Updated), t.Done, nonNil(t.Data), t.Digest, t.Mark, f.name}}},
+			nanos(t.Since), nanos(t.Updated), t.Done, nonNil(t.Data), t.Digest, t.Mark, f.name, t.Claimed}}},
 			signal: taskstore.Signal{Kind: taskstore.SignalEvents, Capsule: t.Capsule, TaskID: t.ID, Arg: t.State}})
 	}
 	return s.enqueue(&op{stmts: []stmt{{sqlPutTask, []any{t.Capsule, t.ID, t.ContextID, t.Owner, t.State,

@@ -117,37 +117,61 @@ func (f *fleet) served() []string {
 	return out
 }
 
-// startFleet registers the replica, refusing a name a live replica holds (E-STORE-002),
-// and starts its renewals, orphan scans and the listener.
+// startFleet registers the replica and starts its renewals, orphan scans and the
+// listener. A live row of the same name is waited out for at most its lease: a gateway
+// restarted at once after a kill takes its name back once the old lease ran out; a name
+// still renewed after that is another gateway's, and refused (E-STORE-002).
 func (s *Store) startFleet(ctx context.Context) error {
 	o := s.opts
 	f := &fleet{name: o.Instance, lease: o.Lease, serves: map[string]string{},
 		watchers: map[string]map[int]func(taskstore.Signal){}, stop: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
-	var fresh, existed bool
-	err := s.pool.QueryRow(ctx, `WITH old AS (SELECT name FROM capsulegate_instances WHERE name = $1),
-		up AS (INSERT INTO capsulegate_instances (name, seen, lease, started) VALUES ($1, `+sqlNow+`, $2, `+sqlNow+`)
-		  ON CONFLICT (name) DO UPDATE SET seen = excluded.seen, lease = excluded.lease, started = excluded.started, serves = '{}'
-		  WHERE capsulegate_instances.seen + capsulegate_instances.lease < excluded.seen RETURNING 1)
-		SELECT EXISTS (SELECT 1 FROM up), EXISTS (SELECT 1 FROM old)`, f.name, int64(f.lease)).Scan(&fresh, &existed)
-	if err != nil {
-		if isConnErr(err) {
-			return s.unreachable(err)
+	deadline := time.Now().Add(f.lease + time.Second)
+	for {
+		fresh, existed, err := s.register(ctx, f)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("pgstore: registering instance %q: %w", f.name, err)
+		if fresh {
+			f.predecessor = existed
+			break
+		}
+		if time.Now().After(deadline) {
+			return errs.New(CodeLocked, part, fmt.Sprintf("instance %q is live on the task store at %s: another gateway runs under that name", f.name, s.where),
+				"give every gateway its own instance name (the default, host name and process id, always is)").At(s.where, "")
+		}
+		select {
+		case <-ctx.Done():
+			return s.unreachable(ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	if !fresh {
-		return errs.New(CodeLocked, part, fmt.Sprintf("instance %q is live on the task store at %s: another gateway runs under that name, or one stopped less than its lease (%s) ago", f.name, s.where, f.lease),
-			"give every gateway its own instance name (the default, host name and process id, always is), or wait for the lease to run out").At(s.where, "")
-	}
-	f.predecessor = existed
 	s.fleet = f
 	f.done.Add(3)
 	go s.renewLoop()
 	go s.orphanLoop()
 	go s.listenLoop()
 	return nil
+}
+
+// register adds the replica's row, or takes over one whose lease ran out; fresh is false
+// while a live replica holds the name, existed says a row of the name was there.
+func (s *Store) register(ctx context.Context, f *fleet) (fresh, existed bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	start := time.Now()
+	err = s.pool.QueryRow(ctx, `WITH old AS (SELECT name FROM capsulegate_instances WHERE name = $1),
+		up AS (INSERT INTO capsulegate_instances (name, seen, lease, started) VALUES ($1, `+sqlNow+`, $2, `+sqlNow+`)
+		  ON CONFLICT (name) DO UPDATE SET seen = excluded.seen, lease = excluded.lease, started = excluded.started, serves = '{}'
+		  WHERE capsulegate_instances.seen + capsulegate_instances.lease < excluded.seen RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM up), EXISTS (SELECT 1 FROM old)`, f.name, int64(f.lease)).Scan(&fresh, &existed)
+	s.stats.roundTrip(time.Since(start), err)
+	if err != nil {
+		if isConnErr(err) {
+			return false, false, s.unreachable(err)
+		}
+		return false, false, fmt.Errorf("pgstore: registering instance %q: %w", f.name, err)
+	}
+	return fresh, existed, nil
 }
 
 // stopFleet ends the replica's loops and removes its row, so that the others adopt what

@@ -117,5 +117,14 @@ func (s *Store) Connections() int {
 		n++
 	}
 	s.lockMu.Unlock()
+	if f := s.fleet; f != nil {
+		// The sessions a replica holds beside the pool: signals, and the leader's lock.
+		if f.listening.Load() {
+			n++
+		}
+		if f.leader.Load() {
+			n++
+		}
+	}
 	return n
 }

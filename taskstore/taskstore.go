@@ -45,7 +45,10 @@ type Task struct {
 	// its run left on its context's folder ("" for none; docs/operators.md "Running
 	// several gateways").
 	Digest, Mark string
-	Data         []byte
+	// Claimed, on the write that adds the task to a Fleet store, makes this replica its
+	// runner: a task it admits into a new context and runs at once, without a claim.
+	Claimed bool
+	Data    []byte
 }
 
 // Head is a task's entry in the store's index: what a start or an eviction needs
