@@ -163,8 +163,8 @@ type task struct {
 	mirror, refreshing, again bool
 	// born says this replica of a fleet admitted the task into a new context with a slot
 	// free, and runs it: the write that adds it claims it.
-	born bool
-	watchers                  int
+	born     bool
+	watchers int
 	// mark is what the task's run left on its context's folder (Outcome.Mark), kept in
 	// its record; prevMark and prevRunner are those of the context's task before it, on
 	// a replica of a fleet (Job.Previous).
