@@ -76,11 +76,21 @@ type Job struct {
 	// Note streams a progress note that is not answer text (a reopened task's next turn)
 	// as a working status update.
 	Note func(text string)
+	// Previous is what the context's task before this one left on the context's folder
+	// (Outcome.Mark) and the gateway that ran it, when another gateway of a fleet did;
+	// zero otherwise.
+	Previous Previous
 	// Input moves the task to input-required with prompt and blocks until the client
 	// answers (a message with this task id, or any message in this context id while the
 	// task waits). It returns the answer, or an error when ctx ends or the input timeout
 	// passes (ErrInputTimeout; the task has then failed with "input-timeout").
 	Input func(ctx context.Context, prompt string) (Answer, error)
+}
+
+// Previous names the mark a context's earlier task left on the context's folder and the
+// gateway it ran on.
+type Previous struct {
+	Mark, Gateway string
 }
 
 // Answer is a client's answer to input-required: the message it sent.
@@ -141,6 +151,9 @@ type Outcome struct {
 	Message bool
 	// Thread is kept with the turn of a completed task in a threaded context.
 	Thread Thread
+	// Mark is what the task left on its context's folder ("" for nothing), kept with the
+	// task so that the context's next task on another gateway can look for it.
+	Mark string
 }
 
 // Card is what the agent card says about the capsule.

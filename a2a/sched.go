@@ -176,6 +176,9 @@ func (h *Handler) startLocked(t *task, now time.Time) {
 	if t.spec.threaded {
 		job.History = h.store.turns(t.key)
 	}
+	if h.fleet != nil && t.prevRunner != "" && t.prevRunner != h.fleet.db.Instance() {
+		job.Previous = Previous{Mark: t.prevMark, Gateway: t.prevRunner}
+	}
 	job.Chunk = func(text string) { h.chunk(t, text, chunkAnswer) }
 	job.Thinking = func(text string) { h.chunk(t, text, chunkThinking) }
 	job.Note = func(text string) { h.chunk(t, text, chunkNote) }
@@ -226,6 +229,7 @@ func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
 	if terminal(t.st.State) {
 		return
 	}
+	t.mark = out.Mark
 	if t.answer != nil {
 		t.answer = nil
 		if h.waiting[t.key] == t {

@@ -625,7 +625,7 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 		history = append(history, runtime.Turn{User: t.User, Agent: t.Agent, Thread: runtime.Thread(t.Thread)})
 	}
 	req := runtime.TaskRequest{TaskID: job.TaskID, ContextID: job.ContextID, Principal: job.Principal, Source: "a2a", Text: job.Text,
-		MessageID: job.MessageID, History: history, CapsuleURL: job.URL}
+		MessageID: job.MessageID, History: history, CapsuleURL: job.URL, Previous: runtime.Previous(job.Previous)}
 	if job.Input != nil {
 		req.RequestInput = func(ctx context.Context, prompt string) (runtime.Answer, error) {
 			a, err := job.Input(ctx, prompt)
@@ -650,7 +650,7 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	if out.State == runtime.StateCompleted {
 		state = "completed"
 	}
-	o := a2a.Outcome{State: state, Text: out.Result, Thread: a2a.Thread(out.Thread), Message: out.Reply == runtime.ReplyMessage}
+	o := a2a.Outcome{State: state, Text: out.Result, Thread: a2a.Thread(out.Thread), Message: out.Reply == runtime.ReplyMessage, Mark: out.Mark}
 	for _, a := range out.Artifacts {
 		oa := a2a.Artifact{Name: a.Name, Description: a.Description}
 		for _, p := range a.Parts {

@@ -5,6 +5,7 @@ const (
 	CodeWorkdir      = "E-RUN-009" // a session's folders cannot be created
 	CodeScriptModule = "E-RUN-010" // a script capsule without exactly one module beside its manifest
 	CodeTrace        = "E-RUN-012" // a trace write failed: the session fails, events are never dropped
+	CodeContextMoved = "E-RUN-014" // a context's files were written on another gateway, whose work_root this one does not share
 )
 
 // Stage warnings: a manifest setting this release accepts, so the capsule loads, but does

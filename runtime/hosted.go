@@ -5,10 +5,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/atomicfile"
 	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
@@ -132,7 +137,46 @@ func (h *Hosted) TryRunTask(ctx context.Context, req TaskRequest) (TaskOutcome, 
 		}
 		c.sess = sess
 	}
-	return c.sess.run(ctx, req), true
+	root := filepath.Join(h.opts.Session.WorkRoot, h.staged.Manifest.Name, contextFolder(c.key))
+	if err := checkMark(root, req.Previous); err != nil {
+		return TaskOutcome{TaskID: req.TaskID, State: StateFailed, Result: "error: " + err.Error()}, true
+	}
+	out := c.sess.run(ctx, req)
+	out.Mark = leaveMark(root, req.TaskID)
+	return out, true
+}
+
+// markFile is where a context's folder names the last task that left files in it,
+// beside its workdir where no guest reaches.
+const markFile = ".context-mark"
+
+// checkMark refuses a task whose context's files another gateway wrote (prev) when this
+// gateway's folder of the context does not hold them: its work_root is not the one the
+// other gateway wrote to. Never a silently missing file.
+func checkMark(root string, prev Previous) error {
+	if prev.Mark == "" {
+		return nil
+	}
+	got, _ := os.ReadFile(filepath.Join(root, markFile))
+	if string(got) == prev.Mark {
+		return nil // the folder is shared: it holds what that task left
+	}
+	return errs.New(CodeContextMoved, "runtime",
+		fmt.Sprintf("this context's files were written by task %s on gateway %s, and this gateway's work_root does not hold them", prev.Mark, prev.Gateway),
+		"mount work_root on storage every gateway of the fleet shares (docs/operators.md \"Running several gateways\"), or start a new context").At(root, "")
+}
+
+// leaveMark names taskID in the context's folder when its workdir holds files, for the
+// next task of the context on another gateway (checkMark); "" when it holds none.
+func leaveMark(root, taskID string) string {
+	entries, err := os.ReadDir(filepath.Join(root, "work"))
+	if err != nil || len(entries) == 0 {
+		return ""
+	}
+	if err := atomicfile.Write(filepath.Join(root, markFile), []byte(taskID), 0o644); err != nil {
+		return ""
+	}
+	return taskID
 }
 
 func (h *Hosted) isClosed() bool {

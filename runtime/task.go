@@ -57,6 +57,16 @@ type TaskRequest struct {
 	// guests see it as MURMUR_CAPSULE_URL (docs/reference/guest-abi.md "Environment").
 	// Empty outside the gateway.
 	CapsuleURL string
+	// Previous is the mark the context's task before this one left on the context's
+	// folder and the gateway it ran on, when another gateway of a fleet ran it: the task
+	// runs only where that folder is (a work_root every gateway shares), else it fails
+	// with E-RUN-014 (docs/operators.md "Running several gateways").
+	Previous Previous
+}
+
+// Previous is what a context's task before this one left, on another gateway.
+type Previous struct {
+	Mark, Gateway string
 }
 
 // Answer is an A2A client's answer to a task's request for input: its message.
@@ -156,6 +166,9 @@ type TaskOutcome struct {
 	// Session and Layout name the session the task ran in and its folders.
 	Session string
 	Layout  *Layout
+	// Mark is what the task left on its context's folder ("" when the folder holds no
+	// files): the next task of the context on another gateway looks for it there.
+	Mark string
 }
 
 // run runs one task of the session to its end: task_start, the script capsule's module or
