@@ -310,9 +310,9 @@ func (s *fleetSite) runLoad(t *testing.T, phase string, goClients, jsClients, pe
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
 				var l struct {
-					Client, K                  int
+					Client, K                      int
 					Tag, Context, ID, State, Error string
-					Blocking                   bool
+					Blocking                       bool
 				}
 				if json.Unmarshal(sc.Bytes(), &l) != nil {
 					continue
