@@ -530,7 +530,7 @@ func (h *Handler) adopt(id, from string) {
 	h.loadPushesLocked(t)
 	if !terminal(t.st.State) {
 		now := time.Now()
-		msg := agentMessage(t, fmt.Sprintf("interrupted: gateway %s stopped while this task ran", from))
+		msg := agentMessage(t, stoppedWhileRunning(from))
 		t.setStatusLocked(status{State: stateFailed, Msg: &msg, Time: now}, now)
 		t.spec.metrics.ended(t.spec.capsule, stateFailed)
 		t.spec.metrics.failover(t.spec.capsule)
@@ -544,6 +544,11 @@ func (h *Handler) adopt(id, from string) {
 	h.store.ended(t)
 	h.mu.Unlock()
 	f.kickClaim() // its context is free
+}
+
+// stoppedWhileRunning is the status message of a task its gateway stopped under.
+func stoppedWhileRunning(gateway string) string {
+	return fmt.Sprintf("interrupted: gateway %s stopped while this task ran", gateway)
 }
 
 // fleetOpen reads, for a message in a context a client named, the context's unfinished

@@ -461,7 +461,11 @@ func (h *Handler) cancelLocked(t *task, reason string, now time.Time) {
 // interruptLocked ends a task the gateway stops under: failed "interrupted", as a restart
 // ends the tasks a killed process left (docs/reference/a2a.md "Durable tasks").
 func (h *Handler) interruptLocked(t *task, now time.Time) {
-	h.stopLocked(t, stateFailed, interrupted, now)
+	why := interrupted
+	if h.fleet != nil {
+		why = stoppedWhileRunning(h.fleet.db.Instance())
+	}
+	h.stopLocked(t, stateFailed, why, now)
 	t.spec.metrics.interrupted(t.spec.capsule)
 }
 

@@ -135,8 +135,8 @@ func (s *fleetSite) capsule(t *testing.T, version string) string {
 }
 
 // start runs replica name serving manifest with options (app options, such as work_root)
-// and returns it once it serves.
-func (s *fleetSite) start(t *testing.T, name, manifest, options string) *gateway {
+// and concurrency slots, and returns it once it serves.
+func (s *fleetSite) start(t *testing.T, name, manifest, options string, concurrency int) *gateway {
 	t.Helper()
 	port, admin := freePort(t), freePort(t)
 	g := &gateway{dir: filepath.Join(s.dir, name), home: s.home, base: "http://127.0.0.1:" + port, admin: "127.0.0.1:" + admin,
@@ -164,7 +164,7 @@ func (s *fleetSite) start(t *testing.T, name, manifest, options string) *gateway
 http://127.0.0.1:%[1]s {
 	handle_path /agents/fleet/* {
 		capsule %[4]s {
-			concurrency 4
+			concurrency %[7]d
 		}
 	}
 	handle /readyz {
@@ -174,7 +174,7 @@ http://127.0.0.1:%[1]s {
 		metrics
 	}
 }
-`, port, admin, s.registry, manifest, name, options)
+`, port, admin, s.registry, manifest, name, options, concurrency)
 	os.WriteFile(g.caddyfile, []byte(cf), 0o644)
 	g.cmd = exec.Command(caddyBin, "run", "--config", g.caddyfile, "--adapter", "caddyfile")
 	g.cmd.Dir = g.dir
@@ -505,7 +505,7 @@ func TestFleet(t *testing.T) {
 	// context's files follow it from replica to replica.
 	work := "work_root " + filepath.Join(s.dir, "work")
 	for _, name := range []string{"gw-1", "gw-2", "gw-3"} {
-		s.start(t, name, manifest, work)
+		s.start(t, name, manifest, work, 4)
 	}
 	s.startFront(t)
 	gw1, gw2, gw3 := s.gws[0], s.gws[1], s.gws[2]
@@ -560,6 +560,21 @@ func TestFleet(t *testing.T) {
 		for _, g := range s.gws {
 			if tk := decodeTask(t, g.call(t, "/agents/fleet/", "", "tasks/get", map[string]any{"id": task.ID})); tk.Status.State != "canceled" {
 				t.Errorf("through %s: %v", g.base, tk)
+			}
+		}
+	})
+
+	t.Run("a context's files follow it", func(t *testing.T) {
+		// One work_root for all: whichever replica runs the second task finds the file the
+		// first one kept (a fleet without shared storage refuses it: TestFleetRollingUpgrade).
+		const ctx = "ctx-files"
+		if kept := decodeTask(t, gw1.call(t, "/agents/fleet/", "", "message/send", map[string]any{"message": msg03("keep hello", "", ctx)})); kept.Status.State != "completed" {
+			t.Fatalf("keep: %v", kept)
+		}
+		for _, g := range []*gateway{gw2, gw3, gw1} {
+			got := decodeTask(t, g.call(t, "/agents/fleet/", "", "message/send", map[string]any{"message": msg03("recall", "", ctx)}))
+			if got.Status.State != "completed" || !strings.Contains(got.text(), "hello") {
+				t.Errorf("recall through %s: %v", g.base, got)
 			}
 		}
 	})
@@ -629,4 +644,90 @@ func TestFleet(t *testing.T) {
 			t.Errorf("the held task through the restarted gw-3: %v", got)
 		}
 	})
+}
+
+// TestFleetRollingUpgrade runs replica gw-a on version 1.0.0 of a capsule and gw-b on
+// 2.0.0, on one database, each with a work_root of its own. Tasks admitted by gw-a wait
+// for it while it lives, even with gw-b idle; once gw-a stopped, no live replica serves
+// 1.0.0 and gw-b runs them (task_versions served, the default). A context whose files
+// gw-a wrote fails on gw-b with E-RUN-014 naming gw-a, never with a silently missing file.
+func TestFleetRollingUpgrade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs two gateways")
+	}
+	pgtest.Need(t)
+	s := newFleetSite(t)
+	v1, v2 := s.capsule(t, "1.0.0"), s.capsule(t, "2.0.0")
+	a := s.start(t, "gw-a", v1, "work_root "+filepath.Join(s.dir, "work-a")+"\n\t\tgrace_period 2s", 1)
+	b := s.start(t, "gw-b", v2, "work_root "+filepath.Join(s.dir, "work-b"), 4)
+	const path = "/agents/fleet/"
+	send := func(g *gateway, text, contextID string, blocking bool) task03 {
+		t.Helper()
+		return decodeTask(t, g.call(t, path, "", "message/send", map[string]any{"message": msg03(text, "", contextID),
+			"configuration": map[string]any{"blocking": blocking}}))
+	}
+	hold := func(tag string) task03 {
+		t.Helper()
+		tk := send(a, "barrier "+s.rec.srv.URL+"/hold/"+tag, "", false)
+		if got := <-s.rec.got; got != tag {
+			t.Fatalf("the recorder got %s, want %s", got, tag)
+		}
+		return tk
+	}
+	run := func(tag string) string { return "barrier " + s.rec.srv.URL + "/run/" + tag }
+
+	// A context whose task gw-a ran left a file in gw-a's work_root.
+	if kept := send(a, "keep hello", "ctx-files", true); kept.Status.State != "completed" {
+		t.Fatalf("keep on gw-a: %v", kept)
+	}
+	// gw-a's one slot is taken; three tasks of version 1.0.0 queue in a context.
+	hold("busy")
+	var queued []task03
+	for i := range 3 {
+		queued = append(queued, send(a, run(fmt.Sprint("v1-", i)), "ctx-v1", false))
+	}
+	// gw-b takes a task of its own version from the same queue: it claimed past the
+	// older ones of 1.0.0, which stay queued.
+	mine := send(b, run("v2-0"), "ctx-v2", true)
+	if mine.Status.State != "completed" || !strings.Contains(mine.text(), "version 2.0.0") {
+		t.Fatalf("gw-b's own task: %v", mine)
+	}
+	for _, q := range queued {
+		if got := decodeTask(t, b.call(t, path, "", "tasks/get", map[string]any{"id": q.ID})); got.Status.State != "submitted" {
+			t.Fatalf("a task of 1.0.0 through gw-b while gw-a lives: %v", got)
+		}
+	}
+	// gw-a runs them, in order, once its slot is free.
+	s.rec.release("busy")
+	for i, q := range queued {
+		_, final := streamEnd(b.stream(t, path, "", "tasks/resubscribe", map[string]any{"id": q.ID}))
+		got := decodeTask(t, b.call(t, path, "", "tasks/get", map[string]any{"id": q.ID}))
+		if final != "completed" || !strings.Contains(got.text(), fmt.Sprintf("ran v1-%d (version 1.0.0)", i)) {
+			t.Errorf("task %d of 1.0.0: %v", i, got)
+		}
+	}
+
+	// gw-a busy again, more tasks of 1.0.0 queued behind, and gw-a stops: its held task
+	// ends interrupted at the end of its grace period; no live replica serves 1.0.0 now,
+	// and gw-b runs the queued ones.
+	busy := hold("busy-again")
+	later := []task03{send(a, run("v1-later-0"), "ctx-v1-later", false), send(a, run("v1-later-1"), "ctx-v1-later", false)}
+	a.cmd.Process.Signal(os.Interrupt)
+	a.cmd.Wait()
+	if got := decodeTask(t, b.call(t, path, "", "tasks/get", map[string]any{"id": busy.ID})); got.Status.State != "failed" || !strings.Contains(got.String(), "interrupted: gateway gw-a stopped while this task ran") {
+		t.Errorf("gw-a's task at the end of its grace period: %v", got)
+	}
+	for i, q := range later {
+		_, final := streamEnd(b.stream(t, path, "", "tasks/resubscribe", map[string]any{"id": q.ID}))
+		got := decodeTask(t, b.call(t, path, "", "tasks/get", map[string]any{"id": q.ID}))
+		if final != "completed" || !strings.Contains(got.text(), fmt.Sprintf("ran v1-later-%d (version 2.0.0)", i)) {
+			t.Errorf("queued task %d of 1.0.0 after gw-a stopped: %v", i, got)
+		}
+	}
+	// The context whose file is in gw-a's work_root, continued on gw-b: refused with the
+	// cause, not run without its file.
+	moved := send(b, "recall", "ctx-files", true)
+	if moved.Status.State != "failed" || !strings.Contains(moved.String(), "E-RUN-014") || !strings.Contains(moved.String(), "gw-a") {
+		t.Errorf("a task of a context whose files gw-a wrote, run by gw-b: %v", moved)
+	}
 }

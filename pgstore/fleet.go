@@ -91,19 +91,27 @@ func (s *Store) Lease() time.Duration {
 // a store not shared.
 func (s *Store) Leader() bool { return s.fleet == nil || s.fleet.leader.Load() }
 
-// Serve records that this replica runs digest of capsule ("" when it stops serving it);
-// the next renewal tells the others.
+// Serve records that this replica runs digest of capsule ("" when it stops serving it)
+// and tells the others now, before the capsule admits a task: a task it admits waits for
+// a replica of its version from the start. Should the write fail, the next renewal
+// repeats it.
 func (s *Store) Serve(capsule, digest string) {
-	if s.fleet == nil {
+	f := s.fleet
+	if f == nil {
 		return
 	}
-	s.fleet.servesMu.Lock()
-	defer s.fleet.servesMu.Unlock()
+	f.servesMu.Lock()
 	if digest == "" {
-		delete(s.fleet.serves, capsule)
+		delete(f.serves, capsule)
 	} else {
-		s.fleet.serves[capsule] = digest
+		f.serves[capsule] = digest
 	}
+	f.servesMu.Unlock()
+	ctx, cancel := s.timeout()
+	defer cancel()
+	start := time.Now()
+	_, err := s.pool.Exec(ctx, `UPDATE capsulegate_instances SET serves = $2 WHERE name = $1`, f.name, f.served())
+	s.stats.roundTrip(time.Since(start), err)
 }
 
 func (f *fleet) served() []string {
