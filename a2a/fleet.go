@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/ids"
@@ -34,6 +35,11 @@ type fleetRun struct {
 
 	mu       sync.Mutex
 	adopting map[string]bool // orphans being adopted, so that one signal's worth runs at a time
+	// pending says the store may hold tasks this replica could claim: set by what may
+	// queue one or make one claimable (a task queued, a context freed, a missed signal),
+	// cleared when a claim found fewer than it asked for. A slot freed here claims only
+	// then, so that a replica running what it admits asks the store for nothing more.
+	pending atomic.Bool
 }
 
 // fleetOf returns the store as a Fleet when it is one replica of several.
@@ -71,8 +77,24 @@ func (h *Handler) stopFleet() {
 	f.db.Serve(h.cfg.Card.Name, "")
 }
 
-// kickClaim wakes the claim loop.
+// depth is how many tasks a replica with concurrency slots holds at most, running or
+// waiting here for a slot: its slots and fleetAhead more, so that a slot that frees
+// starts a task at once and one claim (a commit) brings many tasks rather than one. The
+// rest wait in the store, for whichever replica has room first.
+func (f *fleetRun) depth(concurrency int) int { return concurrency + fleetAhead }
+
+// fleetAhead is how many tasks a replica holds waiting for its slots: enough that claims
+// keep up with fast tasks, few enough that a slow replica holds back little of the queue.
+const fleetAhead = 16
+
+// kickClaim wakes the claim loop: the store may hold tasks to claim.
 func (f *fleetRun) kickClaim() {
+	f.pending.Store(true)
+	f.slotFreed()
+}
+
+// slotFreed wakes the claim loop, which claims only when the store may hold tasks.
+func (f *fleetRun) slotFreed() {
 	select {
 	case f.kick <- struct{}{}:
 	default:
@@ -91,27 +113,34 @@ func (h *Handler) claimLoop() {
 		select {
 		case <-f.kick:
 		case <-tick.C:
+			f.pending.Store(true) // a signal may have been missed
 		case <-h.base.Done():
 			return
 		}
-		for h.base.Err() == nil {
+		for h.base.Err() == nil && f.pending.Load() {
+			// A claim is a commit: it waits until the tasks held here are down to a round
+			// of the slots, then brings as many as make up the depth again.
 			h.mu.Lock()
-			free := h.cfg.Lifecycle.Concurrency - h.slots.active - len(h.slots.waiting)
+			conc := h.cfg.Lifecycle.Concurrency
+			free := f.depth(conc) - h.slots.active - len(h.slots.waiting)
+			low := len(h.slots.waiting) <= conc
 			closing := h.closing
 			h.mu.Unlock()
-			if free <= 0 || closing || h.storeReady() != nil {
+			if free <= 0 || !low || closing || h.storeReady() != nil {
 				break // a database away: the next tick, or the resync once signals flow again, retries
 			}
+			f.pending.Store(false) // what is queued from now on sets it again
 			got, err := f.db.Claim(h.cfg.Card.Name, f.digest, f.versions, free)
 			if err != nil {
+				f.pending.Store(true)
 				h.cfg.Logger.Warn("a2a: claiming queued tasks", "error", err)
 				break
 			}
 			for _, c := range got {
 				h.runClaimed(c)
 			}
-			if len(got) < free {
-				break
+			if len(got) == free {
+				f.pending.Store(true) // there may be more
 			}
 		}
 	}
@@ -130,8 +159,12 @@ func (h *Handler) runClaimed(c taskstore.Claimed) {
 	}
 	t.mu.Lock()
 	t.prevMark, t.prevRunner = c.PrevMark, c.PrevRunner
-	t.pushesLoaded = false // filed on any replica: read with the task
-	h.loadPushesLocked(t)
+	if c.Pushes {
+		t.pushesLoaded = false // filed on any replica: read with the task
+		h.loadPushesLocked(t)
+	} else {
+		t.pushes, t.pushesLoaded = nil, true
+	}
 	for _, ps := range t.pushes {
 		h.startPushLocked(t, ps)
 	}

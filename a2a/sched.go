@@ -107,9 +107,10 @@ func (h *Handler) admitLocked(in incoming, stream bool, open []taskstore.Running
 		reason = h.refusalLocked(t.key)
 	}
 	queued := h.fleet != nil
-	if queued && reason == "" && in.contextID == "" && h.slots.active+len(h.slots.waiting) < h.cfg.Lifecycle.Concurrency {
-		// A new context no other replica can know of yet, and a free slot: this replica
-		// runs the task, claimed by the write that adds it.
+	if queued && reason == "" && in.contextID == "" && !h.fleet.pending.Load() &&
+		h.slots.active+len(h.slots.waiting) < h.fleet.depth(h.cfg.Lifecycle.Concurrency) {
+		// A new context no other replica can know of yet, room here and nothing queued in
+		// the store before it: this replica runs the task, claimed by the write that adds it.
 		t.born, queued = true, false
 		h.spec.metrics.claimed(h.spec.capsule)
 	}

@@ -115,6 +115,9 @@ func (h *Handler) releaseLocked(t *task, now time.Time) {
 	h.slots.active--
 	h.advanceLocked(t)
 	h.fillLocked(now)
+	if h.fleet != nil {
+		h.fleet.slotFreed() // another context's task may run here now
+	}
 }
 
 // advanceLocked takes t off the head of its line; the next task of the context becomes

@@ -488,12 +488,13 @@ func (s *Store) Claim(capsule, digest string, versions taskstore.Versions, n int
 		UPDATE capsulegate_tasks t SET runner = $5 FROM c WHERE t.capsule = c.capsule AND t.id = c.id
 		RETURNING t.admitted, `+taskCols+`,
 		  coalesce((SELECT p.mark || `+"'\x1f'"+` || coalesce(p.runner, '') FROM capsulegate_tasks p WHERE p.capsule = t.capsule AND p.owner = t.owner
-		    AND p.context_id = t.context_id AND p.done AND p.admitted < t.admitted ORDER BY p.admitted DESC LIMIT 1), '')`,
+		    AND p.context_id = t.context_id AND p.done AND p.mark <> '' AND p.admitted < t.admitted ORDER BY p.admitted DESC LIMIT 1), ''),
+		  EXISTS (SELECT 1 FROM capsulegate_push p WHERE p.capsule = t.capsule AND p.task_id = t.id)`,
 		[]any{capsule, digest, int(versions), n, s.fleet.name}, func(r pgx.CollectableRow) (claimed, error) {
 			var c claimed
 			var since, updated int64
 			var prev string
-			err := r.Scan(&c.admitted, &c.Capsule, &c.ID, &c.ContextID, &c.Owner, &c.State, &since, &updated, &c.Done, &c.Data, &c.Digest, &c.Mark, &prev)
+			err := r.Scan(&c.admitted, &c.Capsule, &c.ID, &c.ContextID, &c.Owner, &c.State, &since, &updated, &c.Done, &c.Data, &c.Digest, &c.Mark, &prev, &c.Pushes)
 			c.Since, c.Updated = fromNanos(since), fromNanos(updated)
 			c.PrevMark, c.PrevRunner, _ = strings.Cut(prev, sep)
 			return c, err

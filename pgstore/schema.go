@@ -52,6 +52,7 @@ var migrations = []string{
 	 CREATE INDEX capsulegate_tasks_open ON capsulegate_tasks (capsule, owner, context_id, admitted) WHERE NOT done;
 	 CREATE INDEX capsulegate_tasks_queued ON capsulegate_tasks (capsule, admitted) WHERE runner IS NULL AND NOT done;
 	 CREATE INDEX capsulegate_tasks_running ON capsulegate_tasks (runner) WHERE runner IS NOT NULL AND NOT done;
+	 CREATE INDEX capsulegate_tasks_marked ON capsulegate_tasks (capsule, owner, context_id, admitted) WHERE done AND mark <> '';
 	 CREATE INDEX capsulegate_push_pending ON capsulegate_push (capsule, task_id) WHERE delivered <> -1;
 	 CREATE TABLE capsulegate_instances (
 	   name text PRIMARY KEY, seen bigint NOT NULL, lease bigint NOT NULL, started bigint NOT NULL,

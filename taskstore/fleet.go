@@ -68,6 +68,8 @@ const (
 type Claimed struct {
 	Task
 	PrevMark, PrevRunner string
+	// Pushes says the task has push configs to read.
+	Pushes bool
 }
 
 // Running is one unfinished task of a context, as Fleet.Open returns it.
