@@ -40,6 +40,10 @@ type fleetRun struct {
 	// cleared when a claim found fewer than it asked for. A slot freed here claims only
 	// then, so that a replica running what it admits asks the store for nothing more.
 	pending atomic.Bool
+	// queued says the store held tasks queued for a claim when last heard of: set by a
+	// task queued anywhere, cleared when a claim found fewer than it asked for. While it
+	// is set, a task admitted here queues behind them rather than run here first.
+	queued atomic.Bool
 }
 
 // fleetOf returns the store as a Fleet when it is one replica of several.
@@ -64,6 +68,56 @@ func (h *Handler) startFleet(db taskstore.Fleet) {
 	db.Serve(h.cfg.Card.Name, f.digest)
 	f.unwatch = db.Watch(h.cfg.Card.Name, h.onSignal)
 	go h.claimLoop()
+}
+
+// updateFleet takes the version a reload staged (h.mu held): the tasks admitted from now
+// on record it, the claims take its tasks, and the other replicas learn it is served here.
+func (h *Handler) updateFleetLocked(cfg Config) {
+	f := h.fleet
+	if f == nil || (f.digest == cfg.Digest && f.versions == cfg.Versions) {
+		return
+	}
+	f.digest, f.versions = cfg.Digest, cfg.Versions
+	go func() {
+		f.db.Serve(cfg.Card.Name, cfg.Digest)
+		f.kickClaim()
+	}()
+}
+
+// handBack gives the tasks this replica holds but has not started back to the store's
+// queue, for the other replicas (a graceful stop; h.mu held, released and taken again).
+func (h *Handler) handBackLocked() {
+	f := h.fleet
+	if f == nil {
+		return
+	}
+	var back []*task
+	h.slots.each(func(t *task) {
+		t.mu.Lock()
+		if t.st.State == stateSubmitted && !t.holdsSlot {
+			back = append(back, t)
+		}
+		t.mu.Unlock()
+	})
+	for _, t := range back {
+		h.unqueueLocked(t)
+		t.mu.Lock()
+		t.mirror = true
+		t.mu.Unlock()
+	}
+	h.slotMetricsLocked()
+	if len(back) == 0 {
+		return
+	}
+	h.mu.Unlock()
+	defer h.mu.Lock()
+	for _, t := range back {
+		if ok, err := f.db.Requeue(h.spec.capsule, t.id, f.db.Instance()); err != nil || !ok {
+			h.cfg.Logger.Warn("a2a: a task not started could not be handed back; the lease's end does it", "task", t.id, "error", err)
+			continue
+		}
+		_ = f.db.Signal(taskstore.Signal{Kind: taskstore.SignalEvents, Capsule: h.spec.capsule, TaskID: t.id, Arg: stateSubmitted})
+	}
 }
 
 // stopFleet ends the claim loop and the watch (halt).
@@ -124,13 +178,13 @@ func (h *Handler) claimLoop() {
 			conc := h.cfg.Lifecycle.Concurrency
 			free := f.depth(conc) - h.slots.active - len(h.slots.waiting)
 			low := len(h.slots.waiting) <= conc
-			closing := h.closing
+			closing, name, digest, versions := h.closing, h.cfg.Card.Name, f.digest, f.versions
 			h.mu.Unlock()
 			if free <= 0 || !low || closing || h.storeReady() != nil {
 				break // a database away: the next tick, or the resync once signals flow again, retries
 			}
 			f.pending.Store(false) // what is queued from now on sets it again
-			got, err := f.db.Claim(h.cfg.Card.Name, f.digest, f.versions, free)
+			got, err := f.db.Claim(name, digest, versions, free)
 			if err != nil {
 				f.pending.Store(true)
 				h.cfg.Logger.Warn("a2a: claiming queued tasks", "error", err)
@@ -141,6 +195,8 @@ func (h *Handler) claimLoop() {
 			}
 			if len(got) == free {
 				f.pending.Store(true) // there may be more
+			} else {
+				f.queued.Store(false)
 			}
 		}
 	}
@@ -160,7 +216,7 @@ func (h *Handler) runClaimed(c taskstore.Claimed) {
 	t.mu.Lock()
 	t.prevMark, t.prevRunner = c.PrevMark, c.PrevRunner
 	if c.Pushes {
-		t.pushesLoaded = false // filed on any replica: read with the task
+		t.pushes, t.pushesLoaded = nil, false // filed on any replica: read with the task
 		h.loadPushesLocked(t)
 	} else {
 		t.pushes, t.pushesLoaded = nil, true
@@ -217,6 +273,9 @@ func (h *Handler) onSignal(sig taskstore.Signal) {
 	f := h.fleet
 	switch sig.Kind {
 	case taskstore.SignalEvents:
+		if sig.Arg == stateSubmitted {
+			f.queued.Store(true)
+		}
 		if sig.Arg == stateSubmitted || terminal(sig.Arg) {
 			f.kickClaim() // a task queued, or a context and a slot freed
 		}
@@ -439,7 +498,9 @@ func (h *Handler) cancelRemote(t *task, principal string) (*snapshot, *durable, 
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, nil, errNotCancelable(t.id, st+" on another gateway, which did not confirm the cancelation within 10 s; read the task to see whether it ended")
+			return nil, nil, newRPCError(codeNotCancelable, "Task not cancelable",
+				fmt.Sprintf("task %s is %s on another gateway, which did not confirm the cancelation within 10 s; read the task to see whether it ended", t.id, st),
+				map[string]any{"taskId": t.id, "state": st})
 		}
 	}
 }
@@ -559,11 +620,15 @@ func (h *Handler) adopt(id, from string) {
 		return
 	}
 	t.mu.Lock()
-	t.pushesLoaded = false
+	t.pushes, t.pushesLoaded = nil, false
 	h.loadPushesLocked(t)
 	if !terminal(t.st.State) {
 		now := time.Now()
-		msg := agentMessage(t, stoppedWhileRunning(from))
+		why := interrupted // a task a gateway before the fleet left
+		if from != "" {
+			why = stoppedWhileRunning(from)
+		}
+		msg := agentMessage(t, why)
 		t.setStatusLocked(status{State: stateFailed, Msg: &msg, Time: now}, now)
 		t.spec.metrics.ended(t.spec.capsule, stateFailed)
 		t.spec.metrics.failover(t.spec.capsule)

@@ -150,6 +150,7 @@ func (h *Handler) Update(cfg Config) error {
 	if key := cardKeyOf(cfg); key != h.cardKey {
 		h.cardKey, h.cardTime = key, time.Now()
 	}
+	h.updateFleetLocked(cfg)
 	h.fillLocked(time.Now()) // a higher concurrency starts waiting tasks now
 	return nil
 }
@@ -160,6 +161,9 @@ func (h *Handler) Update(cfg Config) error {
 func (h *Handler) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	h.closing = true
+	// In a fleet, what this replica holds without running it goes back to the store's
+	// queue, for the others, rather than waiting out the grace period here.
+	h.handBackLocked()
 	// A task waiting for input would hold the shutdown for its whole grace period for an
 	// answer that is not coming: it ends now.
 	now := time.Now()

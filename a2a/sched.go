@@ -107,7 +107,10 @@ func (h *Handler) admitLocked(in incoming, stream bool, open []taskstore.Running
 		reason = h.refusalLocked(t.key)
 	}
 	queued := h.fleet != nil
-	if queued && reason == "" && in.contextID == "" && !h.fleet.pending.Load() &&
+	if queued && reason != "" {
+		// Ended at once by this replica, which delivers its push notifications.
+		t.born, queued = true, false
+	} else if queued && in.contextID == "" && !h.fleet.queued.Load() &&
 		h.slots.active+len(h.slots.waiting) < h.fleet.depth(h.cfg.Lifecycle.Concurrency) {
 		// A new context no other replica can know of yet, room here and nothing queued in
 		// the store before it: this replica runs the task, claimed by the write that adds it.
@@ -125,6 +128,7 @@ func (h *Handler) admitLocked(in incoming, stream bool, open []taskstore.Running
 		t.st = status{State: stateSubmitted, Time: now}
 	}
 	t.publishLocked(event{kind: evTask, task: t.snapshotLocked()}, now)
+	t.mirror = queued // delivered, like run, by the replica that claims it
 	if in.push != nil {
 		// Filed before the task runs, delivering from its first event: one config on a
 		// new task is never over the bound.
@@ -144,7 +148,6 @@ func (h *Handler) admitLocked(in incoming, stream bool, open []taskstore.Running
 	if queued {
 		// Queued in the store: whichever replica has a free slot claims it, this one
 		// first when it has one (it is told before the others are).
-		t.mirror = true
 		written, f := t.last, h.fleet
 		t.mu.Unlock()
 		go func() {

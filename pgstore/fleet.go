@@ -66,6 +66,9 @@ type fleet struct {
 
 	claims, adoptions atomic.Uint64
 	listening         atomic.Bool
+	// upSince is when a renewal succeeded again after failing (Unix nanoseconds; 0: none
+	// failed): orphans are looked for only a lease after it.
+	upSince atomic.Int64
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -153,11 +156,17 @@ func (s *Store) startFleet(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	// Signals flow before Open returns: none of this replica's first writes' is missed.
+	conn, err := s.listen(ctx)
+	if err != nil {
+		_, _ = s.pool.Exec(ctx, `DELETE FROM capsulegate_instances WHERE name = $1`, f.name)
+		return s.unreachable(err)
+	}
 	s.fleet = f
 	f.done.Add(3)
 	go s.renewLoop()
 	go s.orphanLoop()
-	go s.listenLoop()
+	go s.listenLoop(conn)
 	return nil
 }
 
@@ -210,6 +219,7 @@ func (s *Store) renewLoop() {
 	}()
 	t := time.NewTicker(f.lease / 3)
 	defer t.Stop()
+	failed := false
 	for {
 		ctx, cancel := s.timeout()
 		start := time.Now()
@@ -218,6 +228,10 @@ func (s *Store) renewLoop() {
 		s.stats.roundTrip(time.Since(start), err)
 		if err != nil {
 			s.failed(err)
+			failed = true
+		} else if failed {
+			failed = false
+			f.upSince.Store(time.Now().UnixNano())
 		}
 		leaderConn = s.holdLeader(ctx, leaderConn)
 		cancel()
@@ -269,13 +283,21 @@ func (s *Store) orphanLoop() {
 		if s.down.Load() != nil || !f.hasWatchers() {
 			continue
 		}
-		got, err := query(s, `SELECT t.capsule, t.id, t.runner FROM capsulegate_tasks t
-			WHERE t.runner IS NOT NULL AND NOT t.done AND t.runner <> $1
-			  AND NOT EXISTS (SELECT 1 FROM capsulegate_instances i WHERE i.name = t.runner AND i.seen + i.lease > `+sqlNow+`)
+		if up := f.upSince.Load(); up != 0 && time.Since(time.Unix(0, up)) < f.lease {
+			// Back from an outage that may have outlasted the leases: every live replica
+			// renews within a lease before anyone's tasks are taken for orphans.
+			continue
+		}
+		// The tasks of dead runners, and those a gateway before the fleet left running (no
+		// runner, not queued); unfinished, or finished with push deliveries left.
+		got, err := query(s, `SELECT t.capsule, t.id, coalesce(t.runner, '') FROM capsulegate_tasks t
+			WHERE NOT t.done AND ((t.runner IS NOT NULL AND t.runner <> $1
+			  AND NOT EXISTS (SELECT 1 FROM capsulegate_instances i WHERE i.name = t.runner AND i.seen + i.lease > `+sqlNow+`))
+			  OR (t.runner IS NULL AND t.state <> 'submitted'))
 			UNION ALL
-			SELECT t.capsule, t.id, t.runner FROM capsulegate_push p JOIN capsulegate_tasks t ON t.capsule = p.capsule AND t.id = p.task_id
-			WHERE p.delivered <> -1 AND t.done AND t.runner IS NOT NULL AND t.runner <> $1
-			  AND NOT EXISTS (SELECT 1 FROM capsulegate_instances i WHERE i.name = t.runner AND i.seen + i.lease > `+sqlNow+`)
+			SELECT t.capsule, t.id, coalesce(t.runner, '') FROM capsulegate_push p JOIN capsulegate_tasks t ON t.capsule = p.capsule AND t.id = p.task_id
+			WHERE p.delivered <> -1 AND t.done AND (t.runner IS NULL OR (t.runner <> $1
+			  AND NOT EXISTS (SELECT 1 FROM capsulegate_instances i WHERE i.name = t.runner AND i.seen + i.lease > `+sqlNow+`)))
 			LIMIT 1000`, []any{f.name}, scanSignal(taskstore.SignalOrphan))
 		if err != nil {
 			continue
@@ -297,7 +319,7 @@ func scanSignal(kind taskstore.SignalKind) func(pgx.CollectableRow) (taskstore.S
 
 // listenLoop holds the LISTEN session and hands each signal to the capsule's watchers;
 // after a lost session every watcher gets SignalResync.
-func (s *Store) listenLoop() {
+func (s *Store) listenLoop(conn *pgx.Conn) {
 	f := s.fleet
 	defer f.done.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -308,14 +330,16 @@ func (s *Store) listenLoop() {
 	}()
 	lost := false
 	for ctx.Err() == nil {
-		conn, err := s.listen(ctx)
-		if err != nil {
-			lost = true
-			select {
-			case <-ctx.Done():
-			case <-time.After(probeEvery):
+		if conn == nil {
+			var err error
+			if conn, err = s.listen(ctx); err != nil {
+				lost = true
+				select {
+				case <-ctx.Done():
+				case <-time.After(probeEvery):
+				}
+				continue
 			}
-			continue
 		}
 		f.listening.Store(true)
 		if lost {
@@ -336,6 +360,7 @@ func (s *Store) listenLoop() {
 		closeCtx, done := s.timeout()
 		_ = conn.Close(closeCtx)
 		done()
+		conn = nil
 	}
 }
 
@@ -526,13 +551,14 @@ func (s *Store) ClaimTask(capsule, id string) (taskstore.Task, bool, error) {
 		AND t.runner IS NULL AND NOT t.done AND t.state = 'submitted' RETURNING `+taskCols, capsule, id, s.fleet.name)
 }
 
-// Adopt makes this replica the runner of task id in place of from.
+// Adopt makes this replica the runner of task id in place of from ("": a task a gateway
+// before the fleet left without a runner).
 func (s *Store) Adopt(capsule, id, from string) (taskstore.Task, bool, error) {
 	if s.fleet == nil {
 		return taskstore.Task{}, false, nil
 	}
 	t, ok, err := s.takeTask(`UPDATE capsulegate_tasks t SET runner = $3 WHERE t.capsule = $1 AND t.id = $2
-		AND t.runner = $4 RETURNING `+taskCols, capsule, id, s.fleet.name, from)
+		AND t.runner IS NOT DISTINCT FROM NULLIF($4, '') RETURNING `+taskCols, capsule, id, s.fleet.name, from)
 	if ok {
 		s.fleet.adoptions.Add(1)
 	}
@@ -554,6 +580,9 @@ func (s *Store) Requeue(capsule, id, from string) (bool, error) {
 	}
 	got, err := query(s, `UPDATE capsulegate_tasks SET runner = NULL WHERE capsule = $1 AND id = $2 AND runner = $3
 		AND state = 'submitted' AND NOT done RETURNING 1`, []any{capsule, id, from}, pgx.RowTo[int])
+	if from == "" {
+		return false, err // queued already
+	}
 	return len(got) > 0, err
 }
 
