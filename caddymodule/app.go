@@ -684,7 +684,8 @@ func (a *App) acquireStore() (taskstore.Store, error) {
 // file in state_dir.
 func (a *App) openStore() (caddy.Destructor, error) {
 	if a.Store != "" {
-		ctx, cancel := context.WithTimeout(context.Background(), storeOpenWait)
+		// A gateway restarted under its name waits out its predecessor's lease first.
+		ctx, cancel := context.WithTimeout(context.Background(), storeOpenWait+max(time.Duration(a.Lease), pgstore.DefaultLease))
 		defer cancel()
 		db, err := pgstore.Open(ctx, a.Store, pgstore.Options{PushKey: a.StoreKey, Instance: a.instance(), Lease: time.Duration(a.Lease)})
 		if err != nil {
