@@ -147,6 +147,11 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 				a.fail(errStoreTask(err, t.id), false)
 				return
 			}
+			// Watched from here on, a mirror is refreshed on its signals; what it missed
+			// before is read now.
+			t.watch()
+			defer t.unwatch()
+			h.fresh(t)
 		}
 		if !waitSettled(a.r.Context(), t) {
 			return // the client went away
@@ -230,6 +235,9 @@ func (h *Handler) doSubscribe(a *answer, params json.RawMessage) {
 		sub = t.subscribeSnapshotLocked()
 	}
 	t.mu.Unlock()
+	// A mirror is refreshed on its signals while subscribed: what came between the read
+	// above and the subscription is read now.
+	h.fresh(t)
 	h.stream(a, sub)
 }
 

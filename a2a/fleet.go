@@ -425,7 +425,9 @@ func (h *Handler) refreshOnce(t *task) {
 	t.mu.Unlock()
 	if done {
 		h.mu.Lock()
-		h.store.ended(t)
+		if ds.mem.tasks[t.id] == t { // not forgotten meanwhile
+			h.store.ended(t)
+		}
 		h.mu.Unlock()
 	}
 }

@@ -106,6 +106,18 @@ func TestFleetAnyReplica(t *testing.T) {
 		if final.Status.State != "completed" {
 			t.Fatalf("read through %s: %s", reader.name, final.Status.State)
 		}
+		// Every binding and version reads it through the replica that did not run it.
+		if got := restCall[tObj](t, reader.srv, "GET", "v1/tasks/"+task.ID, nil, ""); got.Status.State != "completed" && got.Status.State != "TASK_STATE_COMPLETED" {
+			t.Errorf("HTTP+JSON v1/tasks through %s: %+v", reader.name, got)
+		}
+		for _, got := range []map[string]any{
+			restCall[map[string]any](t, reader.srv, "GET", "tasks/"+task.ID, v1, ""),
+			decode[map[string]any](t, ok(t, call(t, reader.srv, "1.0", "GetTask", map[string]any{"id": task.ID}))),
+		} {
+			if st, _ := got["status"].(map[string]any); st["state"] != "TASK_STATE_COMPLETED" {
+				t.Errorf("1.0 through %s: %v", reader.name, got)
+			}
+		}
 		resumed := streamWith(t, reader.srv, "", "tasks/resubscribe", map[string]any{"id": task.ID}, map[string]string{"Last-Event-ID": "1"})
 		rest := drain(t, resumed)
 		if len(rest) == 0 || rest[0].ID != 2 {

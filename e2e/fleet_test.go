@@ -509,6 +509,16 @@ func TestFleet(t *testing.T) {
 	}
 	s.startFront(t)
 	gw1, gw2, gw3 := s.gws[0], s.gws[1], s.gws[2]
+	// Every replica shows its part in the fleet from its start, before any task.
+	for _, g := range s.gws {
+		got := scrape(t, g)
+		for _, series := range []string{`capsule_fleet_claims_total{capsule="gate-fleet"}`, `capsule_fleet_failovers_total{capsule="gate-fleet"}`,
+			`capsule_fleet_leases{capsule="gate-fleet"}`} {
+			if v, ok := got[series]; !ok || v != 0 {
+				t.Errorf("%s on %s at start: %v (present %v), want 0", series, g.base, v, ok)
+			}
+		}
+	}
 
 	t.Run("resume through another replica", func(t *testing.T) {
 		// Streamed from gw-1, which runs it (a new context, a free slot), held at the

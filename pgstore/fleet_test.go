@@ -213,3 +213,38 @@ func recvSignal(t *testing.T, ch <-chan taskstore.Signal, kind taskstore.SignalK
 		}
 	}
 }
+
+// TestFleetLeader: of the replicas, exactly one leads the singleton jobs (retention
+// sweeps); when it stops, another takes over within a renewal.
+func TestFleetLeader(t *testing.T) {
+	pgtest.Need(t)
+	dsn := pgtest.NewDatabase(t)
+	a, b := replica(t, dsn, "a"), replica(t, dsn, "b")
+	leaders := func() (n int, who *pgstore.Store) {
+		for _, s := range []*pgstore.Store{a, b} {
+			if s.Leader() {
+				n, who = n+1, s
+			}
+		}
+		return n, who
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	n, first := leaders()
+	for ; n != 1 && time.Now().Before(deadline); n, first = leaders() {
+		time.Sleep(50 * time.Millisecond) // polls the replicas' own view; nothing to wait on
+	}
+	if n != 1 {
+		t.Fatalf("%d leaders", n)
+	}
+	other := a
+	if first == a {
+		other = b
+	}
+	first.Close()
+	for !other.Leader() {
+		if time.Now().After(deadline) {
+			t.Fatal("the other replica did not take the lead")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
