@@ -140,7 +140,10 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		return
 	}
 	if in.blocking {
-		if h.fleet != nil {
+		t.mu.Lock()
+		mirror := t.mirror
+		t.mu.Unlock()
+		if mirror {
 			// Queued in the store for any replica to run: a task the store did not take
 			// will not run, and is not waited for.
 			if _, err := t.durableSnapshot(); err != nil {

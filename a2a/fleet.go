@@ -41,8 +41,9 @@ type fleetRun struct {
 	// then, so that a replica running what it admits asks the store for nothing more.
 	pending atomic.Bool
 	// queued says the store held tasks queued for a claim when last heard of: set by a
-	// task queued anywhere, cleared when a claim found fewer than it asked for. While it
-	// is set, a task admitted here queues behind them rather than run here first.
+	// task queued anywhere, and as the last claim found. While it is set, a task admitted
+	// here queues behind them rather than run here first, and a task ending anywhere
+	// wakes the claims (its context may be what a queued one waits for).
 	queued atomic.Bool
 }
 
@@ -184,7 +185,7 @@ func (h *Handler) claimLoop() {
 				break // a database away: the next tick, or the resync once signals flow again, retries
 			}
 			f.pending.Store(false) // what is queued from now on sets it again
-			got, err := f.db.Claim(name, digest, versions, free)
+			got, more, err := f.db.Claim(name, digest, versions, free)
 			if err != nil {
 				f.pending.Store(true)
 				h.cfg.Logger.Warn("a2a: claiming queued tasks", "error", err)
@@ -193,10 +194,9 @@ func (h *Handler) claimLoop() {
 			for _, c := range got {
 				h.runClaimed(c)
 			}
-			if len(got) == free {
-				f.pending.Store(true) // there may be more
-			} else {
-				f.queued.Store(false)
+			f.queued.Store(more)
+			if more && len(got) == free {
+				f.pending.Store(true) // there may be more to claim now
 			}
 		}
 	}
@@ -273,11 +273,12 @@ func (h *Handler) onSignal(sig taskstore.Signal) {
 	f := h.fleet
 	switch sig.Kind {
 	case taskstore.SignalEvents:
-		if sig.Arg == stateSubmitted {
+		switch {
+		case sig.Arg == stateSubmitted:
 			f.queued.Store(true)
-		}
-		if sig.Arg == stateSubmitted || terminal(sig.Arg) {
-			f.kickClaim() // a task queued, or a context and a slot freed
+			f.kickClaim() // a task queued
+		case terminal(sig.Arg) && f.queued.Load():
+			f.kickClaim() // a context freed, which a queued task may wait for
 		}
 		go h.refreshMirror(sig.TaskID, sig.Arg)
 	case taskstore.SignalCancel:

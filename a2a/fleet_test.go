@@ -38,7 +38,7 @@ func newFleet(t *testing.T, n int, cfg Config, exec func(replica string) Executo
 	var out []*replica
 	for i := range n {
 		name := fmt.Sprintf("gw%d", i+1)
-		db, err := pgstore.Open(context.Background(), dsn, pgstore.Options{Instance: name, Lease: 3 * time.Second})
+		db, err := pgstore.Open(context.Background(), dsn, pgstore.Options{Instance: name, Lease: 3 * time.Second, PushKey: strings.Repeat("k", pgstore.MinKeyLen)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,3 +225,68 @@ func TestFleetInputAnswer(t *testing.T) {
 }
 
 var _ taskstore.Fleet = (*pgstore.Store)(nil)
+
+// TestFleetPushAcrossReplicas: a task with a push config runs on the replica it was sent
+// to and is answered through the other; its webhook hears every state once, in order,
+// from the replica running it.
+func TestFleetPushAcrossReplicas(t *testing.T) {
+	pgtest.Need(t)
+	rc := newReceiver(t, nil)
+	fl := newFleet(t, 2, Config{Lifecycle: Lifecycle{Concurrency: 1}, Push: &PushPolicy{Allow: rules(t, rc.srv.URL)}},
+		func(string) Executor { return &inputExec{errs: make(chan error, 4)} })
+	task := sendWithPush(t, fl[0].srv, "0.3", "hi", rc.srv.URL+"/hook")
+	if task.Status.State != "input-required" {
+		t.Fatalf("state %s", task.Status.State)
+	}
+	ok(t, call(t, fl[1].srv, "", "message/send", map[string]any{"message": msg03("ada", "taskId="+task.ID)}))
+	for i, want := range []string{"submitted", "working", "input-required", "working", "working+hello, ada", "completed+hello, ada"} {
+		if got := hookState(t, "0.3", recv(t, rc.got)); got != want {
+			t.Fatalf("notification %d: %s, want %s", i, got, want)
+		}
+	}
+	select {
+	case h := <-rc.got:
+		t.Fatalf("a notification more: %s", h.body)
+	case <-time.After(200 * time.Millisecond): // a second worker would have sent its first by now
+	}
+}
+
+// TestFleetHandBack: a replica stopping cleanly hands the tasks it holds without having
+// started them back to the store, and another replica runs them; the one it ran ends
+// interrupted, naming it.
+func TestFleetHandBack(t *testing.T) {
+	pgtest.Need(t)
+	started := make(chan string, 8)
+	fl := newFleet(t, 2, Config{Lifecycle: Lifecycle{Concurrency: 1}}, func(name string) Executor {
+		return execFunc(func(ctx context.Context, job *Job) Outcome {
+			started <- name + " " + job.Text
+			if job.Text == "hold" {
+				<-ctx.Done()
+				return Outcome{State: "failed", Text: "stopped"}
+			}
+			return Outcome{State: "completed", Text: name}
+		})
+	})
+	async := map[string]any{"blocking": false}
+	held := decode[tObj](t, ok(t, call(t, fl[0].srv, "", "message/send", map[string]any{"message": msg03("hold"), "configuration": async})))
+	if got := recv(t, started); got != "gw1 hold" {
+		t.Fatalf("started %s", got)
+	}
+	var waiting []tObj
+	for _, text := range []string{"a", "b"} {
+		waiting = append(waiting, decode[tObj](t, ok(t, call(t, fl[0].srv, "", "message/send", map[string]any{"message": msg03(text), "configuration": async}))))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_ = fl[0].h.Shutdown(ctx)
+	for _, w := range waiting {
+		got := waitState(t, fl[1].srv, w.ID, "completed")
+		if text := got.Artifacts[0].Parts[0].Text; text != "gw2" {
+			t.Errorf("task %s ran on %s, want gw2", w.ID, text)
+		}
+	}
+	got := waitState(t, fl[1].srv, held.ID, "failed") // written as gw1's grace period ended
+	if got.Status.State != "failed" || got.Status.Message == nil || !strings.Contains(text(got.Status.Message.Parts), "interrupted: gateway gw1 stopped while this task ran") {
+		t.Fatalf("the held task: %+v", got.Status)
+	}
+}

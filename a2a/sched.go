@@ -188,14 +188,16 @@ func (h *Handler) startLocked(t *task, now time.Time) {
 	job.Note = func(text string) { h.chunk(t, text, chunkNote) }
 	job.Input = func(ctx context.Context, prompt string) (Answer, error) { return h.input(ctx, t, prompt) }
 	h.cfg.Logger.Debug("a2a task started", "task", t.id, "context", t.contextID)
-	go h.execute(t.ctx, t, job)
+	go h.execute(t.ctx, t, job, t.last)
 }
 
 // execute runs the job, records its outcome and hands the slot on, all in one
 // critical section: whoever sees the task end also finds the slot free.
-func (h *Handler) execute(ctx context.Context, t *task, job *Job) {
+func (h *Handler) execute(ctx context.Context, t *task, job *Job, started *durable) {
 	var out Outcome
-	if parts, err := h.fetchBlobs(t, job.Parts); err != nil {
+	if err := h.startDurable(ctx, started); err != nil {
+		out = Outcome{State: stateFailed, Text: "error: the task store could not record that the task started: " + err.Error()}
+	} else if parts, err := h.fetchBlobs(t, job.Parts); err != nil {
 		out = Outcome{State: stateFailed, Text: "error: the message's files cannot be read back from the task store: " + err.Error()}
 	} else {
 		job.Parts = parts
@@ -209,6 +211,32 @@ func (h *Handler) execute(ctx context.Context, t *task, job *Job) {
 	t.mu.Unlock()
 	t.cancel()
 	h.releaseLocked(t, now)
+}
+
+// startDurable waits, in a fleet, until the write that says the task started (its
+// working status) is durable: a replica that dies before then leaves the task queued in
+// the store, and another runs it, so this one must not have run it. A write the store
+// keeps while its database is away is waited for until the database is back. One
+// gateway alone runs at once, as it always did.
+func (h *Handler) startDurable(ctx context.Context, started *durable) error {
+	if h.fleet == nil {
+		return nil
+	}
+	err := started.wait()
+	var kept *taskstore.KeptError
+	if !errors.As(err, &kept) {
+		return err
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for h.storeReady() != nil {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // callExecutor runs Execute, turning a panic into a failed outcome: a broken executor

@@ -108,9 +108,13 @@ func (s *Store) PutTask(t taskstore.Task) <-chan error {
 		return taskstore.Failed(err)
 	}
 	if f := s.fleet; f != nil {
+		state := t.State
+		if t.Claimed && state == "submitted" {
+			state = "" // running here: nothing for the others to claim
+		}
 		return s.enqueue(&op{stmts: []stmt{{sqlPutTaskFleet, []any{t.Capsule, t.ID, t.ContextID, t.Owner, t.State,
 			nanos(t.Since), nanos(t.Updated), t.Done, nonNil(t.Data), t.Digest, t.Mark, f.name, t.Claimed}}},
-			signal: taskstore.Signal{Kind: taskstore.SignalEvents, Capsule: t.Capsule, TaskID: t.ID, Arg: t.State}})
+			signal: taskstore.Signal{Kind: taskstore.SignalEvents, Capsule: t.Capsule, TaskID: t.ID, Arg: state}})
 	}
 	return s.enqueue(&op{stmts: []stmt{{sqlPutTask, []any{t.Capsule, t.ID, t.ContextID, t.Owner, t.State,
 		nanos(t.Since), nanos(t.Updated), t.Done, nonNil(t.Data)}}}})

@@ -496,11 +496,14 @@ func scanFleetTask(r pgx.CollectableRow) (taskstore.Task, error) {
 }
 
 // Claim makes this replica the runner of up to n queued tasks of capsule, oldest first,
-// in their contexts' order, by the version rule (taskstore.Fleet).
-func (s *Store) Claim(capsule, digest string, versions taskstore.Versions, n int) ([]taskstore.Claimed, error) {
+// in their contexts' order, by the version rule, and says whether queued tasks are left
+// (taskstore.Fleet).
+func (s *Store) Claim(capsule, digest string, versions taskstore.Versions, n int) ([]taskstore.Claimed, bool, error) {
 	if s.fleet == nil || n <= 0 {
-		return nil, nil
+		return nil, false, nil
 	}
+	// One row at least: whether queued tasks are left, beside each task claimed (none:
+	// its columns NULL).
 	got, err := query(s, `WITH c AS (
 		  SELECT t.capsule, t.id FROM capsulegate_tasks t
 		  WHERE t.capsule = $1 AND t.runner IS NULL AND NOT t.done AND t.state = 'submitted'
@@ -509,36 +512,48 @@ func (s *Store) Claim(capsule, digest string, versions taskstore.Versions, n int
 		    AND NOT EXISTS (SELECT 1 FROM capsulegate_tasks e WHERE e.capsule = t.capsule AND e.owner = t.owner
 		      AND e.context_id = t.context_id AND NOT e.done AND e.admitted < t.admitted)
 		  ORDER BY t.admitted LIMIT $4
-		  FOR UPDATE OF t SKIP LOCKED)
-		UPDATE capsulegate_tasks t SET runner = $5 FROM c WHERE t.capsule = c.capsule AND t.id = c.id
-		RETURNING t.admitted, `+taskCols+`,
+		  FOR UPDATE OF t SKIP LOCKED),
+		u AS (UPDATE capsulegate_tasks t SET runner = $5 FROM c WHERE t.capsule = c.capsule AND t.id = c.id
+		  RETURNING t.admitted, `+taskCols+`,
 		  coalesce((SELECT p.mark || `+"'\x1f'"+` || coalesce(p.runner, '') FROM capsulegate_tasks p WHERE p.capsule = t.capsule AND p.owner = t.owner
-		    AND p.context_id = t.context_id AND p.done AND p.mark <> '' AND p.admitted < t.admitted ORDER BY p.admitted DESC LIMIT 1), ''),
-		  EXISTS (SELECT 1 FROM capsulegate_push p WHERE p.capsule = t.capsule AND p.task_id = t.id)`,
+		    AND p.context_id = t.context_id AND p.done AND p.mark <> '' AND p.admitted < t.admitted ORDER BY p.admitted DESC LIMIT 1), '') AS prev,
+		  EXISTS (SELECT 1 FROM capsulegate_push p WHERE p.capsule = t.capsule AND p.task_id = t.id) AS pushes),
+		m AS (SELECT EXISTS (SELECT 1 FROM capsulegate_tasks q WHERE q.capsule = $1 AND q.runner IS NULL AND NOT q.done
+		  AND q.state = 'submitted' AND q.id NOT IN (SELECT id FROM c)) AS more)
+		SELECT m.more, u.* FROM m LEFT JOIN u ON true`,
 		[]any{capsule, digest, int(versions), n, s.fleet.name}, func(r pgx.CollectableRow) (claimed, error) {
 			var c claimed
-			var since, updated int64
-			var prev string
-			err := r.Scan(&c.admitted, &c.Capsule, &c.ID, &c.ContextID, &c.Owner, &c.State, &since, &updated, &c.Done, &c.Data, &c.Digest, &c.Mark, &prev, &c.Pushes)
-			c.Since, c.Updated = fromNanos(since), fromNanos(updated)
-			c.PrevMark, c.PrevRunner, _ = strings.Cut(prev, sep)
-			return c, err
+			var admitted, since, updated *int64
+			var cap, id, ctx, owner, state, dg, mark, prev *string
+			var done, pushes *bool
+			err := r.Scan(&c.more, &admitted, &cap, &id, &ctx, &owner, &state, &since, &updated, &done, &c.Data, &dg, &mark, &prev, &pushes)
+			if err != nil || id == nil {
+				return c, err
+			}
+			c.got, c.admitted = true, *admitted
+			c.Capsule, c.ID, c.ContextID, c.Owner, c.State, c.Digest, c.Mark = *cap, *id, *ctx, *owner, *state, *dg, *mark
+			c.Since, c.Updated, c.Done, c.Pushes = fromNanos(*since), fromNanos(*updated), *done, *pushes
+			c.PrevMark, c.PrevRunner, _ = strings.Cut(*prev, sep)
+			return c, nil
 		})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	more := len(got) > 0 && got[0].more
+	got = slices.DeleteFunc(got, func(c claimed) bool { return !c.got })
 	slices.SortFunc(got, func(a, b claimed) int { return cmp.Compare(a.admitted, b.admitted) })
 	out := make([]taskstore.Claimed, len(got))
 	for i, c := range got {
 		out[i] = c.Claimed
 	}
 	s.fleet.claims.Add(uint64(len(out)))
-	return out, nil
+	return out, more, nil
 }
 
 type claimed struct {
 	taskstore.Claimed
-	admitted int64
+	admitted  int64
+	got, more bool
 }
 
 // ClaimTask makes this replica the runner of the queued task id, whatever its

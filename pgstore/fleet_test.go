@@ -29,7 +29,7 @@ func put(t *testing.T, s *pgstore.Store, tasks ...taskstore.Task) {
 
 func claimIDs(t *testing.T, s *pgstore.Store, digest string, v taskstore.Versions, n int) []string {
 	t.Helper()
-	got, err := s.Claim("c", digest, v, n)
+	got, _, err := s.Claim("c", digest, v, n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +66,9 @@ func TestFleetClaims(t *testing.T) {
 	done := queued("x1", "x", "v1")
 	done.State, done.Done, done.Mark = "completed", true, "x1"
 	put(t, a, done)
-	got, err := b.Claim("c", "v1", taskstore.VersionsAny, 10)
-	if err != nil || len(got) != 1 || got[0].ID != "x2" || got[0].PrevMark != "x1" || got[0].PrevRunner != "a" {
-		t.Fatalf("after x1 ended: %+v %v, want x2 with x1's mark and runner", got, err)
+	got, more, err := b.Claim("c", "v1", taskstore.VersionsAny, 10)
+	if err != nil || more || len(got) != 1 || got[0].ID != "x2" || got[0].PrevMark != "x1" || got[0].PrevRunner != "a" {
+		t.Fatalf("after x1 ended: %+v %v, want x2 with x1's mark and runner, nothing left queued", got, err)
 	}
 
 	// Versions: v1 is served by a (alive), v3 by nobody.
@@ -97,7 +97,7 @@ func TestFleetClaims(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				got, err := s.Claim("c", "v1", taskstore.VersionsAny, 7)
+				got, _, err := s.Claim("c", "v1", taskstore.VersionsAny, 7)
 				if err != nil {
 					t.Error(err)
 					return

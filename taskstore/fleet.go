@@ -23,8 +23,9 @@ type Fleet interface {
 	// Claim makes this replica the runner of up to n queued tasks of capsule and returns
 	// their records, oldest first: tasks no earlier unfinished task of their context
 	// (owner and context id) precedes, admitted under digest — or, unless exact, under
-	// a digest no live replica serves, or, with any, under every digest.
-	Claim(capsule, digest string, versions Versions, n int) ([]Claimed, error)
+	// a digest no live replica serves, or, with any, under every digest. more says
+	// queued tasks are left, claimable or not.
+	Claim(capsule, digest string, versions Versions, n int) (claimed []Claimed, more bool, err error)
 	// ClaimTask makes this replica the runner of the queued task id whatever its
 	// context's order (to cancel it); false when it is not queued.
 	ClaimTask(capsule, id string) (Task, bool, error)
@@ -82,7 +83,7 @@ type SignalKind byte
 
 // The signals.
 const (
-	SignalEvents SignalKind = 'e' // the task's journal grew; Arg is its state
+	SignalEvents SignalKind = 'e' // the task's journal grew; Arg is its state ("" for one claimed as it was added)
 	SignalCancel SignalKind = 'c' // a client asked another replica to cancel the task
 	SignalAnswer SignalKind = 'a' // an answer to input-required waits as blob Arg
 	SignalPush   SignalKind = 'p' // a push config was filed on another replica; Arg is its id
