@@ -56,9 +56,27 @@ func (d *durable) wait() error {
 	return err
 }
 
-func (d *durable) waitOnce() error {
+func (d *durable) waitOnce() error { return d.waitHurried(true) }
+
+// settle is wait without hurrying the store: the write joins the batch being gathered,
+// for a waiter that can bear the group window and should not cost a commit of its own.
+func (d *durable) settle() error {
+	if d == nil {
+		return nil
+	}
+	err := d.waitHurried(false)
+	var kept *taskstore.KeptError
+	if err != nil && errors.As(err, &kept) {
+		if h, ok := d.hurry.(taskstore.Health); ok && h.Ready() == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+func (d *durable) waitHurried(hurry bool) error {
 	d.once.Do(func() {
-		if d.hurry != nil && slices.ContainsFunc(d.chs, func(ch <-chan error) bool { return len(ch) == 0 }) {
+		if hurry && d.hurry != nil && slices.ContainsFunc(d.chs, func(ch <-chan error) bool { return len(ch) == 0 }) {
 			d.hurry.Hurry()
 		}
 		for _, ch := range d.chs {

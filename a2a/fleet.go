@@ -298,15 +298,15 @@ func (h *Handler) onSignal(sig taskstore.Signal) {
 	case taskstore.SignalResync:
 		f.kickClaim()
 		h.mu.Lock()
-		var watched []string
+		var mirrors []*task
 		h.store.each(func(t *task) {
 			if t.mirror {
-				watched = append(watched, t.id)
+				mirrors = append(mirrors, t)
 			}
 		})
 		h.mu.Unlock()
-		for _, id := range watched {
-			go h.refreshMirror(id, "")
+		for _, t := range mirrors {
+			go h.refresh(t) // whatever it missed, watched or not
 		}
 	}
 }
@@ -340,7 +340,10 @@ func (h *Handler) refreshMirror(id, state string) {
 		return
 	}
 	t.mu.Lock()
-	mirror, watched := t.mirror, t.subs > 0 || t.watchers > 0
+	// A stream, or an answer passed on, wants every event; one waiting for the task to
+	// settle (a blocking send, a cancel) only the signal of a state that settles it.
+	mirror := t.mirror
+	watched := t.subs > 0 || t.followers > 0 || t.watchers > 0 && settled(state)
 	t.mu.Unlock()
 	switch {
 	case mirror && watched:
@@ -731,8 +734,14 @@ func (h *Handler) remoteWaiting(in incoming, open []taskstore.Running) (*task, *
 // sendRemote answers t, waiting for input on another replica: the answer is passed on,
 // and the reply waits (cancelWait) until that replica took it.
 func (h *Handler) sendRemote(t *task, in incoming, stream bool) (*task, *subscription, *durable, *rpcError) {
-	t.watch()
-	defer t.unwatch()
+	t.mu.Lock()
+	t.followers++
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.followers--
+		t.mu.Unlock()
+	}()
 	t.mu.Lock()
 	st, seq := t.st.State, t.seq
 	if st != stateInputRequired {

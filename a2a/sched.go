@@ -222,7 +222,7 @@ func (h *Handler) startDurable(ctx context.Context, started *durable) error {
 	if h.fleet == nil {
 		return nil
 	}
-	err := started.wait()
+	err := started.settle()
 	var kept *taskstore.KeptError
 	if !errors.As(err, &kept) {
 		return err

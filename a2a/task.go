@@ -158,13 +158,14 @@ type task struct {
 	pushesLoaded bool
 	// mirror marks a task of a fleet that another replica runs, or that is queued: its
 	// state comes from the store (fleet.go), never from this replica. watchers counts
-	// those waiting for it beside its subscribers; refreshing and again serialize the
-	// reads that bring it up to the store.
+	// those waiting for it to settle, followers those waiting for its next event, beside
+	// its subscribers; refreshing and again serialize the reads that bring it up to the
+	// store.
 	mirror, refreshing, again bool
-	// born says this replica of a fleet admitted the task into a new context with a slot
-	// free, and runs it: the write that adds it claims it.
-	born     bool
-	watchers int
+	watchers, followers       int
+	// born says this replica of a fleet admitted the task into a new context with room,
+	// and runs it: the write that adds it claims it.
+	born bool
 	// mark is what the task's run left on its context's folder (Outcome.Mark), kept in
 	// its record; prevMark and prevRunner are those of the context's task before it, on
 	// a replica of a fleet (Job.Previous).
