@@ -156,7 +156,7 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 			defer t.unwatch()
 			h.fresh(t)
 		}
-		if !waitSettled(a.r.Context(), t) {
+		if !h.waitSettled(a.r.Context(), t) {
 			return // the client went away
 		}
 		// The task ends and hands its slot on in one critical section under h.mu

@@ -439,7 +439,10 @@ func decodeTurn(item []byte) (Turn, bool) {
 // published writes the task record and the journal event of e, just published by t
 // (t.mu held), and returns the write of the event.
 func (s *durableStore) published(t *task, e event) *durable {
-	d := s.write()
+	// The event before the record: a reader of the record (another replica following the
+	// task) then finds in the journal every event up to the record's, whichever batches
+	// the two writes fall in.
+	d := s.write(s.db.Append(s.capsule, taskstore.Event{TaskID: t.id, Seq: e.seq, Data: encodeEvent(e)}))
 	if !e.progress {
 		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq}
 		data, _ := json.Marshal(rec)
@@ -447,7 +450,6 @@ func (s *durableStore) published(t *task, e event) *durable {
 			Done: terminal(rec.Status.State), State: rec.Status.State, Since: rec.Status.Time, Data: data,
 			Digest: t.spec.digest, Mark: t.mark, Claimed: t.born}))
 	}
-	d.chs = append(d.chs, s.db.Append(s.capsule, taskstore.Event{TaskID: t.id, Seq: e.seq, Data: encodeEvent(e)}))
 	return d
 }
 

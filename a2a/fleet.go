@@ -392,6 +392,7 @@ func (h *Handler) refreshOnce(t *task) {
 	ds := h.store.(*durableStore)
 	rec, ok, err := ds.db.Task(ds.capsule, t.id)
 	if err != nil || !ok {
+		h.cfg.Logger.Warn("a2a: a task another gateway runs could not be read again; its waiters read it later", "task", t.id, "error", err)
 		return
 	}
 	r, err := decodeRecord(rec)
@@ -404,6 +405,7 @@ func (h *Handler) refreshOnce(t *task) {
 	var evs []event
 	if r.Seq > have {
 		if evs, ok = ds.journal(t, have+1, r.Seq); !ok {
+			h.cfg.Logger.Warn("a2a: the journal of a task another gateway runs could not be read; its waiters read it later", "task", t.id, "from", have+1, "to", r.Seq)
 			return
 		}
 	}

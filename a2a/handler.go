@@ -347,9 +347,17 @@ func lastEventID(r *http.Request) (uint64, bool) {
 }
 
 // waitSettled blocks until t is terminal or waits for input; false if ctx ended first.
-func waitSettled(ctx context.Context, t *task) bool {
+// A fleet's task another replica runs is brought up to the store on its signals, and
+// read again every mirrorRecheck should one have been missed (a read that failed).
+func (h *Handler) waitSettled(ctx context.Context, t *task) bool {
 	t.watch()
 	defer t.unwatch()
+	var recheck <-chan time.Time
+	if h.fleet != nil {
+		tick := time.NewTicker(mirrorRecheck)
+		defer tick.Stop()
+		recheck = tick.C
+	}
 	for {
 		t.mu.Lock()
 		st, changed := t.st.State, t.changed
@@ -359,8 +367,14 @@ func waitSettled(ctx context.Context, t *task) bool {
 		}
 		select {
 		case <-changed:
+		case <-recheck:
+			h.fresh(t)
 		case <-ctx.Done():
 			return false
 		}
 	}
 }
+
+// mirrorRecheck is how often a waiter reads a task another replica runs again, in case
+// its signal's read failed: signals, not this, bring the news.
+const mirrorRecheck = 2 * time.Second

@@ -107,6 +107,7 @@ func (h *Handler) stream(a *answer, sub *subscription) {
 			if s.comment("keep-alive") != nil {
 				return
 			}
+			h.fresh(sub.t) // a fleet's task another replica runs: read again, should a signal have been missed
 		}
 	}
 }
