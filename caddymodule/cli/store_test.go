@@ -3,11 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/pgtest"
+	"github.com/capsulegate/capsulegate/pgstore"
 )
 
 func TestMain(m *testing.M) {
@@ -30,8 +32,8 @@ func TestStoreMigrateAndCheck(t *testing.T) {
 	}{
 		{"check before migrate", "check", dsn, nil, ExitRefused, "E-STORE-013"},
 		{"migrate", "migrate", "env:CAPSULE_STORE", map[string]string{"CAPSULE_STORE": dsn}, ExitOK, `"from": 0`},
-		{"migrate again", "migrate", dsn, nil, ExitOK, `"from": 1`},
-		{"check", "check", "env:CAPSULE_STORE", map[string]string{"CAPSULE_STORE": dsn}, ExitOK, `"schema": 1`},
+		{"migrate again", "migrate", dsn, nil, ExitOK, fmt.Sprintf(`"from": %d`, pgstore.SchemaVersion)},
+		{"check", "check", "env:CAPSULE_STORE", map[string]string{"CAPSULE_STORE": dsn}, ExitOK, fmt.Sprintf(`"schema": %d`, pgstore.SchemaVersion)},
 		{"migrate a file", "migrate", "/var/lib/caddy/tasks.db", nil, ExitRefused, "E-STORE-017"},
 		{"empty variable", "check", "env:NOPE", nil, ExitRefused, "E-STORE-017"},
 	} {
