@@ -156,8 +156,13 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 			defer t.unwatch()
 			h.fresh(t)
 		}
-		if !h.waitSettled(a.r.Context(), t) {
+		ok, away := h.waitSettled(a.r.Context(), t)
+		if !ok {
 			return // the client went away
+		}
+		if away != nil {
+			a.fail(errStoreTask(away, t.id), false)
+			return
 		}
 		// The task ends and hands its slot on in one critical section under h.mu
 		// (execute); taking the lock once makes the answer follow that whole section, so

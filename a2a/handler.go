@@ -348,8 +348,10 @@ func lastEventID(r *http.Request) (uint64, bool) {
 
 // waitSettled blocks until t is terminal or waits for input; false if ctx ended first.
 // A fleet's task another replica runs is brought up to the store on its signals, and
-// read again every mirrorRecheck should one have been missed (a read that failed).
-func (h *Handler) waitSettled(ctx context.Context, t *task) bool {
+// read again every mirrorRecheck should one have been missed (a read that failed). In a
+// fleet a task whose store went away waits for it to start; its client is not kept
+// waiting: away is the store's error (the task runs once the database is back).
+func (h *Handler) waitSettled(ctx context.Context, t *task) (bool, error) {
 	t.watch()
 	defer t.unwatch()
 	var recheck <-chan time.Time
@@ -363,18 +365,23 @@ func (h *Handler) waitSettled(ctx context.Context, t *task) bool {
 		st, changed := t.st.State, t.changed
 		t.mu.Unlock()
 		if settled(st) {
-			return true
+			return true, nil
+		}
+		if h.fleet != nil {
+			if err := h.storeReady(); err != nil {
+				return true, err
+			}
 		}
 		select {
 		case <-changed:
 		case <-recheck:
 			h.fresh(t)
 		case <-ctx.Done():
-			return false
+			return false, nil
 		}
 	}
 }
 
 // mirrorRecheck is how often a waiter reads a task another replica runs again, in case
 // its signal's read failed: signals, not this, bring the news.
-const mirrorRecheck = 2 * time.Second
+const mirrorRecheck = time.Second

@@ -216,8 +216,9 @@ func (h *Handler) execute(ctx context.Context, t *task, job *Job, started *durab
 // startDurable waits, in a fleet, until the write that says the task started (its
 // working status) is durable: a replica that dies before then leaves the task queued in
 // the store, and another runs it, so this one must not have run it. A write the store
-// keeps while its database is away is waited for until the database is back. One
-// gateway alone runs at once, as it always did.
+// keeps while its database is away is waited for until the database is back (the task
+// then runs: nothing admitted is lost; its waiting client was told the store failed).
+// One gateway alone runs at once, as it always did.
 func (h *Handler) startDurable(ctx context.Context, started *durable) error {
 	if h.fleet == nil {
 		return nil
