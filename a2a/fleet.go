@@ -587,15 +587,10 @@ func (h *Handler) pushSignaled(id string) {
 		}
 		return !kept
 	})
-	for _, r := range fresh {
-		var c pushConfig
-		if json.Unmarshal(r.Data, &c) != nil || c.ID != r.ID {
-			continue
-		}
-		if findPush(t, c.ID) != nil {
+	for _, ps := range pushStates(fresh) {
+		if findPush(t, ps.cfg.ID) != nil {
 			continue // a config replaced on another replica keeps its delivery here
 		}
-		ps := &pushState{cfg: c, delivered: r.Delivered, gone: make(chan struct{})}
 		t.pushes = append(t.pushes, ps)
 		h.startPushLocked(t, ps)
 	}
@@ -668,23 +663,6 @@ func (h *Handler) fleetOpen(in incoming) ([]taskstore.Running, *rpcError) {
 		return nil, errStore(err)
 	}
 	return open, nil
-}
-
-// fleetRefusal is refusalLocked across the fleet: the context's unfinished tasks are
-// open (Fleet.Open, read before h.mu).
-func (h *Handler) fleetRefusal(open []taskstore.Running) string {
-	lc := h.cfg.Lifecycle
-	switch {
-	case h.closing:
-		return "rejected: the capsule is shutting down; retry later"
-	case len(open) == 0:
-		return ""
-	case lc.Acceptance == AcceptQueue && len(open)-1 < lc.QueueDepth:
-		return ""
-	case lc.Acceptance == AcceptQueue:
-		return fmt.Sprintf("rejected: this context is busy and its queue is full (queue_depth %d); retry later", lc.QueueDepth)
-	}
-	return "rejected: this context is busy with another task (task_acceptance: single); retry when it ends, or send in another context"
 }
 
 // watch and unwatch count a waiter on t (a blocking send, a cancel) beside its

@@ -413,13 +413,21 @@ func (h *Handler) loadPushesLocked(t *task) {
 		return
 	}
 	t.pushesLoaded = true
-	for _, r := range t.store.pushes(t) {
+	t.pushes = append(t.pushes, pushStates(t.store.pushes(t))...)
+}
+
+// pushStates reads stored push configs into delivery states; a row that does not decode
+// as its config is skipped.
+func pushStates(rows []pushRow) []*pushState {
+	var out []*pushState
+	for _, r := range rows {
 		var c pushConfig
 		if json.Unmarshal(r.Data, &c) != nil || c.ID != r.ID {
 			continue
 		}
-		t.pushes = append(t.pushes, &pushState{cfg: c, delivered: r.Delivered, gone: make(chan struct{})})
+		out = append(out, &pushState{cfg: c, delivered: r.Delivered, gone: make(chan struct{})})
 	}
+	return out
 }
 
 // setPush files c on t, replacing a config of the same id, and starts its delivery;

@@ -100,12 +100,7 @@ func (h *Handler) admitLocked(in incoming, stream bool, open []taskstore.Running
 	t.url = in.url
 	t.store = h.store
 	t.pushesLoaded = true // a new task has none stored
-	var reason string
-	if h.fleet != nil {
-		reason = h.fleetRefusal(open)
-	} else {
-		reason = h.refusalLocked(t.key)
-	}
+	reason := h.refusalLocked(t.key, open)
 	queued := h.fleet != nil
 	if queued && reason != "" {
 		// Ended at once by this replica, which delivers its push notifications.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // maxWaiting bounds the tasks waiting for a concurrency slot across all contexts, so a
@@ -54,18 +56,25 @@ func (s *slots) each(f func(*task)) {
 
 // refusal says why a new task of the context with key (contextKey) cannot be admitted
 // now ("" when it can).
-func (h *Handler) refusalLocked(key string) string {
+func (h *Handler) refusalLocked(key string, open []taskstore.Running) string {
 	lc := h.cfg.Lifecycle
-	l := h.slots.lines[key]
+	// Busy: a task of the context runs or waits; behind: how many more wait after it. In
+	// a fleet the store's open tasks of the context (Fleet.Open, read before h.mu) say.
+	busy, behind := false, 0
+	if h.fleet != nil {
+		busy, behind = len(open) > 0, len(open)-1
+	} else if l := h.slots.lines[key]; l != nil && l.head != nil {
+		busy, behind = true, len(l.queue)
+	}
 	switch {
 	case h.closing:
 		return "rejected: the capsule is shutting down; retry later"
-	case l == nil || l.head == nil:
-		if len(h.slots.waiting) >= maxWaiting {
+	case !busy:
+		if h.fleet == nil && len(h.slots.waiting) >= maxWaiting {
 			return fmt.Sprintf("rejected: the capsule runs %d tasks and %d more wait for a slot; retry later", h.slots.active, len(h.slots.waiting))
 		}
 		return ""
-	case lc.Acceptance == AcceptQueue && len(l.queue) < lc.QueueDepth:
+	case lc.Acceptance == AcceptQueue && behind < lc.QueueDepth:
 		return ""
 	case lc.Acceptance == AcceptQueue:
 		return fmt.Sprintf("rejected: this context is busy and its queue is full (queue_depth %d); retry later", lc.QueueDepth)

@@ -64,8 +64,7 @@ type fleet struct {
 	// are this replica's to adopt, reported to each capsule's first watcher.
 	predecessor bool
 
-	claims, adoptions atomic.Uint64
-	listening         atomic.Bool
+	listening atomic.Bool
 	// upSince is when a renewal succeeded again after failing (Unix nanoseconds; 0: none
 	// failed): orphans are looked for only a lease after it.
 	upSince atomic.Int64
@@ -546,7 +545,6 @@ func (s *Store) Claim(capsule, digest string, versions taskstore.Versions, n int
 	for i, c := range got {
 		out[i] = c.Claimed
 	}
-	s.fleet.claims.Add(uint64(len(out)))
 	return out, more, nil
 }
 
@@ -572,12 +570,8 @@ func (s *Store) Adopt(capsule, id, from string) (taskstore.Task, bool, error) {
 	if s.fleet == nil {
 		return taskstore.Task{}, false, nil
 	}
-	t, ok, err := s.takeTask(`UPDATE capsulegate_tasks t SET runner = $3 WHERE t.capsule = $1 AND t.id = $2
+	return s.takeTask(`UPDATE capsulegate_tasks t SET runner = $3 WHERE t.capsule = $1 AND t.id = $2
 		AND t.runner IS NOT DISTINCT FROM NULLIF($4, '') RETURNING `+taskCols, capsule, id, s.fleet.name, from)
-	if ok {
-		s.fleet.adoptions.Add(1)
-	}
-	return t, ok, err
 }
 
 func (s *Store) takeTask(sql string, args ...any) (taskstore.Task, bool, error) {

@@ -131,11 +131,5 @@ run() { # A|B round
 	echo "$1 round $2 (load $before): $out; cpu $(awk -v a="$c0" -v b="$c1" -v n="${n:-1}" -v t="$tck" 'BEGIN{printf "%.2f ms/task", (b-a)*1000/t/n}') (gateways and front); $extra; claims $claims"
 }
 echo "start $(date -u +%FT%TZ), load $(load), $clients clients ${mode:-new-context-per-task}; A one gateway, B three behind a front Caddy"
-for i in $(seq "$rounds"); do
-	if [ $((i % 2)) = 1 ]; then run A "$i"; run B "$i"; else run B "$i"; run A "$i"; fi
-done > >(tee "$dir/rows")
-wait $! 2>/dev/null || true
-med() { grep "^$1 " "$dir/rows" | sed -n 's/.* \([0-9.]*\) tasks\/s.*/\1/p' | sort -n | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'; }
-ma=$(med A) mb=$(med B)
-echo "median tasks/s: A (one gateway) $ma, B (three behind a front) $mb, B/A $(awk -v a="$ma" -v b="$mb" 'BEGIN{printf "%.3f", b/a}')"
+alternate "$rounds" "one gateway" "three behind a front"
 echo "end $(date -u +%FT%TZ), load $(load)"

@@ -6,7 +6,7 @@
 # state_dir (pid in $pid), `stop` ends it, `cpu`
 # reads its CPU ticks, `load` the load average, `build_gateway` builds the gateway and the sandbox helper into
 # $dir as `make caddy` does, `machine` prints the line every report starts with, `median`
-# the median of a2aload lines.
+# the median of a2aload lines, `alternate` runs the caller's `run A|B` in turn and compares.
 for f in examples/capsules/wordcount/capsule.wasm examples/capsules/wordcount/murmur.lock; do
 	[ -e "$f" ] || { echo "$0: $f is missing: run \`make examples\` first" >&2; exit 1; }
 done
@@ -82,3 +82,16 @@ median() {
 	printf '%s\n' "$@" | awk '{for (i = 1; i < NF; i++) if ($(i+1) == "tasks/s" || $(i+1) == "tasks/s,") print $i "\t" $0}' |
 		sort -n | awk -v n="$#" 'NR == int((n+1)/2) {sub(/^[^\t]*\t/, ""); print}'
 }
+# alternate ROUNDS NAME_A NAME_B calls the sourcing script's `run A i` and `run B i` in turn
+# A B, B A … for ROUNDS rounds, its lines kept in $dir/rows, then prints the median tasks/s
+# of each and their ratio.
+alternate() {
+	for i in $(seq "$1"); do
+		if [ $((i % 2)) = 1 ]; then run A "$i"; run B "$i"; else run B "$i"; run A "$i"; fi
+	done > >(tee "$dir/rows")
+	wait $! 2>/dev/null || true
+	local ma mb
+	ma=$(rowsMedian A) mb=$(rowsMedian B)
+	echo "median tasks/s: A ($2) $ma, B ($3) $mb, B/A $(awk -v a="$ma" -v b="$mb" 'BEGIN{printf "%.3f", b/a}')"
+}
+rowsMedian() { grep "^$1 " "$dir/rows" | sed -n 's/.* \([0-9.]*\) tasks\/s.*/\1/p' | sort -n | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'; }

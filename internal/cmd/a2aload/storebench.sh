@@ -70,11 +70,5 @@ run() { # A|B round
 	echo "$1 round $2 (load $before): $out; cpu $(perTask "$c0" "$c1" "$out")$extra"
 }
 echo "start $(date -u +%FT%TZ), load $(load), $clients clients ${mode:-new-context-per-task}; A bbolt, B PostgreSQL"
-for i in $(seq "$rounds"); do
-	if [ $((i % 2)) = 1 ]; then run A "$i"; run B "$i"; else run B "$i"; run A "$i"; fi
-done > >(tee "$dir/rows")
-wait $! 2>/dev/null || true
-med() { grep "^$1 " "$dir/rows" | sed -n 's/.* \([0-9.]*\) tasks\/s.*/\1/p' | sort -n | awk '{v[NR]=$1} END{print v[int((NR+1)/2)]}'; }
-ma=$(med A) mb=$(med B)
-echo "median tasks/s: A (bbolt) $ma, B (PostgreSQL) $mb, B/A $(awk -v a="$ma" -v b="$mb" 'BEGIN{printf "%.3f", b/a}')"
+alternate "$rounds" "bbolt" "PostgreSQL"
 echo "end $(date -u +%FT%TZ), load $(load)"
