@@ -41,8 +41,17 @@ const (
 	CodeStore           = "E-REG-036" // the registry directory cannot be read or written
 )
 
-// CodeRemote refuses a registry named by a URL: this release serves local folders only.
-const CodeRemote = "E-REG-080"
+// Codes of remote registries and the cache (docs/operators.md "Registries").
+const (
+	CodeRemote         = "E-REG-080" // a registry URL this release does not serve, or plain HTTP off loopback
+	CodeRemoteDown     = "E-REG-083" // a remote registry cannot be reached or answered 5xx
+	CodeRemoteAuth     = "E-REG-084" // a remote registry refused the credentials (401/403)
+	CodeRemoteProtocol = "E-REG-085" // a remote registry's answer is malformed (listing, manifest, missing header)
+	CodeReserved       = "E-REG-086" // a remote registry refused a reserved version (Nexus 422)
+	CodeOCITag         = "E-REG-087" // a version that cannot be an OCI tag
+	CodeCache          = "E-REG-088" // the artifact cache folder cannot be read or written
+	CodeServe          = "E-REG-089" // the capsule_registry handler's configuration is wrong
+)
 
 // Codes of resolve-level refusals.
 const (

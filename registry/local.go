@@ -38,6 +38,9 @@ type Blob struct {
 	Platform      string // "" for a platform-independent file
 	Data          []byte
 	SHA256        string // lowercase hex, as the registry states it
+	// Archive is the archive Data stands for when Data is not itself a .mur.zip: a plain
+	// wasm component from an OCI registry, read as a tool artifact. nil otherwise.
+	Archive *Archive
 }
 
 // Registry resolves (name, version, platform) to bytes and their sha256
@@ -69,6 +72,7 @@ type Meta struct {
 	SHA256         string        `json:"sha256"`
 	Size           int64         `json:"size"`
 	Description    string        `json:"description,omitempty"`
+	Tags           []string      `json:"tags,omitempty"`
 	Published      time.Time     `json:"published"`
 }
 
@@ -407,7 +411,7 @@ func (l *Local) Publish(ctx context.Context, data []byte, platform string) (*Blo
 		return nil, err
 	}
 	meta := Meta{Name: m.Name, Version: m.Version, Runtime: m.Runtime, Implementation: m.Implementation, Platform: platform,
-		SHA256: sum, Size: int64(len(data)), Description: m.Description, Published: l.clock().UTC().Truncate(time.Second)}
+		SHA256: sum, Size: int64(len(data)), Description: m.Description, Tags: m.Tags, Published: l.clock().UTC().Truncate(time.Second)}
 	metaJSON, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
 		return nil, l.storeErr(err, "cannot encode the metadata of "+id)

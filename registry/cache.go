@@ -1,0 +1,4 @@
+package registry
+
+// Cache placeholder.
+type Cache struct{}
