@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -63,7 +64,7 @@ func TestPublishFetch(t *testing.T) {
 		t.Fatalf("meta.json: %s %v", raw, err)
 	}
 	wantMeta := Meta{Name: "echo-tool", Version: "1.0.0", Runtime: "tool", Implementation: "wasm", SHA256: hashHex(data), Size: int64(len(data)), Description: "test tool", Published: when}
-	if meta != wantMeta {
+	if !reflect.DeepEqual(meta, wantMeta) {
 		t.Fatalf("meta %+v, want %+v", meta, wantMeta)
 	}
 	assertEmpty(t, vdir, "echo-tool-1.0.0.mur.zip", "echo-tool-1.0.0.sha256", "echo-tool-1.0.0.meta.json")

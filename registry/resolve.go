@@ -153,13 +153,17 @@ func resolveOne(ctx context.Context, m *manifest.Manifest, a manifest.ArtifactRe
 	} else if pinned != nil && pinned.ResolvedVersion != a.Version {
 		pinned = nil // Install re-pins a changed version.
 	}
-	blob, err := opts.Registry.Fetch(ctx, Ref{Name: a.Name, Version: a.Version, Platform: platform})
-	if err != nil {
-		return nil, nil, "", err
+	cache := cacheOf(opts.Registry)
+	blob, cachedSum := fromCache(cache, a, pinned, platform)
+	if blob == nil {
+		var err error
+		if blob, err = opts.Registry.Fetch(ctx, Ref{Name: a.Name, Version: a.Version, Platform: platform}); err != nil {
+			return nil, nil, "", err
+		}
 	}
 	var sum string
-	if _, ok := opts.Registry.(Verifying); ok && blob.SHA256 != "" {
-		sum = blob.SHA256 // hashed and checked by the registry itself
+	if _, ok := opts.Registry.(Verifying); (ok && blob.SHA256 != "") || cachedSum != "" {
+		sum = blob.SHA256 // hashed and checked by the registry, or by the cache as it read it
 	} else {
 		sum = sha256Hex(blob.Data)
 	}
@@ -189,9 +193,12 @@ func resolveOne(ctx context.Context, m *manifest.Manifest, a manifest.ArtifactRe
 			status = "verified"
 		}
 	}
-	arc, err := openedArchives.open(blob.Data, sum)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("artifact %s: %w", id, err)
+	arc := blob.Archive
+	if arc == nil {
+		var err error
+		if arc, err = openedArchives.open(blob.Data, sum); err != nil {
+			return nil, nil, "", fmt.Errorf("artifact %s: %w", id, err)
+		}
 	}
 	am := arc.Manifest()
 	if am.Name != a.Name || am.Version != a.Version {
@@ -208,9 +215,53 @@ func resolveOne(ctx context.Context, m *manifest.Manifest, a manifest.ArtifactRe
 			Msg: fmt.Sprintf("artifact %s is a %s, but the capsule manifest declares runtime %s", id, am.Runtime, role),
 			Fix: fmt.Sprintf("set runtime: %s on the artifact in the capsule manifest", am.Runtime)}
 	}
+	if cache != nil && cachedSum == "" {
+		// Only now, with the bytes checked against the lock (or about to be pinned by
+		// it) and opened with every rule, are they kept.
+		if _, err := cache.Put(sum, blob.Data); err != nil {
+			return nil, nil, "", fmt.Errorf("artifact %s: %w", id, err)
+		}
+	}
 	entry := mergePin(opts.Lock.Entry(a.Name), a, blob.Platform, sum)
 	return &Resolved{Name: a.Name, Version: a.Version, Role: role, Platform: blob.Platform, SHA256: sum, Data: blob.Data, Archive: arc},
 		entry, status, nil
+}
+
+// cacheOf returns the cache a registry keeps its verified archives in, or nil.
+func cacheOf(r Registry) *Cache {
+	if c, ok := r.(Caching); ok {
+		return c.Cache()
+	}
+	return nil
+}
+
+// fromCache returns the blob the lock pins for a on platform when the cache holds it,
+// and its sha256 (checked as the cache read it); nil, "" otherwise. A cached plain wasm
+// component is read as a tool artifact again.
+func fromCache(c *Cache, a manifest.ArtifactRef, pinned *LockEntry, platform string) (*Blob, string) {
+	if c == nil || pinned == nil {
+		return nil, ""
+	}
+	want, specific := pinned.Pin(platform)
+	if want == "" {
+		return nil, ""
+	}
+	data, ok := c.Get(want)
+	if !ok {
+		return nil, ""
+	}
+	b := &Blob{Name: a.Name, Version: a.Version, Data: data, SHA256: want}
+	if specific {
+		b.Platform = platform
+	}
+	if IsWasm(data) {
+		arc, err := WasmToolArchive(a.Name, a.Version, data)
+		if err != nil {
+			return nil, ""
+		}
+		b.Archive = arc
+	}
+	return b, want
 }
 
 // mergePin returns the lock entry pinning sum for platform, keeping an old entry's pins
