@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/dustin/go-humanize"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -39,9 +41,19 @@ func init() {
 // App is the Caddy app "capsule": where artifacts come from, where sessions live, and
 // the one wazero engine every hosted capsule runs on.
 type App struct {
-	// Registry is the local registry folder (default: $CAPSULE_REGISTRY, else
-	// <caddy data dir>/capsule/registry, as for the commands: registry.LocalDir).
+	// Registry is where artifacts come from (default: $CAPSULE_REGISTRY, else the folder
+	// <caddy data dir>/capsule/registry, as for the commands: registry.Choose): a folder,
+	// oci://host/repo, nexus+https://host, or on loopback oci+http:// and nexus+http://
+	// (docs/operators.md "Registries").
 	Registry string `json:"registry,omitempty"`
+	// RegistryAuth is how the gateway proves itself to a remote registry; absent, a
+	// Nexus registry gets $NEXUS_API_KEY and an OCI registry the Docker credential config.
+	RegistryAuth *RegistryAuth `json:"registry_auth,omitempty"`
+	// RegistryCache is the folder a remote registry's verified archives are kept in, by
+	// sha256 (default: <cache_dir>/artifacts); RegistryCacheSize its bound in bytes
+	// (default 2 GiB).
+	RegistryCache     string `json:"registry_cache,omitempty"`
+	RegistryCacheSize int64  `json:"registry_cache_size,omitempty"`
 	// WorkRoot holds the sessions (default: <caddy data dir>/capsule/work).
 	WorkRoot string `json:"work_root,omitempty"`
 	// CacheDir holds compiled modules (default: <caddy data dir>/capsule/cache).
@@ -109,6 +121,19 @@ type App struct {
 	metrics    *a2a.Metrics
 	logger     *zap.Logger
 	netLog     *zap.Logger
+}
+
+// RegistryAuth are a remote registry's credentials; each may hold placeholders such as
+// {env.NEXUS_API_KEY}, replaced when the config loads.
+type RegistryAuth struct {
+	// Token is a bearer token: Nexus's API key, or an OCI registry's token.
+	Token string `json:"token,omitempty"`
+	// Username and Password are an OCI registry's basic credentials.
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+	// DockerConfig is the Docker credential config an OCI registry's credentials are
+	// read from (default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json).
+	DockerConfig string `json:"docker_config,omitempty"`
 }
 
 // PushOptions are the app's push-notification settings.
@@ -251,11 +276,15 @@ func (a *App) Provision(ctx caddy.Context) error {
 	// "capsule.netpolicy" (docs/operators.md, "Sessions and logs").
 	a.logger = ctx.Logger().Named("runtime")
 	a.netLog = ctx.Logger().Named("netpolicy")
-	reg, err := registry.LocalDir(a.Registry, os.Getenv, caddy.AppDataDir())
+	src, err := registry.Choose(a.Registry, os.Getenv, caddy.AppDataDir())
 	if err != nil {
 		return err
 	}
-	a.Registry = reg
+	if src.Remote() {
+		a.Registry = src.Spec
+	} else {
+		a.Registry = src.Dir
+	}
 	data := filepath.Join(caddy.AppDataDir(), "capsule")
 	if a.WorkRoot == "" {
 		a.WorkRoot = filepath.Join(data, "work")
@@ -266,7 +295,14 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.StateDir == "" {
 		a.StateDir = filepath.Join(data, "state")
 	}
-	for _, p := range []*string{&a.Registry, &a.WorkRoot, &a.CacheDir, &a.StateDir} {
+	if a.RegistryCache == "" {
+		a.RegistryCache = filepath.Join(a.CacheDir, "artifacts")
+	}
+	dirs := []*string{&a.WorkRoot, &a.CacheDir, &a.StateDir, &a.RegistryCache}
+	if !src.Remote() {
+		dirs = append(dirs, &a.Registry)
+	}
+	for _, p := range dirs {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return errs.Wrap(err, CodeAppConfig, "caddy", "cannot resolve "+*p, "use an absolute path")
@@ -297,7 +333,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := taskMetrics.Register(metrics); err != nil {
 		return err
 	}
-	a.reg = newSharedRegistry(a.Registry)
+	if a.reg, err = a.openRegistry(src); err != nil {
+		return err
+	}
 	a.metricsReg = metrics
 	if a.Store != "" {
 		// Opened at the config's load, not by its first capsule: a database that cannot
@@ -434,6 +472,14 @@ func (a *App) Validate() error {
 		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("grace_period %s is negative", time.Duration(a.GracePeriod)),
 			"write a positive duration such as 30s, or leave it out for 30s"))
 	}
+	if a.RegistryCacheSize < 0 || (a.RegistryCacheSize > 0 && a.RegistryCacheSize < 1<<20) {
+		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("registry_cache_size %d bytes is below 1 MiB", a.RegistryCacheSize),
+			"write a size such as 2GiB, or leave registry_cache_size out for 2 GiB"))
+	}
+	if ra := a.RegistryAuth; ra != nil && (ra.Username == "") != (ra.Password == "") {
+		list = append(list, errs.New(CodeAppConfig, "caddy", "registry_auth has a username without a password, or a password without a username",
+			"give both username and password, or use token"))
+	}
 	if a.MaxTasks != nil && *a.MaxTasks <= 0 {
 		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("max_tasks %d is not positive", *a.MaxTasks),
 			"write how many tasks each capsule keeps, such as 10000, or leave max_tasks out for 10000"))
@@ -495,7 +541,12 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, _ any) (any, error) {
 // UnmarshalCaddyfile reads the global option
 //
 //	capsule {
-//	    registry  <dir>
+//	    registry  <dir>|oci://host/repo|nexus+https://host
+//	    registry_auth {
+//	        token <t> | username <u> password <p> | docker_config <file>
+//	    }
+//	    registry_cache <dir>
+//	    registry_cache_size <size>
 //	    work_root <dir>
 //	    cache_dir <dir>
 //	    dns_upstream <host:port>
@@ -527,6 +578,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			continue
 		}
+		if opt == "registry_auth" {
+			if err := a.unmarshalRegistryAuth(d); err != nil {
+				return err
+			}
+			continue
+		}
 		if !d.NextArg() {
 			if opt == "init_snapshots" || opt == "instance_reuse" {
 				return d.Errf("%s takes on or off", opt)
@@ -536,6 +593,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		switch opt {
 		case "registry":
 			a.Registry = d.Val()
+		case "registry_cache":
+			a.RegistryCache = d.Val()
+		case "registry_cache_size":
+			n, err := humanize.ParseBytes(d.Val())
+			if err != nil || n > math.MaxInt64 {
+				return d.Errf("registry_cache_size %q: want a size such as 2GiB or 500MB", d.Val())
+			}
+			a.RegistryCacheSize = int64(n)
 		case "work_root":
 			a.WorkRoot = d.Val()
 		case "cache_dir":
@@ -589,12 +654,46 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.InstanceReuse = &on
 			}
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, work_root, cache_dir, state_dir, store, store_key, instance, lease, task_versions, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
+			return d.Errf("unknown capsule option %q (known: registry, registry_auth, registry_cache, registry_cache_size, work_root, cache_dir, state_dir, store, store_key, instance, lease, task_versions, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// unmarshalRegistryAuth reads the registry_auth block: token, username, password and
+// docker_config lines, one argument each.
+func (a *App) unmarshalRegistryAuth(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.Errf("registry_auth takes a block: registry_auth { token <t> | username <u> password <p> | docker_config <file> }")
+	}
+	ra := &RegistryAuth{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		var dst *string
+		switch sub {
+		case "token":
+			dst = &ra.Token
+		case "username":
+			dst = &ra.Username
+		case "password":
+			dst = &ra.Password
+		case "docker_config":
+			dst = &ra.DockerConfig
+		default:
+			return d.Errf("unknown registry_auth option %q (known: token, username, password, docker_config)", sub)
+		}
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		*dst = d.Val()
+		if err := lineDone(d, sub); err != nil {
+			return err
+		}
+	}
+	a.RegistryAuth = ra
 	return nil
 }
 

@@ -98,7 +98,7 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestAppRegistry: the app chooses its registry by registry.LocalDir, as the commands do,
+// TestAppRegistry: the app chooses its registry by registry.Choose, as the commands do,
 // and a refused registry leaves nothing to clean up.
 func TestAppRegistry(t *testing.T) {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})

@@ -22,18 +22,22 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "capsule",
-		Usage: "<run|install|verify|pack|publish|replay|store> …",
+		Usage: "<run|install|verify|pack|publish|search|doctor|replay|store> …",
 		Short: "Manages Murmur capsules and their artifacts",
 		Long: `
 Manages Murmur capsules: runs one task of a capsule (run), resolves and pins its
 artifacts (install), checks them against murmur.lock (verify), builds artifact
-packages (pack), adds them to a registry (publish), serves recorded model
+packages (pack), adds them to a registry (publish), lists a registry's
+artifacts (search), reports on a harness (doctor), serves recorded model
 answers from cassettes for tests and demos without a key (replay), and checks or
 compacts a gateway's task store file offline (store check|compact).
 
-run, install, verify and publish take --registry <dir> (default: $CAPSULE_REGISTRY,
-else <caddy data dir>/capsule/registry, the gateway's default too). Every subcommand
-takes --json. Exit codes: 0 ok, 1 refused, 2 usage.`,
+run, install, verify, publish, search and doctor take --registry: a folder,
+oci://host/repo, nexus+https://host, or on loopback oci+http:// and nexus+http://
+(default: $CAPSULE_REGISTRY, else the folder <caddy data dir>/capsule/registry, the
+gateway's default too). A Nexus registry's key comes from $NEXUS_API_KEY, an OCI
+registry's credentials from the Docker credential config. Every subcommand takes
+--json. Exit codes: 0 ok, 1 refused, 2 usage.`,
 		CobraFunc: addSubcommands,
 	})
 }
@@ -75,6 +79,10 @@ func addSubcommands(cmd *cobra.Command) {
 				plat, _ := cmd.Flags().GetString("platform")
 				return cli.Publish(ctx, e, c, args[0], plat)
 			}), "platform", "", "the platform of a native artifact: linux-x86_64, linux-aarch64, darwin-x86_64, darwin-aarch64")),
+		withRegistry(sub("search <query>", "Lists the registry's artifacts whose name, description or tags hold every word of the query (\"\" lists all)", 1,
+			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+				return cli.Search(ctx, e, c, args[0])
+			})),
 		withRegistry(sub("doctor <manifest>", "Reports on a process capsule's harness: found, version, login state, the variables it needs", 1,
 			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
 				return cli.Doctor(ctx, e, c, args[0], filepath.Join(caddy.AppDataDir(), "capsule", "cache"))
@@ -154,7 +162,7 @@ func sub(use, short string, nargs int, run runFunc) *cobra.Command {
 
 // withRegistry gives a subcommand that reads a registry its --registry flag.
 func withRegistry(c *cobra.Command) *cobra.Command {
-	c.Flags().String("registry", "", "registry folder (default: $CAPSULE_REGISTRY, else "+filepath.Join(caddy.AppDataDir(), "capsule", "registry")+")")
+	c.Flags().String("registry", "", "registry: a folder, oci://host/repo or nexus+https://host (default: $CAPSULE_REGISTRY, else "+filepath.Join(caddy.AppDataDir(), "capsule", "registry")+")")
 	return c
 }
 

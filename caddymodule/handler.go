@@ -117,13 +117,18 @@ type version struct {
 	// digest names the capsule version by its files (fingerprint), for a fleet's
 	// rolling upgrades (a2a.Config.Digest).
 	digest string
+	// release lets go of the version's artifacts in the registry's cache.
+	release func()
 }
 
 // close ends the version's session once its running task is done, then lets go of the
-// engine.
+// engine and of its artifacts in the registry's cache.
 func (v *version) close() error {
 	err := v.hosted.Close()
 	engines.Delete(v.engineKey)
+	if v.release != nil {
+		v.release()
+	}
 	return err
 }
 
@@ -292,12 +297,18 @@ func (h *Handler) stage(p *provision) (*version, error) {
 		engines.Delete(app.engineKey())
 		return nil, err
 	}
+	release, err := holdArtifacts(app.reg, hosted.Staged().Artifacts)
+	if err != nil {
+		hosted.Close()
+		engines.Delete(app.engineKey())
+		return nil, err
+	}
 	h.logger.Info("capsule staged", zap.String("capsule", m.Name), zap.String("version", m.Version),
 		zap.Duration("took", time.Since(start)))
 	for _, w := range hosted.Staged().Warnings {
 		h.logger.Warn(w.Error(), zap.String("capsule", m.Name), zap.String("version", m.Version))
 	}
-	return &version{hosted: hosted, engineKey: app.engineKey()}, nil
+	return &version{hosted: hosted, engineKey: app.engineKey(), release: release}, nil
 }
 
 // host stages a capsule the gateway does not serve yet and builds its A2A handler.

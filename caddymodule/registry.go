@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/capsulegate/capsulegate/internal/filesum"
 	"github.com/capsulegate/capsulegate/internal/samefile"
 	"github.com/capsulegate/capsulegate/registry"
@@ -106,4 +108,39 @@ func (s *sharedRegistry) path(name, version, platform, ext string) string {
 		base += "-" + platform
 	}
 	return filepath.Join(s.local.Root, name, version, base+ext)
+}
+
+// openRegistry returns the registry the app's capsules stage from: the local folder
+// shared by its capsules, or a remote registry with the app's credentials and its cache.
+func (a *App) openRegistry(src registry.Source) (registry.Registry, error) {
+	if !src.Remote() {
+		return newSharedRegistry(src.Dir), nil
+	}
+	cache, err := registry.OpenCache(a.RegistryCache, a.RegistryCacheSize)
+	if err != nil {
+		return nil, err
+	}
+	var auth registry.Auth
+	if ra := a.RegistryAuth; ra != nil {
+		repl := caddy.NewReplacer()
+		auth = registry.Auth{Token: repl.ReplaceAll(ra.Token, ""), Username: repl.ReplaceAll(ra.Username, ""),
+			Password: repl.ReplaceAll(ra.Password, ""), DockerConfig: repl.ReplaceAll(ra.DockerConfig, "")}
+	}
+	return registry.Open(src, registry.OpenOptions{Auth: auth, Cache: cache})
+}
+
+// holdArtifacts keeps a staged capsule's artifacts in the registry's cache for as long
+// as the capsule is served; the returned release lets them go (a no-op without a cache).
+func holdArtifacts(reg registry.Registry, staged []registry.Resolved) (func(), error) {
+	c, ok := reg.(registry.Caching)
+	if !ok {
+		return func() {}, nil
+	}
+	sums := make([]string, 0, len(staged))
+	for _, a := range staged {
+		if a.Version != "" {
+			sums = append(sums, a.SHA256)
+		}
+	}
+	return c.Cache().Hold(sums)
 }

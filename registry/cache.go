@@ -40,11 +40,29 @@ type Cache struct {
 	held map[string]int
 }
 
+// caches are the process's caches by folder: one per folder, so that the holds of
+// every config a reload leaves running count together.
+var caches = struct {
+	sync.Mutex
+	m map[string]*Cache
+}{m: map[string]*Cache{}}
+
 // OpenCache opens (creating) the cache folder dir, bounded at maxBytes (≤ 0 means
-// DefaultCacheBytes).
+// DefaultCacheBytes). Opening a folder again returns the same Cache, with the new bound.
 func OpenCache(dir string, maxBytes int64) (*Cache, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultCacheBytes
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	caches.Lock()
+	defer caches.Unlock()
+	if c := caches.m[dir]; c != nil {
+		c.mu.Lock()
+		c.max = maxBytes
+		c.mu.Unlock()
+		return c, nil
 	}
 	c := &Cache{dir: dir, max: maxBytes, held: map[string]int{}}
 	for _, d := range []string{c.blobDir(), c.pinDir()} {
@@ -52,6 +70,7 @@ func OpenCache(dir string, maxBytes int64) (*Cache, error) {
 			return nil, c.err(err, "cannot create "+d)
 		}
 	}
+	caches.m[dir] = c
 	return c, nil
 }
 
@@ -59,7 +78,11 @@ func OpenCache(dir string, maxBytes int64) (*Cache, error) {
 func (c *Cache) Dir() string { return c.dir }
 
 // Max returns the cache's bound in bytes.
-func (c *Cache) Max() int64 { return c.max }
+func (c *Cache) Max() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.max
+}
 
 func (c *Cache) blobDir() string { return filepath.Join(c.dir, "sha256") }
 func (c *Cache) pinDir() string  { return filepath.Join(c.dir, "pins") }
@@ -104,8 +127,8 @@ func (c *Cache) Put(sum string, data []byte) (bool, error) {
 		return false, refuse(CodeCache, fmt.Sprintf("artifact cache %s: refused to keep bytes under sha256 %q that hash to %s", c.dir, sum, hashHex(data)),
 			"this is a bug in the caller: report it")
 	}
-	size := int64(len(data))
-	if size > c.max {
+	size, max := int64(len(data)), c.Max()
+	if size > max {
 		return false, nil
 	}
 	unlock, err := atomicfile.LockDir(c.dir)
@@ -126,7 +149,7 @@ func (c *Cache) Put(sum string, data []byte) (bool, error) {
 	// Oldest use first; evict until the new entry fits.
 	sort.Slice(entries, func(i, j int) bool { return entries[i].used.Before(entries[j].used) })
 	var victims []cacheEntry
-	need := total + size - c.max
+	need := total + size - max
 	for _, e := range entries {
 		if need <= 0 {
 			break

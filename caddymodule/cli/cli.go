@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/capsulegate/capsulegate/errs"
@@ -47,10 +48,30 @@ type Common struct {
 	JSON     bool   // --json
 }
 
-// RegistryDir resolves --registry by registry.LocalDir, the rule the gateway follows
-// too: the flag, else $CAPSULE_REGISTRY, else <DataDir>/capsule/registry.
-func (e *Env) RegistryDir(flag string) (string, error) {
-	return registry.LocalDir(flag, e.getenv, e.DataDir)
+// RegistrySource resolves --registry by registry.Choose, the rule the gateway follows
+// too: the flag, else $CAPSULE_REGISTRY, else the folder <DataDir>/capsule/registry.
+func (e *Env) RegistrySource(flag string) (registry.Source, error) {
+	return registry.Choose(flag, e.getenv, e.DataDir)
+}
+
+// OpenRegistry opens the registry --registry names. A remote one takes its credentials
+// from the environment ($NEXUS_API_KEY; the Docker credential config) and keeps what
+// it verifies in the gateway's default artifact cache, <DataDir>/capsule/cache/artifacts,
+// so that an install warms the cache of a gateway sharing the data folder.
+func (e *Env) OpenRegistry(flag string) (registry.Registry, registry.Source, error) {
+	src, err := e.RegistrySource(flag)
+	if err != nil {
+		return nil, src, err
+	}
+	if !src.Remote() {
+		return registry.NewLocal(src.Dir), src, nil
+	}
+	cache, err := registry.OpenCache(filepath.Join(e.DataDir, "capsule", "cache", "artifacts"), 0)
+	if err != nil {
+		return nil, src, err
+	}
+	reg, err := registry.Open(src, registry.OpenOptions{Getenv: e.getenv, Cache: cache})
+	return reg, src, err
 }
 
 // fail reports err (text on stderr, or a JSON object on stdout) and returns ExitRefused.

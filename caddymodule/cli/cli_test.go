@@ -18,9 +18,9 @@ func newEnv(terminal bool, vars map[string]string) (*Env, *bytes.Buffer, *bytes.
 	return &Env{Stdout: &out, Stderr: &errb, Terminal: terminal, lookup: func(k string) string { return vars[k] }}, &out, &errb
 }
 
-// TestRegistryDir checks the wiring to registry.LocalDir (whose own test has the rule):
-// the flag, the environment, Caddy's data folder.
-func TestRegistryDir(t *testing.T) {
+// TestRegistrySource checks the wiring to registry.Choose (whose own test has the rule):
+// the flag, the environment, Caddy's data folder; a URL of no kind served is refused.
+func TestRegistrySource(t *testing.T) {
 	tests := []struct {
 		flag string
 		vars map[string]string
@@ -30,12 +30,17 @@ func TestRegistryDir(t *testing.T) {
 		{"/flag", map[string]string{"CAPSULE_REGISTRY": "/env"}, "/flag", ""},
 		{"", map[string]string{"CAPSULE_REGISTRY": "/env", "HOME": "/h"}, "/env", ""},
 		{"", map[string]string{"HOME": "/h"}, "/data/caddy/capsule/registry", ""},
+		{"", map[string]string{"CAPSULE_REGISTRY": "oci://ghcr.io/acme"}, "oci://ghcr.io/acme", ""},
 		{"https://registry.example.com", nil, "", registry.CodeRemote},
 	}
 	for _, tt := range tests {
 		e, _, _ := newEnv(false, tt.vars)
 		e.DataDir = "/data/caddy"
-		got, err := e.RegistryDir(tt.flag)
+		src, err := e.RegistrySource(tt.flag)
+		got := src.Dir
+		if src.Remote() {
+			got = src.Spec
+		}
 		if errs.Code(err) != tt.code || got != tt.want {
 			t.Errorf("%q %v: got %q, %v; want %q, code %q", tt.flag, tt.vars, got, err, tt.want, tt.code)
 		}

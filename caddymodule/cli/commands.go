@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/atomicfile"
@@ -46,12 +48,12 @@ func (e *Env) prepare(c Common, path string, mopts ...manifest.Option) (*manifes
 		return nil, registry.Options{}, err
 	}
 	e.warn(m.Warnings)
-	dir, err := e.RegistryDir(c.Registry)
+	reg, _, err := e.OpenRegistry(c.Registry)
 	if err != nil {
 		return nil, registry.Options{}, err
 	}
 	e.progress = newProgress(e)
-	return m, registry.Options{Registry: registry.NewLocal(dir), Progress: e.progress.report}, nil
+	return m, registry.Options{Registry: reg, Progress: e.progress.report}, nil
 }
 
 // Install resolves a capsule's artifacts and writes murmur.lock beside its manifest.
@@ -126,9 +128,10 @@ func Pack(ctx context.Context, e *Env, c Common, dir, output string) int {
 	return ExitOK
 }
 
-// Publish adds a .mur.zip to the registry; platform is required for native artifacts.
+// Publish adds a .mur.zip to the registry (a folder, OCI or Nexus); platform is
+// required for native artifacts.
 func Publish(ctx context.Context, e *Env, c Common, file, platform string) int {
-	dir, err := e.RegistryDir(c.Registry)
+	reg, src, err := e.OpenRegistry(c.Registry)
 	if err != nil {
 		return e.fail(c, err)
 	}
@@ -136,10 +139,17 @@ func Publish(ctx context.Context, e *Env, c Common, file, platform string) int {
 	if err != nil {
 		return e.fail(c, err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return e.fail(c, errs.Wrap(err, registry.CodeStore, "registry", "cannot create the registry folder "+dir, "check the path and its permissions"))
+	where := src.Spec
+	if !src.Remote() {
+		if err := os.MkdirAll(src.Dir, 0o755); err != nil {
+			return e.fail(c, errs.Wrap(err, registry.CodeStore, "registry", "cannot create the registry folder "+src.Dir, "check the path and its permissions"))
+		}
 	}
-	blob, err := registry.NewLocal(dir).Publish(ctx, data, platform)
+	pub, ok := reg.(registry.Publisher)
+	if !ok {
+		return e.fail(c, errs.New(registry.CodeRemote, "registry", fmt.Sprintf("registry %s does not take publications", src.Spec), "publish to a folder, an OCI or a Nexus registry"))
+	}
+	blob, err := pub.Publish(ctx, data, platform)
 	if err != nil {
 		return e.fail(c, err)
 	}
@@ -149,10 +159,55 @@ func Publish(ctx context.Context, e *Env, c Common, file, platform string) int {
 	}
 	if c.JSON {
 		e.writeJSON(map[string]any{"ok": true, "name": blob.Name, "version": blob.Version, "platform": plat,
-			"sha256": blob.SHA256, "bytes": len(blob.Data), "registry": dir})
+			"sha256": blob.SHA256, "bytes": len(blob.Data), "registry": where})
 		return ExitOK
 	}
-	fmt.Fprintf(e.Stdout, "published %s %s (%s) to %s  sha256:%s\n", blob.Name, blob.Version, plat, filepath.Join(dir, blob.Name, blob.Version), blob.SHA256)
+	if !src.Remote() {
+		where = filepath.Join(src.Dir, blob.Name, blob.Version)
+	}
+	fmt.Fprintf(e.Stdout, "published %s %s (%s) to %s  sha256:%s\n", blob.Name, blob.Version, plat, where, blob.SHA256)
+	return ExitOK
+}
+
+// Search lists the registry's artifacts whose name, description or tags hold every word
+// of query (all of them for an empty query), newest version last.
+func Search(ctx context.Context, e *Env, c Common, query string) int {
+	reg, src, err := e.OpenRegistry(c.Registry)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	l, ok := reg.(registry.Lister)
+	if !ok {
+		return e.fail(c, errs.New(registry.CodeRemote, "registry", fmt.Sprintf("registry %s cannot list what it holds", src.Spec), "search a folder, an OCI or a Nexus registry"))
+	}
+	all, err := l.List(ctx)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	found := []registry.Listing{}
+	for _, a := range all {
+		if a.Matches(query) {
+			found = append(found, a)
+		}
+	}
+	if c.JSON {
+		e.writeJSON(map[string]any{"ok": true, "registry": src.Spec, "query": query, "artifacts": found})
+		return ExitOK
+	}
+	if len(found) == 0 {
+		fmt.Fprintf(e.Stdout, "no artifact in %s matches %q\n", src.Spec, query)
+		return ExitOK
+	}
+	tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tVERSION\tRUNTIME\tPLATFORMS\tDESCRIPTION")
+	for _, a := range found {
+		plats := "any"
+		if len(a.Platforms) > 0 {
+			plats = strings.Join(a.Platforms, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\n", a.Name, a.Version, a.Role, a.Implementation, plats, a.Description)
+	}
+	tw.Flush()
 	return ExitOK
 }
 
