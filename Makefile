@@ -11,6 +11,8 @@ FUZZTIME  ?= 60s
 FUZZTIME_REST ?= 5m
 # FuzzInboundParts decodes, admits and renders back the parts of every binding: two minutes.
 FUZZTIME_PARTS ?= 2m
+# FuzzNexusListing and FuzzOCIManifest decode what remote registries answer: two minutes each.
+FUZZTIME_REGISTRY ?= 2m
 
 # Wasm guests: every main package whose first line is `//go:build wasip1`. Test guests
 # build into bin/guests/; example guests build where the examples need them.
@@ -186,12 +188,15 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-## fuzz: run every fuzz target for FUZZTIME each (default 60s; FuzzREST FUZZTIME_REST, 5m)
+## fuzz: run every fuzz target for FUZZTIME each (default 60s; FuzzREST FUZZTIME_REST, 5m;
+## the parts and registry decoders FUZZTIME_PARTS and FUZZTIME_REGISTRY, 2m)
 fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./netpolicy -run '^$$' -fuzz '^FuzzParseRule$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./registry -run '^$$' -fuzz '^FuzzOpenArchive$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./registry -run '^$$' -fuzz '^FuzzParseLock$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./registry -run '^$$' -fuzz '^FuzzNexusListing$$' -fuzztime $(FUZZTIME_REGISTRY)
+	$(GO) test ./registry -run '^$$' -fuzz '^FuzzOCIManifest$$' -fuzztime $(FUZZTIME_REGISTRY)
 	$(GO) test ./runtime/wasm -run '^$$' -fuzz '^FuzzExportGlobals$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wasm -run '^$$' -fuzz '^FuzzInterruptRewrite$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/wasm/component -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
