@@ -362,17 +362,35 @@ func (l *Local) Publish(ctx context.Context, data []byte, platform string) (*Blo
 	if err != nil {
 		return nil, err
 	}
-	m := a.Manifest()
+	return l.publish(ctx, a, data, platform, false)
+}
+
+// checkPublishPlatform applies the platform rules of publishing: required for native
+// tools, refused otherwise, and one of Platforms.
+func checkPublishPlatform(m *manifest.ArtifactManifest, platform string) error {
 	id := m.Name + "@" + m.Version
 	switch native := m.Implementation == manifest.ImplNative; {
 	case native && platform == "":
-		return nil, refuse(CodePlatformNeeded, fmt.Sprintf("artifact %s is a native tool, and no platform was given", id),
+		return refuse(CodePlatformNeeded, fmt.Sprintf("artifact %s is a native tool, and no platform was given", id),
 			"give the platform the binary is built for: "+strings.Join(Platforms(), ", "))
 	case !native && platform != "":
-		return nil, refuse(CodePlatformExtra, fmt.Sprintf("artifact %s is a %s %s and runs everywhere, but platform %q was given", id, implOf(m), m.Runtime, platform),
+		return refuse(CodePlatformExtra, fmt.Sprintf("artifact %s is a %s %s and runs everywhere, but platform %q was given", id, implOf(m), m.Runtime, platform),
 			"publish it without a platform")
 	case platform != "" && !ValidPlatform(platform):
-		return nil, badPlatform(platform)
+		return badPlatform(platform)
+	}
+	return nil
+}
+
+// publish adds a, opened from data, as Publish describes. With refuseExisting, a file
+// already published under the same name, version and platform is refused even when it
+// holds the same bytes, as Nexus refuses every republication (NexusServer); the check is
+// made under the version folder's lock, so two uploads cannot both succeed.
+func (l *Local) publish(ctx context.Context, a *Archive, data []byte, platform string, refuseExisting bool) (*Blob, error) {
+	m := a.Manifest()
+	id := m.Name + "@" + m.Version
+	if err := checkPublishPlatform(m, platform); err != nil {
+		return nil, err
 	}
 	sum := hashHex(data)
 	blob := &Blob{Name: m.Name, Version: m.Version, Platform: platform, Data: data, SHA256: sum}
@@ -392,6 +410,11 @@ func (l *Local) Publish(ctx context.Context, data []byte, platform string) (*Blo
 	base := filepath.Join(vdir, fileBase(m.Name, m.Version, platform))
 	zipPath, sumPath := base+".mur.zip", base+".sha256"
 	sumLine := []byte(sum + "  " + filepath.Base(zipPath) + "\n")
+	if refuseExisting && fileExists(zipPath) {
+		return nil, refuse(CodeConflict,
+			fmt.Sprintf("artifact %s%s is already published, and this registry never replaces a published file, even with the same bytes (the archive given has sha256 %s)", id, platSuffixOf(platform), sum),
+			"published versions never change: bump the version in murmur.yaml and publish again")
+	}
 	old, err := readCapped(zipPath, MaxArchiveFileBytes)
 	switch {
 	case err == nil:

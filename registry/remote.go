@@ -17,7 +17,9 @@ import (
 type Publisher interface {
 	// Publish adds the archive, opened with every hardening rule first; platform is
 	// required for native tools and refused otherwise. A different archive already
-	// published under the same name, version and platform is refused (E-REG-035).
+	// published under the same name, version and platform is refused (E-REG-035); the
+	// same archive again is a no-op for a folder or OCI registry, and refused by Nexus,
+	// whose protocol refuses every duplicate.
 	Publish(ctx context.Context, data []byte, platform string) (*Blob, error)
 }
 
