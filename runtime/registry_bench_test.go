@@ -47,8 +47,10 @@ func bigToolArchive(b *testing.B) []byte {
 //     lock, opens every entry), caches and stages; the compilation cache is warm and
 //     the engine new per op (a gateway restarting on a new machine whose compiled
 //     modules were kept). The engine's own start is not timed.
-//   - warm: the artifact cache holds the archive and the registry is down; otherwise as
-//     cold: a gateway restarting during a registry outage.
+//   - warm/restart: the artifact cache holds the archive and the registry is down;
+//     otherwise as cold: a gateway restarting during a registry outage.
+//   - warm/reload: the same, on an engine that has compiled the module before: a config
+//     reload during a registry outage.
 func BenchmarkStageRemote(b *testing.B) {
 	ctx := context.Background()
 	archive := bigToolArchive(b)
@@ -96,6 +98,7 @@ func BenchmarkStageRemote(b *testing.B) {
 		b.Fatal(err)
 	}
 	compiled := filepath.Join(b.TempDir(), "compiled")
+	var stageOn func(b *testing.B, e *Runtime, reg registry.Registry, closeAfter bool)
 	newEngine := func() *Runtime {
 		e, err := New(ctx, wasm.WithCacheDir(compiled))
 		if err != nil {
@@ -121,8 +124,8 @@ func BenchmarkStageRemote(b *testing.B) {
 		}
 		return r
 	}
-	stage := func(b *testing.B, reg registry.Registry) {
-		e := newEngine()
+	stage := func(b *testing.B, reg registry.Registry) { stageOn(b, newEngine(), reg, true) }
+	stageOn = func(b *testing.B, e *Runtime, reg registry.Registry, closeAfter bool) {
 		b.StartTimer()
 		s, err := e.Stage(ctx, m, StageOptions{Registry: reg})
 		b.StopTimer()
@@ -132,7 +135,9 @@ func BenchmarkStageRemote(b *testing.B) {
 		if len(s.Modules) != 1 {
 			b.Fatalf("staged %d modules, want 1", len(s.Modules))
 		}
-		e.Close(ctx)
+		if closeAfter {
+			e.Close(ctx)
+		}
 	}
 	// The lock, and the compiled module on disk.
 	b.StopTimer()
@@ -157,11 +162,21 @@ func BenchmarkStageRemote(b *testing.B) {
 	}
 	for _, src := range sources[1:] {
 		var once sync.Once
-		b.Run("warm/"+src.name, func(b *testing.B) {
+		b.Run("warm/restart/"+src.name, func(b *testing.B) {
 			b.StopTimer()
 			once.Do(src.down)
 			for i := 0; i < b.N; i++ {
 				stage(b, open(src.spec, caches[src.name]))
+			}
+		})
+		b.Run("warm/reload/"+src.name, func(b *testing.B) {
+			b.StopTimer()
+			once.Do(src.down)
+			e := newEngine()
+			defer e.Close(ctx)
+			stageOn(b, e, open(src.spec, caches[src.name]), false)
+			for i := 0; i < b.N; i++ {
+				stageOn(b, e, open(src.spec, caches[src.name]), false)
 			}
 		})
 	}
