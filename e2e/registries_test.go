@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,11 @@ func TestRegistryOCI(t *testing.T) {
 		countWords(t, g)
 		if got := cacheFiles(g); len(got) != 1 || got[0] != pinned {
 			t.Fatalf("%s cache: %v, want the pinned %s", g.dir, got, pinned)
+		}
+		// The staged capsule's artifact is held against eviction while it is served.
+		pins, _ := os.ReadFile(filepath.Join(g.dir, "data", "caddy", "capsule", "cache", "artifacts", "pins", strconv.Itoa(g.cmd.Process.Pid)))
+		if !strings.Contains(string(pins), pinned) {
+			t.Fatalf("%s holds %q in its cache, want %s", g.dir, pins, pinned)
 		}
 	}
 	for _, g := range gws {

@@ -228,6 +228,16 @@ type cached struct {
 
 func (c *cached) Cache() *Cache { return c.cache }
 
+// VerifiesSHA256 marks the cached registry as Verifying: Open wraps only OCI and Nexus,
+// which hash every answer against their own statement.
+func (c *cached) VerifiesSHA256() {}
+
+var (
+	_ Verifying = (*OCI)(nil)
+	_ Verifying = (*Nexus)(nil)
+	_ Verifying = (*cached)(nil)
+)
+
 // Publish passes to the registry underneath.
 func (c *cached) Publish(ctx context.Context, data []byte, platform string) (*Blob, error) {
 	p, ok := c.Registry.(Publisher)
