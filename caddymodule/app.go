@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -670,28 +671,9 @@ func (a *App) unmarshalRegistryAuth(d *caddyfile.Dispenser) error {
 		return d.Errf("registry_auth takes a block: registry_auth { token <t> | username <u> password <p> | docker_config <file> }")
 	}
 	ra := &RegistryAuth{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		var dst *string
-		switch sub {
-		case "token":
-			dst = &ra.Token
-		case "username":
-			dst = &ra.Username
-		case "password":
-			dst = &ra.Password
-		case "docker_config":
-			dst = &ra.DockerConfig
-		default:
-			return d.Errf("unknown registry_auth option %q (known: token, username, password, docker_config)", sub)
-		}
-		if !d.NextArg() {
-			return d.ArgErr()
-		}
-		*dst = d.Val()
-		if err := lineDone(d, sub); err != nil {
-			return err
-		}
+	if err := stringBlock(d, "registry_auth", []string{"token", "username", "password", "docker_config"},
+		[]*string{&ra.Token, &ra.Username, &ra.Password, &ra.DockerConfig}); err != nil {
+		return err
 	}
 	a.RegistryAuth = ra
 	return nil
@@ -718,6 +700,32 @@ func (a *App) unmarshalPush(d *caddyfile.Dispenser) error {
 	}
 	if len(a.Push.Allow) == 0 {
 		return d.Errf("push allows no webhook URL: add allow <rule>... inside its block")
+	}
+	return nil
+}
+
+// stringBlock reads a block of subdirectives that each take one argument into the
+// matching field of dsts (names[i] fills dsts[i]); an unknown one, or one given twice,
+// is refused naming the block.
+func stringBlock(d *caddyfile.Dispenser, block string, names []string, dsts []*string) error {
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		i := slices.Index(names, sub)
+		if i < 0 {
+			return d.Errf("unknown %s subdirective %q (known: %s)", block, sub, strings.Join(names, ", "))
+		}
+		if seen[sub] {
+			return d.Errf("%s: %s is given twice", block, sub)
+		}
+		seen[sub] = true
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		*dsts[i] = d.Val()
+		if err := lineDone(d, sub); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -123,34 +123,17 @@ func (rh *RegistryHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.ArgErr()
 		}
 	}
-	seen := map[string]bool{}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		sub := d.Val()
-		var dst *string
-		switch sub {
-		case "root":
-			if rh.Root != "" && !seen[sub] {
-				return d.Errf("capsule_registry: the folder is given twice, as the argument and as root")
-			}
-			dst = &rh.Root
-		case "publish_token":
-			dst = &rh.PublishToken
-		case "read_token":
-			dst = &rh.ReadToken
-		default:
-			return d.Errf("unknown capsule_registry subdirective %q (known: root, publish_token, read_token)", sub)
-		}
-		if seen[sub] {
-			return d.Errf("capsule_registry: %s is given twice", sub)
-		}
-		seen[sub] = true
-		if !d.NextArg() {
-			return d.ArgErr()
-		}
-		*dst = d.Val()
-		if err := lineDone(d, sub); err != nil {
-			return err
-		}
+	arg := rh.Root
+	rh.Root = ""
+	if err := stringBlock(d, "capsule_registry", []string{"root", "publish_token", "read_token"},
+		[]*string{&rh.Root, &rh.PublishToken, &rh.ReadToken}); err != nil {
+		return err
+	}
+	if arg != "" && rh.Root != "" {
+		return d.Errf("capsule_registry: the folder is given twice, as the argument and as root")
+	}
+	if arg != "" {
+		rh.Root = arg
 	}
 	return nil
 }

@@ -358,11 +358,27 @@ func (l *Local) Publish(ctx context.Context, data []byte, platform string) (*Blo
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	a, err := OpenArchive(data)
+	a, err := openForPublish(data, platform)
 	if err != nil {
 		return nil, err
 	}
 	return l.publish(ctx, a, data, platform, false)
+}
+
+// openForPublish is what every registry checks before it keeps or sends an archive: its
+// size, every hardening rule, and the platform rules (checkPublishPlatform).
+func openForPublish(data []byte, platform string) (*Archive, error) {
+	if int64(len(data)) > MaxArchiveFileBytes {
+		return nil, refuse(CodeDeclaredSize, fmt.Sprintf("the archive is %d bytes, over the %d-byte limit", len(data), int64(MaxArchiveFileBytes)), "keep an artifact under 500 MiB")
+	}
+	a, err := OpenArchive(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPublishPlatform(a.Manifest(), platform); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // checkPublishPlatform applies the platform rules of publishing: required for native

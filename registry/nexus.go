@@ -173,17 +173,11 @@ func (n *Nexus) Publish(ctx context.Context, data []byte, platform string) (*Blo
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if int64(len(data)) > MaxArchiveFileBytes {
-		return nil, refuse(CodeDeclaredSize, fmt.Sprintf("the archive is %d bytes, over the %d-byte limit", len(data), int64(MaxArchiveFileBytes)), "keep an artifact under 500 MiB")
-	}
-	a, err := OpenArchive(data)
+	a, err := openForPublish(data, platform)
 	if err != nil {
 		return nil, err
 	}
 	m := a.Manifest()
-	if err := checkPublishPlatform(m, platform); err != nil {
-		return nil, err
-	}
 	ref := Ref{Name: m.Name, Version: m.Version, Platform: platform}
 	q := url.Values{"name": {m.Name}, "version": {m.Version}, "runtime": {nexusRuntime(m)}}
 	if platform != "" {

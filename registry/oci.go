@@ -562,25 +562,12 @@ func (o *OCI) Publish(ctx context.Context, data []byte, platform string) (*Blob,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if int64(len(data)) > MaxArchiveFileBytes {
-		return nil, refuse(CodeDeclaredSize, fmt.Sprintf("the archive is %d bytes, over the %d-byte limit", len(data), int64(MaxArchiveFileBytes)), "keep an artifact under 500 MiB")
-	}
-	a, err := OpenArchive(data)
+	a, err := openForPublish(data, platform)
 	if err != nil {
 		return nil, err
 	}
 	m := a.Manifest()
 	id := m.Name + "@" + m.Version
-	switch native := m.Implementation == manifest.ImplNative; {
-	case native && platform == "":
-		return nil, refuse(CodePlatformNeeded, fmt.Sprintf("artifact %s is a native tool, and no platform was given", id),
-			"give the platform the binary is built for: "+strings.Join(Platforms(), ", "))
-	case !native && platform != "":
-		return nil, refuse(CodePlatformExtra, fmt.Sprintf("artifact %s is a %s %s and runs everywhere, but platform %q was given", id, implOf(m), m.Runtime, platform),
-			"publish it without a platform")
-	case platform != "" && !ValidPlatform(platform):
-		return nil, badPlatform(platform)
-	}
 	tag, err := ociTag(m.Name, m.Version, platform)
 	if err != nil {
 		return nil, err
