@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/ports"
+	"github.com/capsulegate/capsulegate/internal/testkit/serverproc"
 )
 
 const (
@@ -72,8 +73,8 @@ type Registry struct {
 
 	t    testing.TB
 	bin  string
-	dir  string   // config.yml, registry.log, storage/
-	who  *account // the account the registry runs as; nil: ours
+	dir  string              // config.yml, registry.log, storage/
+	who  *serverproc.Account // the account the registry runs as; nil: ours
 	port int
 
 	mu     sync.Mutex
@@ -96,7 +97,7 @@ func Start(t testing.TB) *Registry {
 	if err := os.MkdirAll(r.Storage, 0o755); err != nil {
 		t.Fatalf("ocitest: %v", err)
 	}
-	if err := who.own(r.dir); err != nil {
+	if err := who.Own(r.dir); err != nil {
 		t.Fatalf("ocitest: giving the storage folder to the registry's user: %v", err)
 	}
 	t.Cleanup(func() {
@@ -125,7 +126,7 @@ func Start(t testing.TB) *Registry {
 // storageDir is the registry's folder: t's temp folder, opened to the registry's user
 // when that is another one (testing makes it private), or a folder of /tmp when a parent
 // stays closed to that user (a root-only TMPDIR).
-func storageDir(t testing.TB, who *account) string {
+func storageDir(t testing.TB, who *serverproc.Account) string {
 	dir := t.TempDir()
 	if who == nil {
 		return dir
@@ -134,7 +135,7 @@ func storageDir(t testing.TB, who *account) string {
 	for _, d := range []string{dir, filepath.Dir(dir)} {
 		_ = os.Chmod(d, 0o711)
 	}
-	if traversable(dir) {
+	if serverproc.Traversable(dir) {
 		return dir
 	}
 	dir, err := os.MkdirTemp("/tmp", "capsulegate-ocireg-*")
@@ -145,19 +146,14 @@ func storageDir(t testing.TB, who *account) string {
 	return dir
 }
 
-// traversable says whether every user may pass through path and its parents.
-func traversable(path string) bool {
-	for {
-		fi, err := os.Stat(path)
-		if err != nil || fi.Mode().Perm()&0o001 == 0 {
-			return false
-		}
-		parent := filepath.Dir(path)
-		if parent == path {
-			return true
-		}
-		path = parent
+// serverAccount is the account to run the registry as: nil (ours) unless we are root;
+// then nobody, so that a registry bug cannot touch what root may.
+func serverAccount() (*serverproc.Account, error) {
+	who, err := serverproc.Unprivileged("nobody")
+	if err != nil {
+		return nil, fmt.Errorf("ocitest: running as root, and no user nobody to run the registry as: %w", err)
 	}
+	return who, nil
 }
 
 // URL is the registry source naming this registry's Prefix:
@@ -207,7 +203,7 @@ func (r *Registry) start() (busy bool, err error) {
 	cmd.Dir = r.dir
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = environ()
-	r.who.apply(cmd)
+	runAs(cmd, r.who)
 	if err := cmd.Start(); err != nil {
 		return false, fmt.Errorf("ocitest: starting %s: %w", r.bin, err)
 	}
@@ -308,23 +304,7 @@ func (r *Registry) Restart() {
 // logTail is the whole log, at most its last 8 KiB.
 func (r *Registry) logTail() string { return r.logTailFrom(0) }
 
+// logTailFrom is the log from offset from, at most its last 8 KiB, for an error.
 func (r *Registry) logTailFrom(from int64) string {
-	const max = 8 << 10
-	path := filepath.Join(r.dir, logFile)
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Sprintf("(no registry log: %v)", err)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size()-from > max {
-		from = fi.Size() - max
-	}
-	if _, err := f.Seek(from, io.SeekStart); err != nil {
-		return fmt.Sprintf("(registry log: %v)", err)
-	}
-	b, _ := io.ReadAll(f)
-	if len(b) == 0 {
-		return fmt.Sprintf("(registry log %s: nothing)", path)
-	}
-	return fmt.Sprintf("registry log %s ends:\n%s", path, b)
+	return serverproc.LogTail(filepath.Join(r.dir, logFile), "registry log", from, 8<<10)
 }

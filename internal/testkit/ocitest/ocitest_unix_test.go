@@ -25,7 +25,7 @@ func TestRunsUnprivileged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := fi.Sys().(*syscall.Stat_t); st.Uid != who.uid {
-		t.Fatalf("the blob is uid %d's, want nobody's (%d)", st.Uid, who.uid)
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != who.UID {
+		t.Fatalf("the blob is uid %d's, want nobody's (%d)", st.Uid, who.UID)
 	}
 }

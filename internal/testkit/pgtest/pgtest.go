@@ -24,7 +24,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -42,6 +41,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/ports"
+	"github.com/capsulegate/capsulegate/internal/testkit/serverproc"
 )
 
 const (
@@ -159,10 +159,10 @@ type Options struct {
 
 // Cluster is one running (or stopped) PostgreSQL server and its data folder.
 type Cluster struct {
-	bin  string   // the folder of initdb, pg_ctl and postgres
-	dir  string   // the cluster folder: data/, server.log, owner.pid and the unix socket
-	who  *account // the account the server runs as; nil: ours
-	conf []string // the server's settings as name=value, in order
+	bin  string              // the folder of initdb, pg_ctl and postgres
+	dir  string              // the cluster folder: data/, server.log, owner.pid and the unix socket
+	who  *serverproc.Account // the account the server runs as; nil: ours
+	conf []string            // the server's settings as name=value, in order
 
 	mu      sync.Mutex
 	port    int
@@ -233,7 +233,7 @@ func Start(opts Options) (*Cluster, error) {
 	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	if err := who.own(dir); err != nil {
+	if err := who.Own(dir); err != nil {
 		return nil, fmt.Errorf("pgtest: giving the cluster folder to the server's user: %w", err)
 	}
 
@@ -251,7 +251,7 @@ func Start(opts Options) (*Cluster, error) {
 				return nil, fmt.Errorf("pgtest: %w", err)
 			}
 		}
-		if err := who.own(c.data()); err != nil {
+		if err := who.Own(c.data()); err != nil {
 			return nil, fmt.Errorf("pgtest: giving the TLS files to the server's user: %w", err)
 		}
 		c.conf = append(c.conf, "ssl=on", "ssl_cert_file=server.crt", "ssl_key_file=server.key")
@@ -453,7 +453,7 @@ func (c *Cluster) run(timeout time.Duration, name string, args ...string) ([]byt
 // command builds a command for one of the binaries, run in dir (the user may not reach
 // the caller's working folder), as who, without PG* variables that would redirect it
 // and in the C locale so its messages are the ones this package looks for.
-func command(ctx context.Context, bin, dir string, who *account, name string, args ...string) *exec.Cmd {
+func command(ctx context.Context, bin, dir string, who *serverproc.Account, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
 	cmd.Dir = dir
 	// pg_ctl's server does not keep its output, but do not hang on it if one ever did.
@@ -472,30 +472,23 @@ func command(ctx context.Context, bin, dir string, who *account, name string, ar
 		env = append(env, "HOME="+dir)
 	}
 	cmd.Env = env
-	who.apply(cmd)
+	who.Apply(cmd)
 	return cmd
 }
 
 // logTail is the server log from offset from, at most its last 4 KiB, for an error.
 func (c *Cluster) logTail(from int64) string {
-	const max = 4 << 10
-	path := filepath.Join(c.dir, logFile)
-	f, err := os.Open(path)
+	return serverproc.LogTail(filepath.Join(c.dir, logFile), "server log", from, 4<<10)
+}
+
+// serverAccount is the account to run PostgreSQL as: nil (ours) unless we are root, which
+// PostgreSQL refuses to run as; then postgres, or nobody where there is no postgres user.
+func serverAccount() (*serverproc.Account, error) {
+	who, err := serverproc.Unprivileged("postgres", "nobody")
 	if err != nil {
-		return fmt.Sprintf("(no server log: %v)\n", err)
+		return nil, fmt.Errorf("pgtest: running as root, and no user to run PostgreSQL as: %w", err)
 	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Size()-from > max {
-		from = fi.Size() - max
-	}
-	if _, err := f.Seek(from, io.SeekStart); err != nil {
-		return fmt.Sprintf("(server log: %v)\n", err)
-	}
-	b, _ := io.ReadAll(f)
-	if len(b) == 0 {
-		return fmt.Sprintf("(server log %s: nothing new)\n", path)
-	}
-	return fmt.Sprintf("server log %s ends:\n%s", path, b)
+	return who, nil
 }
 
 // freePort picks the server's port with ports.Free: below the ephemeral range, so that a
@@ -510,37 +503,18 @@ func freePort() (int, error) {
 
 // baseDir is where cluster folders go: the temp folder, unless the server's account
 // could not reach it there (a root-only TMPDIR), then /tmp.
-func baseDir(who *account) string {
+func baseDir(who *serverproc.Account) string {
 	base := os.TempDir()
-	if who != nil && !traversable(base) {
+	if who != nil && !serverproc.Traversable(base) {
 		return "/tmp"
 	}
 	return base
 }
 
-// traversable says whether every user may pass through path and its parents.
-func traversable(path string) bool {
-	path, err := filepath.Abs(path)
-	if err != nil {
-		return false
-	}
-	for {
-		fi, err := os.Stat(path)
-		if err != nil || fi.Mode().Perm()&0o001 == 0 {
-			return false
-		}
-		parent := filepath.Dir(path)
-		if parent == path {
-			return true
-		}
-		path = parent
-	}
-}
-
 // removeStale stops and removes the clusters under base that their test binaries left
 // behind, best effort: one whose owner process is alive is in use (even stopped, to be
 // resumed), and a folder without owner.pid may be a moment old, so wait a minute for it.
-func removeStale(base, bin string, who *account) {
+func removeStale(base, bin string, who *serverproc.Account) {
 	dirs, _ := filepath.Glob(filepath.Join(base, dirPrefix+"*"))
 	for _, dir := range dirs {
 		if owner, err := readPid(filepath.Join(dir, ownerFile)); err == nil {
