@@ -268,6 +268,11 @@ func (p pooledEngine) Destruct() error { return p.Runtime.Close(context.Backgrou
 // Provision fills in the defaults, takes the shared engine and registers the metrics on
 // this config's registry.
 func (a *App) Provision(ctx caddy.Context) error {
+	// Credentials usually come from the environment ({env.…}): replaced before they are
+	// checked, so an unset variable is found here rather than sent as an empty value.
+	if err := a.replaceRegistryAuth(); err != nil {
+		return err
+	}
 	// Caddy validates after provisioning; a bad value must refuse the config before the
 	// engine starts.
 	if err := a.Validate(); err != nil {
@@ -478,7 +483,11 @@ func (a *App) Validate() error {
 			"write a size such as 2GiB, or leave registry_cache_size out for 2 GiB"))
 	}
 	if ra := a.RegistryAuth; ra != nil && (ra.Username == "") != (ra.Password == "") {
-		list = append(list, errs.New(CodeAppConfig, "caddy", "registry_auth has a username without a password, or a password without a username",
+		has, lacks := "username", "password"
+		if ra.Username == "" {
+			has, lacks = "password", "username"
+		}
+		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("registry_auth has a %s and no %s", has, lacks),
 			"give both username and password, or use token"))
 	}
 	if a.MaxTasks != nil && *a.MaxTasks <= 0 {
@@ -598,8 +607,8 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.RegistryCache = d.Val()
 		case "registry_cache_size":
 			n, err := humanize.ParseBytes(d.Val())
-			if err != nil || n > math.MaxInt64 {
-				return d.Errf("registry_cache_size %q: want a size such as 2GiB or 500MB", d.Val())
+			if err != nil || n > math.MaxInt64 || n < 1<<20 {
+				return d.Errf("registry_cache_size %q: want a size of at least 1MiB, such as 2GiB or 500MB", d.Val())
 			}
 			a.RegistryCacheSize = int64(n)
 		case "work_root":
@@ -659,6 +668,31 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// replaceRegistryAuth replaces the placeholders of registry_auth, refusing a value that
+// was written but is empty once replaced (an unset {env.…}), which would otherwise fall
+// back to other credentials, or to none, without a word.
+func (a *App) replaceRegistryAuth() error {
+	ra := a.RegistryAuth
+	if ra == nil {
+		return nil
+	}
+	repl := caddy.NewReplacer()
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"token", &ra.Token}, {"username", &ra.Username}, {"password", &ra.Password}, {"docker_config", &ra.DockerConfig}} {
+		if *f.v == "" {
+			continue
+		}
+		raw := *f.v
+		if *f.v = repl.ReplaceAll(raw, ""); *f.v == "" {
+			return errs.New(CodeAppConfig, "caddy", fmt.Sprintf("registry_auth %s %q is empty once placeholders are replaced", f.name, raw),
+				"set the environment variable it names, or remove the line")
 		}
 	}
 	return nil

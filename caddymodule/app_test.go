@@ -34,6 +34,8 @@ func TestAppCaddyfile(t *testing.T) {
 		{"reuse off", "capsule {\n instance_reuse off\n}", `{"instance_reuse":false}`},
 		{"store", "capsule {\n store {env.CAPSULE_STORE}\n store_key {env.CAPSULE_STORE_KEY}\n}",
 			`{"store":"{env.CAPSULE_STORE}","store_key":"{env.CAPSULE_STORE_KEY}"}`},
+		{"remote registry", "capsule {\n registry oci://ghcr.io/acme/capsules\n registry_auth {\n  username {env.U}\n  password {env.P}\n  docker_config /etc/docker.json\n }\n registry_cache /var/cache/artifacts\n registry_cache_size 500MiB\n}",
+			`{"registry":"oci://ghcr.io/acme/capsules","registry_auth":{"username":"{env.U}","password":"{env.P}","docker_config":"/etc/docker.json"},"registry_cache":"/var/cache/artifacts","registry_cache_size":524288000}`},
 		{"push", "capsule {\n push {\n  allow http://127.0.0.1:8080 https://hooks.example.com\n  allow *.example.org\n }\n}",
 			`{"push":{"allow":["http://127.0.0.1:8080","https://hooks.example.com","*.example.org"]}}`},
 	} {
@@ -73,6 +75,9 @@ func TestValidate(t *testing.T) {
 		{"app: reuse without snapshots", new(App), `{"init_snapshots":false,"instance_reuse":true}`, []string{"E-RUN-020"}},
 		{"app: snapshots off, reuse by default", new(App), `{"init_snapshots":false}`, nil},
 		{"app: snapshots and reuse off", new(App), `{"init_snapshots":false,"instance_reuse":false}`, nil},
+		{"app: registry credentials", new(App), `{"registry_auth":{"username":"u","password":"p"},"registry_cache_size":1048576}`, nil},
+		{"app: a username alone", new(App), `{"registry_auth":{"username":"u"}}`, []string{"E-RUN-020"}},
+		{"app: a tiny cache", new(App), `{"registry_cache_size":1024}`, []string{"E-RUN-020"}},
 		{"capsule: complete", new(Handler), `{"manifest":"a.yaml","auth":{"bearer":"TOKEN"},"max_body":1,"queue_depth":1,"public_url":"https://a.example","card":"1.0"}`, nil},
 		{"capsule: no manifest", new(Handler), `{}`, []string{"E-RUN-021"}},
 		{"capsule: negative max_body", new(Handler), `{"manifest":"a.yaml","max_body":-1}`, []string{"E-RUN-021"}},
@@ -119,6 +124,26 @@ func TestAppRegistry(t *testing.T) {
 	}
 	if err := remote.Cleanup(); err != nil || remote.engine != nil {
 		t.Errorf("cleanup after a refused provision: %v", err)
+	}
+}
+
+// TestAppRegistryAuth: a credential written as a placeholder that is empty once
+// replaced refuses the config, naming it, rather than falling back to other credentials.
+func TestAppRegistryAuth(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	t.Setenv("NEXUS_READ", "")
+	a := &App{Registry: "nexus+http://127.0.0.1:7800", RegistryAuth: &RegistryAuth{Token: "{env.NEXUS_READ}"}, CacheDir: t.TempDir()}
+	err := a.Provision(ctx)
+	if errs.Code(err) != CodeAppConfig || !strings.Contains(err.Error(), "{env.NEXUS_READ}") {
+		t.Fatalf("an unset token: %v", err)
+	}
+	a.Cleanup()
+	for _, bad := range []string{"capsule {\n registry_cache_size 0\n}", "capsule {\n registry_auth {\n  token a\n  token b\n }\n}",
+		"capsule {\n registry_auth {\n  key x\n }\n}", "capsule {\n registry_auth x\n}"} {
+		if _, err := parseAppCaddyfile(caddyfile.NewTestDispenser(bad), nil); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
 	}
 }
 

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/capsulegate/capsulegate/internal/filesum"
 	"github.com/capsulegate/capsulegate/internal/samefile"
 	"github.com/capsulegate/capsulegate/registry"
@@ -121,10 +119,8 @@ func (a *App) openRegistry(src registry.Source) (registry.Registry, error) {
 		return nil, err
 	}
 	var auth registry.Auth
-	if ra := a.RegistryAuth; ra != nil {
-		repl := caddy.NewReplacer()
-		auth = registry.Auth{Token: repl.ReplaceAll(ra.Token, ""), Username: repl.ReplaceAll(ra.Username, ""),
-			Password: repl.ReplaceAll(ra.Password, ""), DockerConfig: repl.ReplaceAll(ra.DockerConfig, "")}
+	if ra := a.RegistryAuth; ra != nil { // placeholders replaced in Provision
+		auth = registry.Auth{Token: ra.Token, Username: ra.Username, Password: ra.Password, DockerConfig: ra.DockerConfig}
 	}
 	return registry.Open(src, registry.OpenOptions{Auth: auth, Cache: cache})
 }

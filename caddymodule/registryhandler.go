@@ -61,9 +61,11 @@ func (rh *RegistryHandler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	if root, err = filepath.Abs(root); err != nil {
-		return errs.Wrap(err, registry.CodeServe, "caddy", "cannot resolve the capsule_registry folder "+root, "use an absolute path")
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return errs.Wrap(err, registry.CodeServe, "caddy", fmt.Sprintf("cannot resolve the capsule_registry folder %q", root), "use an absolute path")
 	}
+	root = abs
 	repl := caddy.NewReplacer()
 	publish, read := repl.ReplaceAll(rh.PublishToken, ""), repl.ReplaceAll(rh.ReadToken, "")
 	for _, tok := range []struct{ option, configured, value string }{

@@ -65,13 +65,21 @@ func OpenCache(dir string, maxBytes int64) (*Cache, error) {
 		return c, nil
 	}
 	c := &Cache{dir: dir, max: maxBytes, held: map[string]int{}}
-	for _, d := range []string{c.blobDir(), c.pinDir()} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, c.err(err, "cannot create "+d)
-		}
+	if err := c.mkdirs(); err != nil {
+		return nil, err
 	}
 	caches.m[dir] = c
 	return c, nil
+}
+
+// mkdirs creates the cache's folders when they are missing.
+func (c *Cache) mkdirs() error {
+	for _, d := range []string{c.blobDir(), c.pinDir()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return c.err(err, "cannot create "+d)
+		}
+	}
+	return nil
 }
 
 // Dir returns the cache's folder.
@@ -91,7 +99,7 @@ func (c *Cache) path(sum string) string { return filepath.Join(c.blobDir(), sum)
 
 func (c *Cache) err(err error, what string) error {
 	return refuseWrap(err, CodeCache, fmt.Sprintf("artifact cache %s: %s", c.dir, what),
-		"check that the folder is writable and has space, or point registry_cache elsewhere")
+		"check that the folder is writable and has space, or point the app's registry_cache elsewhere (the commands use <caddy data dir>/capsule/cache/artifacts)")
 }
 
 // Get returns the bytes cached under sum, after hashing them again; an entry whose
@@ -132,6 +140,10 @@ func (c *Cache) Put(sum string, data []byte) (bool, error) {
 	size, max := int64(len(data)), c.Max()
 	if size > max {
 		return false, nil
+	}
+	// The folder may have been removed since it was opened (deleting it is allowed).
+	if err := c.mkdirs(); err != nil {
+		return false, err
 	}
 	unlock, err := atomicfile.LockDir(c.dir)
 	if err != nil {
@@ -250,6 +262,9 @@ func (c *Cache) writePinsLocked() error {
 			return c.err(err, "cannot remove "+p)
 		}
 		return nil
+	}
+	if err := c.mkdirs(); err != nil {
+		return err
 	}
 	var b bytes.Buffer
 	sums := make([]string, 0, len(c.held))

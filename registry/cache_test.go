@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -230,4 +231,19 @@ func hasCode(err error, code string) bool {
 		}
 	}
 	return false
+}
+
+// TestResolveWarnsWhenTheCacheCannotKeep: a cache that cannot write does not refuse the
+// stage; it is a warning naming the artifact.
+func TestResolveWarnsWhenTheCacheCannotKeep(t *testing.T) {
+	f := newFixture(t, "")
+	c, err := OpenCache(t.TempDir(), 0)
+	must(t, err)
+	must(t, os.RemoveAll(c.blobDir()))
+	must(t, os.WriteFile(c.blobDir(), []byte("not a folder"), 0o644))
+	res, _, err := InstallLock(context.Background(), f.load(t), Options{Registry: &flaky{Registry: f.reg, cache: c}, Platform: PlatformLinuxX86_64})
+	must(t, err)
+	if len(res.Warnings) != 2 || res.Warnings[0].Code != WarnCache || !strings.Contains(res.Warnings[0].Msg, "echo@1.0.0") {
+		t.Fatalf("warnings %v", res.Warnings)
+	}
 }

@@ -51,6 +51,7 @@ const (
 	CodeOCITag         = "E-REG-087" // a version that cannot be an OCI tag
 	CodeCache          = "E-REG-088" // the artifact cache folder cannot be read or written
 	CodeServe          = "E-REG-089" // the capsule_registry handler's configuration is wrong
+	WarnCache          = "W-REG-001" // a verified archive could not be kept in the artifact cache
 )
 
 // Codes of resolve-level refusals.

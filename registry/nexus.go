@@ -38,23 +38,24 @@ const (
 // fetches with GET /v1/artifacts/{name}/{version}, publishes with POST /v1/artifacts and
 // lists with GET /v1/artifacts, sending the API key as a bearer token.
 type Nexus struct {
-	src    Source
-	token  string
-	client *http.Client
+	src       Source
+	token     string
+	keySource string // where token came from, for messages
+	client    *http.Client
 }
 
 // NewNexus returns the Nexus registry src names; its API key is opts.Auth.Token, else
 // $NEXUS_API_KEY.
 func NewNexus(src Source, opts OpenOptions) *Nexus {
-	token := opts.Auth.Token
+	token, from := opts.Auth.Token, "registry_auth's token"
 	if token == "" {
 		getenv := opts.Getenv
 		if getenv == nil {
 			getenv = os.Getenv
 		}
-		token = getenv(EnvNexusKey)
+		token, from = getenv(EnvNexusKey), "$"+EnvNexusKey
 	}
-	client := http.Client{Timeout: RemoteTimeout}
+	client := *remoteClient()
 	if opts.Client != nil {
 		client = *opts.Client
 	}
@@ -73,7 +74,7 @@ func NewNexus(src Source, opts OpenOptions) *Nexus {
 		}
 		return nil
 	}
-	return &Nexus{src: src, token: token, client: &client}
+	return &Nexus{src: src, token: token, keySource: from, client: &client}
 }
 
 // String names the registry as it was given, credentials removed.
@@ -327,9 +328,9 @@ func (n *Nexus) statusErr(resp *http.Response, u string, ref Ref) error {
 	text := n.serverText(resp)
 	switch code := resp.StatusCode; {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		why := "refused the API key"
+		why := "refused the API key from " + n.keySource
 		if n.token == "" {
-			why = "wants an API key, and none was given"
+			why = "wants an API key, and none was given (neither registry_auth's token nor $NEXUS_API_KEY)"
 		}
 		return refuse(CodeRemoteAuth, fmt.Sprintf("registry %s %s (HTTP %d: %s)", u, why, code, text),
 			"check that NEXUS_API_KEY, or the capsule app's registry_auth, holds a key this registry accepts")
@@ -340,7 +341,7 @@ func (n *Nexus) statusErr(resp *http.Response, u string, ref Ref) error {
 		}
 		return refuse(CodeNotFound, fmt.Sprintf("artifact %s: registry %s does not have it: %s", ref, u, text),
 			"check the name and version, or publish it with `caddy capsule publish`")
-	case code >= 500:
+	case code >= 500 || code == http.StatusTooManyRequests:
 		return refuse(CodeRemoteDown, fmt.Sprintf("registry %s failed (HTTP %d: %s)", u, code, text),
 			"try again later, or ask the registry's operator; what the lock pins can still stage from the artifact cache")
 	}

@@ -170,7 +170,7 @@ func (s *NexusServer) publish(w http.ResponseWriter, r *http.Request) {
 			writeNexusError(w, http.StatusRequestEntityTooLarge, CodeDeclaredSize, tooLarge)
 			return
 		}
-		writeNexusError(w, http.StatusBadRequest, "", "the upload could not be read: "+err.Error())
+		writeNexusError(w, http.StatusBadRequest, CodeCorrupt, "the upload could not be read to its end: "+err.Error()+"; send the whole archive again")
 		return
 	}
 	a, err := OpenArchive(data)

@@ -467,7 +467,7 @@ func (o *OCI) remoteErr(ctx context.Context, err error, doing string) error {
 		switch {
 		case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 			return refuseWrap(err, CodeRemoteAuth, fmt.Sprintf("registry %s refused the credentials (HTTP %d) while %s; they come from %s", o.src.Spec, resp.StatusCode, doing, o.creds),
-				"give a username and password or a token with access, else run `docker login "+o.host+"` (credentials are read from the Docker credential config: $DOCKER_CONFIG/config.json, else ~/.docker/config.json)")
+				"give the gateway a username and password or a token with access in the capsule app's registry_auth; for the commands (and as the gateway's fallback) run `docker login "+o.host+"`, whose Docker credential config is read ($DOCKER_CONFIG/config.json, else ~/.docker/config.json)")
 		case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 			return down()
 		}

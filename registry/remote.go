@@ -96,7 +96,8 @@ func ParseSource(spec string) (Source, error) {
 	}
 	u, err := url.Parse(spec)
 	if err != nil {
-		return bad("not a URL: " + err.Error())
+		// url.Parse's error repeats the input, credentials included: say only what failed.
+		return bad("not a URL")
 	}
 	if u.User != nil {
 		return bad("credentials in the URL are refused; they would show in logs and configs")
@@ -143,14 +144,22 @@ func loopbackHost(h string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// redactURL drops a URL's user information, for messages.
+// redactURL drops a URL's user information, for messages; it does not rely on the URL
+// parsing, since one that does not parse may still hold a password.
 func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
+	i := strings.Index(s, "://")
+	if i < 0 {
 		return s
 	}
-	u.User = nil
-	return u.String()
+	rest := s[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndex(rest[:end], "@"); at >= 0 {
+		return s[:i+3] + "…@" + rest[at+1:]
+	}
+	return s
 }
 
 // Auth is how a gateway or a command proves itself to a remote registry. Every field
@@ -171,15 +180,31 @@ type Auth struct {
 // tools read it.
 const EnvNexusKey = "NEXUS_API_KEY"
 
-// RemoteTimeout bounds one request to a remote registry, as Murmur's own client does.
-const RemoteTimeout = 30 * time.Second
+// RemoteTimeout bounds connecting to a remote registry and waiting for its answer to
+// start, as Murmur's own client bounds a request; RemoteBodyTimeout bounds a whole
+// request, body included, so that an archive of hundreds of MiB can come over a slower
+// link.
+const (
+	RemoteTimeout     = 30 * time.Second
+	RemoteBodyTimeout = 10 * time.Minute
+)
+
+// remoteClient is the HTTP client of remote registries when the caller gives none.
+func remoteClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = (&net.Dialer{Timeout: RemoteTimeout, KeepAlive: 30 * time.Second}).DialContext
+	tr.TLSHandshakeTimeout = RemoteTimeout
+	tr.ResponseHeaderTimeout = RemoteTimeout
+	return &http.Client{Timeout: RemoteBodyTimeout, Transport: tr}
+}
 
 // OpenOptions configure Open.
 type OpenOptions struct {
 	Auth Auth
 	// Getenv reads the environment ($NEXUS_API_KEY, $DOCKER_CONFIG, $HOME); nil is os.Getenv.
 	Getenv func(string) string
-	// Client makes a remote registry's requests; nil is a client with RemoteTimeout.
+	// Client makes a remote registry's requests; nil is a client with RemoteTimeout to
+	// connect and to start answering, and RemoteBodyTimeout in all.
 	Client *http.Client
 	// Cache, when set, keeps a remote registry's verified archives by sha256, so that
 	// what the lock pins stages with the registry down. A local registry needs none.
@@ -190,7 +215,7 @@ type OpenOptions struct {
 // also implements Publisher and Lister, and Caching when opts.Cache is set.
 func Open(src Source, opts OpenOptions) (Registry, error) {
 	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: RemoteTimeout}
+		opts.Client = remoteClient()
 	}
 	var r Registry
 	switch src.Kind {
@@ -242,7 +267,7 @@ var (
 func (c *cached) Publish(ctx context.Context, data []byte, platform string) (*Blob, error) {
 	p, ok := c.Registry.(Publisher)
 	if !ok {
-		return nil, errs.New(CodeRemote, "registry", "this registry does not take publications", "publish to a folder, OCI or Nexus registry")
+		return nil, errs.New(CodeRemote, "registry", fmt.Sprintf("registry %s does not take publications", c), "publish to a folder, an OCI or a Nexus registry")
 	}
 	return p.Publish(ctx, data, platform)
 }
@@ -251,7 +276,7 @@ func (c *cached) Publish(ctx context.Context, data []byte, platform string) (*Bl
 func (c *cached) List(ctx context.Context) ([]Listing, error) {
 	l, ok := c.Registry.(Lister)
 	if !ok {
-		return nil, errs.New(CodeRemote, "registry", "this registry cannot list what it holds", "search a folder, OCI or Nexus registry")
+		return nil, errs.New(CodeRemote, "registry", fmt.Sprintf("registry %s cannot list what it holds", c), "search a folder, an OCI or a Nexus registry")
 	}
 	return l.List(ctx)
 }

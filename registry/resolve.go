@@ -48,6 +48,9 @@ type Resolved struct {
 type Resolution struct {
 	Artifacts []Resolved
 	Lock      *Lock
+	// Warnings are what went wrong without refusing anything: an archive the artifact
+	// cache could not keep (W-REG-001).
+	Warnings []*errs.Error
 }
 
 // Progress reports one artifact's outcome as Resolve goes.
@@ -93,7 +96,7 @@ func Resolve(ctx context.Context, m *manifest.Manifest, opts Options) (*Resoluti
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r, entry, status, err := resolveOne(ctx, m, a, opts, platform)
+		r, entry, status, err := resolveOne(ctx, m, a, opts, platform, &res.Warnings)
 		p := Progress{Index: i + 1, Total: len(m.Artifacts), Name: a.Name, Version: a.Version, Status: status}
 		if err != nil {
 			p.Status, p.Err = "refused", err
@@ -129,7 +132,7 @@ func needsLock(m *manifest.Manifest) bool {
 
 // resolveOne resolves one artifact and returns the lock entry that pins it (nil for a
 // local source).
-func resolveOne(ctx context.Context, m *manifest.Manifest, a manifest.ArtifactRef, opts Options, platform string) (*Resolved, *LockEntry, string, error) {
+func resolveOne(ctx context.Context, m *manifest.Manifest, a manifest.ArtifactRef, opts Options, platform string, warns *[]*errs.Error) (*Resolved, *LockEntry, string, error) {
 	if a.IsLocal() {
 		r, err := loadLocalSkill(m, a)
 		return r, nil, "local", err
@@ -218,8 +221,11 @@ func resolveOne(ctx context.Context, m *manifest.Manifest, a manifest.ArtifactRe
 	if cache != nil && cachedSum == "" {
 		// Only now, with the bytes checked against the lock (or about to be pinned by
 		// it) and opened with every rule, are they kept.
+		// A cache that cannot keep them costs the next outage, not this stage.
 		if _, err := cache.Put(sum, blob.Data); err != nil {
-			return nil, nil, "", fmt.Errorf("artifact %s: %w", id, err)
+			*warns = append(*warns, &errs.Error{Code: WarnCache, Part: "registry",
+				Msg: fmt.Sprintf("artifact %s (sha256 %s) is verified but not cached, so staging it again needs the registry: %v", id, sum, err),
+				Fix: "check the artifact cache folder's permissions and free space"})
 		}
 	}
 	entry := mergePin(opts.Lock.Entry(a.Name), a, blob.Platform, sum)

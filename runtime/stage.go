@@ -77,7 +77,8 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 	if err != nil {
 		return nil, err
 	}
-	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}, Hooks: map[string]*wasm.Module{}, Warnings: stageWarnings(m)}
+	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}, Hooks: map[string]*wasm.Module{},
+		Warnings: append(stageWarnings(m), res.Warnings...)}
 	var scriptRead func() ([]byte, error)
 	if !m.IsAgent() {
 		if s.scriptPath, err = scriptModulePath(m); err != nil {

@@ -58,7 +58,9 @@ func (e *Env) RegistrySource(flag string) (registry.Source, error) {
 // from the environment ($NEXUS_API_KEY; the Docker credential config) and keeps what
 // it verifies in the gateway's default artifact cache, <DataDir>/capsule/cache/artifacts,
 // so that an install warms the cache of a gateway sharing the data folder.
-func (e *Env) OpenRegistry(flag string) (registry.Registry, registry.Source, error) {
+// Only commands that resolve artifacts (withCache) use the cache: publish and search
+// never read it.
+func (e *Env) OpenRegistry(flag string, withCache bool) (registry.Registry, registry.Source, error) {
 	src, err := e.RegistrySource(flag)
 	if err != nil {
 		return nil, src, err
@@ -66,11 +68,13 @@ func (e *Env) OpenRegistry(flag string) (registry.Registry, registry.Source, err
 	if !src.Remote() {
 		return registry.NewLocal(src.Dir), src, nil
 	}
-	cache, err := registry.OpenCache(filepath.Join(e.DataDir, "capsule", "cache", "artifacts"), 0)
-	if err != nil {
-		return nil, src, err
+	opts := registry.OpenOptions{Getenv: e.getenv}
+	if withCache {
+		if opts.Cache, err = registry.OpenCache(filepath.Join(e.DataDir, "capsule", "cache", "artifacts"), 0); err != nil {
+			return nil, src, err
+		}
 	}
-	reg, err := registry.Open(src, registry.OpenOptions{Getenv: e.getenv, Cache: cache})
+	reg, err := registry.Open(src, opts)
 	return reg, src, err
 }
 

@@ -49,7 +49,7 @@ func (e *Env) prepare(c Common, path string, mopts ...manifest.Option) (*manifes
 		return nil, registry.Options{}, err
 	}
 	e.warn(m.Warnings)
-	reg, _, err := e.OpenRegistry(c.Registry)
+	reg, _, err := e.OpenRegistry(c.Registry, true)
 	if err != nil {
 		return nil, registry.Options{}, err
 	}
@@ -132,7 +132,7 @@ func Pack(ctx context.Context, e *Env, c Common, dir, output string) int {
 // Publish adds a .mur.zip to the registry (a folder, OCI or Nexus); platform is
 // required for native artifacts.
 func Publish(ctx context.Context, e *Env, c Common, file, platform string) int {
-	reg, src, err := e.OpenRegistry(c.Registry)
+	reg, src, err := e.OpenRegistry(c.Registry, false)
 	if err != nil {
 		return e.fail(c, err)
 	}
@@ -173,7 +173,7 @@ func Publish(ctx context.Context, e *Env, c Common, file, platform string) int {
 // Search lists the registry's artifacts whose name, description or tags hold every word
 // of query (all of them for an empty query), newest version last.
 func Search(ctx context.Context, e *Env, c Common, query string) int {
-	reg, src, err := e.OpenRegistry(c.Registry)
+	reg, src, err := e.OpenRegistry(c.Registry, false)
 	if err != nil {
 		return e.fail(c, err)
 	}
