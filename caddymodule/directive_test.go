@@ -187,7 +187,7 @@ func adaptAndValidate(t *testing.T, global, site string) error {
 	return v.Validate()
 }
 
-// ourRoute finds the route holding a capsule or capsule_replay handler in an adapted
+// ourRoute finds the route holding a capsule, capsule_replay or capsule_registry handler in an adapted
 // config (the site's own host matcher wraps it in a subroute).
 func ourRoute(t *testing.T, cfg []byte) (matcher, handler string) {
 	t.Helper()
@@ -204,7 +204,7 @@ func ourRoute(t *testing.T, cfg []byte) (matcher, handler string) {
 					Routes  []route `json:"routes"`
 				}
 				json.Unmarshal(h, &head)
-				if head.Handler == "capsule" || head.Handler == "capsule_replay" {
+				if head.Handler == "capsule" || head.Handler == "capsule_replay" || head.Handler == "capsule_registry" {
 					matcher, handler = string(r.Match), string(h)
 					return true
 				}

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,57 +24,6 @@ const (
 	testReadToken    = "read-0123456789abcdef"
 )
 
-// registryRoute finds the route holding the capsule_registry handler in an adapted
-// config, as ourRoute does for the other handlers.
-func registryRoute(t *testing.T, cfg []byte) (matcher, handler string) {
-	t.Helper()
-	type route struct {
-		Match  json.RawMessage   `json:"match"`
-		Handle []json.RawMessage `json:"handle"`
-	}
-	var walk func(routes []route) bool
-	walk = func(routes []route) bool {
-		for _, r := range routes {
-			for _, h := range r.Handle {
-				var head struct {
-					Handler string  `json:"handler"`
-					Routes  []route `json:"routes"`
-				}
-				json.Unmarshal(h, &head)
-				if head.Handler == "capsule_registry" {
-					matcher, handler = string(r.Match), string(h)
-					return true
-				}
-				if walk(head.Routes) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	var c struct {
-		Apps struct {
-			HTTP struct {
-				Servers map[string]struct {
-					Routes []route `json:"routes"`
-				} `json:"servers"`
-			} `json:"http"`
-		} `json:"apps"`
-	}
-	if err := json.Unmarshal(cfg, &c); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range c.Apps.HTTP.Servers {
-		if walk(s.Routes) {
-			return matcher, handler
-		}
-	}
-	t.Fatalf("no capsule_registry route in %s", cfg)
-	return "", ""
-}
-
-// TestRegistryCaddyfile adapts each form of the capsule_registry directive, and refuses
-// its mistakes.
 func TestRegistryCaddyfile(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string
@@ -111,7 +59,7 @@ func TestRegistryCaddyfile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			matcher, handler := registryRoute(t, out)
+			matcher, handler := ourRoute(t, out)
 			if matcher != tc.matcher || handler != tc.handler {
 				t.Errorf("adapted to matcher %s handler %s, want %s %s", matcher, handler, tc.matcher, tc.handler)
 			}
