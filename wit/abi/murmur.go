@@ -12,6 +12,7 @@ const (
 	ModuleTask        = "murmur:task/task@0.1.0"
 	ModuleHTTP        = "capsulegate:http/outgoing@0.1.0"
 	ModuleHTTP02      = "capsulegate:http/outgoing@0.2.0"
+	ModuleArtifacts   = "murmur:artifact-manager/manage@0.1.0"
 	ExportRealloc     = "cabi_realloc"
 	PostReturnPrefix  = "cabi_post_"
 	ExportInitialize  = "_initialize"
@@ -25,7 +26,43 @@ const (
 	ImportOpen        = "open"
 	ImportReadBody    = "read-body"
 	ImportCloseBody   = "close-body"
+	ImportAMList      = "list"
+	ImportAMDescribe  = "describe"
+	ImportAMSearch    = "search"
+	ImportAMPull      = "pull"
+	ImportAMRemove    = "remove"
+	ImportAMDiagnose  = "diagnostics"
 )
+
+// RuntimeType is murmur:artifact-manager/manage's enum runtime-type.
+type RuntimeType uint32
+
+// RuntimeType cases, in WIT order.
+const (
+	RuntimeWasm RuntimeType = iota
+	RuntimeNative
+)
+
+// ArtifactSummary is murmur:artifact-manager/manage's artifact-summary.
+type ArtifactSummary struct {
+	Name, Version string
+	Runtime       RuntimeType
+}
+
+// ArtifactInfo is murmur:artifact-manager/manage's artifact-info.
+type ArtifactInfo struct {
+	Name, Version, Description string
+	Tags                       []string
+	Runtime                    RuntimeType
+	InputSchema, OutputSchema  *string
+}
+
+// RuntimeState is murmur:artifact-manager/manage's runtime-state.
+type RuntimeState struct {
+	CapsuleID    string
+	Installed    []ArtifactSummary
+	Capabilities string
+}
 
 // Status is murmur:tool/run's enum status.
 type Status uint32
@@ -99,6 +136,12 @@ var (
 		F("headers", pairs), F("body", List(U8))).Named("request")
 	HTTPResponseType = Record(F("status", U16), F("headers", pairs), F("body", List(U8))).Named("response")
 	HTTPHeadType     = Record(F("body", U32), F("status", U16), F("headers", pairs)).Named("response-head")
+
+	RuntimeTypeType     = Enum("wasm", "native").Named("runtime-type")
+	ArtifactSummaryType = Record(F("name", String), F("version", String), F("runtime", RuntimeTypeType)).Named("artifact-summary")
+	ArtifactInfoType    = Record(F("name", String), F("version", String), F("description", String), F("tags", List(String)),
+		F("runtime", RuntimeTypeType), F("input-schema", optString), F("output-schema", optString)).Named("artifact-info")
+	RuntimeStateType = Record(F("capsule-id", String), F("installed", List(ArtifactSummaryType)), F("capabilities", String)).Named("runtime-state")
 )
 
 // Functions of the P1 interfaces.
@@ -116,6 +159,13 @@ var (
 	HTTPOpen    = NewFunc([]*Type{HTTPRequestType}, []*Type{ResultOf(HTTPHeadType, String)})
 	HTTPRead    = NewFunc([]*Type{U32, U32}, []*Type{ResultOf(List(U8), String)})
 	HTTPClose   = NewFunc([]*Type{U32}, nil)
+
+	AMList     = NewFunc(nil, []*Type{List(ArtifactSummaryType)})
+	AMDescribe = NewFunc([]*Type{String}, []*Type{ResultOf(ArtifactInfoType, String)})
+	AMSearch   = NewFunc([]*Type{String}, []*Type{ResultOf(List(ArtifactSummaryType), String)})
+	AMPull     = NewFunc([]*Type{String, String}, []*Type{ResultOf(ArtifactSummaryType, String)})
+	AMRemove   = NewFunc([]*Type{String}, []*Type{ResultOf(Bool, String)})
+	AMDiagnose = NewFunc(nil, []*Type{ResultOf(RuntimeStateType, String)})
 )
 
 func optValue[T any](p *T) Option {

@@ -28,8 +28,23 @@ type Imports struct {
 	RequestInput func(ctx context.Context, prompt string) (string, error)
 	// Hook serves a hook's imports; nil answers each as ungranted.
 	Hook *HookImports
+	// Artifacts serves murmur:artifact-manager/manage; nil answers every call with an
+	// error the guest reads ("not-granted: …").
+	Artifacts ArtifactManager
 	// Who names the calling artifact in network-denial records.
 	Who string
+}
+
+// ArtifactManager is Murmur's artifact manager as a capsule's guests reach it
+// (murmur:artifact-manager/manage@0.1.0, docs/reference/guest-abi.md): every error is a
+// string the guest reads, never a trap.
+type ArtifactManager interface {
+	List(ctx context.Context) []abi.ArtifactSummary
+	Describe(ctx context.Context, name string) (abi.ArtifactInfo, error)
+	Search(ctx context.Context, query string) ([]abi.ArtifactSummary, error)
+	Pull(ctx context.Context, name, version string) (abi.ArtifactSummary, error)
+	Remove(ctx context.Context, name string) (bool, error)
+	Diagnostics(ctx context.Context) (abi.RuntimeState, error)
 }
 
 type importsKey struct{}
