@@ -58,6 +58,8 @@ const (
 const (
 	CodeIdentity     = "E-REG-090" // the archive's own manifest names another artifact or version
 	CodeRole         = "E-REG-091" // the archive's runtime differs from the capsule manifest's
+	CodePullDigest   = "E-REG-092" // a runtime pull's bytes differ from the trust policy's pin or the registry's own statement
+	CodePullUnstated = "E-REG-093" // a runtime pull from a registry that states no digest, and no pin in the trust policy
 	CodeUnclassified = "E-REG-099" // a Registry implementation returned an error without a code
 )
 

@@ -57,6 +57,9 @@ func (l *Local) listing(name, version string) Listing {
 			continue
 		}
 		li.Role, li.Description, li.Tags = m.Runtime, m.Description, m.Tags
+		if p == "" {
+			li.SHA256 = m.SHA256
+		}
 		li.Implementation = m.Implementation
 		if li.Implementation == "" {
 			li.Implementation = "wasm"

@@ -465,6 +465,9 @@ func (it nexusItem) listing() (Listing, error) {
 	if len(l.Tags) == 0 {
 		l.Tags = nil // as Local lists an artifact without tags
 	}
+	if raw, ok := it["sha256"]; ok && (json.Unmarshal(raw, &l.SHA256) != nil || (l.SHA256 != "" && !isLowerHex64(l.SHA256))) {
+		return l, errors.New(`field "sha256" is not 64 lowercase hex characters`)
+	}
 	if raw, ok := it["platforms"]; ok {
 		var pairs [][]string
 		if json.Unmarshal(raw, &pairs) != nil {

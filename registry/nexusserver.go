@@ -49,6 +49,9 @@ type nexusItemOut struct {
 	Platforms       [][2]string `json:"platforms"`
 	Description     *string     `json:"description"`
 	Tags            []string    `json:"tags"`
+	// SHA256 is our addition to Nexus's listing: the platform-independent file's
+	// sha256, which a runtime pull checks its bytes against (docs/operators.md).
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // ServeHTTP answers one request of Nexus's protocol.
@@ -254,7 +257,7 @@ func (s *NexusServer) list(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		it := nexusItemOut{Name: l.Name, Version: l.Version, Runtime: l.Implementation, ArtifactRuntime: string(l.Role),
-			Platforms: [][2]string{}, Tags: l.Tags}
+			Platforms: [][2]string{}, Tags: l.Tags, SHA256: l.SHA256}
 		if it.Tags == nil {
 			it.Tags = []string{}
 		}

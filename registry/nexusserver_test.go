@@ -156,10 +156,11 @@ func TestNexusServerFetch(t *testing.T) {
 // description null when empty, tags [] when none; an artifact whose metadata went
 // missing is listed from its archive.
 func TestNexusServerList(t *testing.T) {
-	rig, _ := publishedRig(t, "")
-	want := `[{"name":"echo","version":"1.0.0","runtime":"wasm","artifact_runtime":"tool","platforms":[],"description":"echoes","tags":["text","demo"]},` +
+	rig, arts := publishedRig(t, "")
+	// sha256 is ours: the platform-independent file's, which runtime pulls check against.
+	want := `[{"name":"echo","version":"1.0.0","runtime":"wasm","artifact_runtime":"tool","platforms":[],"description":"echoes","tags":["text","demo"],"sha256":"` + hashHex(arts["echo"]) + `"},` +
 		`{"name":"git-helper","version":"0.3.1","runtime":"native","artifact_runtime":"tool","platforms":[["linux","x86_64"],["darwin","aarch64"]],"description":null,"tags":[]},` +
-		`{"name":"greeting","version":"1.0.0","runtime":"static","artifact_runtime":"skill","platforms":[],"description":null,"tags":[]}]`
+		`{"name":"greeting","version":"1.0.0","runtime":"static","artifact_runtime":"skill","platforms":[],"description":null,"tags":[],"sha256":"` + hashHex(arts["skill"]) + `"}]`
 	status, h, body := send(t, "GET", rig.http.URL+"/reg/v1/artifacts", "", nil)
 	if status != 200 || string(body) != want || h.Get("Content-Type") != "application/json" {
 		t.Fatalf("status %d %s\n%s\nwant\n%s", status, h.Get("Content-Type"), body, want)

@@ -41,6 +41,11 @@ type Listing struct {
 	Platforms   []string      `json:"platforms,omitempty"` // "linux-x86_64", …; none for wasm and skills
 	Description string        `json:"description,omitempty"`
 	Tags        []string      `json:"tags,omitempty"`
+	// SHA256 is the platform-independent file's sha256 as the registry states it in its
+	// listing ("" when it states none, or there is no such file): what a runtime pull
+	// from Nexus is checked against (Murmur's Nexus does not list it; capsule_registry
+	// does).
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // Matches reports whether the listing answers query: every word of it found, ignoring
