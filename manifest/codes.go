@@ -32,6 +32,7 @@ const (
 	CodeSnapshotRole     = "E-MAN-029" // init_snapshot on a skill, which runs no guest
 	CodeMediaType        = "E-MAN-030" // an a2a media type that is not type/subtype
 	CodeOutputFile       = "E-MAN-031" // an a2a output file that is not a clean name below out/, or listed twice
+	CodeInstallPattern   = "E-MAN-032" // a capabilities.install entry that is not a name, a 'prefix*' or '*'
 
 	CodeUnknownKey = "W-MAN-001" // unknown key (warning)
 

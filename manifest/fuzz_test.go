@@ -11,6 +11,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: a\nversion: 1\nartifacts: [{name: d, version: '1', runtime: driver}]\ninference: {driver: {artifact: d}, model: m}\n"))
 	f.Add([]byte("name: a\nversion: ${X}\n"))
 	f.Add([]byte("&a [*a]"))
+	f.Add([]byte(base + "capabilities:\n  install:\n    tool: [wordcount, \"text-*\"]\n    skill: [\"*\"]\n"))
+	f.Add([]byte(base + "capabilities:\n  install:\n    tool: [\"a*b\", \"**\", Foo*, -a*, a/b]\n    skill: []\n"))
 	lookup := WithLookupEnv(func(k string) (string, bool) {
 		if k == "X" {
 			return "1.0", true
@@ -39,6 +41,14 @@ func FuzzParse(f *testing.F) {
 		}
 		if len(c.NetworkRules) != len(c.Network.Allow) {
 			t.Fatalf("rules %d for %d entries", len(c.NetworkRules), len(c.Network.Allow))
+		}
+		for _, p := range append(append([]string{}, c.Install.Tool...), c.Install.Skill...) {
+			if !ValidInstallPattern(p) {
+				t.Fatalf("accepted install entry %q", p)
+			}
+		}
+		if c.Install.Allows(RoleDriver, "a") || c.Install.Allows(RoleHook, "a") || c.Install.Allows(RoleTool, "../a") {
+			t.Fatalf("install %s grants a driver, a hook or an invalid name", c.Install.Describe())
 		}
 		seen := map[string]bool{}
 		for _, a := range m.Artifacts {

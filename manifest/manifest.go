@@ -135,9 +135,20 @@ type Capabilities struct {
 	Harness struct {
 		Paths []HarnessPath `yaml:"paths"`
 	} `yaml:"harness"`
+	// Install lets the capsule pull artifacts at run time through Murmur's artifact
+	// manager (docs/reference/manifest.md "Install grants"); empty grants nothing.
+	Install Install `yaml:"install"`
 
 	// NetworkRules is Network.Allow parsed by netpolicy.
 	NetworkRules netpolicy.Rules `yaml:"-"`
+}
+
+// Install is capabilities.install: per role, the artifact names the capsule may pull at
+// run time, each entry an artifact name, a prefix ending in '*', or '*' alone
+// (InstallPatternMatches). Only tools and skills may be pulled.
+type Install struct {
+	Tool  []string `yaml:"tool"`
+	Skill []string `yaml:"skill"`
 }
 
 // HarnessPath is a path a harness may use: Access is read (the default) or read-write.

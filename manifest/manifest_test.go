@@ -100,6 +100,9 @@ func TestRules(t *testing.T) {
 		{"context max_tokens", base + "context:\n  max_tokens: 0\n", CodeRange, ":4:15"},
 		{"trace capture", base + "trace:\n  capture: all\n", CodeEnum, ":4:12"},
 		{"otel endpoint", base + "observability:\n  otel_endpoint: localhost:4318\n", CodeURL, ":4:18"},
+		{"install tool entry", base + "capabilities:\n  install:\n    tool: [wordcount, \"a*b\"]\n", CodeInstallPattern, ":5:23"},
+		{"install skill entry", base + "capabilities:\n  install:\n    skill:\n      - \"*\"\n      - Foo*\n", CodeInstallPattern, ":7:9"},
+		{"install not a list", base + "capabilities:\n  install:\n    tool: wordcount\n", CodeType, ":5:11"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,6 +196,9 @@ func TestUnknownKeyWarnsWithNearest(t *testing.T) {
 		{base + "capabilities:\n  netwrok: {}\n", "capabilities.netwrok", `"network"`, ":4:3"},
 		{base + "lifecycle:\n  queue_dept: 2\n", "lifecycle.queue_dept", `"queue_depth"`, ":4:3"},
 		{base + "zzzzzzzzzz: 1\n", "zzzzzzzzzz", "known keys here", ":3:1"},
+		{base + "capabilities:\n  install:\n    tols: [a]\n", "capabilities.install.tols", `"tool"`, ":5:5"},
+		{base + "capabilities:\n  install:\n    skills: [a]\n", "capabilities.install.skills", `"skill"`, ":5:5"},
+		{base + "capabilities:\n  instal:\n    tool: [a]\n", "capabilities.instal", `"install"`, ":4:3"},
 	}
 	for _, tt := range tests {
 		m, err := Parse([]byte(tt.yaml), "murmur.yaml", env(nil))

@@ -292,11 +292,34 @@ func (v *validator) capabilities() {
 				"remove it; give a model key to a driver through `gateway.api_key`, where the host adds it to requests and the guest never sees it")
 		}
 	}
+	v.install(c.Install)
 	v.positive("capabilities.limits.memory_bytes", c.Limits.MemoryBytes, CodeLimit)
 	v.positive("capabilities.limits.deadline_seconds", int64(c.Limits.DeadlineSeconds), CodeLimit)
 	r := reflect.ValueOf(c.Resources)
 	for _, f := range structFields(r.Type()) {
 		v.positive("capabilities.resources."+f.key, r.Field(f.index).Int(), CodeLimit)
+	}
+}
+
+// install checks each capabilities.install entry against the entry grammar
+// (docs/reference/manifest.md "Install grants").
+func (v *validator) install(in Install) {
+	for _, l := range []struct {
+		key     string
+		entries []string
+	}{{"tool", in.Tool}, {"skill", in.Skill}} {
+		for i, e := range l.entries {
+			why := installPatternProblem(e)
+			if why == "" {
+				continue
+			}
+			fix := "write an artifact name such as wordcount, a prefix such as text-*, or * for every name"
+			if s := suggestInstall(e); s != "" {
+				fix = fmt.Sprintf("write %s instead, or another artifact name, prefix* or *", s)
+			}
+			v.fail(fmt.Sprintf("capabilities.install.%s[%d]", l.key, i), CodeInstallPattern,
+				fmt.Sprintf("install entry %q is refused: %s; an entry is %s", e, why, installForms), fix)
+		}
 	}
 }
 

@@ -58,6 +58,9 @@ var manifestKeys = map[string]keyFate{
 	"capabilities.filesystem":                          {},
 	"capabilities.filesystem.scope":                    {},
 	"capabilities.shell":                               {},
+	"capabilities.install":                             {}, // runtime pulls (artifacts.go)
+	"capabilities.install.tool":                        {},
+	"capabilities.install.skill":                       {},
 	"capabilities.shell.allow":                         {},
 	"capabilities.shell.strip_env":                     {},
 	"capabilities.shell.min_tier":                      {},
