@@ -19,16 +19,25 @@ import (
 // invokeAt runs a declared wasm tool for task t and records it under the task's current
 // turn (none outside an agent loop).
 func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.ToolInput) (abi.ToolResult, error) {
-	mod := s.staged.Modules[name]
+	mod, origin := s.staged.Modules[name], ""
 	if mod == nil || mod.Role != string(manifest.RoleTool) {
-		s.unknownCall(t, name, value(in.Data))
-		return abi.ToolResult{}, fmt.Errorf("tool-registry: no wasm tool named %q is declared in the manifest (declared: %s)", name, strings.Join(s.toolNames(), ", "))
+		// Not declared: perhaps a tool the capsule pulled while it ran.
+		pulled, err := s.staged.artifacts.tool(ctx, name)
+		if err != nil {
+			s.unknownCall(t, name, value(in.Data))
+			return abi.ToolResult{}, fmt.Errorf("tool-registry: %s: %w", name, err)
+		}
+		if pulled == nil {
+			s.unknownCall(t, name, value(in.Data))
+			return abi.ToolResult{}, fmt.Errorf("tool-registry: no wasm tool named %q is declared in the manifest (declared: %s)", name, strings.Join(s.toolNames(), ", "))
+		}
+		mod, origin = pulled.mod, OriginRuntime
 	}
 	start := time.Now()
 	out, err := murmur.CallTool(ctx, s.rt.engine, mod, s.grants(name, manifest.RoleTool), s.imports(t, name), in)
 	s.toolCalls.Add(1)
 	rec := ToolCall{Turn: t.turnNo(), ToolName: name, Kind: KindWasm, InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
-		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds()}
+		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds(), Origin: origin}
 	var ge *wasm.GuestError
 	if errors.As(err, &ge) {
 		rec.Status, rec.Trap = "error", ge.Reason
@@ -75,11 +84,17 @@ const (
 	KindSkill   = "skill"
 	KindWasm    = "wasm"
 	KindUnknown = "unknown"
+	// KindManager is the artifact manager's own tools (artifact_pull, …), offered to the
+	// model of a capsule holding an install grant.
+	KindManager = "artifact_manager"
 )
+
+// OriginRuntime is a tool_call's origin for a tool the capsule pulled while it ran.
+const OriginRuntime = "runtime"
 
 // kindRank is the dispatch precedence: a lower rank wins when one name is declared as
 // several kinds (docs/reference/driver-protocol.md "Dispatch").
-var kindRank = map[string]int{KindNative: 0, KindShell: 1, KindSkill: 2, KindWasm: 3}
+var kindRank = map[string]int{KindNative: 0, KindShell: 1, KindSkill: 2, KindWasm: 3, KindManager: 4}
 
 // toolKind says which of the capsule's tools a call named name runs: the first match
 // in the order native, shell, skill, wasm; KindUnknown when the name is none of them.
@@ -100,6 +115,13 @@ func (s *session) toolKind(name string) string {
 	if mod := s.staged.Modules[name]; mod != nil && mod.Role == string(manifest.RoleTool) {
 		return KindWasm
 	}
+	if s.staged.artifacts.granted() {
+		for _, t := range managerTools() {
+			if t.Name == name {
+				return KindManager
+			}
+		}
+	}
 	return KindUnknown
 }
 
@@ -115,19 +137,13 @@ func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (strin
 	case KindSkill:
 		return s.runSkill(t, call)
 	case KindWasm:
-		input := string(call.Input)
-		if input == "" {
-			input = "{}"
-		}
-		out, err := s.invokeAt(ctx, t, call.Name, abi.ToolInput{Data: &input})
-		if err != nil {
-			return err.Error(), true
-		}
-		text := value(out.Data)
-		if text == "" {
-			text = value(out.Summary)
-		}
-		return text, out.Status != abi.StatusPassed
+		return s.runWasmTool(ctx, t, call, "")
+	case KindManager:
+		return s.runManagerTool(ctx, t, call)
+	}
+	// A tool the capsule pulled while it ran: its results reach the model marked.
+	if pulled, err := s.staged.artifacts.tool(ctx, call.Name); err == nil && pulled != nil {
+		return s.runWasmTool(ctx, t, call, runtimeMark(pulled.pin.Name, pulled.pin.Version))
 	}
 	names := make([]string, 0, 8)
 	for _, tool := range s.offeredTools() {
@@ -138,6 +154,27 @@ func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (strin
 	}
 	s.unknownCall(t, call.Name, string(call.Input))
 	return fmt.Sprintf("no tool named %q is declared in the manifest (declared: %s)", call.Name, strings.Join(names, ", ")), true
+}
+
+// runWasmTool calls a wasm tool for the model; mark, when set, begins the text the
+// model sees (a runtime-pulled tool's origin).
+func (s *session) runWasmTool(ctx context.Context, t *task, call agentBlock, mark string) (string, bool) {
+	input := string(call.Input)
+	if input == "" {
+		input = "{}"
+	}
+	out, err := s.invokeAt(ctx, t, call.Name, abi.ToolInput{Data: &input})
+	if err != nil {
+		return err.Error(), true
+	}
+	text := value(out.Data)
+	if text == "" {
+		text = value(out.Summary)
+	}
+	if mark != "" {
+		text = mark + "\n" + text
+	}
+	return text, out.Status != abi.StatusPassed
 }
 
 // runSkill answers a call of a skill with its text.

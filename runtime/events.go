@@ -21,7 +21,25 @@ const (
 	EventToolProposed = "tool_call_proposed"
 	// EventHook is one hook call and its answer, sent right after the event it answered.
 	EventHook = "hook"
+	// EventArtifact is one call of the capsule's artifact manager (list, describe,
+	// search, pull, remove, diagnostics), from a guest or from the model.
+	EventArtifact = "artifact_manager"
 )
+
+// ArtifactCall records one call of the artifact manager (EventArtifact).
+type ArtifactCall struct {
+	Op      string `json:"op"`
+	Name    string `json:"name,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Status is ok, refused (a not-granted or not-removable answer, or bytes that failed
+	// their check) or error (anything else: a registry down, a store failing).
+	Status     string `json:"status"`
+	Error      string `json:"error,omitempty"`
+	SHA256     string `json:"sha256,omitempty"`
+	Registry   string `json:"registry,omitempty"`
+	From       string `json:"from"` // guest or model
+	DurationMS int64  `json:"duration_ms"`
+}
 
 // Event is one thing that happened in a session. Data is the event's own fields (a
 // struct from this file); Content holds inputs and outputs, kept only when the trace
@@ -149,6 +167,8 @@ type ToolCall struct {
 	Status      string `json:"status"`
 	DurationMS  int64  `json:"duration_ms"`
 	Trap        string `json:"trap,omitempty"`
+	// Origin is "runtime" for a tool the capsule pulled while it ran.
+	Origin string `json:"origin,omitempty"`
 }
 
 // NetworkDenied records a refused connection.

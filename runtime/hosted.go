@@ -18,6 +18,7 @@ import (
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // Defaults of a hosted capsule's contexts (docs/architecture.md "Tasks and contexts").
@@ -37,6 +38,10 @@ type ServeOptions struct {
 	// MaxContexts bounds the contexts kept open; beyond it the least recently used idle
 	// one is ended (0: DefaultMaxContexts).
 	MaxContexts int
+	// Pulls is the operator's trust policy for the capsule's runtime pulls (nil: none
+	// allowed); Pins keeps their pins (nil: in memory; SetPins gives the task store).
+	Pulls *PullPolicy
+	Pins  taskstore.Pins
 }
 
 // Hosted is a staged capsule served by the gateway. Its state lives in contexts: each
@@ -87,6 +92,7 @@ func (r *Runtime) Serve(ctx context.Context, m *manifest.Manifest, opts ServeOpt
 	if opts.MaxContexts <= 0 {
 		opts.MaxContexts = DefaultMaxContexts
 	}
+	staged.artifacts = newArtifactManager(r, staged, opts.Pulls, opts.Pins)
 	r.engine.Metrics().Staged(staged.modules())
 	return &Hosted{rt: r, staged: staged, opts: opts, metrics: r.engine.Metrics(),
 		contexts: map[string]*hostedContext{}, idle: list.New()}, nil
@@ -94,6 +100,10 @@ func (r *Runtime) Serve(ctx context.Context, m *manifest.Manifest, opts ServeOpt
 
 // Staged returns the staged capsule.
 func (h *Hosted) Staged() *Staged { return h.staged }
+
+// SetPins makes the capsule keep its runtime pins in p (the gateway's task store, so
+// that every replica of a fleet sees them); until then they are kept in memory.
+func (h *Hosted) SetPins(p taskstore.Pins) { h.staged.artifacts.setPins(p) }
 
 // RunTask runs one task to its end in its context (req.ContextID; a new context when
 // empty), opening the context's session on its first task. A canceled ctx stops the
@@ -310,6 +320,7 @@ func (h *Hosted) Close() error {
 		}
 	}
 	h.metrics.Unstaged(h.staged.modules())
+	h.staged.artifacts.close()
 	return first
 }
 

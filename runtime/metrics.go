@@ -18,6 +18,10 @@ type Metrics struct {
 	// Inference counts driver turns by the stop reason the model gave ("error" when the
 	// turn failed).
 	Inference *prometheus.CounterVec
+	// ArtifactCalls counts the artifact manager's calls by operation and outcome (ok,
+	// refused, error); ArtifactPulls its pulls by outcome (pulled, refused, error).
+	ArtifactCalls *prometheus.CounterVec
+	ArtifactPulls *prometheus.CounterVec
 }
 
 func newMetrics() *Metrics {
@@ -31,6 +35,14 @@ func newMetrics() *Metrics {
 			Name: "capsule_inference_requests_total",
 			Help: "Driver turns of agent capsules, by stop reason.",
 		}, []string{"capsule", "stop_reason"}),
+		ArtifactCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_artifact_manager_calls_total",
+			Help: "Calls of a capsule's artifact manager (murmur:artifact-manager/manage and the model's artifact tools), by operation and outcome.",
+		}, []string{"capsule", "op", "status"}),
+		ArtifactPulls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_artifact_pulls_total",
+			Help: "Runtime pulls of a capsule's artifact manager, by outcome: pulled, refused (not granted, untrusted, failed its digest check) or error.",
+		}, []string{"capsule", "result"}),
 	}
 }
 
@@ -40,7 +52,8 @@ func (m *Metrics) register(reg prometheus.Registerer) error {
 	if reg == nil {
 		return nil
 	}
-	if err := errors.Join(promreg.Into(reg, &m.Stage), promreg.Into(reg, &m.Inference)); err != nil {
+	if err := errors.Join(promreg.Into(reg, &m.Stage), promreg.Into(reg, &m.Inference), promreg.Into(reg, &m.ArtifactCalls),
+		promreg.Into(reg, &m.ArtifactPulls)); err != nil {
 		return errs.Wrap(err, wasm.CodeMetrics, "runtime", "cannot register the session metrics", "remove the conflicting collector from the registry")
 	}
 	return nil
@@ -63,6 +76,16 @@ func (s metricsSink) Event(e *Event) error {
 			stop = "other"
 		}
 		s.m.Inference.WithLabelValues(s.capsule, stop).Inc()
+	}
+	if c, ok := e.Data.(ArtifactCall); ok && e.Type == EventArtifact {
+		s.m.ArtifactCalls.WithLabelValues(s.capsule, c.Op, c.Status).Inc()
+		if c.Op == "pull" {
+			result := c.Status
+			if result == "ok" {
+				result = "pulled"
+			}
+			s.m.ArtifactPulls.WithLabelValues(s.capsule, result).Inc()
+		}
 	}
 	return nil
 }

@@ -388,7 +388,8 @@ func (s *session) imports(t *task, who string) *murmur.Imports {
 	invoke := func(ctx context.Context, name string, in abi.ToolInput) (abi.ToolResult, error) {
 		return s.invokeAt(ctx, t, name, in)
 	}
-	return &murmur.Imports{Who: who, HTTP: s.http, Invoke: invoke, Chunk: s.chunks(t), RequestInput: t.requestInput}
+	return &murmur.Imports{Who: who, HTTP: s.http, Invoke: invoke, Chunk: s.chunks(t), RequestInput: t.requestInput,
+		Artifacts: &amCall{s: s, t: t, from: "guest"}}
 }
 
 // log returns the capped log file of that name under the session's logs/; the file is

@@ -49,6 +49,9 @@ type Staged struct {
 	Process *abi.Description
 
 	scriptPath, scriptSum string // where the script module was read from, and its sha256
+	// artifacts is the capsule's artifact manager (murmur:artifact-manager/manage): no
+	// trusted registry and pins in memory until Serve or RunOnce gives it its own.
+	artifacts *artifactManager
 }
 
 // ScriptSum returns the file a script capsule's module was read from and the hex sha256
@@ -79,6 +82,7 @@ func (r *Runtime) Stage(ctx context.Context, m *manifest.Manifest, opts StageOpt
 	}
 	s := &Staged{Manifest: m, Artifacts: res.Artifacts, Modules: map[string]*wasm.Module{}, Hooks: map[string]*wasm.Module{},
 		Warnings: append(stageWarnings(m), res.Warnings...)}
+	s.artifacts = newArtifactManager(r, s, nil, nil)
 	var scriptRead func() ([]byte, error)
 	if !m.IsAgent() {
 		if s.scriptPath, err = scriptModulePath(m); err != nil {
