@@ -24,6 +24,7 @@ const (
 	inference    = "murmur:runtime/inference@0.4.0"
 	taskIO       = "murmur:task-io/read@0.1.0"
 	conversation = "murmur:conversation/read@0.2.0"
+	artifacts    = "murmur:artifact-manager/manage@0.1.0"
 )
 
 // hostBindings say where the host keeps its Go copies: all in wit/abi. Names and case
@@ -41,12 +42,13 @@ var hostBindings = []witcheck.Binding{
 	{Interface: inference, Dir: "wit/abi"},
 	{Interface: taskIO, Dir: "wit/abi"},
 	{Interface: conversation, Dir: "wit/abi"},
+	{Interface: artifacts, Dir: "wit/abi"},
 }
 
 // guestBindings say where the guest SDK keeps them: the tool and HTTP types in
 // wit/guest (wit/guest/tool re-exports them by alias), the driver's in
-// wit/guest/process and the hook world's in wit/guest/hook. The case lists are the
-// tables the wasip1 codecs index.
+// wit/guest/process, the hook world's in wit/guest/hook and the artifact manager's in
+// wit/guest/artifacts. The case lists are the tables the wasip1 codecs index.
 var guestBindings = []witcheck.Binding{
 	{Interface: tool01, Dir: "wit/guest"},
 	{Interface: tool02, Dir: "wit/guest"},
@@ -61,6 +63,7 @@ var guestBindings = []witcheck.Binding{
 	{Interface: inference, Dir: "wit/guest/hook"},
 	{Interface: taskIO, Dir: "wit/guest/hook", Names: map[string]string{"task-input-form": "InputForm"}},
 	{Interface: conversation, Dir: "wit/guest/hook"},
+	{Interface: artifacts, Dir: "wit/guest/artifacts", Names: map[string]string{"artifact-summary": "Summary", "artifact-info": "Info"}},
 }
 
 // hostFuncs are the host's descriptors of every WIT function, by interface#function.
@@ -96,6 +99,12 @@ func hostFuncs() map[string]witcheck.HostFunc {
 	add(taskIO, "output-len", "abi.OutputLen", abi.OutputLen)
 	add(taskIO, "read-output", "abi.ReadOutput", abi.ReadOutput)
 	add(conversation, "read-messages", "abi.ReadMessages", abi.ReadMessages)
+	add(artifacts, "list", "abi.AMList", abi.AMList)
+	add(artifacts, "describe", "abi.AMDescribe", abi.AMDescribe)
+	add(artifacts, "search", "abi.AMSearch", abi.AMSearch)
+	add(artifacts, "pull", "abi.AMPull", abi.AMPull)
+	add(artifacts, "remove", "abi.AMRemove", abi.AMRemove)
+	add(artifacts, "diagnostics", "abi.AMDiagnose", abi.AMDiagnose)
 	return m
 }
 

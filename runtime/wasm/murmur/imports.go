@@ -182,6 +182,7 @@ var hostModules = []wasm.HostModule{
 		hostFunc(abi.ImportReadOutput, abi.ReadOutput, importReadOutput),
 	}},
 	{Module: abi.ModuleConversation, Interface: "murmur:conversation/read", Funcs: []wasm.HostFunc{hostFunc(abi.ImportReadMessages, abi.ReadMessages, importReadMessages)}},
+	{Module: abi.ModuleArtifacts, Interface: artifactsInterface, Funcs: artifactFuncs},
 }
 
 // componentImports are the interfaces of hostModules a component may import, by

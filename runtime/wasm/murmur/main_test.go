@@ -20,7 +20,7 @@ var warmGuests = []string{
 	"../../../examples/drivers/anthropic-messages", "../../../examples/drivers/openai-chat",
 	"../../../examples/guests/audit-hook", "../../../examples/guests/policy-hook",
 	"../../../internal/testkit/testguests/procdriver", "../../../internal/testkit/testguests/stagehook",
-	"../../../internal/testkit/testguests/summaryhook",
+	"../../../internal/testkit/testguests/summaryhook", "../../../internal/testkit/testguests/puller",
 }
 
 // TestMain, under the race detector, first compiles warmGuests into the compilation
