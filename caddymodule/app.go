@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -24,6 +25,7 @@ import (
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/clip"
 	"github.com/capsulegate/capsulegate/internal/promreg"
+	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/pgstore"
 	"github.com/capsulegate/capsulegate/registry"
@@ -55,6 +57,10 @@ type App struct {
 	// (default 2 GiB).
 	RegistryCache     string `json:"registry_cache,omitempty"`
 	RegistryCacheSize int64  `json:"registry_cache_size,omitempty"`
+	// RuntimePulls is the trust policy of the capsules' runtime pulls (Murmur's artifact
+	// manager, docs/operators.md "Runtime pulls"): the registries they may pull from and
+	// the digests pinned for some versions. Absent, no capsule may pull.
+	RuntimePulls *RuntimePulls `json:"runtime_pulls,omitempty"`
 	// WorkRoot holds the sessions (default: <caddy data dir>/capsule/work).
 	WorkRoot string `json:"work_root,omitempty"`
 	// CacheDir holds compiled modules (default: <caddy data dir>/capsule/cache).
@@ -119,6 +125,7 @@ type App struct {
 	store      taskstore.Store
 	metricsReg prometheus.Registerer
 	reg        registry.Registry
+	pulls      *runtime.PullPolicy // RuntimePulls opened; nil without it
 	metrics    *a2a.Metrics
 	logger     *zap.Logger
 	netLog     *zap.Logger
@@ -135,6 +142,16 @@ type RegistryAuth struct {
 	// DockerConfig is the Docker credential config an OCI registry's credentials are
 	// read from (default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json).
 	DockerConfig string `json:"docker_config,omitempty"`
+}
+
+// RuntimePulls is the trust policy for runtime pulls.
+type RuntimePulls struct {
+	// Registries are searched and pulled from in this order: folders or URLs, as the
+	// app's registry option takes them, with its registry_auth.
+	Registries []string `json:"registries,omitempty"`
+	// Pins are digests by "name@version" (64 lowercase hex characters): a pull of such a
+	// version is checked against its pin instead of the registry's own statement.
+	Pins map[string]string `json:"pins,omitempty"`
 }
 
 // PushOptions are the app's push-notification settings.
@@ -342,6 +359,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.reg, err = a.openRegistry(src); err != nil {
 		return err
 	}
+	if a.pulls, err = a.openPulls(); err != nil {
+		return err
+	}
 	a.metricsReg = metrics
 	if a.Store != "" {
 		// Opened at the config's load, not by its first capsule: a database that cannot
@@ -490,6 +510,28 @@ func (a *App) Validate() error {
 		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("registry_auth has a %s and no %s", has, lacks),
 			"give both username and password, or use token"))
 	}
+	if rp := a.RuntimePulls; rp != nil {
+		if len(rp.Registries) == 0 {
+			list = append(list, errs.New(CodeAppConfig, "caddy", "runtime_pulls names no registry",
+				"add registry <folder|url> lines naming where capsules may pull from, or remove runtime_pulls"))
+		}
+		for _, r := range rp.Registries {
+			if _, err := registry.ParseSource(r); err != nil {
+				list = append(list, asErrs(err)...)
+			}
+		}
+		for k, v := range rp.Pins {
+			name, version, ok := strings.Cut(k, "@")
+			if !ok || !manifest.ValidName(name) || manifest.CheckVersion(version) != "" {
+				list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("runtime_pulls pin %q is not name@version", k),
+					"write pin <name>@<version> <sha256>, such as pin wordcount@1.1.0 sha256:3f0c…"))
+			}
+			if !isHex64(strings.TrimPrefix(v, "sha256:")) {
+				list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("runtime_pulls pin %s: %q is not a sha256 in 64 lowercase hex characters", k, v),
+					"copy the digest from the registry or `sha256sum` of the archive"))
+			}
+		}
+	}
 	if a.MaxTasks != nil && *a.MaxTasks <= 0 {
 		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("max_tasks %d is not positive", *a.MaxTasks),
 			"write how many tasks each capsule keeps, such as 10000, or leave max_tasks out for 10000"))
@@ -594,6 +636,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			continue
 		}
+		if opt == "runtime_pulls" {
+			if err := a.unmarshalRuntimePulls(d); err != nil {
+				return err
+			}
+			continue
+		}
 		if !d.NextArg() {
 			if opt == "init_snapshots" || opt == "instance_reuse" {
 				return d.Errf("%s takes on or off", opt)
@@ -664,7 +712,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.InstanceReuse = &on
 			}
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, registry_auth, registry_cache, registry_cache_size, work_root, cache_dir, state_dir, store, store_key, instance, lease, task_versions, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
+			return d.Errf("unknown capsule option %q (known: registry, registry_auth, registry_cache, registry_cache_size, runtime_pulls, work_root, cache_dir, state_dir, store, store_key, instance, lease, task_versions, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err
@@ -695,6 +743,41 @@ func (a *App) replaceRegistryAuth() error {
 				"set the environment variable it names, or remove the line")
 		}
 	}
+	return nil
+}
+
+// unmarshalRuntimePulls reads the runtime_pulls block: registry lines (one or more
+// registries each) and pin lines (name@version and a sha256).
+func (a *App) unmarshalRuntimePulls(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.Errf("runtime_pulls takes a block: runtime_pulls { registry <folder|url>...; pin <name>@<version> <sha256> }")
+	}
+	rp := &RuntimePulls{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch sub := d.Val(); sub {
+		case "registry":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.Errf("registry takes one or more folders or URLs")
+			}
+			rp.Registries = append(rp.Registries, args...)
+		case "pin":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.Errf("pin takes <name>@<version> <sha256>")
+			}
+			if rp.Pins == nil {
+				rp.Pins = map[string]string{}
+			}
+			if _, dup := rp.Pins[args[0]]; dup {
+				return d.Errf("runtime_pulls: %s is pinned twice", args[0])
+			}
+			rp.Pins[args[0]] = strings.TrimPrefix(args[1], "sha256:")
+		default:
+			return d.Errf("unknown runtime_pulls subdirective %q (known: registry, pin)", sub)
+		}
+	}
+	a.RuntimePulls = rp
 	return nil
 }
 
@@ -871,3 +954,29 @@ func (a *App) holdDatabase() error {
 // storeOpenWait bounds opening the PostgreSQL store at a config load: connecting,
 // migrating, taking the gateway's lock.
 const storeOpenWait = 30 * time.Second
+
+// asErrs is err as a list of coded errors.
+func asErrs(err error) errs.List {
+	var list errs.List
+	if errors.As(err, &list) {
+		return list
+	}
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return errs.List{e}
+	}
+	return errs.List{errs.Wrap(err, CodeAppConfig, "caddy", "an invalid value", "see the cause")}
+}
+
+// isHex64 reports whether s is a sha256 in 64 lowercase hex characters.
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 func init() {
@@ -107,6 +108,9 @@ type hostedCapsule struct {
 	a2a      *a2a.Handler
 	storeKey string        // the task store this capsule holds (App.acquireStore)
 	grace    time.Duration // how long Destruct lets admitted tasks finish (App.GracePeriod)
+	// pins is the task store as the keeper of runtime pins, when it is one: every
+	// version the capsule stages keeps its pulls there.
+	pins taskstore.Pins
 }
 
 // version is one staged version of a capsule: its session, and a hold on the engine it
@@ -290,7 +294,7 @@ func (h *Handler) stage(p *provision) (*version, error) {
 	if err != nil {
 		return nil, err
 	}
-	hosted, err := engine.Serve(p.ctx, m, runtime.ServeOptions{Registry: app.reg, Lock: h.Lock, ContextIdle: time.Duration(h.ContextIdle),
+	hosted, err := engine.Serve(p.ctx, m, runtime.ServeOptions{Registry: app.reg, Lock: h.Lock, ContextIdle: time.Duration(h.ContextIdle), Pulls: app.pulls,
 		Session: runtime.SessionConfig{WorkRoot: app.WorkRoot, DNSUpstream: app.DNSUpstream, SandboxHelper: app.SandboxHelper,
 			Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog)}})
 	if err != nil {
@@ -330,6 +334,10 @@ func (h *Handler) host(p *provision) (caddy.Destructor, error) {
 		ver.close()
 		return nil, err
 	}
+	if pins, ok := db.(taskstore.Pins); ok {
+		c.pins = pins
+		ver.hosted.SetPins(pins)
+	}
 	cfg := h.a2aConfig(p.m, c, ver, p, p.app)
 	cfg.Store = db
 	if c.a2a, err = a2a.NewHandler(cfg); err != nil {
@@ -360,6 +368,9 @@ func (h *Handler) restage(p *provision, c *hostedCapsule) error {
 	ver, err := h.stage(p)
 	if err != nil {
 		return err
+	}
+	if c.pins != nil {
+		ver.hosted.SetPins(c.pins)
 	}
 	if print, ver.digest, err = fingerprint(p.path, h, p.app, ver.known()); err != nil {
 		ver.close()

@@ -5,15 +5,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/filesum"
 	"github.com/capsulegate/capsulegate/internal/samefile"
 	"github.com/capsulegate/capsulegate/registry"
+	"github.com/capsulegate/capsulegate/runtime"
 )
 
 // sharedRegistry is the app's local registry as its capsules see it: an artifact many
@@ -118,11 +122,7 @@ func (a *App) openRegistry(src registry.Source) (registry.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	var auth registry.Auth
-	if ra := a.RegistryAuth; ra != nil { // placeholders replaced in Provision
-		auth = registry.Auth{Token: ra.Token, Username: ra.Username, Password: ra.Password, DockerConfig: ra.DockerConfig}
-	}
-	return registry.Open(src, registry.OpenOptions{Auth: auth, Cache: cache})
+	return registry.Open(src, registry.OpenOptions{Auth: a.registryAuth(), Cache: cache})
 }
 
 // holdArtifacts keeps a staged capsule's artifacts in the registry's cache for as long
@@ -139,4 +139,49 @@ func holdArtifacts(reg registry.Registry, staged []registry.Resolved) (func(), e
 		}
 	}
 	return c.Cache().Hold(sums)
+}
+
+// openPulls opens the trust policy's registries, with the app's credentials and its
+// artifact cache, where runtime pulls keep their bytes.
+func (a *App) openPulls() (*runtime.PullPolicy, error) {
+	rp := a.RuntimePulls
+	if rp == nil {
+		return nil, nil
+	}
+	cache, err := registry.OpenCache(a.RegistryCache, a.RegistryCacheSize)
+	if err != nil {
+		return nil, err
+	}
+	policy := &runtime.PullPolicy{Pins: map[string]string{}, Cache: cache}
+	for k, v := range rp.Pins {
+		policy.Pins[k] = strings.TrimPrefix(v, "sha256:")
+	}
+	for _, spec := range rp.Registries {
+		src, err := registry.ParseSource(spec)
+		if err != nil {
+			return nil, err
+		}
+		var reg registry.Registry
+		if !src.Remote() {
+			dir, err := filepath.Abs(src.Dir)
+			if err != nil {
+				return nil, errs.Wrap(err, CodeAppConfig, "caddy", fmt.Sprintf("cannot resolve the runtime_pulls registry %q", spec), "use an absolute path")
+			}
+			reg = registry.NewLocal(dir)
+		} else if reg, err = registry.Open(src, registry.OpenOptions{Auth: a.registryAuth()}); err != nil {
+			return nil, err
+		}
+		policy.Sources = append(policy.Sources, runtime.PullSource{Spec: src.Spec, Registry: reg})
+	}
+	return policy, nil
+}
+
+// registryAuth is the app's registry_auth as the registries take it (placeholders
+// replaced in Provision).
+func (a *App) registryAuth() registry.Auth {
+	ra := a.RegistryAuth
+	if ra == nil {
+		return registry.Auth{}
+	}
+	return registry.Auth{Token: ra.Token, Username: ra.Username, Password: ra.Password, DockerConfig: ra.DockerConfig}
 }

@@ -25,7 +25,7 @@ var warmGuests = []string{
 	"../internal/testkit/testguests/stagehook", "../internal/testkit/testguests/summaryhook",
 	"../internal/testkit/testguests/hostile-abi", "../internal/testkit/testguests/hostile-env", "../internal/testkit/testguests/hostile-fs",
 	"../internal/testkit/testguests/hostile-grow", "../internal/testkit/testguests/hostile-invoke", "../internal/testkit/testguests/hostile-net",
-	"../internal/testkit/testguests/hostile-spin",
+	"../internal/testkit/testguests/hostile-spin", "../internal/testkit/testguests/puller",
 }
 
 // listenedGuests are the warmGuests TestSecretsStayInTheHost compiles with its memory
