@@ -108,7 +108,7 @@ func TestArtifactManagerPull(t *testing.T) {
 		"describe echo",
 		"diagnostics",
 		"search echo",
-		"pull other 1.0.0",     // outside capabilities.install
+		"pull other 1.0.0",      // outside capabilities.install
 		"pull echo-three 1.0.0", // only in an untrusted registry
 		"pull gatetool 1.0.0",   // the operator declared it
 		"pull echo-hook 1.0.0",  // a hook, never pullable
