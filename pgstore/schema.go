@@ -57,6 +57,14 @@ var migrations = []string{
 	 CREATE TABLE capsulegate_instances (
 	   name text PRIMARY KEY, seen bigint NOT NULL, lease bigint NOT NULL, started bigint NOT NULL,
 	   serves text[] NOT NULL DEFAULT '{}');`,
+	// 3: runtime pins (taskstore.Pins): the artifacts a capsule pulled while it ran, one
+	// per artifact name, kept for every replica and restart. Names collate bytewise, so
+	// the key's index reads them in the order RuntimePins returns.
+	`CREATE TABLE capsulegate_runtime_pins (
+	   capsule text NOT NULL, name text COLLATE "C" NOT NULL, version text NOT NULL,
+	   sha256 text NOT NULL, registry text NOT NULL, role text NOT NULL,
+	   implementation text NOT NULL, platform text NOT NULL, origin text NOT NULL,
+	   pulled bigint NOT NULL, by_task text NOT NULL, PRIMARY KEY (capsule, name));`,
 }
 
 // SchemaVersion is the schema version this release writes and reads.

@@ -25,18 +25,20 @@ type Report struct {
 	Conversations int    `json:"conversations"`
 	Turns         int    `json:"turns"`
 	Pushes        int    `json:"pushes"` // push notification configs
+	Pins          int    `json:"pins"`   // runtime pins (pins.go)
 }
 
 // sameRecords reports whether r and o count the same records.
 func (r Report) sameRecords(o Report) bool {
 	return r.Capsules == o.Capsules && r.Tasks == o.Tasks && r.Events == o.Events &&
-		r.Conversations == o.Conversations && r.Turns == o.Turns && r.Pushes == o.Pushes
+		r.Conversations == o.Conversations && r.Turns == o.Turns && r.Pushes == o.Pushes && r.Pins == o.Pins
 }
 
 // Check walks the whole file in one read transaction: bbolt's page-level consistency
-// check, then every capsule, task, journal, turn and push record decoded as Open does, and
-// every index entry and push config checked to belong to a task. A damaged store is
-// refused with E-STORE-001 naming the file.
+// check, then every capsule, task, journal, turn, push and runtime pin record decoded as
+// Open does, every index entry and push config checked to belong to a task, and every
+// pin to sit under its own key. A damaged store is refused with E-STORE-001 naming the
+// file.
 func (db *DB) Check() (Report, error) {
 	rep := Report{File: db.path}
 	err := db.view(func(r *view) error {
@@ -112,6 +114,9 @@ func (db *DB) Check() (Report, error) {
 			rep.Pushes++
 			return true, nil
 		}); err != nil {
+			return err
+		}
+		if err := checkPins(r, capsules, &rep.Pins); err != nil {
 			return err
 		}
 		rep.Capsules, rep.Conversations = len(capsules), len(convs)

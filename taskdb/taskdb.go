@@ -139,6 +139,7 @@ var (
 	bucketHeads  = []byte("heads") // the index of tasks: enc(capsule)+enc(id) → head
 	bucketPush   = []byte("push")  // enc(capsule)+enc(task id)+enc(config id) → push config
 	bucketBlob   = []byte("blobs") // enc(capsule)+enc(task id)+enc(blob id) → the blob's bytes
+	bucketPins   = []byte("pins")  // enc(capsule)+enc(artifact name) → runtime pin (pins.go)
 	formatKey    = []byte("capsulegate.taskdb")
 )
 
@@ -335,7 +336,7 @@ func prepare(bdb *bolt.DB, path string, readOnly bool) error {
 	}
 	if empty && !readOnly {
 		err := bdb.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush, bucketBlob} {
+			for _, name := range [][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush, bucketBlob, bucketPins} {
 				if _, err := tx.CreateBucket(name); err != nil {
 					return err
 				}
@@ -361,9 +362,9 @@ func prepare(bdb *bolt.DB, path string, readOnly bool) error {
 			if err := indexTasks(tx); err != nil {
 				return err
 			}
-			// A store from before push configs or blobs; read-only, an absent bucket reads
-			// as empty.
-			for _, b := range [][]byte{bucketPush, bucketBlob} {
+			// A store from before push configs, blobs or runtime pins; read-only, an absent
+			// bucket reads as empty.
+			for _, b := range [][]byte{bucketPush, bucketBlob, bucketPins} {
 				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 					return err
 				}
@@ -406,10 +407,11 @@ func verify(r *view) error {
 	}
 	for b := range nBuckets {
 		name := bucketNames[b]
-		if r.tx.Bucket(name) == nil && b != bHeads && b != bPush && b != bBlob {
+		if r.tx.Bucket(name) == nil && b != bHeads && b != bPush && b != bBlob && b != bPins {
 			return fmt.Errorf("bucket %q missing", name)
 		}
-		// A store from before the index, push configs or blobs lacks the bucket: Open adds it.
+		// A store from before the index, push configs, blobs or runtime pins lacks the
+		// bucket: Open adds it.
 		if err := r.scan(b, nil, nil, func(k, v []byte) (bool, error) {
 			if err := decoders[b](v); err != nil {
 				return false, fmt.Errorf("bucket %q key %x: %w", name, k, err)
@@ -431,6 +433,7 @@ var decoders = [nBuckets]func([]byte) error{
 	bHeads:  func(v []byte) error { _, err := decodeHead(v); return err },
 	bPush:   func(v []byte) error { _, err := decodePush(v); return err },
 	bBlob:   func([]byte) error { return nil }, // bytes the store does not read
+	bPins:   func(v []byte) error { _, err := decodePin(v); return err },
 }
 
 // verifyMem decodes every write in m, so that damage in the log is found at Open, as

@@ -22,10 +22,11 @@ const (
 	bHeads
 	bPush
 	bBlob
+	bPins
 	nBuckets
 )
 
-var bucketNames = [nBuckets][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush, bucketBlob}
+var bucketNames = [nBuckets][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush, bucketBlob, bucketPins}
 
 // entry is a key's newest value since the last checkpoint, or its removal (del).
 type entry struct {

@@ -1,6 +1,7 @@
 package storetest_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -58,14 +59,16 @@ type memData struct {
 	Events map[string]map[uint64][]byte // by task key
 	Turns  map[string][][]byte          // by capsule + context
 	Pushes map[string]map[string]taskstore.Push
-	Blobs  map[string]map[string][]byte // by task key, then blob id
+	Blobs  map[string]map[string][]byte    // by task key, then blob id
+	Pins   map[string]taskstore.RuntimePin // by capsule + name
 }
 
 func key(capsule, id string) string { return capsule + "\x00" + id }
 
 func openMemory(saved []byte, save func([]byte)) (*memory, error) {
 	m := &memory{save: save, d: memData{Tasks: map[string]taskstore.Task{}, Events: map[string]map[uint64][]byte{},
-		Turns: map[string][][]byte{}, Pushes: map[string]map[string]taskstore.Push{}, Blobs: map[string]map[string][]byte{}}}
+		Turns: map[string][][]byte{}, Pushes: map[string]map[string]taskstore.Push{}, Blobs: map[string]map[string][]byte{},
+		Pins: map[string]taskstore.RuntimePin{}}}
 	if saved != nil {
 		if err := json.Unmarshal(saved, &m.d); err != nil {
 			return nil, errs.Wrap(err, taskstore.CodeNotAStore, "memory", "the saved store cannot be read",
@@ -353,5 +356,46 @@ func (m *memory) Evict(capsule string, olderThan time.Time, maxTasks int, keep f
 	return cut, nil
 }
 
-// The memory store must be a taskstore.Store; this fails to compile otherwise.
-var _ taskstore.Store = (*memory)(nil)
+// RuntimePins, PutRuntimePin and DeleteRuntimePin make the memory store a taskstore.Pins,
+// written from the interface's documentation alone too.
+func (m *memory) RuntimePins(ctx context.Context, capsule string) (out []taskstore.RuntimePin, err error) {
+	err = m.read(ids("capsule", capsule), func() {
+		for k, p := range m.d.Pins {
+			if strings.HasPrefix(k, capsule+"\x00") {
+				out = append(out, p)
+			}
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, err
+}
+
+func (m *memory) PutRuntimePin(ctx context.Context, p taskstore.RuntimePin) error {
+	return <-m.write(taskstore.CheckRuntimePin(p), func() error {
+		if m.d.Pins == nil {
+			m.d.Pins = map[string]taskstore.RuntimePin{}
+		}
+		m.d.Pins[key(p.Capsule, p.Name)] = p
+		return nil
+	})
+}
+
+func (m *memory) DeleteRuntimePin(ctx context.Context, capsule, name string) (had bool, err error) {
+	check := ids("capsule", capsule)
+	if check == nil {
+		check = taskstore.CheckPinName(name)
+	}
+	err = <-m.write(check, func() error {
+		_, had = m.d.Pins[key(capsule, name)]
+		delete(m.d.Pins, key(capsule, name))
+		return nil
+	})
+	return had, err
+}
+
+// The memory store must be a taskstore.Store and a taskstore.Pins; this fails to
+// compile otherwise.
+var (
+	_ taskstore.Store = (*memory)(nil)
+	_ taskstore.Pins  = (*memory)(nil)
+)

@@ -1,6 +1,7 @@
 // Package storetest is the conformance table of taskstore.Store: any implementation
 // passes it by calling Run from a test of its own, with a Backend that opens it. Each
-// row runs on a store of its own, kept at a folder of the row's t.TempDir.
+// row runs on a store of its own, kept at a folder of the row's t.TempDir. A store that
+// implements taskstore.Pins passes the "runtime pins" row too (RunPins checks one alone).
 package storetest
 
 import (
@@ -51,6 +52,7 @@ var rows = []struct {
 	{"ids refused", testIDs},
 	{"concurrent writers", testConcurrent},
 	{"closed", testClosed},
+	{"runtime pins", testPins},
 }
 
 // Run runs the whole conformance table against the stores b opens.
