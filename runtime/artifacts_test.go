@@ -232,3 +232,61 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 	}
 	return 0
 }
+
+const pullCassette = `{"provider": "anthropic-messages", "conversations": [
+ {"match": "get the echo tool", "turns": [
+   {"id": "p1", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "tool_use",
+    "content": [{"type": "tool_use", "id": "tu_1", "name": "artifact_pull", "input": {"name": "echo-remote", "version": "1.0.0"}}],
+    "usage": {"input_tokens": 10, "output_tokens": 5}},
+   {"id": "p2", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "tool_use",
+    "content": [{"type": "tool_use", "id": "tu_2", "name": "echo-remote", "input": {"text": "hi"}}],
+    "usage": {"input_tokens": 10, "output_tokens": 5}},
+   {"id": "p3", "type": "message", "role": "assistant", "model": "claude-test", "stop_reason": "end_turn",
+    "content": [{"type": "text", "text": "Pulled and called."}], "usage": {"input_tokens": 20, "output_tokens": 6}}]}]}`
+
+// TestAgentPullsAndCalls: the model of an agent capsule pulls a tool with artifact_pull
+// and calls it on its next turn; the request of that turn offers the tool marked as
+// runtime-installed, and the next one carries its result marked the same way.
+func TestAgentPullsAndCalls(t *testing.T) {
+	f := newAgentFixture(t, "anthropic-messages", pullCassette, "x-api-key")
+	trusted := registry.NewLocal(t.TempDir())
+	publishWasm(t, trusted, "echo-remote", "tool", guestbuild.Wasm(t, "../internal/testkit/testguests/echo"))
+	dir := t.TempDir()
+	mpath := filepath.Join(dir, "murmur.yaml")
+	os.WriteFile(mpath, []byte(`name: agent
+version: 1.0.0
+artifacts:
+  - {name: anthropic-messages, version: 1.0.0, runtime: driver, gateway: {endpoint: "`+f.srv.URL+`", api_key: "k"}}
+inference:
+  driver: {artifact: anthropic-messages}
+  model: claude-test
+  max_turns: 5
+capabilities:
+  install: {tool: ["echo-*"]}
+  limits: {memory_bytes: 134217728, deadline_seconds: 60}
+`), 0o644)
+	m, err := manifest.Load(mpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.e.RunOnce(context.Background(), m, RunOptions{Registry: f.reg, Task: "get the echo tool", Session: SessionConfig{WorkRoot: t.TempDir()},
+		Pulls: &PullPolicy{Sources: []PullSource{{Spec: trusted.Root, Registry: trusted}}}})
+	if err != nil || res.Status != StateCompleted || res.Result != "Pulled and called." {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	f.mu.Lock()
+	bodies := append([]string(nil), f.bodies...)
+	f.mu.Unlock()
+	if len(bodies) != 3 {
+		t.Fatalf("%d requests, want 3", len(bodies))
+	}
+	mark := "[runtime-installed artifact echo-remote@1.0.0"
+	switch {
+	case !strings.Contains(bodies[0], `"name":"artifact_pull"`) || strings.Contains(bodies[0], `"name":"echo-remote","description"`):
+		t.Fatalf("first request's tools: %s", bodies[0])
+	case !strings.Contains(bodies[1], `"name":"echo-remote","description":"`+mark):
+		t.Fatalf("the turn after the pull does not offer the tool, marked: %s", bodies[1])
+	case !strings.Contains(bodies[2], mark) || !strings.Contains(bodies[2], "hi"):
+		t.Fatalf("the tool's result does not reach the model marked: %s", bodies[2])
+	}
+}

@@ -15,6 +15,9 @@ type RunOptions struct {
 	Progress func(registry.Progress)
 	Workdir  string // optional accessible workdir replacing <session>/work
 	Task     string // the task text, written to work/task.md
+	// Pulls is the trust policy of the run's runtime pulls (nil: none allowed); their
+	// pins last as long as the run.
+	Pulls *PullPolicy
 }
 
 // RunResult is the outcome of a one-shot run; its fields are the --json output.
@@ -35,6 +38,8 @@ func (r *Runtime) RunOnce(ctx context.Context, m *manifest.Manifest, opts RunOpt
 	if err != nil {
 		return nil, err
 	}
+	staged.artifacts = newArtifactManager(r, staged, opts.Pulls, nil)
+	defer staged.artifacts.close()
 	if opts.Session.Stderr != nil {
 		for _, w := range staged.Warnings {
 			fmt.Fprintln(opts.Session.Stderr, "warning:", w.Error())
