@@ -83,10 +83,11 @@ func addSubcommands(cmd *cobra.Command) {
 			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
 				return cli.Search(ctx, e, c, args[0])
 			})),
-		withRegistry(sub("doctor <manifest>", "Reports on a process capsule's harness: found, version, login state, the variables it needs", 1,
+		withRegistry(withString(sub("doctor <manifest>", "Reports on a process capsule's harness (found, version, login state, the variables it needs) and, with --store, the artifacts the capsule pulled at run time", 1,
 			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
-				return cli.Doctor(ctx, e, c, args[0], filepath.Join(caddy.AppDataDir(), "capsule", "cache"))
-			})),
+				store, _ := cmd.Flags().GetString("store")
+				return cli.Doctor(ctx, e, c, args[0], filepath.Join(caddy.AppDataDir(), "capsule", "cache"), store)
+			}), "store", "", "the gateway's task store (tasks.db, postgres://… or env:NAME): list the capsule's runtime pins")),
 		replayCommand(),
 		storeCommand(),
 	)

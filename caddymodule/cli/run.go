@@ -6,10 +6,14 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/pgstore"
 	"github.com/capsulegate/capsulegate/runtime"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
+	"github.com/capsulegate/capsulegate/taskdb"
+	"github.com/capsulegate/capsulegate/taskstore"
 )
 
 // RunFlags are `caddy capsule run`'s own flags.
@@ -86,10 +90,25 @@ func (p progressSink) Event(ev *runtime.Event) error {
 
 // Doctor reports on a process capsule's harness: found, version, login state, the
 // variables it needs; it exits 0 only when nothing stands in the way of a run.
-func Doctor(ctx context.Context, e *Env, c Common, manifestPath, cacheDir string) int {
+func Doctor(ctx context.Context, e *Env, c Common, manifestPath, cacheDir, store string) int {
 	m, opts, err := e.prepare(c, manifestPath)
 	if err != nil {
 		return e.fail(c, err)
+	}
+	var pins []taskstore.RuntimePin
+	if store != "" {
+		if pins, err = runtimePins(ctx, e, store, m.Name); err != nil {
+			return e.fail(c, err)
+		}
+		if !m.IsProcess() {
+			// A capsule without a harness: the pins are the whole report.
+			if c.JSON {
+				e.writeJSON(map[string]any{"ok": true, "runtime_pins": pinsJSON(pins)})
+			} else {
+				printPins(e, m.Name, pins)
+			}
+			return ExitOK
+		}
 	}
 	rt, err := runtime.New(ctx, wasm.WithCacheDir(cacheDir))
 	if err != nil {
@@ -102,8 +121,15 @@ func Doctor(ctx context.Context, e *Env, c Common, manifestPath, cacheDir string
 		return e.fail(c, err)
 	}
 	if c.JSON {
-		e.writeJSON(map[string]any{"ok": len(rep.Problems) == 0, "harness": rep})
+		out := map[string]any{"ok": len(rep.Problems) == 0, "harness": rep}
+		if store != "" {
+			out["runtime_pins"] = pinsJSON(pins)
+		}
+		e.writeJSON(out)
 	} else {
+		if store != "" {
+			printPins(e, m.Name, pins)
+		}
 		found := "not found"
 		if rep.Path != "" {
 			found = rep.Path
@@ -132,4 +158,52 @@ func Doctor(ctx context.Context, e *Env, c Common, manifestPath, cacheDir string
 		return ExitRefused
 	}
 	return ExitOK
+}
+
+// runtimePins reads the capsule's runtime pins from the task store named by store.
+func runtimePins(ctx context.Context, e *Env, store, capsule string) ([]taskstore.RuntimePin, error) {
+	dsn, isPG, err := database(e, store)
+	if err != nil {
+		return nil, err
+	}
+	if isPG {
+		db, err := pgstore.Open(ctx, dsn, pgstore.Options{ReadOnly: true})
+		if err != nil {
+			return nil, err
+		}
+		defer db.Close()
+		return db.RuntimePins(ctx, capsule)
+	}
+	db, err := taskdb.Open(dsn, taskdb.Options{ReadOnly: true, LockTimeout: storeLockWait})
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return db.RuntimePins(ctx, capsule)
+}
+
+func pinsJSON(pins []taskstore.RuntimePin) []map[string]any {
+	out := []map[string]any{}
+	for _, p := range pins {
+		out = append(out, map[string]any{"name": p.Name, "version": p.Version, "sha256": p.SHA256, "registry": p.Registry,
+			"origin": p.Origin, "pulled": p.Pulled, "by": p.By})
+	}
+	return out
+}
+
+// printPins writes the runtime pins as doctor reports them.
+func printPins(e *Env, capsule string, pins []taskstore.RuntimePin) {
+	if len(pins) == 0 {
+		fmt.Fprintf(e.Stdout, "runtime pins of %s: none\n", capsule)
+		return
+	}
+	fmt.Fprintf(e.Stdout, "runtime pins of %s (pulled by the capsule while it ran; never in murmur.lock):\n", capsule)
+	for _, p := range pins {
+		fmt.Fprintf(e.Stdout, "  %s %s  origin: %s  sha256:%s  from %s  pulled %s", p.Name, p.Version, p.Origin, p.SHA256, p.Registry,
+			p.Pulled.UTC().Format(time.RFC3339))
+		if p.By != "" {
+			fmt.Fprintf(e.Stdout, " by task %s", p.By)
+		}
+		fmt.Fprintln(e.Stdout)
+	}
 }
