@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -27,17 +28,35 @@ func TestRuntimePullsAcrossAFleet(t *testing.T) {
 	home := filepath.Join(dir, "home")
 	os.MkdirAll(home, 0o755)
 
-	// The echo tool, published to the OCI registry; the puller script capsule, granted echo*.
-	art := filepath.Join(dir, "echo")
-	os.MkdirAll(art, 0o755)
-	os.WriteFile(filepath.Join(art, "murmur.yaml"), []byte("name: echo\nversion: 1.0.0\nruntime: tool\ndescription: echoes its input\n"), 0o644)
-	os.WriteFile(filepath.Join(art, "echo.wasm"), guestbuild.Wasm(t, "../internal/testkit/testguests/echo"), 0o644)
-	zip := filepath.Join(dir, "echo.mur.zip")
-	for _, args := range [][]string{{"pack", art, "--output", zip}, {"publish", zip, "--registry", reg.URL()}} {
-		if r := capsule(t, home, args...); r.code != 0 {
-			t.Fatalf("%v: %s", args, r.stderr)
+	// The echo tool under three names, published to the OCI registry: echo, echo-bad
+	// (whose blob is then altered in the registry's storage) and echo-pinned (for which
+	// the trust policy pins another digest); the puller script capsule, granted echo*.
+	sums := map[string]string{}
+	for _, name := range []string{"echo", "echo-bad", "echo-pinned"} {
+		art := filepath.Join(dir, name)
+		os.MkdirAll(art, 0o755)
+		os.WriteFile(filepath.Join(art, "murmur.yaml"), []byte("name: "+name+"\nversion: 1.0.0\nruntime: tool\ndescription: echoes its input\n"), 0o644)
+		os.WriteFile(filepath.Join(art, name+".wasm"), guestbuild.Wasm(t, "../internal/testkit/testguests/echo"), 0o644)
+		zip := filepath.Join(dir, name+".mur.zip")
+		for _, args := range [][]string{{"pack", art, "--output", zip}, {"publish", zip, "--registry", reg.URL(), "--json"}} {
+			r := capsule(t, home, args...)
+			if r.code != 0 {
+				t.Fatalf("%v: %s", args, r.stderr)
+			}
+			var out struct{ SHA256 string }
+			if json.Unmarshal([]byte(r.stdout), &out) == nil && out.SHA256 != "" {
+				sums[name] = out.SHA256
+			}
 		}
 	}
+	bad := filepath.Join(reg.Storage, "docker", "registry", "v2", "blobs", "sha256", sums["echo-bad"][:2], sums["echo-bad"], "data")
+	data, err := os.ReadFile(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	os.WriteFile(bad, data, 0o644)
+	wrongPin := strings.Repeat("0f", 32)
 	capDir := filepath.Join(dir, "puller")
 	os.MkdirAll(capDir, 0o755)
 	manifestPath := filepath.Join(capDir, "murmur.yaml")
@@ -60,6 +79,7 @@ func TestRuntimePullsAcrossAFleet(t *testing.T) {
 		lease 2s
 		runtime_pulls {
 			registry %s
+			pin echo-pinned@1.0.0 sha256:%s
 		}
 	}
 }
@@ -68,8 +88,11 @@ http://127.0.0.1:%s {
 	handle_path /agents/puller/* {
 		capsule %s
 	}
+	handle /metrics {
+		metrics
+	}
 }
-`, admin, name, reg.URL(), port, manifestPath)), 0o644)
+`, admin, name, reg.URL(), wrongPin, port, manifestPath)), 0o644)
 		g.cmd = exec.Command(caddyBin, "run", "--config", g.caddyfile, "--adapter", "caddyfile")
 		g.cmd.Dir = g.dir
 		g.cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "CAPSULE_STORE=" + dsn,
@@ -97,17 +120,33 @@ http://127.0.0.1:%s {
 			}
 		}
 	}
-	expect(ask(a, "pull echo 1.0.0", "invoke echo from a", "pull echo-other 1.0.0"),
+	got := ask(a, "pull echo 1.0.0", "invoke echo from a", "pull echo-other 1.0.0", "pull other 1.0.0", "pull echo-bad 1.0.0", "pull echo-pinned 1.0.0")
+	expect(got,
 		`ok: {"name":"echo","version":"1.0.0","runtime":"wasm"}`,
 		`ok: {"status":"passed","summary":"echo","data":"from a"}`,
-		`error: pull: 'echo-other@1.0.0`)
+		`error: pull: 'echo-other@1.0.0' is in none of the trusted registries`,
+		`error: not-granted: 'other' matches no capabilities.install entry`,
+		`error: pull: 'echo-bad@1.0.0`,
+		`error: pull: 'echo-pinned@1.0.0`)
+	if !strings.Contains(got[4], "E-REG-033") || !strings.Contains(got[4], sums["echo-bad"]) || !strings.Contains(got[5], "E-REG-092") || !strings.Contains(got[5], wrongPin) {
+		t.Fatalf("the refusals do not name their checks:\n%s", strings.Join(got, "\n"))
+	}
+	// Counted, and nothing of the refused pulls written: the cache holds echo alone.
+	if n := metricValue(t, a, `capsule_artifact_pulls_total{capsule="puller",result="refused"}`); n != 4 {
+		t.Fatalf("refused pulls counted %v, want 4", n)
+	}
+	ents, _ := os.ReadDir(filepath.Join(a.dir, "data", "caddy", "capsule", "cache", "artifacts", "sha256"))
+	if len(ents) != 1 || ents[0].Name() != sums["echo"] {
+		t.Fatalf("the artifact cache holds %v, want echo's %s alone", ents, sums["echo"])
+	}
 	// The other replica, which never pulled it, fetches it by its pin and calls it.
 	expect(ask(b, "list", "invoke echo from b"),
 		`ok: [{"name":"echo","version":"1.0.0","runtime":"wasm"}]`,
 		`ok: {"status":"passed","summary":"echo","data":"from b"}`)
 
 	r := capsuleEnv(t, home, []string{"CAPSULE_STORE=" + dsn}, "doctor", manifestPath, "--store", "env:CAPSULE_STORE", "--registry", reg.URL())
-	if r.code != 0 || !strings.Contains(r.stdout, "echo 1.0.0") || !strings.Contains(r.stdout, "origin: runtime") || !strings.Contains(r.stdout, reg.URL()) {
+	if r.code != 0 || !strings.Contains(r.stdout, "echo 1.0.0") || !strings.Contains(r.stdout, "origin: runtime") || !strings.Contains(r.stdout, reg.URL()) ||
+		strings.Contains(r.stdout, "echo-bad") || strings.Contains(r.stdout, "echo-pinned") {
 		t.Fatalf("doctor: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }

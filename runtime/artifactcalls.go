@@ -46,6 +46,10 @@ func callStatus(err error) string {
 	case registry.CodePullDigest, registry.CodePullUnstated, registry.CodeIdentity, registry.CodeHashMismatch:
 		return "refused"
 	}
+	var u untrusted
+	if errors.As(err, &u) {
+		return "refused"
+	}
 	var list errs.List
 	if errors.As(err, &list) {
 		return "refused" // the archive broke a rule

@@ -44,6 +44,12 @@ const (
 	notRemovable = "not-removable:"
 )
 
+// untrusted is a pull of what no trusted registry holds: a refusal, since the
+// registries that may hold it are ones the operator does not trust.
+type untrusted struct{ error }
+
+func (u untrusted) Unwrap() error { return u.error }
+
 // artifactManager is one staged capsule's Murmur artifact manager: the operator's
 // artifacts, read only, and what the capsule pulled at run time, whose pins live in the
 // task store so that every replica and every later session sees them. Pulled tools are
@@ -184,10 +190,10 @@ func (m *artifactManager) fetch(ctx context.Context, ref registry.Ref, pinned st
 			missing = append(missing, src.Spec)
 			continue
 		default:
-			return nil, nil, src, fmt.Errorf("pull: '%s' from %s refused: %w", ref, src.Spec, err)
+			return nil, nil, src, fmt.Errorf("pull: '%s@%s' from %s refused: %w", ref.Name, ref.Version, src.Spec, err)
 		}
 	}
-	return nil, nil, PullSource{}, fmt.Errorf("pull: '%s' is in none of the trusted registries (%s)", ref, strings.Join(missing, ", "))
+	return nil, nil, PullSource{}, untrusted{fmt.Errorf("pull: '%s@%s' is in none of the trusted registries (%s)", ref.Name, ref.Version, strings.Join(missing, ", "))}
 }
 
 // keep puts verified bytes in the policy's cache and holds them there while the
