@@ -36,6 +36,8 @@ func TestAppCaddyfile(t *testing.T) {
 			`{"store":"{env.CAPSULE_STORE}","store_key":"{env.CAPSULE_STORE_KEY}"}`},
 		{"remote registry", "capsule {\n registry oci://ghcr.io/acme/capsules\n registry_auth {\n  username {env.U}\n  password {env.P}\n  docker_config /etc/docker.json\n }\n registry_cache /var/cache/artifacts\n registry_cache_size 500MiB\n}",
 			`{"registry":"oci://ghcr.io/acme/capsules","registry_auth":{"username":"{env.U}","password":"{env.P}","docker_config":"/etc/docker.json"},"registry_cache":"/var/cache/artifacts","registry_cache_size":524288000}`},
+		{"runtime pulls", "capsule {\n runtime_pulls {\n  registry oci://ghcr.io/acme/tools /srv/reg\n  registry nexus+https://nexus.example.com\n  pin echo@1.0.0 sha256:" + strings.Repeat("ab", 32) + "\n }\n}",
+			`{"runtime_pulls":{"registries":["oci://ghcr.io/acme/tools","/srv/reg","nexus+https://nexus.example.com"],"pins":{"echo@1.0.0":"` + strings.Repeat("ab", 32) + `"}}}`},
 		{"push", "capsule {\n push {\n  allow http://127.0.0.1:8080 https://hooks.example.com\n  allow *.example.org\n }\n}",
 			`{"push":{"allow":["http://127.0.0.1:8080","https://hooks.example.com","*.example.org"]}}`},
 	} {
@@ -78,6 +80,10 @@ func TestValidate(t *testing.T) {
 		{"app: registry credentials", new(App), `{"registry_auth":{"username":"u","password":"p"},"registry_cache_size":1048576}`, nil},
 		{"app: a username alone", new(App), `{"registry_auth":{"username":"u"}}`, []string{"E-RUN-020"}},
 		{"app: a tiny cache", new(App), `{"registry_cache_size":1024}`, []string{"E-RUN-020"}},
+		{"app: runtime pulls", new(App), `{"runtime_pulls":{"registries":["oci://ghcr.io/acme/tools"],"pins":{"echo@1.0.0":"` + strings.Repeat("ab", 32) + `"}}}`, nil},
+		{"app: runtime pulls from nowhere", new(App), `{"runtime_pulls":{}}`, []string{"E-RUN-020"}},
+		{"app: runtime pulls, bad registry and pins", new(App), `{"runtime_pulls":{"registries":["https://x.example"],"pins":{"echo":"` + strings.Repeat("ab", 32) + `","echo@2.0.0":"abc"}}}`,
+			[]string{"E-REG-080", "E-RUN-020", "E-RUN-020"}},
 		{"capsule: complete", new(Handler), `{"manifest":"a.yaml","auth":{"bearer":"TOKEN"},"max_body":1,"queue_depth":1,"public_url":"https://a.example","card":"1.0"}`, nil},
 		{"capsule: no manifest", new(Handler), `{}`, []string{"E-RUN-021"}},
 		{"capsule: negative max_body", new(Handler), `{"manifest":"a.yaml","max_body":-1}`, []string{"E-RUN-021"}},
@@ -139,7 +145,8 @@ func TestAppRegistryAuth(t *testing.T) {
 		t.Fatalf("an unset token: %v", err)
 	}
 	a.Cleanup()
-	for _, bad := range []string{"capsule {\n registry_cache_size 0\n}", "capsule {\n registry_auth {\n  token a\n  token b\n }\n}",
+	for _, bad := range []string{"capsule {\n runtime_pulls {\n  pin a@1.0.0\n }\n}", "capsule {\n runtime_pulls {\n  registry\n }\n}",
+		"capsule {\n runtime_pulls {\n  trust x\n }\n}", "capsule {\n runtime_pulls x\n}", "capsule {\n registry_cache_size 0\n}", "capsule {\n registry_auth {\n  token a\n  token b\n }\n}",
 		"capsule {\n registry_auth {\n  key x\n }\n}", "capsule {\n registry_auth x\n}"} {
 		if _, err := parseAppCaddyfile(caddyfile.NewTestDispenser(bad), nil); err == nil {
 			t.Errorf("%q parsed", bad)
