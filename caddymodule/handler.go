@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -575,6 +576,11 @@ func fingerprint(manifestPath string, h *Handler, app *App, known map[string]str
 	sum, files := sha256.New(), sha256.New()
 	fmt.Fprintf(sum, "registry=%s\x00work_root=%s\x00dns=%s\x00sandbox_helper=%s\x00engine=%s\x00context_idle=%d\x00",
 		app.Registry, app.WorkRoot, app.DNSUpstream, app.SandboxHelper, app.engineKey(), h.ContextIdle)
+	// What the capsule's registries and runtime pulls are reached with: a reload that
+	// changes them stages the capsule anew.
+	pulls, _ := json.Marshal(app.RuntimePulls)
+	auth, _ := json.Marshal(app.RegistryAuth)
+	fmt.Fprintf(sum, "registry_cache=%s\x00%d\x00runtime_pulls=%s\x00registry_auth=%x\x00", app.RegistryCache, app.RegistryCacheSize, pulls, sha256.Sum256(auth))
 	dir := filepath.Dir(manifestPath)
 	add := func(path, name string) error {
 		s, ok := known[path]

@@ -1,6 +1,6 @@
 // Package pgstore keeps A2A tasks in PostgreSQL behind taskstore.Store: the records the
 // bbolt store (taskdb) keeps — tasks with their index fields, event journals, threaded
-// turns, push configs (encrypted) and blobs — as rows of six tables every replica of a
+// turns, push configs (encrypted) and blobs — as rows of eight tables every replica of a
 // gateway can reach.
 //
 // Writes return at once with a channel, as taskstore says. One committer goroutine

@@ -21,7 +21,14 @@ type amCall struct {
 	from string // guest or model
 }
 
-func (c *amCall) m() *artifactManager { return c.s.staged.artifacts }
+// m is the capsule's manager; a Staged made without Stage has none, and one that stands
+// in for it refuses everything.
+func (c *amCall) m() *artifactManager {
+	if a := c.s.staged.artifacts; a != nil {
+		return a
+	}
+	return newArtifactManager(c.s.rt, c.s.staged, nil, nil)
+}
 
 // record emits the call's event; err is what the caller is told.
 func (c *amCall) record(op, name, version string, start time.Time, tool *pulledTool, err error) {

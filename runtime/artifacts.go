@@ -69,7 +69,12 @@ type artifactManager struct {
 }
 
 // generation is the count of pulls and removals made through this process.
-func (m *artifactManager) generation() int64 { return m.gen.Load() }
+func (m *artifactManager) generation() int64 {
+	if m == nil {
+		return 0
+	}
+	return m.gen.Load()
+}
 
 // pulledTool is a runtime-pulled tool ready to call.
 type pulledTool struct {
@@ -87,7 +92,7 @@ func newArtifactManager(r *Runtime, s *Staged, policy *PullPolicy, pins taskstor
 
 // setPins makes the manager keep its pins in p (the gateway's task store) from now on.
 func (m *artifactManager) setPins(p taskstore.Pins) {
-	if p == nil {
+	if m == nil || p == nil {
 		return
 	}
 	m.mu.Lock()
@@ -108,6 +113,9 @@ func (m *artifactManager) install() manifest.Install {
 }
 
 func (m *artifactManager) granted() bool {
+	if m == nil {
+		return false // a Staged made without Stage has no manager
+	}
 	in := m.install()
 	return len(in.Tool) > 0 || len(in.Skill) > 0
 }
@@ -137,6 +145,9 @@ func (m *artifactManager) pull(ctx context.Context, name, version, by string) (*
 		return nil, refusedf(notGranted, "'%s@%s' is not a version a pull can name: %s", name, version, why)
 	}
 	if a := m.operatorArtifact(name); a != nil {
+		if a.IsLocal() {
+			return nil, refusedf(notGranted, "'%s' is declared in murmur.yaml; a runtime pull may not replace an artifact the operator declared", name)
+		}
 		return nil, refusedf(notGranted, "murmur.lock pins '%s' with origin: operator (version %s); a runtime pull may not replace an artifact the operator declared", name, a.Version)
 	}
 	if m.policy == nil || len(m.policy.Sources) == 0 {
@@ -245,6 +256,9 @@ func (m *artifactManager) compile(ctx context.Context, pin taskstore.RuntimePin,
 
 // runtimePins returns the capsule's runtime pins as the store holds them now.
 func (m *artifactManager) runtimePins(ctx context.Context) ([]taskstore.RuntimePin, error) {
+	if m == nil {
+		return nil, nil
+	}
 	return m.store().RuntimePins(ctx, m.capsule())
 }
 
@@ -350,6 +364,9 @@ func (m *artifactManager) remove(ctx context.Context, name string) (bool, error)
 
 // close lets go of the cache holds.
 func (m *artifactManager) close() {
+	if m == nil {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for sum, release := range m.held {

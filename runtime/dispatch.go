@@ -122,6 +122,9 @@ func (s *session) toolKind(name string) string {
 			}
 		}
 	}
+	if pulled, err := s.staged.artifacts.tool(context.Background(), name); err == nil && pulled != nil {
+		return KindWasm // a tool the capsule pulled while it ran
+	}
 	return KindUnknown
 }
 
@@ -137,13 +140,15 @@ func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (strin
 	case KindSkill:
 		return s.runSkill(t, call)
 	case KindWasm:
+		if mod := s.staged.Modules[call.Name]; mod == nil || mod.Role != string(manifest.RoleTool) {
+			// A tool the capsule pulled while it ran: its results reach the model marked.
+			if pulled, err := s.staged.artifacts.tool(ctx, call.Name); err == nil && pulled != nil {
+				return s.runWasmTool(ctx, t, call, runtimeMark(pulled.pin.Name, pulled.pin.Version))
+			}
+		}
 		return s.runWasmTool(ctx, t, call, "")
 	case KindManager:
 		return s.runManagerTool(ctx, t, call)
-	}
-	// A tool the capsule pulled while it ran: its results reach the model marked.
-	if pulled, err := s.staged.artifacts.tool(ctx, call.Name); err == nil && pulled != nil {
-		return s.runWasmTool(ctx, t, call, runtimeMark(pulled.pin.Name, pulled.pin.Version))
 	}
 	names := make([]string, 0, 8)
 	for _, tool := range s.offeredTools() {

@@ -60,6 +60,7 @@ capabilities:
   network: {allow: [example.com]}
   filesystem: {scope: data}
   shell: {allow: [bash], strip_env: ["FOO_*"], min_tier: env-only}
+  install: {tool: ["text-*"], skill: [style]}
   env: {allow: [LANG]}
   harness: {paths: [{path: /opt/harness, access: read}]}
   limits: {memory_bytes: 134217728, deadline_seconds: 60}
