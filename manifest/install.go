@@ -108,19 +108,7 @@ func (in Install) Describe() string {
 // suggestInstall is a valid entry near s for a fix text, or "" when none is near.
 func suggestInstall(s string) string {
 	star := strings.Contains(s, "*")
-	var b strings.Builder
-	for _, r := range strings.ToLower(s) {
-		switch {
-		case r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
-			b.WriteRune(r)
-		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
-			b.WriteByte('-')
-		}
-	}
-	out := strings.Trim(b.String(), "-")
-	if len(out) > maxInstallPrefix {
-		out = strings.Trim(out[:maxInstallPrefix], "-")
-	}
+	out := nameChars(s, maxInstallPrefix)
 	switch {
 	case out == "" && star:
 		out = "*"

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/artname"
 	"github.com/capsulegate/capsulegate/internal/mediatype"
 	"github.com/capsulegate/capsulegate/netpolicy"
 )
@@ -23,18 +24,7 @@ var reservedVersions = map[string]bool{"latest": true, "stable": true, "edge": t
 
 // ValidName reports whether s is a valid capsule or artifact name: [a-z0-9-], 1–100
 // characters, no leading or trailing '-'.
-func ValidName(s string) bool {
-	if len(s) == 0 || len(s) > 100 || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func ValidName(s string) bool { return artname.Valid(s) }
 
 // CheckVersion returns why s cannot be a pinned version, or "" if it can: non-empty, not
 // reserved, at most 128 printable characters that are safe as one path segment.
@@ -421,6 +411,15 @@ func orTool(r Role) Role {
 
 // suggestName turns s into the nearest valid name, for the fix text.
 func suggestName(s string) string {
+	if out := nameChars(s, 100); out != "" {
+		return out
+	}
+	return "my-capsule"
+}
+
+// nameChars keeps s's name characters, lower case, with one '-' for each run of others,
+// at most max long; "" when none are left.
+func nameChars(s string, max int) string {
 	var b strings.Builder
 	for _, r := range strings.ToLower(s) {
 		switch {
@@ -431,11 +430,8 @@ func suggestName(s string) string {
 		}
 	}
 	out := strings.Trim(b.String(), "-")
-	if len(out) > 100 {
-		out = strings.Trim(out[:100], "-")
-	}
-	if out == "" {
-		return "my-capsule"
+	if len(out) > max {
+		out = strings.Trim(out[:max], "-")
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/artname"
 )
 
 // OriginRuntime marks a pin made by a capsule at run time (Murmur's artifact manager),
@@ -53,7 +54,7 @@ const CodeBadPin = "E-STORE-018"
 
 // Bounds of a runtime pin's fields.
 const (
-	MaxPinNameLen    = 100 // an artifact name, as manifest.ValidName allows
+	MaxPinNameLen    = artname.MaxLen // an artifact name, as manifest.ValidName allows
 	MaxPinVersionLen = 128
 )
 
@@ -108,26 +109,11 @@ func CheckRuntimePin(p RuntimePin) error {
 // CheckPinName refuses, with CodeBadPin, a runtime pin's name that is not an artifact
 // name: what DeleteRuntimePin checks beside the capsule.
 func CheckPinName(name string) error {
-	if !validPinName(name) {
+	if !artname.Valid(name) {
 		return badPin(fmt.Sprintf("runtime pin name %q is not an artifact name ([a-z0-9-], 1 to %d characters, no hyphen first or last)", clip(name), MaxPinNameLen),
 			"use the artifact's name as its manifest gives it")
 	}
 	return nil
-}
-
-// validPinName is manifest.ValidName, which taskstore does not import (a store needs
-// no manifest parser).
-func validPinName(s string) bool {
-	if len(s) == 0 || len(s) > MaxPinNameLen || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // checkPinVersion returns why v cannot be a pin's version, or "".

@@ -58,6 +58,7 @@ var Table = []Row{
 	{"internal/jsontext", LayerHelpers, "append JSON text by hand where every task writes the same small shape, byte for byte what encoding/json writes, and compact JSON"},
 	{"internal/clip", LayerHelpers, "shorten untrusted text for errors and logs without splitting a UTF-8 sequence"},
 	{"internal/ids", LayerHelpers, "the ids of sessions, contexts, tasks, messages and events: a prefix and a UUIDv7"},
+	{"internal/artname", LayerHelpers, "the one rule of capsule and artifact names, for the manifest and for the stores that check names without parsing manifests"},
 	{"internal/atomicfile", LayerHelpers, "write to a temp file, fsync, then rename: a reader sees the old content or the new"},
 	{"internal/promreg", LayerHelpers, "register Prometheus collectors so that a reload can register them again"},
 	{"internal/samefile", LayerHelpers, "whether a file holds given bytes, read in small chunks"},
