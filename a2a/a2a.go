@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/taskstore"
 )
@@ -80,6 +82,10 @@ type Job struct {
 	// (Outcome.Mark) and the gateway that ran it, when another gateway of a fleet did;
 	// zero otherwise.
 	Previous Previous
+	// Trace is the span context the task runs under: the traceparent of the message's
+	// metadata, else the server span of the request that created it (invalid without
+	// tracing).
+	Trace trace.SpanContext
 	// Input moves the task to input-required with prompt and blocks until the client
 	// answers (a message with this task id, or any message in this context id while the
 	// task waits). It returns the answer, or an error when ctx ends or the input timeout
@@ -189,6 +195,9 @@ type Lifecycle struct {
 
 // Config configures a Handler.
 type Config struct {
+	// Tracer makes the OpenTelemetry spans of A2A requests (nil: none); a task's Job
+	// carries the span context it runs under (Job.Trace).
+	Tracer    trace.TracerProvider
 	Card      Card
 	Executor  Executor
 	Lifecycle Lifecycle

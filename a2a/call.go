@@ -63,6 +63,7 @@ func (a *answer) fail(rerr *rpcError, stream bool) {
 // do runs one A2A operation, whichever binding asked for it; name is the method as the
 // client called it (for messages).
 func (h *Handler) do(a *answer, m method, name string, params json.RawMessage) {
+	defer h.traceCall(a, name)()
 	if a.d == v10 {
 		params = protoNames(params)
 	}
@@ -99,6 +100,7 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 	}
 	in.url = h.endpoint(a.r, cfg)
 	in.owner = a.who.principal
+	in.trace = taskParent(a.r.Context(), in)
 	if in.pushRaw != "" {
 		// An inline push config is checked before the task exists: a refused one refuses
 		// the send (docs/reference/a2a.md "Push notifications").
@@ -175,6 +177,7 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		a.fail(errStoreTask(err, t.id), false)
 		return
 	}
+	traceTask(a.r, t.id, t.contextID, string(snap.Status.State))
 	a.ok(a.d.sendResult(h.linksFor(a.r).snapshot(snap), in.historyLength, in.blocking))
 }
 

@@ -14,6 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/netpolicy"
@@ -654,7 +657,7 @@ func (h *Handler) post(ctx context.Context, t *task, ps *pushState, e event, vie
 	wait := p.policy.Backoff
 	var last error
 	for try := 1; ; try++ {
-		if last = h.postOnce(ctx, p, ps, b); last == nil {
+		if last = h.postOnce(trace.ContextWithRemoteSpanContext(ctx, t.trace), p, ps, b); last == nil {
 			return true
 		}
 		if ctx.Err() != nil {
@@ -684,6 +687,8 @@ func (h *Handler) postOnce(ctx context.Context, p *pusher, ps *pushState, body [
 		return fmt.Errorf("a2a: push request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// The task's trace context, so a webhook's own spans join the task's trace.
+	traceContext.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	if ps.cfg.Token != "" {
 		req.Header.Set("X-A2A-Notification-Token", ps.cfg.Token)
 	}

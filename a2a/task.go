@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Task states, spelled as in A2A 0.3; the 1.0 dialect renders them TASK_STATE_*.
@@ -170,6 +172,9 @@ type task struct {
 	// its record; prevMark and prevRunner are those of the context's task before it, on
 	// a replica of a fleet (Job.Previous).
 	mark, prevMark, prevRunner string
+	// trace is the span context the task runs under (Job.Trace): kept in memory only,
+	// so a task run after a restart or by another replica starts a trace of its own.
+	trace trace.SpanContext
 }
 
 func newTask(id, contextID, text string, spec *runSpec, ringSize int, now time.Time) *task {

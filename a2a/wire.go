@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/capsulegate/capsulegate/internal/jsontext"
 )
 
@@ -340,6 +342,8 @@ type inMessage struct {
 	TaskID    string   `json:"taskId"`
 	Role      string   `json:"role"`
 	Parts     []inPart `json:"parts"`
+	// Metadata is read for W3C trace context only (traceparent, tracestate).
+	Metadata map[string]json.RawMessage `json:"metadata"`
 }
 
 type sendParams struct {
@@ -369,6 +373,10 @@ type incoming struct {
 	// 1.0 configuration.taskPushNotificationConfig), read by doSend; push is it checked.
 	pushRaw, pushField string
 	push               *pushConfig
+	// traceparent and tracestate are the message metadata's W3C trace context, which
+	// parents the task (taskParent); trace is the span context the task runs under.
+	traceparent, tracestate string
+	trace                   trace.SpanContext
 }
 
 // validID accepts a client-chosen id as data the gateway keeps and logs: valid UTF-8,
@@ -393,6 +401,11 @@ func (d dialect) parseSend(raw json.RawMessage) (incoming, *rpcError) {
 	}
 	m := p.Message
 	in := incoming{messageID: m.MessageID, taskID: m.TaskID, contextID: m.ContextID, blocking: true}
+	for key, dst := range map[string]*string{"traceparent": &in.traceparent, "tracestate": &in.tracestate} {
+		if raw, ok := m.Metadata[key]; ok {
+			json.Unmarshal(raw, dst) // not a string: no trace context, the message stands
+		}
+	}
 	if m.MessageID == "" {
 		return in, errInvalidParams("message.messageId is required")
 	}

@@ -80,6 +80,7 @@ type (
 // driver turn, dispatch of every tool call, results appended, until end_turn, max_tokens
 // or max_turns. It returns the final text and the task state.
 func (s *session) agentTask(ctx context.Context, t *task, text string, history []Turn) (result, state string, err error) {
+	ctx = s.traced(ctx, t)
 	m := s.staged.Manifest
 	inf := m.Inference
 	driver := s.staged.Modules[inf.Driver.Artifact]

@@ -37,7 +37,7 @@ func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.Too
 	out, err := murmur.CallTool(ctx, s.rt.engine, mod, s.grants(name, manifest.RoleTool), s.imports(t, name), in)
 	s.toolCalls.Add(1)
 	rec := ToolCall{Turn: t.turnNo(), ToolName: name, Kind: KindWasm, InputBytes: len(value(in.Data)), OutputBytes: len(value(out.Data)),
-		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds(), Origin: origin}
+		Status: out.Status.String(), DurationMS: time.Since(start).Milliseconds(), Origin: origin, CallID: callIDOf(ctx)}
 	var ge *wasm.GuestError
 	if errors.As(err, &ge) {
 		rec.Status, rec.Trap = "error", ge.Reason
@@ -46,6 +46,14 @@ func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.Too
 	}
 	s.stream.Emit(EventToolCall, t.parent(), rec, map[string]string{"input": value(in.Data), "output": value(out.Data)})
 	return out, err
+}
+
+// callIDKey carries the model's id of the tool call being dispatched, for its record.
+type callIDKey struct{}
+
+func callIDOf(ctx context.Context) string {
+	id, _ := ctx.Value(callIDKey{}).(string)
+	return id
 }
 
 // unknownCall counts and records a call of a name that resolves to no tool: the caller
@@ -132,6 +140,7 @@ func (s *session) toolKind(name string) string {
 // sees and whether it is an error. Every call, an unknown name included, is counted and
 // written as a tool_call event.
 func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (string, bool) {
+	ctx = context.WithValue(ctx, callIDKey{}, call.ID)
 	switch s.toolKind(call.Name) {
 	case KindNative:
 		return s.runShellTool(ctx, t, call, s.shell.natives[call.Name])
@@ -190,7 +199,7 @@ func (s *session) runSkill(t *task, call agentBlock) (string, bool) {
 		}
 		text, err := skillText(a)
 		s.toolCalls.Add(1)
-		rec := ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: KindSkill, OutputBytes: len(text), Status: "passed"}
+		rec := ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: KindSkill, OutputBytes: len(text), Status: "passed", CallID: call.ID}
 		if err != nil {
 			rec.Status = "error"
 		}
@@ -232,7 +241,7 @@ func (s *session) dispatchGated(ctx context.Context, t *task, call agentBlock) (
 	if kind == KindShell {
 		s.shellCalls.Add(1)
 	}
-	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: kind, InputBytes: len(input), Status: StatusDenied}, nil)
+	s.stream.Emit(EventToolCall, t.parent(), ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: kind, InputBytes: len(input), Status: StatusDenied, CallID: call.ID}, nil)
 	return deniedText(call.Name, v), true
 }
 

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/runtime/shell"
 )
@@ -155,6 +157,9 @@ type TaskStart struct {
 	ContextID  string `json:"context_id"`
 	Source     string `json:"source"`
 	InputBytes int    `json:"input_bytes"`
+	// parent is the span context the task runs under (TaskRequest.Trace), for the span
+	// sink; the trace file does not keep it.
+	parent trace.SpanContext
 }
 
 // ToolCall records one tool call.
@@ -169,6 +174,8 @@ type ToolCall struct {
 	Trap        string `json:"trap,omitempty"`
 	// Origin is "runtime" for a tool the capsule pulled while it ran.
 	Origin string `json:"origin,omitempty"`
+	// CallID is the model's id of the call (none for a guest's invoke).
+	CallID string `json:"tool_call_id,omitempty"`
 }
 
 // NetworkDenied records a refused connection.

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/manifest"
@@ -167,6 +170,17 @@ func (s *session) processTask(ctx context.Context, t *task, text string, history
 	spec, err := s.harnessSpec(desc, plan, gw)
 	if err != nil {
 		return "", StateFailed, err
+	}
+	// The harness learns the task's trace context, as OpenTelemetry's environment
+	// carrier names it, so its own spans and requests can join the trace.
+	if sc := s.spans.contextOf(t.evt); sc.IsValid() {
+		carrier := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(ctx, sc), carrier)
+		for k, v := range map[string]string{"TRACEPARENT": carrier["traceparent"], "TRACESTATE": carrier["tracestate"]} {
+			if v != "" {
+				spec.Env = append(spec.Env, k+"="+v)
+			}
+		}
 	}
 	spec.Reach = reach
 	run := &harnessRun{s: s, t: t, d: d, desc: desc, plan: plan, sessionID: req.SessionID, bridged: map[string]bool{}}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 
@@ -52,6 +54,8 @@ type SessionConfig struct {
 	// HarnessInactivity is how long a process capsule's harness may print nothing before
 	// its turn is interrupted; 0 is DefaultHarnessInactivity.
 	HarnessInactivity time.Duration
+	// Tracer exports the sessions' OpenTelemetry spans (spans.go); nil exports none.
+	Tracer trace.TracerProvider
 }
 
 // sessionStart describes a staged capsule for the trace: its tools and effective grants
@@ -133,6 +137,17 @@ type session struct {
 	// compactHook summarises a conversation being compacted before the driver is asked
 	// (compaction.go); nil until the on-compaction hook fills it.
 	compactHook summariser
+	// spans makes the session's OpenTelemetry spans; nil without a tracer.
+	spans *spanSink
+}
+
+// traced returns ctx carrying the span context of task t, so that what the task sends
+// (provider requests) carries its trace context.
+func (s *session) traced(ctx context.Context, t *task) context.Context {
+	if sc := s.spans.contextOf(t.evt); sc.IsValid() {
+		return trace.ContextWithSpanContext(ctx, sc)
+	}
+	return ctx
 }
 
 // openSession creates the session's folders, its event stream (trace, metrics and the
@@ -203,6 +218,11 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 		sinks = append(sinks, hooks)
 	}
 	sinks = append(sinks, o.Sinks...)
+	var spans *spanSink
+	if o.Tracer != nil {
+		spans = newSpanSink(o.Tracer, s)
+		sinks = append(sinks, spans)
+	}
 	stream := NewStream(id, sinks...)
 	defer func() {
 		if err != nil && trace != nil {
@@ -242,7 +262,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	}
 	lookup := o.LookupEnv
 	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, prep: prep, settle: settle, env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
-		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity}
+		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity, spans: spans}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
 		OnDeny: func(who, host string, port int, err error) { sess.denied(who, "guest", host, port, err) }}

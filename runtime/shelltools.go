@@ -189,7 +189,7 @@ func (s *session) runShellTool(ctx context.Context, t *task, call agentBlock, na
 		r, err = s.shell.sb.RunShell(ctx, call.Name, call.Input)
 	}
 	s.toolCalls.Add(1)
-	rec := ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: kind, InputBytes: len(call.Input), OutputBytes: len(r.Text),
+	rec := ToolCall{Turn: t.turnNo(), ToolName: call.Name, Kind: kind, CallID: call.ID, InputBytes: len(call.Input), OutputBytes: len(r.Text),
 		Status: r.Status, DurationMS: time.Since(start).Milliseconds()}
 	if err != nil {
 		rec.Status = "error"

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 )
@@ -53,6 +55,9 @@ type TaskRequest struct {
 	// answer's message replaces the task's in in/ (docs/reference/guest-abi.md "Message
 	// parts"); the guest gets its text.
 	RequestInput func(ctx context.Context, prompt string) (Answer, error)
+	// Trace is the span context the task runs under: its invoke_agent span is a child of
+	// it (invalid: a trace of its own).
+	Trace trace.SpanContext
 	// CapsuleURL is the capsule's public A2A URL as this task's client reached it; its
 	// guests see it as MURMUR_CAPSULE_URL (docs/reference/guest-abi.md "Environment").
 	// Empty outside the gateway.
@@ -205,7 +210,7 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 	defer t.scope.leave()
 	s.setCapsuleURL(req.CapsuleURL)
 	t.evt, _ = s.stream.Emit(EventTaskStart, s.sessEvt, TaskStart{TaskID: req.TaskID, ContextID: req.ContextID, Source: req.Source,
-		InputBytes: len(req.Text)}, map[string]string{"input": req.Text})
+		InputBytes: len(req.Text), parent: req.Trace}, map[string]string{"input": req.Text})
 	base := len(req.History)
 	defer func() { s.tasks++ }() // a task, however many times it was reopened
 	for reopens := 0; ; reopens++ {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/clip"
 	"github.com/capsulegate/capsulegate/netpolicy"
@@ -290,6 +292,11 @@ func (h *Outgoing) exchange(ctx context.Context, who string, u *url.URL, host st
 		}
 		for _, kv := range creds {
 			hr.Header.Set(kv[0], kv[1])
+		}
+		if len(creds) > 0 {
+			// A provider request (a gateway endpoint) carries the task's trace context;
+			// other hosts a guest reaches learn nothing of it.
+			propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(hr.Header))
 		}
 		resp, err = h.client.Do(hr)
 		if err != nil {

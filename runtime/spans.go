@@ -1,0 +1,186 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// SemconvVersion is the version of the OpenTelemetry GenAI semantic conventions the
+// spans follow (development status; docs/reference/trace.md "OpenTelemetry").
+const SemconvVersion = "1.37.0"
+
+// spanSink turns a session's events into OpenTelemetry spans in the GenAI semantic
+// conventions: one sink of the stream like any other, so the loop never touches a span.
+// Events arrive when what they record has ended, so a span is made with the event's
+// time as its end and its duration before it as its start; a task's span, started at
+// task_start and ended at task_end, is the parent of the spans of its turns, tools,
+// shell commands, hooks and compactions.
+type spanSink struct {
+	tracer  trace.Tracer
+	capsule string
+	model   string
+	driver  string
+
+	mu    sync.Mutex
+	spans map[string]trace.Span // by event id: tasks and turns, the parents of later spans
+	task  map[string]string     // a turn's event id → its task's event id
+}
+
+func newSpanSink(tp trace.TracerProvider, s *Staged) *spanSink {
+	m := s.Manifest
+	return &spanSink{tracer: tp.Tracer("github.com/capsulegate/capsulegate/runtime"), capsule: m.Name, model: m.Inference.Model,
+		driver: m.Inference.Driver.Artifact, spans: map[string]trace.Span{}, task: map[string]string{}}
+}
+
+// providerName is gen_ai.provider.name for a driver artifact: the known drivers' provider,
+// else the artifact's name.
+func providerName(driver string) string {
+	switch driver {
+	case "anthropic-messages", "claude-code":
+		return "anthropic"
+	case "openai-chat", "codex":
+		return "openai"
+	}
+	return driver
+}
+
+// parentCtx is the context a span under the event parent starts in.
+func (s *spanSink) parentCtx(parent string) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sp, ok := s.spans[parent]; ok {
+		return trace.ContextWithSpan(context.Background(), sp)
+	}
+	return context.Background()
+}
+
+// ended makes a span of what ran for d until at, under parent.
+func (s *spanSink) ended(parent, name string, at time.Time, d time.Duration, kind trace.SpanKind, attrs ...attribute.KeyValue) trace.Span {
+	_, sp := s.tracer.Start(s.parentCtx(parent), name, trace.WithTimestamp(at.Add(-d)), trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+	return sp
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func (s *spanSink) Event(e *Event) error {
+	switch d := e.Data.(type) {
+	case TaskStart:
+		ctx := context.Background()
+		if d.parent.IsValid() {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, d.parent)
+		}
+		_, sp := s.tracer.Start(ctx, "invoke_agent "+s.capsule, trace.WithTimestamp(e.Time), trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(attribute.String("gen_ai.operation.name", "invoke_agent"), attribute.String("gen_ai.agent.name", s.capsule),
+				attribute.String("gen_ai.conversation.id", d.ContextID), attribute.String("a2a.task.id", d.TaskID)))
+		s.mu.Lock()
+		s.spans[e.ID] = sp
+		s.mu.Unlock()
+	case TaskEnd:
+		s.mu.Lock()
+		sp := s.spans[e.ParentID]
+		delete(s.spans, e.ParentID)
+		for turn, task := range s.task {
+			if task == e.ParentID {
+				delete(s.spans, turn)
+				delete(s.task, turn)
+			}
+		}
+		s.mu.Unlock()
+		if sp != nil {
+			sp.SetAttributes(attribute.String("a2a.task.state", d.State))
+			if d.State != StateCompleted {
+				sp.SetStatus(codes.Error, d.State)
+			}
+			sp.End(trace.WithTimestamp(e.Time))
+		}
+	case Inference:
+		sp := s.ended(e.ParentID, "chat "+s.model, e.Time, ms(d.DurationMS), trace.SpanKindClient,
+			attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", providerName(s.driver)),
+			attribute.String("gen_ai.request.model", s.model), attribute.Int("gen_ai.usage.input_tokens", d.InputTokens),
+			attribute.Int("gen_ai.usage.output_tokens", d.OutputTokens), attribute.StringSlice("gen_ai.response.finish_reasons", []string{d.StopReason}))
+		if d.Error != "" {
+			sp.SetStatus(codes.Error, d.Error)
+		}
+		sp.End(trace.WithTimestamp(e.Time))
+		s.mu.Lock()
+		s.spans[e.ID], s.task[e.ID] = sp, e.ParentID
+		s.mu.Unlock()
+	case ToolCall:
+		sp := s.ended(e.ParentID, "execute_tool "+d.ToolName, e.Time, ms(d.DurationMS), trace.SpanKindInternal,
+			attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", d.ToolName),
+			attribute.String("gen_ai.tool.type", toolType(d.Kind)), attribute.String("capsule.tool.kind", d.Kind))
+		if d.CallID != "" {
+			sp.SetAttributes(attribute.String("gen_ai.tool.call.id", d.CallID))
+		}
+		if d.Origin != "" {
+			sp.SetAttributes(attribute.String("capsule.tool.origin", d.Origin))
+		}
+		if d.Trap != "" {
+			sp.AddEvent("trap", trace.WithTimestamp(e.Time), trace.WithAttributes(attribute.String("reason", d.Trap)))
+		}
+		if d.Status != "passed" {
+			sp.SetStatus(codes.Error, d.Status)
+		}
+		sp.End(trace.WithTimestamp(e.Time))
+	case ShellRun:
+		sp := s.ended(e.ParentID, "shell "+d.Binary, e.Time, ms(d.DurationMS), trace.SpanKindInternal,
+			attribute.String("process.executable.name", d.Binary), attribute.Int("process.exit.code", d.ExitCode), attribute.Int64("capsule.shell.bytes", d.Bytes))
+		if d.ExitCode != 0 {
+			sp.SetStatus(codes.Error, "exit code")
+		}
+		sp.End(trace.WithTimestamp(e.Time))
+	case HookCall:
+		sp := s.ended(e.ParentID, "hook "+d.Hook, e.Time, ms(d.DurationMS), trace.SpanKindInternal,
+			attribute.String("capsule.hook.name", d.Hook), attribute.String("capsule.hook.binding", d.Binding), attribute.String("capsule.hook.output", d.Output),
+			attribute.Bool("capsule.hook.honoured", d.Honoured))
+		if d.Error != "" {
+			sp.SetStatus(codes.Error, d.Error)
+		}
+		sp.End(trace.WithTimestamp(e.Time))
+	case Compaction:
+		sp := s.ended(e.ParentID, "compaction "+s.capsule, e.Time, ms(d.DurationMS), trace.SpanKindInternal,
+			attribute.Int("capsule.compaction.tokens_before", d.TokensBefore), attribute.Int("capsule.compaction.tokens_after", d.TokensAfter),
+			attribute.String("capsule.compaction.summariser", d.Summariser))
+		sp.End(trace.WithTimestamp(e.Time))
+	case ArtifactCall:
+		sp := s.ended(e.ParentID, "artifact_manager "+d.Op, e.Time, ms(d.DurationMS), trace.SpanKindInternal,
+			attribute.String("capsule.artifact.op", d.Op), attribute.String("capsule.artifact.name", d.Name), attribute.String("capsule.artifact.status", d.Status))
+		if d.Status != "ok" {
+			sp.SetStatus(codes.Error, d.Error)
+		}
+		sp.End(trace.WithTimestamp(e.Time))
+	case NetworkDenied:
+		// A denial is an event of the span it happened under (its task's, or its turn's).
+		s.mu.Lock()
+		sp := s.spans[e.ParentID]
+		s.mu.Unlock()
+		if sp != nil {
+			sp.AddEvent("network_denied", trace.WithTimestamp(e.Time), trace.WithAttributes(attribute.String("who", d.Who),
+				attribute.String("host", d.Host), attribute.Int("port", d.Port), attribute.String("rule_check", d.Check)))
+		}
+	}
+	return nil
+}
+
+// contextOf is the span context of the task whose task_start event is evt (invalid
+// when there is none).
+func (s *spanSink) contextOf(evt string) trace.SpanContext {
+	if s == nil {
+		return trace.SpanContext{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sp, ok := s.spans[evt]; ok {
+		return sp.SpanContext()
+	}
+	return trace.SpanContext{}
+}
+
+// toolType is gen_ai.tool.type: every tool the gateway runs is a function, one the
+// client side (the gateway) executes, in the conventions' words.
+func toolType(string) string { return "function" }
