@@ -61,6 +61,10 @@ type App struct {
 	// manager, docs/operators.md "Runtime pulls"): the registries they may pull from and
 	// the digests pinned for some versions. Absent, no capsule may pull.
 	RuntimePulls *RuntimePulls `json:"runtime_pulls,omitempty"`
+	// OTel exports the capsules' OpenTelemetry spans (docs/operators.md "Traces"); a
+	// capsule whose manifest names observability.otel_endpoint exports there instead.
+	// Absent, no span leaves the gateway.
+	OTel *OTel `json:"otel,omitempty"`
 	// WorkRoot holds the sessions (default: <caddy data dir>/capsule/work).
 	WorkRoot string `json:"work_root,omitempty"`
 	// CacheDir holds compiled modules (default: <caddy data dir>/capsule/cache).
@@ -510,6 +514,9 @@ func (a *App) Validate() error {
 		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("registry_auth has a %s and no %s", has, lacks),
 			"give both username and password, or use token"))
 	}
+	if a.OTel != nil {
+		list = append(list, a.OTel.validate()...)
+	}
 	if rp := a.RuntimePulls; rp != nil {
 		if len(rp.Registries) == 0 {
 			list = append(list, errs.New(CodeAppConfig, "caddy", "runtime_pulls names no registry",
@@ -642,6 +649,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			continue
 		}
+		if opt == "otel" {
+			if err := a.unmarshalOTel(d); err != nil {
+				return err
+			}
+			continue
+		}
 		if !d.NextArg() {
 			if opt == "init_snapshots" || opt == "instance_reuse" {
 				return d.Errf("%s takes on or off", opt)
@@ -712,7 +725,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.InstanceReuse = &on
 			}
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, registry_auth, registry_cache, registry_cache_size, runtime_pulls, work_root, cache_dir, state_dir, store, store_key, instance, lease, task_versions, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
+			return d.Errf("unknown capsule option %q (known: registry, registry_auth, registry_cache, registry_cache_size, runtime_pulls, otel, work_root, cache_dir, state_dir, store, store_key, instance, lease, task_versions, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err
@@ -743,6 +756,50 @@ func (a *App) replaceRegistryAuth() error {
 				"set the environment variable it names, or remove the line")
 		}
 	}
+	return nil
+}
+
+// unmarshalOTel reads the otel block: endpoint, header (name and value) and sampling.
+func (a *App) unmarshalOTel(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.Errf("otel takes a block: otel { endpoint <url>; header <name> <value>; sampling <0..1> }")
+	}
+	o := &OTel{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		sub := d.Val()
+		switch sub {
+		case "endpoint":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			o.Endpoint = d.Val()
+		case "header":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.Errf("header takes a name and a value")
+			}
+			if o.Headers == nil {
+				o.Headers = map[string]string{}
+			}
+			o.Headers[args[0]] = args[1]
+			continue
+		case "sampling":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			f, err := strconv.ParseFloat(d.Val(), 64)
+			if err != nil {
+				return d.Errf("sampling %q: want a number from 0 to 1", d.Val())
+			}
+			o.Sampling = &f
+		default:
+			return d.Errf("unknown otel subdirective %q (known: endpoint, header, sampling)", sub)
+		}
+		if err := lineDone(d, sub); err != nil {
+			return err
+		}
+	}
+	a.OTel = o
 	return nil
 }
 

@@ -26,6 +26,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/capsulegate/capsulegate/a2a"
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/manifest"
@@ -122,8 +124,11 @@ type version struct {
 	// digest names the capsule version by its files (fingerprint), for a fleet's
 	// rolling upgrades (a2a.Config.Digest).
 	digest string
-	// release lets go of the version's artifacts in the registry's cache.
+	// release lets go of the version's artifacts in the registry's cache and of its
+	// tracer provider.
 	release func()
+	// tracer exports the version's spans (nil: none).
+	tracer trace.TracerProvider
 }
 
 // close ends the version's session once its running task is done, then lets go of the
@@ -291,21 +296,33 @@ func (h *Handler) bearerTokens() (string, []a2a.Token, error) {
 func (h *Handler) stage(p *provision) (*version, error) {
 	app, m := p.app, p.m
 	start := time.Now()
+	tracer, tracerKey, err := app.capsuleTracer(m.Observability.OtelEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	releaseTracer := func() {
+		if tracerKey != "" {
+			tracers.Delete(tracerKey)
+		}
+	}
 	engine, err := app.acquireEngine()
 	if err != nil {
+		releaseTracer()
 		return nil, err
 	}
 	hosted, err := engine.Serve(p.ctx, m, runtime.ServeOptions{Registry: app.reg, Lock: h.Lock, ContextIdle: time.Duration(h.ContextIdle), Pulls: app.pulls,
 		Session: runtime.SessionConfig{WorkRoot: app.WorkRoot, DNSUpstream: app.DNSUpstream, SandboxHelper: app.SandboxHelper,
-			Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog)}})
+			Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog), Tracer: tracer}})
 	if err != nil {
 		engines.Delete(app.engineKey())
+		releaseTracer()
 		return nil, err
 	}
 	release, err := holdArtifacts(app.reg, hosted.Staged().Artifacts)
 	if err != nil {
 		hosted.Close()
 		engines.Delete(app.engineKey())
+		releaseTracer()
 		return nil, err
 	}
 	h.logger.Info("capsule staged", zap.String("capsule", m.Name), zap.String("version", m.Version),
@@ -313,7 +330,8 @@ func (h *Handler) stage(p *provision) (*version, error) {
 	for _, w := range hosted.Staged().Warnings {
 		h.logger.Warn(w.Error(), zap.String("capsule", m.Name), zap.String("version", m.Version))
 	}
-	return &version{hosted: hosted, engineKey: app.engineKey(), release: release}, nil
+	return &version{hosted: hosted, engineKey: app.engineKey(), tracer: tracer,
+		release: func() { release(); releaseTracer() }}, nil
 }
 
 // host stages a capsule the gateway does not serve yet and builds its A2A handler.
@@ -494,6 +512,7 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		depth = h.QueueDepth
 	}
 	return a2a.Config{
+		Tracer:   v.tracer,
 		Card:     card,
 		Executor: executor{c: c, v: v},
 		Lifecycle: a2a.Lifecycle{Acceptance: lc.TaskAcceptance, QueueDepth: depth, Concurrency: h.Concurrency,
@@ -580,7 +599,9 @@ func fingerprint(manifestPath string, h *Handler, app *App, known map[string]str
 	// changes them stages the capsule anew.
 	pulls, _ := json.Marshal(app.RuntimePulls)
 	auth, _ := json.Marshal(app.RegistryAuth)
-	fmt.Fprintf(sum, "registry_cache=%s\x00%d\x00runtime_pulls=%s\x00registry_auth=%x\x00", app.RegistryCache, app.RegistryCacheSize, pulls, sha256.Sum256(auth))
+	otel, _ := json.Marshal(app.OTel)
+	fmt.Fprintf(sum, "registry_cache=%s\x00%d\x00runtime_pulls=%s\x00registry_auth=%x\x00otel=%x\x00", app.RegistryCache, app.RegistryCacheSize, pulls,
+		sha256.Sum256(auth), sha256.Sum256(otel))
 	dir := filepath.Dir(manifestPath)
 	add := func(path, name string) error {
 		s, ok := known[path]
@@ -652,7 +673,7 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	for _, t := range job.History {
 		history = append(history, runtime.Turn{User: t.User, Agent: t.Agent, Thread: runtime.Thread(t.Thread)})
 	}
-	req := runtime.TaskRequest{TaskID: job.TaskID, ContextID: job.ContextID, Principal: job.Principal, Source: "a2a", Text: job.Text,
+	req := runtime.TaskRequest{TaskID: job.TaskID, ContextID: job.ContextID, Principal: job.Principal, Source: "a2a", Text: job.Text, Trace: job.Trace,
 		MessageID: job.MessageID, History: history, CapsuleURL: job.URL, Previous: runtime.Previous(job.Previous)}
 	if job.Input != nil {
 		req.RequestInput = func(ctx context.Context, prompt string) (runtime.Answer, error) {

@@ -160,6 +160,19 @@ func startGatewayCodex(t *testing.T, codex string) *gateway { return launchGatew
 // is left out, as `make run` leaves it out without the CLI, unless codex names the CLI.
 func launchGateway(t *testing.T, bin, codex string) *gateway {
 	t.Helper()
+	return launchGatewayWith(t, bin, codex, gatewayExtra{})
+}
+
+// gatewayExtra is what a test adds to the example gateway: capsule app options, routes
+// of the example site (before its catch-all) and variables of the process.
+type gatewayExtra struct {
+	app, routes string
+	env         []string
+}
+
+// launchGatewayWith is launchGateway with extra.
+func launchGatewayWith(t *testing.T, bin, codex string, extra gatewayExtra) *gateway {
+	t.Helper()
 	g := &gateway{dir: t.TempDir(), logs: &syncBuffer{}, httpClient: &http.Client{Timeout: 60 * time.Second}}
 	g.home = filepath.Join(g.dir, "home")
 	os.MkdirAll(g.home, 0o755)
@@ -225,7 +238,7 @@ func launchGateway(t *testing.T, bin, codex string) *gateway {
 	layouts, trusted := layoutSites(t, g)
 	cf = strings.Replace(cf, "{\n", "{\n\tadmin "+g.admin+"\n"+trusted, 1) + layouts
 	// Push notifications may go to the test's receiver only (an IP rule: loopback).
-	cf = strings.Replace(cf, "\tcapsule {\n", "\tcapsule {\n\t\tpush {\n\t\t\tallow "+g.hooks.srv.URL+"\n\t\t}\n", 1)
+	cf = strings.Replace(cf, "\tcapsule {\n", "\tcapsule {\n\t\tpush {\n\t\t\tallow "+g.hooks.srv.URL+"\n\t\t}\n"+extra.app+"\n", 1)
 	// The test capsules join the example site, before its catch-all.
 	gates := `	handle /agents/gate-queue/* {
 		capsule gate/queue/murmur.yaml {
@@ -271,6 +284,7 @@ func launchGateway(t *testing.T, bin, codex string) *gateway {
 		}
 	}
 
+` + extra.routes + `
 	handle {
 		respond`
 	cf = strings.Replace(cf, "\thandle {\n\t\trespond", gates, 1)
@@ -281,6 +295,7 @@ func launchGateway(t *testing.T, bin, codex string) *gateway {
 	g.cmd.Dir = g.dir
 	g.cmd.Env = []string{"HOME=" + g.home, "PATH=" + path, "GATE_TOKEN=s3cret-token", "TEAM_A_TOKEN=team-a-token", "TEAM_B_TOKEN=team-b-token",
 		"XDG_DATA_HOME=" + filepath.Join(g.dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(g.dir, "config")}
+	g.cmd.Env = append(g.cmd.Env, extra.env...)
 	waitServing(t, g.cmd, g.logs)
 	return g
 }

@@ -14,7 +14,6 @@ const (
 // take effect.
 const (
 	WarnArtifactConfig = "W-RUN-001" // artifacts[].config
-	WarnOtelEndpoint   = "W-RUN-004" // observability.otel_endpoint
 	WarnAfterTask      = "W-RUN-005" // lifecycle.after_task
 	WarnResourceMemory = "W-RUN-006" // capabilities.resources.memory_bytes
 	WarnResourcePids   = "W-RUN-007" // capabilities.resources.pids

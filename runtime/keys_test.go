@@ -97,7 +97,7 @@ func TestStageWarnsForEveryUnhonouredKey(t *testing.T) {
 	publishWasm(t, reg, "drv", "driver", run)
 	publishWasm(t, reg, "wc", "tool", run)
 	publishWasm(t, reg, "audit", "hook", wasmtest.Module{Funcs: []wasmtest.Func{{Export: "murmur:hook/lifecycle@0.9.0#on-session-end", Body: wasmtest.Nop}}, MemoryPages: 1}.Encode())
-	allCodes := []string{WarnArtifactConfig, WarnOtelEndpoint, WarnAfterTask,
+	allCodes := []string{WarnArtifactConfig, WarnAfterTask,
 		WarnResourceMemory, WarnResourcePids, WarnCgroupIO}
 
 	tests := []struct {

@@ -1,0 +1,178 @@
+package caddymodule
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/capsulegate/capsulegate/errs"
+)
+
+// OTel is the app's otel block: where the capsules' OpenTelemetry spans are exported
+// (docs/operators.md "Traces").
+type OTel struct {
+	// Endpoint is the OTLP receiver: http://host:port or https://… for OTLP/HTTP
+	// (/v1/traces is appended to a URL with no path), grpc://host:port (plain) or
+	// grpcs://host:port (TLS) for OTLP/gRPC. It may hold placeholders.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Headers are sent with every export (an API key); values may hold placeholders.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Sampling is the share of traces kept when no caller decided (0 to 1; default 1).
+	// A trace whose caller sampled it, or not, follows the caller.
+	Sampling *float64 `json:"sampling,omitempty"`
+}
+
+// tracers are the exporters' tracer providers by endpoint, headers and sampling: shared
+// by the configs a reload leaves running, shut down (flushing) once none holds one.
+var tracers = caddy.NewUsagePool()
+
+// pooledTracer is a tracer provider in the pool.
+type pooledTracer struct{ *sdktrace.TracerProvider }
+
+// Destruct flushes and stops the provider, waiting at most five seconds for the receiver.
+func (p pooledTracer) Destruct() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return p.Shutdown(ctx)
+}
+
+// tracerSpec is one exporter's settings, placeholders replaced.
+type tracerSpec struct {
+	endpoint string
+	headers  map[string]string
+	sampling float64
+	instance string
+}
+
+func (s tracerSpec) key() string {
+	keys := make([]string, 0, len(s.headers))
+	for k := range s.headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\x00%g\x00%s", s.endpoint, s.sampling, s.instance)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\x00%s=%s", k, s.headers[k])
+	}
+	return b.String()
+}
+
+// checkEndpoint refuses an endpoint that is not an OTLP URL this release exports to.
+func checkEndpoint(what, endpoint string) error {
+	u, err := url.Parse(endpoint)
+	if err == nil && u.Host != "" && u.User == nil {
+		switch u.Scheme {
+		case "http", "https", "grpc", "grpcs":
+			return nil
+		}
+	}
+	return errs.New(CodeAppConfig, "caddy", fmt.Sprintf("%s %q is not an OTLP endpoint", what, endpoint),
+		"write http://host:4318 or https://… for OTLP/HTTP, grpc://host:4317 or grpcs://… for OTLP/gRPC, with credentials in headers rather than the URL")
+}
+
+// acquireTracer returns the pooled provider for spec, and the key that releases it.
+func acquireTracer(spec tracerSpec) (trace.TracerProvider, string, error) {
+	key := spec.key()
+	v, _, err := tracers.LoadOrNew(key, func() (caddy.Destructor, error) {
+		exp, err := newExporter(spec)
+		if err != nil {
+			return nil, err
+		}
+		res := resource.NewSchemaless(semconv.ServiceName("capsulegate"), semconv.ServiceInstanceID(spec.instance))
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
+			sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(spec.sampling))))
+		return pooledTracer{tp}, nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return v.(pooledTracer).TracerProvider, key, nil
+}
+
+// newExporter makes the OTLP exporter the endpoint's scheme names.
+func newExporter(spec tracerSpec) (*otlptrace.Exporter, error) {
+	u, err := url.Parse(spec.endpoint)
+	if err != nil {
+		return nil, checkEndpoint("otel endpoint", spec.endpoint)
+	}
+	ctx := context.Background()
+	switch u.Scheme {
+	case "grpc", "grpcs":
+		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(u.Host), otlptracegrpc.WithHeaders(spec.headers)}
+		if u.Scheme == "grpc" {
+			opts = append(opts, otlptracegrpc.WithInsecure())
+		}
+		return otlptracegrpc.New(ctx, opts...)
+	default:
+		if u.Path == "" || u.Path == "/" {
+			u.Path = "/v1/traces"
+		}
+		return otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(u.String()), otlptracehttp.WithHeaders(spec.headers))
+	}
+}
+
+// tracerSpec is the app's otel block with placeholders replaced, or false without one.
+func (a *App) tracerSpec() (tracerSpec, bool) {
+	if a.OTel == nil || a.OTel.Endpoint == "" {
+		return tracerSpec{}, false
+	}
+	repl := caddy.NewReplacer()
+	spec := tracerSpec{endpoint: repl.ReplaceAll(a.OTel.Endpoint, ""), headers: map[string]string{}, sampling: 1, instance: a.instance()}
+	for k, v := range a.OTel.Headers {
+		spec.headers[k] = repl.ReplaceAll(v, "")
+	}
+	if a.OTel.Sampling != nil {
+		spec.sampling = *a.OTel.Sampling
+	}
+	return spec, true
+}
+
+// capsuleTracer is the tracer provider a capsule's spans go to: its manifest's
+// observability.otel_endpoint (with the app's sampling, without its headers, which are
+// the app's receiver's), else the app's otel block; nil, "" with neither.
+func (a *App) capsuleTracer(manifestEndpoint string) (trace.TracerProvider, string, error) {
+	spec, ok := a.tracerSpec()
+	if manifestEndpoint != "" {
+		sampling := 1.0
+		if ok {
+			sampling = spec.sampling
+		}
+		spec, ok = tracerSpec{endpoint: manifestEndpoint, headers: map[string]string{}, sampling: sampling, instance: a.instance()}, true
+	}
+	if !ok {
+		return nil, "", nil
+	}
+	return acquireTracer(spec)
+}
+
+// validateOTel checks the otel block as written (placeholders are checked once replaced,
+// when a capsule acquires its tracer).
+func (o *OTel) validate() errs.List {
+	var list errs.List
+	if o.Endpoint == "" {
+		list = append(list, errs.New(CodeAppConfig, "caddy", "otel has no endpoint", "write endpoint http://host:4318 (OTLP/HTTP) or grpc://host:4317 (OTLP/gRPC), or remove otel"))
+	} else if !strings.Contains(o.Endpoint, "{") {
+		if err := checkEndpoint("otel endpoint", o.Endpoint); err != nil {
+			list = append(list, err.(*errs.Error))
+		}
+	}
+	if s := o.Sampling; s != nil && (*s < 0 || *s > 1) {
+		list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("otel sampling %s is outside 0 to 1", strconv.FormatFloat(*s, 'g', -1, 64)),
+			"write the share of traces to keep, such as 1 (all) or 0.01"))
+	}
+	return list
+}
