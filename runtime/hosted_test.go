@@ -54,13 +54,13 @@ func hostGatewayCapsule(t *testing.T, e *Runtime) *Hosted {
 }
 
 // hostGatewayCapsuleWith hosts it with a network.allow rule (when allow is set) and opts.
-func hostGatewayCapsuleWith(t *testing.T, e *Runtime, allow string, opts ServeOptions) *Hosted {
+func hostGatewayCapsuleWith(t testing.TB, e *Runtime, allow string, opts ServeOptions) *Hosted {
 	t.Helper()
 	return hostGatewayCapsuleLife(t, e, allow, "{conversation: threaded}", opts)
 }
 
 // hostGatewayCapsuleLife is hostGatewayCapsuleWith with the manifest's lifecycle given.
-func hostGatewayCapsuleLife(t *testing.T, e *Runtime, allow, lifecycle string, opts ServeOptions) *Hosted {
+func hostGatewayCapsuleLife(t testing.TB, e *Runtime, allow, lifecycle string, opts ServeOptions) *Hosted {
 	t.Helper()
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "murmur.yaml")

@@ -33,8 +33,11 @@ type spanSink struct {
 
 func newSpanSink(tp trace.TracerProvider, s *Staged) *spanSink {
 	m := s.Manifest
-	return &spanSink{tracer: tp.Tracer("github.com/capsulegate/capsulegate/runtime"), capsule: m.Name, model: m.Inference.Model,
-		driver: m.Inference.Driver.Artifact, spans: map[string]trace.Span{}, task: map[string]string{}}
+	sink := &spanSink{tracer: tp.Tracer("github.com/capsulegate/capsulegate/runtime"), capsule: m.Name, spans: map[string]trace.Span{}, task: map[string]string{}}
+	if m.Inference != nil { // a script capsule has none
+		sink.model, sink.driver = m.Inference.Model, m.Inference.Driver.Artifact
+	}
+	return sink
 }
 
 // providerName is gen_ai.provider.name for a driver artifact: the known drivers' provider,

@@ -55,7 +55,7 @@ func publishArtifact(t testing.TB, reg *registry.Local, name string, yaml, wasm 
 }
 
 // publishWasm packs and publishes a wasm artifact.
-func publishWasm(t *testing.T, reg *registry.Local, name, role string, wasm []byte) {
+func publishWasm(t testing.TB, reg *registry.Local, name, role string, wasm []byte) {
 	t.Helper()
 	art := fmt.Sprintf("name: %s\nversion: 1.0.0\nruntime: %s\n", name, role)
 	if real, err := os.ReadFile(filepath.Join("..", "examples", "drivers", name, "artifact", "murmur.yaml")); err == nil && role == "driver" {
