@@ -119,7 +119,7 @@ var manifestKeys = map[string]keyFate{
 	"trace":                        {},
 	"trace.capture":                {},
 	"observability":                {},
-	"observability.otel_endpoint": {}, // the gateway exports the capsule's spans there (caddymodule/otel.go)
+	"observability.otel_endpoint":  {}, // the gateway exports the capsule's spans there (caddymodule/otel.go)
 	// The gateway reads the a2a section (caddymodule: the card, Inputs); the runtime its
 	// outputs (outputs.go). caddy capsule run, outside A2A, gives a task text only.
 	"a2a":                       {},
