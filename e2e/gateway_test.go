@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -692,53 +693,44 @@ func waitMetric(t *testing.T, g *gateway, series string, want float64) {
 // query API for the deadline traps.
 func scrapeWithPrometheus(t *testing.T, g *gateway) {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		if os.Getenv("CAPSULEGATE_REQUIRE_PROMETHEUS") != "" || os.Getenv("CI") == "true" {
-			t.Fatal("prometheus is not installed; .ci/run installs the Debian package")
+	query := startPrometheus(t, strings.TrimPrefix(g.base, "http://"))
+	expr := `capsule_guest_traps_total{capsule="gate-deadline",reason="deadline"} >= 1`
+	// Prometheus scrapes on its own clock: ask until the sample is there (bounded).
+	eventually(t, 90*time.Second, "Prometheus reporting "+expr, func() bool {
+		series, err := promQuery(query, expr)
+		if errors.Is(err, errPromQuery) {
+			t.Fatal(err)
 		}
-		t.Skip("prometheus is not installed (apt-get install prometheus); .ci/run installs it and requires this test")
-	}
+		return len(series) > 0
+	})
+}
+
+// startPrometheus runs a real Prometheus server on loopback scraping /metrics of each
+// target (host:port) every second, and returns the URL of its instant query API
+// (/api/v1/query). The test's cleanup stops it and, when the test failed, logs its output.
+func startPrometheus(t *testing.T, targets ...string) (queryURL string) {
+	t.Helper()
+	bin := needTool(t, "prometheus")
 	dir := t.TempDir()
 	port := freePort(t)
 	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: capsulegate\n    metrics_path: /metrics\n    static_configs:\n      - targets: ['%s']\n",
-		strings.TrimPrefix(g.base, "http://"))
+		strings.Join(targets, "', '"))
 	os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644)
 	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address=127.0.0.1:"+port)
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	query := "http://127.0.0.1:" + port + "/api/v1/query?query=" + url.QueryEscape(`capsule_guest_traps_total{reason="deadline"}`)
-	// Prometheus scrapes on its own clock: ask until the sample is there (bounded).
-	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		resp, err := http.Get(query)
-		if err != nil {
-			continue
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("prometheus output:\n%s", logs.String())
 		}
-		var r struct {
-			Status string
-			Data   struct {
-				Result []struct {
-					Metric map[string]string
-					Value  []any
-				}
-			}
-		}
-		json.NewDecoder(resp.Body).Decode(&r)
-		resp.Body.Close()
-		for _, s := range r.Data.Result {
-			if len(s.Value) == 2 {
-				if v, _ := strconv.ParseFloat(fmt.Sprint(s.Value[1]), 64); v >= 1 && s.Metric["capsule"] == "gate-deadline" {
-					return
-				}
-			}
-		}
-	}
-	t.Fatalf("Prometheus never reported capsule_guest_traps_total{reason=\"deadline\"} >= 1:\n%s", logs.String())
+	})
+	return "http://127.0.0.1:" + port + "/api/v1/query"
 }
 
 // basic is an Authorization header value for HTTP basic auth.
