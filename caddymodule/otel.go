@@ -3,22 +3,17 @@ package caddymodule
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/otlpexport"
 )
 
 // OTel is the app's otel block: where the capsules' OpenTelemetry spans are exported
@@ -73,56 +68,27 @@ func (s tracerSpec) key() string {
 
 // checkEndpoint refuses an endpoint that is not an OTLP URL this release exports to.
 func checkEndpoint(what, endpoint string) error {
-	u, err := url.Parse(endpoint)
-	if err == nil && u.Host != "" && u.User == nil {
-		switch u.Scheme {
-		case "http", "https", "grpc", "grpcs":
-			return nil
-		}
+	if why := otlpexport.Valid(endpoint); why != "" {
+		return errs.New(CodeAppConfig, "caddy", fmt.Sprintf("%s %q is not an OTLP endpoint: %s", what, endpoint, why),
+			"write http://host:4318 or https://… for OTLP/HTTP, grpc://host:4317 or grpcs://… for OTLP/gRPC, with credentials in headers rather than the URL")
 	}
-	return errs.New(CodeAppConfig, "caddy", fmt.Sprintf("%s %q is not an OTLP endpoint", what, endpoint),
-		"write http://host:4318 or https://… for OTLP/HTTP, grpc://host:4317 or grpcs://… for OTLP/gRPC, with credentials in headers rather than the URL")
+	return nil
 }
 
 // acquireTracer returns the pooled provider for spec, and the key that releases it.
 func acquireTracer(spec tracerSpec) (trace.TracerProvider, string, error) {
 	key := spec.key()
 	v, _, err := tracers.LoadOrNew(key, func() (caddy.Destructor, error) {
-		exp, err := newExporter(spec)
+		tp, err := otlpexport.NewProvider(otlpexport.Spec{Endpoint: spec.endpoint, Headers: spec.headers, Sampling: spec.sampling, Instance: spec.instance})
 		if err != nil {
-			return nil, err
+			return nil, errs.Wrap(err, CodeAppConfig, "caddy", fmt.Sprintf("cannot export traces to %q", spec.endpoint), "check the otel endpoint")
 		}
-		res := resource.NewSchemaless(semconv.ServiceName("capsulegate"), semconv.ServiceInstanceID(spec.instance))
-		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
-			sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(spec.sampling))))
 		return pooledTracer{tp}, nil
 	})
 	if err != nil {
 		return nil, "", err
 	}
 	return v.(pooledTracer).TracerProvider, key, nil
-}
-
-// newExporter makes the OTLP exporter the endpoint's scheme names.
-func newExporter(spec tracerSpec) (*otlptrace.Exporter, error) {
-	u, err := url.Parse(spec.endpoint)
-	if err != nil {
-		return nil, checkEndpoint("otel endpoint", spec.endpoint)
-	}
-	ctx := context.Background()
-	switch u.Scheme {
-	case "grpc", "grpcs":
-		opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(u.Host), otlptracegrpc.WithHeaders(spec.headers)}
-		if u.Scheme == "grpc" {
-			opts = append(opts, otlptracegrpc.WithInsecure())
-		}
-		return otlptracegrpc.New(ctx, opts...)
-	default:
-		if u.Path == "" || u.Path == "/" {
-			u.Path = "/v1/traces"
-		}
-		return otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(u.String()), otlptracehttp.WithHeaders(spec.headers))
-	}
 }
 
 // tracerSpec is the app's otel block with placeholders replaced, or false without one.

@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/otlptest"
 	"github.com/capsulegate/capsulegate/replay"
 )
 
@@ -651,7 +652,11 @@ func TestRunWarnsForUnhonouredKeys(t *testing.T) {
 	capDir := filepath.Join(tmp, "capsule")
 	os.MkdirAll(capDir, 0o755)
 	data, _ := os.ReadFile("../examples/capsules/wordcount/murmur.yaml")
-	data = append(data, "\nobservability:\n  otel_endpoint: https://otel.example\n"...)
+	// An artifact's config is accepted and not yet handed to it (W-RUN-001); and the
+	// run's spans go to observability.otel_endpoint, a real receiver here.
+	rcv := otlptest.Start(t)
+	data = bytes.Replace(data, []byte("    version: 1.1.0\n"), []byte("    version: 1.1.0\n    config: {unit: words}\n"), 1)
+	data = append(data, "\nobservability:\n  otel_endpoint: "+rcv.Endpoint()+"\n"...)
 	os.WriteFile(filepath.Join(capDir, "murmur.yaml"), data, 0o644)
 	os.WriteFile(filepath.Join(capDir, "capsule.wasm"), guestbuild.Wasm(t, "../examples/guests/wordcount-capsule"), 0o644)
 	zipPath := filepath.Join(tmp, "wordcount.mur.zip")
@@ -664,15 +669,19 @@ func TestRunWarnsForUnhonouredKeys(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "warning: runtime: W-RUN-004") || !strings.Contains(r.stderr, "observability.otel_endpoint") ||
+	if !strings.Contains(r.stderr, "warning: runtime: W-RUN-001") || !strings.Contains(r.stderr, "config") ||
 		strings.Count(r.stderr, "W-RUN-") != 1 {
-		t.Errorf("stderr does not hold exactly the otel_endpoint warning:\n%s", r.stderr)
+		t.Errorf("stderr does not hold exactly the artifacts[].config warning:\n%s", r.stderr)
+	}
+	// Flushed before the command ended: the task's span is there.
+	if len(otlptest.ByName(rcv.Spans(), "invoke_agent wordcount")) != 1 {
+		t.Errorf("the run exported %v", rcv.Spans())
 	}
 	var out struct{ Status, Records string }
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Status != "completed" {
 		t.Fatalf("run --json = %s (%v)", r.stdout, err)
 	}
-	if log, _ := os.ReadFile(filepath.Join(out.Records, "logs", "bootstrap.log")); !strings.Contains(string(log), "W-RUN-004") {
+	if log, _ := os.ReadFile(filepath.Join(out.Records, "logs", "bootstrap.log")); !strings.Contains(string(log), "W-RUN-001") {
 		t.Errorf("bootstrap.log = %q", log)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/otlpexport"
 	"github.com/capsulegate/capsulegate/pgstore"
 	"github.com/capsulegate/capsulegate/runtime"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
@@ -44,8 +45,24 @@ func Run(ctx context.Context, e *Env, c Common, manifestPath string, f RunFlags)
 		return e.fail(c, err)
 	}
 	defer rt.Close(context.WithoutCancel(ctx))
+	session := runtime.SessionConfig{WorkRoot: f.WorkRoot, Stderr: e.Stderr, Sinks: []runtime.Sink{progressSink{e.Stderr}}}
+	if ep := m.Observability.OtelEndpoint; ep != "" {
+		// The run's spans go where the manifest says, flushed before the command ends.
+		tp, err := otlpexport.NewProvider(otlpexport.Spec{Endpoint: ep, Sampling: 1, Instance: "caddy-capsule-run"})
+		if err != nil {
+			return e.fail(c, errs.Wrap(err, CodeTaskFile, "runtime", "cannot export traces to observability.otel_endpoint "+ep, "check the endpoint"))
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				fmt.Fprintln(e.Stderr, "warning: the run's spans could not all be exported to", ep+":", err)
+			}
+		}()
+		session.Tracer = tp
+	}
 	res, err := rt.RunOnce(ctx, m, runtime.RunOptions{Registry: opts.Registry, Progress: opts.Progress, Workdir: f.Workdir, Task: task,
-		Session: runtime.SessionConfig{WorkRoot: f.WorkRoot, Stderr: e.Stderr, Sinks: []runtime.Sink{progressSink{e.Stderr}}}})
+		Session: session})
 	e.progress.done()
 	if err != nil {
 		return e.fail(c, err)

@@ -60,6 +60,7 @@ var Table = []Row{
 	{"internal/ids", LayerHelpers, "the ids of sessions, contexts, tasks, messages and events: a prefix and a UUIDv7"},
 	{"internal/artname", LayerHelpers, "the one rule of capsule and artifact names, for the manifest and for the stores that check names without parsing manifests"},
 	{"internal/atomicfile", LayerHelpers, "write to a temp file, fsync, then rename: a reader sees the old content or the new"},
+	{"internal/otlpexport", LayerHelpers, "the OTLP tracer providers the gateway and `caddy capsule run` export spans with, over HTTP or gRPC by the endpoint's scheme"},
 	{"internal/promreg", LayerHelpers, "register Prometheus collectors so that a reload can register them again"},
 	{"internal/samefile", LayerHelpers, "whether a file holds given bytes, read in small chunks"},
 	{"internal/filesum", LayerHelpers, "the sha256 of files remembered by their identity (device, inode, size, times), as git's index does"},
