@@ -112,12 +112,23 @@ func (h *Handler) handBackLocked() {
 	}
 	h.mu.Unlock()
 	defer h.mu.Lock()
+	ids := make([]string, 0, len(back))
 	for _, t := range back {
-		if ok, err := f.db.Requeue(h.spec.capsule, t.id, f.db.Instance()); err != nil || !ok {
-			h.cfg.Logger.Warn("a2a: a task not started could not be handed back; the lease's end does it", "task", t.id, "error", err)
+		ids = append(ids, t.id)
+	}
+	h.requeue(ids)
+}
+
+// requeue puts tasks this replica claimed but will not run back in the store's queue,
+// for the other replicas (h.mu not held).
+func (h *Handler) requeue(ids []string) {
+	f := h.fleet
+	for _, id := range ids {
+		if ok, err := f.db.Requeue(h.spec.capsule, id, f.db.Instance()); err != nil || !ok {
+			h.cfg.Logger.Warn("a2a: a task not started could not be handed back; the lease's end does it", "task", id, "error", err)
 			continue
 		}
-		_ = f.db.Signal(taskstore.Signal{Kind: taskstore.SignalEvents, Capsule: h.spec.capsule, TaskID: t.id, Arg: stateSubmitted})
+		_ = f.db.Signal(taskstore.Signal{Kind: taskstore.SignalEvents, Capsule: h.spec.capsule, TaskID: id, Arg: stateSubmitted})
 	}
 }
 
@@ -191,9 +202,15 @@ func (h *Handler) claimLoop() {
 				h.cfg.Logger.Warn("a2a: claiming queued tasks", "error", err)
 				break
 			}
+			var back []string
 			for _, c := range got {
-				h.runClaimed(c)
+				if !h.runClaimed(c) {
+					back = append(back, c.ID)
+				}
 			}
+			// A shutdown began while the claim was on its way: what it brought goes
+			// back, as what was held here already did (handBackLocked).
+			h.requeue(back)
 			f.queued.Store(more)
 			if more && len(got) == free {
 				f.pending.Store(true) // there may be more to claim now
@@ -203,15 +220,19 @@ func (h *Handler) claimLoop() {
 }
 
 // runClaimed runs a task this replica just claimed: the mirror it keeps of it, or the
-// task restored from its record, placed in its line.
-func (h *Handler) runClaimed(c taskstore.Claimed) {
+// task restored from its record, placed in its line. It reports false for a task to
+// hand back: the handler began to shut down while the claim was on its way.
+func (h *Handler) runClaimed(c taskstore.Claimed) bool {
 	ds := h.store.(*durableStore)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
 	t, err := h.localize(ds, c.Task)
 	if err != nil {
 		h.cfg.Logger.Error("a2a: a claimed task cannot be read", "task", c.ID, "error", err)
-		return
+		return true
 	}
 	t.mu.Lock()
 	t.prevMark, t.prevRunner = c.PrevMark, c.PrevRunner
@@ -228,10 +249,11 @@ func (h *Handler) runClaimed(c taskstore.Claimed) {
 	t.mu.Unlock()
 	if state != stateSubmitted {
 		// Ended meanwhile (canceled before the claim took): nothing to run.
-		return
+		return true
 	}
 	h.spec.metrics.claimed(h.spec.capsule)
 	h.placeLocked(t, time.Now())
+	return true
 }
 
 // localize makes rec's task one this replica runs (h.mu held): the mirror kept of it,
