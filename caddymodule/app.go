@@ -24,6 +24,7 @@ import (
 	"github.com/capsulegate/capsulegate/a2a"
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/clip"
+	"github.com/capsulegate/capsulegate/internal/digest"
 	"github.com/capsulegate/capsulegate/internal/promreg"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
@@ -533,7 +534,7 @@ func (a *App) Validate() error {
 				list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("runtime_pulls pin %q is not name@version", k),
 					"write pin <name>@<version> <sha256>, such as pin wordcount@1.1.0 sha256:3f0c…"))
 			}
-			if !isHex64(strings.TrimPrefix(v, "sha256:")) {
+			if !digest.Valid(strings.TrimPrefix(v, "sha256:")) {
 				list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("runtime_pulls pin %s: %q is not a sha256 in 64 lowercase hex characters", k, v),
 					"copy the digest from the registry or `sha256sum` of the archive"))
 			}
@@ -1023,17 +1024,4 @@ func asErrs(err error) errs.List {
 		return errs.List{e}
 	}
 	return errs.List{errs.Wrap(err, CodeAppConfig, "caddy", "an invalid value", "see the cause")}
-}
-
-// isHex64 reports whether s is a sha256 in 64 lowercase hex characters.
-func isHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/atomicfile"
+	"github.com/capsulegate/capsulegate/internal/digest"
 )
 
 // DefaultCacheBytes bounds an artifact cache when no size is configured.
@@ -105,7 +106,7 @@ func (c *Cache) err(err error, what string) error {
 // Get returns the bytes cached under sum, after hashing them again; an entry whose
 // bytes no longer hash to its name is removed and reported as a miss.
 func (c *Cache) Get(sum string) ([]byte, bool) {
-	if !isLowerHex64(sum) {
+	if !digest.Valid(sum) {
 		return nil, false
 	}
 	p := c.path(sum)
@@ -115,7 +116,7 @@ func (c *Cache) Get(sum string) ([]byte, bool) {
 	if err != nil || int64(len(data)) > MaxArchiveFileBytes {
 		return nil, false
 	}
-	if hashHex(data) != sum {
+	if digest.Hex(data) != sum {
 		os.Remove(p)
 		return nil, false
 	}
@@ -126,15 +127,15 @@ func (c *Cache) Get(sum string) ([]byte, bool) {
 
 // Has reports whether an entry for sum exists, without reading it.
 func (c *Cache) Has(sum string) bool {
-	return isLowerHex64(sum) && fileExists(c.path(sum))
+	return digest.Valid(sum) && fileExists(c.path(sum))
 }
 
 // Put keeps data, whose sha256 is sum, checked by the caller. It reports whether the
 // entry is now in the cache: false when it is larger than the bound or fits only by
 // evicting held entries.
 func (c *Cache) Put(sum string, data []byte) (bool, error) {
-	if !isLowerHex64(sum) || hashHex(data) != sum {
-		return false, refuse(CodeCache, fmt.Sprintf("artifact cache %s: refused to keep bytes under sha256 %q that hash to %s", c.dir, sum, hashHex(data)),
+	if !digest.Valid(sum) || digest.Hex(data) != sum {
+		return false, refuse(CodeCache, fmt.Sprintf("artifact cache %s: refused to keep bytes under sha256 %q that hash to %s", c.dir, sum, digest.Hex(data)),
 			"this is a bug in the caller: report it")
 	}
 	size, max := int64(len(data)), c.Max()
@@ -209,7 +210,7 @@ func (c *Cache) scan() ([]cacheEntry, int64, error) {
 			continue
 		}
 		total += fi.Size()
-		if isLowerHex64(d.Name()) {
+		if digest.Valid(d.Name()) {
 			out = append(out, cacheEntry{sum: d.Name(), size: fi.Size(), used: fi.ModTime()})
 		}
 	}
@@ -307,7 +308,7 @@ func (c *Cache) pinned() map[string]bool {
 		}
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			if s := strings.TrimSpace(sc.Text()); isLowerHex64(s) {
+			if s := strings.TrimSpace(sc.Text()); digest.Valid(s) {
 				out[s] = true
 			}
 		}

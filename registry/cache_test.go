@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/capsulegate/capsulegate/internal/digest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +18,7 @@ import (
 func blobOf(i, size int) ([]byte, string) {
 	b := make([]byte, size)
 	copy(b, fmt.Sprintf("artifact %d ", i))
-	return b, hashHex(b)
+	return b, digest.Hex(b)
 }
 
 // TestCacheBound puts 200 distinct artifacts of mixed sizes into a small cache: it never
@@ -214,12 +215,12 @@ func TestResolveFromCache(t *testing.T) {
 	other, _, err := Pack(writeArtifactDir(t, artifactSpec{"echo", "1.0.0", "tool", "", append(wasmHeader, "tampered"...)}))
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(vdir, "echo-1.0.0.mur.zip"), other, 0o644))
-	must(t, os.WriteFile(filepath.Join(vdir, "echo-1.0.0.sha256"), []byte(hashHex(other)+"  echo-1.0.0.mur.zip\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(vdir, "echo-1.0.0.sha256"), []byte(digest.Hex(other)+"  echo-1.0.0.mur.zip\n"), 0o644))
 	_, err = VerifyLock(context.Background(), f.load(t), opts)
 	if !hasCode(err, CodeLockHash) {
 		t.Fatalf("changed registry bytes: %v", err)
 	}
-	if c.Has(hashHex(other)) || c.Has(echo) {
+	if c.Has(digest.Hex(other)) || c.Has(echo) {
 		t.Fatal("bytes refused by the lock were cached")
 	}
 }

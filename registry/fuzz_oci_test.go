@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/json"
+	"github.com/capsulegate/capsulegate/internal/digest"
 	"strings"
 	"testing"
 )
@@ -45,7 +46,7 @@ func FuzzOCIManifest(f *testing.F) {
 		}
 		l := raw.Layers[0]
 		hex, ok := strings.CutPrefix(l.Digest, "sha256:")
-		if !ok || !isLowerHex64(hex) || hex != m.SHA256 {
+		if !ok || !digest.Valid(hex) || hex != m.SHA256 {
 			t.Fatalf("accepted layer digest %q, returned %q", l.Digest, m.SHA256)
 		}
 		if l.Size != m.Size || m.Size < 0 || m.Size > MaxArchiveFileBytes {

@@ -2,8 +2,6 @@ package registry
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/atomicfile"
+	"github.com/capsulegate/capsulegate/internal/digest"
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
@@ -96,11 +95,6 @@ func fileBase(name, version, platform string) string {
 		return name + "-" + version
 	}
 	return name + "-" + version + "-" + platform
-}
-
-func hashHex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 func checkRef(ref Ref) error {
@@ -184,7 +178,7 @@ func (l *Local) fetchOnce(ref Ref) (*Blob, error) {
 		if err != nil {
 			return nil, err
 		}
-		if got := hashHex(data); got != want {
+		if got := digest.Hex(data); got != want {
 			return nil, refuse(CodeHashMismatch,
 				fmt.Sprintf("artifact %s: %s hashes to sha256 %s, but the registry states %s", ref, zipPath, got, want),
 				"the registry copy is damaged or was altered: publish the artifact again from a trusted build")
@@ -264,22 +258,10 @@ func readHashFile(p string) (string, error) {
 		return "", refuseWrap(err, CodeHashFile, "cannot read "+p, "publish the artifact again so the registry states its sha256")
 	}
 	fields := strings.Fields(string(data))
-	if len(fields) == 0 || !isLowerHex64(fields[0]) {
+	if len(fields) == 0 || !digest.Valid(fields[0]) {
 		return "", refuse(CodeHashFile, p+" does not start with a sha256 in 64 lowercase hex characters", "publish the artifact again so the registry states its sha256")
 	}
 	return fields[0], nil
-}
-
-func isLowerHex64(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !(s[i] >= '0' && s[i] <= '9' || s[i] >= 'a' && s[i] <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // Versions returns the published versions of name (those with at least one .mur.zip),
@@ -408,7 +390,7 @@ func (l *Local) publish(ctx context.Context, a *Archive, data []byte, platform s
 	if err := checkPublishPlatform(m, platform); err != nil {
 		return nil, err
 	}
-	sum := hashHex(data)
+	sum := digest.Hex(data)
 	blob := &Blob{Name: m.Name, Version: m.Version, Platform: platform, Data: data, SHA256: sum}
 	vdir := filepath.Join(l.Root, m.Name, m.Version)
 	if err := os.MkdirAll(vdir, 0o755); err != nil {
@@ -434,7 +416,7 @@ func (l *Local) publish(ctx context.Context, a *Archive, data []byte, platform s
 	old, err := readCapped(zipPath, MaxArchiveFileBytes)
 	switch {
 	case err == nil:
-		if have := hashHex(old); have != sum {
+		if have := digest.Hex(old); have != sum {
 			return nil, refuse(CodeConflict,
 				fmt.Sprintf("artifact %s%s is already published with sha256 %s; the archive given has sha256 %s", id, platSuffixOf(platform), have, sum),
 				"published versions never change: bump the version in murmur.yaml and publish again")

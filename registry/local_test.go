@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/digest"
 )
 
 // wasmArtifact is a wasm tool archive; body varies the payload, and so the hash.
@@ -49,13 +50,13 @@ func TestPublishFetch(t *testing.T) {
 	l.now = func() time.Time { return when }
 	data := wasmArtifact("echo-tool", "1.0.0", "v1")
 	b := mustPublish(t, l, data, "")
-	if b.Name != "echo-tool" || b.Version != "1.0.0" || b.Platform != "" || b.SHA256 != hashHex(data) || string(b.Data) != string(data) {
+	if b.Name != "echo-tool" || b.Version != "1.0.0" || b.Platform != "" || b.SHA256 != digest.Hex(data) || string(b.Data) != string(data) {
 		t.Fatalf("publish answered %+v", b)
 	}
 
 	vdir := filepath.Join(l.Root, "echo-tool", "1.0.0")
 	sumLine, err := os.ReadFile(filepath.Join(vdir, "echo-tool-1.0.0.sha256"))
-	if err != nil || string(sumLine) != hashHex(data)+"  echo-tool-1.0.0.mur.zip\n" {
+	if err != nil || string(sumLine) != digest.Hex(data)+"  echo-tool-1.0.0.mur.zip\n" {
 		t.Fatalf(".sha256 = %q, %v", sumLine, err)
 	}
 	var meta Meta
@@ -63,7 +64,7 @@ func TestPublishFetch(t *testing.T) {
 	if err != nil || json.Unmarshal(raw, &meta) != nil {
 		t.Fatalf("meta.json: %s %v", raw, err)
 	}
-	wantMeta := Meta{Name: "echo-tool", Version: "1.0.0", Runtime: "tool", Implementation: "wasm", SHA256: hashHex(data), Size: int64(len(data)), Description: "test tool", Published: when}
+	wantMeta := Meta{Name: "echo-tool", Version: "1.0.0", Runtime: "tool", Implementation: "wasm", SHA256: digest.Hex(data), Size: int64(len(data)), Description: "test tool", Published: when}
 	if !reflect.DeepEqual(meta, wantMeta) {
 		t.Fatalf("meta %+v, want %+v", meta, wantMeta)
 	}
@@ -74,7 +75,7 @@ func TestPublishFetch(t *testing.T) {
 		if err != nil {
 			t.Fatalf("fetch for %q: %v", p, err)
 		}
-		if got.Platform != "" || got.SHA256 != hashHex(data) || string(got.Data) != string(data) {
+		if got.Platform != "" || got.SHA256 != digest.Hex(data) || string(got.Data) != string(data) {
 			t.Fatalf("fetch for %q answered %+v", p, got)
 		}
 	}
@@ -92,11 +93,11 @@ func TestPublishFetch(t *testing.T) {
 		other := wasmArtifact("echo-tool", "1.0.0", "v2")
 		_, err := l.Publish(ctx, other, "")
 		e := assertCode(t, err, CodeConflict)
-		if !strings.Contains(e.Msg, hashHex(data)) || !strings.Contains(e.Msg, hashHex(other)) || !strings.Contains(e.Fix, "bump the version") {
+		if !strings.Contains(e.Msg, digest.Hex(data)) || !strings.Contains(e.Msg, digest.Hex(other)) || !strings.Contains(e.Fix, "bump the version") {
 			t.Fatalf("conflict message lacks a hash or the fix: %v", e)
 		}
 		got, err := l.Fetch(ctx, Ref{Name: "echo-tool", Version: "1.0.0"})
-		if err != nil || got.SHA256 != hashHex(data) {
+		if err != nil || got.SHA256 != digest.Hex(data) {
 			t.Fatalf("after a refused publish, fetch answers %v, %v", got, err)
 		}
 	})
@@ -208,7 +209,7 @@ func TestFetchRefuses(t *testing.T) {
 		os.WriteFile(zipPath, bad, 0o644)
 		_, err := l.Fetch(ctx, Ref{Name: "echo-tool", Version: "1.0.0"})
 		e := assertCode(t, err, CodeHashMismatch)
-		for _, want := range []string{"echo-tool@1.0.0", zipPath, hashHex(orig), hashHex(bad)} {
+		for _, want := range []string{"echo-tool@1.0.0", zipPath, digest.Hex(orig), digest.Hex(bad)} {
 			if !strings.Contains(e.Msg, want) {
 				t.Errorf("mismatch message lacks %q: %v", want, e)
 			}
@@ -365,7 +366,7 @@ func TestPublishHammer(t *testing.T) {
 				b, err := l.Fetch(ctx, Ref{Name: "rival", Version: "1.0.0"})
 				switch {
 				case err == nil:
-					if hashHex(b.Data) != b.SHA256 {
+					if digest.Hex(b.Data) != b.SHA256 {
 						t.Errorf("fetch answered bytes that do not match their hash")
 					}
 				case !strings.Contains(err.Error(), CodeNotFound):

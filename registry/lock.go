@@ -12,6 +12,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/atomicfile"
+	"github.com/capsulegate/capsulegate/internal/digest"
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
@@ -150,14 +151,14 @@ func ParseLock(data []byte, file string) (*Lock, error) {
 			bad(".sha256", fmt.Sprintf("artifact %q has both sha256.any and sha256.platforms", e.Name))
 		case e.SHA256.Any == "" && len(e.SHA256.Platforms) == 0:
 			bad(".sha256", fmt.Sprintf("artifact %q has no sha256", e.Name))
-		case e.SHA256.Any != "" && !isLowerHex64(e.SHA256.Any):
+		case e.SHA256.Any != "" && !digest.Valid(e.SHA256.Any):
 			bad(".sha256.any", fmt.Sprintf("artifact %q sha256.any %q is not 64 lowercase hex digits", e.Name, e.SHA256.Any))
 		}
 		for _, p := range sortedKeys(e.SHA256.Platforms) {
 			if !ValidPlatform(p) {
 				bad(".sha256.platforms."+p, fmt.Sprintf("artifact %q pins unknown platform %q (known: %s)", e.Name, p, strings.Join(Platforms(), ", ")))
 			}
-			if !isLowerHex64(e.SHA256.Platforms[p]) {
+			if !digest.Valid(e.SHA256.Platforms[p]) {
 				bad(".sha256.platforms."+p, fmt.Sprintf("artifact %q sha256.platforms.%s %q is not 64 lowercase hex digits", e.Name, p, e.SHA256.Platforms[p]))
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/digest"
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
@@ -121,7 +122,7 @@ func (n *Nexus) Fetch(ctx context.Context, ref Ref) (*Blob, error) {
 		return nil, nexusTooLarge(ref, u, resp.ContentLength)
 	}
 	stated := resp.Header.Get(HeaderSHA256)
-	if !isLowerHex64(stated) {
+	if !digest.Valid(stated) {
 		return nil, refuse(CodeRemoteProtocol,
 			fmt.Sprintf("artifact %s: registry %s answered without a valid %s header (got %q): the sha256 of the bytes must be stated", ref, u, HeaderSHA256, clipText(stated, 100)),
 			"point the registry option at a Nexus registry, or upgrade the registry")
@@ -134,7 +135,7 @@ func (n *Nexus) Fetch(ctx context.Context, ref Ref) (*Blob, error) {
 		return nil, nexusTooLarge(ref, u, int64(len(data)))
 	}
 	// The registry's header is never trusted alone: the caller also checks the lock.
-	if got := hashHex(data); got != stated {
+	if got := digest.Hex(data); got != stated {
 		return nil, refuse(CodeHashMismatch,
 			fmt.Sprintf("artifact %s: registry %s states sha256 %s in %s, but the bytes it sent hash to %s", ref, u, stated, HeaderSHA256, got),
 			"the download or the registry's copy is damaged or was altered: try again, and if it persists publish the artifact again from a trusted build")
@@ -197,7 +198,7 @@ func (n *Nexus) Publish(ctx context.Context, data []byte, platform string) (*Blo
 		return nil, err
 	}
 	defer resp.Body.Close()
-	sum := hashHex(data)
+	sum := digest.Hex(data)
 	switch resp.StatusCode {
 	case http.StatusCreated:
 	case http.StatusConflict:
@@ -465,7 +466,7 @@ func (it nexusItem) listing() (Listing, error) {
 	if len(l.Tags) == 0 {
 		l.Tags = nil // as Local lists an artifact without tags
 	}
-	if raw, ok := it["sha256"]; ok && (json.Unmarshal(raw, &l.SHA256) != nil || (l.SHA256 != "" && !isLowerHex64(l.SHA256))) {
+	if raw, ok := it["sha256"]; ok && (json.Unmarshal(raw, &l.SHA256) != nil || (l.SHA256 != "" && !digest.Valid(l.SHA256))) {
 		return l, errors.New(`field "sha256" is not 64 lowercase hex characters`)
 	}
 	if raw, ok := it["platforms"]; ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/capsulegate/capsulegate/internal/digest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -87,7 +88,7 @@ func TestNexusRoundTrip(t *testing.T) {
 	}{{echo, ""}, {linux, PlatformLinuxX86_64}, {darwin, PlatformDarwinAarch64}, {mixedWasm, ""}, {mixedLinux, PlatformLinuxX86_64}, {skill, ""}} {
 		b, err := pub.Publish(ctx, p.data, p.platform)
 		must(t, err)
-		if b.Platform != p.platform || b.SHA256 != hashHex(p.data) || string(b.Data) != string(p.data) {
+		if b.Platform != p.platform || b.SHA256 != digest.Hex(p.data) || string(b.Data) != string(p.data) {
 			t.Fatalf("publish answered %s@%s %q %s", b.Name, b.Version, b.Platform, b.SHA256)
 		}
 	}
@@ -123,8 +124,8 @@ func TestNexusRoundTrip(t *testing.T) {
 				return
 			}
 			must(t, err)
-			if string(b.Data) != string(tt.want) || b.SHA256 != hashHex(tt.want) || b.Platform != tt.platform || b.Name != tt.ref.Name || b.Version != tt.ref.Version {
-				t.Fatalf("fetched %s@%s platform %q sha256 %s; want platform %q sha256 %s", b.Name, b.Version, b.Platform, b.SHA256, tt.platform, hashHex(tt.want))
+			if string(b.Data) != string(tt.want) || b.SHA256 != digest.Hex(tt.want) || b.Platform != tt.platform || b.Name != tt.ref.Name || b.Version != tt.ref.Version {
+				t.Fatalf("fetched %s@%s platform %q sha256 %s; want platform %q sha256 %s", b.Name, b.Version, b.Platform, b.SHA256, tt.platform, digest.Hex(tt.want))
 			}
 		})
 	}
@@ -301,7 +302,7 @@ func TestNexusToken(t *testing.T) {
 // TestNexusAnswers: a hand-written registry's wrong answers get their codes.
 func TestNexusAnswers(t *testing.T) {
 	data := packSpec(t, artifactSpec{"echo", "1.0.0", "tool", "", append(wasmHeader, "echo"...)})
-	sum := hashHex(data)
+	sum := digest.Hex(data)
 	other := strings.Repeat("ab", 32)
 	serve := func(status int, header map[string]string, body []byte) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -328,7 +329,7 @@ func TestNexusAnswers(t *testing.T) {
 		{"fetch: no header", "fetch", serve(200, nil, data), CodeRemoteProtocol, []string{HeaderSHA256}},
 		{"fetch: upper-case header", "fetch", serve(200, map[string]string{HeaderSHA256: strings.ToUpper(sum)}, data), CodeRemoteProtocol, nil},
 		{"fetch: short header", "fetch", serve(200, map[string]string{HeaderSHA256: sum[:63]}, data), CodeRemoteProtocol, nil},
-		{"fetch: not an archive", "fetch", serve(200, map[string]string{HeaderSHA256: hashHex([]byte("junk"))}, []byte("junk")), CodeNotZip, nil},
+		{"fetch: not an archive", "fetch", serve(200, map[string]string{HeaderSHA256: digest.Hex([]byte("junk"))}, []byte("junk")), CodeNotZip, nil},
 		{"fetch: platform header disagrees", "fetch", serve(200, map[string]string{HeaderSHA256: sum, HeaderPlatform: PlatformLinuxX86_64}, data), CodeRemoteProtocol, []string{HeaderPlatform}},
 		{"fetch: 500", "fetch", serve(500, nil, []byte("boom")), CodeRemoteDown, []string{"500", "boom"}},
 		{"fetch: 503", "fetch", serve(503, nil, nil), CodeRemoteDown, nil},

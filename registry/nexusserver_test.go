@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/capsulegate/capsulegate/internal/digest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -141,7 +142,7 @@ func TestNexusServerFetch(t *testing.T) {
 			}
 			got := map[string]string{"Content-Type": h.Get("Content-Type"), HeaderSHA256: h.Get(HeaderSHA256),
 				"Content-Length": h.Get("Content-Length"), HeaderPlatform: h.Get(HeaderPlatform)}
-			wantH := map[string]string{"Content-Type": "application/octet-stream", HeaderSHA256: hashHex(want),
+			wantH := map[string]string{"Content-Type": "application/octet-stream", HeaderSHA256: digest.Hex(want),
 				"Content-Length": strconv.Itoa(len(want)), HeaderPlatform: tt.platform}
 			for k, v := range wantH {
 				if got[k] != v {
@@ -158,9 +159,9 @@ func TestNexusServerFetch(t *testing.T) {
 func TestNexusServerList(t *testing.T) {
 	rig, arts := publishedRig(t, "")
 	// sha256 is ours: the platform-independent file's, which runtime pulls check against.
-	want := `[{"name":"echo","version":"1.0.0","runtime":"wasm","artifact_runtime":"tool","platforms":[],"description":"echoes","tags":["text","demo"],"sha256":"` + hashHex(arts["echo"]) + `"},` +
+	want := `[{"name":"echo","version":"1.0.0","runtime":"wasm","artifact_runtime":"tool","platforms":[],"description":"echoes","tags":["text","demo"],"sha256":"` + digest.Hex(arts["echo"]) + `"},` +
 		`{"name":"git-helper","version":"0.3.1","runtime":"native","artifact_runtime":"tool","platforms":[["linux","x86_64"],["darwin","aarch64"]],"description":null,"tags":[]},` +
-		`{"name":"greeting","version":"1.0.0","runtime":"static","artifact_runtime":"skill","platforms":[],"description":null,"tags":[],"sha256":"` + hashHex(arts["skill"]) + `"}]`
+		`{"name":"greeting","version":"1.0.0","runtime":"static","artifact_runtime":"skill","platforms":[],"description":null,"tags":[],"sha256":"` + digest.Hex(arts["skill"]) + `"}]`
 	status, h, body := send(t, "GET", rig.http.URL+"/reg/v1/artifacts", "", nil)
 	if status != 200 || string(body) != want || h.Get("Content-Type") != "application/json" {
 		t.Fatalf("status %d %s\n%s\nwant\n%s", status, h.Get("Content-Type"), body, want)
@@ -257,7 +258,7 @@ func TestNexusServerRefusesUploads(t *testing.T) {
 		return status, data
 	}
 	if status, body := post("name=echo&version=1.0.0&runtime=wasm", bytes.NewReader(echo)); status != 201 ||
-		string(body) != `{"artifact_id":"echo@1.0.0","sha256":"`+hashHex(echo)+`"}` {
+		string(body) != `{"artifact_id":"echo@1.0.0","sha256":"`+digest.Hex(echo)+`"}` {
 		t.Fatalf("first publish: %d %s", status, body)
 	}
 	bomb, err := bomb600()

@@ -30,6 +30,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/capsulegate/capsulegate/errs"
+	sha "github.com/capsulegate/capsulegate/internal/digest"
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
@@ -289,7 +290,7 @@ func checkDescriptor(d ociDescriptor, limit int64) string {
 	switch {
 	case !found || algo != "sha256":
 		return fmt.Sprintf("digest %q is not a sha256 digest", d.Digest)
-	case !isLowerHex64(hex):
+	case !sha.Valid(hex):
 		return fmt.Sprintf("digest %q does not hold 64 lowercase hex characters", d.Digest)
 	case d.Size == nil:
 		return "has no size"
@@ -405,7 +406,7 @@ func (o *OCI) layer(ctx context.Context, ref Ref, repo string, m *ociManifest) (
 	if int64(len(data)) > m.Size {
 		return nil, refuse(CodeHashMismatch, fmt.Sprintf("artifact %s: repository %s sends more than the %d bytes its manifest states for layer sha256:%s", ref, repo, m.Size, m.SHA256), fix)
 	}
-	if got := hashHex(data); got != m.SHA256 {
+	if got := sha.Hex(data); got != m.SHA256 {
 		return nil, refuse(CodeHashMismatch, fmt.Sprintf("artifact %s: repository %s states layer sha256 %s, but the %d bytes received hash to sha256 %s", ref, repo, m.SHA256, len(data), got), fix)
 	}
 	return data, nil
@@ -572,7 +573,7 @@ func (o *OCI) Publish(ctx context.Context, data []byte, platform string) (*Blob,
 	if err != nil {
 		return nil, err
 	}
-	sum := hashHex(data)
+	sum := sha.Hex(data)
 	blob := &Blob{Name: m.Name, Version: m.Version, Platform: platform, Data: data, SHA256: sum}
 	ref := Ref{Name: m.Name, Version: m.Version, Platform: platform}
 	repoName := o.repoName(m.Name)

@@ -22,6 +22,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/capsulegate/capsulegate/errs"
+	sha "github.com/capsulegate/capsulegate/internal/digest"
 	"github.com/capsulegate/capsulegate/internal/testkit/ocitest"
 	"github.com/capsulegate/capsulegate/manifest"
 )
@@ -90,7 +91,7 @@ func TestOCIRoundTrip(t *testing.T) {
 	}{{wasm, ""}, {dualWasm, ""}, {dualAmd, PlatformLinuxX86_64}, {dualArm, PlatformLinuxAarch64}, {onlyNative, PlatformLinuxX86_64}, {skill, ""}} {
 		b, err := o.Publish(ctx, p.data, p.platform)
 		must(t, err)
-		if b.SHA256 != hashHex(p.data) || b.Platform != p.platform || !bytes.Equal(b.Data, p.data) {
+		if b.SHA256 != sha.Hex(p.data) || b.Platform != p.platform || !bytes.Equal(b.Data, p.data) {
 			t.Fatalf("Publish returned %s@%s (%s) sha256 %s", b.Name, b.Version, b.Platform, b.SHA256)
 		}
 	}
@@ -114,8 +115,8 @@ func TestOCIRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Fetch %s: %v", f.ref, err)
 		}
-		if !bytes.Equal(b.Data, f.want) || b.SHA256 != hashHex(f.want) || b.Platform != f.plat || b.Archive != nil {
-			t.Fatalf("Fetch %s: platform %q sha256 %s, want platform %q sha256 %s", f.ref, b.Platform, b.SHA256, f.plat, hashHex(f.want))
+		if !bytes.Equal(b.Data, f.want) || b.SHA256 != sha.Hex(f.want) || b.Platform != f.plat || b.Archive != nil {
+			t.Fatalf("Fetch %s: platform %q sha256 %s, want platform %q sha256 %s", f.ref, b.Platform, b.SHA256, f.plat, sha.Hex(f.want))
 		}
 	}
 
@@ -143,7 +144,7 @@ func TestOCIRoundTrip(t *testing.T) {
 	} {
 		want := map[string]any{
 			"mediaType": ocispec.MediaTypeImageManifest, "artifactType": OCIArtifactType, "config.mediaType": ocispec.MediaTypeEmptyJSON,
-			"config.size": 2.0, "layer.mediaType": OCILayerMediaType, "layer.digest": "sha256:" + hashHex(dualAmd),
+			"config.size": 2.0, "layer.mediaType": OCILayerMediaType, "layer.digest": "sha256:" + sha.Hex(dualAmd),
 			"layer title": "dual-2.0.0-linux-x86_64.mur.zip", "name annotation": "dual", "version annotation": "2.0.0",
 			"runtime annotation": "tool", "implementation": "native", "platform annotation": PlatformLinuxX86_64,
 			"layers in the manifest": 1, "schemaVersion": 2.0, "config digest (of `{}`)": string(ocispec.DescriptorEmptyJSON.Digest),
@@ -205,7 +206,7 @@ func TestOCIRepublish(t *testing.T) {
 	must(t, err)
 	b, err := o.Publish(ctx, first, "")
 	must(t, err)
-	if b.SHA256 != hashHex(first) {
+	if b.SHA256 != sha.Hex(first) {
 		t.Fatalf("republish returned sha256 %s", b.SHA256)
 	}
 	after, err := repo.Resolve(ctx, "1.0.0")
@@ -215,14 +216,14 @@ func TestOCIRepublish(t *testing.T) {
 	}
 	_, err = o.Publish(ctx, second, "")
 	e := assertCode(t, err, CodeConflict)
-	for _, s := range []string{hashHex(first), hashHex(second), "echo@1.0.0"} {
+	for _, s := range []string{sha.Hex(first), sha.Hex(second), "echo@1.0.0"} {
 		if !strings.Contains(e.Msg, s) {
 			t.Errorf("%q does not name %s", e.Msg, s)
 		}
 	}
 	got, err := o.Fetch(ctx, Ref{Name: "echo", Version: "1.0.0"})
 	must(t, err)
-	if got.SHA256 != hashHex(first) {
+	if got.SHA256 != sha.Hex(first) {
 		t.Fatal("the refused publication replaced the first")
 	}
 }
@@ -240,18 +241,18 @@ func TestOCITamperedBlob(t *testing.T) {
 		says   func(bad []byte) []string
 	}{
 		{"a byte flipped", func(b []byte) []byte { b = bytes.Clone(b); b[len(b)/2] ^= 0xff; return b },
-			func(bad []byte) []string { return []string{"sha256 " + hashHex(bad)} }},
+			func(bad []byte) []string { return []string{"sha256 " + sha.Hex(bad)} }},
 		{"a byte added", func(b []byte) []byte { return append(bytes.Clone(b), 0) },
 			func([]byte) []string { return []string{"more than"} }},
 		{"cut short", func(b []byte) []byte { return bytes.Clone(b[:len(b)-10]) },
-			func(bad []byte) []string { return []string{"sha256 " + hashHex(bad)} }},
+			func(bad []byte) []string { return []string{"sha256 " + sha.Hex(bad)} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			name := fmt.Sprintf("tampered-%d", i)
 			data := wasmArtifact(name, "1.0.0", c.name)
 			_, err := o.Publish(ctx, data, "")
 			must(t, err)
-			sum := hashHex(data)
+			sum := sha.Hex(data)
 			file := filepath.Join(reg.Storage, "docker", "registry", "v2", "blobs", "sha256", sum[:2], sum, "data")
 			bad := c.change(data)
 			must(t, os.WriteFile(file, bad, 0o644))
@@ -302,7 +303,7 @@ func TestOCIWasmComponent(t *testing.T) {
 
 	b, err := o.Fetch(ctx, Ref{Name: "greeter", Version: "0.2.0+rc.1", Platform: PlatformLinuxX86_64})
 	must(t, err)
-	if !bytes.Equal(b.Data, wasm) || b.SHA256 != hashHex(wasm) || b.Platform != "" || b.Archive == nil {
+	if !bytes.Equal(b.Data, wasm) || b.SHA256 != sha.Hex(wasm) || b.Platform != "" || b.Archive == nil {
 		t.Fatalf("Fetch: %d bytes sha256 %s platform %q archive %v", len(b.Data), b.SHA256, b.Platform, b.Archive)
 	}
 	am := b.Archive.Manifest()
@@ -329,13 +330,13 @@ func TestOCIWasmComponent(t *testing.T) {
 	must(t, err)
 	res, _, err := InstallLock(ctx, cm, Options{Registry: o, Platform: PlatformLinuxX86_64})
 	must(t, err)
-	if e := res.Lock.Entry("greeter"); e == nil || e.SHA256.Any != hashHex(wasm) {
-		t.Fatalf("lock entry %+v, want sha256 any %s", e, hashHex(wasm))
+	if e := res.Lock.Entry("greeter"); e == nil || e.SHA256.Any != sha.Hex(wasm) {
+		t.Fatalf("lock entry %+v, want sha256 any %s", e, sha.Hex(wasm))
 	}
 
 	_, err = o.Publish(ctx, wasmArtifact("greeter", "0.2.0+rc.1", "x"), "")
 	e := assertCode(t, err, CodeConflict)
-	if !strings.Contains(e.Msg, hashHex(wasm)) {
+	if !strings.Contains(e.Msg, sha.Hex(wasm)) {
 		t.Errorf("%q does not name the component's sha256", e.Msg)
 	}
 }
@@ -363,7 +364,7 @@ func TestOCIRegistryDown(t *testing.T) {
 	reg.Restart()
 	b, err := o.Fetch(ctx, Ref{Name: "echo", Version: "1.0.0"})
 	must(t, err)
-	if b.SHA256 != hashHex(data) {
+	if b.SHA256 != sha.Hex(data) {
 		t.Fatal("Fetch after Restart returned other bytes")
 	}
 }

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"fmt"
+	"github.com/capsulegate/capsulegate/internal/digest"
 )
 
 // PullVerified fetches ref for a runtime pull (Murmur's artifact manager), which no lock
@@ -21,7 +22,7 @@ func PullVerified(ctx context.Context, reg Registry, ref Ref, pinned string) (*B
 	if err != nil {
 		return nil, nil, err
 	}
-	sum := sha256Hex(blob.Data)
+	sum := digest.Hex(blob.Data)
 	where := fmt.Sprint(reg)
 	switch {
 	case pinned != "":

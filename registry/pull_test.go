@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"github.com/capsulegate/capsulegate/internal/digest"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,7 +15,7 @@ import (
 // .sha256, a Nexus listing's sha256 — never a download header alone.
 func TestPullVerified(t *testing.T) {
 	rig, arts := publishedRig(t, "")
-	echo := hashHex(arts["echo"])
+	echo := digest.Hex(arts["echo"])
 	ref := Ref{Name: "echo", Version: "1.0.0", Platform: PlatformLinuxX86_64}
 	nexus := nexusAt(t, rig.base, "", nil)
 

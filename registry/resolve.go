@@ -2,8 +2,6 @@ package registry
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/digest"
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
@@ -168,7 +167,7 @@ func resolveOne(ctx context.Context, m *manifest.Manifest, a manifest.ArtifactRe
 	if _, ok := opts.Registry.(Verifying); (ok && blob.SHA256 != "") || cachedSum != "" {
 		sum = blob.SHA256 // hashed and checked by the registry, or by the cache as it read it
 	} else {
-		sum = sha256Hex(blob.Data)
+		sum = digest.Hex(blob.Data)
 	}
 	if blob.SHA256 != "" && blob.SHA256 != sum {
 		// Registries check this themselves; a second look costs nothing and covers any
@@ -340,7 +339,7 @@ func loadLocalSkill(m *manifest.Manifest, a manifest.ArtifactRef) (*Resolved, er
 	if err != nil {
 		return nil, missing(err, fmt.Sprintf("source %q cannot be read", a.Source))
 	}
-	return &Resolved{Name: a.Name, Role: manifest.RoleSkill, SHA256: sha256Hex(text), Source: abs, Text: text}, nil
+	return &Resolved{Name: a.Name, Role: manifest.RoleSkill, SHA256: digest.Hex(text), Source: abs, Text: text}, nil
 }
 
 func pathOf(m *manifest.Manifest, name string) string {
@@ -350,11 +349,6 @@ func pathOf(m *manifest.Manifest, name string) string {
 		}
 	}
 	return "artifacts"
-}
-
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 // pinKey is the lock key path of a pin, for positions in messages.

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/digest"
 	"github.com/capsulegate/capsulegate/manifest"
 )
 
@@ -211,7 +212,7 @@ func TestLockRefusals(t *testing.T) {
 			data, _, err := Pack(writeArtifactDir(t, artifactSpec{"other", "1.0.0", "tool", "", wasmHeader}))
 			must(t, err)
 			replacePublished(t, f, "echo", "1.0.0", data, true)
-			rewriteLock(t, f, func(l *Lock) { l.Entry("echo").SHA256.Any = hashHex(data) })
+			rewriteLock(t, f, func(l *Lock) { l.Entry("echo").SHA256.Any = digest.Hex(data) })
 		}, CodeIdentity, []string{"echo@1.0.0", "other@1.0.0"}},
 		{"archive has another role", func(t *testing.T, f *fixture) {
 			f.writeManifest(t, "1.0.0", "inference: {driver: {artifact: echo}, model: m}\n")
@@ -368,7 +369,7 @@ func replacePublished(t *testing.T, f *fixture, name, version string, payload []
 	base := filepath.Join(f.reg.Root, name, version, name+"-"+version)
 	must(t, os.WriteFile(base+".mur.zip", data, 0o644))
 	if fixHash {
-		must(t, os.WriteFile(base+".sha256", []byte(hashHex(data)+"\n"), 0o644))
+		must(t, os.WriteFile(base+".sha256", []byte(digest.Hex(data)+"\n"), 0o644))
 	}
 }
 
@@ -413,14 +414,14 @@ func TestArchiveCache(t *testing.T) {
 		must(t, err)
 		datas = append(datas, d)
 	}
-	a0, err := c.open(datas[0], hashHex(datas[0]))
+	a0, err := c.open(datas[0], digest.Hex(datas[0]))
 	must(t, err)
-	if again, _ := c.open(datas[0], hashHex(datas[0])); again != a0 {
+	if again, _ := c.open(datas[0], digest.Hex(datas[0])); again != a0 {
 		t.Fatal("a second open of the same bytes did not hit the cache")
 	}
-	c.open(datas[1], hashHex(datas[1]))
-	c.open(datas[2], hashHex(datas[2])) // evicts datas[0], the least recently used
-	if len(c.arcs) != 2 || c.arcs[hashHex(datas[0])] != nil {
+	c.open(datas[1], digest.Hex(datas[1]))
+	c.open(datas[2], digest.Hex(datas[2])) // evicts datas[0], the least recently used
+	if len(c.arcs) != 2 || c.arcs[digest.Hex(datas[0])] != nil {
 		t.Fatalf("cache holds %d entries", len(c.arcs))
 	}
 	if _, err := c.open([]byte("not a zip"), "x"); err == nil || len(c.arcs) != 2 {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/artname"
+	"github.com/capsulegate/capsulegate/internal/clip"
+	"github.com/capsulegate/capsulegate/internal/digest"
 )
 
 // OriginRuntime marks a pin made by a capsule at run time (Murmur's artifact manager),
@@ -74,25 +76,25 @@ func CheckRuntimePin(p RuntimePin) error {
 		return err
 	}
 	if why := checkPinVersion(p.Version); why != "" {
-		return badPin(fmt.Sprintf("runtime pin %s/%s: version %q %s", p.Capsule, p.Name, clip(p.Version), why),
+		return badPin(fmt.Sprintf("runtime pin %s/%s: version %q %s", p.Capsule, p.Name, clip.String(p.Version, 80), why),
 			"give the version the registry lists, as murmur.lock would pin it")
 	}
-	if !isSHA256(p.SHA256) {
-		return badPin(fmt.Sprintf("runtime pin %s/%s: sha256 %q is not 64 lowercase hex digits", p.Capsule, p.Name, clip(p.SHA256)),
+	if !digest.Valid(p.SHA256) {
+		return badPin(fmt.Sprintf("runtime pin %s/%s: sha256 %q is not 64 lowercase hex digits", p.Capsule, p.Name, clip.String(p.SHA256, 80)),
 			"record the sha256 the gateway computed over the pulled bytes, in lowercase hex")
 	}
 	if p.Origin != OriginRuntime {
-		return badPin(fmt.Sprintf("runtime pin %s/%s: origin %q, want %q", p.Capsule, p.Name, clip(p.Origin), OriginRuntime),
+		return badPin(fmt.Sprintf("runtime pin %s/%s: origin %q, want %q", p.Capsule, p.Name, clip.String(p.Origin, 80), OriginRuntime),
 			"a store keeps only pins made at run time; the operator's pins live in murmur.lock")
 	}
 	if p.Role != "tool" && p.Role != "skill" {
-		return badPin(fmt.Sprintf("runtime pin %s/%s: role %q, want tool or skill", p.Capsule, p.Name, clip(p.Role)),
+		return badPin(fmt.Sprintf("runtime pin %s/%s: role %q, want tool or skill", p.Capsule, p.Name, clip.String(p.Role, 80)),
 			"a capsule pulls tools and skills only")
 	}
 	switch p.Implementation {
 	case "", "wasm", "native", "static":
 	default:
-		return badPin(fmt.Sprintf("runtime pin %s/%s: implementation %q, want wasm, native or static", p.Capsule, p.Name, clip(p.Implementation)),
+		return badPin(fmt.Sprintf("runtime pin %s/%s: implementation %q, want wasm, native or static", p.Capsule, p.Name, clip.String(p.Implementation, 80)),
 			"record the implementation the artifact's manifest declares")
 	}
 	for _, f := range []struct{ what, v string }{{"registry", p.Registry}, {"platform", p.Platform}, {"task id", p.By}} {
@@ -110,7 +112,7 @@ func CheckRuntimePin(p RuntimePin) error {
 // name: what DeleteRuntimePin checks beside the capsule.
 func CheckPinName(name string) error {
 	if !artname.Valid(name) {
-		return badPin(fmt.Sprintf("runtime pin name %q is not an artifact name ([a-z0-9-], 1 to %d characters, no hyphen first or last)", clip(name), MaxPinNameLen),
+		return badPin(fmt.Sprintf("runtime pin name %q is not an artifact name ([a-z0-9-], 1 to %d characters, no hyphen first or last)", clip.String(name, 80), MaxPinNameLen),
 			"use the artifact's name as its manifest gives it")
 	}
 	return nil
@@ -132,26 +134,6 @@ func checkPinVersion(v string) string {
 		}
 	}
 	return ""
-}
-
-func isSHA256(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// clip shortens a refused value for its message.
-func clip(s string) string {
-	if len(s) <= 80 {
-		return s
-	}
-	return s[:80] + "…"
 }
 
 func badPin(msg, fix string) error {

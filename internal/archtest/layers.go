@@ -63,6 +63,7 @@ var Table = []Row{
 	{"internal/otlpexport", LayerHelpers, "the OTLP tracer providers the gateway and `caddy capsule run` export spans with, over HTTP or gRPC by the endpoint's scheme"},
 	{"internal/promreg", LayerHelpers, "register Prometheus collectors so that a reload can register them again"},
 	{"internal/samefile", LayerHelpers, "whether a file holds given bytes, read in small chunks"},
+	{"internal/digest", LayerHelpers, "the one spelling of a sha256: 64 lowercase hex characters, written (Hex) and checked (Valid)"},
 	{"internal/filesum", LayerHelpers, "the sha256 of files remembered by their identity (device, inode, size, times), as git's index does"},
 	{"internal/gather", LayerHelpers, "the batch of a group commit: the first write, then more until a window passes, a waiting caller hurries it, or it is full"},
 	{"netpolicy", LayerLibraries, "network rules, the policy proxy and the DNS-pinning resolver"},
