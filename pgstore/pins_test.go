@@ -10,7 +10,6 @@ import (
 	"github.com/capsulegate/capsulegate/internal/testkit/pgtest"
 	"github.com/capsulegate/capsulegate/pgstore"
 	"github.com/capsulegate/capsulegate/taskstore"
-	"github.com/capsulegate/capsulegate/taskstore/storetest"
 )
 
 func runtimePin(name, version string) taskstore.RuntimePin {
@@ -38,26 +37,6 @@ func pinList(t *testing.T, s *pgstore.Store, capsule string) string {
 		out = append(out, p.Name+"@"+p.Version)
 	}
 	return strings.Join(out, " ")
-}
-
-// TestPinsConformance runs storetest's pins checks on the PostgreSQL store, restarts
-// included (the suite's "runtime pins" row runs them too, from taskstore/storetest).
-func TestPinsConformance(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	s, err := pgstore.Open(context.Background(), dsn, pgstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	storetest.RunPins(t, s, func() taskstore.Pins {
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if s, err = pgstore.Open(context.Background(), dsn, pgstore.Options{}); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	})
 }
 
 // TestPinsFleet: a replica reads the pins another wrote, replaced or deleted as soon as

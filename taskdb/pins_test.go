@@ -12,7 +12,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/capsulegate/capsulegate/taskstore"
-	"github.com/capsulegate/capsulegate/taskstore/storetest"
 )
 
 func runtimePin(capsule, name, version string) taskstore.RuntimePin {
@@ -38,26 +37,6 @@ func pinList(t *testing.T, db *DB, capsule string) string {
 		out = append(out, p.Name+"@"+p.Version)
 	}
 	return strings.Join(out, " ")
-}
-
-// TestPinsConformance runs storetest's pins checks on the file store, restarts included
-// (the suite's "runtime pins" row runs them too, from taskstore/storetest).
-func TestPinsConformance(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tasks.db")
-	db, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	storetest.RunPins(t, db, func() taskstore.Pins {
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if db, err = Open(path, Options{}); err != nil {
-			t.Fatal(err)
-		}
-		return db
-	})
 }
 
 // TestPinsCrashCopy: a pin is durable when PutRuntimePin returns — in the log before its
