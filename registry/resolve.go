@@ -269,6 +269,15 @@ func fromCache(c *Cache, a manifest.ArtifactRef, pinned *LockEntry, platform str
 	return b, want
 }
 
+// ArchiveOf opens cached bytes as the archive they stand for: a .mur.zip as itself,
+// a plain wasm component as the tool archive WasmToolArchive makes of it.
+func ArchiveOf(name, version string, data []byte) (*Archive, error) {
+	if IsWasm(data) {
+		return WasmToolArchive(name, version, data)
+	}
+	return openedArchives.open(data, digest.Hex(data))
+}
+
 // mergePin returns the lock entry pinning sum for platform, keeping an old entry's pins
 // for other platforms when the version is unchanged.
 func mergePin(old *LockEntry, a manifest.ArtifactRef, platform, sum string) *LockEntry {

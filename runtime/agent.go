@@ -93,8 +93,7 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 	}
 	// Never null (offeredTools returns []): upstream Murmur's drivers read tools as a list
 	// and refuse null.
-	tools := s.offeredTools()
-	offered := s.staged.artifacts.generation()
+	var tools []agentTool
 	msgs := historyMessages(history)
 	// The driver's continuation and how many of msgs it acknowledged: only those after
 	// are sent. One issued by another driver (a reload changed it) is not handed on.
@@ -109,10 +108,10 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 	t.scope.start(msgs)
 	for turn := 1; turn <= inf.MaxTurns; turn++ {
 		t.setTurn(turn)
-		// A tool pulled or removed during the last turn is offered, or not, from this one.
-		if g := s.staged.artifacts.generation(); g != offered {
-			tools, offered = s.offeredTools(), g
-		}
+		// What the capsule pulled is read once a turn: a tool pulled or removed during
+		// the last turn is offered, or not, from this one.
+		s.turnPulled = s.staged.artifacts.pulled(ctx)
+		tools = s.offeredTools()
 		if acked == len(msgs) {
 			// Nothing after what it acknowledged (a tool_call turn without a call): drivers
 			// refuse an empty list, so it gets the whole conversation instead.
@@ -270,7 +269,7 @@ func (s *session) offeredTools() []agentTool {
 		add(t, KindShell)
 	}
 	if s.staged.artifacts.granted() {
-		for _, t := range managerTools() {
+		for _, t := range managerTools {
 			add(t, KindManager)
 		}
 	}
@@ -278,21 +277,19 @@ func (s *session) offeredTools() []agentTool {
 	for _, o := range best {
 		tools = append(tools, o.tool)
 	}
-	// What the capsule pulled while it ran, under names nothing above took, marked.
-	pins, _ := s.staged.artifacts.runtimePins(context.Background())
-	for _, p := range pins {
-		if _, taken := best[p.Name]; taken {
+	// What the capsule pulled while it ran (read at the turn's start), under names
+	// nothing above took, marked.
+	for name, pulled := range s.turnPulled {
+		if _, taken := best[name]; taken {
 			continue
 		}
-		t := agentTool{Name: p.Name, Description: runtimeMark(p.Name, p.Version), Parameters: emptyObject}
-		if pulled, err := s.staged.artifacts.tool(context.Background(), p.Name); err == nil && pulled != nil {
-			am := pulled.arc.Manifest()
-			if am.Description != "" {
-				t.Description += " " + am.Description
-			}
-			if am.InputSchema != nil {
-				t.Parameters = mustJSON(am.InputSchema)
-			}
+		t := agentTool{Name: name, Description: runtimeMark(name, pulled.pin.Version), Parameters: emptyObject}
+		am := pulled.arc.Manifest()
+		if am.Description != "" {
+			t.Description += " " + am.Description
+		}
+		if am.InputSchema != nil {
+			t.Parameters = mustJSON(am.InputSchema)
 		}
 		tools = append(tools, t)
 	}

@@ -119,8 +119,18 @@ const (
 	toolArtifactRemove   = "artifact_remove"
 )
 
-// managerTools are the artifact manager's tools as the model sees them.
-func managerTools() []agentTool {
+// managerTools are the artifact manager's tools as the model sees them, made once;
+// managerToolNames their names.
+var managerTools, managerToolNames = func() ([]agentTool, map[string]bool) {
+	tools := makeManagerTools()
+	names := map[string]bool{}
+	for _, t := range tools {
+		names[t.Name] = true
+	}
+	return tools, names
+}()
+
+func makeManagerTools() []agentTool {
 	obj := func(props string, required ...string) json.RawMessage {
 		req, _ := json.Marshal(required)
 		if len(required) == 0 {
@@ -174,11 +184,7 @@ func (s *session) runManagerTool(ctx context.Context, t *task, call agentBlock) 
 // summaries renders the manager's answers with the WIT's field names.
 func summaries(v any) any {
 	sum := func(a abi.ArtifactSummary) map[string]string {
-		rt := "wasm"
-		if a.Runtime == abi.RuntimeNative {
-			rt = "native"
-		}
-		return map[string]string{"name": a.Name, "version": a.Version, "runtime": rt}
+		return map[string]string{"name": a.Name, "version": a.Version, "runtime": a.Runtime.String()}
 	}
 	switch x := v.(type) {
 	case abi.ArtifactSummary:
@@ -190,10 +196,12 @@ func summaries(v any) any {
 		}
 		return out
 	case abi.ArtifactInfo:
-		m := map[string]any{"name": x.Name, "version": x.Version, "description": x.Description, "tags": x.Tags,
-			"runtime": sum(abi.ArtifactSummary{Runtime: x.Runtime})["runtime"]}
+		m := map[string]any{"name": x.Name, "version": x.Version, "description": x.Description, "tags": x.Tags, "runtime": x.Runtime.String()}
 		if x.InputSchema != nil {
 			m["input_schema"] = json.RawMessage(*x.InputSchema)
+		}
+		if x.OutputSchema != nil {
+			m["output_schema"] = json.RawMessage(*x.OutputSchema)
 		}
 		return m
 	}

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/capsulegate/capsulegate/errs"
@@ -63,17 +62,6 @@ type artifactManager struct {
 	pins  taskstore.Pins
 	tools map[string]*pulledTool // by sha256
 	held  map[string]func()      // cache holds, by sha256
-	// gen counts this process's pulls and removals, so that an agent loop offers a
-	// changed set of tools from its next turn.
-	gen atomic.Int64
-}
-
-// generation is the count of pulls and removals made through this process.
-func (m *artifactManager) generation() int64 {
-	if m == nil {
-		return 0
-	}
-	return m.gen.Load()
 }
 
 // pulledTool is a runtime-pulled tool ready to call.
@@ -140,6 +128,9 @@ func (m *artifactManager) pull(ctx context.Context, name, version, by string) (*
 		return nil, refusedf(notGranted, "'%s' is not an artifact name; capabilities.install matches bare artifact names only", name)
 	case !in.Allows(manifest.RoleTool, name) && !in.Allows(manifest.RoleSkill, name):
 		return nil, refusedf(notGranted, "'%s' matches no capabilities.install entry (%s)", name, in.Describe())
+	case !in.Allows(manifest.RoleTool, name):
+		// Decided before the registry is asked: runtime pulls install tools only.
+		return nil, refusedf(notGranted, "'%s' is granted as a skill only, and runtime pulls install wasm tools only (%s)", name, in.Describe())
 	}
 	if why := manifest.CheckVersion(version); why != "" {
 		return nil, refusedf(notGranted, "'%s@%s' is not a version a pull can name: %s", name, version, why)
@@ -166,9 +157,6 @@ func (m *artifactManager) pull(ctx context.Context, name, version, by string) (*
 		}
 		return nil, refusedf(notGranted, "'%s' is a '%s' artifact (%s); runtime pulls install wasm tools only", name, am.Runtime, impl)
 	}
-	if !in.Allows(manifest.RoleTool, name) {
-		return nil, refusedf(notGranted, "'%s' is a tool, and capabilities.install.tool does not name it (%s)", name, in.Describe())
-	}
 	pin := taskstore.RuntimePin{Capsule: m.capsule(), Name: name, Version: version, SHA256: blob.SHA256, Registry: src.Spec,
 		Role: string(am.Runtime), Implementation: am.Implementation, Platform: blob.Platform, Origin: taskstore.OriginRuntime,
 		Pulled: time.Now().UTC(), By: by}
@@ -176,15 +164,26 @@ func (m *artifactManager) pull(ctx context.Context, name, version, by string) (*
 	if err := m.keep(pin.SHA256, blob.Data); err != nil {
 		return nil, err
 	}
+	var previous *taskstore.RuntimePin // the pin this one replaces, put back if it fails
+	if pins, err := m.store().RuntimePins(ctx, pin.Capsule); err == nil {
+		for _, p := range pins {
+			if p.Name == name {
+				previous = &p
+			}
+		}
+	}
 	if err := m.store().PutRuntimePin(ctx, pin); err != nil {
 		return nil, fmt.Errorf("pull: '%s@%s' is verified and kept, but its pin could not be written: %w", name, version, err)
 	}
 	tool, err := m.compile(ctx, pin, arc)
 	if err != nil {
-		m.store().DeleteRuntimePin(context.WithoutCancel(ctx), pin.Capsule, name)
+		if previous != nil {
+			m.store().PutRuntimePin(context.WithoutCancel(ctx), *previous)
+		} else {
+			m.store().DeleteRuntimePin(context.WithoutCancel(ctx), pin.Capsule, name)
+		}
 		return nil, fmt.Errorf("pull: '%s@%s' does not compile as a tool, so it is not installed: %w", name, version, err)
 	}
-	m.gen.Add(1)
 	return tool, nil
 }
 
@@ -259,7 +258,17 @@ func (m *artifactManager) runtimePins(ctx context.Context) ([]taskstore.RuntimeP
 	if m == nil {
 		return nil, nil
 	}
-	return m.store().RuntimePins(ctx, m.capsule())
+	pins, err := m.store().RuntimePins(ctx, m.capsule())
+	// What the manifest no longer grants, or now declares itself, is not the capsule's to
+	// call: a reload that narrows capabilities.install takes pulled tools away with it.
+	in := m.install()
+	var kept []taskstore.RuntimePin
+	for _, p := range pins {
+		if in.Allows(manifest.RoleTool, p.Name) && m.operatorArtifact(p.Name) == nil {
+			kept = append(kept, p)
+		}
+	}
+	return kept, err
 }
 
 // tool returns the pulled tool named name, loading and compiling it when this process
@@ -270,18 +279,35 @@ func (m *artifactManager) tool(ctx context.Context, name string) (*pulledTool, e
 		return nil, fmt.Errorf("the capsule's runtime pins cannot be read: %w", err)
 	}
 	for _, pin := range pins {
-		if pin.Name != name {
-			continue
+		if pin.Name == name {
+			return m.toolFor(ctx, pin)
 		}
-		m.mu.Lock()
-		t := m.tools[pin.SHA256]
-		m.mu.Unlock()
-		if t != nil {
-			return &pulledTool{pin: pin, arc: t.arc, mod: t.mod}, nil
-		}
-		return m.load(ctx, pin)
 	}
 	return nil, nil
+}
+
+// toolFor is pin's tool: compiled already by this process, or loaded now.
+func (m *artifactManager) toolFor(ctx context.Context, pin taskstore.RuntimePin) (*pulledTool, error) {
+	m.mu.Lock()
+	t := m.tools[pin.SHA256]
+	m.mu.Unlock()
+	if t != nil {
+		return &pulledTool{pin: pin, arc: t.arc, mod: t.mod}, nil
+	}
+	return m.load(ctx, pin)
+}
+
+// pulled is every pulled tool ready to call, by name, from one read of the pins: what an
+// agent turn offers and dispatches against. A tool that cannot be loaded is left out.
+func (m *artifactManager) pulled(ctx context.Context) map[string]*pulledTool {
+	pins, _ := m.runtimePins(ctx) // a store that cannot be read offers no pulled tool this turn
+	out := make(map[string]*pulledTool, len(pins))
+	for _, pin := range pins {
+		if t, err := m.toolFor(ctx, pin); err == nil {
+			out[pin.Name] = t
+		}
+	}
+	return out
 }
 
 // load brings a pinned tool into this process: its bytes from the cache, else from a
@@ -291,7 +317,7 @@ func (m *artifactManager) load(ctx context.Context, pin taskstore.RuntimePin) (*
 	var arc *registry.Archive
 	if c := m.policy.cache(); c != nil {
 		if data, ok := c.Get(pin.SHA256); ok {
-			a, err := registry.OpenArchive(data)
+			a, err := registry.ArchiveOf(pin.Name, pin.Version, data)
 			if err == nil {
 				arc = a
 				if err := m.keep(pin.SHA256, data); err != nil {
@@ -358,7 +384,6 @@ func (m *artifactManager) remove(ctx context.Context, name string) (bool, error)
 	}
 	delete(m.tools, sum)
 	m.mu.Unlock()
-	m.gen.Add(1)
 	return true, nil
 }
 

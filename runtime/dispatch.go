@@ -21,8 +21,12 @@ import (
 func (s *session) invokeAt(ctx context.Context, t *task, name string, in abi.ToolInput) (abi.ToolResult, error) {
 	mod, origin := s.staged.Modules[name], ""
 	if mod == nil || mod.Role != string(manifest.RoleTool) {
-		// Not declared: perhaps a tool the capsule pulled while it ran.
-		pulled, err := s.staged.artifacts.tool(ctx, name)
+		// Not declared: perhaps a tool the capsule pulled while it ran, as this turn read
+		// the pins (the model's calls), else as the store holds them now (a guest's invoke).
+		pulled, err := s.turnPulled[name], error(nil)
+		if pulled == nil {
+			pulled, err = s.staged.artifacts.tool(ctx, name)
+		}
 		if err != nil {
 			s.unknownCall(t, name, value(in.Data))
 			return abi.ToolResult{}, fmt.Errorf("tool-registry: %s: %w", name, err)
@@ -123,14 +127,10 @@ func (s *session) toolKind(name string) string {
 	if mod := s.staged.Modules[name]; mod != nil && mod.Role == string(manifest.RoleTool) {
 		return KindWasm
 	}
-	if s.staged.artifacts.granted() {
-		for _, t := range managerTools() {
-			if t.Name == name {
-				return KindManager
-			}
-		}
+	if s.staged.artifacts.granted() && managerToolNames[name] {
+		return KindManager
 	}
-	if pulled, err := s.staged.artifacts.tool(context.Background(), name); err == nil && pulled != nil {
+	if s.turnPulled[name] != nil {
 		return KindWasm // a tool the capsule pulled while it ran
 	}
 	return KindUnknown
@@ -149,11 +149,10 @@ func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (strin
 	case KindSkill:
 		return s.runSkill(t, call)
 	case KindWasm:
-		if mod := s.staged.Modules[call.Name]; mod == nil || mod.Role != string(manifest.RoleTool) {
+		if mod := s.staged.Modules[call.Name]; (mod == nil || mod.Role != string(manifest.RoleTool)) && s.turnPulled[call.Name] != nil {
 			// A tool the capsule pulled while it ran: its results reach the model marked.
-			if pulled, err := s.staged.artifacts.tool(ctx, call.Name); err == nil && pulled != nil {
-				return s.runWasmTool(ctx, t, call, runtimeMark(pulled.pin.Name, pulled.pin.Version))
-			}
+			pin := s.turnPulled[call.Name].pin
+			return s.runWasmTool(ctx, t, call, runtimeMark(pin.Name, pin.Version))
 		}
 		return s.runWasmTool(ctx, t, call, "")
 	case KindManager:

@@ -147,6 +147,8 @@ func (s *session) processTask(ctx context.Context, t *task, text string, history
 		defer gw.Close()
 		reach = append(reach, strings.TrimPrefix(gw.URL(), "http://"))
 	}
+	// The harness's tools are fixed for its turn: what the capsule pulled is read once, now.
+	s.turnPulled = s.staged.artifacts.pulled(ctx)
 	if tools := s.offeredTools(); len(tools) > 0 {
 		b, err := s.toolBridge(ctx, t, tools)
 		if err != nil {

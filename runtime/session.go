@@ -139,6 +139,9 @@ type session struct {
 	compactHook summariser
 	// spans makes the session's OpenTelemetry spans; nil without a tracer.
 	spans *spanSink
+	// turnPulled is what the capsule pulled, as the current agent turn read it: what the
+	// turn offers and dispatches to, without reading the pins again per call.
+	turnPulled map[string]*pulledTool
 }
 
 // traced returns ctx carrying the span context of task t, so that what the task sends
