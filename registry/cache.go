@@ -134,6 +134,12 @@ func (c *Cache) Has(sum string) bool {
 // entry is now in the cache: false when it is larger than the bound or fits only by
 // evicting held entries.
 func (c *Cache) Put(sum string, data []byte) (bool, error) {
+	if digest.Valid(sum) && c.Has(sum) {
+		// Kept already (content-addressed: the same bytes): a use, nothing to hash.
+		now := time.Now()
+		os.Chtimes(c.path(sum), now, now)
+		return true, nil
+	}
 	if !digest.Valid(sum) || digest.Hex(data) != sum {
 		return false, refuse(CodeCache, fmt.Sprintf("artifact cache %s: refused to keep bytes under sha256 %q that hash to %s", c.dir, sum, digest.Hex(data)),
 			"this is a bug in the caller: report it")

@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/clip"
 	"github.com/capsulegate/capsulegate/internal/digest"
 	"github.com/capsulegate/capsulegate/manifest"
 )
@@ -124,7 +125,7 @@ func (n *Nexus) Fetch(ctx context.Context, ref Ref) (*Blob, error) {
 	stated := resp.Header.Get(HeaderSHA256)
 	if !digest.Valid(stated) {
 		return nil, refuse(CodeRemoteProtocol,
-			fmt.Sprintf("artifact %s: registry %s answered without a valid %s header (got %q): the sha256 of the bytes must be stated", ref, u, HeaderSHA256, clipText(stated, 100)),
+			fmt.Sprintf("artifact %s: registry %s answered without a valid %s header (got %q): the sha256 of the bytes must be stated", ref, u, HeaderSHA256, clip.String(stated, 100)),
 			"point the registry option at a Nexus registry, or upgrade the registry")
 	}
 	data, err := n.readBody(ctx, resp, u, MaxArchiveFileBytes)
@@ -151,7 +152,7 @@ func (n *Nexus) Fetch(ctx context.Context, ref Ref) (*Blob, error) {
 	// NexusServer names the platform-specific file it served: it must agree.
 	if said, ok := resp.Header[http.CanonicalHeaderKey(HeaderPlatform)]; ok && (len(said) != 1 || said[0] != platform) {
 		return nil, refuse(CodeRemoteProtocol,
-			fmt.Sprintf("artifact %s: registry %s says in %s that it served a file for %q, but the archive is for %q", ref, u, HeaderPlatform, clipText(strings.Join(said, ","), 100), cmp.Or(platform, "every platform")),
+			fmt.Sprintf("artifact %s: registry %s says in %s that it served a file for %q, but the archive is for %q", ref, u, HeaderPlatform, clip.String(strings.Join(said, ","), 100), cmp.Or(platform, "every platform")),
 			"publish the artifact again with the right platform")
 	}
 	return &Blob{Name: ref.Name, Version: ref.Version, Platform: platform, Data: data, SHA256: stated}, nil
@@ -227,7 +228,7 @@ func (n *Nexus) Publish(ctx context.Context, data []byte, platform string) (*Blo
 	}
 	if got.SHA256 != sum {
 		return nil, refuse(CodeRemoteProtocol,
-			fmt.Sprintf("artifact %s: registry %s states it stored sha256 %q, but the archive sent has sha256 %s", ref, n.src.Base, clipText(got.SHA256, 100), sum),
+			fmt.Sprintf("artifact %s: registry %s states it stored sha256 %q, but the archive sent has sha256 %s", ref, n.src.Base, clip.String(got.SHA256, 100), sum),
 			"the upload was damaged or altered on its way: check the registry and its proxies, then publish a new version")
 	}
 	return &Blob{Name: m.Name, Version: m.Version, Platform: platform, Data: data, SHA256: sum}, nil
@@ -369,7 +370,7 @@ func (n *Nexus) serverText(resp *http.Response) string {
 			text = e.Code + ": " + text
 		}
 	}
-	text = clipText(printableText(text), 500)
+	text = clip.String(printableText(text), 500)
 	if text == "" {
 		return "no explanation given"
 	}
@@ -389,19 +390,6 @@ func printableText(s string) string {
 		return r
 	}, strings.ToValidUTF8(s, ""))
 }
-
-// clipText shortens s to at most n bytes, on a rune boundary.
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !isRuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // nexusItem is one item of Nexus's GET /v1/artifacts, its fields read one by one so that
 // a refusal can name the field.

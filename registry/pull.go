@@ -22,7 +22,11 @@ func PullVerified(ctx context.Context, reg Registry, ref Ref, pinned string) (*B
 	if err != nil {
 		return nil, nil, err
 	}
-	sum := digest.Hex(blob.Data)
+	// A Verifying registry hashed the bytes as it checked them against its own record.
+	sum := blob.SHA256
+	if _, ok := reg.(Verifying); !ok || sum == "" {
+		sum = digest.Hex(blob.Data)
+	}
 	where := fmt.Sprint(reg)
 	switch {
 	case pinned != "":
@@ -64,12 +68,16 @@ func statedDigest(ctx context.Context, reg Registry, ref Ref, blob *Blob) (strin
 	case *Local:
 		return blob.SHA256, "the .sha256 file", nil // Fetch read it there and checked the bytes against it
 	case *Nexus:
+		if blob.Platform != "" {
+			// The listing states the platform-independent file's sha256 only.
+			break
+		}
 		all, err := r.List(ctx)
 		if err != nil {
 			return "", "", err
 		}
 		for _, l := range all {
-			if l.Name == ref.Name && l.Version == ref.Version && l.SHA256 != "" && blob.Platform == "" {
+			if l.Name == ref.Name && l.Version == ref.Version && l.SHA256 != "" {
 				return l.SHA256, "the listing", nil
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/atomicfile"
+	"github.com/capsulegate/capsulegate/internal/digest"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/registry"
 )
@@ -119,7 +120,7 @@ func Pack(ctx context.Context, e *Env, c Common, dir, output string) int {
 	if err := atomicfile.Write(output, data, 0o644); err != nil {
 		return e.fail(c, errs.Wrap(err, CodeOutput, "registry", "cannot write "+output, "check that its folder exists and is writable"))
 	}
-	sum := sha256Hex(data)
+	sum := digest.Hex(data)
 	if c.JSON {
 		e.writeJSON(map[string]any{"ok": true, "name": am.Name, "version": am.Version, "runtime": am.Runtime,
 			"output": output, "sha256": sum, "bytes": len(data)})
