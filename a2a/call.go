@@ -100,7 +100,7 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 	}
 	in.url = h.endpoint(a.r, cfg)
 	in.owner = a.who.principal
-	in.trace = taskParent(a.r.Context(), in)
+	in.trace = h.taskParent(a.r.Context(), in)
 	if in.pushRaw != "" {
 		// An inline push config is checked before the task exists: a refused one refuses
 		// the send (docs/reference/a2a.md "Push notifications").
@@ -138,6 +138,7 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		return
 	}
 	if stream {
+		traceTask(a.r, t.id, t.contextID, "")
 		h.stream(a, sub)
 		return
 	}

@@ -11,7 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of the task registry and streams.
@@ -23,6 +26,9 @@ const (
 
 // Handler serves A2A for one capsule. Its zero value is not usable: call NewHandler.
 type Handler struct {
+	// tracer makes the requests' spans (nil: tracing off), read without mu on every
+	// request; set from Config.Tracer by NewHandler and Update.
+	tracer  atomic.Pointer[trace.Tracer]
 	mu      sync.Mutex
 	cfg     Config
 	spec    *runSpec
@@ -103,6 +109,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		h.swept = make(chan struct{})
 		h.startSweeps()
 	}
+	h.setTracer(cfg.Tracer)
 	return h, nil
 }
 
@@ -140,6 +147,7 @@ func (h *Handler) Update(cfg Config) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cfg, h.spec = cfg, specOf(cfg)
+	h.setTracer(cfg.Tracer)
 	if h.push != nil {
 		h.push.client.CloseIdleConnections() // deliveries use the new client from now on
 	}

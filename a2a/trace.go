@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // traceContext reads and writes W3C trace context (traceparent, tracestate): the one
@@ -24,25 +23,33 @@ const (
 	attrContext  = "gen_ai.conversation.id"
 )
 
-// tracer is the handler's tracer: a no-op one without Config.Tracer.
-func (h *Handler) tracer() trace.Tracer {
-	tp := h.cfg.Tracer
+// setTracer makes the tracer of tp the requests' (nil: tracing off).
+func (h *Handler) setTracer(tp trace.TracerProvider) {
 	if tp == nil {
-		tp = noop.NewTracerProvider()
+		h.tracer.Store(nil)
+		return
 	}
-	return tp.Tracer("github.com/capsulegate/capsulegate/a2a")
+	t := tp.Tracer("github.com/capsulegate/capsulegate/a2a")
+	h.tracer.Store(&t)
 }
+
+// noEnd is what traceCall returns with tracing off.
+func noEnd() {}
 
 // traceCall starts the server span of one A2A operation, named as the client called
 // the method, and puts it in a.r's context. Its parent is the span already in the
 // request's context (Caddy's, when its tracing directive is on), else the request's
-// traceparent header. The returned func ends it.
+// traceparent header. The returned func ends it. With tracing off it does nothing.
 func (h *Handler) traceCall(a *answer, name string) func() {
+	tracer := h.tracer.Load()
+	if tracer == nil {
+		return noEnd
+	}
 	ctx := a.r.Context()
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(a.r.Header))
 	}
-	ctx, span := h.tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
+	ctx, span := (*tracer).Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String(attrMethod, name), attribute.String(attrProtocol, a.d.String())))
 	a.r = a.r.WithContext(ctx)
 	return func() { span.End() }
@@ -64,8 +71,12 @@ func traceTask(r *http.Request, id, contextID, state string) {
 }
 
 // taskParent is the span context a new task runs under: the message's own
-// traceparent (its metadata) when it carries one, else the request's span.
-func taskParent(ctx context.Context, in incoming) trace.SpanContext {
+// traceparent (its metadata) when it carries one, else the request's span; none with
+// tracing off.
+func (h *Handler) taskParent(ctx context.Context, in incoming) trace.SpanContext {
+	if h.tracer.Load() == nil {
+		return trace.SpanContext{}
+	}
 	if in.traceparent != "" {
 		carrier := propagation.MapCarrier{"traceparent": in.traceparent}
 		if in.tracestate != "" {

@@ -342,8 +342,11 @@ type inMessage struct {
 	TaskID    string   `json:"taskId"`
 	Role      string   `json:"role"`
 	Parts     []inPart `json:"parts"`
-	// Metadata is read for W3C trace context only (traceparent, tracestate).
-	Metadata map[string]json.RawMessage `json:"metadata"`
+	// Metadata is read for W3C trace context only (traceparent, tracestate); a member of
+	// another type is no trace context.
+	Metadata struct {
+		Traceparent, Tracestate json.RawMessage
+	} `json:"metadata"`
 }
 
 type sendParams struct {
@@ -401,11 +404,7 @@ func (d dialect) parseSend(raw json.RawMessage) (incoming, *rpcError) {
 	}
 	m := p.Message
 	in := incoming{messageID: m.MessageID, taskID: m.TaskID, contextID: m.ContextID, blocking: true}
-	for key, dst := range map[string]*string{"traceparent": &in.traceparent, "tracestate": &in.tracestate} {
-		if raw, ok := m.Metadata[key]; ok {
-			json.Unmarshal(raw, dst) // not a string: no trace context, the message stands
-		}
-	}
+	in.traceparent, in.tracestate = jsonString(m.Metadata.Traceparent), jsonString(m.Metadata.Tracestate)
 	if m.MessageID == "" {
 		return in, errInvalidParams("message.messageId is required")
 	}
@@ -513,4 +512,13 @@ func strictUnmarshal(raw json.RawMessage, v any) error {
 		return fmt.Errorf("params: %w", err)
 	}
 	return nil
+}
+
+// jsonString is raw as a JSON string, "" when it is absent or not a string.
+func jsonString(raw json.RawMessage) string {
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return ""
 }

@@ -1,12 +1,9 @@
 package caddymodule
 
 import (
-	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -38,33 +35,7 @@ var tracers = caddy.NewUsagePool()
 type pooledTracer struct{ *sdktrace.TracerProvider }
 
 // Destruct flushes and stops the provider, waiting at most five seconds for the receiver.
-func (p pooledTracer) Destruct() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return p.Shutdown(ctx)
-}
-
-// tracerSpec is one exporter's settings, placeholders replaced.
-type tracerSpec struct {
-	endpoint string
-	headers  map[string]string
-	sampling float64
-	instance string
-}
-
-func (s tracerSpec) key() string {
-	keys := make([]string, 0, len(s.headers))
-	for k := range s.headers {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\x00%g\x00%s", s.endpoint, s.sampling, s.instance)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "\x00%s=%s", k, s.headers[k])
-	}
-	return b.String()
-}
+func (p pooledTracer) Destruct() error { return otlpexport.Shutdown(p.TracerProvider) }
 
 // checkEndpoint refuses an endpoint that is not an OTLP URL this release exports to.
 func checkEndpoint(what, endpoint string) error {
@@ -76,12 +47,12 @@ func checkEndpoint(what, endpoint string) error {
 }
 
 // acquireTracer returns the pooled provider for spec, and the key that releases it.
-func acquireTracer(spec tracerSpec) (trace.TracerProvider, string, error) {
-	key := spec.key()
+func acquireTracer(spec otlpexport.Spec) (trace.TracerProvider, string, error) {
+	key := spec.Key()
 	v, _, err := tracers.LoadOrNew(key, func() (caddy.Destructor, error) {
-		tp, err := otlpexport.NewProvider(otlpexport.Spec{Endpoint: spec.endpoint, Headers: spec.headers, Sampling: spec.sampling, Instance: spec.instance})
+		tp, err := otlpexport.NewProvider(spec)
 		if err != nil {
-			return nil, errs.Wrap(err, CodeAppConfig, "caddy", fmt.Sprintf("cannot export traces to %q", spec.endpoint), "check the otel endpoint")
+			return nil, errs.Wrap(err, CodeAppConfig, "caddy", fmt.Sprintf("cannot export traces to %q", spec.Endpoint), "check the otel endpoint")
 		}
 		return pooledTracer{tp}, nil
 	})
@@ -92,17 +63,17 @@ func acquireTracer(spec tracerSpec) (trace.TracerProvider, string, error) {
 }
 
 // tracerSpec is the app's otel block with placeholders replaced, or false without one.
-func (a *App) tracerSpec() (tracerSpec, bool) {
+func (a *App) tracerSpec() (otlpexport.Spec, bool) {
 	if a.OTel == nil || a.OTel.Endpoint == "" {
-		return tracerSpec{}, false
+		return otlpexport.Spec{}, false
 	}
 	repl := caddy.NewReplacer()
-	spec := tracerSpec{endpoint: repl.ReplaceAll(a.OTel.Endpoint, ""), headers: map[string]string{}, sampling: 1, instance: a.instance()}
+	spec := otlpexport.Spec{Endpoint: repl.ReplaceAll(a.OTel.Endpoint, ""), Headers: map[string]string{}, Sampling: 1, Instance: a.instance()}
 	for k, v := range a.OTel.Headers {
-		spec.headers[k] = repl.ReplaceAll(v, "")
+		spec.Headers[k] = repl.ReplaceAll(v, "")
 	}
 	if a.OTel.Sampling != nil {
-		spec.sampling = *a.OTel.Sampling
+		spec.Sampling = *a.OTel.Sampling
 	}
 	return spec, true
 }
@@ -115,9 +86,9 @@ func (a *App) capsuleTracer(manifestEndpoint string) (trace.TracerProvider, stri
 	if manifestEndpoint != "" {
 		sampling := 1.0
 		if ok {
-			sampling = spec.sampling
+			sampling = spec.Sampling
 		}
-		spec, ok = tracerSpec{endpoint: manifestEndpoint, headers: map[string]string{}, sampling: sampling, instance: a.instance()}, true
+		spec, ok = otlpexport.Spec{Endpoint: manifestEndpoint, Sampling: sampling, Instance: a.instance()}, true
 	}
 	if !ok {
 		return nil, "", nil

@@ -86,9 +86,11 @@ func (s *session) driverSetup() error {
 			return fmt.Errorf("driver %s: gateway endpoint %q: %w", inf.Driver.Artifact, endpoint, err)
 		}
 		rules = append(rules, r)
+		c := murmur.Credential{Endpoint: endpoint}
 		if key != "" {
-			creds = append(creds, murmur.Credential{Endpoint: endpoint, Headers: s.upstreamAuth(inf.Driver.Artifact).Headers(key)})
+			c.Headers = s.upstreamAuth(inf.Driver.Artifact).Headers(key)
 		}
+		creds = append(creds, c)
 	}
 	s.driverHTTP = &murmur.Outgoing{Capsule: m.Name, Rules: rules, Metrics: s.rt.engine.Metrics(), Credentials: creds, OnDeny: s.http.OnDeny, Sleep: s.http.Sleep}
 	s.driverHTTP.Init()

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/ids"
@@ -175,13 +174,11 @@ func (s *session) processTask(ctx context.Context, t *task, text string, history
 	}
 	// The harness learns the task's trace context, as OpenTelemetry's environment
 	// carrier names it, so its own spans and requests can join the trace.
-	if sc := s.spans.contextOf(t.evt); sc.IsValid() {
-		carrier := propagation.MapCarrier{}
-		propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(ctx, sc), carrier)
-		for k, v := range map[string]string{"TRACEPARENT": carrier["traceparent"], "TRACESTATE": carrier["tracestate"]} {
-			if v != "" {
-				spec.Env = append(spec.Env, k+"="+v)
-			}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(s.traced(ctx, t), carrier) // nothing without a span
+	for k, v := range map[string]string{"TRACEPARENT": carrier["traceparent"], "TRACESTATE": carrier["tracestate"]} {
+		if v != "" {
+			spec.Env = append(spec.Env, k+"="+v)
 		}
 	}
 	spec.Reach = reach

@@ -21,21 +21,34 @@ const SemconvVersion = "1.37.0"
 // task_start and ended at task_end, is the parent of the spans of its turns, tools,
 // shell commands, hooks and compactions.
 type spanSink struct {
-	tracer  trace.Tracer
-	capsule string
-	model   string
-	driver  string
+	tracer   trace.Tracer
+	capsule  string
+	model    string
+	provider string // gen_ai.provider.name of the capsule's driver
 
-	mu    sync.Mutex
-	spans map[string]trace.Span // by event id: tasks and turns, the parents of later spans
-	task  map[string]string     // a turn's event id → its task's event id
+	mu sync.Mutex
+	// spans are the parents of later spans by event id: each running task's span, and
+	// its current turn's (a chat span, or a harness's turn-started standing for the task's).
+	spans map[string]trace.Span
+	task  map[string]string // a turn's event id → its task's event id; one turn per task
+}
+
+// turnLocked makes turn (an event id) the current turn of task, forgetting its last.
+func (s *spanSink) turnLocked(turn, task string, sp trace.Span) {
+	for old, t := range s.task {
+		if t == task {
+			delete(s.spans, old)
+			delete(s.task, old)
+		}
+	}
+	s.spans[turn], s.task[turn] = sp, task
 }
 
 func newSpanSink(tp trace.TracerProvider, s *Staged) *spanSink {
 	m := s.Manifest
 	sink := &spanSink{tracer: tp.Tracer("github.com/capsulegate/capsulegate/runtime"), capsule: m.Name, spans: map[string]trace.Span{}, task: map[string]string{}}
 	if m.Inference != nil { // a script capsule has none
-		sink.model, sink.driver = m.Inference.Model, m.Inference.Driver.Artifact
+		sink.model, sink.provider = m.Inference.Model, providerName(m.Inference.Driver.Artifact)
 	}
 	return sink
 }
@@ -87,7 +100,7 @@ func (s *spanSink) Event(e *Event) error {
 		s.mu.Lock()
 		sp := s.spans[e.ParentID]
 		delete(s.spans, e.ParentID)
-		for turn, task := range s.task {
+		for turn, task := range s.task { // its one current turn
 			if task == e.ParentID {
 				delete(s.spans, turn)
 				delete(s.task, turn)
@@ -103,7 +116,7 @@ func (s *spanSink) Event(e *Event) error {
 		}
 	case Inference:
 		sp := s.ended(e.ParentID, "chat "+s.model, e.Time, ms(d.DurationMS), trace.SpanKindClient,
-			attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", providerName(s.driver)),
+			attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", s.provider),
 			attribute.String("gen_ai.request.model", s.model), attribute.Int("gen_ai.usage.input_tokens", d.InputTokens),
 			attribute.Int("gen_ai.usage.output_tokens", d.OutputTokens), attribute.StringSlice("gen_ai.response.finish_reasons", []string{d.StopReason}))
 		if d.Error != "" {
@@ -111,12 +124,22 @@ func (s *spanSink) Event(e *Event) error {
 		}
 		sp.End(trace.WithTimestamp(e.Time))
 		s.mu.Lock()
-		s.spans[e.ID], s.task[e.ID] = sp, e.ParentID
+		s.turnLocked(e.ID, e.ParentID, sp)
 		s.mu.Unlock()
+	case HarnessEvent:
+		// A process capsule's one turn: what the harness does through the bridge hangs
+		// under it, and so under the task's span.
+		if d.Case == "turn-started" {
+			s.mu.Lock()
+			if task, ok := s.spans[e.ParentID]; ok {
+				s.turnLocked(e.ID, e.ParentID, task)
+			}
+			s.mu.Unlock()
+		}
 	case ToolCall:
 		sp := s.ended(e.ParentID, "execute_tool "+d.ToolName, e.Time, ms(d.DurationMS), trace.SpanKindInternal,
 			attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", d.ToolName),
-			attribute.String("gen_ai.tool.type", toolType(d.Kind)), attribute.String("capsule.tool.kind", d.Kind))
+			attribute.String("gen_ai.tool.type", "function"), attribute.String("capsule.tool.kind", d.Kind))
 		if d.CallID != "" {
 			sp.SetAttributes(attribute.String("gen_ai.tool.call.id", d.CallID))
 		}
@@ -158,9 +181,13 @@ func (s *spanSink) Event(e *Event) error {
 		}
 		sp.End(trace.WithTimestamp(e.Time))
 	case NetworkDenied:
-		// A denial is an event of the span it happened under (its task's, or its turn's).
+		// A denial is an event of its task's span, still open (a turn's has ended).
 		s.mu.Lock()
-		sp := s.spans[e.ParentID]
+		id := e.ParentID
+		if task, ok := s.task[id]; ok {
+			id = task
+		}
+		sp := s.spans[id]
 		s.mu.Unlock()
 		if sp != nil {
 			sp.AddEvent("network_denied", trace.WithTimestamp(e.Time), trace.WithAttributes(attribute.String("who", d.Who),
@@ -183,7 +210,3 @@ func (s *spanSink) contextOf(evt string) trace.SpanContext {
 	}
 	return trace.SpanContext{}
 }
-
-// toolType is gen_ai.tool.type: every tool the gateway runs is a function, one the
-// client side (the gateway) executes, in the conventions' words.
-func toolType(string) string { return "function" }

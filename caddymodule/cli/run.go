@@ -53,9 +53,7 @@ func Run(ctx context.Context, e *Env, c Common, manifestPath string, f RunFlags)
 			return e.fail(c, errs.Wrap(err, CodeTaskFile, "runtime", "cannot export traces to observability.otel_endpoint "+ep, "check the endpoint"))
 		}
 		defer func() {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if err := tp.Shutdown(sctx); err != nil {
+			if err := otlpexport.Shutdown(tp); err != nil {
 				fmt.Fprintln(e.Stderr, "warning: the run's spans could not all be exported to", ep+":", err)
 			}
 		}()

@@ -7,6 +7,9 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"sort"
+	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -71,4 +74,26 @@ func NewProvider(spec Spec) (*sdktrace.TracerProvider, error) {
 	res := resource.NewSchemaless(semconv.ServiceName("capsulegate"), semconv.ServiceInstanceID(spec.Instance))
 	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(spec.Sampling)))), nil
+}
+
+// Key names spec in a pool of providers: equal settings, one provider.
+func (s Spec) Key() string {
+	keys := make([]string, 0, len(s.Headers))
+	for k := range s.Headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\x00%g\x00%s", s.Endpoint, s.Sampling, s.Instance)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\x00%s=%s", k, s.Headers[k])
+	}
+	return b.String()
+}
+
+// Shutdown flushes and stops tp, waiting at most five seconds for the receiver.
+func Shutdown(tp *sdktrace.TracerProvider) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return tp.Shutdown(ctx)
 }

@@ -48,7 +48,9 @@ type OutgoingResponse struct {
 type Credential struct {
 	// Endpoint is the base URL the credential is for; requests below it get the headers.
 	Endpoint string
-	// Headers are added (replacing any the guest set of the same name).
+	// Headers are added (replacing any the guest set of the same name); none for a
+	// gateway endpoint that takes no key, which is still a provider's (it gets the
+	// task's trace context).
 	Headers [][2]string
 }
 
@@ -255,14 +257,13 @@ func parseOutgoingURL(raw string) (u *url.URL, host string, port int, err error)
 
 // credentialsFor returns the headers of every credential whose endpoint is u or lies
 // above it, in configuration order.
-func (h *Outgoing) credentialsFor(u *url.URL) [][2]string {
-	var creds [][2]string
+func (h *Outgoing) credentialsFor(u *url.URL) (creds [][2]string, provider bool) {
 	for _, c := range h.Credentials {
 		if strings.HasPrefix(u.String(), strings.TrimSuffix(c.Endpoint, "/")+"/") || u.String() == c.Endpoint {
-			creds = append(creds, c.Headers...)
+			creds, provider = append(creds, c.Headers...), true
 		}
 	}
-	return creds
+	return creds, provider
 }
 
 // exchange sends req to u and returns the response whose body the caller must close,
@@ -273,7 +274,7 @@ func (h *Outgoing) exchange(ctx context.Context, who string, u *url.URL, host st
 	if method == "" {
 		method = http.MethodGet
 	}
-	creds := h.credentialsFor(u)
+	creds, provider := h.credentialsFor(u)
 	// A provider behind a credentialed endpoint may shed load: 429 and 5xx are retried
 	// with jittered backoff before the guest sees the error (docs/reference/guest-abi.md
 	// "Gateway keys and retries").
@@ -293,7 +294,7 @@ func (h *Outgoing) exchange(ctx context.Context, who string, u *url.URL, host st
 		for _, kv := range creds {
 			hr.Header.Set(kv[0], kv[1])
 		}
-		if len(creds) > 0 {
+		if provider {
 			// A provider request (a gateway endpoint) carries the task's trace context;
 			// other hosts a guest reaches learn nothing of it.
 			propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(hr.Header))
