@@ -384,12 +384,10 @@ func checkPublishPlatform(m *manifest.ArtifactManifest, platform string) error {
 // already published under the same name, version and platform is refused even when it
 // holds the same bytes, as Nexus refuses every republication (NexusServer); the check is
 // made under the version folder's lock, so two uploads cannot both succeed.
+// a is opened and its platform rules checked by the caller (openForPublish).
 func (l *Local) publish(ctx context.Context, a *Archive, data []byte, platform string, refuseExisting bool) (*Blob, error) {
 	m := a.Manifest()
 	id := m.Name + "@" + m.Version
-	if err := checkPublishPlatform(m, platform); err != nil {
-		return nil, err
-	}
 	sum := digest.Hex(data)
 	blob := &Blob{Name: m.Name, Version: m.Version, Platform: platform, Data: data, SHA256: sum}
 	vdir := filepath.Join(l.Root, m.Name, m.Version)

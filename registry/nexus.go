@@ -370,16 +370,16 @@ func (n *Nexus) serverText(resp *http.Response) string {
 			text = e.Code + ": " + text
 		}
 	}
-	text = clip.String(printableText(text), 500)
+	text = clip.String(PrintableText(text), 500)
 	if text == "" {
 		return "no explanation given"
 	}
 	return text
 }
 
-// printableText drops control characters, so that a registry's text cannot rewrite a
-// terminal.
-func printableText(s string) string {
+// PrintableText is s without control characters (newlines and tabs become spaces) and
+// without invalid UTF-8: a remote registry's text, safe to print on a terminal.
+func PrintableText(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\t' {
 			return ' '

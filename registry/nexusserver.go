@@ -186,6 +186,10 @@ func (s *NexusServer) publish(w http.ResponseWriter, r *http.Request) {
 		writeNexusError(w, http.StatusBadRequest, CodeIdentity, fmt.Sprintf("the query names %s@%s (%s), but the archive holds %s@%s (%s)", name, version, rt, m.Name, m.Version, nexusRuntime(m)))
 		return
 	}
+	if err := checkPublishPlatform(m, platform); err != nil {
+		s.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
 	blob, err := s.Local.publish(r.Context(), a, data, platform, true)
 	if err != nil {
 		status := http.StatusBadRequest

@@ -425,11 +425,15 @@ func (m *artifactManager) list(ctx context.Context) []abi.ArtifactSummary {
 }
 
 func summaryOf(p taskstore.RuntimePin) abi.ArtifactSummary {
-	rt := abi.RuntimeWasm
-	if p.Implementation == manifest.ImplNative {
-		rt = abi.RuntimeNative
+	return abi.ArtifactSummary{Name: p.Name, Version: p.Version, Runtime: runtimeOf(p.Implementation)}
+}
+
+// runtimeOf is the manager's runtime-type of an artifact's implementation.
+func runtimeOf(impl string) abi.RuntimeType {
+	if impl == manifest.ImplNative {
+		return abi.RuntimeNative
 	}
-	return abi.ArtifactSummary{Name: p.Name, Version: p.Version, Runtime: rt}
+	return abi.RuntimeWasm
 }
 
 // describe answers from the artifact's own manifest.
@@ -456,10 +460,7 @@ func (m *artifactManager) describe(ctx context.Context, name string) (abi.Artifa
 
 func infoOf(arc *registry.Archive) abi.ArtifactInfo {
 	am := arc.Manifest()
-	info := abi.ArtifactInfo{Name: am.Name, Version: am.Version, Description: am.Description, Tags: am.Tags, Runtime: abi.RuntimeWasm}
-	if am.Implementation == manifest.ImplNative {
-		info.Runtime = abi.RuntimeNative
-	}
+	info := abi.ArtifactInfo{Name: am.Name, Version: am.Version, Description: am.Description, Tags: am.Tags, Runtime: runtimeOf(am.Implementation)}
 	if info.Tags == nil {
 		info.Tags = []string{}
 	}
@@ -498,11 +499,7 @@ func (m *artifactManager) search(ctx context.Context, query string) ([]abi.Artif
 				continue
 			}
 			seen[key] = true
-			rt := abi.RuntimeWasm
-			if a.Implementation == manifest.ImplNative {
-				rt = abi.RuntimeNative
-			}
-			out = append(out, abi.ArtifactSummary{Name: a.Name, Version: a.Version, Runtime: rt})
+			out = append(out, abi.ArtifactSummary{Name: a.Name, Version: a.Version, Runtime: runtimeOf(a.Implementation)})
 		}
 	}
 	if len(failed) == len(m.policy.Sources) {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
-	"unicode"
 
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/atomicfile"
@@ -207,8 +206,8 @@ func Search(ctx context.Context, e *Env, c Common, query string) int {
 		if len(a.Platforms) > 0 {
 			plats = strings.Join(a.Platforms, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\n", printable(a.Name), printable(a.Version), printable(string(a.Role)),
-			printable(a.Implementation), printable(plats), printable(a.Description))
+		fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\n", registry.PrintableText(a.Name), registry.PrintableText(a.Version), registry.PrintableText(string(a.Role)),
+			registry.PrintableText(a.Implementation), registry.PrintableText(plats), registry.PrintableText(a.Description))
 	}
 	tw.Flush()
 	return ExitOK
@@ -233,15 +232,4 @@ func readArchiveFile(file string) ([]byte, error) {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// printable drops control characters (a registry's listing is not trusted to be free of
-// terminal escapes) and tabs, which would break the table.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return -1
-		}
-		return r
-	}, s)
 }
