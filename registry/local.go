@@ -337,19 +337,19 @@ func digitRun(s string) int {
 // exclusive lock of the version folder. Publishing identical bytes again succeeds without
 // change; different bytes under an existing name, version and platform are refused.
 func (l *Local) Publish(ctx context.Context, data []byte, platform string) (*Blob, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	a, err := openForPublish(data, platform)
+	a, err := openForPublish(ctx, data, platform)
 	if err != nil {
 		return nil, err
 	}
 	return l.publish(ctx, a, data, platform, false)
 }
 
-// openForPublish is what every registry checks before it keeps or sends an archive: its
-// size, every hardening rule, and the platform rules (checkPublishPlatform).
-func openForPublish(data []byte, platform string) (*Archive, error) {
+// openForPublish is what every registry checks before it keeps or sends an archive: the
+// context, its size, every hardening rule, and the platform rules (checkPublishPlatform).
+func openForPublish(ctx context.Context, data []byte, platform string) (*Archive, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if int64(len(data)) > MaxArchiveFileBytes {
 		return nil, refuse(CodeDeclaredSize, fmt.Sprintf("the archive is %d bytes, over the %d-byte limit", len(data), int64(MaxArchiveFileBytes)), "keep an artifact under 500 MiB")
 	}

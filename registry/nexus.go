@@ -173,10 +173,7 @@ type nexusPublished struct {
 // before a byte is sent, then uploads it. Nexus refuses every republication of a name,
 // version and platform, even of the same bytes (E-REG-035).
 func (n *Nexus) Publish(ctx context.Context, data []byte, platform string) (*Blob, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	a, err := openForPublish(data, platform)
+	a, err := openForPublish(ctx, data, platform)
 	if err != nil {
 		return nil, err
 	}

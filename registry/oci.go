@@ -560,10 +560,7 @@ func (o *OCI) tags(ctx context.Context, name string) ([]string, error) {
 // refused (E-REG-035). Else the layer, the empty config and the manifest are pushed and
 // tagged.
 func (o *OCI) Publish(ctx context.Context, data []byte, platform string) (*Blob, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	a, err := openForPublish(data, platform)
+	a, err := openForPublish(ctx, data, platform)
 	if err != nil {
 		return nil, err
 	}
