@@ -192,17 +192,11 @@ http://127.0.0.1:%[1]s {
 func (s *fleetSite) startFront(t *testing.T) {
 	t.Helper()
 	port := freePort(t)
-	dir := t.TempDir()
 	var ups []string
 	for _, g := range s.gws {
 		ups = append(ups, strings.TrimPrefix(g.base, "http://"))
 	}
-	cf := fmt.Sprintf(`{
-	admin off
-	default_bind 127.0.0.1
-}
-
-http://127.0.0.1:%s {
+	serveSites(t, fmt.Sprintf(`http://127.0.0.1:%s {
 	handle_path /edge/* {
 		reverse_proxy %s {
 			lb_policy round_robin
@@ -217,13 +211,7 @@ http://127.0.0.1:%s {
 		}
 	}
 }
-`, port, strings.Join(ups, " "))
-	path := filepath.Join(dir, "Caddyfile")
-	os.WriteFile(path, []byte(cf), 0o644)
-	cmd := exec.Command(caddyBin, "run", "--config", path, "--adapter", "caddyfile")
-	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config")}
-	waitServing(t, cmd, &syncBuffer{})
+`, port, strings.Join(ups, " ")))
 	s.front = "http://127.0.0.1:" + port + "/edge"
 }
 

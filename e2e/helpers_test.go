@@ -428,13 +428,7 @@ http://127.0.0.1:%[3]s {
 func startFront(t *testing.T, g *gateway) string {
 	t.Helper()
 	port := freePort(t)
-	dir := t.TempDir()
-	cf := fmt.Sprintf(`{
-	admin off
-	default_bind 127.0.0.1
-}
-
-http://127.0.0.1:%s {
+	serveSites(t, fmt.Sprintf(`http://127.0.0.1:%s {
 	handle_path /edge/* {
 		reverse_proxy 127.0.0.1:%s {
 			header_up Host {upstream_hostport}
@@ -442,15 +436,24 @@ http://127.0.0.1:%s {
 		}
 	}
 }
-`, port, g.backPort)
+`, port, g.backPort))
+	return "http://127.0.0.1:" + port + "/edge"
+}
+
+// serveSites runs a Caddy serving sites (Caddyfile site blocks, on loopback, admin off)
+// from its own temporary home with env added, until the test ends.
+func serveSites(t *testing.T, sites string, env ...string) {
+	t.Helper()
+	dir := t.TempDir()
 	path := filepath.Join(dir, "Caddyfile")
-	os.WriteFile(path, []byte(cf), 0o644)
-	logs := &syncBuffer{}
+	if err := os.WriteFile(path, []byte("{\n\tadmin off\n\tdefault_bind 127.0.0.1\n}\n\n"+sites), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(caddyBin, "run", "--config", path, "--adapter", "caddyfile")
 	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config")}
-	waitServing(t, cmd, logs)
-	return "http://127.0.0.1:" + port + "/edge"
+	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"),
+		"XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config")}, env...)
+	waitServing(t, cmd, &syncBuffer{})
 }
 
 // waitServing starts cmd and returns once Caddy says it serves its configuration; the

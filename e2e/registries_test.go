@@ -258,13 +258,7 @@ func TestRegistryOCI(t *testing.T) {
 func startRegistryCaddy(t *testing.T, root string) string {
 	t.Helper()
 	port := freePort(t)
-	dir := t.TempDir()
-	cf := fmt.Sprintf(`{
-	admin off
-	default_bind 127.0.0.1
-}
-
-http://127.0.0.1:%s {
+	serveSites(t, fmt.Sprintf(`http://127.0.0.1:%s {
 	handle_path /nexus/* {
 		capsule_registry %s {
 			publish_token {env.PUBLISH_TOKEN}
@@ -272,14 +266,7 @@ http://127.0.0.1:%s {
 		}
 	}
 }
-`, port, root)
-	path := filepath.Join(dir, "Caddyfile")
-	os.WriteFile(path, []byte(cf), 0o644)
-	cmd := exec.Command(caddyBin, "run", "--config", path, "--adapter", "caddyfile")
-	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "XDG_DATA_HOME=" + filepath.Join(dir, "data"),
-		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "PUBLISH_TOKEN=" + publishToken, "READ_TOKEN=" + readToken}
-	waitServing(t, cmd, &syncBuffer{})
+`, port, root), "PUBLISH_TOKEN="+publishToken, "READ_TOKEN="+readToken)
 	return "http://127.0.0.1:" + port + "/nexus"
 }
 
