@@ -26,9 +26,7 @@ trap 'kill "${pids[@]}" 2>/dev/null || true; [ -n "$pgpid" ] && kill $pgpid 2>/d
 pid=
 . internal/cmd/a2aload/gateway.sh
 build_gateway
-go build -o "$dir/pgcluster" ./internal/cmd/pgcluster
-psql=$(ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | sort -V | tail -1 || true) # none there: psql on PATH
-psql=${psql:-psql}
+build_pg
 machine
 
 # gwconf NAME PORT ADMIN: a replica's Caddyfile, the benchmark's capsule on PORT.
@@ -86,19 +84,11 @@ metric() { # the sum of series $1 over the admin ports given
 	done
 	echo "$s"
 }
-commits() { "$psql" "$CAPSULE_STORE" -tAc "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }
 cputicks() { local s=0; for p in "${pids[@]}"; do s=$((s + $(awk '{print $14+$15}' "/proc/$p/stat"))); done; echo "$s"; }
 
 run() { # A|B round
 	rm -rf "$dir/run"
-	coproc PG { "$dir/pgcluster"; }
-	pgpid=$PG_PID
-	read -r CAPSULE_STORE <&"${PG[0]}"
-	export CAPSULE_STORE
-	if [ -z "${pgversion:-}" ]; then
-		pgversion=$("$psql" "$CAPSULE_STORE" -tAc "SELECT version()")
-		echo "PostgreSQL: $pgversion"
-	fi
+	start_pg PostgreSQL:
 	pids=()
 	if [ "$1" = A ]; then
 		serve gw-1 9301 9391
@@ -125,9 +115,7 @@ run() { # A|B round
 	kill "${pids[@]}"
 	wait "${pids[@]}" 2>/dev/null || true
 	pids=()
-	kill "$pgpid" # pgcluster removes its cluster when signalled
-	wait "$pgpid" 2>/dev/null || true
-	pgpid=
+	stop_pg
 	echo "$1 round $2 (load $before): $out; cpu $(awk -v a="$c0" -v b="$c1" -v n="${n:-1}" -v t="$tck" 'BEGIN{printf "%.2f ms/task", (b-a)*1000/t/n}') (gateways and front); $extra; claims $claims"
 }
 echo "start $(date -u +%FT%TZ), load $(load), $clients clients ${mode:-new-context-per-task}; A one gateway, B three behind a front Caddy"

@@ -1,11 +1,13 @@
-# gateway.sh — sourced by taskbench.sh, vs.sh, syscalls.sh, contexts.sh and bigfile.sh: in $dir (made by the caller), the
+# gateway.sh — sourced by every benchmark script here: in $dir (made by the caller), the
 # wordcount script capsule with its lifecycle set to `queue` (queue_depth 1000), a
 # Caddyfile serving it on 127.0.0.1:9301 with the task store on and the plain
 # `respond "ok"` route on 127.0.0.1:9302, and the a2aload binary; `start BIN [CADDYFILE]`
 # runs the gateway BIN (on $dir/Caddyfile unless CADDYFILE) on a fresh work_root and
 # state_dir (pid in $pid), `stop` ends it, `cpu`
 # reads its CPU ticks, `load` the load average, `build_gateway` builds the gateway and the sandbox helper into
-# $dir as `make caddy` does, `machine` prints the line every report starts with, `median`
+# $dir as `make caddy` does, `build_pg` builds the PostgreSQL helper and finds psql,
+# `start_pg LABEL` starts a fresh cluster (URL in $CAPSULE_STORE, pid in $pgpid), `stop_pg`
+# removes it, `commits` reads its xact_commit, `machine` prints the line every report starts with, `median`
 # the median of a2aload lines, `alternate` runs the caller's `run A|B` in turn and compares.
 for f in examples/capsules/wordcount/capsule.wasm examples/capsules/wordcount/murmur.lock; do
 	[ -e "$f" ] || { echo "$0: $f is missing: run \`make examples\` first" >&2; exit 1; }
@@ -40,6 +42,28 @@ build_gateway() {
 	go build -trimpath -tags nobadger,nomysql,nopgx -o "$dir/caddy" ./cmd/caddy
 	go build -o "$dir/capsulegate-sandbox" ./cmd/capsulegate-sandbox
 }
+# build_pg builds internal/cmd/pgcluster into $dir and sets $psql (the newest Debian
+# install's, else the one on PATH).
+build_pg() {
+	go build -o "$dir/pgcluster" ./internal/cmd/pgcluster
+	psql=$(ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | sort -V | tail -1 || true)
+	psql=${psql:-psql}
+}
+# start_pg LABEL starts a fresh durable cluster and exports its URL as CAPSULE_STORE; the
+# server's version is printed after LABEL once.
+start_pg() {
+	coproc PG { "$dir/pgcluster"; }
+	pgpid=$PG_PID
+	read -r CAPSULE_STORE <&"${PG[0]}"
+	export CAPSULE_STORE
+	if [ -z "${pgversion:-}" ]; then
+		pgversion=$("$psql" "$CAPSULE_STORE" -tAc "SELECT version()")
+		echo "$1 $pgversion"
+	fi
+}
+# stop_pg ends the cluster, which pgcluster removes when signalled.
+stop_pg() { kill "$pgpid"; wait "$pgpid" 2>/dev/null || true; pgpid=; }
+commits() { "$psql" "$CAPSULE_STORE" -tAc "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }
 # machine prints what a figure is measured on: CPU, memory, file system of $dir, kernel,
 # Go, commit.
 machine() {

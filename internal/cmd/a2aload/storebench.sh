@@ -24,27 +24,17 @@ trap 'kill $pid 2>/dev/null || true; [ -n "$pgpid" ] && kill $pgpid 2>/dev/null;
 pid=
 . internal/cmd/a2aload/gateway.sh
 build_gateway
-go build -o "$dir/pgcluster" ./internal/cmd/pgcluster
-psql=$(ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | sort -V | tail -1 || true) # none there: psql on PATH
-psql=${psql:-psql}
+build_pg
 machine
 
 # The PostgreSQL gateway's Caddyfile: the same, with the store in the database.
 sed "s|state_dir $dir/state|state_dir $dir/state\n\t\tstore {env.CAPSULE_STORE}|" "$dir/Caddyfile" > "$dir/Caddyfile.pg"
 
 metric() { curl -s http://127.0.0.1:9399/metrics | awk -v m="$1" '$1 ~ "^"m"({|$)" {s += $2} END {printf "%d", s}'; }
-commits() { "$psql" "$CAPSULE_STORE" -tAc "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"; }
 
 run() { # A|B round
 	if [ "$1" = B ]; then
-		coproc PG { "$dir/pgcluster"; }
-		pgpid=$PG_PID
-		read -r CAPSULE_STORE <&"${PG[0]}"
-		export CAPSULE_STORE
-		if [ -z "${pgversion:-}" ]; then
-			pgversion=$("$psql" "$CAPSULE_STORE" -tAc "SELECT version()")
-			echo "B: $pgversion"
-		fi
+		start_pg B:
 		start "$dir/caddy" "$dir/Caddyfile.pg"
 	else
 		start "$dir/caddy"
@@ -62,11 +52,7 @@ run() { # A|B round
 		extra=$(awk -v r=$((r1 - r0)) -v x=$((x1 - x0)) -v n="${n:-0}" 'BEGIN{if (n > 0) printf "; round trips/task %.2f (gateway), %.2f (xact_commit)", r/n, x/n}')
 	fi
 	stop
-	if [ "$1" = B ]; then
-		kill "$pgpid" # pgcluster removes its cluster when signalled
-		wait "$pgpid" 2>/dev/null || true
-		pgpid=
-	fi
+	if [ "$1" = B ]; then stop_pg; fi
 	echo "$1 round $2 (load $before): $out; cpu $(perTask "$c0" "$c1" "$out")$extra"
 }
 echo "start $(date -u +%FT%TZ), load $(load), $clients clients ${mode:-new-context-per-task}; A bbolt, B PostgreSQL"
