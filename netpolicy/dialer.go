@@ -22,7 +22,9 @@ type Resolver interface {
 type Dialer struct {
 	Rules    Rules
 	Resolver Resolver // nil: net.DefaultResolver
-	dialer   net.Dialer
+	// Traffic, when set, counts the bytes of every connection the dialer makes.
+	Traffic *Traffic
+	dialer  net.Dialer
 }
 
 // DialContext implements the signature http.Transport wants.
@@ -72,7 +74,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	for _, a := range addrs {
 		c, err := d.dialer.DialContext(ctx, network, net.JoinHostPort(a.String(), portStr))
 		if err == nil {
-			return c, nil
+			return d.Traffic.counted(c), nil
 		}
 		errsSeen = append(errsSeen, err)
 	}

@@ -99,3 +99,43 @@ func TestTransportIgnoresEnvironmentProxy(t *testing.T) {
 		t.Fatalf("want %s through the transport, got %v", CodeNotAllowed, err)
 	}
 }
+
+func TestDialerCountsTraffic(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d", len(b))
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	rules, err := ParseRules([]string{"127.0.0.1:" + u.Port()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		body int
+	}{{"empty body", 0}, {"one kilobyte", 1 << 10}, {"a megabyte", 1 << 20}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := &Traffic{}
+			client := &http.Client{Transport: NewTransport(&Dialer{Rules: rules, Traffic: tr})}
+			defer client.CloseIdleConnections()
+			resp, err := client.Post(srv.URL, "text/plain", strings.NewReader(strings.Repeat("x", tt.body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(got) != fmt.Sprint(tt.body) {
+				t.Fatalf("answer %q", got)
+			}
+			// The request line, headers and body went out; the status, headers and body came back.
+			if tr.Sent() <= int64(tt.body) || tr.Received() <= int64(len(got)) {
+				t.Errorf("sent %d, received %d: want more than the body (%d) and the answer (%d)", tr.Sent(), tr.Received(), tt.body, len(got))
+			}
+			if tr.Sent() > int64(tt.body)+4096 || tr.Received() > 4096 {
+				t.Errorf("sent %d, received %d: far more than one request and its answer", tr.Sent(), tr.Received())
+			}
+		})
+	}
+}

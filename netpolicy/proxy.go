@@ -30,6 +30,7 @@ type ProxyConfig struct {
 	Rules    Rules
 	Resolver Resolver     // normally the session's *PinningResolver; nil: net.DefaultResolver (unpinned)
 	OnDeny   func(Denial) // told of every refusal; must be safe for concurrent use
+	Traffic  *Traffic     // counts what the proxy exchanges with the hosts it reaches; nil: not counted
 	Logger   *slog.Logger // nil: discard
 }
 
@@ -66,7 +67,7 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	}
 	p := &Proxy{
 		rules:   cfg.Rules,
-		dialer:  &Dialer{Rules: cfg.Rules, Resolver: cfg.Resolver},
+		dialer:  &Dialer{Rules: cfg.Rules, Resolver: cfg.Resolver, Traffic: cfg.Traffic},
 		onDeny:  cfg.OnDeny,
 		log:     log,
 		own:     map[netip.AddrPort]struct{}{},

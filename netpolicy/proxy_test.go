@@ -46,8 +46,9 @@ type proxyFixture struct {
 	p      *Proxy
 	addr   string   // host:port of the proxy
 	url    *url.URL // http://addr
-	denied *denials
-	log    *lockedBuffer
+	denied  *denials
+	log     *lockedBuffer
+	traffic *Traffic // what the proxy exchanged with the hosts it reached
 }
 
 // startProxy serves a proxy until the test ends. In rules, "{proxy}" stands for the
@@ -67,7 +68,7 @@ func startProxy(t testing.TB, zone []string, vars map[string]string, rules ...st
 		rules[i] = rep.Replace(rules[i])
 	}
 	up := startFakeDNS(t, zoneScript(zone))
-	f := &proxyFixture{addr: l.Addr().String(), denied: &denials{}, log: &lockedBuffer{}}
+	f := &proxyFixture{addr: l.Addr().String(), denied: &denials{}, log: &lockedBuffer{}, traffic: &Traffic{}}
 	f.url = &url.URL{Scheme: "http", Host: f.addr}
 	res, err := NewResolver(ResolverConfig{Rules: mustRules(t, rules...), Upstream: up.addr})
 	if err != nil {
@@ -78,6 +79,7 @@ func startProxy(t testing.TB, zone []string, vars map[string]string, rules ...st
 		Rules:    mustRules(t, rules...),
 		Resolver: res,
 		OnDeny:   f.denied.add,
+		Traffic:  f.traffic,
 		Logger:   slog.New(slog.NewTextHandler(f.log, nil)),
 	})
 	if err != nil {
@@ -493,8 +495,13 @@ func TestProxyTunnelHalfClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("got %d bytes", len(payload)); string(got) != want {
+	want := fmt.Sprintf("got %d bytes", len(payload))
+	if string(got) != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+	// The tunnel's bytes are counted on the host's side, through the half-close.
+	if sent, recv := f.traffic.Sent(), f.traffic.Received(); sent != int64(len(payload)) || recv != int64(len(want)) {
+		t.Errorf("traffic: sent %d, received %d; want %d, %d", sent, recv, len(payload), len(want))
 	}
 }
 

@@ -92,7 +92,7 @@ func (s *session) driverSetup() error {
 		}
 		creds = append(creds, c)
 	}
-	s.driverHTTP = &murmur.Outgoing{Capsule: m.Name, Rules: rules, Metrics: s.rt.engine.Metrics(), Credentials: creds, OnDeny: s.http.OnDeny, Sleep: s.http.Sleep}
+	s.driverHTTP = &murmur.Outgoing{Capsule: m.Name, Rules: rules, Metrics: s.rt.engine.Metrics(), Credentials: creds, OnDeny: s.http.OnDeny, Sleep: s.http.Sleep, Traffic: &s.traffic}
 	s.driverHTTP.Init()
 	return nil
 }

@@ -194,6 +194,9 @@ type TaskEnd struct {
 	DurationMS int64  `json:"duration_ms"`
 	// reopenable says an on-task-end hook may reopen the task (hooks.go).
 	reopenable bool
+	// receipt is the task's receipt with what the meters measured; the receipt sink
+	// completes it from the task's events (receipt.go).
+	receipt *Receipt
 }
 
 // SessionEnd closes a session.

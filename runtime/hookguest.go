@@ -137,7 +137,7 @@ func (r *Runtime) hookSink(ctx context.Context, s *Staged, gfs *guestfs.FS, sess
 			}
 		}
 		d := m.HookDeadline(ref)
-		g := wasm.Grants{FS: gfs, Env: env, MemoryBytes: m.HookMemory(ref), Deadline: d, Snapshot: snapshotPolicy(ref)}
+		g := wasm.Grants{FS: gfs, Env: env, MemoryBytes: m.HookMemory(ref), Deadline: d, Snapshot: snapshotPolicy(ref), Meter: &sess.meter}
 		hooks = append(hooks, &Hook{Name: a.Name, Manifest: a.Archive.Manifest(), Deadline: d,
 			Guest: &wasmHook{engine: r.engine, mod: mod, grants: g, sess: sess, entry: entry}})
 	}

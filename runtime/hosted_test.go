@@ -112,6 +112,7 @@ func TestHostedTasks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sink := &recordSink{}
+			trapsBefore := sumCounter(t, e.engine.Metrics().Traps)
 			out := h.RunTask(context.Background(), TaskRequest{ContextID: ctxID, Text: tt.text, Sink: sink, RequestInput: tt.input, CapsuleURL: urls[tt.name]})
 			if layout == nil {
 				layout = out.Layout
@@ -120,6 +121,15 @@ func TestHostedTasks(t *testing.T) {
 			}
 			if out.State != tt.wantState || !strings.Contains(out.Result, tt.wantResult) {
 				t.Fatalf("outcome = %+v", out)
+			}
+			// The receipt's traps are what the trap counter counted for the task.
+			rc := out.Receipt
+			traps := 0
+			for _, n := range rc.Traps {
+				traps += n
+			}
+			if rc.GuestSeconds <= 0 || rc.PeakGuestMemoryBytes == 0 || len(rc.Tokens) != 0 || float64(traps) != sumCounter(t, e.engine.Metrics().Traps)-trapsBefore {
+				t.Errorf("receipt %+v", rc)
 			}
 			if u := urls[tt.name]; u != "" && !strings.Contains(out.Result, "at "+u) {
 				t.Errorf("the guest did not see MURMUR_CAPSULE_URL %s: %q", u, out.Result)
@@ -159,6 +169,9 @@ func TestHostedTasks(t *testing.T) {
 		}
 		if n := sumCounter(t, e.engine.Metrics().Traps); n != trapsBefore {
 			t.Errorf("a cancel counted %v traps", n-trapsBefore)
+		}
+		if rc := out.Receipt; rc == nil || len(rc.Traps) != 0 || rc.GuestSeconds <= 0 {
+			t.Errorf("a canceled task's receipt %+v: the cancel is no trap, the time inside the guest counts", rc)
 		}
 		if n := testutil.ToFloat64(e.engine.Metrics().Calls.WithLabelValues("hosted", "gatetool", "tool", wasm.ReasonCanceled)); n != 1 {
 			t.Errorf("canceled calls = %v", n)

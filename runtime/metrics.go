@@ -22,6 +22,68 @@ type Metrics struct {
 	// refused, error); ArtifactPulls its pulls by outcome (pulled, refused, error).
 	ArtifactCalls *prometheus.CounterVec
 	ArtifactPulls *prometheus.CounterVec
+	// Receipts are the figures of every task's receipt, one observation per task
+	// (docs/reference/receipts.md "Prometheus").
+	Receipts Receipts
+}
+
+// Receipts are the task receipt histograms, per capsule.
+type Receipts struct {
+	Wall, Guest, PeakMemory, Denials, Traps *prometheus.HistogramVec
+	Tokens                                  *prometheus.HistogramVec // model, direction (input, output)
+	ToolCalls                               *prometheus.HistogramVec // kind
+	NetworkBytes                            *prometheus.HistogramVec // direction (sent, received)
+}
+
+func newReceipts() Receipts {
+	h := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, append([]string{"capsule"}, labels...))
+	}
+	counts := []float64{0, 1, 2, 5, 10, 20, 50, 100, 500}
+	return Receipts{
+		Wall: h("capsule_task_wall_seconds", "Receipts: each task's time from task_start to task_end.",
+			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900}),
+		Guest: h("capsule_task_guest_seconds", "Receipts: each task's time inside guest calls.",
+			[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}),
+		PeakMemory: h("capsule_task_peak_guest_memory_bytes", "Receipts: the largest guest linear memory each task's calls reached.",
+			prometheus.ExponentialBuckets(64<<10, 4, 9)),
+		Tokens: h("capsule_task_tokens", "Receipts: model tokens per task, by model and direction (input, output); observed for each model a task used.",
+			prometheus.ExponentialBuckets(10, 10, 7), "model", "direction"),
+		ToolCalls: h("capsule_task_tool_calls", "Receipts: tool calls per task, by kind; observed for each kind a task called.",
+			counts, "kind"),
+		NetworkBytes: h("capsule_task_network_bytes", "Receipts: bytes each task exchanged through the policy dialers and proxy, by direction (sent, received).",
+			prometheus.ExponentialBuckets(1<<10, 8, 8), "direction"),
+		Denials: h("capsule_task_network_denials", "Receipts: network-policy refusals per task.", counts),
+		Traps:   h("capsule_task_traps", "Receipts: failed guest calls per task, every reason together.", counts),
+	}
+}
+
+// observe records one task's receipt.
+func (r Receipts) observe(capsule string, rc Receipt) {
+	r.Wall.WithLabelValues(capsule).Observe(rc.WallSeconds)
+	r.Guest.WithLabelValues(capsule).Observe(rc.GuestSeconds)
+	r.PeakMemory.WithLabelValues(capsule).Observe(float64(rc.PeakGuestMemoryBytes))
+	for _, t := range rc.Tokens {
+		r.Tokens.WithLabelValues(capsule, t.Model, "input").Observe(float64(t.Input))
+		r.Tokens.WithLabelValues(capsule, t.Model, "output").Observe(float64(t.Output))
+	}
+	for kind, n := range rc.ToolCalls {
+		r.ToolCalls.WithLabelValues(capsule, kind).Observe(float64(n))
+	}
+	r.NetworkBytes.WithLabelValues(capsule, "sent").Observe(float64(rc.NetworkBytesSent))
+	r.NetworkBytes.WithLabelValues(capsule, "received").Observe(float64(rc.NetworkBytesReceived))
+	r.Denials.WithLabelValues(capsule).Observe(float64(rc.NetworkDenials))
+	traps := 0
+	for _, n := range rc.Traps {
+		traps += n
+	}
+	r.Traps.WithLabelValues(capsule).Observe(float64(traps))
+}
+
+// register adds the histograms to reg, adopting one already there.
+func (r *Receipts) register(reg prometheus.Registerer) error {
+	return errors.Join(promreg.Into(reg, &r.Wall), promreg.Into(reg, &r.Guest), promreg.Into(reg, &r.PeakMemory), promreg.Into(reg, &r.Tokens),
+		promreg.Into(reg, &r.ToolCalls), promreg.Into(reg, &r.NetworkBytes), promreg.Into(reg, &r.Denials), promreg.Into(reg, &r.Traps))
 }
 
 func newMetrics() *Metrics {
@@ -43,6 +105,7 @@ func newMetrics() *Metrics {
 			Name: "capsule_artifact_pulls_total",
 			Help: "Runtime pulls of a capsule's artifact manager, by outcome: pulled, refused (not granted, untrusted, failed its digest check) or error.",
 		}, []string{"capsule", "result"}),
+		Receipts: newReceipts(),
 	}
 }
 
@@ -53,7 +116,7 @@ func (m *Metrics) register(reg prometheus.Registerer) error {
 		return nil
 	}
 	if err := errors.Join(promreg.Into(reg, &m.Stage), promreg.Into(reg, &m.Inference), promreg.Into(reg, &m.ArtifactCalls),
-		promreg.Into(reg, &m.ArtifactPulls)); err != nil {
+		promreg.Into(reg, &m.ArtifactPulls), m.Receipts.register(reg)); err != nil {
 		return errs.Wrap(err, wasm.CodeMetrics, "runtime", "cannot register the session metrics", "remove the conflicting collector from the registry")
 	}
 	return nil
@@ -70,6 +133,9 @@ type metricsSink struct {
 var knownStops = map[string]bool{"end_turn": true, "tool_call": true, "max_tokens": true, "error": true}
 
 func (s metricsSink) Event(e *Event) error {
+	if rc, ok := e.Data.(Receipt); ok && e.Type == EventReceipt {
+		s.m.Receipts.observe(s.capsule, rc)
+	}
 	if inf, ok := e.Data.(Inference); ok && e.Type == EventInference {
 		stop := inf.StopReason
 		if !knownStops[stop] {

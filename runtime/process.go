@@ -119,7 +119,9 @@ func (s *session) processTask(ctx context.Context, t *task, text string, history
 	if mod == nil || desc == nil || s.shell == nil {
 		return "", StateFailed, fmt.Errorf("process driver %s is not staged to run", inf.Driver.Artifact)
 	}
-	d := murmur.OpenDriver(s.rt.engine, mod, driverGrants(m))
+	g := driverGrants(m)
+	g.Meter = &s.meter
+	d := murmur.OpenDriver(s.rt.engine, mod, g)
 	defer d.Close()
 	system, err := s.systemPrompt()
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/ids"
 	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
@@ -139,6 +140,10 @@ type session struct {
 	compactHook summariser
 	// spans makes the session's OpenTelemetry spans; nil without a tracer.
 	spans *spanSink
+	// meter adds up every guest call of the session, traffic every byte its policy
+	// dialers and proxy exchange: a task's receipt is what they counted while it ran.
+	meter   wasm.Meter
+	traffic netpolicy.Traffic
 	// turnPulled is what the capsule pulled, as the current agent turn read it: what the
 	// turn offers and dispatches to, without reading the pins again per call.
 	turnPulled map[string]*pulledTool
@@ -194,7 +199,9 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 			work.Close()
 		}
 	}()
-	sinks := []Sink{metricsSink{m: r.metrics, capsule: m.Name}}
+	// The receipt sink before the metrics sink: it sends each task's receipt on as an
+	// event of its own, which the metrics and the trace then record.
+	sinks := []Sink{newReceiptSink(s), metricsSink{m: r.metrics, capsule: m.Name}}
 	var trace *TraceSink
 	if m.Trace.Capture != "none" {
 		if trace, err = NewTraceSink(l.Trace, m.Trace.Capture == "content"); err != nil {
@@ -267,7 +274,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, prep: prep, settle: settle, env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
 		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity, spans: spans}
 	sess.compactHook = sess.hookSummariser(sinks)
-	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep,
+	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep, Traffic: &sess.traffic,
 		OnDeny: func(who, host string, port int, err error) { sess.denied(who, "guest", host, port, err) }}
 	sess.http.Init()
 	if m.IsAgent() {
@@ -386,7 +393,7 @@ type sessionPlace struct {
 func (s *session) grants(artifact string, role manifest.Role) wasm.Grants {
 	m := s.staged.Manifest
 	return wasm.Grants{FS: s.fs, Env: s.env, PerSession: perSessionEnv, MemoryBytes: m.Capabilities.Limits.MemoryBytes, Deadline: m.Deadline(role),
-		Stdout: s.log(artifact + ".stdout.log"), Stderr: s.log(artifact + ".stderr.log"), Snapshot: snapshotPolicy(m.Artifact(artifact))}
+		Stdout: s.log(artifact + ".stdout.log"), Stderr: s.log(artifact + ".stderr.log"), Snapshot: snapshotPolicy(m.Artifact(artifact)), Meter: &s.meter}
 }
 
 // snapshotPolicy is the engine's reading of an artifact's init_snapshot (nil: the

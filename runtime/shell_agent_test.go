@@ -84,9 +84,13 @@ func TestAgentShellTools(t *testing.T) {
 	}
 	counts := map[string]int{}
 	var tier string
+	var receipt map[string]any
 	for _, ev := range traceEvents(t, res.Records) {
 		typ := ev["event_type"].(string)
 		counts[typ]++
+		if typ == EventReceipt {
+			receipt = ev
+		}
 		if typ == EventSessionStart {
 			tier, _ = ev["sandbox_tier"].(string)
 		}
@@ -99,6 +103,18 @@ func TestAgentShellTools(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(e.engine.Metrics().Denied.WithLabelValues("agent", "proxy")); n < 1 {
 		t.Errorf("proxy denials counted: %v", n)
+	}
+	// The receipt counts what the events told (3 shell calls, every denial) and what the
+	// proxy carried: the allowed host's answer came through it.
+	if receipt == nil {
+		t.Fatal("no task_receipt event in the trace")
+	}
+	if tools, _ := receipt["toolCalls"].(map[string]any); len(tools) != 1 || tools["shell"] != 3.0 ||
+		receipt["networkDenials"] != float64(counts[EventNetworkDenied]) {
+		t.Errorf("receipt %v, events %v", receipt, counts)
+	}
+	if recv, _ := receipt["networkBytesReceived"].(float64); recv < float64(len("hello from the allowed host")) {
+		t.Errorf("receipt: %v bytes received through the proxy", receipt["networkBytesReceived"])
 	}
 }
 

@@ -100,7 +100,7 @@ func (s *session) openShellTools(o SessionConfig) (err error) {
 			dl.Close()
 			return err
 		}
-		if sp.proxy, err = netpolicy.NewProxy(netpolicy.ProxyConfig{Rules: m.Capabilities.NetworkRules, Resolver: res, OnDeny: onDeny, Logger: o.NetLogger}); err != nil {
+		if sp.proxy, err = netpolicy.NewProxy(netpolicy.ProxyConfig{Rules: m.Capabilities.NetworkRules, Resolver: res, OnDeny: onDeny, Logger: o.NetLogger, Traffic: &s.traffic}); err != nil {
 			return err
 		}
 		pl, err := net.Listen("tcp", "127.0.0.1:0")

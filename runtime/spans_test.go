@@ -2,7 +2,9 @@ package runtime
 
 import (
 	"context"
+	"maps"
 	"os"
+	"slices"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,6 +86,18 @@ capabilities:
 	ta := attrs(tools[0].Attributes)
 	if ta["gen_ai.tool.name"].AsString() != "echo" || ta["gen_ai.tool.call.id"].AsString() != "tu_1" || ta["gen_ai.tool.type"].AsString() != "function" {
 		t.Errorf("execute_tool attributes %v", tools[0].Attributes)
+	}
+	// The receipt: the trace's tokens and tool calls, the meters' time, memory and bytes.
+	rc := out.Receipt
+	if rc == nil {
+		t.Fatal("no receipt")
+	}
+	if rc.TraceID != parent.TraceID().String() || !slices.Equal(rc.Tokens, []ModelTokens{{Model: "claude-test", Input: 30, Output: 11}}) ||
+		!maps.Equal(rc.ToolCalls, map[string]int{KindWasm: 1}) || rc.NetworkDenials != 0 || len(rc.Traps) != 0 {
+		t.Errorf("receipt %+v", *rc)
+	}
+	if rc.GuestSeconds <= 0 || rc.GuestSeconds > rc.WallSeconds || rc.PeakGuestMemoryBytes == 0 || rc.NetworkBytesSent <= 0 || rc.NetworkBytesReceived <= 0 {
+		t.Errorf("receipt's measured figures %+v", *rc)
 	}
 	// Each provider request carried the task's trace context.
 	for i, tp := range f.headers() {

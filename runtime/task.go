@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/capsulegate/capsulegate/internal/ids"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 )
 
@@ -121,6 +122,10 @@ type task struct {
 	requestInput func(ctx context.Context, prompt string) (string, error)
 	// scope is what the hooks may read of the task (hookscope.go).
 	scope hookScope
+	// mark is where the session's meters stood at task_start, usage what the guest meter
+	// counted over the task's runs so far (receipt.go).
+	mark  usageMark
+	usage wasm.Usage
 }
 
 // parent is the event a tool call or denial of the task hangs under: the current model
@@ -174,6 +179,8 @@ type TaskOutcome struct {
 	// Mark is what the task left on its context's folder ("" when the folder holds no
 	// files): the next task of the context on another gateway looks for it there.
 	Mark string
+	// Receipt is what the task cost and touched (docs/reference/receipts.md).
+	Receipt *Receipt
 }
 
 // run runs one task of the session to its end: task_start, the script capsule's module or
@@ -208,6 +215,7 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 	s.current.Store(t)
 	defer s.current.Store(nil)
 	defer t.scope.leave()
+	t.mark = s.markUsage()
 	s.setCapsuleURL(req.CapsuleURL)
 	t.evt, _ = s.stream.Emit(EventTaskStart, s.sessEvt, TaskStart{TaskID: req.TaskID, ContextID: req.ContextID, Source: req.Source,
 		InputBytes: len(req.Text), parent: req.Trace}, map[string]string{"input": req.Text})
@@ -299,8 +307,10 @@ func (s *session) runOnce(ctx context.Context, t *task, req TaskRequest, start t
 		out.Thread = t.thread
 		t.scope.finish(out.Result)
 	}
+	now := time.Now()
+	out.Receipt = s.measured(t, now, s.traceID(t, req))
 	_, v, _ := s.stream.Ask(EventTaskEnd, t.evt, TaskEnd{TaskID: req.TaskID, State: out.State, Turns: out.Turns,
-		DurationMS: time.Since(start).Milliseconds(), reopenable: reopenable && out.State == StateCompleted}, map[string]string{"output": out.Result})
+		DurationMS: now.Sub(start).Milliseconds(), reopenable: reopenable && out.State == StateCompleted, receipt: out.Receipt}, map[string]string{"output": out.Result})
 	return out, v
 }
 

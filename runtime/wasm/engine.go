@@ -430,6 +430,8 @@ type Grants struct {
 	// Snapshot says when calls may start from an init snapshot (the manifest's
 	// artifacts[].init_snapshot).
 	Snapshot SnapshotPolicy
+	// Meter, when set, adds up the call's time, memory and failure (a task's receipt).
+	Meter *Meter
 }
 
 // Instance is a guest instantiated for one call.
@@ -455,6 +457,16 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 		defer cancel()
 	}
 	p := e.plan(ctx, mod, g, limit)
+	if g.Meter != nil {
+		inner := fn
+		fn = func(ctx context.Context, inst *Instance) error {
+			err := inner(ctx, inst)
+			if mem := inst.Memory(); mem != nil {
+				g.Meter.memory(uint64(mem.Size()))
+			}
+			return err
+		}
+	}
 	var interrupted bool
 	defer func() {
 		if err == nil && interrupted {
@@ -468,7 +480,9 @@ func (e *Engine) Call(ctx context.Context, mod *Module, g Grants, fn func(ctx co
 			err = &GuestError{Capsule: mod.Capsule, Artifact: mod.Artifact, Role: mod.Role, Reason: reason, Err: wrapInterrupted(err, interrupted),
 				Deadline: g.Deadline, MemoryBytes: limit}
 		}
-		e.metrics.observe(mod, reason, time.Since(start))
+		d := time.Since(start)
+		e.metrics.observe(mod, reason, d)
+		g.Meter.call(d, reason)
 	}()
 	if mod.comp != nil {
 		// A component gets a fresh instance graph per call: no snapshots, no warm instances.

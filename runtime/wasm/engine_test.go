@@ -56,7 +56,8 @@ func TestFailuresAreClassified(t *testing.T) {
 		t.Fatal(err)
 	}
 	const deadline = 300 * time.Millisecond
-	g := Grants{MemoryBytes: 4 << 20, Deadline: deadline}
+	meter := &Meter{}
+	g := Grants{MemoryBytes: 4 << 20, Deadline: deadline, Meter: meter}
 	tests := []struct{ export, reason string }{
 		{"spin", ReasonDeadline},
 		{"trap", ReasonTrap},
@@ -81,8 +82,19 @@ func TestFailuresAreClassified(t *testing.T) {
 			if got := testutil.ToFloat64(e.metrics.Traps.WithLabelValues("cap", "hostile", "tool", tt.reason)); got != 1 {
 				t.Errorf("traps{reason=%s} = %v", tt.reason, got)
 			}
+			// The meter saw what the counters saw: one failure of this reason, the call's time.
+			u := meter.Take()
+			if len(u.Traps) != 1 || u.Traps[tt.reason] != 1 || u.Guest <= 0 || u.Guest > elapsed {
+				t.Errorf("meter: %+v after one %s in %v", u, tt.reason, elapsed)
+			}
+			if tt.reason == ReasonMemoryLimit && u.PeakMemory < 3<<20 {
+				t.Errorf("meter: peak memory %d after growing to the 4 MiB cap", u.PeakMemory)
+			}
 			if err := callExport(ctx, e, mod, g, "ok"); err != nil {
 				t.Fatalf("the next call failed: %v", err)
+			}
+			if u := meter.Take(); len(u.Traps) != 0 || u.Guest <= 0 || u.PeakMemory != pageSize {
+				t.Errorf("meter after a clean call of a one-page module: %+v", u)
 			}
 		})
 	}

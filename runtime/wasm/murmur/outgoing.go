@@ -58,11 +58,13 @@ type Credential struct {
 // against the capsule's network rules before a connection is made, redirects are not
 // followed, and bodies are capped.
 type Outgoing struct {
-	Capsule         string
-	Rules           netpolicy.Rules
-	Resolver        netpolicy.Resolver // nil: the system resolver
-	MaxRequestBody  int64              // 0: DefaultMaxRequestBody
-	MaxResponseBody int64              // 0: DefaultMaxResponseBody
+	Capsule  string
+	Rules    netpolicy.Rules
+	Resolver netpolicy.Resolver // nil: the system resolver
+	// Traffic counts the bytes of the connections the host makes (nil: not counted).
+	Traffic         *netpolicy.Traffic
+	MaxRequestBody  int64 // 0: DefaultMaxRequestBody
+	MaxResponseBody int64 // 0: DefaultMaxResponseBody
 	Credentials     []Credential
 	Metrics         *wasm.Metrics
 	// OnDeny is told of every refusal, after it is counted (for the trace and logs).
@@ -104,7 +106,7 @@ func (h *Outgoing) sleep(ctx context.Context, d time.Duration) error {
 
 // Init builds the host's HTTP client; call it once before Send.
 func (h *Outgoing) Init() {
-	d := &netpolicy.Dialer{Rules: h.Rules, Resolver: h.Resolver}
+	d := &netpolicy.Dialer{Rules: h.Rules, Resolver: h.Resolver, Traffic: h.Traffic}
 	h.client = &http.Client{
 		Transport: netpolicy.NewTransport(d),
 		// A redirect is answered to the guest as it is; following it would reach a
