@@ -160,6 +160,10 @@ type Outcome struct {
 	// Mark is what the task left on its context's folder ("" for nothing), kept with the
 	// task so that the context's next task on another gateway can look for it.
 	Mark string
+	// Metadata are members of the finished task's metadata, each under the URI of an
+	// extension the card declares (Card.Extensions): a client that does not know one
+	// skips it. Kept with the task; the final status update carries them too.
+	Metadata map[string]json.RawMessage
 }
 
 // Card is what the agent card says about the capsule.
@@ -169,6 +173,14 @@ type Card struct {
 	// OutputModes are the media types of what the capsule answers beyond text/plain, the
 	// card's defaultOutputModes after text/plain.
 	OutputModes []string
+	// Extensions are the optional extensions the card declares beside the principals
+	// statement: those whose URIs key Outcome.Metadata.
+	Extensions []Extension
+}
+
+// Extension is an A2A extension the agent card declares (capabilities.extensions).
+type Extension struct {
+	URI, Description string
 }
 
 // Skill is one skill listed on the agent card.

@@ -120,6 +120,9 @@ func buildCard(cfg Config, url string, strict bool) []byte {
 		}
 		c.Skills = append(c.Skills, cardSkill{ID: s.ID, Name: s.Name, Description: s.Description, Tags: tags})
 	}
+	for _, x := range cfg.Card.Extensions {
+		c.Capabilities.Extensions = append(c.Capabilities.Extensions, cardExtension{URI: x.URI, Description: x.Description})
+	}
 	if authConfigured(cfg) {
 		const desc = "a bearer token in the Authorization header"
 		scheme := map[string]any{"httpAuthSecurityScheme": map[string]any{"scheme": "Bearer", "description": desc}}

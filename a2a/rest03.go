@@ -252,11 +252,12 @@ type p03Artifact struct {
 }
 
 type p03Task struct {
-	ID        string        `json:"id"`
-	ContextID string        `json:"contextId"`
-	Status    p03Status     `json:"status"`
-	Artifacts []p03Artifact `json:"artifacts,omitempty"`
-	History   []p03Message  `json:"history,omitempty"`
+	ID        string                     `json:"id"`
+	ContextID string                     `json:"contextId"`
+	Status    p03Status                  `json:"status"`
+	Artifacts []p03Artifact              `json:"artifacts,omitempty"`
+	History   []p03Message               `json:"history,omitempty"`
+	Metadata  map[string]json.RawMessage `json:"metadata,omitempty"`
 }
 
 type p03StatusUpdate struct {
@@ -330,7 +331,7 @@ func artifact03(a wireArtifact) p03Artifact {
 }
 
 func task03(t *wireTask) *p03Task {
-	out := &p03Task{ID: t.ID, ContextID: t.ContextID, Status: status03(t.Status)}
+	out := &p03Task{ID: t.ID, ContextID: t.ContextID, Status: status03(t.Status), Metadata: t.Metadata}
 	for _, a := range t.Artifacts {
 		out.Artifacts = append(out.Artifacts, artifact03(a))
 	}

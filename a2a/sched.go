@@ -276,14 +276,14 @@ func (h *Handler) finishLocked(t *task, out Outcome, now time.Time) {
 			// so a client that saw the completion finds the turn in its context.
 			h.store.addTurn(t.key, Turn{User: t.text, Agent: out.Text, Thread: out.Thread.bounded()})
 		}
-		t.setStatusLocked(status{State: stateCompleted, Msg: reply, Time: now}, now)
+		t.setStatusLocked(status{State: stateCompleted, Msg: reply, Time: now, Meta: out.Metadata}, now)
 	} else {
 		text := out.Text
 		if text == "" {
 			text = "the task failed"
 		}
 		msg := agentMessage(t, text)
-		t.setStatusLocked(status{State: stateFailed, Msg: &msg, Time: now}, now)
+		t.setStatusLocked(status{State: stateFailed, Msg: &msg, Time: now, Meta: out.Metadata}, now)
 	}
 	t.spec.metrics.ended(t.spec.capsule, t.st.State)
 	t.spec.logger.Debug("a2a task ended", "task", t.id, "state", t.st.State, "duration", now.Sub(t.created))

@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"strings"
@@ -46,6 +47,9 @@ type status struct {
 	State string
 	Msg   *message
 	Time  time.Time
+	// Meta is a finished task's metadata (Outcome.Metadata), set on its terminal status:
+	// the task carries it from there, and so does the final status update.
+	Meta map[string]json.RawMessage `json:",omitempty"`
 }
 
 // artifact is one task output: its parts, or when it has none, one text part.

@@ -138,6 +138,8 @@ type wireTask struct {
 	Status    wireStatus     `json:"status"`
 	Artifacts []wireArtifact `json:"artifacts,omitempty"`
 	History   []wireMessage  `json:"history,omitempty"`
+	// Metadata are the finished task's extension members (Outcome.Metadata).
+	Metadata map[string]json.RawMessage `json:"metadata,omitempty"`
 }
 
 type wireStatusUpdate struct {
@@ -250,7 +252,7 @@ func (d dialect) artifact(a artifact) wireArtifact {
 
 // task renders a snapshot; historyLength nil keeps all history, 0 none, n the last n.
 func (d dialect) task(s *snapshot, historyLength *int, withArtifacts bool) *wireTask {
-	w := &wireTask{Kind: d.kind("task"), ID: s.ID, ContextID: s.ContextID, Status: d.status(s.Status)}
+	w := &wireTask{Kind: d.kind("task"), ID: s.ID, ContextID: s.ContextID, Status: d.status(s.Status), Metadata: s.Status.Meta}
 	if withArtifacts {
 		for _, a := range s.Artifacts {
 			w.Artifacts = append(w.Artifacts, d.artifact(a))
@@ -304,6 +306,12 @@ func (d dialect) event(e event, taskID, contextID string) any {
 		}
 		if e.kind == evLagged {
 			su.Metadata = map[string]any{"lagged": map[string]any{"missed": e.missed, "firstMissedId": e.seq}}
+		}
+		for k, v := range e.status.Meta { // a finished task's: the status that ends the stream carries them
+			if su.Metadata == nil {
+				su.Metadata = map[string]any{}
+			}
+			su.Metadata[k] = v
 		}
 	case evArtifact:
 		au = &wireArtifactUpdate{

@@ -502,7 +502,8 @@ func runTaskFile(m *manifest.Manifest, v *version, logger *zap.Logger) <-chan ru
 
 // a2aConfig describes the capsule to the A2A layer.
 func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, p *provision, app *App) a2a.Config {
-	card := a2a.Card{Name: m.Name, Version: m.Version, Description: describe(m), OutputModes: m.A2A.CardOutputModes()}
+	card := a2a.Card{Name: m.Name, Version: m.Version, Description: describe(m), OutputModes: m.A2A.CardOutputModes(),
+		Extensions: []a2a.Extension{{URI: runtime.ReceiptURI, Description: receiptNote}}}
 	for _, t := range v.hosted.Staged().Tools() {
 		card.Skills = append(card.Skills, a2a.Skill{ID: t.Name, Name: t.Name, Description: t.Description, Tags: []string{string(t.Role)}})
 	}
@@ -700,6 +701,10 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 		state = "completed"
 	}
 	o := a2a.Outcome{State: state, Text: out.Result, Thread: a2a.Thread(out.Thread), Message: out.Reply == runtime.ReplyMessage, Mark: out.Mark}
+	if out.Receipt != nil {
+		b, _ := json.Marshal(out.Receipt) // numbers, strings and maps of them: cannot fail
+		o.Metadata = map[string]json.RawMessage{runtime.ReceiptURI: b}
+	}
 	for _, a := range out.Artifacts {
 		oa := a2a.Artifact{Name: a.Name, Description: a.Description}
 		for _, p := range a.Parts {
@@ -709,6 +714,9 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 	}
 	return o
 }
+
+// receiptNote is what the card says of the receipt extension.
+const receiptNote = "Every finished task carries its receipt in its metadata under this URI: its trace id, wall and guest time, peak guest memory, model tokens per model, tool calls by kind, network bytes and denials, traps."
 
 // runtimeParts are a message's parts as the runtime takes them.
 func runtimeParts(parts []a2a.Part) []runtime.Part {

@@ -13,6 +13,8 @@ import (
 	sdk "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+
+	"github.com/capsulegate/capsulegate/runtime"
 )
 
 // officialClients drives a wordcount capsule whose agent URL (ending in "/") is agent
@@ -43,8 +45,11 @@ func officialClients(t *testing.T, hc *http.Client, agent string) {
 		if !ok || task.Status.State != sdk.TaskStateCompleted || len(task.Artifacts) != 1 || !strings.Contains(sdkText(task.Artifacts[0].Parts), "3 words") {
 			t.Fatalf("SendMessage = %#v", res)
 		}
+		// The receipt reaches the SDK's task as plain metadata, under the extension's URI.
+		checkReceipt(t, "SendMessage's task", task.Metadata[runtime.ReceiptURI])
 		var ans answerStream
 		var final sdk.TaskState
+		var finalMeta map[string]any
 		for ev, err := range client.SendStreamingMessage(ctx, &sdk.MessageSendParams{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "a b c d"})}) {
 			if err != nil {
 				t.Fatalf("stream: %v", err)
@@ -52,7 +57,7 @@ func officialClients(t *testing.T, hc *http.Client, agent string) {
 			switch e := ev.(type) {
 			case *sdk.TaskStatusUpdateEvent:
 				if e.Final {
-					final = e.Status.State
+					final, finalMeta = e.Status.State, e.Metadata
 				}
 			case *sdk.TaskArtifactUpdateEvent:
 				ans.add(sdkText(e.Artifact.Parts), e.Append, e.LastChunk)
@@ -61,6 +66,7 @@ func officialClients(t *testing.T, hc *http.Client, agent string) {
 		if !strings.Contains(ans.streamed(), "Counting the words") || !strings.Contains(ans.answer, "4 words") || final != sdk.TaskStateCompleted {
 			t.Fatalf("stream: chunks %q, answer %q, final %q", ans.chunks, ans.answer, final)
 		}
+		checkReceipt(t, "the stream's final status update", finalMeta[runtime.ReceiptURI])
 	})
 
 	t.Run("@a2a-js/sdk with node", func(t *testing.T) {
@@ -78,6 +84,7 @@ func officialClients(t *testing.T, hc *http.Client, agent string) {
 			Send struct {
 				Status    struct{ State string }
 				Artifacts []struct{ Parts []struct{ Text string } }
+				Metadata  map[string]any
 			}
 			Stream []struct {
 				Kind   string
@@ -95,11 +102,37 @@ func officialClients(t *testing.T, hc *http.Client, agent string) {
 			!strings.Contains(out.Send.Artifacts[0].Parts[0].Text, "3 words") { // "hello from js"
 			t.Errorf("send %+v", out.Send)
 		}
+		checkReceipt(t, "the JS SDK's task", out.Send.Metadata[runtime.ReceiptURI])
 		n := len(out.Stream)
 		if n < 3 || !out.Stream[n-1].Final || out.Stream[n-1].Status.State != "completed" || out.Stream[n-2].Kind != "artifact-update" {
 			t.Errorf("stream %+v", out.Stream)
 		}
 	})
+}
+
+// checkReceipt checks that v is a script capsule's task receipt as a client decodes
+// JSON: every figure present, time spent, no model tokens.
+func checkReceipt(t *testing.T, where string, v any) {
+	t.Helper()
+	rc, ok := v.(map[string]any)
+	if !ok {
+		t.Errorf("%s: no receipt in the metadata: %#v", where, v)
+		return
+	}
+	for _, k := range []string{"wallSeconds", "guestSeconds", "peakGuestMemoryBytes", "tokens", "toolCalls", "networkBytesSent", "networkBytesReceived", "networkDenials", "traps"} {
+		if _, ok := rc[k]; !ok {
+			t.Errorf("%s: receipt lacks %s: %v", where, k, rc)
+		}
+	}
+	if w, _ := rc["wallSeconds"].(float64); w <= 0 {
+		t.Errorf("%s: receipt %v", where, rc)
+	}
+	if g, _ := rc["guestSeconds"].(float64); g <= 0 {
+		t.Errorf("%s: receipt %v", where, rc)
+	}
+	if toks, ok := rc["tokens"].([]any); !ok || len(toks) != 0 {
+		t.Errorf("%s: a script capsule's receipt has tokens %v", where, rc["tokens"])
+	}
 }
 
 func sdkText(parts sdk.ContentParts) string {

@@ -690,6 +690,7 @@ type task03 struct {
 			Text string `json:"text"`
 		} `json:"parts"`
 	} `json:"artifacts"`
+	Metadata map[string]json.RawMessage `json:"metadata"`
 }
 
 // String shows the task readably in failures.

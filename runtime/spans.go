@@ -109,6 +109,11 @@ func (s *spanSink) Event(e *Event) error {
 		s.mu.Unlock()
 		if sp != nil {
 			sp.SetAttributes(attribute.String("a2a.task.state", d.State))
+			if rc := d.receipt; rc != nil {
+				// The receipt's totals (the receipt sink, ahead in the stream, has
+				// completed it): what the trace says the task cost.
+				sp.SetAttributes(receiptAttrs(*rc)...)
+			}
 			if d.State != StateCompleted {
 				sp.SetStatus(codes.Error, d.State)
 			}
@@ -172,6 +177,10 @@ func (s *spanSink) Event(e *Event) error {
 		sp := s.ended(e.ParentID, "compaction "+s.capsule, e.Time, ms(d.DurationMS), trace.SpanKindInternal,
 			attribute.Int("capsule.compaction.tokens_before", d.TokensBefore), attribute.Int("capsule.compaction.tokens_after", d.TokensAfter),
 			attribute.String("capsule.compaction.summariser", d.Summariser))
+		if d.Summariser == SummariserDriver {
+			// The summary is a model call: its tokens count in the task's totals.
+			sp.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", d.SummaryInput), attribute.Int("gen_ai.usage.output_tokens", d.SummaryOutput))
+		}
 		sp.End(trace.WithTimestamp(e.Time))
 	case ArtifactCall:
 		sp := s.ended(e.ParentID, "artifact_manager "+d.Op, e.Time, ms(d.DurationMS), trace.SpanKindInternal,
@@ -209,4 +218,25 @@ func (s *spanSink) contextOf(evt string) trace.SpanContext {
 		return sp.SpanContext()
 	}
 	return trace.SpanContext{}
+}
+
+// receiptAttrs are a task receipt's totals as attributes of its invoke_agent span
+// (docs/reference/receipts.md "In the trace").
+func receiptAttrs(rc Receipt) []attribute.KeyValue {
+	in, out := 0, 0
+	for _, t := range rc.Tokens {
+		in, out = in+t.Input, out+t.Output
+	}
+	tools, traps := 0, 0
+	for _, n := range rc.ToolCalls {
+		tools += n
+	}
+	for _, n := range rc.Traps {
+		traps += n
+	}
+	return []attribute.KeyValue{attribute.Int("gen_ai.usage.input_tokens", in), attribute.Int("gen_ai.usage.output_tokens", out),
+		attribute.Float64("capsule.task.wall_seconds", rc.WallSeconds), attribute.Float64("capsule.task.guest_seconds", rc.GuestSeconds),
+		attribute.Int64("capsule.task.peak_guest_memory_bytes", int64(rc.PeakGuestMemoryBytes)), attribute.Int("capsule.task.tool_calls", tools),
+		attribute.Int64("capsule.task.network_bytes_sent", rc.NetworkBytesSent), attribute.Int64("capsule.task.network_bytes_received", rc.NetworkBytesReceived),
+		attribute.Int("capsule.task.network_denials", rc.NetworkDenials), attribute.Int("capsule.task.traps", traps)}
 }

@@ -69,6 +69,12 @@ func (s Span) Int(key string) int64 {
 	return v
 }
 
+// Float returns the double attribute key, or 0 when it is absent or not a double.
+func (s Span) Float(key string) float64 {
+	v, _ := s.Attrs[key].(float64)
+	return v
+}
+
 // String describes the span on one line, for failure messages.
 func (s Span) String() string {
 	var b strings.Builder
