@@ -23,6 +23,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/harnesstest"
+	"github.com/capsulegate/capsulegate/runtime"
 )
 
 // fileServer serves files on 127.0.0.1, where the conformance capsule may fetch from.
@@ -178,6 +179,9 @@ func TestPartsWithTheGoSDK(t *testing.T) {
 			final, err := client.GetTask(ctx, &a2a.GetTaskRequest{ID: taskID})
 			if err != nil || len(final.Artifacts) != 1 || len(final.Artifacts[0].Parts) == 0 || final.Artifacts[0].Parts[0].Text() != strings.Join(chunks, "") {
 				t.Errorf("the task's artifact is not the chunks' concatenation: %s, %v", mustJSON(t, final), err)
+			}
+			if err == nil {
+				checkReceipt(t, "a2a-go v2's GetTask", final.Metadata[runtime.ReceiptURI])
 			}
 		})
 	}

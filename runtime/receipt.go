@@ -31,7 +31,7 @@ type Receipt struct {
 	// Tokens are the model tokens the task's turns and compactions used, per model.
 	Tokens []ModelTokens `json:"tokens"`
 	// ToolCalls counts the task's tool calls by kind (wasm, shell, native, skill,
-	// manager, unknown); a kind with none is left out.
+	// artifact_manager, unknown); a kind with none is left out.
 	ToolCalls map[string]int `json:"toolCalls"`
 	// NetworkBytesSent and NetworkBytesReceived are what the session's policy dialers
 	// (guests' HTTP, the driver's provider calls) and its policy proxy (shell tools,
@@ -88,8 +88,8 @@ func mergeUsage(a, b wasm.Usage) wasm.Usage {
 }
 
 // receiptSink completes each task's receipt from the session's events: tokens from its
-// inference and compaction events, tool calls from its tool_call events, denials from its
-// network_denied events. At task_end it fills the receipt the event carries and sends it
+// inference and compaction events, tool calls from its tool_call events and the model's
+// artifact_manager events, denials from its network_denied events. At task_end it fills the receipt the event carries and sends it
 // on as a task_receipt event, which the metrics sink and the trace record.
 type receiptSink struct {
 	model string // the capsule's inference.model: what its turns' tokens are counted under
@@ -130,6 +130,12 @@ func (r *receiptSink) Event(e *Event) error {
 	case ToolCall:
 		if r.cur != nil {
 			r.cur.tools[d.Kind]++
+		}
+	case ArtifactCall:
+		// A call the model asked for is one of its tool calls (a guest's is not), made
+		// through the artifact manager's tools: no tool_call event records it.
+		if r.cur != nil && d.From == "model" {
+			r.cur.tools[KindManager]++
 		}
 	case NetworkDenied:
 		if r.cur != nil {
