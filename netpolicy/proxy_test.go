@@ -43,9 +43,9 @@ func (l *lockedBuffer) String() string {
 
 // proxyFixture is a proxy serving on 127.0.0.1 with a pinning resolver over a fake upstream.
 type proxyFixture struct {
-	p      *Proxy
-	addr   string   // host:port of the proxy
-	url    *url.URL // http://addr
+	p       *Proxy
+	addr    string   // host:port of the proxy
+	url     *url.URL // http://addr
 	denied  *denials
 	log     *lockedBuffer
 	traffic *Traffic // what the proxy exchanged with the hosts it reached

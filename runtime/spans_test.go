@@ -4,8 +4,8 @@ import (
 	"context"
 	"maps"
 	"os"
-	"slices"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
