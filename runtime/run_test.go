@@ -31,9 +31,9 @@ func TestRunOnceScriptCapsule(t *testing.T) {
 		wantEvents []string
 	}{
 		{"completes", "", StateCompleted, "hello",
-			[]string{EventSessionStart, EventTaskStart, EventToolCall, EventTaskEnd, EventSessionEnd}},
+			[]string{EventSessionStart, EventTaskStart, EventToolCall, EventTaskEnd, EventReceipt, EventSessionEnd}},
 		{"undeclared tool fails the task", "nope", StateFailed, `no wasm tool named "nope" is declared`,
-			[]string{EventSessionStart, EventTaskStart, EventToolCall, EventTaskEnd, EventSessionEnd}},
+			[]string{EventSessionStart, EventTaskStart, EventToolCall, EventTaskEnd, EventReceipt, EventSessionEnd}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,7 +106,7 @@ func checkTrace(t *testing.T, path string, want []string, state string) {
 		}
 		parent, _ := ev["parent_id"].(string)
 		wantParent := map[string]string{EventSessionStart: "", EventTaskStart: EventSessionStart, EventToolCall: EventTaskStart,
-			EventTaskEnd: EventTaskStart, EventSessionEnd: EventSessionStart}[typ]
+			EventTaskEnd: EventTaskStart, EventReceipt: EventTaskEnd, EventSessionEnd: EventSessionStart}[typ]
 		if ids[parent] != wantParent || (typ == EventSessionStart) != (ev["parent_id"] == nil) {
 			t.Errorf("event %s has parent %q (%s), want a %q", typ, parent, ids[parent], wantParent)
 		}
