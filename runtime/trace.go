@@ -105,7 +105,9 @@ func (t *TraceSink) Event(e *Event) error {
 		return t.failed(err)
 	}
 	switch {
-	case e.Type == EventTaskEnd || e.Type == EventSessionEnd:
+	case e.Type == EventReceipt || e.Type == EventSessionEnd:
+		// A task's receipt is its last event, sent right after its task_end: one write
+		// per task.
 		return t.flushLocked()
 	case t.w.Buffered() > 0 && !t.armed:
 		t.armed = true
