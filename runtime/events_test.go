@@ -63,8 +63,8 @@ func TestTraceSinkCapture(t *testing.T) {
 	}
 }
 
-// TestTraceSinkWrites: lines wait in memory until a task or the session ends — one write
-// per task — or until the delay has passed since the first line waiting, so a long task's
+// TestTraceSinkWrites: lines wait in memory until a task ends (its receipt, the event
+// after its task_end) or the session does — one write per task — or until the delay has passed since the first line waiting, so a long task's
 // events still reach the file; Close writes what waits.
 func TestTraceSinkWrites(t *testing.T) {
 	lines := func(path string) int {
@@ -84,16 +84,20 @@ func TestTraceSinkWrites(t *testing.T) {
 	if n := lines(path); n != 0 {
 		t.Errorf("%d lines in the file before the task ended, want 0", n)
 	}
-	s.Emit(EventTaskEnd, id, TaskEnd{TaskID: "t1", State: StateCompleted}, nil)
-	if n := lines(path); n != 4 {
-		t.Errorf("%d lines once the task ended, want 4", n)
+	end, _ := s.Emit(EventTaskEnd, id, TaskEnd{TaskID: "t1", State: StateCompleted}, nil)
+	if n := lines(path); n != 0 {
+		t.Errorf("%d lines in the file before the task's receipt, want 0", n)
+	}
+	s.Emit(EventReceipt, end, Receipt{}, nil)
+	if n := lines(path); n != 5 {
+		t.Errorf("%d lines once the task ended with its receipt, want 5", n)
 	}
 	s.Emit(EventTaskStart, id, TaskStart{TaskID: "t2"}, nil)
 	if err := ts.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := lines(path); n != 5 {
-		t.Errorf("%d lines after Close, want 5", n)
+	if n := lines(path); n != 6 {
+		t.Errorf("%d lines after Close, want 6", n)
 	}
 
 	path = filepath.Join(t.TempDir(), "trace.jsonl")
