@@ -33,6 +33,8 @@ const (
 	CodeMediaType        = "E-MAN-030" // an a2a media type that is not type/subtype
 	CodeOutputFile       = "E-MAN-031" // an a2a output file that is not a clean name below out/, or listed twice
 	CodeInstallPattern   = "E-MAN-032" // a capabilities.install entry that is not a name, a 'prefix*' or '*'
+	CodePeer             = "E-MAN-033" // a peer whose name repeats, or whose url is not an A2A endpoint URL
+	CodePeerNotAllowed   = "E-MAN-034" // a peer url that capabilities.network.allow does not grant
 
 	CodeUnknownKey = "W-MAN-001" // unknown key (warning)
 

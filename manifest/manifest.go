@@ -29,6 +29,8 @@ const (
 	DefaultQueueDepth          = 1
 	DefaultMaxTaskReopens      = 3
 	DefaultCompactionThreshold = 0.98
+	DefaultPeerDepth           = 3
+	DefaultPeerCalls           = 8
 )
 
 // Manifest is a capsule's murmur.yaml, decoded, validated and with defaults applied.
@@ -43,6 +45,11 @@ type Manifest struct {
 	Trace         Trace          `yaml:"trace"`
 	Observability Observability  `yaml:"observability"`
 	A2A           A2A            `yaml:"a2a"`
+	// Peers are the capsules this one may delegate to (docs/reference/manifest.md
+	// "Peers"): the agent loop offers them through its send_message tool.
+	Peers []Peer `yaml:"peers"`
+	// Exports are what the capsule offers other capsules.
+	Exports Exports `yaml:"exports"`
 
 	// File is the path the manifest was read from (as given), Dir its folder.
 	File, Dir string
@@ -128,6 +135,10 @@ type Capabilities struct {
 	Limits struct {
 		MemoryBytes     int64 `yaml:"memory_bytes"`
 		DeadlineSeconds int   `yaml:"deadline_seconds"`
+		// PeerDepth bounds how deep a chain of peer tasks may go through this capsule
+		// (A → B is depth 1), PeerCalls how many peer messages one task may send.
+		PeerDepth int `yaml:"peer_depth"`
+		PeerCalls int `yaml:"peer_calls"`
 	} `yaml:"limits"`
 	Resources Resources `yaml:"resources"`
 	// Harness grants a process transport's harness CLI what it needs outside its run
@@ -269,6 +280,33 @@ const (
 	OutputData = "data"
 	OutputText = "text"
 )
+
+// Peer is one capsule this one may send messages to.
+type Peer struct {
+	// Name is what the model calls it in send_message ([a-z0-9-]).
+	Name string `yaml:"name" required:"true"`
+	// URL is the peer's A2A endpoint, its agent card at URL/.well-known/agent-card.json.
+	URL         string `yaml:"url" required:"true"`
+	Description string `yaml:"description"`
+}
+
+// Exports are what a capsule offers other capsules (docs/reference/manifest.md "Exports").
+type Exports struct {
+	PeerTasks struct {
+		// Accept lets other capsules' runtimes send this capsule tasks; refused otherwise.
+		Accept bool `yaml:"accept"`
+	} `yaml:"peer_tasks"`
+}
+
+// Peer returns the declared peer named name, or nil.
+func (m *Manifest) Peer(name string) *Peer {
+	for i := range m.Peers {
+		if m.Peers[i].Name == name {
+			return &m.Peers[i]
+		}
+	}
+	return nil
+}
 
 // Observability configures exporters [P2].
 type Observability struct {
@@ -414,6 +452,12 @@ func (m *Manifest) applyDefaults() {
 	}
 	if l.MaxTaskReopens == 0 {
 		l.MaxTaskReopens = DefaultMaxTaskReopens
+	}
+	if lim := &m.Capabilities.Limits; lim.PeerDepth == 0 {
+		lim.PeerDepth = DefaultPeerDepth
+	}
+	if lim := &m.Capabilities.Limits; lim.PeerCalls == 0 {
+		lim.PeerCalls = DefaultPeerCalls
 	}
 	if l.Conversation == "" {
 		l.Conversation = "stateless"

@@ -103,6 +103,13 @@ func TestRules(t *testing.T) {
 		{"install tool entry", base + "capabilities:\n  install:\n    tool: [wordcount, \"a*b\"]\n", CodeInstallPattern, ":5:23"},
 		{"install skill entry", base + "capabilities:\n  install:\n    skill:\n      - \"*\"\n      - Foo*\n", CodeInstallPattern, ":7:9"},
 		{"install not a list", base + "capabilities:\n  install:\n    tool: wordcount\n", CodeType, ":5:11"},
+		{"peer name", base + "peers:\n  - {name: Sum_1, url: \"http://127.0.0.1:9/a/\"}\n", CodePeer, ":4:12"},
+		{"peer twice", base + "capabilities:\n  network: {allow: [\"127.0.0.1:9\"]}\npeers:\n  - {name: b, url: \"http://127.0.0.1:9/b/\"}\n  - {name: b, url: \"http://127.0.0.1:9/c/\"}\n", CodePeer, ":7:12"},
+		{"peer url credentials", base + "peers:\n  - name: b\n    url: \"http://u:p@127.0.0.1:9/b/\"\n", CodePeer, ":5:10"},
+		{"peer url scheme", base + "peers:\n  - name: b\n    url: grpc://127.0.0.1:9\n", CodePeer, ":5:10"},
+		{"peer not allowed", base + "capabilities:\n  network: {allow: [\"127.0.0.1:8\"]}\npeers:\n  - name: b\n    url: \"http://127.0.0.1:9/b/\"\n", CodePeerNotAllowed, ":7:10"},
+		{"peer https port", base + "capabilities:\n  network: {allow: [\"http://peer.example\"]}\npeers:\n  - name: b\n    url: https://peer.example/b/\n", CodePeerNotAllowed, ":7:10"},
+		{"peer_depth zero", base + "capabilities:\n  limits:\n    peer_depth: 0\n", CodeLimit, ":5:17"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

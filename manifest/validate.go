@@ -71,6 +71,16 @@ type validator struct {
 
 func (v *validator) has(p string) bool { _, ok := v.d.pos[p]; return ok }
 
+// failedAt reports whether an error was found at p or below it.
+func (v *validator) failedAt(p string) bool {
+	for _, e := range v.d.errs {
+		if e.Path == p || strings.HasPrefix(e.Path, p+"[") || strings.HasPrefix(e.Path, p+".") {
+			return true
+		}
+	}
+	return false
+}
+
 // where returns the position of the value at p, or of its nearest present parent.
 func (v *validator) where(p string) string {
 	for q := p; ; {
@@ -127,6 +137,7 @@ func (v *validator) validate() {
 		v.positive("context.max_tokens", int64(m.Context.MaxTokens), CodeRange)
 	}
 	v.enum("trace.capture", "trace.capture", m.Trace.Capture)
+	v.peers()
 	if e := m.Observability.OtelEndpoint; e != "" {
 		v.url("observability.otel_endpoint", e)
 	}
@@ -285,9 +296,51 @@ func (v *validator) capabilities() {
 	v.install(c.Install)
 	v.positive("capabilities.limits.memory_bytes", c.Limits.MemoryBytes, CodeLimit)
 	v.positive("capabilities.limits.deadline_seconds", int64(c.Limits.DeadlineSeconds), CodeLimit)
+	v.positive("capabilities.limits.peer_depth", int64(c.Limits.PeerDepth), CodeLimit)
+	v.positive("capabilities.limits.peer_calls", int64(c.Limits.PeerCalls), CodeLimit)
 	r := reflect.ValueOf(c.Resources)
 	for _, f := range structFields(r.Type()) {
 		v.positive("capabilities.resources."+f.key, r.Field(f.index).Int(), CodeLimit)
+	}
+}
+
+// peers checks each peer: a name by the naming rule, once; an http(s) URL without
+// credentials, query or fragment, which capabilities.network.allow grants.
+func (v *validator) peers() {
+	seen := map[string]bool{}
+	for i, p := range v.m.Peers {
+		at := fmt.Sprintf("peers[%d]", i)
+		if p.Name != "" && !ValidName(p.Name) {
+			v.fail(at+".name", CodePeer, fmt.Sprintf("peer name %q breaks the naming rule: [a-z0-9-], 1–100 characters, no leading or trailing '-'", p.Name),
+				"use lowercase letters, digits and '-', e.g. "+suggestName(p.Name))
+		}
+		if seen[p.Name] {
+			v.fail(at+".name", CodePeer, fmt.Sprintf("peer %q is listed twice", p.Name), "give each peer one entry and a name of its own")
+		}
+		seen[p.Name] = true
+		if p.URL == "" {
+			continue
+		}
+		u, err := url.Parse(p.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			v.fail(at+".url", CodePeer, fmt.Sprintf("peer url %q is not an A2A endpoint URL: http(s), a host, no credentials, query or fragment", p.URL),
+				"write the URL the peer's agent card is served under, e.g. https://agents.example.com/agents/summarizer/")
+			continue
+		}
+		if v.failedAt("capabilities.network.allow") {
+			continue // the allowlist did not parse: its own error says why
+		}
+		host, port := u.Hostname(), 80
+		if u.Scheme == "https" {
+			port = 443
+		}
+		if p := u.Port(); p != "" {
+			fmt.Sscan(p, &port)
+		}
+		if _, err := v.m.Capabilities.NetworkRules.Check(u.Scheme, host, port, nil); err != nil {
+			v.fail(at+".url", CodePeerNotAllowed, fmt.Sprintf("peer url %q is not granted by capabilities.network.allow", p.URL),
+				fmt.Sprintf("add %s://%s to capabilities.network.allow", u.Scheme, u.Host))
+		}
 	}
 }
 
