@@ -273,6 +273,9 @@ func (s *session) offeredTools() []agentTool {
 			add(t, KindManager)
 		}
 	}
+	if s.offersPeers() {
+		add(s.peerTool(), KindPeer)
+	}
 	tools := make([]agentTool, 0, len(best))
 	for _, o := range best {
 		tools = append(tools, o.tool)

@@ -106,7 +106,7 @@ const OriginRuntime = "runtime"
 
 // kindRank is the dispatch precedence: a lower rank wins when one name is declared as
 // several kinds (docs/reference/driver-protocol.md "Dispatch").
-var kindRank = map[string]int{KindNative: 0, KindShell: 1, KindSkill: 2, KindWasm: 3, KindManager: 4}
+var kindRank = map[string]int{KindNative: 0, KindShell: 1, KindSkill: 2, KindWasm: 3, KindManager: 4, KindPeer: 5}
 
 // toolKind says which of the capsule's tools a call named name runs: the first match
 // in the order native, shell, skill, wasm; KindUnknown when the name is none of them.
@@ -129,6 +129,9 @@ func (s *session) toolKind(name string) string {
 	}
 	if s.staged.artifacts.granted() && managerToolNames[name] {
 		return KindManager
+	}
+	if name == toolSendMessage && s.offersPeers() {
+		return KindPeer
 	}
 	if s.turnPulled[name] != nil {
 		return KindWasm // a tool the capsule pulled while it ran
@@ -157,6 +160,8 @@ func (s *session) dispatch(ctx context.Context, t *task, call agentBlock) (strin
 		return s.runWasmTool(ctx, t, call, "")
 	case KindManager:
 		return s.runManagerTool(ctx, t, call)
+	case KindPeer:
+		return s.runPeerTool(ctx, t, call)
 	}
 	names := make([]string, 0, 8)
 	for _, tool := range s.offeredTools() {

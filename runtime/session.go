@@ -57,6 +57,9 @@ type SessionConfig struct {
 	HarnessInactivity time.Duration
 	// Tracer exports the sessions' OpenTelemetry spans (spans.go); nil exports none.
 	Tracer trace.TracerProvider
+	// Peers sends the sessions' peer messages (peers.go); nil: a capsule listing peers
+	// gets no send_message tool, and its guests' messages are refused.
+	Peers Peers
 }
 
 // sessionStart describes a staged capsule for the trace: its tools and effective grants
@@ -144,6 +147,8 @@ type session struct {
 	// dialers and proxy exchange: a task's receipt is what they counted while it ran.
 	meter   wasm.Meter
 	traffic netpolicy.Traffic
+	// peers sends the session's peer messages (nil: none).
+	peers Peers
 	// turnPulled is what the capsule pulled, as the current agent turn read it: what the
 	// turn offers and dispatches to, without reading the pins again per call.
 	turnPulled map[string]*pulledTool
@@ -272,7 +277,7 @@ func (r *Runtime) openSession(s *Staged, o SessionConfig, at sessionPlace) (_ *s
 	}
 	lookup := o.LookupEnv
 	*sess = session{rt: r, staged: s, fs: gfs, work: work, held: held, prep: prep, settle: settle, env: GuestEnv(m, lookup, RuntimeEnv(m, id, at.url)), logs: l.Logs,
-		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity, spans: spans}
+		writers: map[string]*cappedFile{}, stream: stream, id: id, layout: l, start: time.Now(), trace: trace, hooks: hooks, hookFS: hookFS, hookCancel: hookCancel, harnessInactivity: o.HarnessInactivity, spans: spans, peers: o.Peers}
 	sess.compactHook = sess.hookSummariser(sinks)
 	sess.http = &murmur.Outgoing{Capsule: m.Name, Rules: m.Capabilities.NetworkRules, Metrics: r.engine.Metrics(), Sleep: o.Sleep, Traffic: &sess.traffic,
 		OnDeny: func(who, host string, port int, err error) { sess.denied(who, "guest", host, port, err) }}

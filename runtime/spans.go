@@ -189,6 +189,17 @@ func (s *spanSink) Event(e *Event) error {
 			sp.SetStatus(codes.Error, d.Error)
 		}
 		sp.End(trace.WithTimestamp(e.Time))
+	case PeerCall:
+		// The message to a peer, naming both tasks: the peer's spans, in the same trace,
+		// hang under the sending task's.
+		sp := s.ended(e.ParentID, "send_message "+d.Peer, e.Time, ms(d.DurationMS), trace.SpanKindClient,
+			attribute.String("a2a.task.id", d.TaskID), attribute.String("capsule.peer.name", d.Peer), attribute.String("capsule.peer.url", d.URL),
+			attribute.String("capsule.peer.task.id", d.PeerTaskID), attribute.String("capsule.peer.task.state", d.PeerState),
+			attribute.Int("capsule.peer.depth", d.Depth), attribute.String("capsule.peer.from", d.From))
+		if d.Status != statusPassed {
+			sp.SetStatus(codes.Error, d.Error)
+		}
+		sp.End(trace.WithTimestamp(e.Time))
 	case NetworkDenied:
 		// A denial is an event of its task's span, still open (a turn's has ended).
 		s.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -63,6 +64,9 @@ type TaskRequest struct {
 	// guests see it as MURMUR_CAPSULE_URL (docs/reference/guest-abi.md "Environment").
 	// Empty outside the gateway.
 	CapsuleURL string
+	// Peer is where the task comes from when another capsule's task sent it (zero for a
+	// client's task): its chain bounds the task's own peer messages.
+	Peer PeerOrigin
 	// Previous is the mark the context's task before this one left on the context's
 	// folder and the gateway it ran on, when another gateway of a fleet ran it: the task
 	// runs only where that folder is (a work_root every gateway shares), else it fails
@@ -126,6 +130,15 @@ type task struct {
 	// counted over the task's runs so far (receipt.go).
 	mark  usageMark
 	usage wasm.Usage
+	// principal is who the task runs for, peer where it comes from, trace the span
+	// context it runs under (TaskRequest's); peerCalls counts its peer messages, and
+	// relayed is what its peers answered beyond text, given to its client with its
+	// outputs (peers.go).
+	principal string
+	peer      PeerOrigin
+	trace     trace.SpanContext
+	peerCalls atomic.Int32
+	relayed   []Artifact
 }
 
 // parent is the event a tool call or denial of the task hangs under: the current model
@@ -197,7 +210,7 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 		defer s.stream.Attach(req.Sink)()
 	}
 	start := time.Now()
-	t := &task{id: req.TaskID}
+	t := &task{id: req.TaskID, principal: req.Principal, peer: req.Peer, trace: req.Trace}
 	if ask := req.RequestInput; ask != nil {
 		t.requestInput = func(ctx context.Context, prompt string) (string, error) {
 			a, err := ask(ctx, prompt)
@@ -296,6 +309,7 @@ func (s *session) runOnce(ctx context.Context, t *task, req TaskRequest, start t
 		if out.Artifacts, out.Reply, err = s.collectOutputs(); err != nil {
 			out.State, out.Result = StateFailed, "error: "+err.Error()
 		}
+		out.Artifacts = append(out.Artifacts, t.relayed...)
 	}
 	// A script capsule that completed wrote out/result.txt itself; it is left as written.
 	own := err == nil && !s.staged.Manifest.IsAgent()
