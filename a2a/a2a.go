@@ -86,6 +86,9 @@ type Job struct {
 	// metadata, else the server span of the request that created it (invalid without
 	// tracing).
 	Trace trace.SpanContext
+	// Peer is where the task comes from when another capsule's runtime sent it (nil for a
+	// client's task); Principal is then derived from it (docs/reference/a2a.md "Peer tasks").
+	Peer *PeerOrigin
 	// Input moves the task to input-required with prompt and blocks until the client
 	// answers (a message with this task id, or any message in this context id while the
 	// task waits). It returns the answer, or an error when ctx ends or the input timeout
@@ -209,10 +212,13 @@ type Lifecycle struct {
 type Config struct {
 	// Tracer makes the OpenTelemetry spans of A2A requests (nil: none); a task's Job
 	// carries the span context it runs under (Job.Trace).
-	Tracer    trace.TracerProvider
-	Card      Card
-	Executor  Executor
-	Lifecycle Lifecycle
+	Tracer trace.TracerProvider
+	// AcceptPeers lets other capsules' runtimes send the capsule tasks (the manifest's
+	// exports.peer_tasks.accept); a peer message is refused with 403 otherwise.
+	AcceptPeers bool
+	Card        Card
+	Executor    Executor
+	Lifecycle   Lifecycle
 	// MaxBody caps request bodies; larger ones are answered 413 before parsing
 	// (0 = DefaultMaxBody). A capsule taking files (Inputs) takes bodies larger by the
 	// base64 size of Inputs.MaxMessageBytes.

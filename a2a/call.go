@@ -99,7 +99,7 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		return
 	}
 	in.url = h.endpoint(a.r, cfg)
-	in.owner = a.who.principal
+	in.owner, in.peer = a.who.principal, a.who.peer
 	in.trace = h.taskParent(a.r.Context(), in)
 	if in.pushRaw != "" {
 		// An inline push config is checked before the task exists: a refused one refuses

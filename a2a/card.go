@@ -52,6 +52,10 @@ type cardExtension struct {
 // (docs/reference/a2a.md "Principals").
 const principalsURI = "https://github.com/capsulegate/capsulegate/blob/main/docs/reference/a2a.md#principals"
 
+// peersURI names the extension by which the card says the capsule takes peer tasks
+// (docs/reference/a2a.md "Peer tasks").
+const peersURI = "https://github.com/capsulegate/capsulegate/blob/main/docs/reference/a2a.md#peer-tasks"
+
 // principalsNote is what the card says about task visibility.
 func principalsNote(cfg Config) cardExtension {
 	d := "Tasks belong to the principal whose credentials created them; another principal's task answers task not found, and ListTasks lists the caller's own tasks."
@@ -119,6 +123,10 @@ func buildCard(cfg Config, url string, strict bool) []byte {
 			tags = []string{}
 		}
 		c.Skills = append(c.Skills, cardSkill{ID: s.ID, Name: s.Name, Description: s.Description, Tags: tags})
+	}
+	if cfg.AcceptPeers {
+		c.Capabilities.Extensions = append(c.Capabilities.Extensions, cardExtension{URI: peersURI,
+			Description: "This capsule takes tasks from other capsules' runtimes; each such task is owned by a principal derived from the calling capsule and the principal it acts for."})
 	}
 	for _, x := range cfg.Card.Extensions {
 		c.Capabilities.Extensions = append(c.Capabilities.Extensions, cardExtension{URI: x.URI, Description: x.Description})

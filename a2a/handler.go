@@ -243,7 +243,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rt, ok := matchREST(r.URL.EscapedPath()); ok {
+		if _, peer := peerOf(r); peer && !h.acceptsPeers(r) {
+			refusePeer(w)
+			return
+		}
 		h.serveREST(w, r, rt)
+		return
+	}
+	if _, peer := peerOf(r); peer && !h.acceptsPeers(r) {
+		refusePeer(w)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -277,7 +285,14 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, why strin
 		w.Header().Set("WWW-Authenticate", `Bearer realm="capsule"`)
 		http.Error(w, "unauthorized: "+why, http.StatusUnauthorized)
 	}
+	who, _ = asPeer(r, who)
 	return cfg, who, ok
+}
+
+// acceptsPeers reports whether r's route takes peer tasks (Config.AcceptPeers).
+func (h *Handler) acceptsPeers(r *http.Request) bool {
+	cfg, _ := h.configFor(r)
+	return cfg.AcceptPeers
 }
 
 // readBody reads at most limit bytes, refusing a larger declared length before

@@ -27,6 +27,9 @@ const maxPrincipalLen = 256
 type caller struct {
 	principal     string
 	authenticated bool
+	// peer is where the request's task comes from when another capsule's runtime sent
+	// it; principal is then the one peerPrincipal derives.
+	peer *PeerOrigin
 }
 
 // authConfigured reports whether the handler itself authenticates requests.

@@ -172,6 +172,7 @@ func (h *Handler) serveREST(w http.ResponseWriter, r *http.Request, rt restRoute
 		writeRESTStatus(w, d, http.StatusUnauthorized, errInvalidRequest("this agent needs a bearer token (Authorization: Bearer <token>), see the agent card's securitySchemes"))
 		return
 	}
+	who, _ = asPeer(r, who)
 	var body []byte
 	if r.Method == http.MethodPost {
 		if ct := r.Header.Get("Content-Type"); ct != "" && !isRESTType(ct) {

@@ -179,6 +179,9 @@ type task struct {
 	// trace is the span context the task runs under (Job.Trace): kept in memory only,
 	// so a task run after a restart or by another replica starts a trace of its own.
 	trace trace.SpanContext
+	// peer is where the task comes from when a capsule's runtime sent it (Job.Peer),
+	// kept in memory like trace: a requeued peer task runs with no chain.
+	peer *PeerOrigin
 }
 
 func newTask(id, contextID, text string, spec *runSpec, ringSize int, now time.Time) *task {

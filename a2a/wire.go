@@ -376,8 +376,9 @@ type incoming struct {
 	// executor gets them, both set once admitParts accepted them.
 	text          string
 	payload       []Part
-	url           string // the endpoint as this request reached it
-	owner         string // the principal sending it
+	url           string      // the endpoint as this request reached it
+	owner         string      // the principal sending it
+	peer          *PeerOrigin // where it comes from, when a capsule's runtime sent it
 	blocking      bool
 	historyLength *int
 	// pushRaw is the send's inline push config (0.3 configuration.pushNotificationConfig,

@@ -28,6 +28,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/promreg"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
+	"github.com/capsulegate/capsulegate/peer"
 	"github.com/capsulegate/capsulegate/pgstore"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
@@ -53,6 +54,9 @@ type App struct {
 	// RegistryAuth is how the gateway proves itself to a remote registry; absent, a
 	// Nexus registry gets $NEXUS_API_KEY and an OCI registry the Docker credential config.
 	RegistryAuth *RegistryAuth `json:"registry_auth,omitempty"`
+	// PeerCredentials are what the gateway presents to its capsules' peers, by URL prefix
+	// (docs/operators.md "Peers"); a peer under none gets no credential.
+	PeerCredentials []PeerCredential `json:"peer_credentials,omitempty"`
 	// RegistryCache is the folder a remote registry's verified archives are kept in, by
 	// sha256 (default: <cache_dir>/artifacts); RegistryCacheSize its bound in bytes
 	// (default 2 GiB).
@@ -131,6 +135,7 @@ type App struct {
 	metricsReg prometheus.Registerer
 	reg        registry.Registry
 	pulls      *runtime.PullPolicy // RuntimePulls opened; nil without it
+	peers      *peer.Client        // the capsules' A2A client for their peers
 	metrics    *a2a.Metrics
 	logger     *zap.Logger
 	netLog     *zap.Logger
@@ -365,6 +370,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	if a.pulls, err = a.openPulls(); err != nil {
+		return err
+	}
+	if a.peers, err = a.peerClient(); err != nil {
 		return err
 	}
 	a.metricsReg = metrics
@@ -644,6 +652,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			continue
 		}
+		if opt == "peer_credential" {
+			if err := a.unmarshalPeerCredential(d); err != nil {
+				return err
+			}
+			continue
+		}
 		if opt == "runtime_pulls" {
 			if err := a.unmarshalRuntimePulls(d); err != nil {
 				return err
@@ -726,7 +740,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.InstanceReuse = &on
 			}
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, registry_auth, registry_cache, registry_cache_size, runtime_pulls, otel, work_root, cache_dir, state_dir, store, store_key, instance, lease, task_versions, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
+			return d.Errf("unknown capsule option %q (known: registry, registry_auth, peer_credential, registry_cache, registry_cache_size, runtime_pulls, otel, work_root, cache_dir, state_dir, store, store_key, instance, lease, task_versions, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err

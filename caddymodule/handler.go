@@ -312,7 +312,7 @@ func (h *Handler) stage(p *provision) (*version, error) {
 	}
 	hosted, err := engine.Serve(p.ctx, m, runtime.ServeOptions{Registry: app.reg, Lock: h.Lock, ContextIdle: time.Duration(h.ContextIdle), Pulls: app.pulls,
 		Session: runtime.SessionConfig{WorkRoot: app.WorkRoot, DNSUpstream: app.DNSUpstream, SandboxHelper: app.SandboxHelper,
-			Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog), Tracer: tracer}})
+			Stderr: zapLines{app.logger}, NetLogger: slogFrom(app.netLog), Tracer: tracer, Peers: app.peers}})
 	if err != nil {
 		engines.Delete(app.engineKey())
 		releaseTracer()
@@ -513,9 +513,10 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		depth = h.QueueDepth
 	}
 	return a2a.Config{
-		Tracer:   v.tracer,
-		Card:     card,
-		Executor: executor{c: c, v: v},
+		Tracer:      v.tracer,
+		AcceptPeers: m.Exports.PeerTasks.Accept,
+		Card:        card,
+		Executor:    executor{c: c, v: v},
 		Lifecycle: a2a.Lifecycle{Acceptance: lc.TaskAcceptance, QueueDepth: depth, Concurrency: h.Concurrency,
 			InputTimeout: time.Duration(lc.InputTimeoutSecs) * time.Second, Threaded: lc.Conversation == "threaded"},
 		MaxBody:     h.MaxBody,
@@ -683,6 +684,9 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 		}
 	}
 	req.Parts = runtimeParts(job.Parts)
+	if p := job.Peer; p != nil {
+		req.Peer = runtime.PeerOrigin(*p)
+	}
 	if job.Chunk != nil {
 		req.Sink = chunkSink{text: job.Chunk, thinking: job.Thinking, note: job.Note}
 	}

@@ -290,7 +290,7 @@ type Peer struct {
 	Description string `yaml:"description"`
 }
 
-// Exports are what a capsule offers other capsules (docs/reference/manifest.md "Exports").
+// Exports are what a capsule offers other capsules (docs/reference/manifest.md "Peers").
 type Exports struct {
 	PeerTasks struct {
 		// Accept lets other capsules' runtimes send this capsule tasks; refused otherwise.

@@ -23,7 +23,7 @@ type Metrics struct {
 	ArtifactCalls *prometheus.CounterVec
 	ArtifactPulls *prometheus.CounterVec
 	// Receipts are the figures of every task's receipt, one observation per task
-	// (docs/reference/receipts.md "Prometheus").
+	// (docs/reference/metrics.md "Task receipts").
 	Receipts Receipts
 }
 

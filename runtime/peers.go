@@ -71,10 +71,9 @@ const (
 	CodePeerNotAllowed = "E-PEER-002" // the peer URL is outside capabilities.network.allow
 	CodePeerDepth      = "E-PEER-003" // the chain of peer tasks would pass capabilities.limits.peer_depth
 	CodePeerCalls      = "E-PEER-004" // the task already sent capabilities.limits.peer_calls messages
-	CodePeerLoop       = "E-PEER-005" // the message would reach a task of its own chain again
-	CodePeerRefused    = "E-PEER-006" // the peer does not accept peer tasks
-	CodePeerFailed     = "E-PEER-007" // the peer could not be reached, or answered no task
-	CodePeerNone       = "E-PEER-008" // the host has no A2A client for peers (caddy capsule run)
+	CodePeerRefused    = "E-PEER-005" // the peer does not accept peer tasks
+	CodePeerFailed     = "E-PEER-006" // the peer could not be reached, or answered no task
+	CodePeerNone       = "E-PEER-007" // the host has no A2A client for peers (caddy capsule run)
 )
 
 // EventPeer is one message a task sent a peer, and its answer.
@@ -214,11 +213,6 @@ func (s *session) sendPeer(ctx context.Context, t *task, name, rawURL, text, con
 			fmt.Sprintf("send_message: this task is at depth %d of a chain of peer tasks (%s); a message would start depth %d, over capabilities.limits.peer_depth %d",
 				origin.Depth(), strings.Join(origin.Chain, " → "), rec.Depth, m.Capabilities.Limits.PeerDepth),
 			"answer the task yourself: the chain is as deep as this capsule allows"))
-	}
-	if slices.Contains(origin.Chain, rawURL) {
-		return fail(errs.New(CodePeerLoop, "runtime",
-			fmt.Sprintf("send_message: %s already has a task in this chain of peer tasks (%s): the message would loop", rawURL, strings.Join(origin.Chain, " → ")),
-			"answer the task yourself, or send to a peer outside the chain"))
 	}
 	sc := s.spans.contextOf(t.evt)
 	if !sc.IsValid() {

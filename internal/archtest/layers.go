@@ -83,6 +83,7 @@ var Table = []Row{
 	{"registry", LayerHosts, "where artifacts come from and whether to trust them: `.mur.zip` archives (safe open, pack), registries (a folder, OCI, Nexus as client and `NexusServer`), the sha256-keyed artifact cache, `murmur.lock`"},
 	{"runtime/credgate", LayerHosts, "a process capsule's credential gateway: the loopback provider URL a harness CLI is given, forwarding through the driver's outgoing HTTP, which adds the key"},
 	{"runtime", LayerRuntime, "capsules: stage them, serve them to the gateway, run their sessions and tasks — the agent loop, tool dispatch, the shell tools' sandbox, the event stream and its sinks"},
+	{"peer", LayerRuntime, "the A2A client capsules delegate through (`runtime.Peers`): the peer's card and a binding it lists, through the sender's network policy or in-process to this gateway's own server, the peer headers and the operator's credential"},
 	{"caddymodule", LayerGlue, "the Caddy glue: the `capsule` app, the `capsule`, `capsule_replay`, `capsule_ready` and `capsule_registry` handlers, the Caddyfile directives, the `caddy capsule …` commands, metrics on Caddy's registry"},
 	{"cmd/caddy", LayerMains, "`main`: Caddy, its standard modules and ours"},
 	{"cmd/capsulegate-sandbox", LayerMains, "`main`: the sandbox helper that shell tool commands start"},
