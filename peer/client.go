@@ -88,6 +88,9 @@ func (c *Client) Send(ctx context.Context, m runtime.PeerMessage) (runtime.PeerA
 	defer client.Destroy()
 
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart(m.Text))
+	if m.MessageID != "" {
+		msg.ID = m.MessageID
+	}
 	if m.ContextID != "" {
 		msg.ContextID = m.ContextID
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
+	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
 // Peers sends a task's messages to other capsules: the host's A2A client (package
@@ -34,8 +36,9 @@ type PeerMessage struct {
 	// Rules are the sender's capabilities.network.allow: the client reaches the peer's
 	// card and endpoint only through them.
 	Rules netpolicy.Rules
-	// Text is the message; ContextID the peer context to continue ("" starts one).
-	Text, ContextID string
+	// Text is the message; ContextID the peer context to continue ("" starts one);
+	// MessageID its A2A message id ("" lets the client choose one).
+	Text, ContextID, MessageID string
 	// From is who sends: the sending capsule and task, the principal the task runs for,
 	// and where it sits in a chain of peer tasks.
 	From PeerOrigin
@@ -149,7 +152,7 @@ func (s *session) runPeerTool(ctx context.Context, t *task, call agentBlock) (st
 			"name one of the peers listed in the tool's description")
 		return s.peerToolDone(t, call, start, PeerCall{Peer: in.Peer, From: "model", Status: statusError, Error: err.Error()})
 	}
-	ans, rec, err := s.sendPeer(ctx, t, p.Name, p.URL, in.Message, in.ContextID, "model")
+	ans, rec, err := s.sendPeer(ctx, t, p.Name, p.URL, PeerMessage{Text: in.Message, ContextID: in.ContextID}, "model")
 	if err != nil {
 		return s.peerToolDone(t, call, start, rec)
 	}
@@ -183,7 +186,7 @@ func (s *session) peerToolDone(t *task, call agentBlock, start time.Time, rec Pe
 // the capsule's grants and limits: the URL within network.allow, the task's calls under
 // peer_calls, the chain under peer_depth and without the peer's endpoint in it already.
 // Every call, refused or not, is a peer_message event.
-func (s *session) sendPeer(ctx context.Context, t *task, name, rawURL, text, contextID, from string) (PeerAnswer, PeerCall, error) {
+func (s *session) sendPeer(ctx context.Context, t *task, name, rawURL string, msg PeerMessage, from string) (PeerAnswer, PeerCall, error) {
 	m := s.staged.Manifest
 	start := time.Now()
 	origin := t.peer
@@ -218,9 +221,10 @@ func (s *session) sendPeer(ctx context.Context, t *task, name, rawURL, text, con
 	if !sc.IsValid() {
 		sc = t.trace
 	}
-	ans, err := s.peers.Send(ctx, PeerMessage{URL: rawURL, Rules: m.Capabilities.NetworkRules, Text: text, ContextID: contextID,
-		From: PeerOrigin{Capsule: m.Name, TaskID: t.id, Principal: t.principal, Chain: append(slices.Clone(origin.Chain), t.id)}, Trace: sc,
-		Chunk: func(c string) { s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: c, Note: true}, nil) }})
+	msg.URL, msg.Rules, msg.Trace = rawURL, m.Capabilities.NetworkRules, sc
+	msg.From = PeerOrigin{Capsule: m.Name, TaskID: t.id, Principal: t.principal, Chain: append(slices.Clone(origin.Chain), t.id)}
+	msg.Chunk = func(c string) { s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: c, Note: true}, nil) }
+	ans, err := s.peers.Send(ctx, msg)
 	if err != nil {
 		return fail(err)
 	}
@@ -278,10 +282,40 @@ func (s *session) relayAnswer(t *task, peer string, ans PeerAnswer) (string, []s
 		default:
 			continue
 		}
+		t.turnMu.Lock()
 		t.relayed = append(t.relayed, Artifact{Name: peer + ": " + cmp.Or(p.Name, p.Kind), Description: "from peer " + peer + ", task " + ans.TaskID,
 			Parts: []Part{p}})
+		t.turnMu.Unlock()
 	}
 	return ans.Text, lines
+}
+
+// guestPeers serves murmur:message/send for task t's guests: the same checks and records
+// as send_message, the peer named by its URL (the manifest's name when it lists the URL).
+// The answer's text is written to peers/<peer task>/answer.txt and its files beside it;
+// its files and data are relayed to the task's client.
+func (s *session) guestPeers(t *task) murmur.PeerSender {
+	return func(ctx context.Context, peerURL string, m abi.PeerMessage) (abi.PeerTaskResult, error) {
+		name := peerURL
+		for _, p := range s.staged.Manifest.Peers {
+			if p.URL == peerURL {
+				name = p.Name
+			}
+		}
+		msg := PeerMessage{Text: m.Text, MessageID: m.MessageID}
+		if m.ContextID != nil {
+			msg.ContextID = *m.ContextID
+		}
+		ans, _, err := s.sendPeer(ctx, t, name, peerURL, msg, "guest")
+		if err != nil {
+			return abi.PeerTaskResult{}, err
+		}
+		s.relayAnswer(t, name, ans)
+		if err := s.writeWork(path.Join("peers", ans.TaskID, "answer.txt"), []byte(ans.Text)); err != nil {
+			return abi.PeerTaskResult{}, fmt.Errorf("send: the peer answered (task %s, %s), but its answer could not be saved: %w", ans.TaskID, ans.State, err)
+		}
+		return abi.PeerTaskResult{TaskID: ans.TaskID, ContextID: ans.ContextID, State: ans.State}, nil
+	}
 }
 
 // fileNameOK reports whether name can be a file of the workdir as it is.

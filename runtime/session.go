@@ -424,7 +424,7 @@ func (s *session) imports(t *task, who string) *murmur.Imports {
 		return s.invokeAt(ctx, t, name, in)
 	}
 	return &murmur.Imports{Who: who, HTTP: s.http, Invoke: invoke, Chunk: s.chunks(t), RequestInput: t.requestInput,
-		Artifacts: &amCall{s: s, t: t, from: "guest"}}
+		Artifacts: &amCall{s: s, t: t, from: "guest"}, Peers: s.guestPeers(t)}
 }
 
 // log returns the capped log file of that name under the session's logs/; the file is

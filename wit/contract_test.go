@@ -25,6 +25,7 @@ const (
 	taskIO       = "murmur:task-io/read@0.1.0"
 	conversation = "murmur:conversation/read@0.2.0"
 	artifacts    = "murmur:artifact-manager/manage@0.1.0"
+	message      = "murmur:message/send@0.1.0"
 )
 
 // hostBindings say where the host keeps its Go copies: all in wit/abi. Names and case
@@ -43,6 +44,7 @@ var hostBindings = []witcheck.Binding{
 	{Interface: taskIO, Dir: "wit/abi"},
 	{Interface: conversation, Dir: "wit/abi"},
 	{Interface: artifacts, Dir: "wit/abi"},
+	{Interface: message, Dir: "wit/abi", Names: map[string]string{"message": "PeerMessage", "task-result": "PeerTaskResult"}},
 }
 
 // guestBindings say where the guest SDK keeps them: the tool and HTTP types in
@@ -64,6 +66,7 @@ var guestBindings = []witcheck.Binding{
 	{Interface: taskIO, Dir: "wit/guest/hook", Names: map[string]string{"task-input-form": "InputForm"}},
 	{Interface: conversation, Dir: "wit/guest/hook"},
 	{Interface: artifacts, Dir: "wit/guest/artifacts", Names: map[string]string{"artifact-summary": "Summary", "artifact-info": "Info"}},
+	{Interface: message, Dir: "wit/guest/message"},
 }
 
 // hostFuncs are the host's descriptors of every WIT function, by interface#function.
@@ -105,6 +108,7 @@ func hostFuncs() map[string]witcheck.HostFunc {
 	add(artifacts, "pull", "abi.AMPull", abi.AMPull)
 	add(artifacts, "remove", "abi.AMRemove", abi.AMRemove)
 	add(artifacts, "diagnostics", "abi.AMDiagnose", abi.AMDiagnose)
+	add(message, "send", "abi.MessageSend", abi.MessageSend)
 	return m
 }
 

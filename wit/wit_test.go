@@ -22,6 +22,7 @@ func TestFilesDeclareTheirPackage(t *testing.T) {
 		"murmur-conversation-0.2.0.wit":     "package murmur:conversation@0.2.0;",
 		"murmur-driver-process-0.6.0.wit":   "package murmur:driver@0.6.0;",
 		"murmur-artifact-manager-0.1.0.wit": "package murmur:artifact-manager@0.1.0;",
+		"murmur-message-0.1.0.wit":          "package murmur:message@0.1.0;",
 	}
 	names, err := fs.Glob(Files, "*.wit")
 	if err != nil {

@@ -13,6 +13,7 @@ const (
 	ModuleHTTP        = "capsulegate:http/outgoing@0.1.0"
 	ModuleHTTP02      = "capsulegate:http/outgoing@0.2.0"
 	ModuleArtifacts   = "murmur:artifact-manager/manage@0.1.0"
+	ModuleMessage     = "murmur:message/send@0.1.0"
 	ExportRealloc     = "cabi_realloc"
 	PostReturnPrefix  = "cabi_post_"
 	ExportInitialize  = "_initialize"
@@ -42,6 +43,32 @@ const (
 	RuntimeWasm RuntimeType = iota
 	RuntimeNative
 )
+
+// PeerMessage is murmur:message/send's message.
+type PeerMessage struct {
+	MessageID string
+	ContextID *string
+	Text      string
+}
+
+// PeerTaskResult is murmur:message/send's task-result.
+type PeerTaskResult struct {
+	TaskID, ContextID, State string
+}
+
+// PeerMessageOf reads a message's generic value, of PeerMessageType.
+func PeerMessageOf(v any) PeerMessage {
+	f := v.([]any)
+	m := PeerMessage{MessageID: f[0].(string), Text: f[2].(string)}
+	if o := f[1].(Option); o.Some {
+		s := o.Value.(string)
+		m.ContextID = &s
+	}
+	return m
+}
+
+// Value is r's generic value, of PeerTaskResultType.
+func (r PeerTaskResult) Value() any { return []any{r.TaskID, r.ContextID, r.State} }
 
 // ArtifactSummary is murmur:artifact-manager/manage's artifact-summary.
 type ArtifactSummary struct {
@@ -142,6 +169,10 @@ var (
 	ArtifactInfoType    = Record(F("name", String), F("version", String), F("description", String), F("tags", List(String)),
 		F("runtime", RuntimeTypeType), F("input-schema", optString), F("output-schema", optString)).Named("artifact-info")
 	RuntimeStateType = Record(F("capsule-id", String), F("installed", List(ArtifactSummaryType)), F("capabilities", String)).Named("runtime-state")
+
+	// murmur:message/send's records.
+	PeerMessageType    = Record(F("message-id", String), F("context-id", optString), F("text", String)).Named("message")
+	PeerTaskResultType = Record(F("task-id", String), F("context-id", String), F("state", String)).Named("task-result")
 )
 
 // Functions of the P1 interfaces.
@@ -166,6 +197,8 @@ var (
 	AMPull     = NewFunc([]*Type{String, String}, []*Type{ResultOf(ArtifactSummaryType, String)})
 	AMRemove   = NewFunc([]*Type{String}, []*Type{ResultOf(Bool, String)})
 	AMDiagnose = NewFunc(nil, []*Type{ResultOf(RuntimeStateType, String)})
+
+	MessageSend = NewFunc([]*Type{String, PeerMessageType}, []*Type{ResultOf(PeerTaskResultType, String)})
 )
 
 func optValue[T any](p *T) Option {

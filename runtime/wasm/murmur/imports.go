@@ -31,6 +31,9 @@ type Imports struct {
 	// Artifacts serves murmur:artifact-manager/manage; nil answers every call with an
 	// error the guest reads ("not-granted: …").
 	Artifacts ArtifactManager
+	// Peers serves murmur:message/send; nil answers every call with an error the guest
+	// reads (E-PEER-007).
+	Peers PeerSender
 	// Who names the calling artifact in network-denial records.
 	Who string
 }
@@ -183,6 +186,7 @@ var hostModules = []wasm.HostModule{
 	}},
 	{Module: abi.ModuleConversation, Interface: "murmur:conversation/read", Funcs: []wasm.HostFunc{hostFunc(abi.ImportReadMessages, abi.ReadMessages, importReadMessages)}},
 	{Module: abi.ModuleArtifacts, Interface: artifactsInterface, Funcs: artifactFuncs},
+	{Module: abi.ModuleMessage, Interface: messageInterface, Funcs: messageFuncs},
 }
 
 // componentImports are the interfaces of hostModules a component may import, by

@@ -34,6 +34,7 @@ var (
 		abi.ModuleTaskIO:                    true,
 		abi.ModuleConversation:              true,
 		abi.ModuleArtifacts:                 true,
+		abi.ModuleMessage:                   true,
 	}
 	// worlds lists what each role may import (docs/reference/guest-abi.md "Worlds")
 	// besides WASI preview1, and which interface it must export.
@@ -43,8 +44,8 @@ var (
 	}{
 		// A script capsule may also manage its runtime's artifacts, as upstream Murmur's
 		// runtime-host world imports artifact-manager beside tool-registry.
-		"script":                    {[]string{"murmur:tool-registry/invoke@0.1.0", abi.ModuleArtifacts, "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:capsule/run"},
-		string(manifest.RoleTool):   {[]string{"murmur:task/task@0.1.0", "murmur:stream/events@0.1.0", "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:tool/run"},
+		"script":                    {[]string{"murmur:tool-registry/invoke@0.1.0", abi.ModuleArtifacts, abi.ModuleMessage, "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:capsule/run"},
+		string(manifest.RoleTool):   {[]string{"murmur:task/task@0.1.0", "murmur:stream/events@0.1.0", abi.ModuleMessage, "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:tool/run"},
 		string(manifest.RoleDriver): {[]string{"murmur:stream/events@0.1.0", "capsulegate:http/outgoing@0.1.0", "capsulegate:http/outgoing@0.2.0"}, "murmur:tool/run"},
 		// A hook imports what Murmur's hook world offers: it answers events, it does
 		// not act (no network, no tools).

@@ -29,8 +29,8 @@ func worldOf(role manifest.Role) string {
 // componentWorlds lists the murmur interfaces each role's component may import
 // (besides WASI 0.2 and murmur:tool/run for its types), as worlds does for core modules.
 var componentWorlds = map[string][]string{
-	ScriptWorld:                 {"murmur:tool-registry/invoke", artifactsInterface},
-	string(manifest.RoleTool):   {"murmur:task/task", "murmur:text/chunks"},
+	ScriptWorld:                 {"murmur:tool-registry/invoke", artifactsInterface, messageInterface},
+	string(manifest.RoleTool):   {"murmur:task/task", "murmur:text/chunks", messageInterface},
 	string(manifest.RoleDriver): {"murmur:text/chunks"},
 	hookWorld:                   {"murmur:runtime/inference", "murmur:runtime/tokens", "murmur:task-io/read", "murmur:conversation/read"},
 }
