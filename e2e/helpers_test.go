@@ -444,9 +444,20 @@ func startFront(t *testing.T, g *gateway) string {
 // from its own temporary home with env added, until the test ends.
 func serveSites(t *testing.T, sites string, env ...string) {
 	t.Helper()
+	serveApp(t, "", sites, env...)
+}
+
+// serveApp is serveSites with the capsule app's options (the lines of its block; none
+// when empty).
+func serveApp(t *testing.T, app, sites string, env ...string) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(path, []byte("{\n\tadmin off\n\tdefault_bind 127.0.0.1\n}\n\n"+sites), 0o644); err != nil {
+	global := "{\n\tadmin off\n\tdefault_bind 127.0.0.1\n"
+	if app != "" {
+		global += "\tcapsule {\n" + app + "\n\t}\n"
+	}
+	if err := os.WriteFile(path, []byte(global+"}\n\n"+sites), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(caddyBin, "run", "--config", path, "--adapter", "caddyfile")

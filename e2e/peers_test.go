@@ -12,6 +12,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/a2a"
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/otlptest"
 )
 
 // peersCassette: asked to delegate, the model sends the count to the peer "counter";
@@ -185,4 +186,209 @@ func toolResult(t *testing.T, bodies []string, id string) string {
 	}
 	t.Fatalf("no provider request holds the result of %s", id)
 	return ""
+}
+
+// reportCassette: asked for a report, the model hands the text to the peer "reporter",
+// then ends the task.
+const reportCassette = `{"provider": "anthropic-messages", "conversations": [
+ {"match": "delegate the report", "turns": [
+   {"id": "r1", "type": "message", "role": "assistant", "model": "m", "stop_reason": "tool_use",
+    "content": [{"type": "tool_use", "id": "tu_r", "name": "send_message", "input": {"peer": "reporter", "message": "alpha beta gamma"}}], "usage": {"input_tokens": 12, "output_tokens": 6}},
+   {"id": "r2", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
+    "content": [{"type": "text", "text": "The reporter reported."}], "usage": {"input_tokens": 30, "output_tokens": 4}}]}]}`
+
+// TestPeersAcrossGateways: capsule A on one gateway process delegates to capsule B on
+// another, over a socket, presenting the operator's peer_credential. Alice's task on A
+// gets B's answer relayed — text to the model, B's file as an artifact of her task — and
+// one trace id, the client's, spans A's request, A's turn, the peer call, B's request, B's
+// task and B's tool call on the spans a real OTLP receiver got. The delegated task is
+// owned as documented: neither a third principal nor the sending gateway's own principal
+// reads it, and the delegator acting for alice reads none of bob's tasks on B. A script
+// capsule's guest, through murmur:message/send, reads each refusal: a peer outside
+// network.allow, a peer that does not accept peer tasks, a fan-out over peer_calls.
+func TestPeersAcrossGateways(t *testing.T) {
+	tmp := t.TempDir()
+	home, reg := filepath.Join(tmp, "home"), filepath.Join(tmp, "registry")
+	os.MkdirAll(home, 0o755)
+	publish(t, home, reg, "../examples/artifacts/wordcount", "wordcount", guestbuild.Wasm(t, "../examples/guests/wordcount"))
+	publish(t, home, reg, "../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
+	cassettes := filepath.Join(tmp, "cassettes")
+	os.MkdirAll(cassettes, 0o755)
+	os.WriteFile(filepath.Join(cassettes, "report.json"), []byte(reportCassette), 0o644)
+	provider, requests := recordingProvider(t, cassettes)
+	rcv := otlptest.Start(t)
+	portA, portB := freePort(t), freePort(t)
+	baseA, baseB := "http://127.0.0.1:"+portA, "http://127.0.0.1:"+portB
+	write := func(rel, body string, wasm []byte) string {
+		dir := filepath.Join(tmp, rel)
+		os.MkdirAll(dir, 0o755)
+		if wasm != nil {
+			os.WriteFile(filepath.Join(dir, "capsule.wasm"), wasm, 0o644)
+		}
+		os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(body), 0o644)
+		return filepath.Join(dir, "murmur.yaml")
+	}
+	const limits = "  limits: {memory_bytes: 134217728, deadline_seconds: 60}\n"
+	reporterWasm := guestbuild.Wasm(t, "../internal/testkit/testguests/reporter")
+	reporter := write("b/reporter", "name: reporter\nversion: 1.0.0\nartifacts:\n  - {name: wordcount, version: 1.1.0}\ncapabilities:\n"+limits+
+		"lifecycle: {task_acceptance: queue, queue_depth: 8}\nexports:\n  peer_tasks: {accept: true}\n", reporterWasm)
+	closed := write("b/closed", "name: closed\nversion: 1.0.0\nartifacts:\n  - {name: wordcount, version: 1.1.0}\ncapabilities:\n"+limits, reporterWasm)
+	delegator := write("a/delegator", `name: delegator
+version: 1.0.0
+artifacts:
+  - {name: anthropic-messages, version: 0.2.0, runtime: driver, gateway: {endpoint: "`+provider.URL+`"}}
+inference:
+  driver: {artifact: anthropic-messages}
+  model: m
+  max_turns: 4
+peers:
+  - {name: reporter, url: "`+baseB+`/agents/reporter/", description: writes a report}
+capabilities:
+  network: {allow: ["127.0.0.1:`+portB+`"]}
+`+limits, nil)
+	messenger := write("a/messenger", "name: messenger\nversion: 1.0.0\ncapabilities:\n  network: {allow: [\"127.0.0.1:"+portB+"\"]}\n"+
+		"  limits: {memory_bytes: 134217728, deadline_seconds: 60, peer_calls: 3}\n", guestbuild.Wasm(t, "../internal/testkit/testguests/messenger"))
+
+	otel := "\t\totel {\n\t\t\tendpoint " + rcv.Endpoint() + "\n\t\t}"
+	env := []string{"CAPSULE_REGISTRY=" + reg, "GW_A_TOKEN=gw-a-secret", "BOB_TOKEN=bob-secret", "ALICE_TOKEN=alice-secret"}
+	serveApp(t, otel, `http://127.0.0.1:`+portB+` {
+	handle_path /agents/reporter/* {
+		capsule `+reporter+` {
+			auth bearer {
+				gw-a GW_A_TOKEN
+				bob BOB_TOKEN
+			}
+		}
+	}
+	handle_path /agents/closed/* {
+		capsule `+closed+` {
+			auth bearer {
+				gw-a GW_A_TOKEN
+			}
+		}
+	}
+}
+`, env...)
+	serveApp(t, otel+"\n\t\tpeer_credential "+baseB+"/ bearer {env.GW_A_TOKEN}", `http://127.0.0.1:`+portA+` {
+	handle_path /agents/delegator/* {
+		capsule `+delegator+` {
+			auth bearer {
+				alice ALICE_TOKEN
+			}
+		}
+	}
+	handle_path /agents/messenger/* {
+		capsule `+messenger+` {
+			auth bearer {
+				alice ALICE_TOKEN
+			}
+		}
+	}
+}
+`, env...)
+	gA := &gateway{base: baseA, httpClient: &http.Client{Timeout: 90 * time.Second}}
+	gB := &gateway{base: baseB, httpClient: &http.Client{Timeout: 90 * time.Second}}
+	alice := []string{"Authorization", "Bearer alice-secret"}
+
+	// Alice delegates through A; the client's traceparent parents everything.
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	r := gA.call(t, "/agents/delegator/", "", "message/send", map[string]any{"message": msg03("delegate the report")},
+		append(alice, "traceparent", "00-"+traceID+"-b7ad6b7169203331-01")...)
+	tk := decodeTask(t, r)
+	if tk.Status.State != "completed" || tk.text() != "The reporter reported." {
+		t.Fatalf("delegating task %v", tk)
+	}
+	if result := toolResult(t, requests(), "tu_r"); !strings.Contains(result, "Peer reporter answered") || !strings.Contains(result, "report.txt") {
+		t.Errorf("the model read %q", result)
+	}
+	// B's file reached alice as an artifact of her task.
+	var full struct {
+		Artifacts []struct {
+			Parts []struct {
+				Kind string
+				File *struct{ Name, MimeType, Bytes string }
+			}
+		}
+	}
+	json.Unmarshal(r.Result, &full)
+	var relayed bool
+	for _, a := range full.Artifacts {
+		for _, p := range a.Parts {
+			if p.File != nil && p.File.Name == "report.txt" {
+				relayed = true
+			}
+		}
+	}
+	if !relayed {
+		t.Errorf("B's report.txt is not among the artifacts of alice's task: %s", r.Result)
+	}
+
+	// One trace: A's request, A's turn, the peer call, B's request, B's task, B's tool call.
+	spans := rcv.WaitFor(t, 60*time.Second, func(s []otlptest.Span) bool {
+		return len(otlptest.ByName(s, "invoke_agent reporter")) == 1 && len(otlptest.ByName(s, "execute_tool wordcount")) >= 1 &&
+			len(otlptest.ByName(s, "send_message reporter")) == 1 && len(otlptest.ByName(s, "invoke_agent delegator")) == 1
+	})
+	for _, name := range []string{"message/send", "invoke_agent delegator", "chat m", "send_message reporter", "invoke_agent reporter", "execute_tool wordcount"} {
+		found := false
+		for _, s := range otlptest.ByName(spans, name) {
+			found = found || s.TraceID == traceID
+		}
+		if !found {
+			t.Errorf("no %q span in the client's trace %s", name, traceID)
+		}
+	}
+	send := otlptest.ByName(spans, "send_message reporter")[0]
+	peerTask := send.Str("capsule.peer.task.id")
+	if send.Str("a2a.task.id") != tk.ID || peerTask == "" || send.Int("capsule.peer.depth") != 1 {
+		t.Errorf("the send_message span names %s → %s: %s", send.Str("a2a.task.id"), peerTask, send)
+	}
+	if b := otlptest.ByName(spans, "invoke_agent reporter")[0]; b.Str("a2a.task.id") != peerTask || b.TraceID != traceID {
+		t.Errorf("B's task span %s", b)
+	}
+
+	// Whose task it is.
+	get := func(id string, h ...string) rpcReply {
+		return gB.call(t, "/agents/reporter/", "", "tasks/get", map[string]any{"id": id}, h...)
+	}
+	gwA := []string{"Authorization", "Bearer gw-a-secret"}
+	asDelegator := func(forWhom string) []string {
+		return append(append([]string(nil), gwA...), a2a.HeaderTaskOrigin, "peer", a2a.HeaderPeerCapsule, "delegator", a2a.HeaderPeerPrincipal, forWhom)
+	}
+	if got := decodeTask(t, get(peerTask, asDelegator("alice")...)); got.Status.State != "completed" {
+		t.Errorf("the delegator acting for alice cannot read the task it sent: %v", got)
+	}
+	for name, h := range map[string][]string{"bob": {"Authorization", "Bearer bob-secret"}, "the sending gateway itself": gwA,
+		"the delegator for someone else": asDelegator("mallory")} {
+		if r := get(peerTask, h...); r.Error == nil {
+			t.Errorf("%s read the delegated task: %s", name, r.body)
+		}
+	}
+	bobs := decodeTask(t, gB.call(t, "/agents/reporter/", "", "message/send", map[string]any{"message": msg03("bob's own")}, "Authorization", "Bearer bob-secret"))
+	if r := get(bobs.ID, asDelegator("alice")...); r.Error == nil {
+		t.Errorf("the delegator read bob's task on B: %s", r.body)
+	}
+
+	// A guest's refusals, each read by the guest: outside network.allow, no consent, and the
+	// fourth message of a task allowed three.
+	lines := strings.Join([]string{
+		"send http://127.0.0.1:1/agents/x/ m-far hi",
+		"send " + baseB + "/agents/closed/ m-closed hi",
+		"send " + baseB + "/agents/reporter/ m-1 one",
+		"send " + baseB + "/agents/reporter/ m-2 one two",
+		"send " + baseB + "/agents/reporter/ m-3 one two three",
+	}, "\n")
+	mt := decodeTask(t, gA.call(t, "/agents/messenger/", "", "message/send", map[string]any{"message": msg03(lines)}, alice...))
+	got := strings.Split(strings.TrimSpace(mt.text()), "\n")
+	want := []string{"error: E-PEER-002", "error: E-PEER-005", "ok: ", "ok: ", "error: E-PEER-004"}
+	if mt.Status.State != "completed" || len(got) != len(want) {
+		t.Fatalf("messenger answered %v: %q", mt.Status.State, got)
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], w) {
+			t.Errorf("line %d: %q, want %q", i+1, got[i], w)
+		}
+	}
+	if !strings.Contains(got[2], "completed: 1 word") {
+		t.Errorf("the guest did not read the peer's answer: %q", got[2])
+	}
 }

@@ -206,6 +206,7 @@ func (c *Client) card(ctx context.Context, hc *http.Client, endpoint string) (*a
 	if len(body) > maxCard {
 		return nil, fmt.Errorf("its agent card is over %d bytes", maxCard)
 	}
+	body = withoutSecurityRequirements(body)
 	var card a2a.AgentCard
 	if err := json.Unmarshal(body, &card); err == nil && len(card.SupportedInterfaces) > 0 {
 		return &card, nil
@@ -215,6 +216,26 @@ func (c *Client) card(ctx context.Context, hc *http.Client, endpoint string) (*a
 		return nil, fmt.Errorf("its agent card lists no interface (%v)", err)
 	}
 	return old, nil
+}
+
+// withoutSecurityRequirements drops the card's securityRequirements: A2A 1.0 writes each
+// scheme's scopes as a StringList ({"list": […]}), which a2a-go v2.4 reads as a bare list
+// and refuses. The client needs none of it: what it presents is the operator's
+// credential for the peer.
+func withoutSecurityRequirements(card []byte) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(card, &m) != nil {
+		return card
+	}
+	if _, ok := m["securityRequirements"]; !ok {
+		return card
+	}
+	delete(m, "securityRequirements")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return card
+	}
+	return out
 }
 
 // local is the handler serving u in this process, if any.

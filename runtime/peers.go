@@ -3,6 +3,7 @@ package runtime
 import (
 	"cmp"
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -307,6 +308,11 @@ func (s *session) guestPeers(t *task) murmur.PeerSender {
 			msg.ContextID = *m.ContextID
 		}
 		ans, _, err := s.sendPeer(ctx, t, name, peerURL, msg, "guest")
+		var e *errs.Error
+		if errors.As(err, &e) && e.Part != "" {
+			// The guest reads the refusal starting with its code.
+			return abi.PeerTaskResult{}, errors.New(strings.TrimPrefix(e.Error(), e.Part+": "))
+		}
 		if err != nil {
 			return abi.PeerTaskResult{}, err
 		}
