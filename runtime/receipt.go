@@ -31,7 +31,7 @@ type Receipt struct {
 	// Tokens are the model tokens the task's turns and compactions used, per model.
 	Tokens []ModelTokens `json:"tokens"`
 	// ToolCalls counts the task's tool calls by kind (wasm, shell, native, skill,
-	// artifact_manager, unknown); a kind with none is left out.
+	// artifact_manager, peer, unknown); a kind with none is left out.
 	ToolCalls map[string]int `json:"toolCalls"`
 	// NetworkBytesSent and NetworkBytesReceived are what the session's policy dialers
 	// (guests' HTTP, the driver's provider calls) and its policy proxy (shell tools,
