@@ -226,6 +226,10 @@ func undocumented(expr string, documented map[string]string) []string {
 // gateway and a gateway on a PostgreSQL task store after a few tasks — that every query
 // answers with at least one series.
 func TestDashboard(t *testing.T) {
+	// Parallel: it mostly waits on Prometheus's scrapes, and the package's wall time is
+	// near its bound (docs/benchmarks.md "The test suite's time"). Parallel tests start
+	// after the serial ones, TestPostgresOutage among them: the shared cluster is up.
+	t.Parallel()
 	d, queries := readDashboard(t)
 	t.Run("shape", func(t *testing.T) {
 		if d.SchemaVersion < 36 || d.UID == "" || d.Title == "" {

@@ -43,6 +43,9 @@ const peersCassette = `{"provider": "anthropic-messages", "conversations": [
 // derived from the delegator: the anonymous client cannot read it, the delegator's
 // runtime, acting for the same principal, can.
 func TestPeers(t *testing.T) {
+	// Parallel: it waits on gateways and an exporter more than it computes, and the
+	// package's wall time is near its bound (docs/benchmarks.md "The test suite's time").
+	t.Parallel()
 	tmp := t.TempDir()
 	home, reg := filepath.Join(tmp, "home"), filepath.Join(tmp, "registry")
 	os.MkdirAll(home, 0o755)
@@ -207,6 +210,9 @@ const reportCassette = `{"provider": "anthropic-messages", "conversations": [
 // capsule's guest, through murmur:message/send, reads each refusal: a peer outside
 // network.allow, a peer that does not accept peer tasks, a fan-out over peer_calls.
 func TestPeersAcrossGateways(t *testing.T) {
+	// Parallel: it waits on gateways and an exporter more than it computes, and the
+	// package's wall time is near its bound (docs/benchmarks.md "The test suite's time").
+	t.Parallel()
 	tmp := t.TempDir()
 	home, reg := filepath.Join(tmp, "home"), filepath.Join(tmp, "registry")
 	os.MkdirAll(home, 0o755)
