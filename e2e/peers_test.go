@@ -16,32 +16,37 @@ import (
 )
 
 // peersCassette: asked to delegate, the model sends the count to the peer "counter";
-// asked to try the closed one, to "closed"; asked to loop, to itself. Each second turn
-// ends the task.
-const peersCassette = `{"provider": "anthropic-messages", "conversations": [
- {"match": "delegate the count", "turns": [
-   {"id": "d1", "type": "message", "role": "assistant", "model": "m", "stop_reason": "tool_use",
-    "content": [{"type": "tool_use", "id": "tu_d", "name": "send_message", "input": {"peer": "counter", "message": "one two three"}}], "usage": {"input_tokens": 10, "output_tokens": 5}},
-   {"id": "d2", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
-    "content": [{"type": "text", "text": "The counter answered."}], "usage": {"input_tokens": 20, "output_tokens": 4}}]},
- {"match": "try the closed one", "turns": [
-   {"id": "c1", "type": "message", "role": "assistant", "model": "m", "stop_reason": "tool_use",
-    "content": [{"type": "tool_use", "id": "tu_c", "name": "send_message", "input": {"peer": "closed", "message": "one two"}}], "usage": {"input_tokens": 10, "output_tokens": 5}},
-   {"id": "c2", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
-    "content": [{"type": "text", "text": "The closed one refused."}], "usage": {"input_tokens": 20, "output_tokens": 4}}]},
- {"match": "loop", "turns": [
-   {"id": "l1", "type": "message", "role": "assistant", "model": "m", "stop_reason": "tool_use",
-    "content": [{"type": "tool_use", "id": "tu_l1", "name": "send_message", "input": {"peer": "self", "message": "loop"}}], "usage": {"input_tokens": 10, "output_tokens": 5}},
-   {"id": "l2", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
-    "content": [{"type": "text", "text": "Loop ended."}], "usage": {"input_tokens": 20, "output_tokens": 4}}]}]}`
+// asked to try the closed one, to "closed"; asked for a report, to "reporter"; asked to
+// bounce, to "next" (the delegator's next is the bouncer, and the bouncer's the
+// delegator). Each second turn ends the task.
+var peersCassette = `{"provider": "anthropic-messages", "conversations": [
+ {"match": "delegate the count", "turns": [` + sendTurn("d", "counter", "one two three") + `, ` + endTurn("d", "The counter answered.") + `]},
+ {"match": "try the closed one", "turns": [` + sendTurn("c", "closed", "one two") + `, ` + endTurn("c", "The closed one refused.") + `]},
+ {"match": "report please", "turns": [` + sendTurn("r", "reporter", "alpha beta") + `, ` + endTurn("r", "Reported.") + `]},
+ {"match": "bounce", "turns": [` + sendTurn("b", "next", "bounce") + `, ` + endTurn("b", "Bounced.") + `]}]}`
 
-// TestPeers: three capsules on one gateway, reached in-process through its own server
-// under handle_path. The agent "delegator" hands a count to the wordcount capsule, which
-// accepts peer tasks, and gets its answer; a second wordcount that does not accept them
-// refuses (E-PEER-005, read by the model as the tool's error); a message to itself loops
-// until peer_depth stops it (E-PEER-003). The delegated task is owned by the principal
-// derived from the delegator: the anonymous client cannot read it, the delegator's
-// runtime, acting for the same principal, can.
+// sendTurn is a model turn calling send_message (call id tu_<id>), endTurn one ending the
+// task with text.
+func sendTurn(id, peer, msg string) string {
+	return `{"id": "` + id + `1", "type": "message", "role": "assistant", "model": "m", "stop_reason": "tool_use",
+    "content": [{"type": "tool_use", "id": "tu_` + id + `", "name": "send_message", "input": {"peer": "` + peer + `", "message": "` + msg + `"}}], "usage": {"input_tokens": 10, "output_tokens": 5}}`
+}
+
+func endTurn(id, text string) string {
+	return `{"id": "` + id + `2", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
+    "content": [{"type": "text", "text": "` + text + `"}], "usage": {"input_tokens": 20, "output_tokens": 4}}`
+}
+
+// TestPeers: capsules on one gateway, reached in-process through its own server under
+// handle_path. The agent "delegator" hands a count to the wordcount capsule, which
+// accepts peer tasks: its answer reaches the model, and its streamed chunks reach a
+// client streaming the delegating task; a report to the reporter capsule comes back as
+// text and a file part, the file relayed to the client as an artifact of its task; a
+// wordcount that does not accept peer tasks refuses (E-PEER-005, read by the model as the
+// tool's error); A → B → A (delegator → bouncer → delegator) stops at peer_depth
+// (E-PEER-003). The delegated task is owned by the principal derived from the delegator:
+// the anonymous client cannot read it, the delegator's runtime, acting for the same
+// principal, can, another capsule's cannot.
 func TestPeers(t *testing.T) {
 	// Parallel: it waits on gateways and an exporter more than it computes, and the
 	// package's wall time is near its bound (docs/benchmarks.md "The test suite's time").
@@ -58,20 +63,22 @@ func TestPeers(t *testing.T) {
 
 	port := freePort(t)
 	base := "http://127.0.0.1:" + port
-	script := guestbuild.Wasm(t, "../examples/guests/wordcount-capsule")
-	wordcount := func(dir, extra string) string {
+	script := func(dir, wasm, m string) string {
 		os.MkdirAll(dir, 0o755)
-		os.WriteFile(filepath.Join(dir, "capsule.wasm"), script, 0o644)
-		m := "name: wordcount\nversion: 1.0.0\nartifacts:\n  - {name: wordcount, version: 1.1.0}\n" +
-			"capabilities:\n  limits: {memory_bytes: 67108864, deadline_seconds: 30}\nlifecycle: {task_acceptance: queue, queue_depth: 8}\n" + extra
+		os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, wasm), 0o644)
 		os.WriteFile(filepath.Join(dir, "murmur.yaml"), []byte(m), 0o644)
 		return filepath.Join(dir, "murmur.yaml")
 	}
-	open := wordcount(filepath.Join(tmp, "open"), "exports:\n  peer_tasks: {accept: true}\n")
-	closed := wordcount(filepath.Join(tmp, "closed"), "")
-	delegator := filepath.Join(tmp, "delegator", "murmur.yaml")
-	os.MkdirAll(filepath.Dir(delegator), 0o755)
-	os.WriteFile(delegator, []byte(`name: delegator
+	const wc = "artifacts:\n  - {name: wordcount, version: 1.1.0}\ncapabilities:\n  limits: {memory_bytes: 67108864, deadline_seconds: 30}\n" +
+		"lifecycle: {task_acceptance: queue, queue_depth: 8}\n"
+	const accept = "exports:\n  peer_tasks: {accept: true}\n"
+	open := script(filepath.Join(tmp, "open"), "../examples/guests/wordcount-capsule", "name: wordcount\nversion: 1.0.0\n"+wc+accept)
+	closed := script(filepath.Join(tmp, "closed"), "../examples/guests/wordcount-capsule", "name: wordcount\nversion: 1.0.0\n"+wc)
+	reporter := script(filepath.Join(tmp, "reporter"), "../internal/testkit/testguests/reporter", "name: reporter\nversion: 1.0.0\n"+wc+accept)
+	agent := func(name, next string) string {
+		p := filepath.Join(tmp, name, "murmur.yaml")
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte(`name: `+name+`
 version: 1.0.0
 artifacts:
   - {name: anthropic-messages, version: 0.2.0, runtime: driver, gateway: {endpoint: "`+provider.URL+`"}}
@@ -82,20 +89,25 @@ inference:
 peers:
   - {name: counter, url: "`+base+`/agents/counter/", description: counts words}
   - {name: closed, url: "`+base+`/agents/closed/"}
-  - {name: self, url: "`+base+`/agents/delegator/"}
-exports:
-  peer_tasks: {accept: true}
-capabilities:
+  - {name: reporter, url: "`+base+`/agents/reporter/"}
+  - {name: next, url: "`+base+`/agents/`+next+`/"}
+`+accept+`capabilities:
   network: {allow: ["127.0.0.1:`+port+`"]}
   limits: {memory_bytes: 134217728, deadline_seconds: 60, peer_depth: 2}
 lifecycle: {task_acceptance: queue, queue_depth: 8}
 `), 0o644)
+		return p
+	}
+	delegator, bouncer := agent("delegator", "bouncer"), agent("bouncer", "delegator")
 	serveSites(t, `http://127.0.0.1:`+port+` {
 	handle_path /agents/delegator/* {
-		# The loop's three tasks run at once on this one capsule: each waits for the next.
+		# A → B → A: two of the chain's tasks run at once on this capsule.
 		capsule `+delegator+` {
 			concurrency 4
 		}
+	}
+	handle_path /agents/bouncer/* {
+		capsule `+bouncer+`
 	}
 	handle_path /agents/counter/* {
 		capsule `+open+`
@@ -103,14 +115,21 @@ lifecycle: {task_acceptance: queue, queue_depth: 8}
 	handle_path /agents/closed/* {
 		capsule `+closed+`
 	}
+	handle_path /agents/reporter/* {
+		capsule `+reporter+`
+	}
 }
 `, "CAPSULE_REGISTRY="+reg)
 	g := &gateway{base: base, httpClient: &http.Client{Timeout: 60 * time.Second}}
 
-	// Delegated: the model read the peer's answer, and the task completed.
-	tk := decodeTask(t, g.call(t, "/agents/delegator/", "", "message/send", map[string]any{"message": msg03("delegate the count")}))
-	if tk.Status.State != "completed" || tk.text() != "The counter answered." {
-		t.Fatalf("delegating task %v", tk)
+	// Delegated, streamed: the peer's chunks reach the client as progress, its answer the
+	// model, and the task completes.
+	var progress strings.Builder
+	for ev := range g.stream(t, "/agents/delegator/", "", "message/stream", map[string]any{"message": msg03("delegate the count")}) {
+		progress.Write(ev.data)
+	}
+	if !strings.Contains(progress.String(), "Counting the words") || !strings.Contains(progress.String(), "The counter answered.") {
+		t.Errorf("the stream of the delegating task lacks the peer's chunks or its end: %.3000s", progress.String())
 	}
 	result := toolResult(t, requests(), "tu_d")
 	peerTask := regexp.MustCompile(`its task (\S+),`).FindStringSubmatch(result)
@@ -136,8 +155,20 @@ lifecycle: {task_acceptance: queue, queue_depth: 8}
 		}
 	}
 
+	// A report: text to the model, the file relayed to the client with the task.
+	r = g.call(t, "/agents/delegator/", "", "message/send", map[string]any{"message": msg03("report please")})
+	if tk := decodeTask(t, r); tk.Status.State != "completed" || tk.text() != "Reported." {
+		t.Fatalf("reporting task %v", tk)
+	}
+	if result := toolResult(t, requests(), "tu_r"); !strings.Contains(result, "2 words") || !strings.Contains(result, "report.txt") {
+		t.Errorf("the model read %q", result)
+	}
+	if !strings.Contains(string(r.Result), `"name":"report.txt"`) || !strings.Contains(string(r.Result), `"mimeType":"text/plain"`) {
+		t.Errorf("the reporter's file is not an artifact of the delegating task: %s", r.Result)
+	}
+
 	// Refused by a capsule that does not accept peer tasks: the model reads why.
-	tk = decodeTask(t, g.call(t, "/agents/delegator/", "", "message/send", map[string]any{"message": msg03("try the closed one")}))
+	tk := decodeTask(t, g.call(t, "/agents/delegator/", "", "message/send", map[string]any{"message": msg03("try the closed one")}))
 	if result := toolResult(t, requests(), "tu_c"); tk.Status.State != "completed" || !strings.Contains(result, "E-PEER-005") {
 		t.Errorf("task %v; the model read %q", tk, result)
 	}
@@ -146,20 +177,20 @@ lifecycle: {task_acceptance: queue, queue_depth: 8}
 		t.Errorf("a client's task on the closed capsule: %v", tk)
 	}
 
-	// A loop: the delegator messages itself. The client's task (depth 0) starts depth 1,
-	// which starts depth 2 (peer_depth 2); depth 2 may not start depth 3.
-	tk = decodeTask(t, g.call(t, "/agents/delegator/", "", "message/send", map[string]any{"message": msg03("loop")}))
-	if tk.Status.State != "completed" {
-		t.Fatalf("looping task %v", tk)
+	// A → B → A: the client's task on the delegator (depth 0) sends to the bouncer (1),
+	// which sends back to the delegator (2, peer_depth); that task may not start depth 3.
+	tk = decodeTask(t, g.call(t, "/agents/delegator/", "", "message/send", map[string]any{"message": msg03("bounce")}))
+	if tk.Status.State != "completed" || tk.text() != "Bounced." {
+		t.Fatalf("bouncing task %v", tk)
 	}
-	var depthRefused bool
+	var refusals int
 	for _, body := range requests() {
-		if strings.Contains(body, "E-PEER-003") {
-			depthRefused = true
+		if strings.Contains(body, "E-PEER-003") && strings.Contains(body, "depth 2") {
+			refusals++
 		}
 	}
-	if !depthRefused {
-		t.Errorf("no turn read the depth refusal E-PEER-003")
+	if refusals != 1 {
+		t.Errorf("%d turns read the depth refusal E-PEER-003 at depth 2, want the chain's last task's one", refusals)
 	}
 }
 
