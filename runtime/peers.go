@@ -3,8 +3,8 @@ package runtime
 import (
 	"cmp"
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
