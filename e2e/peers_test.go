@@ -163,8 +163,9 @@ lifecycle: {task_acceptance: queue, queue_depth: 8}
 	if result := toolResult(t, requests(), "tu_r"); !strings.Contains(result, "2 words") || !strings.Contains(result, "report.txt") {
 		t.Errorf("the model read %q", result)
 	}
-	if !strings.Contains(string(r.Result), `"name":"report.txt"`) || !strings.Contains(string(r.Result), `"mimeType":"text/plain"`) {
-		t.Errorf("the reporter's file is not an artifact of the delegating task: %s", r.Result)
+	if !strings.Contains(string(r.Result), `"name":"report.txt"`) || !strings.Contains(string(r.Result), `"mimeType":"text/plain"`) ||
+		!strings.Contains(string(r.Result), `"name":"reporter: answer"`) || !strings.Contains(string(r.Result), `2 words`) {
+		t.Errorf("the reporter's text and file are not artifacts of the delegating task: %s", r.Result)
 	}
 
 	// Refused by a capsule that does not accept peer tasks: the model reads why.

@@ -255,12 +255,21 @@ func checkPeerURL(rules netpolicy.Rules, raw string) error {
 	return nil
 }
 
-// relayAnswer keeps a peer's file and data parts for the task's client (they become
-// artifacts of the task: relayed) and writes its files to the workdir's peers/<task>/,
+// relayAnswer keeps a peer's answer — its text, file and data parts — for the task's
+// client (they become artifacts of the task: relayed) and writes its files to the
+// workdir's peers/<task>/,
 // where the task's tools can read them; it returns the text for the model and a line per
 // part kept.
 func (s *session) relayAnswer(t *task, peer string, ans PeerAnswer) (string, []string) {
 	var lines []string
+	if ans.Text != "" {
+		// The peer's text too: the client gets the whole answer, whatever the model
+		// makes of it.
+		t.turnMu.Lock()
+		t.relayed = append(t.relayed, Artifact{Name: peer + ": answer", Description: "from peer " + peer + ", task " + ans.TaskID,
+			Parts: []Part{{Kind: "text", Text: ans.Text}}})
+		t.turnMu.Unlock()
+	}
 	for i, p := range ans.Parts {
 		switch p.Kind {
 		case "data":
