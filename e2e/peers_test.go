@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -51,15 +52,7 @@ func TestPeers(t *testing.T) {
 	// Parallel: it waits on gateways and an exporter more than it computes, and the
 	// package's wall time is near its bound (docs/benchmarks.md "The test suite's time").
 	t.Parallel()
-	tmp := t.TempDir()
-	home, reg := filepath.Join(tmp, "home"), filepath.Join(tmp, "registry")
-	os.MkdirAll(home, 0o755)
-	publish(t, home, reg, "../examples/artifacts/wordcount", "wordcount", guestbuild.Wasm(t, "../examples/guests/wordcount"))
-	publish(t, home, reg, "../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
-	cassettes := filepath.Join(tmp, "cassettes")
-	os.MkdirAll(cassettes, 0o755)
-	os.WriteFile(filepath.Join(cassettes, "peers.json"), []byte(peersCassette), 0o644)
-	provider, requests := recordingProvider(t, cassettes)
+	tmp, reg, provider, requests := peerRig(t, peersCassette)
 
 	port := freePort(t)
 	base := "http://127.0.0.1:" + port
@@ -195,6 +188,24 @@ lifecycle: {task_acceptance: queue, queue_depth: 8}
 	}
 }
 
+// peerRig is what both peer tests start from: a folder, a registry holding the wordcount
+// tool and the anthropic-messages driver, and a replay provider answering from cassette,
+// recording each request.
+func peerRig(t *testing.T, cassette string) (tmp, reg string, provider *httptest.Server, requests func() []string) {
+	t.Helper()
+	tmp = t.TempDir()
+	home := filepath.Join(tmp, "home")
+	reg = filepath.Join(tmp, "registry")
+	os.MkdirAll(home, 0o755)
+	publish(t, home, reg, "../examples/artifacts/wordcount", "wordcount", guestbuild.Wasm(t, "../examples/guests/wordcount"))
+	publish(t, home, reg, "../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
+	cassettes := filepath.Join(tmp, "cassettes")
+	os.MkdirAll(cassettes, 0o755)
+	os.WriteFile(filepath.Join(cassettes, "peers.json"), []byte(cassette), 0o644)
+	provider, requests = recordingProvider(t, cassettes)
+	return tmp, reg, provider, requests
+}
+
 // toolResult is the text of the tool result for call id in the provider requests.
 func toolResult(t *testing.T, bodies []string, id string) string {
 	t.Helper()
@@ -245,15 +256,7 @@ func TestPeersAcrossGateways(t *testing.T) {
 	// Parallel: it waits on gateways and an exporter more than it computes, and the
 	// package's wall time is near its bound (docs/benchmarks.md "The test suite's time").
 	t.Parallel()
-	tmp := t.TempDir()
-	home, reg := filepath.Join(tmp, "home"), filepath.Join(tmp, "registry")
-	os.MkdirAll(home, 0o755)
-	publish(t, home, reg, "../examples/artifacts/wordcount", "wordcount", guestbuild.Wasm(t, "../examples/guests/wordcount"))
-	publish(t, home, reg, "../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
-	cassettes := filepath.Join(tmp, "cassettes")
-	os.MkdirAll(cassettes, 0o755)
-	os.WriteFile(filepath.Join(cassettes, "report.json"), []byte(reportCassette), 0o644)
-	provider, requests := recordingProvider(t, cassettes)
+	tmp, reg, provider, requests := peerRig(t, reportCassette)
 	rcv := otlptest.Start(t)
 	portA, portB := freePort(t), freePort(t)
 	baseA, baseB := "http://127.0.0.1:"+portA, "http://127.0.0.1:"+portB
