@@ -287,8 +287,12 @@ peers:
 capabilities:
   network: {allow: ["127.0.0.1:`+portB+`"]}
 `+limits, nil)
+	messengerWasm := guestbuild.Wasm(t, "../internal/testkit/testguests/messenger")
 	messenger := write("a/messenger", "name: messenger\nversion: 1.0.0\ncapabilities:\n  network: {allow: [\"127.0.0.1:"+portB+"\"]}\n"+
-		"  limits: {memory_bytes: 134217728, deadline_seconds: 60, peer_calls: 3}\n", guestbuild.Wasm(t, "../internal/testkit/testguests/messenger"))
+		"  limits: {memory_bytes: 134217728, deadline_seconds: 60, peer_calls: 3}\n", messengerWasm)
+	// B's messenger sends back to A's: A → B → A, which its peer_depth of 1 stops.
+	bounce := write("b/messenger", "name: bounce\nversion: 1.0.0\ncapabilities:\n  network: {allow: [\"127.0.0.1:"+portA+"\"]}\n"+
+		"  limits: {memory_bytes: 134217728, deadline_seconds: 60, peer_depth: 1}\nexports:\n  peer_tasks: {accept: true}\n", messengerWasm)
 
 	otel := "\t\totel {\n\t\t\tendpoint " + rcv.Endpoint() + "\n\t\t}"
 	env := []string{"CAPSULE_REGISTRY=" + reg, "GW_A_TOKEN=gw-a-secret", "BOB_TOKEN=bob-secret", "ALICE_TOKEN=alice-secret"}
@@ -303,6 +307,13 @@ capabilities:
 	}
 	handle_path /agents/closed/* {
 		capsule `+closed+` {
+			auth bearer {
+				gw-a GW_A_TOKEN
+			}
+		}
+	}
+	handle_path /agents/bounce/* {
+		capsule `+bounce+` {
 			auth bearer {
 				gw-a GW_A_TOKEN
 			}
@@ -431,5 +442,13 @@ capabilities:
 	}
 	if !strings.Contains(got[2], "completed: 1 word") {
 		t.Errorf("the guest did not read the peer's answer: %q", got[2])
+	}
+
+	// A → B → A through guests: A's messenger asks B's to send back to A; B's task, at
+	// depth 1 of its peer_depth 1, may not, and its guest reads why — which A's reads.
+	mt = decodeTask(t, gA.call(t, "/agents/messenger/", "", "message/send",
+		map[string]any{"message": msg03("send " + baseB + "/agents/bounce/ m-out send " + baseA + "/agents/messenger/ m-back hi")}, alice...))
+	if back := mt.text(); mt.Status.State != "completed" || !strings.HasPrefix(back, "ok: ") || !strings.Contains(back, "error: E-PEER-003") {
+		t.Errorf("the loop's answer: %q", back)
 	}
 }
