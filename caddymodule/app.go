@@ -495,6 +495,7 @@ func (a *App) checkSandboxHelper() error {
 // Validate refuses the settings that cannot work, all at once, reading nothing.
 func (a *App) Validate() error {
 	var list errs.List
+	list = append(list, a.validatePeerCredentials()...)
 	if a.DNSUpstream != "" {
 		// The rule the resolver applies when a session starts, checked at load.
 		host, port, err := net.SplitHostPort(a.DNSUpstream)

@@ -38,6 +38,8 @@ func TestAppCaddyfile(t *testing.T) {
 			`{"registry":"oci://ghcr.io/acme/capsules","registry_auth":{"username":"{env.U}","password":"{env.P}","docker_config":"/etc/docker.json"},"registry_cache":"/var/cache/artifacts","registry_cache_size":524288000}`},
 		{"runtime pulls", "capsule {\n runtime_pulls {\n  registry oci://ghcr.io/acme/tools /srv/reg\n  registry nexus+https://nexus.example.com\n  pin echo@1.0.0 sha256:" + strings.Repeat("ab", 32) + "\n }\n}",
 			`{"runtime_pulls":{"registries":["oci://ghcr.io/acme/tools","/srv/reg","nexus+https://nexus.example.com"],"pins":{"echo@1.0.0":"` + strings.Repeat("ab", 32) + `"}}}`},
+		{"peer credentials", "capsule {\n peer_credential https://agents.example.com/ bearer {env.T}\n peer_credential http://10.0.0.7:8080/agents/ header X-Api-Key {env.K}\n}",
+			`{"peer_credentials":[{"prefix":"https://agents.example.com/","bearer":"{env.T}"},{"prefix":"http://10.0.0.7:8080/agents/","header":"X-Api-Key","value":"{env.K}"}]}`},
 		{"push", "capsule {\n push {\n  allow http://127.0.0.1:8080 https://hooks.example.com\n  allow *.example.org\n }\n}",
 			`{"push":{"allow":["http://127.0.0.1:8080","https://hooks.example.com","*.example.org"]}}`},
 	} {
@@ -84,6 +86,10 @@ func TestValidate(t *testing.T) {
 		{"app: runtime pulls from nowhere", new(App), `{"runtime_pulls":{}}`, []string{"E-RUN-020"}},
 		{"app: runtime pulls, bad registry and pins", new(App), `{"runtime_pulls":{"registries":["https://x.example"],"pins":{"echo":"` + strings.Repeat("ab", 32) + `","echo@2.0.0":"abc"}}}`,
 			[]string{"E-REG-080", "E-RUN-020", "E-RUN-020"}},
+		{"app: peer credentials", new(App), `{"peer_credentials":[{"prefix":"https://a.example/","bearer":"t"},{"prefix":"http://127.0.0.1:9/","header":"X-Key","value":"v"}]}`, nil},
+		{"app: peer credentials, each wrong", new(App), `{"peer_credentials":[{"prefix":"ftp://a.example/","bearer":"t"},{"prefix":"https://a.example/"},` +
+			`{"prefix":"https://a.example/","bearer":"t","header":"X","value":"v"},{"prefix":"https://a.example/","header":"Bad Name","value":"v"}]}`,
+			[]string{"E-RUN-020", "E-RUN-020", "E-RUN-020", "E-RUN-020"}},
 		{"capsule: complete", new(Handler), `{"manifest":"a.yaml","auth":{"bearer":"TOKEN"},"max_body":1,"queue_depth":1,"public_url":"https://a.example","card":"1.0"}`, nil},
 		{"capsule: no manifest", new(Handler), `{}`, []string{"E-RUN-021"}},
 		{"capsule: negative max_body", new(Handler), `{"manifest":"a.yaml","max_body":-1}`, []string{"E-RUN-021"}},
@@ -145,9 +151,16 @@ func TestAppRegistryAuth(t *testing.T) {
 		t.Fatalf("an unset token: %v", err)
 	}
 	a.Cleanup()
+	t.Setenv("PEER_TOKEN", "")
+	a = &App{PeerCredentials: []PeerCredential{{Prefix: "https://a.example/", Bearer: "{env.PEER_TOKEN}"}}, CacheDir: t.TempDir()}
+	if err := a.Provision(ctx); errs.Code(err) != CodeAppConfig || !strings.Contains(err.Error(), "{env.PEER_TOKEN}") {
+		t.Errorf("an unset peer token: %v", err)
+	}
+	a.Cleanup()
 	for _, bad := range []string{"capsule {\n runtime_pulls {\n  pin a@1.0.0\n }\n}", "capsule {\n runtime_pulls {\n  registry\n }\n}",
 		"capsule {\n runtime_pulls {\n  trust x\n }\n}", "capsule {\n runtime_pulls x\n}", "capsule {\n registry_cache_size 0\n}", "capsule {\n registry_auth {\n  token a\n  token b\n }\n}",
-		"capsule {\n registry_auth {\n  key x\n }\n}", "capsule {\n registry_auth x\n}"} {
+		"capsule {\n registry_auth {\n  key x\n }\n}", "capsule {\n registry_auth x\n}",
+		"capsule {\n peer_credential https://a.example/\n}", "capsule {\n peer_credential https://a.example/ token t\n}", "capsule {\n peer_credential https://a.example/ header X\n}"} {
 		if _, err := parseAppCaddyfile(caddyfile.NewTestDispenser(bad), nil); err == nil {
 			t.Errorf("%q parsed", bad)
 		}

@@ -28,29 +28,56 @@ type PeerCredential struct {
 }
 
 // peerClient is the A2A client the app's capsules delegate through: the operator's
-// credentials, and this process's HTTP servers for peers it serves itself.
+// credentials (their placeholders replaced now; one empty once replaced refuses the
+// config), and this process's HTTP servers for peers it serves itself.
 func (a *App) peerClient() (*peer.Client, error) {
 	c := &peer.Client{Local: localHandler}
 	repl := caddy.NewReplacer()
-	for i, pc := range a.PeerCredentials {
-		header, value := pc.Header, pc.Value
+	for _, pc := range a.PeerCredentials {
+		header, raw := pc.Header, pc.Value
 		if pc.Bearer != "" {
-			header, value = "Authorization", "Bearer "+repl.ReplaceAll(pc.Bearer, "")
-			if value == "Bearer " {
-				return nil, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("peer_credential %s: the bearer token %q is empty once placeholders are replaced", pc.Prefix, pc.Bearer),
-					"set the environment variable it names, or remove the line")
-			}
-		} else {
-			value = repl.ReplaceAll(value, "")
+			header, raw = "Authorization", pc.Bearer
 		}
-		u, err := url.Parse(pc.Prefix)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || header == "" || value == "" || (pc.Bearer != "" && pc.Header != "") {
-			return nil, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("peer_credentials[%d]: %q with %s is not a credential for peers", i, pc.Prefix, describeCred(pc)),
-				"write peer_credential <http(s) URL prefix> bearer <token>, or peer_credential <prefix> header <name> <value>")
+		value := repl.ReplaceAll(raw, "")
+		if value == "" {
+			return nil, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("peer_credential %s: %q is empty once placeholders are replaced", pc.Prefix, raw),
+				"set the environment variable it names, or remove the line")
+		}
+		if pc.Bearer != "" {
+			value = "Bearer " + value
 		}
 		c.Credentials = append(c.Credentials, peer.Credential{Prefix: pc.Prefix, Header: header, Value: value})
 	}
 	return c, nil
+}
+
+// validatePeerCredentials refuses a credential that is not for an http(s) URL prefix, or
+// that holds not exactly one of a bearer token and a header with its value.
+func (a *App) validatePeerCredentials() errs.List {
+	var list errs.List
+	for i, pc := range a.PeerCredentials {
+		u, err := url.Parse(pc.Prefix)
+		okPrefix := err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil
+		okCred := (pc.Bearer != "") != (pc.Header != "" || pc.Value != "") && (pc.Bearer != "" || (validHeaderName(pc.Header) && pc.Value != ""))
+		if !okPrefix || !okCred {
+			list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("peer_credentials[%d]: %q with %s is not a credential for peers", i, pc.Prefix, describeCred(pc)),
+				"write peer_credential <http(s) URL prefix> bearer <token>, or peer_credential <prefix> header <name> <value>"))
+		}
+	}
+	return list
+}
+
+// validHeaderName reports whether s is an HTTP header name (an RFC 9110 token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 func describeCred(pc PeerCredential) string {
