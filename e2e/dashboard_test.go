@@ -227,7 +227,7 @@ func undocumented(expr string, documented map[string]string) []string {
 // answers with at least one series.
 func TestDashboard(t *testing.T) {
 	// Parallel: it mostly waits on Prometheus's scrapes, and the package's wall time is
-	// near its bound (docs/benchmarks.md "The test suite's time"). Parallel tests start
+	// near its bound (docs/benchmarks.md, the test suite's time). Parallel tests start
 	// after the serial ones, TestPostgresOutage among them: the shared cluster is up.
 	t.Parallel()
 	d, queries := readDashboard(t)

@@ -50,7 +50,7 @@ func endTurn(id, text string) string {
 // principal, can, another capsule's cannot.
 func TestPeers(t *testing.T) {
 	// Parallel: it waits on gateways and an exporter more than it computes, and the
-	// package's wall time is near its bound (docs/benchmarks.md "The test suite's time").
+	// package's wall time is near its bound (docs/benchmarks.md, the test suite's time).
 	t.Parallel()
 	tmp, reg, provider, requests := peerRig(t, peersCassette)
 
@@ -254,7 +254,7 @@ const reportCassette = `{"provider": "anthropic-messages", "conversations": [
 // network.allow, a peer that does not accept peer tasks, a fan-out over peer_calls.
 func TestPeersAcrossGateways(t *testing.T) {
 	// Parallel: it waits on gateways and an exporter more than it computes, and the
-	// package's wall time is near its bound (docs/benchmarks.md "The test suite's time").
+	// package's wall time is near its bound (docs/benchmarks.md, the test suite's time).
 	t.Parallel()
 	tmp, reg, provider, requests := peerRig(t, reportCassette)
 	rcv := otlptest.Start(t)

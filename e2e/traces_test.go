@@ -19,7 +19,7 @@ import (
 // With Caddy's tracing directive on the route, Caddy's own span is the parent of ours.
 func TestTraces(t *testing.T) {
 	// Parallel: it waits on gateways and an exporter more than it computes, and the
-	// package's wall time is near its bound (docs/benchmarks.md "The test suite's time").
+	// package's wall time is near its bound (docs/benchmarks.md, the test suite's time).
 	t.Parallel()
 	rcv := otlptest.Start(t)
 	g := launchGatewayWith(t, caddyBin, "", gatewayExtra{
