@@ -133,6 +133,17 @@ var manifestKeys = map[string]keyFate{
 	"a2a.outputs[].description": {},
 	"a2a.outputs[].media_type":  {},
 	"a2a.outputs[].as":          {},
+	// Peers (peers.go): the model's send_message and the guests' murmur:message/send;
+	// the gateway reads exports (caddymodule: a2a.Config.AcceptPeers).
+	"peers":                          {},
+	"peers[].name":                   {},
+	"peers[].url":                    {},
+	"peers[].description":            {},
+	"exports":                        {},
+	"exports.peer_tasks":             {},
+	"exports.peer_tasks.accept":      {},
+	"capabilities.limits.peer_depth": {},
+	"capabilities.limits.peer_calls": {},
 }
 
 // stageWarnings lists what m asks for that this release does not do: one warning per

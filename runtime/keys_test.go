@@ -57,13 +57,13 @@ artifacts:
     runtime: hook
     capabilities: {task_io: {read: true}, conversation: {read: true}, env: {allow: [LANG]}, limits: {memory_bytes: 67108864, deadline_seconds: 10}}
 capabilities:
-  network: {allow: [example.com]}
+  network: {allow: [example.com, "https://peer.example"]}
   filesystem: {scope: data}
   shell: {allow: [bash], strip_env: ["FOO_*"], min_tier: env-only}
   install: {tool: ["text-*"], skill: [style]}
   env: {allow: [LANG]}
   harness: {paths: [{path: /opt/harness, access: read}]}
-  limits: {memory_bytes: 134217728, deadline_seconds: 60}
+  limits: {memory_bytes: 134217728, deadline_seconds: 60, peer_depth: 2, peer_calls: 4}
   resources: {processes: 64, open_files: 256, file_size_bytes: 1048576, cpu_seconds: 60, address_space_bytes: 1073741824, memory_bytes: 1048576, pids: 32, cgroup_memory_bytes: 268435456, cgroup_pids_max: 256, cgroup_cpu_percent: 100, cgroup_io_bytes_per_sec: 1048576}
 inference:
   transport: http
@@ -85,6 +85,8 @@ a2a:
   max_file_bytes: 1024
   max_message_bytes: 2048
   outputs: [{file: report.pdf, name: report, description: the report, media_type: application/pdf, as: file}]
+peers: [{name: summarizer, url: "https://peer.example/agents/s/", description: summarises}]
+exports: {peer_tasks: {accept: true}}
 `
 
 // TestStageWarnsForEveryUnhonouredKey stages manifests that together write every key
