@@ -487,6 +487,10 @@ func TestFleet(t *testing.T) {
 		t.Skip("builds and runs three gateways")
 	}
 	pgtest.Need(t)
+	// Parallel with the package's other long tests that mostly wait: the package's wall
+	// time is near its bound (docs/benchmarks.md, the test suite's time). Parallel tests
+	// start after the serial ones, TestPostgresOutage among them: the shared cluster is up.
+	t.Parallel()
 	s := newFleetSite(t)
 	manifest := s.capsule(t, "1.0.0")
 	// One work_root for all: the storage an operator mounts on every replica, so a

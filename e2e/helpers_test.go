@@ -657,13 +657,18 @@ func streamEnd(events <-chan sseEvent) (ids []int, final string) {
 		ids = append(ids, ev.id)
 		var r struct {
 			Result struct {
+				Kind   string
 				Final  bool
 				Status struct{ State string }
 			}
 		}
 		json.Unmarshal(ev.data, &r)
-		if r.Result.Final {
-			final = r.Result.Status.State
+		switch st := r.Result.Status.State; {
+		case r.Result.Final:
+			final = st
+		case r.Result.Kind == "task" && (st == "completed" || st == "failed" || st == "canceled" || st == "rejected"):
+			// A task that ended before the subscription: its snapshot is the whole stream.
+			final = st
 		}
 	}
 	return ids, final
