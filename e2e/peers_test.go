@@ -71,15 +71,7 @@ func TestPeers(t *testing.T) {
 	agent := func(name, next string) string {
 		p := filepath.Join(tmp, name, "murmur.yaml")
 		os.MkdirAll(filepath.Dir(p), 0o755)
-		os.WriteFile(p, []byte(`name: `+name+`
-version: 1.0.0
-artifacts:
-  - {name: anthropic-messages, version: 0.2.0, runtime: driver, gateway: {endpoint: "`+provider.URL+`"}}
-inference:
-  driver: {artifact: anthropic-messages}
-  model: m
-  max_turns: 4
-peers:
+		os.WriteFile(p, []byte(agentWith(name, provider.URL)+`peers:
   - {name: counter, url: "`+base+`/agents/counter/", description: counts words}
   - {name: closed, url: "`+base+`/agents/closed/"}
   - {name: reporter, url: "`+base+`/agents/reporter/"}
@@ -206,6 +198,14 @@ func peerRig(t *testing.T, cassette string) (tmp, reg string, provider *httptest
 	return tmp, reg, provider, requests
 }
 
+// agentWith is the head of an agent capsule's manifest: name, the anthropic-messages
+// driver against the replay provider at providerURL, model m, four turns.
+func agentWith(name, providerURL string) string {
+	return "name: " + name + "\nversion: 1.0.0\nartifacts:\n" +
+		"  - {name: anthropic-messages, version: 0.2.0, runtime: driver, gateway: {endpoint: \"" + providerURL + "\"}}\n" +
+		"inference:\n  driver: {artifact: anthropic-messages}\n  model: m\n  max_turns: 4\n"
+}
+
 // toolResult is the text of the tool result for call id in the provider requests.
 func toolResult(t *testing.T, bodies []string, id string) string {
 	t.Helper()
@@ -274,15 +274,7 @@ func TestPeersAcrossGateways(t *testing.T) {
 	reporter := write("b/reporter", "name: reporter\nversion: 1.0.0\nartifacts:\n  - {name: wordcount, version: 1.1.0}\ncapabilities:\n"+limits+
 		"lifecycle: {task_acceptance: queue, queue_depth: 8}\nexports:\n  peer_tasks: {accept: true}\n", reporterWasm)
 	closed := write("b/closed", "name: closed\nversion: 1.0.0\nartifacts:\n  - {name: wordcount, version: 1.1.0}\ncapabilities:\n"+limits, reporterWasm)
-	delegator := write("a/delegator", `name: delegator
-version: 1.0.0
-artifacts:
-  - {name: anthropic-messages, version: 0.2.0, runtime: driver, gateway: {endpoint: "`+provider.URL+`"}}
-inference:
-  driver: {artifact: anthropic-messages}
-  model: m
-  max_turns: 4
-peers:
+	delegator := write("a/delegator", agentWith("delegator", provider.URL)+`peers:
   - {name: reporter, url: "`+baseB+`/agents/reporter/", description: writes a report}
 capabilities:
   network: {allow: ["127.0.0.1:`+portB+`"]}

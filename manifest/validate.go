@@ -150,14 +150,19 @@ func (v *validator) url(p, raw string) {
 	}
 }
 
+// name refuses a non-empty name (of what, at p) that breaks the naming rule, with code.
+func (v *validator) name(p, code, what, name string) {
+	if name != "" && !ValidName(name) {
+		v.fail(p, code, fmt.Sprintf("%s name %q breaks the naming rule: [a-z0-9-], 1–100 characters, no leading or trailing '-'", what, name),
+			"use lowercase letters, digits and '-', e.g. "+suggestName(name))
+	}
+}
+
 func (v *validator) artifacts() {
 	seen := map[string]int{}
 	for i, a := range v.m.Artifacts {
 		p := fmt.Sprintf("artifacts[%d]", i)
-		if a.Name != "" && !ValidName(a.Name) {
-			v.fail(p+".name", CodeName, fmt.Sprintf("artifact name %q breaks the naming rule: [a-z0-9-], 1–100 characters, no leading or trailing '-'", a.Name),
-				"use lowercase letters, digits and '-', e.g. "+suggestName(a.Name))
-		}
+		v.name(p+".name", CodeName, "artifact", a.Name)
 		if j, dup := seen[a.Name]; dup && a.Name != "" {
 			v.fail(p+".name", CodeDuplicateArt, fmt.Sprintf("artifact %q is declared twice (also artifacts[%d])", a.Name, j), "keep one entry per artifact name")
 		}
@@ -310,10 +315,7 @@ func (v *validator) peers() {
 	seen := map[string]bool{}
 	for i, p := range v.m.Peers {
 		at := fmt.Sprintf("peers[%d]", i)
-		if p.Name != "" && !ValidName(p.Name) {
-			v.fail(at+".name", CodePeer, fmt.Sprintf("peer name %q breaks the naming rule: [a-z0-9-], 1–100 characters, no leading or trailing '-'", p.Name),
-				"use lowercase letters, digits and '-', e.g. "+suggestName(p.Name))
-		}
+		v.name(at+".name", CodePeer, "peer", p.Name)
 		if seen[p.Name] {
 			v.fail(at+".name", CodePeer, fmt.Sprintf("peer %q is listed twice", p.Name), "give each peer one entry and a name of its own")
 		}
