@@ -213,6 +213,10 @@ type Config struct {
 	// Tracer makes the OpenTelemetry spans of A2A requests (nil: none); a task's Job
 	// carries the span context it runs under (Job.Trace).
 	Tracer trace.TracerProvider
+	// GRPC is the gRPC target (host:port) the card lists for the gRPC binding, where the
+	// host program serves the handler's gRPC calls over HTTP/2 (docs/reference/a2a.md
+	// "gRPC"); "" lists none. The handler answers gRPC calls either way.
+	GRPC string
 	// AcceptPeers lets other capsules' runtimes send the capsule tasks (the manifest's
 	// exports.peer_tasks.accept); a peer message is refused with 403 otherwise.
 	AcceptPeers bool

@@ -124,6 +124,9 @@ func buildCard(cfg Config, url string, strict bool) []byte {
 		}
 		c.Skills = append(c.Skills, cardSkill{ID: s.ID, Name: s.Name, Description: s.Description, Tags: tags})
 	}
+	if cfg.GRPC != "" {
+		c.SupportedInterfaces = append(c.SupportedInterfaces, cardInterface{URL: cfg.GRPC, ProtocolBinding: "GRPC", ProtocolVersion: "1.0"})
+	}
 	if cfg.AcceptPeers {
 		c.Capabilities.Extensions = append(c.Capabilities.Extensions, cardExtension{URI: peersURI,
 			Description: "This capsule takes tasks from other capsules' runtimes; each such task is owned by a principal derived from the calling capsule and the principal it acts for."})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 )
 
 // Defaults of the task registry and streams.
@@ -26,6 +27,8 @@ const (
 
 // Handler serves A2A for one capsule. Its zero value is not usable: call NewHandler.
 type Handler struct {
+	// grpc serves the gRPC binding (grpc.go) to the requests that are gRPC calls.
+	grpc *grpc.Server
 	// tracer makes the requests' spans (nil: tracing off), read without mu on every
 	// request; set from Config.Tracer by NewHandler and Update.
 	tracer  atomic.Pointer[trace.Tracer]
@@ -86,6 +89,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 		cfg.Metrics.pushFailuresFrom0(cfg.Card.Name)
 	}
 	h.cardKey, h.cardTime = cardKeyOf(cfg), time.Now()
+	h.grpc = newGRPCServer(h)
 	h.slotMetricsLocked()
 	if fleet != nil {
 		// The fleet's tasks are the store's: none is restored here, each runs where it is
@@ -234,6 +238,10 @@ func (h *Handler) config() Config {
 // the HTTP+JSON routes (docs/reference/a2a.md "HTTP+JSON (REST)") and JSON-RPC on POST
 // to any other path under the prefix.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isGRPC(r) {
+		h.serveGRPC(w, r)
+		return
+	}
 	if _, ok := cardPrefix(r.URL.EscapedPath()); ok {
 		h.serveCard(w, r)
 		return
