@@ -48,8 +48,25 @@ func newGRPCServer(h *Handler) *grpc.Server {
 
 // serveGRPC hands r to the gRPC server, the request kept in its context for the calls.
 func (h *Handler) serveGRPC(w http.ResponseWriter, r *http.Request) {
+	if _, ok := w.(http.Flusher); !ok {
+		// A host program's wrapper (Caddy's) flushes through Unwrap only; the gRPC server
+		// asks for http.Flusher itself.
+		w = flushWriter{w, http.NewResponseController(w)}
+	}
 	h.grpc.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), grpcRequestKey{}, r)))
 }
+
+// flushWriter gives a ResponseWriter whose flushing is reached through Unwrap the
+// http.Flusher method.
+type flushWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (f flushWriter) Flush() { _ = f.rc.Flush() }
+
+// Unwrap lets http.ResponseController reach what f wraps.
+func (f flushWriter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
 
 // grpcService is A2AService over the call layer.
 type grpcService struct {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -65,6 +66,11 @@ type Handler struct {
 	// 1.0 card to clients that do not ask for 1.0 (default: the mixed card to clients
 	// asking for 0.3, the strict card to the rest).
 	Card string `json:"card,omitempty"`
+	// GRPC is the host:port where gRPC clients reach this capsule (a site or listener
+	// whose gRPC calls this handler serves, over HTTP/2): the card lists it for the gRPC
+	// binding (docs/operators.md "gRPC"). Empty lists none; gRPC calls are answered
+	// either way.
+	GRPC string `json:"grpc,omitempty"`
 
 	key    string
 	entry  *hostedCapsule
@@ -467,6 +473,12 @@ func (h *Handler) Validate() error {
 			list = append(list, err.(*errs.Error))
 		}
 	}
+	if h.GRPC != "" {
+		if host, port, err := net.SplitHostPort(h.GRPC); err != nil || host == "" || port == "" || strings.Contains(h.GRPC, "/") {
+			bad(CodeHandlerConfig, fmt.Sprintf("grpc %q is not host:port", h.GRPC),
+				"write the host and port gRPC clients dial for this capsule, such as agents.example.com:443")
+		}
+	}
 	if h.Card != "" && h.Card != a2a.CardV10 && h.Card != a2a.CardV03 {
 		bad(a2a.CodeCard, fmt.Sprintf("card %q is not served", h.Card), "write 1.0 for the strict A2A 1.0 card to every client, 0.3 for the mixed card to clients that do not ask for 1.0, or leave it out")
 	}
@@ -525,6 +537,7 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		Tokens:      p.tokens,
 		Principal:   callerID,
 		PublicURL:   h.PublicURL,
+		GRPC:        h.GRPC,
 		Origin:      clientOrigin,
 		CardVersion: h.Card,
 		Metrics:     app.metrics,

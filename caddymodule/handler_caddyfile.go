@@ -72,6 +72,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			h.PublicURL = d.Val()
+		case "grpc":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			h.GRPC = d.Val()
 		case "card":
 			if !d.NextArg() || d.Val() != a2a.CardV10 && d.Val() != a2a.CardV03 {
 				return d.Errf("card takes 1.0 (the strict A2A 1.0 card to every client) or 0.3 (the mixed 0.3 + 1.0 card to clients that do not ask for 1.0); leave it out for the default")
@@ -95,7 +100,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.ContextIdle = caddy.Duration(dur)
 		default:
-			return d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, concurrency, context_idle, public_url, card)", sub)
+			return d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, concurrency, context_idle, public_url, grpc, card)", sub)
 		}
 		if err := lineDone(d, sub); err != nil {
 			return err
