@@ -9,6 +9,7 @@ REGISTRY  := $(CURDIR)/examples/registry
 FUZZTIME  ?= 60s
 # FuzzREST decodes whole HTTP+JSON requests and runs them: it gets five minutes.
 FUZZTIME_REST ?= 5m
+FUZZTIME_GRPC ?= 5m
 # FuzzInboundParts decodes, admits and renders back the parts of every binding: two minutes.
 FUZZTIME_PARTS ?= 2m
 # FuzzNexusListing and FuzzOCIManifest decode what remote registries answer: two minutes each.
@@ -205,6 +206,7 @@ fuzz:
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzDecodeJournal$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzREST$$' -fuzztime $(FUZZTIME_REST)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzInboundParts$$' -fuzztime $(FUZZTIME_PARTS)
+	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzGRPC$$' -fuzztime $(FUZZTIME_GRPC)
 	$(GO) test ./taskdb -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
 
 ## bench: the benchmarks quoted in docs/benchmarks.md
