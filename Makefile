@@ -189,7 +189,7 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-## fuzz: run every fuzz target for FUZZTIME each (default 60s; FuzzREST FUZZTIME_REST, 5m;
+## fuzz: run every fuzz target for FUZZTIME each (default 60s; FuzzREST FUZZTIME_REST and FuzzGRPC FUZZTIME_GRPC, 5m;
 ## the parts and registry decoders FUZZTIME_PARTS and FUZZTIME_REGISTRY, 2m)
 fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
