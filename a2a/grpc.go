@@ -145,6 +145,13 @@ func (g *grpcService) run(ctx context.Context, method string, req proto.Message,
 	if orig == nil {
 		return grpcstatus.Error(codes.Internal, "a2a: a gRPC call without its request")
 	}
+	if v := orig.Header.Get("A2A-Version"); v != "" {
+		// gRPC is A2A 1.0's binding only: another version asked for is refused, as the
+		// other bindings refuse one they do not speak.
+		if d, ok := parseVersion(v); !ok || d != v10 {
+			return grpcError(&rpcErrorIn{Code: codeVersion, Message: fmt.Sprintf("Version not supported: A2A-Version %q: this agent's gRPC binding speaks 1.0", v)})
+		}
+	}
 	params, err := grpcIn.Marshal(req)
 	if err != nil {
 		return grpcstatus.Errorf(codes.InvalidArgument, "a2a: the %s request cannot be read: %v", method, err)
@@ -174,11 +181,14 @@ func (g *grpcService) run(ctx context.Context, method string, req proto.Message,
 // rpcResponseIn is a JSON-RPC response as the gRPC binding reads it back.
 type rpcResponseIn struct {
 	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int             `json:"code"`
-		Message string          `json:"message"`
-		Data    json.RawMessage `json:"data"`
-	} `json:"error"`
+	Error  *rpcErrorIn     `json:"error"`
+}
+
+// rpcErrorIn is a JSON-RPC error object as the gRPC binding reads it back.
+type rpcErrorIn struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
 }
 
 // grpcCodes map A2A's errors to gRPC status codes as A2A 1.0 specifies.
@@ -199,11 +209,7 @@ var grpcCodes = map[int]codes.Code{
 
 // grpcError is e as a gRPC status: its code mapped, its message, and a
 // google.rpc.ErrorInfo with its reason, the A2A domain and the JSON-RPC error's metadata.
-func grpcError(e *struct {
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data"`
-}) error {
+func grpcError(e *rpcErrorIn) error {
 	c, ok := grpcCodes[e.Code]
 	if !ok {
 		c = codes.Unknown

@@ -165,6 +165,10 @@ func TestGRPCErrors(t *testing.T) {
 			return err
 		}, codes.Unauthenticated, ""},
 		{"an empty message", func() error { _, err := c.SendMessage(authed, &a2apb.SendMessageRequest{}); return err }, codes.InvalidArgument, "INVALID_PARAMS"},
+		{"a version gRPC does not speak", func() error {
+			_, err := c.GetTask(metadata.AppendToOutgoingContext(authed, "a2a-version", "0.3"), &a2apb.GetTaskRequest{Id: "tsk_nope"})
+			return err
+		}, codes.Unimplemented, "VERSION_NOT_SUPPORTED"},
 		{"no push notifications", func() error {
 			_, err := c.ListTaskPushNotificationConfigs(authed, &a2apb.ListTaskPushNotificationConfigsRequest{TaskId: "tsk_nope"})
 			return err

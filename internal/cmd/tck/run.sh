@@ -12,6 +12,8 @@
 #                 --sut-host=SUT_URL --transport=jsonrpc   (what `run_tck.py --level must
 #                 --transport jsonrpc` runs, without its pytest-html report)
 #   10-http_json  the same with --transport=http_json
+#   10-grpc       the same with --transport=grpc: the card must list the gRPC interface
+#                 (the Caddyfile's `grpc` subdirective) and the server speak h2c
 #   03-mandatory  0.3.x, "mandatory" category: pytest tests/mandatory/ --sut-url=SUT03_URL
 #                 --test-scope=all -m "mandatory_jsonrpc or mandatory_protocol"
 #                 (what `run_tck.py --category mandatory` runs)
@@ -43,7 +45,7 @@
 #
 # Environment:
 #   A2A_TCK_10_DIR, A2A_TCK_03_DIR  the TCK checkouts (needed by the runs that use them)
-#   TCK_RUNS       which runs, in order (default "10-jsonrpc 10-http_json 03-mandatory")
+#   TCK_RUNS       which runs, in order (default "10-jsonrpc 10-http_json 10-grpc 03-mandatory")
 #   TCK_OUT        keep the logs, JUnit XML, outcome lists and the 1.0 compatibility
 #                  reports in this folder (default: a temporary folder, removed at exit)
 #   TCK_TIMEOUT    seconds allowed per run (default 1200)
@@ -70,6 +72,7 @@ set -euo pipefail
 ALLOWED_FAILURES=(
 	"10-jsonrpc tests/compatibility/core_operations/test_requirements.py::test_must_requirement[CORE-SEND-003-jsonrpc]"
 	"10-http_json tests/compatibility/core_operations/test_requirements.py::test_must_requirement[CORE-SEND-003-http_json]"
+	"10-grpc tests/compatibility/core_operations/test_requirements.py::test_must_requirement[CORE-SEND-003-grpc]"
 	"03-mandatory tests/mandatory/jsonrpc/test_json_rpc_compliance.py::test_rejects_invalid_json_rpc_requests[invalid_request2--32601]"
 	"03-mandatory tests/mandatory/jsonrpc/test_json_rpc_compliance.py::test_rejects_invalid_json_rpc_requests[invalid_request4--32602]"
 )
@@ -88,7 +91,7 @@ PROTOC=${PROTOC:-protoc}
 GRPC_PYTHON_PLUGIN=${GRPC_PYTHON_PLUGIN:-$(command -v grpc_python_plugin || echo /usr/bin/grpc_python_plugin)}
 GOOGLE_COMMON_PROTOS_JAR=${GOOGLE_COMMON_PROTOS_JAR:-/usr/share/java/proto-google-common-protos.jar}
 PROTO_INCLUDE=${PROTO_INCLUDE:-/usr/include}
-TCK_RUNS=${TCK_RUNS:-10-jsonrpc 10-http_json 03-mandatory}
+TCK_RUNS=${TCK_RUNS:-10-jsonrpc 10-http_json 10-grpc 03-mandatory}
 TCK_TIMEOUT=${TCK_TIMEOUT:-1200}
 read -r -a EXTRA_ARGS <<<"${TCK_PYTEST_ARGS:-}"
 
@@ -141,6 +144,13 @@ with zipfile.ZipFile(sys.argv[1]) as z:
         if n.startswith(("google/api/", "google/rpc/")) and n.endswith(".proto"):
             z.extract(n, sys.argv[2])
 EOF
+# google.rpc.ErrorInfo (which the 1.0 TCK's gRPC tests read in status details) came to
+# error_details.proto in 2021; Debian bookworm's jar predates it: added from its
+# published definition when missing.
+ed=$work/protos/google/rpc/error_details.proto
+if ! grep -q "^message ErrorInfo" "$ed"; then
+	printf '\nmessage ErrorInfo {\n  string reason = 1;\n  string domain = 2;\n  map<string, string> metadata = 3;\n}\n' >>"$ed"
+fi
 (cd "$work/protos" && "$PROTOC" -I. -I"$PROTO_INCLUDE" --python_out="$gen" \
 	google/api/annotations.proto google/api/http.proto google/api/client.proto \
 	google/api/field_behavior.proto google/api/launch_stage.proto \
@@ -207,6 +217,12 @@ protoc_a2a() {
 	(cd "$1" && "$PROTOC" -I. -I"$work/protos" -I"$PROTO_INCLUDE" \
 		--python_out="$3" --grpc_python_out="$3" \
 		--plugin=protoc-gen-grpc_python="$GRPC_PYTHON_PLUGIN" "$2")
+	# The plugin imports the messages as a top-level module: imported beside the
+	# package's own a2a_pb2, its classes would be other classes of the same names, and
+	# the TCK's isinstance checks of gRPC answers would fail. The package's module it is.
+	if [ -f "$3/__init__.py" ]; then # a package (1.0's specification/generated)
+		sed -i 's/^import a2a_pb2 as a2a__pb2$/from . import a2a_pb2 as a2a__pb2/' "$3"/a2a_pb2_grpc.py
+	fi
 }
 
 # prepare DEST VAR BRANCH TESTS PROTO_DIR OUT_DIR: the TCK checkout named by $VAR (branch
@@ -246,7 +262,7 @@ bad_runs=()
 summary=()
 for run in $TCK_RUNS; do
 	case "$run" in
-	10-jsonrpc | 10-http_json)
+	10-jsonrpc | 10-http_json | 10-grpc)
 		prepare tck-1.0 A2A_TCK_10_DIR 1.0-dev tests/compatibility specification specification/generated
 		run_pytest "$run" "$work/tck-1.0" tests/compatibility/ -m must \
 			--sut-host="$SUT10" --transport="${run#10-}" \
@@ -257,7 +273,7 @@ for run in $TCK_RUNS; do
 		run_pytest "$run" "$work/tck-0.3" tests/mandatory/ -m "mandatory_jsonrpc or mandatory_protocol" \
 			--sut-url="$SUT03" --test-scope=all
 		;;
-	*) die "unknown run $run (known: 10-jsonrpc 10-http_json 03-mandatory)" ;;
+	*) die "unknown run $run (known: 10-jsonrpc 10-http_json 10-grpc 03-mandatory)" ;;
 	esac
 
 	outcomes=$out/$run.outcomes
