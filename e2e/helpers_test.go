@@ -451,9 +451,16 @@ func serveSites(t *testing.T, sites string, env ...string) {
 // when empty).
 func serveApp(t *testing.T, app, sites string, env ...string) {
 	t.Helper()
+	serveGlobal(t, "", app, sites, env...)
+}
+
+// serveGlobal is serveApp with more global options (lines of the global block, such as
+// a servers block).
+func serveGlobal(t *testing.T, options, app, sites string, env ...string) {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "Caddyfile")
-	global := "{\n\tadmin off\n\tdefault_bind 127.0.0.1\n"
+	global := "{\n\tadmin off\n\tdefault_bind 127.0.0.1\n" + options
 	if app != "" {
 		global += "\tcapsule {\n" + app + "\n\t}\n"
 	}
