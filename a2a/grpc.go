@@ -312,9 +312,13 @@ func (w *grpcRecorder) finish() {
 	}
 }
 
+// unary runs the unary RPC method and returns out, read from its answer.
+func unary[Out proto.Message](g *grpcService, ctx context.Context, method string, req proto.Message, out Out) (Out, error) {
+	return out, g.call(ctx, method, req, out)
+}
+
 func (g *grpcService) SendMessage(ctx context.Context, req *a2apb.SendMessageRequest) (*a2apb.SendMessageResponse, error) {
-	out := &a2apb.SendMessageResponse{}
-	return out, g.call(ctx, "SendMessage", req, out)
+	return unary(g, ctx, "SendMessage", req, &a2apb.SendMessageResponse{})
 }
 
 func (g *grpcService) SendStreamingMessage(req *a2apb.SendMessageRequest, ss grpc.ServerStreamingServer[a2apb.StreamResponse]) error {
@@ -322,8 +326,7 @@ func (g *grpcService) SendStreamingMessage(req *a2apb.SendMessageRequest, ss grp
 }
 
 func (g *grpcService) GetTask(ctx context.Context, req *a2apb.GetTaskRequest) (*a2apb.Task, error) {
-	out := &a2apb.Task{}
-	return out, g.call(ctx, "GetTask", req, out)
+	return unary(g, ctx, "GetTask", req, &a2apb.Task{})
 }
 
 func (g *grpcService) ListTasks(ctx context.Context, req *a2apb.ListTasksRequest) (*a2apb.ListTasksResponse, error) {
@@ -332,13 +335,11 @@ func (g *grpcService) ListTasks(ctx context.Context, req *a2apb.ListTasksRequest
 		// SDK does): the default page, as JSON-RPC's omitted pageSize.
 		req.PageSize = nil
 	}
-	out := &a2apb.ListTasksResponse{}
-	return out, g.call(ctx, "ListTasks", req, out)
+	return unary(g, ctx, "ListTasks", req, &a2apb.ListTasksResponse{})
 }
 
 func (g *grpcService) CancelTask(ctx context.Context, req *a2apb.CancelTaskRequest) (*a2apb.Task, error) {
-	out := &a2apb.Task{}
-	return out, g.call(ctx, "CancelTask", req, out)
+	return unary(g, ctx, "CancelTask", req, &a2apb.Task{})
 }
 
 func (g *grpcService) SubscribeToTask(req *a2apb.SubscribeToTaskRequest, ss grpc.ServerStreamingServer[a2apb.StreamResponse]) error {
@@ -346,26 +347,21 @@ func (g *grpcService) SubscribeToTask(req *a2apb.SubscribeToTaskRequest, ss grpc
 }
 
 func (g *grpcService) CreateTaskPushNotificationConfig(ctx context.Context, req *a2apb.TaskPushNotificationConfig) (*a2apb.TaskPushNotificationConfig, error) {
-	out := &a2apb.TaskPushNotificationConfig{}
-	return out, g.call(ctx, "CreateTaskPushNotificationConfig", req, out)
+	return unary(g, ctx, "CreateTaskPushNotificationConfig", req, &a2apb.TaskPushNotificationConfig{})
 }
 
 func (g *grpcService) GetTaskPushNotificationConfig(ctx context.Context, req *a2apb.GetTaskPushNotificationConfigRequest) (*a2apb.TaskPushNotificationConfig, error) {
-	out := &a2apb.TaskPushNotificationConfig{}
-	return out, g.call(ctx, "GetTaskPushNotificationConfig", req, out)
+	return unary(g, ctx, "GetTaskPushNotificationConfig", req, &a2apb.TaskPushNotificationConfig{})
 }
 
 func (g *grpcService) ListTaskPushNotificationConfigs(ctx context.Context, req *a2apb.ListTaskPushNotificationConfigsRequest) (*a2apb.ListTaskPushNotificationConfigsResponse, error) {
-	out := &a2apb.ListTaskPushNotificationConfigsResponse{}
-	return out, g.call(ctx, "ListTaskPushNotificationConfigs", req, out)
+	return unary(g, ctx, "ListTaskPushNotificationConfigs", req, &a2apb.ListTaskPushNotificationConfigsResponse{})
 }
 
 func (g *grpcService) DeleteTaskPushNotificationConfig(ctx context.Context, req *a2apb.DeleteTaskPushNotificationConfigRequest) (*emptypb.Empty, error) {
-	out := &emptypb.Empty{}
-	return out, g.call(ctx, "DeleteTaskPushNotificationConfig", req, out)
+	return unary(g, ctx, "DeleteTaskPushNotificationConfig", req, &emptypb.Empty{})
 }
 
 func (g *grpcService) GetExtendedAgentCard(ctx context.Context, req *a2apb.GetExtendedAgentCardRequest) (*a2apb.AgentCard, error) {
-	out := &a2apb.AgentCard{}
-	return out, g.call(ctx, "GetExtendedAgentCard", req, out)
+	return unary(g, ctx, "GetExtendedAgentCard", req, &a2apb.AgentCard{})
 }
