@@ -27,6 +27,9 @@ import (
 // through the one call layer — authentication, principals, owners, limits and parts as
 // on the other bindings — and its answer read back into the proto's messages.
 
+// grpcServicePath is the path every A2AService call is made on, before its method.
+const grpcServicePath = "/lf.a2a.v1.A2AService/"
+
 // grpcRequestKey carries the HTTP request a gRPC call came in on, for the call layer.
 type grpcRequestKey struct{}
 

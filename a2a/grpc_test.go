@@ -1,9 +1,11 @@
 package a2a
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -192,5 +194,49 @@ func TestGRPCErrors(t *testing.T) {
 				t.Errorf("details %v, want ErrorInfo %s in a2a-protocol.org", st.Details(), tc.reason)
 			}
 		})
+	}
+}
+
+// grpcBigFile answers with a file over InlineFileBytes, which the handler offloads to a URL.
+type grpcBigFile struct{}
+
+func (grpcBigFile) Execute(context.Context, *Job) Outcome {
+	return Outcome{State: "completed", Artifacts: []Artifact{{Name: "big", Parts: []Part{{Kind: KindFile, Name: "big.bin",
+		MediaType: "application/octet-stream", Bytes: bytes.Repeat([]byte("x"), InlineFileBytes+1)}}}}}
+}
+
+// TestGRPCFileURLs: a file offloaded to a URL is named at the endpoint, not under the
+// gRPC method's path the call came in on, and downloads there.
+func TestGRPCFileURLs(t *testing.T) {
+	_, srv := grpcServer(t, Config{Executor: grpcBigFile{}})
+	conn, err := grpc.NewClient(strings.TrimPrefix(srv.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	res, err := a2apb.NewA2AServiceClient(conn).SendMessage(context.Background(), &a2apb.SendMessageRequest{Message: &a2apb.Message{MessageId: "m",
+		Role: a2apb.Role_ROLE_USER, Parts: []*a2apb.Part{{Content: &a2apb.Part_Text{Text: "big"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u string
+	for _, a := range res.GetTask().GetArtifacts() {
+		for _, p := range a.GetParts() {
+			if p.GetUrl() != "" {
+				u = p.GetUrl()
+			}
+		}
+	}
+	if !strings.HasPrefix(u, srv.URL+"/files/") {
+		t.Fatalf("the file's URL %q is not the endpoint's %s/files/…", u, srv.URL)
+	}
+	resp, err := srv.Client().Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || n != InlineFileBytes+1 {
+		t.Errorf("download: HTTP %d, %d bytes", resp.StatusCode, n)
 	}
 }

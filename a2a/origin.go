@@ -86,6 +86,10 @@ func (h *Handler) endpoint(r *http.Request, cfg Config) string {
 			prefix, _ = cardPrefix(r.URL.EscapedPath())
 		}
 		path = prefix
+	} else if i := strings.Index(path, grpcServicePath); i >= 0 {
+		// A gRPC call: its path is the service's method, after the route's prefix if a
+		// proxy gave it one; the endpoint is what comes before.
+		path = path[:i]
 	} else if _, isREST := restBase(r.URL.EscapedPath()); isREST {
 		// An HTTP+JSON request: the endpoint is its route's base, as for JSON-RPC.
 		if base, ok := restBase(path); ok {
