@@ -275,11 +275,8 @@ func (s *session) relayAnswer(t *task, peer string, ans PeerAnswer) (string, []s
 		case "data":
 			lines = append(lines, fmt.Sprintf("[data from %s: %s]", peer, p.Data))
 		case "file":
-			name := path.Base(p.Name)
-			if name == "." || name == "/" || name == "" || !fileNameOK(name) {
-				name = fmt.Sprintf("file-%d", i+1)
-			}
-			where := path.Join("peers", ans.TaskID, name)
+			name := inboxName(p.Name, p.MediaType)
+			where := path.Join(peerDir(ans.TaskID), fmt.Sprintf("%d-%s", i, name))
 			if p.URL == "" {
 				if err := s.writeWork(where, p.Bytes); err != nil {
 					lines = append(lines, fmt.Sprintf("[file %s from %s (%s, %d bytes): not saved: %v]", name, peer, p.MediaType, len(p.Bytes), err))
@@ -326,17 +323,17 @@ func (s *session) guestPeers(t *task) murmur.PeerSender {
 			return abi.PeerTaskResult{}, err
 		}
 		s.relayAnswer(t, name, ans)
-		if err := s.writeWork(path.Join("peers", ans.TaskID, "answer.txt"), []byte(ans.Text)); err != nil {
+		if err := s.writeWork(path.Join(peerDir(ans.TaskID), "answer.txt"), []byte(ans.Text)); err != nil {
 			return abi.PeerTaskResult{}, fmt.Errorf("send: the peer answered (task %s, %s), but its answer could not be saved: %w", ans.TaskID, ans.State, err)
 		}
 		return abi.PeerTaskResult{TaskID: ans.TaskID, ContextID: ans.ContextID, State: ans.State}, nil
 	}
 }
 
-// fileNameOK reports whether name can be a file of the workdir as it is.
-func fileNameOK(name string) bool {
-	return len(name) <= 255 && !strings.ContainsAny(name, "/\\\x00") && name != ".." && !strings.HasPrefix(name, ".")
-}
+// peerDir is the workdir folder a peer task's answer is saved in: peers/ and the task's
+// id as inbound file names are cleaned (inboxName) — the id is the peer's word, and must
+// not lead anywhere else in the workdir.
+func peerDir(taskID string) string { return path.Join("peers", inboxName(taskID, "")) }
 
 // writeWork writes data to the workdir's rel (a clean relative path), making its folders.
 func (s *session) writeWork(rel string, data []byte) error {

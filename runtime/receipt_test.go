@@ -75,3 +75,14 @@ func TestReceiptSink(t *testing.T) {
 		})
 	}
 }
+
+// TestPeerDir: a peer's task id, the peer's word, names one folder under peers/ and no
+// other place of the workdir.
+func TestPeerDir(t *testing.T) {
+	for in, want := range map[string]string{"tsk_01ab": "peers/tsk_01ab", "../out": "peers/out", "..": "peers/file",
+		"a/../../b": "peers/b", "/etc/passwd": "peers/passwd", "": "peers/file"} {
+		if got := peerDir(in); got != want {
+			t.Errorf("peerDir(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
