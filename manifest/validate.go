@@ -332,14 +332,7 @@ func (v *validator) peers() {
 		if v.failedAt("capabilities.network.allow") {
 			continue // the allowlist did not parse: its own error says why
 		}
-		host, port := u.Hostname(), 80
-		if u.Scheme == "https" {
-			port = 443
-		}
-		if p := u.Port(); p != "" {
-			fmt.Sscan(p, &port)
-		}
-		if _, err := v.m.Capabilities.NetworkRules.Check(u.Scheme, host, port, nil); err != nil {
+		if err := v.m.Capabilities.NetworkRules.CheckURL(u); err != nil {
 			v.fail(at+".url", CodePeerNotAllowed, fmt.Sprintf("peer url %q is not granted by capabilities.network.allow", p.URL),
 				fmt.Sprintf("add %s://%s to capabilities.network.allow", u.Scheme, u.Host))
 		}

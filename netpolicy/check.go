@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -87,4 +88,15 @@ func article(word string) string {
 		return "an"
 	}
 	return "a"
+}
+
+// CheckURL checks an absolute http or https URL against the rules: its scheme, host and
+// port (the scheme's default when it names none), as the dialer will.
+func (rs Rules) CheckURL(u *url.URL) error {
+	port := defaultPort(u.Scheme)
+	if p := u.Port(); p != "" {
+		port, _ = strconv.Atoi(p) // url.Parse took it: digits; 0 if out of range, which no rule grants
+	}
+	_, err := rs.Check(u.Scheme, u.Hostname(), port, nil)
+	return err
 }

@@ -2,6 +2,7 @@ package netpolicy
 
 import (
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -123,4 +124,22 @@ func TestCheckConcurrent(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
+}
+
+// TestCheckURL: a URL's scheme, host and port — the scheme's default when it names none —
+// decide, as the dialer will.
+func TestCheckURL(t *testing.T) {
+	rules, err := ParseRules([]string{"https://api.example.com", "127.0.0.1:8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for raw, ok := range map[string]bool{
+		"https://api.example.com/agents/x/": true, "https://api.example.com:443/": true, "http://api.example.com/": false,
+		"https://api.example.com:8443/": false, "http://127.0.0.1:8080/a/": true, "http://127.0.0.1/": false,
+	} {
+		u, _ := url.Parse(raw)
+		if err := rules.CheckURL(u); (err == nil) != ok {
+			t.Errorf("CheckURL(%s) = %v, want allowed %v", raw, err, ok)
+		}
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -241,14 +240,7 @@ func checkPeerURL(rules netpolicy.Rules, raw string) error {
 		return errs.New(CodePeerNotAllowed, "runtime", fmt.Sprintf("send_message: %q is not an http(s) URL of a peer", raw),
 			"give the peer's A2A endpoint, e.g. https://agents.example.com/agents/summarizer/")
 	}
-	port := 80
-	if u.Scheme == "https" {
-		port = 443
-	}
-	if p := u.Port(); p != "" {
-		port, _ = strconv.Atoi(p)
-	}
-	if _, err := rules.Check(u.Scheme, u.Hostname(), port, nil); err != nil {
+	if err := rules.CheckURL(u); err != nil {
 		return errs.New(CodePeerNotAllowed, "runtime", fmt.Sprintf("send_message: the peer %s is outside capabilities.network.allow: %v", raw, err),
 			fmt.Sprintf("add %s://%s to capabilities.network.allow, or list the peer in peers with a URL it grants", u.Scheme, u.Host))
 	}
