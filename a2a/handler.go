@@ -250,16 +250,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveFile(w, r, taskID, blob)
 		return
 	}
-	if rt, ok := matchREST(r.URL.EscapedPath()); ok {
-		if _, peer := peerOf(r); peer && !h.acceptsPeers(r) {
-			refusePeer(w)
-			return
-		}
-		h.serveREST(w, r, rt)
-		return
-	}
+	// A peer message to a capsule that does not take them: one refusal for every
+	// operation of both HTTP bindings (gRPC answers its own way, grpc.go).
 	if _, peer := peerOf(r); peer && !h.acceptsPeers(r) {
 		refusePeer(w)
+		return
+	}
+	if rt, ok := matchREST(r.URL.EscapedPath()); ok {
+		h.serveREST(w, r, rt)
 		return
 	}
 	if r.Method != http.MethodPost {

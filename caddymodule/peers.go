@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/peer"
@@ -58,26 +59,13 @@ func (a *App) validatePeerCredentials() errs.List {
 	for i, pc := range a.PeerCredentials {
 		u, err := url.Parse(pc.Prefix)
 		okPrefix := err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil
-		okCred := (pc.Bearer != "") != (pc.Header != "" || pc.Value != "") && (pc.Bearer != "" || (validHeaderName(pc.Header) && pc.Value != ""))
+		okCred := (pc.Bearer != "") != (pc.Header != "" || pc.Value != "") && (pc.Bearer != "" || (httpguts.ValidHeaderFieldName(pc.Header) && pc.Value != ""))
 		if !okPrefix || !okCred {
 			list = append(list, errs.New(CodeAppConfig, "caddy", fmt.Sprintf("peer_credentials[%d]: %q with %s is not a credential for peers", i, pc.Prefix, describeCred(pc)),
 				"write peer_credential <http(s) URL prefix> bearer <token>, or peer_credential <prefix> header <name> <value>"))
 		}
 	}
 	return list
-}
-
-// validHeaderName reports whether s is an HTTP header name (an RFC 9110 token).
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
-			return false
-		}
-	}
-	return true
 }
 
 func describeCred(pc PeerCredential) string {
