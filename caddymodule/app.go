@@ -584,6 +584,9 @@ func (a *App) Stop() error { return nil }
 // Cleanup releases the store and the shared engine, if Provision got as far as taking them.
 func (a *App) Cleanup() error {
 	var err error
+	if a.peers != nil {
+		a.peers.CloseIdle()
+	}
 	if a.store != nil {
 		a.store = nil
 		_, err = stores.Delete(a.storePath())

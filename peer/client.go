@@ -49,6 +49,87 @@ type Client struct {
 	Local func(u *url.URL) http.Handler
 	// Timeout bounds one message from card to answer (0: 10 minutes).
 	Timeout time.Duration
+
+	// transports are the connection pools of the network policies messages went out
+	// under, by the policy's rules: a capsule's messages reuse connections (and their TLS
+	// sessions) instead of dialling anew each time, and never share a pool with another
+	// policy's. cards are the peers' cards, read once a minute at most.
+	mu         sync.Mutex
+	transports map[string]*http.Transport
+	cards      map[string]cachedCard
+}
+
+// cachedCard is a peer's card and when it was read.
+type cachedCard struct {
+	card *a2a.AgentCard
+	at   time.Time
+}
+
+// Bounds of the client's caches: a card is read again after cardTTL; beyond maxPools
+// network policies, the pools are closed and the map started afresh.
+const (
+	cardTTL  = time.Minute
+	maxPools = 64
+)
+
+// transport is the pool of the policy rules.
+func (c *Client) transport(rules netpolicy.Rules) *http.Transport {
+	parts := make([]string, len(rules))
+	for i, r := range rules {
+		parts[i] = r.String()
+	}
+	key := strings.Join(parts, " ")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tr, ok := c.transports[key]; ok {
+		return tr
+	}
+	if c.transports == nil || len(c.transports) >= maxPools {
+		for _, tr := range c.transports {
+			tr.CloseIdleConnections()
+		}
+		c.transports = map[string]*http.Transport{}
+	}
+	tr := netpolicy.NewTransport(&netpolicy.Dialer{Rules: rules})
+	c.transports[key] = tr
+	return tr
+}
+
+// CloseIdle closes the idle connections of every pool: the app's config is going away. A
+// message still in flight, or one sent after, works on: a pool dials again when needed.
+func (c *Client) CloseIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tr := range c.transports {
+		tr.CloseIdleConnections()
+	}
+}
+
+// cachedCardOf is u's card read less than cardTTL ago, or nil.
+func (c *Client) cachedCardOf(u string) *a2a.AgentCard {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc, ok := c.cards[u]; ok && time.Since(cc.at) < cardTTL {
+		return cc.card
+	}
+	return nil
+}
+
+// keepCard remembers u's card; forget drops it (a message that failed may have met a
+// peer whose card changed).
+func (c *Client) keepCard(u string, card *a2a.AgentCard) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cards == nil || len(c.cards) >= maxPools {
+		c.cards = map[string]cachedCard{}
+	}
+	c.cards[u] = cachedCard{card: card, at: time.Now()}
+}
+
+func (c *Client) forget(u string) {
+	c.mu.Lock()
+	delete(c.cards, u)
+	c.mu.Unlock()
 }
 
 // maxCard bounds a peer's agent card.
@@ -71,15 +152,26 @@ func (c *Client) Send(ctx context.Context, m runtime.PeerMessage) (runtime.PeerA
 	if h := c.local(u); h != nil {
 		tr.next = &inProcess{h: h, rules: m.Rules}
 	} else {
-		tr.next = netpolicy.NewTransport(&netpolicy.Dialer{Rules: m.Rules})
+		tr.next = c.transport(m.Rules)
 	}
 	hc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	defer hc.CloseIdleConnections()
 
-	card, err := c.card(ctx, hc, m.URL)
-	if err != nil {
-		return runtime.PeerAnswer{}, tr.explain(m.URL, err)
+	card := c.cachedCardOf(m.URL)
+	if card == nil {
+		if card, err = c.card(ctx, hc, m.URL); err != nil {
+			return runtime.PeerAnswer{}, tr.explain(m.URL, err)
+		}
+		c.keepCard(m.URL, card)
 	}
+	ans, err := c.send(ctx, hc, tr, card, m)
+	if err != nil {
+		c.forget(m.URL)
+	}
+	return ans, err
+}
+
+// send sends m to the peer of card over hc.
+func (c *Client) send(ctx context.Context, hc *http.Client, tr *marking, card *a2a.AgentCard, m runtime.PeerMessage) (runtime.PeerAnswer, error) {
 	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc),
 		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"go.opentelemetry.io/otel/trace"
@@ -219,5 +220,34 @@ func TestInProcess(t *testing.T) {
 	_, err = c.Send(context.Background(), runtime.PeerMessage{URL: u, Rules: other, Text: "local"})
 	if errs.Code(err) != runtime.CodePeerFailed || !strings.Contains(err.Error(), "E-NET-016") {
 		t.Errorf("in process past the rules: %v", err)
+	}
+}
+
+// TestSendReusesCardAndConnections: a capsule's later messages to a peer read its card
+// once and go through one connection pool; a message that fails drops the card it used.
+func TestSendReusesCardAndConnections(t *testing.T) {
+	var reads atomic.Int32
+	u, _, _ := serve(t, a2a.Config{AcceptPeers: true}, func(map[string]any) { reads.Add(1) })
+	c := &Client{}
+	msg := runtime.PeerMessage{URL: u, Rules: rulesFor(t, u), Text: "hi", From: runtime.PeerOrigin{Capsule: "sender", TaskID: "tsk_1", Chain: []string{"tsk_1"}}}
+	for i := range 3 {
+		if _, err := c.Send(context.Background(), msg); err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+	}
+	if n := reads.Load(); n != 1 || len(c.transports) != 1 {
+		t.Errorf("three messages read the card %d times through %d pools, want once through one", n, len(c.transports))
+	}
+	other, _ := netpolicy.ParseRules([]string{"127.0.0.1:1"})
+	bad := msg
+	bad.Rules = other // the peer's card is cached, the message is refused by the policy
+	if _, err := c.Send(context.Background(), bad); err == nil {
+		t.Fatal("a message outside its policy was sent")
+	}
+	if c.cachedCardOf(u) != nil {
+		t.Error("a failed message left its card cached")
+	}
+	if _, err := c.Send(context.Background(), msg); err != nil || reads.Load() != 2 {
+		t.Errorf("after the failure: %v, %d card reads, want the card read again", err, reads.Load())
 	}
 }
