@@ -34,9 +34,7 @@ func BenchmarkSendPerBinding(b *testing.B) {
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
 	b.Cleanup(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = h.Shutdown(ctx)
+		stopNow(h)
 		srv.Close()
 	})
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}

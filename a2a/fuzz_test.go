@@ -165,9 +165,7 @@ func FuzzREST(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = h.Shutdown(ctx)
+		stopNow(h)
 	})
 	f.Fuzz(func(t *testing.T, method, path, query string, body []byte, version string) {
 		u, err := url.Parse("http://127.0.0.1" + prefix + "/" + path)

@@ -55,9 +55,7 @@ func FuzzGRPC(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = h.Shutdown(ctx)
+		stopNow(h)
 	})
 	f.Fuzz(func(t *testing.T, method uint8, body []byte) {
 		name := grpcMethods[int(method)%len(grpcMethods)]

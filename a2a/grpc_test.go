@@ -44,9 +44,7 @@ func grpcServer(t *testing.T, cfg Config) (*Handler, *httptest.Server) {
 	}
 	srv.Config.Handler = h
 	t.Cleanup(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = h.Shutdown(ctx)
+		stopNow(h)
 		srv.Close()
 	})
 	return h, srv

@@ -105,6 +105,13 @@ func testCard() Card {
 		Skills: []Skill{{ID: "greet", Name: "Greet", Description: "says hello", Tags: []string{"demo"}}}}
 }
 
+// stopNow shuts h down at once, ending what still runs (a test's cleanup).
+func stopNow(h *Handler) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = h.Shutdown(ctx)
+}
+
 // newServer serves cfg under prefix on 127.0.0.1.
 func newServer(t *testing.T, cfg Config) (*Handler, *httptest.Server) {
 	t.Helper()
@@ -119,9 +126,7 @@ func newServer(t *testing.T, cfg Config) (*Handler, *httptest.Server) {
 	mux.Handle(prefix+"/", h)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel() // end what still runs at once
-		_ = h.Shutdown(ctx)
+		stopNow(h)
 		srv.Close()
 	})
 	return h, srv

@@ -94,9 +94,7 @@ func overheadRoutes(b *testing.B) []overheadRoute {
 		}
 		srv := httptest.NewServer(h)
 		b.Cleanup(func() {
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			_ = h.Shutdown(ctx)
+			stopNow(h)
 			srv.Close()
 		})
 		return srv.URL + "/"
