@@ -54,6 +54,12 @@ type fleet struct {
 
 	servesMu sync.Mutex
 	serves   map[string]string // capsule → the digest it serves here
+	// writeMu orders the writes of the row's serves (Serve's, each renewal's): each
+	// reads the map and writes it under the lock, so the last write holds the latest
+	// map. Unordered, the renewal that runs as the replica starts wrote the empty map
+	// after the first Serve, and other replicas took that version's tasks until the next
+	// renewal.
+	writeMu sync.Mutex
 
 	watchMu  sync.Mutex
 	watchers map[string]map[int]func(taskstore.Signal)
@@ -102,6 +108,8 @@ func (s *Store) Serve(capsule, digest string) {
 	if f == nil {
 		return
 	}
+	f.writeMu.Lock()
+	defer f.writeMu.Unlock()
 	f.servesMu.Lock()
 	if digest == "" {
 		delete(f.serves, capsule)
@@ -222,8 +230,10 @@ func (s *Store) renewLoop() {
 	for {
 		ctx, cancel := s.timeout()
 		start := time.Now()
+		f.writeMu.Lock()
 		_, err := s.pool.Exec(ctx, `INSERT INTO capsulegate_instances (name, seen, lease, started, serves) VALUES ($1, `+sqlNow+`, $2, `+sqlNow+`, $3)
 			ON CONFLICT (name) DO UPDATE SET seen = excluded.seen, lease = excluded.lease, serves = excluded.serves`, f.name, int64(f.lease), f.served())
+		f.writeMu.Unlock()
 		s.stats.roundTrip(time.Since(start), err)
 		if err != nil {
 			s.failed(err)
