@@ -18,7 +18,10 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/capsulegate/capsulegate/edgeauth"
+	"github.com/capsulegate/capsulegate/edgepolicy"
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/taskstore"
 )
 
@@ -94,6 +97,13 @@ type Job struct {
 	// task waits). It returns the answer, or an error when ctx ends or the input timeout
 	// passes (ErrInputTimeout; the task has then failed with "input-timeout").
 	Input func(ctx context.Context, prompt string) (Answer, error)
+	// Budget is the task's share of its principal's token budget (Config.Limits.Tokens):
+	// the executor reports each model turn's tokens to it; nil without a budget.
+	Budget Budget
+	// Egress, when Narrowed, is what the route's policy narrowed the task's network
+	// reach to: its connections must pass these rules as well as the capsule's own.
+	Egress   netpolicy.Rules
+	Narrowed bool
 }
 
 // Previous names the mark a context's earlier task left on the context's folder and the
@@ -238,6 +248,22 @@ type Config struct {
 	// authentication in front of the handler established for r (Caddy's
 	// http.auth.user.id), "" when none: the caller is then anonymous.
 	Principal func(r *http.Request) string
+	// JWT, when set, takes bearer tokens that are none of Bearer and Tokens as JWTs,
+	// verified against their issuer's keys; the principal is the claim it names
+	// (docs/reference/a2a.md "Authentication").
+	JWT *edgeauth.JWT
+	// ClientCert, when set, names the principal of a request whose TLS connection
+	// carries a verified client certificate by that certificate: "cn", "uri", "dns" or
+	// "email" says which of its names (edgeauth.ClientCert).
+	ClientCert string
+	// Policy decides which requests a principal may make (edgepolicy; nil allows all),
+	// and may narrow the egress of its tasks (Job.Egress).
+	Policy *edgepolicy.Policy
+	// Limits bound each principal's requests, unfinished tasks and model tokens.
+	Limits Limits
+	// Shed, shared by every capsule of a gateway, refuses new tasks while too many wait
+	// or memory is short (nil: never).
+	Shed *Shedder
 	// Push, when set, allows push notifications and says where they may go
 	// (docs/reference/a2a.md "Push notifications"); nil refuses push configs.
 	Push *PushPolicy
@@ -319,6 +345,15 @@ func normalize(cfg Config) (Config, error) {
 	}
 	if cfg.MaxTasks < 0 {
 		bad(CodeRange, fmt.Sprintf("max tasks %d is negative", cfg.MaxTasks), "write a positive number of tasks, or 0 for no limit")
+	}
+	if l := cfg.Limits; l.Rate < 0 || l.Burst < 0 || l.Concurrent < 0 || l.Tokens < 0 || l.Window < 0 {
+		bad(CodeRange, fmt.Sprintf("a limit is negative (rate %g, burst %d, concurrent %d, tokens %d, window %s)", l.Rate, l.Burst, l.Concurrent, l.Tokens, l.Window),
+			"write positive limits, or 0 for none")
+	}
+	if cfg.ClientCert != "" {
+		if err := edgeauth.CheckCertField(cfg.ClientCert); err != nil {
+			list = append(list, errs.Find(err, edgeauth.CodeConfig))
+		}
 	}
 	if cfg.MaxBody < 0 {
 		bad(CodeRange, fmt.Sprintf("max body %d is negative", cfg.MaxBody), "write a positive size, or 0 for 1 MiB")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -43,6 +44,19 @@ func (a *answer) ok(result any) { writeJSON(a.w, http.StatusOK, a.body(result)) 
 // a streaming method reads only SSE, so its errors come as a one-event stream; HTTP+JSON
 // clients read the status first, so theirs never do.
 func (a *answer) fail(rerr *rpcError, stream bool) {
+	if rerr.retryAfter > 0 {
+		a.w.Header().Set("Retry-After", strconv.FormatInt(rerr.retryAfter, 10))
+	}
+	if rerr.status != 0 {
+		// A refusal every HTTP client reads the same way (an overload's 503): the status
+		// whatever the binding, the body in the binding's shape, never a stream.
+		if a.rest {
+			writeRESTStatus(a.w, a.d, rerr.status, rerr)
+		} else {
+			writeJSON(a.w, rerr.status, a.d.response(a.id, nil, rerr))
+		}
+		return
+	}
 	if a.rest {
 		writeRESTError(a.w, a.d, rerr)
 		return
@@ -66,6 +80,10 @@ func (h *Handler) do(a *answer, m method, name string, params json.RawMessage) {
 	defer h.traceCall(a, name)()
 	if a.d == v10 {
 		params = protoNames(params)
+	}
+	noteCaller(a.r, a.who)
+	if !h.guard(a, m, params) {
+		return
 	}
 	switch m {
 	case mSend, mStream:
@@ -100,6 +118,18 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 	}
 	in.url = h.endpoint(a.r, cfg)
 	in.owner, in.peer = a.who.principal, a.who.peer
+	if in.taskID == "" {
+		// A message that may start a task: the gateway's load, the principal's limits
+		// and the policy's narrowing of its reach apply.
+		var ok bool
+		if in.hold, ok = h.admitEdge(a, stream); !ok {
+			return
+		}
+		defer in.hold.releaseUnlessTaken()
+		if in.egress, ok = h.egressFor(a, params, stream); !ok {
+			return
+		}
+	}
 	in.trace = h.taskParent(a.r.Context(), in)
 	if in.pushRaw != "" {
 		// An inline push config is checked before the task exists: a refused one refuses
@@ -137,6 +167,7 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		a.fail(errStoreTask(err, t.id), stream)
 		return
 	}
+	noteTask(a.r, t.id)
 	if stream {
 		traceTask(a.r, t.id, t.contextID, "")
 		h.stream(a, sub)
@@ -188,6 +219,7 @@ func (h *Handler) doGet(a *answer, params json.RawMessage) {
 		a.fail(rerr, false)
 		return
 	}
+	noteTask(a.r, p.ID)
 	t := h.lookup(p.ID, a.who)
 	if t == nil {
 		a.fail(errTaskNotFound(p.ID), false)
@@ -207,6 +239,7 @@ func (h *Handler) doCancel(a *answer, params json.RawMessage) {
 		a.fail(rerr, false)
 		return
 	}
+	noteTask(a.r, p.ID)
 	snap, rerr := h.cancel(p.ID, a.who)
 	if rerr != nil {
 		a.fail(rerr, false)
@@ -226,6 +259,7 @@ func (h *Handler) doSubscribe(a *answer, params json.RawMessage) {
 		a.fail(rerr, true)
 		return
 	}
+	noteTask(a.r, p.ID)
 	t := h.lookup(p.ID, a.who)
 	if t == nil {
 		a.fail(errTaskNotFound(p.ID), true)

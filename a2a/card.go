@@ -135,16 +135,46 @@ func buildCard(cfg Config, url string, strict bool) []byte {
 		c.Capabilities.Extensions = append(c.Capabilities.Extensions, cardExtension{URI: x.URI, Description: x.Description})
 	}
 	if authConfigured(cfg) {
-		const desc = "a bearer token in the Authorization header"
-		scheme := map[string]any{"httpAuthSecurityScheme": map[string]any{"scheme": "Bearer", "description": desc}}
-		if !strict {
-			// One object in both shapes: 0.3 readers switch on "type", 1.0 (protobuf
-			// JSON) readers on the oneof member; each ignores the other's fields.
-			scheme["type"], scheme["scheme"], scheme["description"] = "http", "bearer", desc
-			c.Security = []map[string]any{{"bearer": []string{}}}
+		c.SecuritySchemes = map[string]any{}
+		// Each scheme is one alternative requirement: any one of them authenticates.
+		add := func(name string, scheme map[string]any) {
+			c.SecuritySchemes[name] = scheme
+			c.SecurityRequirements = append(c.SecurityRequirements, map[string]any{"schemes": map[string]any{name: map[string]any{"list": []string{}}}})
+			if !strict {
+				c.Security = append(c.Security, map[string]any{name: []string{}})
+			}
 		}
-		c.SecuritySchemes = map[string]any{"bearer": scheme}
-		c.SecurityRequirements = []any{map[string]any{"schemes": map[string]any{"bearer": map[string]any{"list": []string{}}}}}
+		if cfg.Bearer != "" || len(cfg.Tokens) > 0 || cfg.JWT != nil {
+			desc, format := "a bearer token in the Authorization header", ""
+			if cfg.JWT != nil {
+				desc, format = "a JWT issued by "+cfg.JWT.Issuer()+" in the Authorization header (RFC 6750)", "JWT"
+				if cfg.Bearer != "" || len(cfg.Tokens) > 0 {
+					desc = "a bearer token, or a JWT issued by " + cfg.JWT.Issuer() + ", in the Authorization header (RFC 6750)"
+				}
+			}
+			http := map[string]any{"scheme": "Bearer", "description": desc}
+			if format != "" {
+				http["bearerFormat"] = format
+			}
+			scheme := map[string]any{"httpAuthSecurityScheme": http}
+			if !strict {
+				// One object in both shapes: 0.3 readers switch on "type", 1.0 (protobuf
+				// JSON) readers on the oneof member; each ignores the other's fields.
+				scheme["type"], scheme["scheme"], scheme["description"] = "http", "bearer", desc
+				if format != "" {
+					scheme["bearerFormat"] = format
+				}
+			}
+			add("bearer", scheme)
+		}
+		if cfg.ClientCert != "" {
+			const desc = "a client certificate the gateway's TLS verifies; its " + "name is the principal"
+			scheme := map[string]any{"mtlsSecurityScheme": map[string]any{"description": desc}}
+			if !strict {
+				scheme["type"], scheme["description"] = "mutualTLS", desc
+			}
+			add("mtls", scheme)
+		}
 	}
 	b, _ := json.Marshal(c) // plain structs of strings: cannot fail
 	return b

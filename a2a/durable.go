@@ -114,6 +114,9 @@ type taskRecord struct {
 	snapshot
 	Created time.Time
 	Seq     uint64
+	// Egress is the network reach the route's policy narrowed the task to (absent: not
+	// narrowed; empty: nothing).
+	Egress *[]string `json:",omitempty"`
 }
 
 // eventRecord is one journal entry (taskstore.Event.Data), dialect-neutral: the fields of
@@ -277,7 +280,7 @@ func (s *durableStore) restore(rec taskstore.Task) (*task, error) {
 	t.setOwner(rec.Owner) // the store keeps the owner beside the record, for its index
 	t.store = s
 	t.st, t.history, t.artifacts, t.updated, t.seq = r.Status, r.History, r.Artifacts, r.Updated, r.Seq
-	t.reply = r.Reply
+	t.reply, t.egress = r.Reply, r.Egress
 	t.ring, t.ringFreed = nil, terminal(r.Status.State)
 	return t, nil
 }
@@ -444,7 +447,7 @@ func (s *durableStore) published(t *task, e event) *durable {
 	// the two writes fall in.
 	d := s.write(s.db.Append(s.capsule, taskstore.Event{TaskID: t.id, Seq: e.seq, Data: encodeEvent(e)}))
 	if !e.progress {
-		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq}
+		rec := taskRecord{snapshot: *t.snapshotLocked(), Created: t.created, Seq: e.seq, Egress: t.egress}
 		data, _ := json.Marshal(rec)
 		d.chs = append(d.chs, s.db.PutTask(taskstore.Task{Capsule: s.capsule, ID: t.id, ContextID: t.contextID, Owner: t.owner, Updated: t.updated,
 			Done: terminal(rec.Status.State), State: rec.Status.State, Since: rec.Status.Time, Data: data,

@@ -210,7 +210,7 @@ func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, taskID, blob
 		http.Error(w, "a file is read with GET", http.StatusMethodNotAllowed)
 		return
 	}
-	_, who, ok := h.authenticate(w, r, "a task's files are served to its owner: send the token that created the task (Authorization: Bearer <token>)")
+	_, who, ok := h.authenticate(w, r, "a task's files are served to its owner: send the token that created the task (Authorization: Bearer <token>)", false)
 	if !ok {
 		return
 	}

@@ -169,9 +169,12 @@ func (g *grpcService) run(ctx context.Context, method string, req proto.Message,
 		return grpcstatus.Error(codes.PermissionDenied, "peer_not_accepted: this capsule does not accept tasks from peers")
 	}
 	cfg, _ := g.h.configFor(r)
-	who, ok := identify(r, cfg)
-	if !ok {
-		return grpcstatus.Error(codes.Unauthenticated, "unauthorized: this agent needs a bearer token (authorization: Bearer <token>), see the agent card's securitySchemes")
+	who, f := identify(r, cfg)
+	if f != nil {
+		g.h.refusedAuth(r, f)
+		e := f.rpc("this agent needs a bearer token (authorization: Bearer <token>), see the agent card's securitySchemes").in(v10)
+		b, _ := json.Marshal(e.Data)
+		return grpcError(&rpcErrorIn{Code: e.Code, Message: e.Message, Data: b})
 	}
 	who, _ = asPeer(r, who)
 	if int64(len(body)) > cfg.MaxBody {
@@ -208,6 +211,11 @@ var grpcCodes = map[int]codes.Code{
 	codeContentType:      codes.InvalidArgument,
 	codeNoExtendedCard:   codes.FailedPrecondition,
 	codeVersion:          codes.Unimplemented,
+	codeUnauthenticated:  codes.Unauthenticated,
+	codePermissionDenied: codes.PermissionDenied,
+	codeRateLimited:      codes.ResourceExhausted,
+	codeTokenBudget:      codes.ResourceExhausted,
+	codeOverloaded:       codes.Unavailable,
 }
 
 // grpcError is e as a gRPC status: its code mapped, its message, and a

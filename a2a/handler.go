@@ -58,6 +58,8 @@ type Handler struct {
 	pushWorkers
 	// fleet is the handler's part in a fleet of gateways (fleet.go); nil otherwise.
 	fleet *fleetRun
+	// lim keeps the principals' rate buckets and task counts (edge.go).
+	lim limiter
 }
 
 // NewHandler validates cfg and returns a Handler serving it.
@@ -88,6 +90,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if h.push != nil {
 		cfg.Metrics.pushFailuresFrom0(cfg.Card.Name)
 	}
+	cfg.Metrics.edgeFrom0(cfg)
 	h.cardKey, h.cardTime = cardKeyOf(cfg), time.Now()
 	h.grpc = newGRPCServer(h)
 	h.slotMetricsLocked()
@@ -159,6 +162,7 @@ func (h *Handler) Update(cfg Config) error {
 	if h.push != nil {
 		cfg.Metrics.pushFailuresFrom0(cfg.Card.Name)
 	}
+	cfg.Metrics.edgeFrom0(cfg)
 	if key := cardKeyOf(cfg); key != h.cardKey {
 		h.cardKey, h.cardTime = key, time.Now()
 	}
@@ -219,6 +223,12 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 // halt ends the handler's background work: the tasks' contexts, the push delivery
 // workers and the retention sweeper, waited for so that the caller may close the store.
 func (h *Handler) halt() {
+	h.mu.Lock()
+	if s := h.cfg.Shed; s != nil {
+		s.queued.Add(-int64(h.lim.queued)) // what waited here waits no more
+		h.lim.queued = 0
+	}
+	h.mu.Unlock()
 	h.stop()
 	h.stopFleet()
 	h.stopPushes()
@@ -265,7 +275,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this is an A2A JSON-RPC endpoint: POST a JSON-RPC 2.0 request; the agent card is at .well-known/agent-card.json", http.StatusMethodNotAllowed)
 		return
 	}
-	cfg, who, ok := h.authenticate(w, r, "this agent needs a bearer token (Authorization: Bearer <token>), see the agent card's securitySchemes")
+	cfg, who, ok := h.authenticate(w, r, "this agent needs a bearer token (Authorization: Bearer <token>), see the agent card's securitySchemes", true)
 	if !ok {
 		return
 	}
@@ -283,16 +293,42 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // authenticate identifies r's caller under r's route configuration, or answers 401 with
-// a Bearer challenge and why.
-func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, why string) (Config, caller, bool) {
+// a Bearer challenge (RFC 6750) and why: in JSON-RPC's shape when rpc is set, as plain
+// text otherwise.
+func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, why string, rpc bool) (Config, caller, bool) {
 	cfg, _ := h.configFor(r)
-	who, ok := identify(r, cfg)
-	if !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="capsule"`)
-		http.Error(w, "unauthorized: "+why, http.StatusUnauthorized)
+	who, f := identify(r, cfg)
+	if f != nil {
+		h.refusedAuth(r, f)
+		w.Header().Set("WWW-Authenticate", f.challenge())
+		if rpc {
+			d, ok := parseVersion(requestVersion(r))
+			if !ok {
+				d = v10
+			}
+			writeJSON(w, http.StatusUnauthorized, d.response(nullID, nil, f.rpc(why)))
+			return cfg, who, false
+		}
+		msg := "unauthorized: " + why
+		if !f.missing {
+			msg = "unauthorized: " + f.desc + " (" + why + ")"
+		}
+		http.Error(w, msg, http.StatusUnauthorized)
+		return cfg, who, false
 	}
 	who, _ = asPeer(r, who)
-	return cfg, who, ok
+	return cfg, who, true
+}
+
+// refusedAuth counts and logs a refused credential.
+func (h *Handler) refusedAuth(r *http.Request, f *authRefusal) {
+	code := f.code
+	if code == "" {
+		code = "bearer"
+	}
+	h.spec.metrics.authRefused(h.spec.capsule, code)
+	h.spec.logger.Info("a2a request refused", "decision", "deny", "kind", "auth", "capsule", h.spec.capsule,
+		"code", code, "reason", f.desc, "path", r.URL.Path)
 }
 
 // acceptsPeers reports whether r's route takes peer tasks (Config.AcceptPeers).

@@ -30,6 +30,11 @@ type Metrics struct {
 	// it holds now (one running task each).
 	Claims, Failovers *prometheus.CounterVec
 	Leases            *prometheus.GaugeVec
+	// AuthRefusals, PolicyDenials, LimitRefusals and Shed count the edge's refusals
+	// (docs/reference/metrics.md "Edge"): credentials by code, the policy's denials,
+	// each limit's refusals (rate, concurrency, tokens) and new tasks shed by reason
+	// (queue, memory).
+	AuthRefusals, PolicyDenials, LimitRefusals, Shed *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them on reg (nil: not registered).
@@ -65,6 +70,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "capsule_fleet_failovers_total",
 			Help: "A2A tasks of a gateway that stopped renewing its lease, ended failed (interrupted) by this one.",
 		}, []string{"capsule"}),
+		AuthRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_auth_refusals_total",
+			Help: "A2A requests refused 401 for their credentials, by E-AUTH code (bearer: a token none of the route's).",
+		}, []string{"capsule", "code"}),
+		PolicyDenials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_policy_denials_total",
+			Help: "A2A requests the route's policy refused (or could not decide).",
+		}, []string{"capsule"}),
+		LimitRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_limit_refusals_total",
+			Help: "A2A requests refused by a principal's limit: rate, concurrency or tokens.",
+		}, []string{"capsule", "limit"}),
+		Shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "capsule_shed_total",
+			Help: "New A2A tasks refused 503 because the gateway was at its queue or memory bound.",
+		}, []string{"capsule", "reason"}),
 		Leases: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "capsule_fleet_leases",
 			Help: "Contexts this gateway holds the lease of: one task of each runs here.",
@@ -84,7 +105,8 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	}
 	err := errors.Join(promreg.Into(reg, &m.Tasks), promreg.Into(reg, &m.InFlight), promreg.Into(reg, &m.QueueDepth),
 		promreg.Into(reg, &m.Interrupted), promreg.Into(reg, &m.PushFailures),
-		promreg.Into(reg, &m.Claims), promreg.Into(reg, &m.Failovers), promreg.Into(reg, &m.Leases))
+		promreg.Into(reg, &m.Claims), promreg.Into(reg, &m.Failovers), promreg.Into(reg, &m.Leases),
+		promreg.Into(reg, &m.AuthRefusals), promreg.Into(reg, &m.PolicyDenials), promreg.Into(reg, &m.LimitRefusals), promreg.Into(reg, &m.Shed))
 	if err != nil {
 		return errs.Wrap(err, CodeMetrics, "a2a", "cannot register the task metrics", "remove the conflicting collector from the registry")
 	}
@@ -149,5 +171,53 @@ func (m *Metrics) pushFailed(capsule string) {
 func (m *Metrics) pushFailuresFrom0(capsule string) {
 	if m != nil {
 		m.PushFailures.WithLabelValues(capsule)
+	}
+}
+
+// authRefused counts a request refused for its credentials.
+func (m *Metrics) authRefused(capsule, code string) {
+	if m != nil {
+		m.AuthRefusals.WithLabelValues(capsule, code).Inc()
+	}
+}
+
+// policyDenied counts a request the policy refused.
+func (m *Metrics) policyDenied(capsule string) {
+	if m != nil {
+		m.PolicyDenials.WithLabelValues(capsule).Inc()
+	}
+}
+
+// limited counts a request a principal's limit refused.
+func (m *Metrics) limited(capsule, limit string) {
+	if m != nil {
+		m.LimitRefusals.WithLabelValues(capsule, limit).Inc()
+	}
+}
+
+// shed counts a new task refused for the gateway's load.
+func (m *Metrics) shed(capsule, reason string) {
+	if m != nil {
+		m.Shed.WithLabelValues(capsule, reason).Inc()
+	}
+}
+
+// edgeFrom0 shows the series of what cfg configures from zero, before any refusal.
+func (m *Metrics) edgeFrom0(cfg Config) {
+	if m == nil {
+		return
+	}
+	c := cfg.Card.Name
+	if cfg.Policy != nil {
+		m.PolicyDenials.WithLabelValues(c)
+	}
+	for limit, on := range map[string]bool{"rate": cfg.Limits.Rate > 0, "concurrency": cfg.Limits.Concurrent > 0, "tokens": cfg.Limits.Tokens > 0} {
+		if on {
+			m.LimitRefusals.WithLabelValues(c, limit)
+		}
+	}
+	if cfg.Shed != nil {
+		m.Shed.WithLabelValues(c, "queue")
+		m.Shed.WithLabelValues(c, "memory")
 	}
 }

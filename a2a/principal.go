@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/capsulegate/capsulegate/edgeauth"
 	"github.com/capsulegate/capsulegate/errs"
 )
 
@@ -27,34 +28,55 @@ const maxPrincipalLen = 256
 type caller struct {
 	principal     string
 	authenticated bool
+	// scheme is how: "bearer", "jwt", "mtls", "front" (an authentication in front of
+	// the handler) or "" (anonymous); claims are the JWT's claims or the client
+	// certificate's names, for the policy.
+	scheme string
+	claims map[string]any
 	// peer is where the request's task comes from when another capsule's runtime sent
 	// it; principal is then the one peerPrincipal derives.
 	peer *PeerOrigin
 }
 
 // authConfigured reports whether the handler itself authenticates requests.
-func authConfigured(cfg Config) bool { return cfg.Bearer != "" || len(cfg.Tokens) > 0 }
+func authConfigured(cfg Config) bool {
+	return cfg.Bearer != "" || len(cfg.Tokens) > 0 || cfg.JWT != nil || cfg.ClientCert != ""
+}
 
-// identify establishes a request's caller: by its bearer token when the handler has
-// tokens (false when it carries none of them), else by the principal an authentication
-// in front of the handler set (Config.Principal), else anonymous.
-func identify(r *http.Request, cfg Config) (caller, bool) {
+// identify establishes a request's caller: by a verified client certificate or its
+// bearer token (one of the handler's tokens, else a JWT) when the handler authenticates
+// (a refusal when none of them names it), else by the principal an authentication in
+// front of the handler set (Config.Principal), else anonymous.
+func identify(r *http.Request, cfg Config) (caller, *authRefusal) {
 	if !authConfigured(cfg) {
 		if cfg.Principal != nil {
 			if p := cfg.Principal(r); p != "" {
-				return caller{principal: principalName(p), authenticated: true}, true
+				return caller{principal: principalName(p), authenticated: true, scheme: "front"}, nil
 			}
 		}
-		return caller{}, true
+		return caller{}, nil
 	}
-	scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return caller{}, false
+	got, hasToken := edgeauth.BearerToken(r.Header.Get("Authorization"))
+	if hasToken && (cfg.Bearer != "" || len(cfg.Tokens) > 0) {
+		if c, ok := matchToken(got, cfg); ok {
+			return c, nil
+		}
 	}
+	if c, f, handled := identifyEdge(r, cfg, got, hasToken); handled {
+		return c, f
+	}
+	if !hasToken {
+		return caller{}, &authRefusal{code: edgeauth.CodeNoToken, missing: true}
+	}
+	return caller{}, &authRefusal{desc: "the bearer token is none of this route's tokens"}
+}
+
+// matchToken finds the handler's token got is, if any.
+func matchToken(got string, cfg Config) (caller, bool) {
 	// Every token is compared, in constant time, on hashes (which hide the tokens'
 	// lengths), so that timing tells neither which token nearly matched nor how many
 	// there are before the match.
-	sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+	sum := sha256.Sum256([]byte(got))
 	match := -1
 	try := func(i int, secret string) {
 		want := sha256.Sum256([]byte(secret))
@@ -72,9 +94,9 @@ func identify(r *http.Request, cfg Config) (caller, bool) {
 	case match < 0:
 		return caller{}, false
 	case match == len(cfg.Tokens):
-		return caller{authenticated: true}, true
+		return caller{authenticated: true, scheme: "bearer"}, true
 	}
-	return caller{principal: cfg.Tokens[match].Name, authenticated: true}, true
+	return caller{principal: cfg.Tokens[match].Name, authenticated: true, scheme: "bearer"}, true
 }
 
 // principalName is how a principal named by an authentication in front is kept: as it

@@ -166,10 +166,11 @@ func (h *Handler) serveREST(w http.ResponseWriter, r *http.Request, rt restRoute
 		return
 	}
 	cfg, _ := h.configFor(r)
-	who, ok := identify(r, cfg)
-	if !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="capsule"`)
-		writeRESTStatus(w, d, http.StatusUnauthorized, errInvalidRequest("this agent needs a bearer token (Authorization: Bearer <token>), see the agent card's securitySchemes"))
+	who, f := identify(r, cfg)
+	if f != nil {
+		h.refusedAuth(r, f)
+		w.Header().Set("WWW-Authenticate", f.challenge())
+		writeRESTStatus(w, d, http.StatusUnauthorized, f.rpc("this agent needs a bearer token (Authorization: Bearer <token>), see the agent card's securitySchemes"))
 		return
 	}
 	who, _ = asPeer(r, who)
@@ -350,6 +351,11 @@ var restStatus = map[int]int{
 	codeContentType:      http.StatusUnsupportedMediaType,
 	codeNoExtendedCard:   http.StatusBadRequest,
 	codeVersion:          http.StatusBadRequest,
+	codeUnauthenticated:  http.StatusUnauthorized,
+	codePermissionDenied: http.StatusForbidden,
+	codeRateLimited:      http.StatusTooManyRequests,
+	codeTokenBudget:      http.StatusTooManyRequests,
+	codeOverloaded:       http.StatusServiceUnavailable,
 }
 
 // grpcStatus is the google.rpc.Code name 1.0 error bodies carry, per A2A 1.0 §5.4.
@@ -366,6 +372,11 @@ var grpcStatus = map[int]string{
 	codeContentType:      "INVALID_ARGUMENT",
 	codeNoExtendedCard:   "FAILED_PRECONDITION",
 	codeVersion:          "FAILED_PRECONDITION",
+	codeUnauthenticated:  "UNAUTHENTICATED",
+	codePermissionDenied: "PERMISSION_DENIED",
+	codeRateLimited:      "RESOURCE_EXHAUSTED",
+	codeTokenBudget:      "RESOURCE_EXHAUSTED",
+	codeOverloaded:       "UNAVAILABLE",
 }
 
 // httpGRPCStatus names the google.rpc.Code of errors the HTTP layer answers itself.

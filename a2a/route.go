@@ -4,6 +4,9 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/capsulegate/capsulegate/edgeauth"
+	"github.com/capsulegate/capsulegate/edgepolicy"
 )
 
 // Route holds the settings a host applies per route rather than per handler: one capsule
@@ -17,6 +20,10 @@ type Route struct {
 	PublicURL   string
 	CardVersion string
 	MaxBody     int64 // 0 = DefaultMaxBody
+	// JWT, ClientCert and Policy are the route's, as Config's fields of those names.
+	JWT        *edgeauth.JWT
+	ClientCert string
+	Policy     *edgepolicy.Policy
 }
 
 type routeKey struct{}
@@ -30,7 +37,7 @@ func WithRoute(ctx context.Context, rt *Route) context.Context {
 // it normalised (a public URL's empty path becomes "/").
 func CheckRoute(rt Route) (Route, error) {
 	cfg, err := normalize(Config{Card: Card{Name: "route"}, Executor: noExecutor{}, Bearer: rt.Bearer, Tokens: rt.Tokens,
-		PublicURL: rt.PublicURL, CardVersion: rt.CardVersion, MaxBody: rt.MaxBody})
+		PublicURL: rt.PublicURL, CardVersion: rt.CardVersion, MaxBody: rt.MaxBody, ClientCert: rt.ClientCert})
 	if err != nil {
 		return rt, err
 	}
@@ -50,6 +57,7 @@ func (h *Handler) configFor(r *http.Request) (Config, time.Time) {
 	if rt, ok := r.Context().Value(routeKey{}).(*Route); ok && rt != nil {
 		cfg.Bearer, cfg.Tokens, cfg.PublicURL, cfg.CardVersion = rt.Bearer, rt.Tokens, rt.PublicURL, rt.CardVersion
 		cfg.MaxBody = rt.MaxBody
+		cfg.JWT, cfg.ClientCert, cfg.Policy = rt.JWT, rt.ClientCert, rt.Policy
 		if cfg.MaxBody == 0 {
 			cfg.MaxBody = DefaultMaxBody
 		}

@@ -40,6 +40,11 @@ var reasons = map[int]string{
 	codeContentType:      "CONTENT_TYPE_NOT_SUPPORTED",
 	codeNoExtendedCard:   "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
 	codeVersion:          "VERSION_NOT_SUPPORTED",
+	codeUnauthenticated:  "UNAUTHENTICATED",
+	codePermissionDenied: "PERMISSION_DENIED",
+	codeRateLimited:      "RATE_LIMITED",
+	codeTokenBudget:      "TOKEN_BUDGET_EXHAUSTED",
+	codeOverloaded:       "OVERLOADED",
 }
 
 // rpcError is a JSON-RPC error object. The message names the error and what was wrong;
@@ -51,6 +56,11 @@ type rpcError struct {
 
 	detail string
 	meta   map[string]any
+	// retryAfter is the Retry-After a refusal the client may retry is answered with, in
+	// seconds (0: none); status, when set, is the HTTP status of every HTTP binding's
+	// answer (an overload's 503, which even JSON-RPC clients read).
+	retryAfter int64
+	status     int
 }
 
 func newRPCError(code int, name, detail string, meta map[string]any) *rpcError {

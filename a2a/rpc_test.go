@@ -202,13 +202,14 @@ func TestBearer(t *testing.T) {
 	for _, tc := range []struct {
 		name, auth string
 		want       int
+		challenge  string // RFC 6750: no error for a request without a token, invalid_token for a wrong one
 	}{
-		{"missing", "", http.StatusUnauthorized},
-		{"wrong", "Bearer nope", http.StatusUnauthorized},
-		{"prefix of the token", "Bearer s3cre", http.StatusUnauthorized},
-		{"other scheme", "Basic czNjcmV0", http.StatusUnauthorized},
-		{"right", "Bearer s3cret", http.StatusOK},
-		{"scheme in lower case", "bearer s3cret", http.StatusOK},
+		{"missing", "", http.StatusUnauthorized, `Bearer realm="capsule"`},
+		{"wrong", "Bearer nope", http.StatusUnauthorized, `Bearer realm="capsule", error="invalid_token", error_description="the bearer token is none of this route's tokens"`},
+		{"prefix of the token", "Bearer s3cre", http.StatusUnauthorized, `Bearer realm="capsule", error="invalid_token", error_description="the bearer token is none of this route's tokens"`},
+		{"other scheme", "Basic czNjcmV0", http.StatusUnauthorized, `Bearer realm="capsule"`},
+		{"right", "Bearer s3cret", http.StatusOK, ""},
+		{"scheme in lower case", "bearer s3cret", http.StatusOK, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			headers := map[string]string{}
@@ -219,7 +220,7 @@ func TestBearer(t *testing.T) {
 			if resp.StatusCode != tc.want {
 				t.Fatalf("HTTP %d, want %d: %s", resp.StatusCode, tc.want, got)
 			}
-			if tc.want == http.StatusUnauthorized && resp.Header.Get("WWW-Authenticate") != `Bearer realm="capsule"` {
+			if tc.want == http.StatusUnauthorized && resp.Header.Get("WWW-Authenticate") != tc.challenge {
 				t.Errorf("WWW-Authenticate %q", resp.Header.Get("WWW-Authenticate"))
 			}
 			if tc.want == http.StatusOK && decode[rpcResp](t, got).Error != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/internal/ids"
+	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/taskstore"
 )
 
@@ -98,6 +99,8 @@ func (h *Handler) admitLocked(in incoming, stream bool, open []taskstore.Running
 	t := newTask(ids.New("tsk_"), contextID, in.text, h.spec, h.ringSize, now)
 	t.setOwner(in.owner)
 	t.url, t.trace, t.peer = in.url, in.trace, in.peer
+	t.egress, t.hold = in.egress, in.hold
+	in.hold.take()
 	t.store = h.store
 	t.pushesLoaded = true // a new task has none stored
 	reason := h.refusalLocked(t.key, open)
@@ -168,7 +171,12 @@ func (h *Handler) startLocked(t *task, now time.Time) {
 	t.holdsSlot = true
 	t.ctx, t.cancel = context.WithCancel(h.base)
 	t.setStatusLocked(status{State: stateWorking, Time: now}, now)
-	job := &Job{TaskID: t.id, ContextID: t.contextID, Principal: t.owner, Text: t.text, URL: t.url, Trace: t.trace, Peer: t.peer}
+	job := &Job{TaskID: t.id, ContextID: t.contextID, Principal: t.owner, Text: t.text, URL: t.url, Trace: t.trace, Peer: t.peer,
+		Budget: h.budgetFor(h.cfg, t.owner)}
+	if t.egress != nil {
+		job.Narrowed = true
+		job.Egress, _ = netpolicy.ParseRules(*t.egress) // checked when the policy gave them
+	}
 	if len(t.history) > 0 && t.history[0].Role == "user" {
 		job.MessageID, job.Parts = t.history[0].ID, t.history[0].Parts // its large files are read back by execute
 	}

@@ -166,6 +166,7 @@ func (h *Handler) checkIdleLocked() {
 }
 
 func (h *Handler) slotMetricsLocked() {
+	h.shedQueuedLocked()
 	h.spec.metrics.slot(h.spec.capsule, h.slots.active, h.slots.queued())
 	if h.fleet != nil && h.spec.metrics != nil {
 		h.spec.metrics.Leases.WithLabelValues(h.spec.capsule).Set(float64(len(h.slots.lines)))

@@ -75,6 +75,7 @@ func (s *memoryStore) get(id string) *task {
 // ended files t among the finished tasks, forgetting the least recently used beyond
 // maxFinished.
 func (s *memoryStore) ended(t *task) {
+	t.hold.release()
 	if s.finishedAt[t] == nil {
 		s.finishedAt[t] = s.finished.PushFront(t)
 	}

@@ -151,6 +151,12 @@ type task struct {
 	cancel    context.CancelFunc // set while admitted to run
 	answer    chan Answer        // non-nil while input-required
 	reply     bool               // the client is answered with a Message (snapshot.Reply)
+	// egress is what the route's policy narrowed the task's network reach to (nil: not
+	// narrowed), kept with its record so that whichever replica runs it narrows it.
+	egress *[]string
+	// hold is the principal's count of unfinished tasks this one takes, released when
+	// it ends (nil: not counted).
+	hold *limitHold
 	// blobs are the task's large files without a durable store; blobWrites the store's
 	// writes of them not yet joined to an event's write (files.go).
 	blobs      map[string][]byte

@@ -389,6 +389,10 @@ type incoming struct {
 	// parents the task (taskParent); trace is the span context the task runs under.
 	traceparent, tracestate string
 	trace                   trace.SpanContext
+	// egress is what the route's policy narrowed the task to (nil: not narrowed); hold
+	// its count among the principal's unfinished tasks (nil: not counted).
+	egress *[]string
+	hold   *limitHold
 }
 
 // validID accepts a client-chosen id as data the gateway keeps and logs: valid UTF-8,

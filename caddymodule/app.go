@@ -54,6 +54,9 @@ type App struct {
 	// RegistryAuth is how the gateway proves itself to a remote registry; absent, a
 	// Nexus registry gets $NEXUS_API_KEY and an OCI registry the Docker credential config.
 	RegistryAuth *RegistryAuth `json:"registry_auth,omitempty"`
+	// Shed refuses new tasks with 503 and Retry-After while too many wait across every
+	// capsule, or the heap is over a bound (docs/operators.md "Overload"); nil never.
+	Shed *Shed `json:"shed,omitempty"`
 	// PeerCredentials are what the gateway presents to its capsules' peers, by URL prefix
 	// (docs/operators.md "Peers"); a peer under none gets no credential.
 	PeerCredentials []PeerCredential `json:"peer_credentials,omitempty"`
@@ -674,6 +677,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			continue
 		}
+		if opt == "shed" {
+			if err := a.unmarshalShed(d); err != nil {
+				return err
+			}
+			continue
+		}
 		if !d.NextArg() {
 			if opt == "init_snapshots" || opt == "instance_reuse" {
 				return d.Errf("%s takes on or off", opt)
@@ -744,7 +753,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.InstanceReuse = &on
 			}
 		default:
-			return d.Errf("unknown capsule option %q (known: registry, registry_auth, peer_credential, registry_cache, registry_cache_size, runtime_pulls, otel, work_root, cache_dir, state_dir, store, store_key, instance, lease, task_versions, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
+			return d.Errf("unknown capsule option %q (known: registry, registry_auth, peer_credential, registry_cache, registry_cache_size, runtime_pulls, otel, shed, work_root, cache_dir, state_dir, store, store_key, instance, lease, task_versions, retention, max_tasks, grace_period, dns_upstream, sandbox_helper, init_snapshots, instance_reuse, push)", opt)
 		}
 		if err := lineDone(d, opt); err != nil {
 			return err

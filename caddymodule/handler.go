@@ -30,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/capsulegate/capsulegate/a2a"
+	"github.com/capsulegate/capsulegate/edgeauth"
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/runtime"
@@ -71,6 +72,12 @@ type Handler struct {
 	// binding (docs/operators.md "gRPC"). Empty lists none; gRPC calls are answered
 	// either way.
 	GRPC string `json:"grpc,omitempty"`
+	// Limits bound what each principal may ask of the capsule (docs/operators.md
+	// "Limits"); nil limits nothing.
+	Limits *Limits `json:"limits,omitempty"`
+	// Policy decides who may call what on this route, and narrows where their tasks
+	// reach (docs/operators.md "Policy"); nil allows every authenticated request.
+	Policy *Policy `json:"policy,omitempty"`
 
 	key    string
 	entry  *hostedCapsule
@@ -89,6 +96,11 @@ type Auth struct {
 	// Tokens are named tokens, each its own principal: a task belongs to the principal
 	// that created it, and other principals do not see it.
 	Tokens []NamedToken `json:"tokens,omitempty"`
+	// JWT takes bearer tokens that are none of the above as JWTs of one issuer.
+	JWT *JWTAuth `json:"jwt,omitempty"`
+	// MTLS names the principal of a client whose certificate Caddy's TLS verified by
+	// that certificate: "cn" (the default when "on"), "uri", "dns" or "email".
+	MTLS string `json:"mtls,omitempty"`
 }
 
 // NamedToken is one principal's bearer token.
@@ -198,9 +210,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	// Two routes may serve one manifest (one hosted capsule, one A2A handler); each
 	// judges its requests by its own settings (docs/reference/a2a.md "Routes").
-	rt, err := a2a.CheckRoute(a2a.Route{Bearer: p.token, Tokens: p.tokens, PublicURL: h.PublicURL, CardVersion: h.Card, MaxBody: h.MaxBody})
+	jwt, cert, pol, err := h.edgeRoute(ctx)
 	if err != nil {
 		return err
+	}
+	rt, err := a2a.CheckRoute(a2a.Route{Bearer: p.token, Tokens: p.tokens, PublicURL: h.PublicURL, CardVersion: h.Card, MaxBody: h.MaxBody,
+		JWT: jwt, ClientCert: cert, Policy: pol})
+	if err != nil {
+		return err
+	}
+	if pol != nil && p.app.metrics != nil {
+		p.app.metrics.PolicyDenials.WithLabelValues(p.m.Name) // from zero
 	}
 	h.route = &rt
 	// A capsule is kept across a reload on the same task store only: a reload that moves
@@ -430,8 +450,13 @@ func (h *Handler) Validate() error {
 		bad(CodeHandlerConfig, "the capsule handler names no manifest", "write `capsule <path/to/murmur.yaml>` (JSON: \"manifest\")")
 	}
 	if a := h.Auth; a != nil {
-		if a.BearerEnv == "" && len(a.Tokens) == 0 {
-			bad(CodeHandlerConfig, "auth bearer names no token", "write `auth bearer <ENV_NAME>`, or a block of `<principal> <ENV_NAME>` lines")
+		if a.BearerEnv == "" && len(a.Tokens) == 0 && a.JWT == nil && a.MTLS == "" {
+			bad(CodeHandlerConfig, "auth names no way to authenticate", "write `auth bearer <ENV_NAME>`, a block of `<principal> <ENV_NAME>` lines, `auth jwt { … }` or `auth mtls`")
+		}
+		if a.MTLS != "" {
+			if err := edgeauth.CheckCertField(a.MTLS); err != nil {
+				list = append(list, errs.Find(err, edgeauth.CodeConfig))
+			}
 		}
 		envs := []string{}
 		if a.BearerEnv != "" {
@@ -547,6 +572,8 @@ func (h *Handler) a2aConfig(m *manifest.Manifest, c *hostedCapsule, v *version, 
 		MaxTasks:    app.maxTasks(),
 		Digest:      v.digest,
 		Versions:    app.taskVersions(),
+		Limits:      h.limits(),
+		Shed:        app.shedder(),
 	}
 }
 
@@ -584,8 +611,34 @@ func describe(m *manifest.Manifest) string {
 
 // ServeHTTP answers A2A for the capsule.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	h.entry.a2a.ServeHTTP(w, r.WithContext(a2a.WithRoute(r.Context(), h.route)))
+	info := new(a2a.RequestInfo)
+	h.entry.a2a.ServeHTTP(w, r.WithContext(a2a.WithRequestInfo(a2a.WithRoute(r.Context(), h.route), info)))
+	logRequest(r, info)
 	return nil
+}
+
+// logRequest puts the principal and the task a capsule request acted for on Caddy's
+// access log line of it: the principal as user_id (http.auth.user.id, unless an
+// authentication in front set it) and both as capsule_principal and capsule_task.
+func logRequest(r *http.Request, info *a2a.RequestInfo) {
+	p, ok := info.Principal()
+	task := info.TaskID()
+	if !ok && task == "" {
+		return
+	}
+	if repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); repl != nil && p != "" {
+		if v, _ := repl.Get("http.auth.user.id"); v == nil || v == "" {
+			repl.Set("http.auth.user.id", p)
+		}
+	}
+	if extra, _ := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); extra != nil {
+		if ok {
+			extra.Set(zap.String("capsule_principal", p))
+		}
+		if task != "" {
+			extra.Set(zap.String("capsule_task", task))
+		}
+	}
 }
 
 // Cleanup lets go of the capsule; the last config using it ends it.

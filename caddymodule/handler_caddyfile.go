@@ -58,6 +58,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := h.unmarshalAuth(d); err != nil {
 				return err
 			}
+		case "limits":
+			if err := h.unmarshalLimits(d); err != nil {
+				return err
+			}
+		case "policy":
+			if err := h.unmarshalPolicy(d); err != nil {
+				return err
+			}
 		case "max_body":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -100,7 +108,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.ContextIdle = caddy.Duration(dur)
 		default:
-			return d.Errf("unknown capsule subdirective %q (known: lock, auth, max_body, queue_depth, concurrency, context_idle, public_url, grpc, card)", sub)
+			return d.Errf("unknown capsule subdirective %q (known: lock, auth, limits, policy, max_body, queue_depth, concurrency, context_idle, public_url, grpc, card)", sub)
 		}
 		if err := lineDone(d, sub); err != nil {
 			return err
@@ -125,8 +133,31 @@ func positiveInt(d *caddyfile.Dispenser, sub string, dst *int) error {
 // unmarshalAuth reads `auth bearer <ENV_NAME>` (one token shared by every client) or
 // `auth bearer { <principal> <ENV_NAME> ... }` (a token per principal).
 func (h *Handler) unmarshalAuth(d *caddyfile.Dispenser) error {
-	const usage = "auth takes `bearer <ENV_NAME>` (one shared token) or `bearer { <principal> <ENV_NAME> ... }` (a token per principal)"
-	if !d.NextArg() || d.Val() != "bearer" {
+	const usage = "auth takes `bearer <ENV_NAME>` (one shared token), `bearer { <principal> <ENV_NAME> ... }` (a token per principal), `jwt { issuer … audience … jwks_url … }` or `mtls [cn|uri|dns|email]`"
+	if !d.NextArg() {
+		return d.Errf(usage)
+	}
+	switch d.Val() {
+	case "jwt":
+		if d.NextArg() {
+			return d.Errf("auth jwt takes a block: auth jwt { issuer <url> audience <aud> jwks_url <url> }")
+		}
+		return h.unmarshalJWT(d)
+	case "mtls":
+		field := "cn"
+		if d.NextArg() {
+			field = d.Val()
+		}
+		if d.NextArg() {
+			return d.Errf("auth mtls takes at most one argument: cn, uri, dns or email")
+		}
+		if h.Auth == nil {
+			h.Auth = &Auth{}
+		}
+		h.Auth.MTLS = field
+		return nil
+	case "bearer":
+	default:
 		return d.Errf(usage)
 	}
 	if h.Auth == nil {

@@ -41,6 +41,12 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	if _, err := d.Rules.Check("", host, port, nil); err != nil {
 		return nil, err
 	}
+	narrow, narrowed := NarrowingOf(ctx)
+	if narrowed {
+		if err := CheckNarrowed(narrow, "", host, port, nil); err != nil {
+			return nil, err
+		}
+	}
 	var addrs []netip.Addr
 	if _, ip, err := CanonicalHost(host); err == nil && ip.IsValid() {
 		addrs = []netip.Addr{ip}
@@ -69,6 +75,11 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	}
 	if _, err := d.Rules.Check("", host, port, addrs); err != nil {
 		return nil, err
+	}
+	if narrowed {
+		if err := CheckNarrowed(narrow, "", host, port, addrs); err != nil {
+			return nil, err
+		}
 	}
 	var errsSeen []error
 	for _, a := range addrs {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/capsulegate/capsulegate/errs"
@@ -56,7 +57,9 @@ type Proxy struct {
 	closed  bool
 	own     map[netip.AddrPort]struct{} // addresses the proxy is reached at
 	tunnels map[net.Conn]struct{}       // both ends of every open tunnel
-	wg      sync.WaitGroup              // open tunnels
+	// narrow is the running task's narrowing of the session's reach (SetNarrowing).
+	narrow atomic.Pointer[Rules]
+	wg     sync.WaitGroup // open tunnels
 }
 
 // NewProxy returns a proxy for one session.
@@ -149,6 +152,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 		p.deny(w, r, host, port, err)
 		return
 	}
+	if err := p.checkNarrowed("http", host, port); err != nil {
+		p.deny(w, r, host, port, err)
+		return
+	}
 
 	out := r.Clone(r.Context())
 	out.RequestURI = ""
@@ -201,6 +208,10 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := p.rules.Check("", host, port, nil); err != nil {
+		p.deny(w, r, host, port, err)
+		return
+	}
+	if err := p.checkNarrowed("", host, port); err != nil {
 		p.deny(w, r, host, port, err)
 		return
 	}
@@ -266,6 +277,9 @@ func pipe(dst, src net.Conn) {
 // dial connects through the policy dialer and refuses a connection that reached the
 // proxy itself, whatever name or spelling led there.
 func (p *Proxy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if n := p.narrow.Load(); n != nil {
+		ctx = Narrow(ctx, *n) // the dialer checks the addresses against it too
+	}
 	c, err := p.dialer.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
@@ -461,3 +475,19 @@ func copyFlushing(w http.ResponseWriter, body io.Reader) error {
 var buffers = sync.Pool{New: func() any { b := make([]byte, copyBuffer); return &b }}
 
 var _ http.Handler = (*Proxy)(nil)
+
+// SetNarrowing makes every request from now on pass rules as well as the session's own
+// (the running task's caller's reach, Narrow); nil ends the narrowing. Idle connections
+// are closed, so none dialed before is reused past the new narrowing.
+func (p *Proxy) SetNarrowing(rules *Rules) {
+	p.narrow.Store(rules)
+	p.transport.CloseIdleConnections()
+}
+
+// checkNarrowed judges host:port against the running task's narrowing, if any.
+func (p *Proxy) checkNarrowed(scheme, host string, port int) error {
+	if n := p.narrow.Load(); n != nil {
+		return CheckNarrowed(*n, scheme, host, port, nil)
+	}
+	return nil
+}

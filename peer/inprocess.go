@@ -38,6 +38,11 @@ func (t *inProcess) RoundTrip(req *http.Request) (*http.Response, error) {
 	if _, err := t.rules.Check("", host, port, addrs); err != nil {
 		return nil, err
 	}
+	if n, ok := netpolicy.NarrowingOf(req.Context()); ok {
+		if err := netpolicy.CheckNarrowed(n, "", host, port, addrs); err != nil {
+			return nil, err
+		}
+	}
 	in := req.Clone(req.Context())
 	in.RequestURI = req.URL.RequestURI()
 	in.Host = req.URL.Host

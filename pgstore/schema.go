@@ -65,6 +65,10 @@ var migrations = []string{
 	   sha256 text NOT NULL, registry text NOT NULL, role text NOT NULL,
 	   implementation text NOT NULL, platform text NOT NULL, origin text NOT NULL,
 	   pulled bigint NOT NULL, by_task text NOT NULL, PRIMARY KEY (capsule, name));`,
+	// 4: token budgets (taskstore.Budgets): a principal's model tokens of the newest
+	// window, one row per key, which every replica adds to.
+	`CREATE TABLE capsulegate_budgets (
+	   key text PRIMARY KEY, win bigint NOT NULL, tokens bigint NOT NULL);`,
 }
 
 // SchemaVersion is the schema version this release writes and reads.

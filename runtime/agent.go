@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -137,8 +138,13 @@ func (s *session) agentTask(ctx context.Context, t *task, text string, history [
 				ev.Tools = append(ev.Tools, b.Name)
 			}
 		}
-		evt, _ := s.stream.Emit(EventInference, t.evt, ev, map[string]string{"output": string(mustJSON(resp.Content))})
+		// A decision point: a sink may stop the task before another turn (the budget
+		// sink, once the principal's tokens are spent).
+		evt, verdict, _ := s.stream.Ask(EventInference, t.evt, ev, map[string]string{"output": string(mustJSON(resp.Content))})
 		t.setTurnEvt(evt)
+		if verdict.Denied && resp.StopReason == "tool_call" {
+			return "", StateFailed, errors.New(verdict.Reason)
+		}
 		// A driver that streamed its text (murmur:text/chunks) has sent it already.
 		if answer := finalText(resp.Content); answer != "" && !streamed {
 			s.stream.Emit(EventChunk, t.evt, Chunk{TaskID: t.id, Text: answer}, nil)

@@ -203,7 +203,7 @@ func (s *session) sendPeer(ctx context.Context, t *task, name, rawURL string, ms
 		return fail(errs.New(CodePeerNone, "runtime", "send_message: this host sends no peer messages (a capsule run on its own has no A2A client)",
 			"serve the capsule from the gateway to reach its peers"))
 	}
-	if err := checkPeerURL(m.Capabilities.NetworkRules, rawURL); err != nil {
+	if err := checkPeerURL(m.Capabilities.NetworkRules, t.narrow, rawURL); err != nil {
 		return fail(err)
 	}
 	if n := t.peerCalls.Add(1); int(n) > m.Capabilities.Limits.PeerCalls {
@@ -234,7 +234,7 @@ func (s *session) sendPeer(ctx context.Context, t *task, name, rawURL string, ms
 }
 
 // checkPeerURL refuses a peer URL that is not an http(s) URL or that rules do not grant.
-func checkPeerURL(rules netpolicy.Rules, raw string) error {
+func checkPeerURL(rules netpolicy.Rules, narrow *netpolicy.Rules, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 		return errs.New(CodePeerNotAllowed, "runtime", fmt.Sprintf("send_message: %q is not an http(s) URL of a peer", raw),
@@ -243,6 +243,12 @@ func checkPeerURL(rules netpolicy.Rules, raw string) error {
 	if err := rules.CheckURL(u); err != nil {
 		return errs.New(CodePeerNotAllowed, "runtime", fmt.Sprintf("send_message: the peer %s is outside capabilities.network.allow: %v", raw, err),
 			fmt.Sprintf("add %s://%s to capabilities.network.allow, or list the peer in peers with a URL it grants", u.Scheme, u.Host))
+	}
+	if narrow != nil {
+		if err := narrow.CheckURL(u); err != nil {
+			return errs.New(CodePeerNotAllowed, "runtime", fmt.Sprintf("send_message: the peer %s is outside what the route's policy lets this task's caller reach: %v", raw, err),
+				"the capsule may reach it, but not for this caller: ask the operator to widen the route's policy egress")
+		}
 	}
 	return nil
 }

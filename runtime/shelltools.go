@@ -181,6 +181,10 @@ func (s *session) runShellTool(ctx context.Context, t *task, call agentBlock, na
 		r   shell.Result
 		err error
 	)
+	if s.shell.proxy != nil {
+		// The task's narrowing, when its caller's policy narrowed it, for this command.
+		s.shell.proxy.SetNarrowing(t.narrow)
+	}
 	switch err = s.beforeSubprocess(); {
 	case err != nil:
 	case native != "":

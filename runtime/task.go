@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/capsulegate/capsulegate/internal/ids"
+	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
 )
@@ -72,6 +73,15 @@ type TaskRequest struct {
 	// runs only where that folder is (a work_root every gateway shares), else it fails
 	// with E-RUN-014 (docs/operators.md "Running several gateways").
 	Previous Previous
+	// Budget is the task's share of its principal's model-token budget (nil: none): the
+	// budget sink reports every turn's tokens to it, and a task that needs another
+	// turn once the budget is spent ends failed (E-RUN-022).
+	Budget Budget
+	// Egress, when Narrowed, narrows the task's network reach to these rules as well as
+	// the capsule's own: its guests, driver, shell tools and peer messages reach only
+	// what both allow (the caller's policy; docs/reference/a2a.md "Policy").
+	Egress   netpolicy.Rules
+	Narrowed bool
 }
 
 // Previous is what a context's task before this one left, on another gateway.
@@ -122,6 +132,8 @@ type task struct {
 	turnEvt string
 	// thread is what a completed agent task leaves for the next (Thread).
 	thread Thread
+	// narrow is the task's narrowed reach (TaskRequest.Egress), nil when not narrowed.
+	narrow *netpolicy.Rules
 	// requestInput asks the task's A2A client for input; nil outside A2A.
 	requestInput func(ctx context.Context, prompt string) (string, error)
 	// scope is what the hooks may read of the task (hookscope.go).
@@ -209,8 +221,15 @@ func (s *session) run(ctx context.Context, req TaskRequest) TaskOutcome {
 	if req.Sink != nil {
 		defer s.stream.Attach(req.Sink)()
 	}
+	if req.Budget != nil {
+		defer s.stream.Attach(&budgetSink{ctx: ctx, budget: req.Budget})()
+	}
 	start := time.Now()
 	t := &task{id: req.TaskID, principal: req.Principal, peer: req.Peer, trace: req.Trace}
+	if req.Narrowed {
+		ctx = netpolicy.Narrow(ctx, req.Egress)
+		t.narrow = &req.Egress
+	}
 	if ask := req.RequestInput; ask != nil {
 		t.requestInput = func(ctx context.Context, prompt string) (string, error) {
 			a, err := ask(ctx, prompt)

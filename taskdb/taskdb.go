@@ -140,7 +140,10 @@ var (
 	bucketPush   = []byte("push")  // enc(capsule)+enc(task id)+enc(config id) → push config
 	bucketBlob   = []byte("blobs") // enc(capsule)+enc(task id)+enc(blob id) → the blob's bytes
 	bucketPins   = []byte("pins")  // enc(capsule)+enc(artifact name) → runtime pin (pins.go)
-	formatKey    = []byte("capsulegate.taskdb")
+	// bucketBudgets: enc(budget key) → a principal's token count of its newest window
+	// (budgets.go).
+	bucketBudgets = []byte("budgets")
+	formatKey     = []byte("capsulegate.taskdb")
 )
 
 // formatVersion is the layout of buckets and keys; a later release that changes it
@@ -336,7 +339,7 @@ func prepare(bdb *bolt.DB, path string, readOnly bool) error {
 	}
 	if empty && !readOnly {
 		err := bdb.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush, bucketBlob, bucketPins} {
+			for _, name := range [][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush, bucketBlob, bucketPins, bucketBudgets} {
 				if _, err := tx.CreateBucket(name); err != nil {
 					return err
 				}
@@ -362,9 +365,9 @@ func prepare(bdb *bolt.DB, path string, readOnly bool) error {
 			if err := indexTasks(tx); err != nil {
 				return err
 			}
-			// A store from before push configs, blobs or runtime pins; read-only, an absent
+			// A store from before push configs, blobs, runtime pins or budgets; read-only, an absent
 			// bucket reads as empty.
-			for _, b := range [][]byte{bucketPush, bucketBlob, bucketPins} {
+			for _, b := range [][]byte{bucketPush, bucketBlob, bucketPins, bucketBudgets} {
 				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 					return err
 				}
@@ -407,7 +410,7 @@ func verify(r *view) error {
 	}
 	for b := range nBuckets {
 		name := bucketNames[b]
-		if r.tx.Bucket(name) == nil && b != bHeads && b != bPush && b != bBlob && b != bPins {
+		if r.tx.Bucket(name) == nil && b != bHeads && b != bPush && b != bBlob && b != bPins && b != bBudgets {
 			return fmt.Errorf("bucket %q missing", name)
 		}
 		// A store from before the index, push configs, blobs or runtime pins lacks the
@@ -434,6 +437,10 @@ var decoders = [nBuckets]func([]byte) error{
 	bPush:   func(v []byte) error { _, err := decodePush(v); return err },
 	bBlob:   func([]byte) error { return nil }, // bytes the store does not read
 	bPins:   func(v []byte) error { _, err := decodePin(v); return err },
+	bBudgets: func(v []byte) error {
+		_, _, err := decodeBudget(v)
+		return err
+	},
 }
 
 // verifyMem decodes every write in m, so that damage in the log is found at Open, as

@@ -23,10 +23,11 @@ const (
 	bPush
 	bBlob
 	bPins
+	bBudgets
 	nBuckets
 )
 
-var bucketNames = [nBuckets][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush, bucketBlob, bucketPins}
+var bucketNames = [nBuckets][]byte{bucketTasks, bucketEvents, bucketTurns, bucketHeads, bucketPush, bucketBlob, bucketPins, bucketBudgets}
 
 // entry is a key's newest value since the last checkpoint, or its removal (del).
 type entry struct {

@@ -173,6 +173,15 @@ type Hurrier interface {
 	Hurry()
 }
 
+// Budgets is a Store that keeps principals' token counts (docs/reference/a2a.md
+// "Limits"): one count per key and window, which every replica sharing the store adds
+// to, so a fleet's principals have one budget.
+type Budgets interface {
+	// SpendTokens adds n (0 reads) to key's count of window, and returns the count
+	// after. Counts of windows before the newest one written for key may be dropped.
+	SpendTokens(ctx context.Context, key string, window, n int64) (int64, error)
+}
+
 // Health is a Store whose storage can be away (a database server): Ready reports,
 // without I/O, whether the storage answered its last contact and holds every write kept
 // meanwhile (KeptError), so that a caller refuses new work at once while it cannot be

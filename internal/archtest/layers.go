@@ -67,6 +67,8 @@ var Table = []Row{
 	{"internal/filesum", LayerHelpers, "the sha256 of files remembered by their identity (device, inode, size, times), as git's index does"},
 	{"internal/gather", LayerHelpers, "the batch of a group commit: the first write, then more until a window passes, a waiting caller hurries it, or it is full"},
 	{"netpolicy", LayerLibraries, "network rules, the policy proxy and the DNS-pinning resolver"},
+	{"edgeauth", LayerLibraries, "who a gateway caller is beyond static tokens: JWTs verified against their issuer's JWKS (cached, refreshed at a bounded rate, asymmetric algorithms only) and verified mTLS client certificates, as a principal and its claims"},
+	{"edgepolicy", LayerLibraries, "per-route CEL policies: who may call which capsule method, and the network rules their tasks are narrowed to; compiled at config load, deny on evaluation error"},
 	{"wit", LayerLibraries, "the WIT contract files"},
 	{"wit/abi", LayerLibraries, "the component model's canonical ABI (lift and lower over a guest's memory) and the Go types of the Murmur WIT records"},
 	{"wit/guest/...", LayerLibraries, "the SDK Go guests build against: `tool`, `capsule`, `hook`, `process` (process drivers)"},

@@ -138,6 +138,11 @@ func (h *Outgoing) start(ctx context.Context, who string, req OutgoingRequest) (
 	if _, err := h.Rules.Check(u.Scheme, host, port, nil); err != nil {
 		return nil, nil, h.deny(who, host, port, err)
 	}
+	if n, ok := netpolicy.NarrowingOf(ctx); ok {
+		if err := netpolicy.CheckNarrowed(n, u.Scheme, host, port, nil); err != nil {
+			return nil, nil, h.deny(who, host, port, err)
+		}
+	}
 	maxReq := h.MaxRequestBody
 	if maxReq <= 0 {
 		maxReq = DefaultMaxRequestBody
