@@ -160,6 +160,17 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		a.fail(rerr, stream)
 		return
 	}
+	if h.fleet != nil && in.hold != nil && in.hold.taken.Load() {
+		// In a fleet the store counts the task once its write is in: the hold stands
+		// for it until then (or until it ends here, if sooner).
+		t.mu.Lock()
+		added := t.last
+		t.mu.Unlock()
+		go func() {
+			_ = added.settle()
+			in.hold.release()
+		}()
+	}
 	if err := pushWrite.wait(); err != nil {
 		if sub != nil {
 			sub.close()

@@ -210,7 +210,7 @@ func (l *limiter) acquire(p string, max int) (*limitHold, bool) {
 	if l.open == nil {
 		l.open = map[string]int{}
 	}
-	if l.open[p] >= max {
+	if max <= 0 || l.open[p] >= max {
 		return nil, false
 	}
 	l.open[p]++
@@ -463,7 +463,15 @@ func (h *Handler) admitEdge(a *answer, stream bool) (hold *limitHold, ok bool) {
 		}
 	}
 	if lim.Concurrent > 0 {
-		hold, ok := h.lim.acquire(a.who.principal, lim.Concurrent)
+		// In a fleet the store counts the principal's unfinished tasks on every replica;
+		// this replica's holds count those it admitted that the store may not hold yet.
+		max := lim.Concurrent
+		if oc, ok := h.cfg.Store.(taskstore.OpenCounter); ok && h.fleet != nil {
+			if n, err := oc.OpenTasks(a.r.Context(), h.spec.capsule, a.who.principal); err == nil {
+				max -= n
+			}
+		}
+		hold, ok := h.lim.acquire(a.who.principal, max)
 		if !ok {
 			h.decision(a, "concurrency", "SendMessage", "", fmt.Sprintf("%d tasks unfinished", lim.Concurrent))
 			h.spec.metrics.limited(h.spec.capsule, "concurrency")

@@ -506,16 +506,22 @@ func checkIDs(t *testing.T, events []sseEvent) {
 // than polling.
 func waitState(t *testing.T, srv *httptest.Server, id, state string) tObj {
 	t.Helper()
+	return waitStateWith(t, srv, nil, id, state)
+}
+
+// waitStateWith is waitState with request headers (a principal's token).
+func waitStateWith(t *testing.T, srv *httptest.Server, headers map[string]string, id, state string) tObj {
+	t.Helper()
 	deadline := time.Now().Add(watchdog)
 	for time.Now().Before(deadline) {
-		task := decode[tObj](t, ok(t, call(t, srv, "", "tasks/get", map[string]any{"id": id})))
+		task := decode[tObj](t, ok(t, callWith(t, srv, "", "tasks/get", map[string]any{"id": id}, headers)))
 		if task.Status.State == state {
 			return task
 		}
 		if terminal(task.Status.State) {
 			t.Fatalf("task %s is %s, want %s", id, task.Status.State, state)
 		}
-		events := stream(t, srv, "", "tasks/resubscribe", map[string]any{"id": id})
+		events := streamWith(t, srv, "", "tasks/resubscribe", map[string]any{"id": id}, headers)
 		for e := range events {
 			var ev tObj
 			_ = json.Unmarshal(e.Data.Result, &ev)

@@ -47,4 +47,19 @@ func (s *Store) SpendTokens(ctx context.Context, key string, window, n int64) (i
 	return total, nil
 }
 
-var _ taskstore.Budgets = (*Store)(nil)
+// OpenTasks counts the owner's unfinished tasks of the capsule, on every replica.
+func (s *Store) OpenTasks(ctx context.Context, capsule, owner string) (int, error) {
+	var n int
+	err := s.pinTrip(ctx, false, func(ctx context.Context) error {
+		return s.pool.QueryRow(ctx, `SELECT count(*) FROM capsulegate_tasks WHERE capsule = $1 AND owner = $2 AND NOT done`, capsule, owner).Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: counting the unfinished tasks of %q: %w", owner, err)
+	}
+	return n, nil
+}
+
+var (
+	_ taskstore.Budgets     = (*Store)(nil)
+	_ taskstore.OpenCounter = (*Store)(nil)
+)

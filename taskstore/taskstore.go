@@ -182,6 +182,12 @@ type Budgets interface {
 	SpendTokens(ctx context.Context, key string, window, n int64) (int64, error)
 }
 
+// OpenCounter is a Fleet store that counts a principal's unfinished tasks of a capsule
+// across every replica, for a limit on them that holds fleet-wide.
+type OpenCounter interface {
+	OpenTasks(ctx context.Context, capsule, owner string) (int, error)
+}
+
 // Health is a Store whose storage can be away (a database server): Ready reports,
 // without I/O, whether the storage answered its last contact and holds every write kept
 // meanwhile (KeptError), so that a caller refuses new work at once while it cannot be
