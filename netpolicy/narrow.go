@@ -20,10 +20,17 @@ func Narrow(ctx context.Context, rules Rules) context.Context {
 	return context.WithValue(ctx, narrowKey{}, &rules)
 }
 
+// Unnarrowed returns ctx without the narrowing it carries: for a connection the
+// narrowing is not about (the driver's provider endpoint, which network.allow does not
+// grant either).
+func Unnarrowed(ctx context.Context) context.Context {
+	return context.WithValue(ctx, narrowKey{}, (*Rules)(nil))
+}
+
 // NarrowingOf returns the narrowing ctx carries, if any.
 func NarrowingOf(ctx context.Context) (Rules, bool) {
 	r, ok := ctx.Value(narrowKey{}).(*Rules)
-	if !ok {
+	if !ok || r == nil {
 		return nil, false
 	}
 	return *r, true
