@@ -370,7 +370,7 @@ func TestConcurrentLimit(t *testing.T) {
 		_ = resp
 		var r struct {
 			Result struct{ Task struct{ ID string } } `json:"result"`
-			Error  *struct{ Code int }               `json:"error"`
+			Error  *struct{ Code int }                `json:"error"`
 		}
 		_ = json.Unmarshal(body, &r)
 		if r.Error != nil {
@@ -552,7 +552,7 @@ func TestFleetConcurrentLimit(t *testing.T) {
 			request("SendMessage", map[string]any{"message": msg10("hi"), "configuration": map[string]any{"returnImmediately": true}}))
 		var res struct {
 			Result struct{ Task struct{ ID string } } `json:"result"`
-			Error  *struct{ Code int }               `json:"error"`
+			Error  *struct{ Code int }                `json:"error"`
 		}
 		_ = json.Unmarshal(body, &res)
 		if res.Error != nil {

@@ -207,17 +207,25 @@ func (m *Metrics) edgeFrom0(cfg Config) {
 	if m == nil {
 		return
 	}
-	c := cfg.Card.Name
-	if cfg.Policy != nil {
-		m.PolicyDenials.WithLabelValues(c)
-	}
-	for limit, on := range map[string]bool{"rate": cfg.Limits.Rate > 0, "concurrency": cfg.Limits.Concurrent > 0, "tokens": cfg.Limits.Tokens > 0} {
-		if on {
-			m.LimitRefusals.WithLabelValues(c, limit)
-		}
-	}
+	m.EdgeFrom0(cfg.Card.Name, cfg.Policy != nil, cfg.Limits)
 	if cfg.Shed != nil {
-		m.Shed.WithLabelValues(c, "queue")
-		m.Shed.WithLabelValues(c, "memory")
+		m.Shed.WithLabelValues(cfg.Card.Name, "queue")
+		m.Shed.WithLabelValues(cfg.Card.Name, "memory")
+	}
+}
+
+// EdgeFrom0 shows a route's policy and limit series of capsule from zero, before any
+// refusal (a host calls it for each route it serves with its own settings).
+func (m *Metrics) EdgeFrom0(capsule string, policy bool, l Limits) {
+	if m == nil {
+		return
+	}
+	if policy {
+		m.PolicyDenials.WithLabelValues(capsule)
+	}
+	for limit, on := range map[string]bool{"rate": l.Rate > 0, "concurrency": l.Concurrent > 0, "tokens": l.Tokens > 0} {
+		if on {
+			m.LimitRefusals.WithLabelValues(capsule, limit)
+		}
 	}
 }

@@ -20,10 +20,13 @@ type Route struct {
 	PublicURL   string
 	CardVersion string
 	MaxBody     int64 // 0 = DefaultMaxBody
-	// JWT, ClientCert and Policy are the route's, as Config's fields of those names.
+	// JWT, ClientCert, Policy and Limits are the route's, as Config's fields of those
+	// names (a principal's rate buckets and counts are the capsule's, whichever route
+	// its requests take).
 	JWT        *edgeauth.JWT
 	ClientCert string
 	Policy     *edgepolicy.Policy
+	Limits     Limits
 }
 
 type routeKey struct{}
@@ -37,7 +40,7 @@ func WithRoute(ctx context.Context, rt *Route) context.Context {
 // it normalised (a public URL's empty path becomes "/").
 func CheckRoute(rt Route) (Route, error) {
 	cfg, err := normalize(Config{Card: Card{Name: "route"}, Executor: noExecutor{}, Bearer: rt.Bearer, Tokens: rt.Tokens,
-		PublicURL: rt.PublicURL, CardVersion: rt.CardVersion, MaxBody: rt.MaxBody, ClientCert: rt.ClientCert})
+		PublicURL: rt.PublicURL, CardVersion: rt.CardVersion, MaxBody: rt.MaxBody, ClientCert: rt.ClientCert, Limits: rt.Limits})
 	if err != nil {
 		return rt, err
 	}
@@ -57,7 +60,7 @@ func (h *Handler) configFor(r *http.Request) (Config, time.Time) {
 	if rt, ok := r.Context().Value(routeKey{}).(*Route); ok && rt != nil {
 		cfg.Bearer, cfg.Tokens, cfg.PublicURL, cfg.CardVersion = rt.Bearer, rt.Tokens, rt.PublicURL, rt.CardVersion
 		cfg.MaxBody = rt.MaxBody
-		cfg.JWT, cfg.ClientCert, cfg.Policy = rt.JWT, rt.ClientCert, rt.Policy
+		cfg.JWT, cfg.ClientCert, cfg.Policy, cfg.Limits = rt.JWT, rt.ClientCert, rt.Policy, rt.Limits
 		if cfg.MaxBody == 0 {
 			cfg.MaxBody = DefaultMaxBody
 		}

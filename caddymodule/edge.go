@@ -40,6 +40,9 @@ type JWTAuth struct {
 	Algorithms []string `json:"algorithms,omitempty"`
 	// Skew is the clock skew allowed on exp, nbf and iat (default 60s).
 	Skew caddy.Duration `json:"skew,omitempty"`
+	// MinRefresh is how often, at most, a token with a key id the JWKS lacks fetches
+	// it again (default 30s): a rotated key is picked up within it.
+	MinRefresh caddy.Duration `json:"min_refresh,omitempty"`
 }
 
 // Limits bound what one principal may ask of the capsule (a2a.Limits).
@@ -126,7 +129,7 @@ func (h *Handler) edgeRoute(ctx context.Context) (*edgeauth.JWT, string, *edgepo
 // cannot make the gateway reach a host it was not told to.
 func newJWT(ctx context.Context, j *JWTAuth) (*edgeauth.JWT, error) {
 	cfg := edgeauth.JWTConfig{Issuer: j.Issuer, Audiences: j.Audiences, JWKSURL: j.JWKSURL, JWKSFile: j.JWKSFile, Claim: j.Claim,
-		Algorithms: j.Algorithms, Skew: time.Duration(j.Skew)}
+		Algorithms: j.Algorithms, Skew: time.Duration(j.Skew), MinRefresh: time.Duration(j.MinRefresh)}
 	if j.JWKSURL != "" {
 		u, err := url.Parse(j.JWKSURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -186,17 +189,21 @@ func (h *Handler) unmarshalJWT(d *caddyfile.Dispenser) error {
 			j.Claim = args[0]
 		case "algorithms":
 			j.Algorithms = append(j.Algorithms, args...)
-		case "skew":
+		case "skew", "min_refresh":
 			if err := one(); err != nil {
 				return err
 			}
 			dur, err := caddy.ParseDuration(args[0])
 			if err != nil || dur < 0 {
-				return d.Errf("auth jwt: skew %q: want a duration such as 60s", args[0])
+				return d.Errf("auth jwt: %s %q: want a duration such as 60s", key, args[0])
 			}
-			j.Skew = caddy.Duration(dur)
+			if key == "skew" {
+				j.Skew = caddy.Duration(dur)
+			} else {
+				j.MinRefresh = caddy.Duration(dur)
+			}
 		default:
-			return d.Errf("auth jwt: unknown setting %q (known: issuer, audience, jwks_url, jwks_file, claim, algorithms, skew)", key)
+			return d.Errf("auth jwt: unknown setting %q (known: issuer, audience, jwks_url, jwks_file, claim, algorithms, skew, min_refresh)", key)
 		}
 	}
 	if h.Auth == nil {
@@ -274,19 +281,21 @@ func (h *Handler) unmarshalPolicy(d *caddyfile.Dispenser) error {
 		key := d.Val()
 		args := d.RemainingArgs()
 		if len(args) != 1 {
-			return d.Errf("policy: %s takes one CEL expression as one token: write it in backticks, such as %s `principal == \"team-a\"`", key, key)
+			return d.Errf("policy %s takes one CEL expression as one token: write it in backticks, such as %s `principal == \"team-a\"`", key, key)
 		}
+		var one edgepolicy.Config
 		switch key {
 		case "allow":
-			p.Allow = args[0]
+			p.Allow, one.Allow = args[0], args[0]
 		case "egress":
-			p.Egress = args[0]
+			p.Egress, one.Egress = args[0], args[0]
 		default:
 			return d.Errf("policy: unknown setting %q (known: allow, egress)", key)
 		}
-	}
-	if _, err := edgepolicy.Compile(edgepolicy.Config{Allow: p.Allow, Egress: p.Egress}); err != nil {
-		return d.Errf("policy: %v", err)
+		// Compiled here, so the error names this line as well as the column.
+		if _, err := edgepolicy.Compile(one); err != nil {
+			return d.Errf("%v", err)
+		}
 	}
 	h.Policy = p
 	return nil

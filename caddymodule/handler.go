@@ -215,12 +215,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	rt, err := a2a.CheckRoute(a2a.Route{Bearer: p.token, Tokens: p.tokens, PublicURL: h.PublicURL, CardVersion: h.Card, MaxBody: h.MaxBody,
-		JWT: jwt, ClientCert: cert, Policy: pol})
+		JWT: jwt, ClientCert: cert, Policy: pol, Limits: h.limits()})
 	if err != nil {
 		return err
 	}
-	if pol != nil && p.app.metrics != nil {
-		p.app.metrics.PolicyDenials.WithLabelValues(p.m.Name) // from zero
+	if p.app.metrics != nil {
+		// The route's series from zero, before any refusal.
+		p.app.metrics.EdgeFrom0(p.m.Name, pol != nil, rt.Limits)
 	}
 	h.route = &rt
 	// A capsule is kept across a reload on the same task store only: a reload that moves
@@ -742,7 +743,11 @@ func (x executor) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
 		history = append(history, runtime.Turn{User: t.User, Agent: t.Agent, Thread: runtime.Thread(t.Thread)})
 	}
 	req := runtime.TaskRequest{TaskID: job.TaskID, ContextID: job.ContextID, Principal: job.Principal, Source: "a2a", Text: job.Text, Trace: job.Trace,
-		MessageID: job.MessageID, History: history, CapsuleURL: job.URL, Previous: runtime.Previous(job.Previous)}
+		MessageID: job.MessageID, History: history, CapsuleURL: job.URL, Previous: runtime.Previous(job.Previous),
+		Egress: job.Egress, Narrowed: job.Narrowed}
+	if job.Budget != nil {
+		req.Budget = job.Budget
+	}
 	if job.Input != nil {
 		req.RequestInput = func(ctx context.Context, prompt string) (runtime.Answer, error) {
 			a, err := job.Input(ctx, prompt)

@@ -458,6 +458,12 @@ func serveApp(t *testing.T, app, sites string, env ...string) {
 // a servers block).
 func serveGlobal(t *testing.T, options, app, sites string, env ...string) {
 	t.Helper()
+	serveGlobalLogs(t, options, app, sites, env...)
+}
+
+// serveGlobalLogs is serveGlobal returning what Caddy logs.
+func serveGlobalLogs(t *testing.T, options, app, sites string, env ...string) *syncBuffer {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "Caddyfile")
 	global := "{\n\tadmin off\n\tdefault_bind 127.0.0.1\n" + options
@@ -471,7 +477,9 @@ func serveGlobal(t *testing.T, options, app, sites string, env ...string) {
 	cmd.Dir = dir
 	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"),
 		"XDG_DATA_HOME=" + filepath.Join(dir, "data"), "XDG_CONFIG_HOME=" + filepath.Join(dir, "config")}, env...)
-	waitServing(t, cmd, &syncBuffer{})
+	logs := &syncBuffer{}
+	waitServing(t, cmd, logs)
+	return logs
 }
 
 // waitServing starts cmd and returns once Caddy says it serves its configuration; the
