@@ -14,6 +14,8 @@ FUZZTIME_GRPC ?= 5m
 FUZZTIME_PARTS ?= 2m
 # FuzzNexusListing and FuzzOCIManifest decode what remote registries answer: two minutes each.
 FUZZTIME_REGISTRY ?= 2m
+# JWT parsing and verification faces every caller: at least 2 minutes (issue: edge security).
+FUZZTIME_JWT ?= 2m
 
 # Wasm guests: every main package whose first line is `//go:build wasip1`. Test guests
 # build into bin/guests/; example guests build where the examples need them.
@@ -190,7 +192,7 @@ vet:
 	$(GO) vet ./...
 
 ## fuzz: run every fuzz target for FUZZTIME each (default 60s; FuzzREST FUZZTIME_REST and FuzzGRPC FUZZTIME_GRPC, 5m;
-## the parts and registry decoders FUZZTIME_PARTS and FUZZTIME_REGISTRY, 2m)
+## the parts and registry decoders FUZZTIME_PARTS and FUZZTIME_REGISTRY, JWTs FUZZTIME_JWT, 2m)
 fuzz:
 	$(GO) test ./manifest -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./netpolicy -run '^$$' -fuzz '^FuzzParseRule$$' -fuzztime $(FUZZTIME)
@@ -208,6 +210,9 @@ fuzz:
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzInboundParts$$' -fuzztime $(FUZZTIME_PARTS)
 	$(GO) test ./a2a -run '^$$' -fuzz '^FuzzGRPC$$' -fuzztime $(FUZZTIME_GRPC)
 	$(GO) test ./taskdb -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./edgeauth -run '^$$' -fuzz '^FuzzJWT$$' -fuzztime $(FUZZTIME_JWT)
+	$(GO) test ./edgeauth -run '^$$' -fuzz '^FuzzBearerToken$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./edgepolicy -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME)
 
 ## bench: the benchmarks quoted in docs/benchmarks.md
 bench:

@@ -24,7 +24,7 @@ import (
 type Identity struct {
 	Principal string         // the chosen claim's value, or the certificate's name
 	Scheme    string         // "jwt" or "mtls"
-	Claims    map[string]any // the token's claims as JSON decoded them (numbers float64); for mTLS: {"subject", "issuer", "serial": string; "dns", "uris", "emails": []any of string}
+	Claims    map[string]any // read only: a remembered token shares it between requests; the token's claims as JSON decoded them (numbers float64); for mTLS: {"subject", "issuer", "serial": string; "dns", "uris", "emails": []any of string}
 }
 
 // JWTConfig says which tokens a JWT verifier accepts and where the issuer's keys are.
@@ -68,6 +68,7 @@ type JWT struct {
 
 	snap    atomic.Pointer[snapshot] // read lock-free by Verify
 	fetches atomic.Int64
+	seen    verifiedCache // tokens that passed every check (verified.go)
 
 	mu       sync.Mutex // guards inflight and the decision to start a load
 	inflight *flight
@@ -221,6 +222,12 @@ func (v *JWT) Verify(ctx context.Context, token string) (Identity, error) {
 	if !compactShape(token) {
 		return Identity{}, fail(CodeMalformed, fmt.Sprintf("the token %q is not a compact JWS (three canonical base64url parts joined by dots)", clip(token)), "send the JWT exactly as the identity provider issued it")
 	}
+	sum := tokenSum(token)
+	if snap := v.snap.Load(); snap.keys != nil && v.now().Sub(snap.loadedAt) < v.maxAge {
+		if id, ok := v.seen.get(sum, snap.keys, v.now()); ok {
+			return id, nil
+		}
+	}
 	jws, err := jose.ParseSignedCompact(token, v.algs)
 	if err != nil {
 		var unexpected *jose.ErrUnexpectedSignatureAlgorithm
@@ -244,11 +251,13 @@ func (v *JWT) Verify(ctx context.Context, token string) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
+	snapUsed := snap
 	keys, kerr := pick(snap.keys, hdr.KeyID, alg)
 	if kerr != nil && errs.Code(kerr) == CodeUnknownKey {
 		// The issuer may have rotated: look again, at most once per MinRefresh.
 		if next, rerr := v.refresh(ctx, snap); rerr == nil && next.keys != nil {
 			keys, kerr = pick(next.keys, hdr.KeyID, alg)
+			snapUsed = next
 		}
 	}
 	if kerr != nil {
@@ -275,7 +284,11 @@ func (v *JWT) Verify(ctx context.Context, token string) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	return Identity{Principal: principal, Scheme: "jwt", Claims: claims}, nil
+	id := Identity{Principal: principal, Scheme: "jwt", Claims: claims}
+	if exp, ok := claims["exp"].(float64); ok {
+		v.seen.put(sum, id, snapUsed.keys, v.now(), time.Unix(int64(exp), 0).Add(v.skew))
+	}
+	return id, nil
 }
 
 // algRefusal explains why alg is not accepted.
