@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/capsulegate/capsulegate/edgepolicy"
 	"github.com/capsulegate/capsulegate/internal/testkit/pgtest"
@@ -585,4 +586,28 @@ func TestFleetConcurrentLimit(t *testing.T) {
 	}
 	go func() { exec.release <- "done" }()
 	recv(t, exec.started)
+}
+
+// TestSheddingOnMemory: with the heap over the bound, a new task is refused 503 with
+// Retry-After and counted by reason, while a read is served.
+func TestSheddingOnMemory(t *testing.T) {
+	shed := new(Shedder)
+	shed.Set(ShedBounds{MaxMemory: 1 << 20}) // any live test process holds more
+	m, err := NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, srv := grpcServer(t, Config{Executor: &echoExec{}, Shed: shed, Metrics: m})
+	c := newEdgeClient(t, srv)
+	for _, b := range bindings {
+		if got := c.do(b, "", "send", ""); got.verdict != vOverload || got.retryAfter != "5" {
+			t.Errorf("a new task over %s with the heap over the bound: %+v, want 503 with Retry-After 5", b, got)
+		}
+		if got := c.do(b, "", "list", ""); got.verdict != vOK {
+			t.Errorf("a list over %s while shedding: %s", b, got.verdict)
+		}
+	}
+	if n := testutil.ToFloat64(m.Shed.WithLabelValues(testCard().Name, "memory")); n != 3 {
+		t.Errorf("capsule_shed_total{reason=memory} = %v, want 3", n)
+	}
 }

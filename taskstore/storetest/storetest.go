@@ -53,6 +53,7 @@ var rows = []struct {
 	{"concurrent writers", testConcurrent},
 	{"closed", testClosed},
 	{"runtime pins", testPins},
+	{"token budgets", testBudgets},
 }
 
 // Run runs the whole conformance table against the stores b opens.
