@@ -1,7 +1,7 @@
 // Package pgstore keeps A2A tasks in PostgreSQL behind taskstore.Store: the records the
 // bbolt store (taskdb) keeps — tasks with their index fields, event journals, threaded
-// turns, push configs (encrypted) and blobs — as rows of eight tables every replica of a
-// gateway can reach.
+// turns, push configs (encrypted) and blobs, runtime pins and principals' token counts —
+// as rows of nine tables every replica of a gateway can reach.
 //
 // Writes return at once with a channel, as taskstore says. One committer goroutine
 // gathers the writes of many callers (a group commit, like taskdb's) and sends each batch
