@@ -460,3 +460,52 @@ func grepLines(s, substr string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestTokenBudget: the hello capsule behind a route with a token budget per principal.
+// The cassette's two turns report 473 and 549 tokens: team-a's first task (1 022) runs
+// whole; its second starts under the budget of 1 400, reaches 1 495 with its first turn
+// and ends failed with the budget's message instead of calling the model again; its third
+// is refused before it starts; team-b's own budget lets its task run.
+func TestTokenBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	t.Parallel()
+	g := launchGatewayWith(t, caddyBin, "", gatewayExtra{routes: `	handle_path /budget/* {
+		capsule examples/capsules/hello/murmur.yaml {
+			auth bearer {
+				team-a TEAM_A_TOKEN
+				team-b TEAM_B_TOKEN
+			}
+			limits {
+				tokens 1400
+				window 24h
+			}
+		}
+	}`})
+	teamA := []string{"Authorization", "Bearer team-a-token"}
+	teamB := []string{"Authorization", "Bearer team-b-token"}
+	send := func(who []string) rpcReply {
+		return g.call(t, "/budget/", "", "message/send", map[string]any{"message": msg03("count the words: one two three")}, who...)
+	}
+	if tk := decodeTask(t, send(teamA)); tk.Status.State != "completed" {
+		t.Fatalf("team-a's first task: %s", tk)
+	}
+	if tk := decodeTask(t, send(teamA)); tk.Status.State != "failed" || !strings.Contains(string(tk.Status.Message), "E-RUN-022") ||
+		!strings.Contains(string(tk.Status.Message), "1495 of 1400") {
+		t.Errorf("team-a's second task: %s %s; want failed with E-RUN-022 and 1495 of 1400", tk.Status.State, tk.Status.Message)
+	}
+	resp := g.post(t, "/budget/", "", []byte(`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"role":"user","messageId":"m-3","parts":[{"kind":"text","text":"count the words: one"}]}}}`), teamA...)
+	var r rpcReply
+	json.NewDecoder(resp.Body).Decode(&r)
+	resp.Body.Close()
+	if r.Error == nil || r.Error.Code != -32034 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("team-a's third task: %+v, Retry-After %q; want -32034 with Retry-After", r.Error, resp.Header.Get("Retry-After"))
+	}
+	if tk := decodeTask(t, send(teamB)); tk.Status.State != "completed" {
+		t.Errorf("team-b's task while team-a's budget is spent: %s", tk)
+	}
+	if got := scrape(t, g)[`capsule_limit_refusals_total{capsule="hello",limit="tokens"}`]; got != 1 {
+		t.Errorf("capsule_limit_refusals_total{limit=tokens} = %v, want 1", got)
+	}
+}
