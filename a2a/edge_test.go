@@ -23,6 +23,7 @@ import (
 	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/capsulegate/capsulegate/edgeauth"
 	"github.com/capsulegate/capsulegate/edgepolicy"
 	"github.com/capsulegate/capsulegate/internal/testkit/pgtest"
 )
@@ -609,5 +610,41 @@ func TestSheddingOnMemory(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(m.Shed.WithLabelValues(testCard().Name, "memory")); n != 3 {
 		t.Errorf("capsule_shed_total{reason=memory} = %v, want 3", n)
+	}
+}
+
+// TestCardSchemes: the card lists each way a route authenticates, any one of them
+// enough, in both shapes.
+func TestCardSchemes(t *testing.T) {
+	v, err := edgeauth.NewJWT(context.Background(), edgeauth.JWTConfig{Issuer: "https://login.example.com/", Audiences: []string{"gw"},
+		JWKSURL: "https://login.example.com/jwks.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, srv := newServer(t, Config{Executor: &echoExec{}, Tokens: edgeTokens, JWT: v, ClientCert: "cn"})
+	for _, version := range []string{"1.0", "0.3"} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+prefix+"/.well-known/agent-card.json", nil)
+		req.Header.Set("A2A-Version", version)
+		_, body := roundTrip(t, srv, req, nil)
+		var card struct {
+			SecuritySchemes map[string]map[string]any `json:"securitySchemes"`
+			Requirements    []map[string]any          `json:"securityRequirements"`
+		}
+		if err := json.Unmarshal(body, &card); err != nil {
+			t.Fatal(err)
+		}
+		bearer, _ := card.SecuritySchemes["bearer"]["httpAuthSecurityScheme"].(map[string]any)
+		if bearer["bearerFormat"] != "JWT" || !strings.Contains(fmt.Sprint(bearer["description"]), "https://login.example.com/") {
+			t.Errorf("%s card's bearer scheme: %v", version, card.SecuritySchemes["bearer"])
+		}
+		if _, ok := card.SecuritySchemes["mtls"]["mtlsSecurityScheme"]; !ok {
+			t.Errorf("%s card lists no mtls scheme: %v", version, card.SecuritySchemes)
+		}
+		if len(card.Requirements) != 2 {
+			t.Errorf("%s card's requirements: %v, want one per scheme", version, card.Requirements)
+		}
+		if version == "0.3" && (card.SecuritySchemes["mtls"]["type"] != "mutualTLS" || card.SecuritySchemes["bearer"]["type"] != "http") {
+			t.Errorf("0.3 card's scheme types: %v", card.SecuritySchemes)
+		}
 	}
 }

@@ -483,6 +483,9 @@ func TestTokenBudget(t *testing.T) {
 			}
 		}
 	}`})
+	if v, ok := scrape(t, g)[`capsule_limit_refusals_total{capsule="hello",limit="tokens"}`]; !ok || v != 0 {
+		t.Errorf("the tokens limit's series before any refusal: %v (present %v), want 0 from the start", v, ok)
+	}
 	teamA := []string{"Authorization", "Bearer team-a-token"}
 	teamB := []string{"Authorization", "Bearer team-b-token"}
 	send := func(who []string) rpcReply {
