@@ -120,23 +120,14 @@ func (c *edgeClient) do(binding, token, op, arg string) outcome {
 			} `json:"error"`
 		}
 		_ = json.Unmarshal(body, &r)
-		switch resp.StatusCode {
-		case http.StatusOK:
-			o.verdict, o.task = vOK, r.Task.ID
-		case http.StatusNotFound:
-			o.verdict = vNotFound
-		case http.StatusForbidden:
-			o.verdict = vDenied
-		case http.StatusUnauthorized:
-			o.verdict = vUnauth
-		case http.StatusServiceUnavailable:
-			o.verdict = vOverload
-		case http.StatusTooManyRequests:
-			o.verdict = vRate
-			if len(r.Error.Details) > 0 && r.Error.Details[0].Reason == "TOKEN_BUDGET_EXHAUSTED" {
-				o.verdict = vBudget
-			}
-		default:
+		o.verdict = map[int]string{http.StatusOK: vOK, http.StatusNotFound: vNotFound, http.StatusForbidden: vDenied,
+			http.StatusUnauthorized: vUnauth, http.StatusServiceUnavailable: vOverload, http.StatusTooManyRequests: vRate}[resp.StatusCode]
+		switch {
+		case o.verdict == vOK:
+			o.task = r.Task.ID
+		case o.verdict == vRate && len(r.Error.Details) > 0 && r.Error.Details[0].Reason == "TOKEN_BUDGET_EXHAUSTED":
+			o.verdict = vBudget
+		case o.verdict == "":
 			c.t.Fatalf("%s over HTTP+JSON: HTTP %d %s", op, resp.StatusCode, body)
 		}
 		return o
@@ -145,7 +136,6 @@ func (c *edgeClient) do(binding, token, op, arg string) outcome {
 	defer cancel()
 	var err error
 	var o outcome
-	var trailer metadata.MD
 	switch op {
 	case "send":
 		msg := &a2apb.Message{MessageId: fmt.Sprintf("m-%d", seq.Add(1)), Role: a2apb.Role_ROLE_USER, Parts: []*a2apb.Part{{Content: &a2apb.Part_Text{Text: "hi"}}}}
@@ -153,7 +143,7 @@ func (c *edgeClient) do(binding, token, op, arg string) outcome {
 			msg.Metadata, _ = structpb.NewStruct(map[string]any{"skill": arg})
 		}
 		var res *a2apb.SendMessageResponse
-		res, err = c.gc.SendMessage(ctx, &a2apb.SendMessageRequest{Message: msg}, grpc.Trailer(&trailer))
+		res, err = c.gc.SendMessage(ctx, &a2apb.SendMessageRequest{Message: msg})
 		if err == nil {
 			o.task = res.GetTask().GetId()
 		}
@@ -174,16 +164,9 @@ func (c *edgeClient) do(binding, token, op, arg string) outcome {
 			o.retryAfter = i.Metadata["retryAfterSeconds"]
 		}
 	}
-	switch st.Code() {
-	case codes.NotFound:
-		o.verdict = vNotFound
-	case codes.PermissionDenied:
-		o.verdict = vDenied
-	case codes.Unauthenticated:
-		o.verdict = vUnauth
-	case codes.Unavailable:
-		o.verdict = vOverload
-	case codes.ResourceExhausted:
+	o.verdict = map[codes.Code]string{codes.NotFound: vNotFound, codes.PermissionDenied: vDenied, codes.Unauthenticated: vUnauth,
+		codes.Unavailable: vOverload}[st.Code()]
+	if st.Code() == codes.ResourceExhausted {
 		o.verdict = map[string]string{"RATE_LIMITED": vRate, "TOKEN_BUDGET_EXHAUSTED": vBudget}[reason]
 	}
 	if o.verdict == "" {
