@@ -54,9 +54,6 @@ type Limits struct {
 	Window time.Duration // 0: 24 hours
 }
 
-// enabled reports whether l limits anything.
-func (l Limits) enabled() bool { return l.Rate > 0 || l.Concurrent > 0 || l.Tokens > 0 }
-
 // window is l's token window, defaulted.
 func (l Limits) window() time.Duration {
 	if l.Window <= 0 {

@@ -353,7 +353,7 @@ func typeName(v ref.Val) string {
 	if v == nil {
 		return "null"
 	}
-	if t, ok := v.Type().(ref.Type); ok {
+	if t := v.Type(); t != nil {
 		return t.TypeName()
 	}
 	return fmt.Sprintf("%T", v)
