@@ -75,6 +75,7 @@ func TestPinsMigration(t *testing.T) {
 	put(t, s, task("a"))
 	s.Close()
 	exec(t, dsn, "DROP TABLE capsulegate_runtime_pins")
+	exec(t, dsn, "DROP TABLE capsulegate_budgets") // version 4's
 	exec(t, dsn, "UPDATE capsulegate_meta SET value = '2' WHERE key = 'schema'")
 	_, err := pgstore.Check(ctx, dsn)
 	wantCode(t, "Check of a version 2 database", err, pgstore.CodeOlder)
@@ -178,5 +179,26 @@ func TestPinsOutage(t *testing.T) {
 	}
 	if got := pinList(t, s, "c"); got != "before@1" {
 		t.Fatalf("pins after the outage: %q, want the one written before", got)
+	}
+}
+
+// TestBudgetsMigration: a database at schema version 3 (before token budgets) migrates to
+// this release's, gaining capsulegate_budgets, which then counts.
+func TestBudgetsMigration(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	s := open(t, dsn, pgstore.Options{})
+	put(t, s, task("a"))
+	s.Close()
+	exec(t, dsn, "DROP TABLE capsulegate_budgets")
+	exec(t, dsn, "UPDATE capsulegate_meta SET value = '3' WHERE key = 'schema'")
+	from, to, err := pgstore.Migrate(ctx, dsn)
+	if err != nil || from != 3 || to != pgstore.SchemaVersion {
+		t.Fatalf("Migrate from version 3: %d → %d, %v; want 3 → %d", from, to, err, pgstore.SchemaVersion)
+	}
+	s = open(t, dsn, pgstore.Options{})
+	defer s.Close()
+	if n, err := s.SpendTokens(ctx, "tokens:x", 1, 5); n != 5 || err != nil {
+		t.Fatalf("SpendTokens after the migration: %d, %v", n, err)
 	}
 }
