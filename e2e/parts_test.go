@@ -225,6 +225,9 @@ func TestPartsWithTheJSSDK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the gateway")
 	}
+	// Parallel: it waits on its own servers and processes more than it computes, and
+	// the package's wall time is near its bound (docs/benchmarks.md, the test suite's time).
+	t.Parallel()
 	node, dir := jsSDK(t, "testdata/jsparts")
 	g := startGateway(t)
 	inline := randomBytes(t, 1<<20)
@@ -471,6 +474,9 @@ func TestCodexExampleCapsule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the gateway")
 	}
+	// Parallel: it waits on its own servers and processes more than it computes, and
+	// the package's wall time is near its bound (docs/benchmarks.md, the test suite's time).
+	t.Parallel()
 	g := startGatewayCodex(t, harnesstest.Codex(t))
 	tk := decodeTask(t, g.call(t, "/agents/codex/", "", "message/send", map[string]any{"message": msg03("Say hello from the Codex capsule")}))
 	if tk.Status.State != "completed" || !strings.HasPrefix(tk.text(), "Hello from the Codex capsule") {

@@ -188,6 +188,9 @@ func cacheFiles(g *gateway) []string {
 // both digests; with the registry stopped, a gateway restarts and stages from its cache,
 // and one without a cache is told the registry is down.
 func TestRegistryOCI(t *testing.T) {
+	// Parallel: it waits on its own servers and processes more than it computes, and
+	// the package's wall time is near its bound (docs/benchmarks.md, the test suite's time).
+	t.Parallel()
 	reg := ocitest.Start(t)
 	s := newRegSite(t, reg.URL(), nil, "")
 	s.publishWordcount(t)
@@ -296,6 +299,9 @@ func tree(t *testing.T, root string) string {
 // are refused and leave nothing behind; a Nexus server stating a wrong x-murmur-sha256
 // is refused.
 func TestRegistryNexus(t *testing.T) {
+	// Parallel: it waits on its own servers and processes more than it computes, and
+	// the package's wall time is near its bound (docs/benchmarks.md, the test suite's time).
+	t.Parallel()
 	root := filepath.Join(t.TempDir(), "registry")
 	base := startRegistryCaddy(t, root)
 	spec := "nexus+" + base

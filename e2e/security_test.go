@@ -209,6 +209,16 @@ func TestEdgeSecurity(t *testing.T) {
 	capDir := filepath.Join(dir, "edge")
 	gateCapsule(t, capDir, "gate-edge", "1.0.0", gateLimits)
 	manifest := filepath.Join(capDir, "murmur.yaml")
+	// A capsule granted one loopback host, whose route's policy narrows team-b's tasks
+	// to nothing of it.
+	var targetHits atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		targetHits.Add(1)
+		fmt.Fprint(w, "reached")
+	}))
+	t.Cleanup(target.Close)
+	narrowDir := filepath.Join(dir, "narrow")
+	gateCapsule(t, narrowDir, "gate-narrow", "1.0.0", fmt.Sprintf("capabilities:\n  network: {allow: [\"%s\"]}\n  limits: {memory_bytes: 134217728, deadline_seconds: 300}\n", target.URL))
 	httpPort, tlsPort := freePort(t), freePort(t)
 	accessLog := filepath.Join(dir, "access.log")
 	jwtBlock := fmt.Sprintf(`auth jwt {
@@ -234,6 +244,17 @@ func TestEdgeSecurity(t *testing.T) {
 	handle /metrics {
 		metrics
 	}
+	handle_path /agents/narrow/* {
+		capsule %[9]s {
+			auth bearer {
+				team-a TEAM_A_TOKEN
+				team-b TEAM_B_TOKEN
+			}
+			policy {
+				egress `+"`"+`principal == "team-a" ? ["%[10]s"] : []`+"`"+`
+			}
+		}
+	}
 }
 
 https://127.0.0.1:%[2]s {
@@ -249,8 +270,8 @@ https://127.0.0.1:%[2]s {
 		}
 	}
 }
-`, httpPort, tlsPort, accessLog, manifest, jwtBlock, certs.certPEM, certs.keyPEM, certs.caPEM)
-	logs := serveGlobalLogs(t, "", "registry "+reg+"\n\t\tcache_dir "+filepath.Join(dir, "cache")+"\n\t\tstate_dir "+filepath.Join(dir, "state"), sites, "HOME="+home)
+`, httpPort, tlsPort, accessLog, manifest, jwtBlock, certs.certPEM, certs.keyPEM, certs.caPEM, filepath.Join(narrowDir, "murmur.yaml"), target.URL)
+	logs := serveGlobalLogs(t, "", "registry "+reg+"\n\t\tcache_dir "+filepath.Join(dir, "cache")+"\n\t\tstate_dir "+filepath.Join(dir, "state"), sites, "HOME="+home, "TEAM_A_TOKEN=team-a-token", "TEAM_B_TOKEN=team-b-token")
 	base := "http://127.0.0.1:" + httpPort + "/agents/edge/"
 	c := &http.Client{Timeout: time.Minute}
 	call := func(token, method string, params any) rpcReply {
@@ -401,6 +422,27 @@ https://127.0.0.1:%[2]s {
 	for _, want := range []string{`"kind":"auth"`, `"code":"E-AUTH-006"`, `"kind":"rate"`, `"principal":"alice"`} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("no decision log line holds %s", want)
+		}
+	}
+
+	// Egress narrowed by the caller: the same capsule reaches the host for team-a, and
+	// for team-b the policy dialer refuses it (E-NET-027) before any byte is sent.
+	for _, tc := range []struct {
+		token string
+		reach bool
+	}{{"team-a-token", true}, {"team-b-token", false}} {
+		before := targetHits.Load()
+		r, err := rpc(c, "http://127.0.0.1:"+httpPort+"/agents/narrow/", "", "message/send", map[string]any{"message": msg03("barrier " + target.URL + "/x")},
+			"Authorization", "Bearer "+tc.token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := targetHits.Load() - before
+		if tc.reach && (got != 1 || !strings.Contains(string(r.body), "reached")) {
+			t.Errorf("%s: the host saw %d requests; answer %s", tc.token, got, r.body)
+		}
+		if !tc.reach && (got != 0 || !strings.Contains(string(r.body), "E-NET-027")) {
+			t.Errorf("%s: the host saw %d requests; answer %s; want none and E-NET-027", tc.token, got, r.body)
 		}
 	}
 
