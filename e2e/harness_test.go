@@ -203,9 +203,6 @@ func codexCassette(name, namespace string) string {
 // credential gateway. The cassette is written when Codex's first request shows the name
 // and namespace it offers the bridge's echo tool under.
 func TestCodexThroughTheGateway(t *testing.T) {
-	// Parallel: it waits on its own servers and processes more than it computes, and
-	// the package's wall time is near its bound (docs/benchmarks.md, the test suite's time).
-	t.Parallel()
 	codex := harnesstest.Codex(t)
 	dir := t.TempDir()
 	cassettes := filepath.Join(dir, "cassettes")
