@@ -24,6 +24,18 @@ type answer struct {
 	// shape reshapes a result where HTTP+JSON's differs from JSON-RPC's in the dialect
 	// (rest.go, rest03.go); nil where it does not.
 	shape func(any) any
+	// cfg is the configuration that applies to r, read once per operation (config).
+	cfg *Config
+}
+
+// config is the configuration that applies to the request (Handler.configFor), read
+// once: an operation's checks all judge it by the same settings.
+func (a *answer) config(h *Handler) Config {
+	if a.cfg == nil {
+		c, _ := h.configFor(a.r)
+		a.cfg = &c
+	}
+	return *a.cfg
 }
 
 // body is what carries result in this binding.
@@ -111,7 +123,7 @@ func (h *Handler) doSend(a *answer, params json.RawMessage, stream bool) {
 		a.fail(rerr, stream)
 		return
 	}
-	cfg, _ := h.configFor(a.r)
+	cfg := a.config(h)
 	if rerr := in.admit(a.r.Context(), cfg.Inputs); rerr != nil {
 		a.fail(rerr, stream)
 		return
@@ -317,7 +329,7 @@ func (h *Handler) doList(a *answer, params json.RawMessage) {
 // doExtendedCard serves the authenticated extended card: the card an authenticated
 // caller gets (docs/reference/a2a.md "The extended card").
 func (h *Handler) doExtendedCard(a *answer) {
-	cfg, _ := h.configFor(a.r)
+	cfg := a.config(h)
 	if !a.who.authenticated {
 		a.fail(errNoExtendedCard("this agent serves its extended card to authenticated callers only, and this one is anonymous; its public card at .well-known/agent-card.json is all there is"), false)
 		return

@@ -398,7 +398,7 @@ func (a *answer) binding() string {
 // guard applies the route's policy and the capsule's rate limit to one operation; false
 // when it answered the request with a refusal.
 func (h *Handler) guard(a *answer, m method, params json.RawMessage) bool {
-	cfg, _ := h.configFor(a.r)
+	cfg := a.config(h)
 	stream := m == mStream || m == mSubscribe
 	if cfg.Policy != nil {
 		in := h.policyInput(a, m, params)
@@ -436,7 +436,7 @@ func (h *Handler) guard(a *answer, m method, params json.RawMessage) bool {
 // token limits before it exists; hold (nil when nothing is counted) is its place among
 // the principal's unfinished tasks.
 func (h *Handler) admitEdge(a *answer, stream bool) (hold *limitHold, ok bool) {
-	cfg, _ := h.configFor(a.r)
+	cfg := a.config(h)
 	if ok, why, wait := cfg.Shed.admit(); !ok {
 		h.spec.metrics.shed(h.spec.capsule, why)
 		h.decision(a, "overload", "SendMessage", "", "gateway "+why+" bound reached")
@@ -484,7 +484,7 @@ func (h *Handler) admitEdge(a *answer, stream bool) (hold *limitHold, ok bool) {
 // egressFor is what the route's policy narrows a new task's network reach to (nil: not
 // narrowed); false when it answered the request with a refusal.
 func (h *Handler) egressFor(a *answer, params json.RawMessage, stream bool) (*[]string, bool) {
-	cfg, _ := h.configFor(a.r)
+	cfg := a.config(h)
 	if !cfg.Policy.HasEgress() {
 		return nil, true
 	}
