@@ -631,3 +631,25 @@ func TestCardSchemes(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteGRPCTarget: two routes serving one capsule each list their own gRPC target
+// on the card, whichever was configured last.
+func TestRouteGRPCTarget(t *testing.T) {
+	h, err := NewHandler(Config{Executor: &echoExec{}, Card: testCard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopNow(h) })
+	for _, target := range []string{"grpc.example.com:443", ""} {
+		rt, err := CheckRoute(Route{GRPC: target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest(http.MethodGet, "/.well-known/agent-card.json", nil).WithContext(WithRoute(context.Background(), &rt))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if listed := strings.Contains(w.Body.String(), `"protocolBinding":"GRPC"`); listed != (target != "") || target != "" && !strings.Contains(w.Body.String(), target) {
+			t.Errorf("route with gRPC target %q: card %s", target, w.Body)
+		}
+	}
+}

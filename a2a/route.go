@@ -20,6 +20,9 @@ type Route struct {
 	PublicURL   string
 	CardVersion string
 	MaxBody     int64 // 0 = DefaultMaxBody
+	// GRPC is the gRPC target the route's card lists (Config.GRPC): two routes serving
+	// one capsule list their own.
+	GRPC string
 	// JWT, ClientCert, Policy and Limits are the route's, as Config's fields of those
 	// names (a principal's rate buckets and counts are the capsule's, whichever route
 	// its requests take).
@@ -58,7 +61,7 @@ func (noExecutor) Execute(context.Context, *Job) Outcome { return Outcome{} }
 func (h *Handler) configFor(r *http.Request) (Config, time.Time) {
 	cfg, modified := h.cardConfig()
 	if rt, ok := r.Context().Value(routeKey{}).(*Route); ok && rt != nil {
-		cfg.Bearer, cfg.Tokens, cfg.PublicURL, cfg.CardVersion = rt.Bearer, rt.Tokens, rt.PublicURL, rt.CardVersion
+		cfg.Bearer, cfg.Tokens, cfg.PublicURL, cfg.CardVersion, cfg.GRPC = rt.Bearer, rt.Tokens, rt.PublicURL, rt.CardVersion, rt.GRPC
 		cfg.MaxBody = rt.MaxBody
 		cfg.JWT, cfg.ClientCert, cfg.Policy, cfg.Limits = rt.JWT, rt.ClientCert, rt.Policy, rt.Limits
 		if cfg.MaxBody == 0 {

@@ -215,7 +215,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	rt, err := a2a.CheckRoute(a2a.Route{Bearer: p.token, Tokens: p.tokens, PublicURL: h.PublicURL, CardVersion: h.Card, MaxBody: h.MaxBody,
-		JWT: jwt, ClientCert: cert, Policy: pol, Limits: h.limits()})
+		JWT: jwt, ClientCert: cert, Policy: pol, Limits: h.limits(), GRPC: h.GRPC})
 	if err != nil {
 		return err
 	}
