@@ -70,7 +70,8 @@ func TestEscapeSuite(t *testing.T) {
 			didRun = true                               // false when -run filtered the row out
 			defer func() { wasSkipped = t.Skipped() }() // also when Skip ends the row early
 			if why := s.lacks(r.need); why != "" {
-				t.Skipf("%s (%s): this host lacks %s: %s", r.id, r.attack, r.need, why)
+				unavailable(t, inCI(), r, why)
+				return
 			}
 			o := r.run(t, s)
 			if o.escaped != "" {
@@ -88,16 +89,38 @@ func TestEscapeSuite(t *testing.T) {
 			ran[r.surface]++
 		}
 	}
+	t.Log(summary(len(rows), ran, skipped))
+}
+
+// inCI reports whether the suite runs in CI (CI=true), where no row may pass by not
+// running.
+func inCI() bool { return os.Getenv("CI") == "true" }
+
+// unavailable ends a row this host cannot run. In CI it fails, naming what the host
+// lacks: a row skipped there would pass without attacking anything, and .ci/run is to
+// provide what every row needs. Elsewhere it skips, and the summary names the row.
+func unavailable(t testing.TB, ci bool, r row, why string) {
+	if ci {
+		t.Fatalf("%s (%s) cannot run: this host lacks %s: %s (CI=true: a row may not pass by skipping; provide it in .ci/run)", r.id, r.attack, r.need, why)
+		return
+	}
+	t.Skipf("%s (%s): this host lacks %s: %s", r.id, r.attack, r.need, why)
+}
+
+// summary is the suite's last line: rows per surface that ran, and the skipped ones by
+// name, so a reader sees what this host did not attack.
+func summary(rows int, ran map[Surface]int, skipped map[Surface][]string) string {
 	var b strings.Builder
-	total := 0
+	total, nskipped := 0, 0
 	for _, sf := range Surfaces {
 		total += ran[sf]
+		nskipped += len(skipped[sf])
 		fmt.Fprintf(&b, "\n  %-15s %3d ran", sf, ran[sf])
 		if n := len(skipped[sf]); n > 0 {
-			fmt.Fprintf(&b, ", %d skipped", n)
+			fmt.Fprintf(&b, ", %d skipped: %s", n, strings.Join(skipped[sf], " "))
 		}
 	}
-	t.Logf("escape suite: %d rows, %d ran here:%s", len(rows), total, b.String())
+	return fmt.Sprintf("escape suite: %d rows, %d ran here, %d skipped:%s", rows, total, nskipped, b.String())
 }
 
 // checkTable holds the table to its own rules: unique ids, known surfaces, every field
@@ -197,5 +220,37 @@ func TestEscapeDetectors(t *testing.T) {
 	c.Write([]byte("x"))
 	if !datagramQueued(pc) {
 		t.Error("a datagram sent to the UDP sentinel went unnoticed")
+	}
+}
+
+// recordingTB is a testing.TB that records a failure or a skip instead of ending the
+// test, for testing the suite's runner.
+type recordingTB struct {
+	testing.TB
+	failed, skipped string
+}
+
+func (r *recordingTB) Fatalf(format string, args ...any) { r.failed = fmt.Sprintf(format, args...) }
+func (r *recordingTB) Skipf(format string, args ...any)  { r.skipped = fmt.Sprintf(format, args...) }
+
+// TestNoPassBySkipping: the runner's decision for a row this host cannot run. With
+// CI=true it is a failure naming the row and what the host lacks; elsewhere a skip the
+// summary then names.
+func TestNoPassBySkipping(t *testing.T) {
+	r := row{id: "SH-01", surface: Shell, attack: "read /etc/shadow", need: needSealed}
+	const why = "the OS sandbox gives tier restricted here: no user namespaces"
+	ci := &recordingTB{TB: t}
+	unavailable(ci, true, r, why)
+	if ci.skipped != "" || !strings.Contains(ci.failed, "SH-01") || !strings.Contains(ci.failed, "lacks sealed") || !strings.Contains(ci.failed, why) {
+		t.Errorf("in CI: failed %q, skipped %q; want a failure naming the row, the requirement and why", ci.failed, ci.skipped)
+	}
+	local := &recordingTB{TB: t}
+	unavailable(local, false, r, why)
+	if local.failed != "" || !strings.Contains(local.skipped, why) {
+		t.Errorf("outside CI: failed %q, skipped %q; want a skip saying why", local.failed, local.skipped)
+	}
+	got := summary(3, map[Surface]int{WasmCore: 2}, map[Surface][]string{Shell: {"SH-01"}})
+	if !strings.Contains(got, "1 skipped") || !strings.Contains(got, "skipped: SH-01") {
+		t.Errorf("the summary does not name the skipped row: %s", got)
 	}
 }
