@@ -29,6 +29,7 @@ type a2aFixture struct {
 	hookHits     atomic.Int64
 	jobs         atomic.Int64
 	taskA        string // a task of principal A holding the secret
+	ctxA         string // its context
 	client       *http.Client
 	sentinelText string
 }
@@ -85,12 +86,12 @@ func (s *suite) a2aFix(t *testing.T) *a2aFixture {
 	// Principal A's task, the one B goes after.
 	status, body := f.post(t, tokenA, rpc("message/send", map[string]any{"message": message(f.sentinelText)}), nil)
 	var r struct {
-		Result struct{ ID string } `json:"result"`
+		Result struct{ ID, ContextID string } `json:"result"`
 	}
 	if status != http.StatusOK || json.Unmarshal(body, &r) != nil || r.Result.ID == "" {
 		t.Fatalf("principal A's task: HTTP %d %s", status, body)
 	}
-	f.taskA = r.Result.ID
+	f.taskA, f.ctxA = r.Result.ID, r.Result.ContextID
 	s.a2a = f
 	return f
 }
@@ -98,7 +99,13 @@ func (s *suite) a2aFix(t *testing.T) *a2aFixture {
 // post sends body to the endpoint with token (none when ""), and returns the status and
 // the whole answer.
 func (f *a2aFixture) post(t *testing.T, token string, body io.Reader, header map[string]string) (int, []byte) {
-	req, err := http.NewRequest(http.MethodPost, f.url, body)
+	return f.do(t, http.MethodPost, "", token, body, header)
+}
+
+// do sends a request of method to path under the endpoint (an HTTP+JSON route; "" for
+// JSON-RPC's endpoint itself).
+func (f *a2aFixture) do(t *testing.T, method, path, token string, body io.Reader, header map[string]string) (int, []byte) {
+	req, err := http.NewRequest(method, f.url+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,24 +147,57 @@ func rpc(method string, params any) io.Reader {
 // <status>" or "JSON-RPC <code>". No task may run, no webhook be reached, and principal
 // A's text must not come back.
 func a2aAttack(token string, build func(f *a2aFixture) io.Reader) func(*testing.T, *suite) outcome {
+	return a2aCall(a2aReq{token: token, build: build})
+}
+
+// a2aReq is one request of an A2A row: JSON-RPC's POST to the endpoint, or an HTTP+JSON
+// route (method and path), with headers (the version asked for). listing says the answer
+// must not even name principal A's task (a list), where another answer may echo the id
+// the attacker sent.
+type a2aReq struct {
+	token, method, path string
+	header              map[string]string
+	build               func(f *a2aFixture) io.Reader
+	listing             bool
+}
+
+// a2aCall sends r and classifies the answer as "HTTP <status>", "JSON-RPC <code>" (a
+// stream's first event included) or "answered", with the checks of a2aAttack.
+func a2aCall(r a2aReq) func(*testing.T, *suite) outcome {
 	return func(t *testing.T, s *suite) outcome {
 		f := s.a2aFix(t)
 		jobs, hooks := f.jobs.Load(), f.hookHits.Load()
-		status, body := f.post(t, token, build(f), nil)
+		method := r.method
+		if method == "" {
+			method = http.MethodPost
+		}
+		var body io.Reader
+		if r.build != nil {
+			body = r.build(f)
+		}
+		status, answer := f.do(t, method, strings.ReplaceAll(r.path, "{ctxA}", f.ctxA), r.token, body, r.header)
 		class := "HTTP " + strconv.Itoa(status)
 		if status == http.StatusOK {
-			var r struct {
+			payload := answer
+			if data, ok := firstEvent(answer); ok {
+				payload = data // a stream: its first event is the answer
+			}
+			var e struct {
 				Error *struct{ Code int } `json:"error"`
 			}
-			if json.Unmarshal(body, &r) == nil && r.Error != nil {
-				class = "JSON-RPC " + strconv.Itoa(r.Error.Code)
+			if json.Unmarshal(payload, &e) == nil && e.Error != nil {
+				class = "JSON-RPC " + strconv.Itoa(e.Error.Code)
 			} else {
 				class = "answered"
 			}
 		}
+		token := r.token
 		var escaped []string
-		if token != tokenA && strings.Contains(string(body), secret) {
+		if token != tokenA && strings.Contains(string(answer), secret) {
 			escaped = append(escaped, "principal A's task text came back")
+		}
+		if token != tokenA && r.listing && (strings.Contains(string(answer), f.taskA) || strings.Contains(string(answer), f.ctxA)) {
+			escaped = append(escaped, "principal A's task or context was listed")
 		}
 		if n := f.jobs.Load() - jobs; n != 0 {
 			escaped = append(escaped, fmt.Sprintf("the refused request ran %d tasks", n))
@@ -167,6 +207,19 @@ func a2aAttack(token string, build func(f *a2aFixture) io.Reader) func(*testing.
 		}
 		return outcome{class: class, escaped: strings.Join(escaped, "; ")}
 	}
+}
+
+// firstEvent is the data of an SSE answer's first event, when answer is a stream.
+func firstEvent(answer []byte) ([]byte, bool) {
+	for line := range strings.SplitSeq(string(answer), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			return []byte(data), true
+		}
+		if line != "" && !strings.HasPrefix(line, "id:") && !strings.HasPrefix(line, "event:") && !strings.HasPrefix(line, ":") {
+			return nil, false
+		}
+	}
+	return nil, false
 }
 
 func text(s string) func(*a2aFixture) io.Reader {
@@ -229,6 +282,50 @@ func a2aRows() []row {
 	var rows []row
 	for i, c := range cases {
 		rows = append(rows, row{id: fmt.Sprintf("A2-%02d", i+1), surface: A2AInput, attack: c.attack, want: c.want, run: a2aAttack(c.token, c.build)})
+	}
+	// Principal isolation on the streaming methods, the other binding and versions, and
+	// the list's filters: every path to another principal's task answers as for a task
+	// that does not exist, and no list names it.
+	v10 := map[string]string{"A2A-Version": "1.0"}
+	msg10 := func(f *a2aFixture, extra map[string]any) map[string]any {
+		m := map[string]any{"messageId": "m-iso", "role": "ROLE_USER", "parts": []map[string]any{{"text": "hijack"}}}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	isolation := []struct {
+		attack, want string
+		req          a2aReq
+	}{
+		{"principal B streams a message naming principal A's task (message/stream)", "JSON-RPC -32001",
+			a2aReq{build: call("message/stream", func(f *a2aFixture) any { return map[string]any{"message": message("hijack", "taskId="+f.taskA)} })}},
+		{"principal B streams a message naming principal A's task (SendStreamingMessage, 1.0)", "JSON-RPC -32001",
+			a2aReq{header: v10, build: call("SendStreamingMessage", func(f *a2aFixture) any {
+				return map[string]any{"message": msg10(f, map[string]any{"taskId": f.taskA})}
+			})}},
+		{"principal B streams a message naming principal A's task (HTTP+JSON message:stream)", "HTTP 404",
+			a2aReq{path: "message:stream", header: v10, build: func(f *a2aFixture) io.Reader {
+				b, _ := json.Marshal(map[string]any{"message": msg10(f, map[string]any{"taskId": f.taskA})})
+				return bytes.NewReader(b)
+			}}},
+		{"principal B subscribes to principal A's task (tasks/resubscribe)", "JSON-RPC -32001",
+			a2aReq{build: call("tasks/resubscribe", func(f *a2aFixture) any { return map[string]any{"id": f.taskA} })}},
+		{"principal B lists tasks through 0.3 HTTP+JSON (GET v1/tasks)", "answered",
+			a2aReq{method: http.MethodGet, path: "v1/tasks", listing: true}},
+		{"principal B lists tasks through 1.0 HTTP+JSON (GET tasks)", "answered",
+			a2aReq{method: http.MethodGet, path: "tasks", header: v10, listing: true}},
+		{"principal B lists tasks filtered by principal A's contextId (ListTasks)", "answered",
+			a2aReq{header: v10, listing: true, build: call("ListTasks", func(f *a2aFixture) any { return map[string]any{"contextId": f.ctxA} })}},
+		{"principal B lists tasks filtered by principal A's contextId (HTTP+JSON)", "answered",
+			a2aReq{method: http.MethodGet, header: v10, listing: true}},
+	}
+	for i, c := range isolation {
+		c.req.token = tokenB
+		if c.req.listing && c.req.method == http.MethodGet && c.req.path == "" {
+			c.req.path = "tasks?contextId={ctxA}"
+		}
+		rows = append(rows, row{id: fmt.Sprintf("A2-%02d", len(cases)+i+1), surface: A2AInput, attack: c.attack, want: c.want, run: a2aCall(c.req)})
 	}
 	return rows
 }
