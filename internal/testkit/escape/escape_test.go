@@ -27,7 +27,10 @@ type row struct {
 	attack  string  // the attack in words
 	want    string  // the expected classification
 	need    string  // "" or a requirement checked before the row runs (needSealed)
-	run     func(t *testing.T, s *suite) outcome
+	// check marks a row that holds a parser to a rule (a manifest a capsule could write),
+	// not an attack on a running capsule: the page counts the two apart.
+	check bool
+	run   func(t *testing.T, s *suite) outcome
 }
 
 // outcome is what an attack got.

@@ -247,7 +247,7 @@ func networkRows() []row {
 		{"a host ending in a number that is no IPv4 address", "1.2.3.999", netpolicy.CodeNumericHost},
 	} {
 		rows = append(rows, row{id: fmt.Sprintf("NT-%02d", 30+i), surface: Network, attack: "a manifest rule that would " + c.attack + ": " + c.rule,
-			want: c.want, run: ruleAttack(c.rule)})
+			want: c.want, check: true, run: ruleAttack(c.rule)})
 	}
 	return rows
 }

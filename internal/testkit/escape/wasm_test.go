@@ -95,7 +95,7 @@ func wasmCoreRows() []row {
 			run: envAttack(false, "env")},
 		row{id: "WC-61", surface: WasmCore, attack: "read the process environment through /proc/self/environ", want: "guest no /proc",
 			run: envAttack(false, "proc")},
-		row{id: "WC-62", surface: WasmCore, attack: "a manifest granting itself SECRET_API_KEY in env.allow", want: manifest.CodeCredentialEnv,
+		row{id: "WC-62", surface: WasmCore, attack: "a manifest granting itself SECRET_API_KEY in env.allow", want: manifest.CodeCredentialEnv, check: true,
 			run: func(t *testing.T, s *suite) outcome {
 				_, err := manifest.Parse([]byte("name: hostile\nversion: 1.0.0\ncapabilities:\n  env:\n    allow: [TZ, SECRET_API_KEY]\n"), "murmur.yaml")
 				if e := errs.Find(err, manifest.CodeCredentialEnv); e != nil {
