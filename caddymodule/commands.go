@@ -22,17 +22,18 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "capsule",
-		Usage: "<run|install|verify|pack|publish|search|doctor|replay|store> …",
+		Usage: "<run|install|verify|explain|pack|publish|search|doctor|replay|store> …",
 		Short: "Manages Murmur capsules and their artifacts",
 		Long: `
 Manages Murmur capsules: runs one task of a capsule (run), resolves and pins its
-artifacts (install), checks them against murmur.lock (verify), builds artifact
+artifacts (install), checks them against murmur.lock (verify), prints what a
+capsule is granted on this host (explain), builds artifact
 packages (pack), adds them to a registry (publish), lists a registry's
 artifacts (search), reports on a harness (doctor), serves recorded model
 answers from cassettes for tests and demos without a key (replay), and checks or
 compacts a gateway's task store file offline (store check|compact).
 
-run, install, verify, publish, search and doctor take --registry: a folder,
+run, install, verify, explain, publish, search and doctor take --registry: a folder,
 oci://host/repo, nexus+https://host, or on loopback oci+http:// and nexus+http://
 (default: $CAPSULE_REGISTRY, else the folder <caddy data dir>/capsule/registry, the
 gateway's default too). A Nexus registry's key comes from $NEXUS_API_KEY, an OCI
@@ -88,6 +89,10 @@ func addSubcommands(cmd *cobra.Command) {
 				store, _ := cmd.Flags().GetString("store")
 				return cli.Doctor(ctx, e, c, args[0], filepath.Join(caddy.AppDataDir(), "capsule", "cache"), store)
 			}), "store", "", "the gateway's task store (tasks.db, postgres://… or env:NAME): list the capsule's runtime pins")),
+		withRegistry(sub("explain <manifest>", "Prints the effective grants of a capsule as it would be staged on this host: file system, network, environment, every artifact, the shell sandbox's tier and what it cannot protect here, limits, hooks, peers", 1,
+			func(ctx context.Context, e *cli.Env, c cli.Common, cmd *cobra.Command, args []string) int {
+				return cli.Explain(ctx, e, c, args[0], filepath.Join(caddy.AppDataDir(), "capsule", "cache"))
+			})),
 		replayCommand(),
 		storeCommand(),
 	)

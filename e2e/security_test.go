@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/netpolicy"
 )
 
 // issuer is a JWT issuer on loopback: its JWKS endpoint serves the current key set,
@@ -553,4 +555,121 @@ func TestTokenBudget(t *testing.T) {
 	if got := scrape(t, g)[`capsule_limit_refusals_total{capsule="hello",limit="tokens"}`]; got != 1 {
 		t.Errorf("capsule_limit_refusals_total{limit=tokens} = %v, want 1", got)
 	}
+}
+
+// TestExplain: `caddy capsule explain --json` for every example capsule. Each host its
+// network rules allow is reachable through the policy dialer built from what it lists,
+// and a host it does not list is refused; the paths it lists are the ones a run's guest
+// gets; the capsule with a sandboxed harness names this host's tier.
+func TestExplain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	t.Parallel()
+	tmp := t.TempDir()
+	home, reg := filepath.Join(tmp, "home"), filepath.Join(tmp, "registry")
+	os.MkdirAll(home, 0o755)
+	publish(t, home, reg, "../examples/artifacts/wordcount", "wordcount", guestbuild.Wasm(t, "../examples/guests/wordcount"))
+	publish(t, home, reg, "../examples/artifacts/greeting", "greeting", nil)
+	publish(t, home, reg, "../examples/drivers/anthropic-messages/artifact", "anthropic-messages", guestbuild.Wasm(t, "../examples/drivers/anthropic-messages"))
+	publish(t, home, reg, "../examples/artifacts/conformance-io", "conformance-io", guestbuild.Wasm(t, "../examples/guests/conformance-io"))
+	publish(t, home, reg, "../examples/drivers/codex/artifact", "codex", guestbuild.Wasm(t, "../examples/drivers/codex"))
+	type grants struct {
+		Network    []string
+		Filesystem []struct{ Path string }
+		Artifacts  []struct{ Name, Runs string }
+		Shell      *struct{ Tier string }
+	}
+	explain := func(name string) grants {
+		t.Helper()
+		dir := filepath.Join(tmp, "capsules", name)
+		copyDir(t, "../examples/capsules/"+name, dir)
+		os.Remove(filepath.Join(dir, "murmur.lock"))
+		switch name {
+		case "wordcount", "conformance":
+			os.WriteFile(filepath.Join(dir, "capsule.wasm"), guestbuild.Wasm(t, "../examples/guests/"+name+"-capsule"), 0o644)
+		}
+		m := filepath.Join(dir, "murmur.yaml")
+		if r := capsule(t, home, "install", m, "--registry", reg); r.code != 0 {
+			t.Fatalf("install %s: exit %d: %s", name, r.code, r.stderr)
+		}
+		r := capsule(t, home, "explain", m, "--registry", reg, "--json")
+		if r.code != 0 {
+			t.Fatalf("explain %s: exit %d: %s", name, r.code, r.stderr)
+		}
+		var out struct {
+			OK     bool
+			Grants grants
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || !out.OK {
+			t.Fatalf("explain %s --json: %v: %s", name, err, r.stdout)
+		}
+		if h := capsule(t, home, "explain", m, "--registry", reg); h.code != 0 || !strings.Contains(h.stdout, "effective grants on this host") {
+			t.Errorf("explain %s: exit %d: %s", name, h.code, h.stdout)
+		}
+		return out.Grants
+	}
+	listener := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(listener.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(listener.URL, "http://"))
+	for _, name := range []string{"hello", "wordcount", "conformance", "codex"} {
+		t.Run(name, func(t *testing.T) {
+			g := explain(name)
+			rules, err := netpolicy.ParseRules(g.Network)
+			if err != nil {
+				t.Fatalf("the listed rules %v: %v", g.Network, err)
+			}
+			d := &netpolicy.Dialer{Rules: rules}
+			// The loopback listener is reachable exactly when a listed rule allows it.
+			_, allowed := rules.Check("http", "127.0.0.1", mustAtoi(t, port), nil)
+			c, err := d.DialContext(t.Context(), "tcp", "127.0.0.1:"+port)
+			if c != nil {
+				c.Close()
+			}
+			if name == "conformance" && allowed != nil {
+				t.Errorf("the conformance capsule (network.allow: 127.0.0.1) lists %v, which does not reach loopback", g.Network)
+			}
+			if (err == nil) != (allowed == nil) {
+				t.Errorf("%s lists %v; the loopback listener: dial error %v, rules say %v", name, g.Network, err, allowed)
+			}
+			// A host no rule lists is refused before any address is looked up.
+			if _, err := d.DialContext(t.Context(), "tcp", "unlisted.example:443"); err == nil {
+				t.Errorf("%s: a host it does not list was dialed", name)
+			}
+			paths := map[string]bool{}
+			for _, p := range g.Filesystem {
+				paths[p.Path] = true
+			}
+			for _, want := range []string{"/", "/task.md", "/in/", "/out/", "/MURMUR.md"} {
+				if !paths[want] {
+					t.Errorf("%s: explain lists no %s: %v", name, want, g.Filesystem)
+				}
+			}
+			if name == "codex" && (g.Shell == nil || g.Shell.Tier == "") {
+				t.Errorf("the codex capsule's harness sandbox: %+v, want this host's tier", g.Shell)
+			}
+		})
+	}
+	// The paths a guest gets: a run of the wordcount script capsule leaves its task, its
+	// notes and its output where explain says, in the workdir that is its "/".
+	workRoot := filepath.Join(tmp, "work")
+	r := capsule(t, home, "run", filepath.Join(tmp, "capsules", "wordcount", "murmur.yaml"), "--registry", reg, "--work-root", workRoot, "--task", "one two", "--json")
+	var out struct{ Status, Workdir string }
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Status != "completed" {
+		t.Fatalf("run: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	for _, p := range []string{"task.md", "out", "MURMUR.md"} {
+		if _, err := os.Stat(filepath.Join(out.Workdir, p)); err != nil {
+			t.Errorf("the guest's /%s (explain lists it) is not in the run's workdir: %v", p, err)
+		}
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -141,16 +141,6 @@ type SessionStart struct {
 	Grants        Grant    `json:"grants"`
 }
 
-// Grant is the effective grants of a session, as the trace records them: names, never
-// values.
-type Grant struct {
-	Network         []string `json:"network"`
-	Env             []string `json:"env"`
-	FilesystemScope string   `json:"filesystem_scope"`
-	MemoryBytes     int64    `json:"memory_bytes"`
-	DeadlineSeconds float64  `json:"deadline_seconds"`
-}
-
 // TaskStart opens a task.
 type TaskStart struct {
 	TaskID     string `json:"task_id"`

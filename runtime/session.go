@@ -66,17 +66,13 @@ type SessionConfig struct {
 // (names, never values).
 func sessionStart(s *Staged) SessionStart {
 	m := s.Manifest
-	st := SessionStart{Capsule: m.Name, Version: m.Version, SandboxTier: "wasm", ToolsDeclared: []string{},
-		Grants: Grant{Network: []string{}, Env: append([]string{}, m.Capabilities.Env.Allow...),
-			FilesystemScope: m.Capabilities.Filesystem.Scope, MemoryBytes: m.Capabilities.Limits.MemoryBytes,
-			DeadlineSeconds: m.Deadline(manifest.RoleTool).Seconds()}}
+	// The same object `caddy capsule explain` prints; the sandbox's tier is the session's
+	// own (sandbox_tier), detected when its first shell tool needs it.
+	st := SessionStart{Capsule: m.Name, Version: m.Version, SandboxTier: "wasm", ToolsDeclared: []string{}, Grants: Explain(s, Host{})}
 	for _, a := range m.Artifacts {
 		if a.Runtime == manifest.RoleTool || a.Runtime == manifest.RoleSkill {
 			st.ToolsDeclared = append(st.ToolsDeclared, a.Name)
 		}
-	}
-	for _, r := range m.Capabilities.NetworkRules {
-		st.Grants.Network = append(st.Grants.Network, r.String())
 	}
 	if m.Inference != nil {
 		st.Model, st.MaxTurns = m.Inference.Model, m.Inference.MaxTurns

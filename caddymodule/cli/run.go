@@ -12,6 +12,7 @@ import (
 	"github.com/capsulegate/capsulegate/internal/otlpexport"
 	"github.com/capsulegate/capsulegate/pgstore"
 	"github.com/capsulegate/capsulegate/runtime"
+	"github.com/capsulegate/capsulegate/runtime/shell"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/taskdb"
 	"github.com/capsulegate/capsulegate/taskstore"
@@ -221,4 +222,93 @@ func printPins(e *Env, capsule string, pins []taskstore.RuntimePin) {
 		}
 		fmt.Fprintln(e.Stdout)
 	}
+}
+
+// Explain prints the capsule's effective grants as it would be staged on this host
+// (runtime.Explain, the object session_start records as grants): it stages the capsule
+// (verifying its lock), detects the sandbox tier when the capsule has shell, native or
+// harness tools, and runs nothing.
+func Explain(ctx context.Context, e *Env, c Common, manifestPath, cacheDir string) int {
+	m, opts, err := e.prepare(c, manifestPath)
+	if err != nil {
+		return e.fail(c, err)
+	}
+	rt, err := runtime.New(ctx, wasm.WithCacheDir(cacheDir))
+	if err != nil {
+		return e.fail(c, err)
+	}
+	defer rt.Close(context.WithoutCancel(ctx))
+	staged, err := rt.Stage(ctx, m, runtime.StageOptions{Registry: opts.Registry, Progress: opts.Progress})
+	e.progress.done()
+	if err != nil {
+		return e.fail(c, err)
+	}
+	g := runtime.Explain(staged, runtime.Host{})
+	if g.Shell != nil {
+		g = runtime.Explain(staged, runtime.Host{Tier: shell.DetectTier()})
+	}
+	if c.JSON {
+		e.writeJSON(map[string]any{"ok": true, "capsule": m.Name, "version": m.Version, "grants": g})
+		return ExitOK
+	}
+	w := e.Stdout
+	fmt.Fprintf(w, "%s %s: effective grants on this host\n\nfile system (what a guest sees)\n", m.Name, m.Version)
+	for _, p := range g.Filesystem {
+		fmt.Fprintf(w, "  %-11s %s (%s)\n", p.Path, p.What, p.Access)
+	}
+	fmt.Fprintf(w, "\nnetwork (capabilities.network.allow)\n")
+	if len(g.Reach) == 0 {
+		fmt.Fprintf(w, "  nothing\n")
+	}
+	for _, r := range g.Reach {
+		fmt.Fprintf(w, "  %-30s %s to %s, port %s: %s\n", r.Rule, r.Scheme, r.Host, r.Port, r.Addresses)
+	}
+	fmt.Fprintf(w, "  refused whatever a name resolves to: %s\n  %s\n", strings.Join(g.Refused, ", "), g.Narrowing)
+	fmt.Fprintf(w, "\nenvironment: %s\n", listOrNone(g.Env))
+	fmt.Fprintf(w, "\nartifacts\n")
+	for _, a := range g.Artifacts {
+		fmt.Fprintf(w, "  %-20s %-7s runs as %s; env %s; network %s; files %s", a.Name, a.Role, a.Runs, listOrNone(a.Env), listOrNone(a.Network), a.Filesystem)
+		if a.MemoryBytes > 0 {
+			fmt.Fprintf(w, "; %d bytes, %gs a call", a.MemoryBytes, a.DeadlineSeconds)
+		}
+		fmt.Fprintln(w)
+	}
+	if sh := g.Shell; sh != nil {
+		fmt.Fprintf(w, "\nshell sandbox: binaries %s; this host gives tier %s", listOrNone(sh.Binaries), sh.Tier)
+		if sh.MinTier != "" {
+			fmt.Fprintf(w, " (the capsule asks for at least %s)", sh.MinTier)
+		}
+		fmt.Fprintln(w)
+		for _, r := range sh.Reasons {
+			fmt.Fprintf(w, "  why not stronger: %s\n", r)
+		}
+		for _, u := range sh.Unprotected {
+			fmt.Fprintf(w, "  NOT PROTECTED HERE: %s\n", u)
+		}
+	}
+	if l := g.Limits; l != nil {
+		fmt.Fprintf(w, "\nlimits: %d bytes and %gs per tool call", g.MemoryBytes, g.DeadlineSeconds)
+		if l.MaxTurns > 0 {
+			fmt.Fprintf(w, "; max turns %d", l.MaxTurns)
+		}
+		fmt.Fprintf(w, "; peer depth %d, peer calls %d\n", l.PeerDepth, l.PeerCalls)
+	}
+	for _, h := range g.Hooks {
+		fmt.Fprintf(w, "hook %s: answers %s (%s); its answer can %s; reads %s; env %s\n", h.Name, h.Binding, h.Mode, listOrNone(h.Powers), listOrNone(h.Reads), listOrNone(h.Env))
+	}
+	for _, p := range g.Peers {
+		state := "granted by network.allow"
+		if !p.Granted {
+			state = "NOT granted by network.allow"
+		}
+		fmt.Fprintf(w, "peer %s: %s (%s)\n", p.Name, p.URL, state)
+	}
+	return ExitOK
+}
+
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
 }
