@@ -3,35 +3,19 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/capsulegate/capsulegate/internal/testkit/upstream"
 )
 
-// upstreamMirror is where a fetched copy of upstream Murmur's repository is kept (a bare
-// git mirror); MURMUR_MIRROR overrides it. Its fixtures are read from it at test time and
-// never committed here.
-func upstreamMirror() string {
-	if m := os.Getenv("MURMUR_MIRROR"); m != "" {
-		return m
-	}
-	return "/work/.mirror/murmur-nexus+murmur/repo"
-}
-
 // upstreamFixture returns the bytes of one of upstream's committed wasm fixtures
-// (crates/murmur-cli/tests/fixtures/<rel>), skipping t when the mirror is absent.
+// (crates/murmur-cli/tests/fixtures/<rel>), from the mirror $MURMUR_MIRROR names,
+// skipping t (and saying so) without one.
 func upstreamFixture(t *testing.T, rel string) []byte {
 	t.Helper()
-	mirror := upstreamMirror()
-	if _, err := os.Stat(mirror); err != nil {
-		t.Skipf("no upstream Murmur mirror at %s (set MURMUR_MIRROR): %v", mirror, err)
-	}
-	out, err := exec.Command("git", "-C", mirror, "show", "HEAD:crates/murmur-cli/tests/fixtures/"+rel).Output()
-	if err != nil {
-		t.Fatalf("read fixture %s from %s: %v", rel, mirror, err)
-	}
-	return out
+	return upstream.Fixture(t, rel)
 }
 
 // TestUpstreamFixtures runs upstream Murmur's own script-capsule components through

@@ -112,6 +112,7 @@ var Table = []Row{
 	{"internal/testkit/wasmtest", LayerKit, "tiny wasm modules encoded by hand in tests"},
 	{"internal/testkit/warmcache", LayerKit, "compile Go guests into a wazero cache without the race detector, for the TestMains that share one (guestbuild.WarmCache)"},
 	{"internal/testkit/watbuild", LayerKit, "assemble wasm text-format guests with jco, cached by content"},
+	{"internal/testkit/upstream", LayerKit, "upstream Murmur's own fixtures from the git mirror MURMUR_MIRROR names: the one set of tests allowed to skip in CI, saying so on stderr"},
 	{"internal/testkit/witcheck", LayerKit, "parse `wit/*.wit` and hold its records, variants, enums, flags and aliases against the Go copies: the host's types and `abi.Type` descriptors, the guest SDK's types"},
 }
 

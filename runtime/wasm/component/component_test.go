@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/testkit/upstream"
 	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
@@ -398,13 +398,10 @@ func TestPlanRefusals(t *testing.T) {
 	checkErr(t, err, CodePlan, "only instances, functions and types can be imported")
 }
 
-// TestFixtures parses and plans every component upstream Murmur ships, from the local
-// mirror of its repository (skipped where there is none, as in CI).
+// TestFixtures parses and plans every component upstream Murmur ships, from the mirror
+// of its repository $MURMUR_MIRROR names (skipped, saying so, where there is none).
 func TestFixtures(t *testing.T) {
-	repo := "/work/.mirror/murmur-nexus+murmur/repo"
-	if _, err := os.Stat(repo); err != nil {
-		t.Skip("no mirror of upstream Murmur")
-	}
+	repo := upstream.Mirror(t)
 	out, err := exec.Command("git", "-C", repo, "ls-tree", "-r", "--name-only", "HEAD").Output()
 	if err != nil {
 		t.Skipf("git ls-tree: %v", err)

@@ -16,8 +16,8 @@ import (
 // has no core-module echo-tool, so the comparison is with this repository's benchtool (a
 // Go wasip1 tool: uppercases its input) and tinytool (hand-written wat, the same). A
 // component call instantiates its whole graph afresh; core calls are timed fresh (no
-// init snapshots) and with the engine's defaults (warm instances). Skipped without the
-// upstream mirror.
+// init snapshots) and with the engine's defaults (warm instances). The component's
+// cases skip without the upstream mirror ($MURMUR_MIRROR); the core ones run always.
 func BenchmarkComponent(b *testing.B) {
 	ctx := context.Background()
 	guests := []struct {
@@ -31,8 +31,8 @@ func BenchmarkComponent(b *testing.B) {
 		}},
 	}
 	for _, gu := range guests {
-		code := gu.code(b)
 		b.Run("stage/"+gu.name, func(b *testing.B) {
+			code := gu.code(b)
 			for b.Loop() {
 				b.StopTimer()
 				e, err := wasm.NewEngine(ctx)
@@ -53,6 +53,7 @@ func BenchmarkComponent(b *testing.B) {
 			opts []wasm.EngineOption
 		}{{"fresh", []wasm.EngineOption{wasm.WithoutInitSnapshots()}}, {"default", nil}} {
 			b.Run("call-"+mode.name+"/"+gu.name, func(b *testing.B) {
+				code := gu.code(b)
 				e, err := wasm.NewEngine(ctx, mode.opts...)
 				if err != nil {
 					b.Fatal(err)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/capsulegate/capsulegate/internal/testkit/upstream"
 	"github.com/capsulegate/capsulegate/manifest"
 	"github.com/capsulegate/capsulegate/netpolicy"
 	"github.com/capsulegate/capsulegate/runtime/wasm"
@@ -17,25 +17,11 @@ import (
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
 
-// upstreamMirror is the bare git mirror of upstream Murmur, present on development
-// machines only; the tests over its fixtures skip without it. The fixtures are read
-// from git at test time and never copied into this repository.
-const upstreamMirror = "/work/.mirror/murmur-nexus+murmur/repo"
-
-const fixtureDir = "crates/murmur-cli/tests/fixtures/"
-
-// upstreamFixture returns the bytes of path (under fixtureDir) at the mirror's HEAD,
-// skipping the test when the mirror is absent.
+// upstreamFixture returns the bytes of path among upstream Murmur's fixtures, from the
+// mirror $MURMUR_MIRROR names, skipping the test (and saying so) without one.
 func upstreamFixture(tb testing.TB, path string) []byte {
 	tb.Helper()
-	if _, err := os.Stat(upstreamMirror); err != nil {
-		tb.Skip("no upstream Murmur mirror at " + upstreamMirror)
-	}
-	out, err := exec.Command("git", "-C", upstreamMirror, "show", "HEAD:"+fixtureDir+path).Output()
-	if err != nil {
-		tb.Fatalf("git show %s: %v", path, err)
-	}
-	return out
+	return upstream.Fixture(tb, path)
 }
 
 // TestUpstreamTools runs upstream Murmur's tool and driver components through CallTool.
