@@ -54,7 +54,12 @@ func pageTable(rows []row) string {
 		}
 		fmt.Fprintf(&b, "| `%s` | %d | %d | %d | %d | %d |\n", sf, c.rows, c.attacks, c.checks, c.sealed, c.cgroups)
 	}
-	fmt.Fprintf(&b, "| all | **%d** | %d | %d | %d | %d |\n\n%s", total.rows, total.attacks, total.checks, total.sealed, total.cgroups, pageEnd)
+	fmt.Fprintf(&b, "| all | **%d** | %d | %d | %d | %d |\n\n", total.rows, total.attacks, total.checks, total.sealed, total.cgroups)
+	b.WriteString("Each detector a row relies on is shown able to fire by a control, a subtest of `TestEscapeDetectorsFire` (the file sentinels, `leaked` and the process and tree checks by `TestEscapeDetectors`):\n\n| detector | notices | control |\n|---|---|---|\n")
+	for _, d := range detectors {
+		fmt.Fprintf(&b, "| %s | %s | `TestEscapeDetectorsFire/%s` |\n", d.name, d.notices, strings.ReplaceAll(d.name, " ", "_"))
+	}
+	b.WriteString("\n" + pageEnd)
 	return b.String()
 }
 

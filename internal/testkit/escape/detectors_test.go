@@ -1,0 +1,124 @@
+package escape
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// detector is one way rows notice an escape, and the control proving it can fire: a
+// subtest of TestEscapeDetectorsFire that makes the detector see what an escape would
+// do, from outside any sandbox. docs/escapes.md lists them from this table.
+type detector struct {
+	name, notices string
+	control       func(t *testing.T, s *suite)
+}
+
+// detectors are the suite's sentinels beyond the file ones TestEscapeDetectors checks.
+var detectors = []detector{
+	{"network sentinel", "a connection to the loopback server no rule allows (network, shell, native, harness rows)", func(t *testing.T, s *suite) {
+		n := s.netFix(t)
+		before := n.sentinelHits.Load()
+		get(t, "http://127.0.0.1:"+n.sentinelPort+"/")
+		if n.sentinelHits.Load() == before {
+			t.Error("a request to the network sentinel went uncounted")
+		}
+	}},
+	{"DNS upstream counter", "a question the pinning resolver should have refused reaching the upstream server (dns rows)", func(t *testing.T, s *suite) {
+		n := s.netFix(t)
+		before := n.asked("control.test")
+		m := new(dns.Msg)
+		m.SetQuestion("control.test.", dns.TypeA)
+		c := &dns.Client{Net: "udp", Timeout: 10 * time.Second} // the upstream serves UDP
+		if _, _, err := c.Exchange(m, n.upstreamAddr); err != nil {
+			t.Fatal(err)
+		}
+		if n.asked("control.test") == before {
+			t.Error("a question to the upstream server went uncounted")
+		}
+	}},
+	{"wasm forbidden server", "a guest's HTTP reaching the loopback server its grants leave out (wasm rows)", func(t *testing.T, s *suite) {
+		w := s.wasmNet(t)
+		before := w.forbiddenHits.Load()
+		get(t, "http://127.0.0.1:"+w.forbiddenPort+"/")
+		if w.forbiddenHits.Load() == before {
+			t.Error("a request to the forbidden server went uncounted")
+		}
+	}},
+	{"A2A job and webhook counters", "a refused request that ran a task or reached the loopback webhook (a2a-input rows)", func(t *testing.T, s *suite) {
+		f := s.a2aFix(t)
+		jobs, hooks := f.jobs.Load(), f.hookHits.Load()
+		if o := a2aAttack(tokenA, call("message/send", func(*a2aFixture) any { return map[string]any{"message": message("a task")} }))(t, s); !strings.Contains(o.escaped, "ran 1 tasks") {
+			t.Errorf("a request that ran a task: %+v, want the job counter to fire", o)
+		}
+		get(t, f.hookURL)
+		if f.jobs.Load() == jobs || f.hookHits.Load() == hooks {
+			t.Error("a task or a webhook call went uncounted")
+		}
+	}},
+	{"A2A leak check", "principal A's text, task or context in another principal's answer (a2a-input rows)", func(t *testing.T, s *suite) {
+		f := s.a2aFix(t)
+		// Principal A's own list names its task: seen as a leak when another's would.
+		o := a2aCall(a2aReq{token: tokenA, method: http.MethodGet, path: "v1/tasks", listing: true})(t, s)
+		if o.escaped != "" {
+			t.Fatalf("principal A's own list: %s", o.escaped)
+		}
+		status, body := f.do(t, http.MethodGet, "v1/tasks", tokenA, nil, nil)
+		if status != http.StatusOK || !strings.Contains(string(body), f.taskA) {
+			t.Fatalf("principal A's list does not name its task: HTTP %d %s", status, body)
+		}
+	}},
+	{"unix socket sentinels", "a connection to the gateway's unix sockets, by path or abstract name (shell rows)", func(t *testing.T, s *suite) {
+		if why := s.lacks(needSealed); why != "" {
+			unavailable(t, inCI(), row{id: "unix socket sentinels", attack: "the control of the unix sockets", need: needSealed}, why)
+			return
+		}
+		sb := s.sandbox(t)
+		before := sb.unixHits.Load()
+		for _, addr := range []string{sb.unixPath, "@" + sb.unixAbstract} {
+			c, err := net.Dial("unix", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The sentinel counts a connection, then closes it: its EOF says it counted.
+			c.SetReadDeadline(time.Now().Add(watchdogControl))
+			if _, err := c.Read(make([]byte, 1)); err == nil {
+				t.Errorf("the sentinel at %s answered instead of closing", addr)
+			}
+			c.Close()
+		}
+		if got := sb.unixHits.Load() - before; got != 2 {
+			t.Errorf("connections to the unix sentinels: %d counted, want 2", got)
+		}
+	}},
+}
+
+// watchdogControl bounds a control's wait for a sentinel's goroutine to count.
+const watchdogControl = 10 * time.Second
+
+// TestEscapeDetectorsFire runs each detector's control: a row cannot pass because its
+// sentinel is blind.
+func TestEscapeDetectorsFire(t *testing.T) {
+	s := newSuite(t)
+	for _, d := range detectors {
+		t.Run(d.name, func(t *testing.T) { d.control(t, s) })
+	}
+}
+
+// get fetches u from the test process and discards the answer.
+func get(t *testing.T, u string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), watchdogControl)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
