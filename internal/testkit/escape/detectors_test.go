@@ -73,6 +73,18 @@ var detectors = []detector{
 			t.Fatalf("principal A's list does not name its task: HTTP %d %s", status, body)
 		}
 	}},
+	{"JWT job counter and attacker JWKS", "a forged token that ran a task, or made the gateway fetch the attacker's keys (edge-auth rows)", func(t *testing.T, s *suite) {
+		f := s.jwtFix(t)
+		valid := func(t *testing.T, f *jwtFixture) string { return signed(t, f.ecKey, "ES256", "ec", f.claims("alice", nil), nil) }
+		if o := jwtAttack(valid)(t, s); !strings.Contains(o.escaped, "ran 1 tasks") {
+			t.Errorf("a valid token: %+v, want the job counter to fire", o)
+		}
+		hits := f.attackerHits.Load()
+		get(t, f.attackerJWKS)
+		if f.attackerHits.Load() == hits {
+			t.Error("a fetch of the attacker's JWKS went uncounted")
+		}
+	}},
 	{"unix socket sentinels", "a connection to the gateway's unix sockets, by path or abstract name (shell rows)", func(t *testing.T, s *suite) {
 		if why := s.lacks(needSealed); why != "" {
 			unavailable(t, inCI(), row{id: "unix socket sentinels", attack: "the control of the unix sockets", need: needSealed}, why)

@@ -23,7 +23,8 @@ const (
 	A2AInput      Surface = "a2a-input"      // requests to the A2A endpoint
 	Harness       Surface = "harness"        // a process capsule's harness CLI in its session's sandbox
 	MCPBridge     Surface = "mcp-bridge"     // the per-run MCP server a harness reaches the capsule's tools through
+	EdgeAuth      Surface = "edge-auth"      // JWTs presented to a route that verifies them against its issuer's keys
 )
 
 // Surfaces lists every surface in the order the suite reports them.
-var Surfaces = []Surface{WasmCore, WasmComponent, WASI2Handle, Shell, Native, Network, DNS, Archive, A2AInput, Harness, MCPBridge}
+var Surfaces = []Surface{WasmCore, WasmComponent, WASI2Handle, Shell, Native, Network, DNS, Archive, A2AInput, EdgeAuth, Harness, MCPBridge}

@@ -44,6 +44,7 @@ type suite struct {
 	sb  *sandboxFixture
 	net *netFixture
 	a2a *a2aFixture
+	jwt *jwtFixture
 	hf  *harnessFixture
 	mb  *bridgeFixture
 }
