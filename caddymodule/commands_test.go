@@ -10,7 +10,7 @@ import (
 func TestSubcommandFlags(t *testing.T) {
 	root := &cobra.Command{Use: "capsule"}
 	addSubcommands(root)
-	reads := map[string]bool{"run": true, "install": true, "verify": true, "publish": true, "search": true, "doctor": true, "pack": false, "replay": false,
+	reads := map[string]bool{"run": true, "install": true, "verify": true, "explain": true, "publish": true, "search": true, "doctor": true, "pack": false, "replay": false,
 		"store check": false, "store compact": false, "store migrate": false}
 	var leaves []*cobra.Command
 	for _, c := range root.Commands() {
