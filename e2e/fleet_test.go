@@ -653,6 +653,9 @@ func TestFleetRollingUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs two gateways")
 	}
+	// Parallel: it waits on its own gateways more than it computes, and the package's
+	// wall time is near its bound (docs/benchmarks.md, the test suite's time).
+	t.Parallel()
 	pgtest.Need(t)
 	s := newFleetSite(t)
 	v1, v2 := s.capsule(t, "1.0.0"), s.capsule(t, "2.0.0")

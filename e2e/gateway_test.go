@@ -30,6 +30,9 @@ func TestGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the gateway")
 	}
+	// Parallel: it waits on its own gateways more than it computes, and the package's
+	// wall time is near its bound (docs/benchmarks.md, the test suite's time).
+	t.Parallel()
 	g := startGateway(t)
 
 	// Before any task runs: every staged artifact already has its series at zero.

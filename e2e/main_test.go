@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/pgtest"
@@ -26,19 +27,31 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	caddyBin = filepath.Join(dir, "caddy")
+	// Both at once: the second build is mostly linking, which the first leaves a core for.
+	var wg sync.WaitGroup
+	failed := make(chan string, 2)
 	for _, b := range []struct{ out, pkg string }{
 		{caddyBin, "../cmd/caddy"},
 		{filepath.Join(dir, "capsulegate-sandbox"), "../cmd/capsulegate-sandbox"},
 	} {
-		// The flags of `make caddy` (CADDY_FLAGS), which are xcaddy's: the three builds of
-		// a test run share their compiled packages.
-		build := exec.Command("go", "build", "-trimpath", "-tags", "nobadger,nomysql,nopgx", "-o", b.out, b.pkg)
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n", b.pkg, err)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The flags of `make caddy` (CADDY_FLAGS), which are xcaddy's: the three builds
+			// of a test run share their compiled packages.
+			build := exec.Command("go", "build", "-trimpath", "-tags", "nobadger,nomysql,nopgx", "-o", b.out, b.pkg)
+			build.Stdout, build.Stderr = os.Stderr, os.Stderr
+			if err := build.Run(); err != nil {
+				failed <- fmt.Sprintf("building %s: %v", b.pkg, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(failed)
+	for msg := range failed {
+		fmt.Fprintln(os.Stderr, msg)
+		os.RemoveAll(dir)
+		os.Exit(1)
 	}
 	flag.Parse() // m.Run would parse them too; startXcaddy reads -test.run
 	startXcaddy()

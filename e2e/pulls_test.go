@@ -22,6 +22,9 @@ import (
 // tool; the runtime pin shows in `caddy capsule doctor`; a pull outside the trust policy
 // is refused with the string the guest reads.
 func TestRuntimePullsAcrossAFleet(t *testing.T) {
+	// Parallel: it waits on its own gateways more than it computes, and the package's
+	// wall time is near its bound (docs/benchmarks.md, the test suite's time).
+	t.Parallel()
 	reg := ocitest.Start(t)
 	dsn := pgtest.NewDatabase(t)
 	dir := t.TempDir()

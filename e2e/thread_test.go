@@ -23,6 +23,9 @@ import (
 // the summary replaced. The driver is recdriver (internal/testkit/testguests), which records each
 // input it gets in its session's out/driver-inputs.jsonl.
 func TestThreadedAcrossRestart(t *testing.T) {
+	// Parallel: it waits on its own gateways more than it computes, and the package's
+	// wall time is near its bound (docs/benchmarks.md, the test suite's time).
+	t.Parallel()
 	const (
 		task1User = `{"role":"user","content":[{"type":"text","text":"call echo hi"}]},`
 		task1Rest = `{"role":"assistant","content":[{"type":"text","text":"Calling echo."},{"type":"tool_call","id":"call_hi","name":"echo","input":{"text":"hi"}}]},` +
