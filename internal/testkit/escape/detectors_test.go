@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/capsulegate/capsulegate/runtime"
 )
 
 // detector is one way rows notice an escape, and the control proving it can fire: a
@@ -85,6 +87,14 @@ var detectors = []detector{
 		get(t, f.attackerJWKS)
 		if f.attackerHits.Load() == hits {
 			t.Error("a fetch of the attacker's JWKS went uncounted")
+		}
+	}},
+	{"the lister's view of a message's files", "a file of a task's message the guest finds outside in/ (a2a-parts rows)", func(t *testing.T, s *suite) {
+		f := s.partsFix(t)
+		// The task's own text is task.md, outside in/: the lister must report it.
+		out := f.hosted.RunTask(context.Background(), runtime.TaskRequest{Text: "PAYLOAD-control"})
+		if !strings.Contains(out.Result, "task.md PAYLOAD-control") {
+			t.Errorf("the lister did not report a file outside in/: %s %q", out.State, out.Result)
 		}
 	}},
 	{"unix socket sentinels", "a connection to the gateway's unix sockets, by path or abstract name (shell rows)", func(t *testing.T, s *suite) {

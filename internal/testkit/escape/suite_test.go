@@ -41,12 +41,13 @@ type suite struct {
 	gfs   *guestfs.FS // files.work as a guest's "/"
 	wnet  *wasmNet
 
-	sb  *sandboxFixture
-	net *netFixture
-	a2a *a2aFixture
-	jwt *jwtFixture
-	hf  *harnessFixture
-	mb  *bridgeFixture
+	sb    *sandboxFixture
+	net   *netFixture
+	a2a   *a2aFixture
+	jwt   *jwtFixture
+	parts *partsFixture
+	hf    *harnessFixture
+	mb    *bridgeFixture
 }
 
 func newSuite(t *testing.T) *suite {
