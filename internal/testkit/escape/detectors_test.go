@@ -1,6 +1,7 @@
 package escape
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -95,6 +96,14 @@ var detectors = []detector{
 		out := f.hosted.RunTask(context.Background(), runtime.TaskRequest{Text: "PAYLOAD-control"})
 		if !strings.Contains(out.Result, "task.md PAYLOAD-control") {
 			t.Errorf("the lister did not report a file outside in/: %s %q", out.State, out.Result)
+		}
+	}},
+	{"the registry folder's snapshot", "an upload a refusal let into the served registry's folder (registry rows)", func(t *testing.T, s *suite) {
+		accepted := func(t *testing.T, f *registryFixture) (int, string) {
+			return f.upload(t, publishToken, "control", "1.0.0", "wasm", bytes.NewReader(toolArchive(t, "control", "1.0.0", "control")), -1)
+		}
+		if o := registryAttack(accepted)(t, s); o.class != "HTTP 201" || !strings.Contains(o.escaped, "folder changed") {
+			t.Errorf("an accepted upload: %+v, want the folder's change noticed", o)
 		}
 	}},
 	{"unix socket sentinels", "a connection to the gateway's unix sockets, by path or abstract name (shell rows)", func(t *testing.T, s *suite) {

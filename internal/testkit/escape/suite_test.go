@@ -46,6 +46,7 @@ type suite struct {
 	a2a   *a2aFixture
 	jwt   *jwtFixture
 	parts *partsFixture
+	reg   *registryFixture
 	hf    *harnessFixture
 	mb    *bridgeFixture
 }

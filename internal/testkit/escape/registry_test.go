@@ -1,0 +1,203 @@
+package escape
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/capsulegate/capsulegate/registry"
+)
+
+// Registry rows send hostile requests to the registry a gateway serves
+// (`capsule_registry`, registry.NexusServer on a local folder) with a publish token and a
+// read token. Sentinels: the registry's folder must hold exactly what it held before a
+// refused upload, nothing may appear beside it, and no answer may carry the secret kept
+// in a file beside the folder.
+
+const (
+	publishToken = "pub-token-escape-71"
+	readToken    = "read-token-escape-19"
+	regMax       = 64 << 10
+)
+
+type registryFixture struct {
+	url, root, base string
+	client          *http.Client
+	tool            []byte // a valid archive of tool "good" 1.0.0, already published
+}
+
+func (s *suite) registryFix(t *testing.T) *registryFixture {
+	if s.reg != nil {
+		return s.reg
+	}
+	base, err := filepath.EvalSymlinks(s.top.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &registryFixture{base: base, root: filepath.Join(base, "registry")}
+	os.WriteFile(filepath.Join(base, "secret.txt"), []byte(secret), 0o644)
+	srv := httptest.NewServer(&registry.NexusServer{Local: registry.NewLocal(f.root), PublishToken: publishToken, ReadToken: readToken, MaxBytes: regMax})
+	s.top.Cleanup(srv.Close)
+	f.url, f.client = srv.URL, srv.Client()
+	f.tool = toolArchive(t, "good", "1.0.0", "good")
+	if status, body := f.upload(t, publishToken, "good", "1.0.0", "wasm", bytes.NewReader(f.tool), -1); status != http.StatusCreated {
+		t.Fatalf("publishing the good tool: HTTP %d %s", status, body)
+	}
+	s.reg = f
+	return f
+}
+
+// toolArchive is a .mur.zip of a wasm tool named name@version, its manifest saying
+// manifestName.
+func toolArchive(t *testing.T, name, version, manifestName string) []byte {
+	return buildZip(t, nil,
+		zent{name: "murmur.yaml", data: fmt.Sprintf("name: %s\nversion: %s\nruntime: tool\nimplementation: wasm\ndescription: escape suite tool\n", manifestName, version)},
+		zent{name: name + ".wasm", data: "\x00asm\x01\x00\x00\x00"})
+}
+
+// upload POSTs body as name@version (runtime rt) with token ("" for none); length -1
+// sends the length, -2 leaves it out (chunked).
+func (f *registryFixture) upload(t *testing.T, token, name, version, rt string, body io.Reader, length int64) (int, string) {
+	u := f.url + "/v1/artifacts?name=" + name + "&version=" + version + "&runtime=" + rt
+	req, err := http.NewRequest(http.MethodPost, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if length == -2 {
+		req.ContentLength = -1
+		req.Body = io.NopCloser(body)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return f.send(t, req)
+}
+
+func (f *registryFixture) send(t *testing.T, req *http.Request) (int, string) {
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b)
+}
+
+// snapshot is every path under root with its size: what a refused request must leave.
+func snapshot(root string) string {
+	var b strings.Builder
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		info, _ := d.Info()
+		if info != nil && !d.IsDir() {
+			fmt.Fprintf(&b, "%s %d\n", rel, info.Size())
+		} else {
+			fmt.Fprintf(&b, "%s/\n", rel)
+		}
+		return nil
+	})
+	return b.String()
+}
+
+var regCode = regexp.MustCompile(`E-REG-\d{3}`)
+
+// registryAttack runs req against the fixture and classifies the answer as "HTTP
+// <status>" and its E-REG code; the registry's folder must be unchanged, nothing may
+// appear beside it, and the secret must not come back.
+func registryAttack(req func(t *testing.T, f *registryFixture) (int, string)) func(*testing.T, *suite) outcome {
+	return func(t *testing.T, s *suite) outcome {
+		f := s.registryFix(t)
+		before, beside := snapshot(f.root), len(entries(f.base))
+		status, body := req(t, f)
+		class := fmt.Sprintf("HTTP %d", status)
+		if code := regCode.FindString(body); code != "" {
+			class += " " + code
+		}
+		var escaped []string
+		if after := snapshot(f.root); after != before {
+			escaped = append(escaped, "the registry's folder changed")
+		}
+		if n := len(entries(f.base)); n != beside {
+			escaped = append(escaped, "something appeared beside the registry's folder")
+		}
+		if l := leaked(body); l != "" {
+			escaped = append(escaped, l)
+		}
+		return outcome{class: class, escaped: strings.Join(escaped, "; ")}
+	}
+}
+
+func entries(dir string) []os.DirEntry {
+	e, _ := os.ReadDir(dir)
+	return e
+}
+
+func regGet(f *registryFixture, t *testing.T, path, token string) (int, string) {
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, f.url+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return f.send(t, req)
+}
+
+func registryRows() []row {
+	up := func(token, name, version, rt string, archive func(t *testing.T, f *registryFixture) []byte) func(*testing.T, *registryFixture) (int, string) {
+		return func(t *testing.T, f *registryFixture) (int, string) {
+			return f.upload(t, token, name, version, rt, bytes.NewReader(archive(t, f)), -1)
+		}
+	}
+	good := func(name, version string) func(*testing.T, *registryFixture) []byte {
+		return func(t *testing.T, _ *registryFixture) []byte { return toolArchive(t, name, version, name) }
+	}
+	cases := []struct {
+		attack, want string
+		req          func(*testing.T, *registryFixture) (int, string)
+	}{
+		{"an upload without a token", "HTTP 401", up("", "evil", "1.0.0", "wasm", good("evil", "1.0.0"))},
+		{"an upload with the read token", "HTTP 401", up(readToken, "evil", "1.0.0", "wasm", good("evil", "1.0.0"))},
+		{"an upload with a prefix of the publish token", "HTTP 401", up(publishToken[:len(publishToken)-1], "evil", "1.0.0", "wasm", good("evil", "1.0.0"))},
+		{"an upload named ../../escape", "HTTP 400 " + registry.CodeArtifactName, up(publishToken, "../../escape", "1.0.0", "wasm", good("evil", "1.0.0"))},
+		{"an upload versioned ../../1.0.0", "HTTP 400 " + registry.CodeArtifactVersion, up(publishToken, "evil", "../../1.0.0", "wasm", good("evil", "1.0.0"))},
+		{"an upload whose archive holds another artifact than the query names", "HTTP 400 " + registry.CodeIdentity, up(publishToken, "evil", "1.0.0", "wasm", good("other", "1.0.0"))},
+		{"an upload whose archive climbs out (zip slip)", "HTTP 400 E-REG-004", up(publishToken, "evil", "1.0.0", "wasm", func(t *testing.T, _ *registryFixture) []byte {
+			return buildZip(t, nil, zent{name: "murmur.yaml", data: "name: evil\nversion: 1.0.0\nruntime: tool\nimplementation: wasm\n"},
+				zent{name: "../../../escaped.txt", data: "out"})
+		})},
+		{"an upload that is no zip", "HTTP 400 E-REG-001", up(publishToken, "evil", "1.0.0", "wasm", func(*testing.T, *registryFixture) []byte { return []byte("not a zip " + secret) })},
+		{"an upload over the size cap, its length declared", "HTTP 413 " + registry.CodeDeclaredSize, up(publishToken, "evil", "1.0.0", "wasm", func(*testing.T, *registryFixture) []byte {
+			return bytes.Repeat([]byte("x"), regMax+1)
+		})},
+		{"an upload over the size cap, chunked", "HTTP 413 " + registry.CodeDeclaredSize, func(t *testing.T, f *registryFixture) (int, string) {
+			return f.upload(t, publishToken, "evil", "1.0.0", "wasm", bytes.NewReader(bytes.Repeat([]byte("x"), regMax+1)), -2)
+		}},
+		{"an upload replacing a published version with other bytes", "HTTP 409 " + registry.CodeConflict, up(publishToken, "good", "1.0.0", "wasm", func(t *testing.T, _ *registryFixture) []byte {
+			return buildZip(t, nil, zent{name: "murmur.yaml", data: "name: good\nversion: 1.0.0\nruntime: tool\nimplementation: wasm\ndescription: replaced\n"},
+				zent{name: "good.wasm", data: "\x00asm\x01\x00\x00\x00replaced"})
+		})},
+		{"an upload to a reserved version (latest)", "HTTP 422", up(publishToken, "evil", "latest", "wasm", good("evil", "1.0.0"))},
+		{"a listing without the read token", "HTTP 401", func(t *testing.T, f *registryFixture) (int, string) { return regGet(f, t, "/v1/artifacts", "") }},
+		{"a fetch climbing out of the folder (..%2F)", "HTTP 404", func(t *testing.T, f *registryFixture) (int, string) {
+			return regGet(f, t, "/v1/artifacts/..%2F..%2Fsecret.txt/1.0.0", readToken)
+		}},
+		{"a fetch of a version climbing out", "HTTP 404", func(t *testing.T, f *registryFixture) (int, string) {
+			return regGet(f, t, "/v1/artifacts/good/..%2F..%2F..%2Fsecret.txt", readToken)
+		}},
+	}
+	var rows []row
+	for i, c := range cases {
+		rows = append(rows, row{id: fmt.Sprintf("RG-%02d", i+1), surface: Registry, attack: c.attack, want: c.want, run: registryAttack(c.req)})
+	}
+	return rows
+}
