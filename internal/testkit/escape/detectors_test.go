@@ -106,6 +106,13 @@ var detectors = []detector{
 			t.Errorf("an accepted upload: %+v, want the folder's change noticed", o)
 		}
 	}},
+	{"the peer-refusing capsule's job counter", "a peer claim that became a task where peers are refused (peers rows)", func(t *testing.T, s *suite) {
+		// A message without a peer claim is a task there: the counter sees it.
+		send := func(*peersFixture) any { return map[string]any{"message": message("not a peer")} }
+		if o := peerAttack(true, tokenB, nil, "message/send", send)(t, s); !strings.Contains(o.escaped, "ran 1 tasks") {
+			t.Errorf("a task on the capsule that refuses peers: %+v, want its job counter to fire", o)
+		}
+	}},
 	{"unix socket sentinels", "a connection to the gateway's unix sockets, by path or abstract name (shell rows)", func(t *testing.T, s *suite) {
 		if why := s.lacks(needSealed); why != "" {
 			unavailable(t, inCI(), row{id: "unix socket sentinels", attack: "the control of the unix sockets", need: needSealed}, why)

@@ -26,7 +26,8 @@ const (
 	EdgeAuth      Surface = "edge-auth"      // JWTs presented to a route that verifies them against its issuer's keys
 	A2AParts      Surface = "a2a-parts"      // a task message's files and file URIs, as the runtime lands and fetches them
 	Registry      Surface = "registry"       // the registry a gateway serves (capsule_registry): uploads, fetches, listings
+	Peers         Surface = "peers"          // messages claiming to come from another capsule's runtime
 )
 
 // Surfaces lists every surface in the order the suite reports them.
-var Surfaces = []Surface{WasmCore, WasmComponent, WASI2Handle, Shell, Native, Network, DNS, Archive, Registry, A2AInput, A2AParts, EdgeAuth, Harness, MCPBridge}
+var Surfaces = []Surface{WasmCore, WasmComponent, WASI2Handle, Shell, Native, Network, DNS, Archive, Registry, A2AInput, A2AParts, Peers, EdgeAuth, Harness, MCPBridge}

@@ -47,6 +47,7 @@ type suite struct {
 	jwt   *jwtFixture
 	parts *partsFixture
 	reg   *registryFixture
+	peers *peersFixture
 	hf    *harnessFixture
 	mb    *bridgeFixture
 }
