@@ -73,16 +73,7 @@ func (s *suite) a2aFix(t *testing.T) *a2aFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/agents/escape/", h)
-	srv := httptest.NewServer(mux)
-	s.top.Cleanup(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		h.Shutdown(ctx)
-		srv.Close()
-	})
-	f.url, f.client = srv.URL+"/agents/escape/", srv.Client()
+	f.url, f.client = s.serveA2A(h, "/agents/escape/")
 	// Principal A's task, the one B goes after.
 	status, body := f.post(t, tokenA, rpc("message/send", map[string]any{"message": message(f.sentinelText)}), nil)
 	var r struct {
@@ -105,7 +96,13 @@ func (f *a2aFixture) post(t *testing.T, token string, body io.Reader, header map
 // do sends a request of method to path under the endpoint (an HTTP+JSON route; "" for
 // JSON-RPC's endpoint itself).
 func (f *a2aFixture) do(t *testing.T, method, path, token string, body io.Reader, header map[string]string) (int, []byte) {
-	req, err := http.NewRequest(method, f.url+path, body)
+	return sendA2A(t, f.client, method, f.url+path, token, body, header)
+}
+
+// sendA2A sends a JSON request of method to url as the holder of token ("" for none)
+// with header, and returns the status and the whole answer.
+func sendA2A(t *testing.T, client *http.Client, method, url, token string, body io.Reader, header map[string]string) (int, []byte) {
+	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,13 +113,28 @@ func (f *a2aFixture) do(t *testing.T, method, path, token string, body io.Reader
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := f.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
+}
+
+// serveA2A serves h on loopback until the suite ends (shut down at once then), under
+// prefix, and returns the endpoint and a client for it.
+func (s *suite) serveA2A(h *a2a.Handler, prefix string) (string, *http.Client) {
+	mux := http.NewServeMux()
+	mux.Handle(prefix, h)
+	srv := httptest.NewServer(mux)
+	s.top.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		h.Shutdown(ctx)
+		srv.Close()
+	})
+	return srv.URL + prefix, srv.Client()
 }
 
 func message(text string, extra ...string) map[string]any {

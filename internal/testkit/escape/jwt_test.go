@@ -74,14 +74,7 @@ func (s *suite) jwtFix(t *testing.T) *jwtFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
-	s.top.Cleanup(func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		h.Shutdown(ctx)
-		srv.Close()
-	})
-	f.url, f.client = srv.URL+"/", srv.Client()
+	f.url, f.client = s.serveA2A(h, "/")
 	s.jwt = f
 	return f
 }

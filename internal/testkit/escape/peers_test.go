@@ -1,11 +1,10 @@
 package escape
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -40,15 +39,9 @@ func (s *suite) peersFix(t *testing.T) *peersFixture {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(h)
-		s.top.Cleanup(func() {
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			h.Shutdown(ctx)
-			srv.Close()
-		})
-		f.client = srv.Client()
-		return srv.URL + "/"
+		url, client := s.serveA2A(h, "/")
+		f.client = client
+		return url
 	}
 	f.accepting, f.refusing = serve(true, &jobs), serve(false, &f.refusedJobs)
 	status, body := f.post(t, f.accepting, tokenA, nil, rpc("message/send", map[string]any{"message": message("principal A's " + secret)}))
@@ -63,30 +56,8 @@ func (s *suite) peersFix(t *testing.T) *peersFixture {
 	return f
 }
 
-func (f *peersFixture) post(t *testing.T, url, token string, header map[string]string, body interface{ Read([]byte) (int, error) }) (int, []byte) {
-	req, _ := http.NewRequest(http.MethodPost, url, body)
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := f.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	return resp.StatusCode, []byte(b.String())
+func (f *peersFixture) post(t *testing.T, url, token string, header map[string]string, body io.Reader) (int, []byte) {
+	return sendA2A(t, f.client, http.MethodPost, url, token, body, header)
 }
 
 // peerClaim is the headers of a peer message from capsule for principal, with chain.
