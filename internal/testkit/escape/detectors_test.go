@@ -113,6 +113,15 @@ var detectors = []detector{
 			t.Errorf("a task on the capsule that refuses peers: %+v, want its job counter to fire", o)
 		}
 	}},
+	{"a WASI 0.2 call the host served", "a handle row's attack the host answered instead of refusing (wasi2-handle rows)", func(t *testing.T, s *suite) {
+		served := func(g *w2Guest) error {
+			_, err := g.call("check-write", g.must("get-stdout"), w2Ret)
+			return err
+		}
+		if o := ioAttack(served)(t, s); !strings.Contains(o.escaped, "served the attack") {
+			t.Errorf("a call the host served: %+v, want it seen", o)
+		}
+	}},
 	{"unix socket sentinels", "a connection to the gateway's unix sockets, by path or abstract name (shell rows)", func(t *testing.T, s *suite) {
 		if why := s.lacks(needSealed); why != "" {
 			unavailable(t, inCI(), row{id: "unix socket sentinels", attack: "the control of the unix sockets", need: needSealed}, why)
