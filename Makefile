@@ -213,6 +213,12 @@ fuzz:
 	$(GO) test ./edgeauth -run '^$$' -fuzz '^FuzzJWT$$' -fuzztime $(FUZZTIME_JWT)
 	$(GO) test ./edgeauth -run '^$$' -fuzz '^FuzzBearerToken$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./edgepolicy -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./netpolicy -run '^$$' -fuzz '^FuzzCanonicalHost$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./taskdb -run '^$$' -fuzz '^FuzzDecodePin$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./wit/abi -run '^$$' -fuzz '^FuzzLift$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./wit/abi -run '^$$' -fuzz '^FuzzRoundTrip$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime/wasm -run '^$$' -fuzz '^FuzzGuestRoundTrip$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/jsontext -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME)
 
 ## bench: the benchmarks quoted in docs/benchmarks.md
 bench:
