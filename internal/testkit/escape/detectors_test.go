@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
 )
 
@@ -120,6 +121,18 @@ var detectors = []detector{
 		}
 		if o := ioAttack(served)(t, s); !strings.Contains(o.escaped, "served the attack") {
 			t.Errorf("a call the host served: %+v, want it seen", o)
+		}
+	}},
+	{"a registry client that accepted bytes", "a remote registry's fetch answer the client took (registry client rows)", func(t *testing.T, s *suite) {
+		honest := func(t *testing.T) func(http.ResponseWriter) {
+			good := toolArchive(t, "good", "1.0.0", "good")
+			return func(w http.ResponseWriter) {
+				w.Header().Set(registry.HeaderSHA256, sha256Hex(good))
+				w.Write(good)
+			}
+		}
+		if o := registryClientAttack(honest)(t, s); o.class != "accepted" || o.escaped == "" {
+			t.Errorf("an honest registry's answer: %+v, want it taken and seen", o)
 		}
 	}},
 	{"unix socket sentinels", "a connection to the gateway's unix sockets, by path or abstract name (shell rows)", func(t *testing.T, s *suite) {

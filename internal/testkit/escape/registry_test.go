@@ -3,6 +3,8 @@ package escape
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -200,4 +202,88 @@ func registryRows() []row {
 		rows = append(rows, row{id: fmt.Sprintf("RG-%02d", i+1), surface: Registry, attack: c.attack, want: c.want, run: registryAttack(c.req)})
 	}
 	return rows
+}
+
+// Registry client rows: a hostile Nexus registry on loopback answers the gateway's
+// fetch of an artifact with tampered, lying or hostile bytes. The client must refuse each
+// before the bytes are used: a Blob handed back is the escape.
+
+// hostileNexus serves fetch answers made by answer and returns the registry's client.
+func hostileNexus(t *testing.T, answer func(w http.ResponseWriter)) *registry.Nexus {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { answer(w) }))
+	t.Cleanup(srv.Close)
+	src, err := registry.ParseSource("nexus+" + srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return registry.NewNexus(src, registry.OpenOptions{Getenv: func(string) string { return "" }})
+}
+
+// registryClientAttack fetches good@1.0.0 from a registry answering as answer makes it.
+func registryClientAttack(answer func(t *testing.T) func(w http.ResponseWriter)) func(*testing.T, *suite) outcome {
+	return func(t *testing.T, _ *suite) outcome {
+		n := hostileNexus(t, answer(t))
+		blob, err := n.Fetch(context.Background(), registry.Ref{Name: "good", Version: "1.0.0"})
+		if err == nil {
+			return outcome{class: "accepted", escaped: fmt.Sprintf("the client accepted %d bytes (sha256 %s)", len(blob.Data), blob.SHA256)}
+		}
+		return outcome{class: codeClass(err)}
+	}
+}
+
+func registryClientRows() []row {
+	serve := func(data []byte, stated string) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			if stated != "" {
+				w.Header().Set(registry.HeaderSHA256, stated)
+			}
+			w.Write(data)
+		}
+	}
+	cases := []struct {
+		attack, want string
+		answer       func(t *testing.T) func(w http.ResponseWriter)
+	}{
+		{"a blob tampered after its digest was stated", registry.CodeHashMismatch, func(t *testing.T) func(http.ResponseWriter) {
+			good := toolArchive(t, "good", "1.0.0", "good")
+			bad := append(bytes.Clone(good[:len(good)-1]), good[len(good)-1]^0xff)
+			return serve(bad, sha256Hex(good))
+		}},
+		{"a blob with no digest stated", registry.CodeRemoteProtocol, func(t *testing.T) func(http.ResponseWriter) {
+			return serve(toolArchive(t, "good", "1.0.0", "good"), "")
+		}},
+		{"a blob stating a digest that is not one", registry.CodeRemoteProtocol, func(t *testing.T) func(http.ResponseWriter) {
+			return serve(toolArchive(t, "good", "1.0.0", "good"), "../../etc/passwd")
+		}},
+		{"a blob whose archive climbs out (zip slip), its digest honest", "E-REG-004", func(t *testing.T) func(http.ResponseWriter) {
+			z := buildZip(t, nil, zent{name: "murmur.yaml", data: "name: good\nversion: 1.0.0\nruntime: tool\nimplementation: wasm\n"}, zent{name: "../../../escaped", data: "x"})
+			return serve(z, sha256Hex(z))
+		}},
+		{"a blob declaring more than an archive may hold", registry.CodeDeclaredSize, func(t *testing.T) func(http.ResponseWriter) {
+			return func(w http.ResponseWriter) {
+				w.Header().Set(registry.HeaderSHA256, strings.Repeat("0", 64))
+				w.Header().Set("Content-Length", fmt.Sprint(int64(registry.MaxArchiveFileBytes)+1))
+				w.WriteHeader(http.StatusOK)
+			}
+		}},
+		{"a blob said to be for another platform than the archive is", registry.CodeRemoteProtocol, func(t *testing.T) func(http.ResponseWriter) {
+			good := toolArchive(t, "good", "1.0.0", "good")
+			return func(w http.ResponseWriter) {
+				w.Header().Set(registry.HeaderSHA256, sha256Hex(good))
+				w.Header().Set(registry.HeaderPlatform, "linux-x86_64")
+				w.Write(good)
+			}
+		}},
+	}
+	var rows []row
+	for i, c := range cases {
+		rows = append(rows, row{id: fmt.Sprintf("RC-%02d", i+1), surface: Registry, attack: "a registry's fetch answer: " + c.attack, want: c.want,
+			run: registryClientAttack(c.answer)})
+	}
+	return rows
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
