@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -319,9 +320,28 @@ func FuzzInboundParts(f *testing.F) {
 			}
 			orig := in.payload[i]
 			if p.kind.String() != orig.Kind || p.text != orig.Text || p.url != orig.URL || p.url == "" && !bytes.Equal(p.bytes, orig.Bytes) ||
-				string(p.data) != string(orig.Data) || p.name != orig.Name {
+				!sameJSON(p.data, orig.Data) || p.name != orig.Name {
 				t.Fatalf("part %d rendered as %s, decoded as %+v, was %+v", i, w, p, orig)
 			}
 		}
 	})
+}
+
+// sameJSON reports whether a and b are the same JSON value, numbers compared by their
+// digits: a data part comes back as the same value, though encoding/json may escape
+// characters of it differently (& as \u0026) when it renders history (the
+// FuzzInboundParts corpus keeps the input that showed it).
+func sameJSON(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	decode := func(b []byte) (any, bool) {
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		var v any
+		return v, d.Decode(&v) == nil && !d.More()
+	}
+	x, okx := decode(a)
+	y, oky := decode(b)
+	return okx && oky && reflect.DeepEqual(x, y)
 }
