@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+
+	"github.com/capsulegate/capsulegate/edgepolicy"
 	"strings"
 )
 
@@ -24,8 +26,10 @@ type answer struct {
 	// shape reshapes a result where HTTP+JSON's differs from JSON-RPC's in the dialect
 	// (rest.go, rest03.go); nil where it does not.
 	shape func(any) any
-	// cfg is the configuration that applies to r, read once per operation (config).
-	cfg *Config
+	// cfg is the configuration that applies to r, read once per operation (config);
+	// policy is the policy's view of it, parsed once (policyInput).
+	cfg    *Config
+	policy *edgepolicy.Input
 }
 
 // config is the configuration that applies to the request (Handler.configFor), read

@@ -346,6 +346,9 @@ type requestFacts struct {
 
 // policyInput is the policy's view of a request.
 func (h *Handler) policyInput(a *answer, m method, params json.RawMessage) *edgepolicy.Input {
+	if a.policy != nil {
+		return a.policy // allow and egress judge one request: its params are read once
+	}
 	in := &edgepolicy.Input{Principal: a.who.principal, Authenticated: a.who.authenticated, Scheme: a.who.scheme, Claims: a.who.claims,
 		Method: methodNames[m], Binding: a.binding(), Version: a.d.String(), Capsule: h.spec.capsule}
 	var f requestFacts
@@ -366,6 +369,7 @@ func (h *Handler) policyInput(a *answer, m method, params json.RawMessage) *edge
 			in.TaskID = id
 		}
 	}
+	a.policy = in
 	return in
 }
 
@@ -586,9 +590,9 @@ func identifyEdge(r *http.Request, cfg Config, token string, hasToken bool) (c c
 // RequestInfo is what the handler tells its host of one request once served, for an
 // access log: the principal it acted for and the task it created or named.
 type RequestInfo struct {
-	mu                 sync.Mutex
-	principal, task    string
-	authenticated, set bool
+	mu              sync.Mutex
+	principal, task string
+	set             bool
 }
 
 type infoKey struct{}
@@ -617,7 +621,7 @@ func (i *RequestInfo) TaskID() string {
 func noteCaller(r *http.Request, who caller) {
 	if i, ok := r.Context().Value(infoKey{}).(*RequestInfo); ok {
 		i.mu.Lock()
-		i.principal, i.authenticated, i.set = who.principal, who.authenticated, true
+		i.principal, i.set = who.principal, true
 		i.mu.Unlock()
 	}
 }

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 
@@ -296,9 +295,4 @@ func hookGrant(ref manifest.ArtifactRef, am manifest.ArtifactManifest) HookGrant
 	}
 	slices.Sort(h.Env)
 	return h
-}
-
-// String is a one-line summary, for logs.
-func (g Grant) String() string {
-	return fmt.Sprintf("network %v, env %v, %d artifacts", g.Network, g.Env, len(g.Artifacts))
 }
