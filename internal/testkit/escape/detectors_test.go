@@ -5,6 +5,8 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +77,48 @@ var detectors = []detector{
 		status, body := f.do(t, http.MethodGet, "v1/tasks", tokenA, nil, nil)
 		if status != http.StatusOK || !strings.Contains(string(body), f.taskA) {
 			t.Fatalf("principal A's list does not name its task: HTTP %d %s", status, body)
+		}
+	}},
+	{"gateway task count, webhook, folder and leak check", "a refused request to the built gateway that made a task, reached the loopback webhook, changed the folder beside the work root, or brought principal A's secret or task to another principal (a2a-gateway rows)", func(t *testing.T, s *suite) {
+		f := s.gwFix(t)
+		for _, b := range gwBindings {
+			if o := gwAttack(b, opSend, tokenA, "", false, 0)(t, s); !strings.Contains(o.escaped, "made 1 tasks") {
+				t.Errorf("%s: a request that made a task: %+v, want the task count to fire", b, o)
+			}
+		}
+		hooks := f.hookHits.Load()
+		get(t, f.hookURL)
+		if f.hookHits.Load() == hooks {
+			t.Error("a webhook call went uncounted")
+		}
+		planted := filepath.Join(f.outside, "planted.txt")
+		os.WriteFile(planted, nil, 0o644)
+		o := gwAttack(rest10, opGet, tokenB, "", false, 0)(t, s)
+		os.Remove(planted)
+		if !strings.Contains(o.escaped, "folder beside the work root changed") {
+			t.Errorf("a file planted beside the work root: %+v, want the folder check to fire", o)
+		}
+		stray := filepath.Join(f.dir, "work", "stray.txt")
+		os.WriteFile(stray, []byte(filePayload+"\n"), 0o644)
+		got := f.landed()
+		os.Remove(stray)
+		if len(got) != 1 {
+			t.Errorf("a row's file outside any in/ folder: %q, want the disk check to fire", got)
+		}
+		if _, where := foundAt("answered", []byte(`{"text":"in/message.json {}\n/etc/cron.d/x `+filePayload+`\n"}`)); len(where) != 1 || where[0] != "/etc/cron.d/x" {
+			t.Errorf("the lister's line naming /etc/cron.d/x: read as %q", where)
+		}
+		// What principal A may see is what the leak check looks for in others' answers.
+		for _, b := range gwBindings {
+			if _, answer := f.call(t, b, opGet, tokenA, ""); !strings.Contains(string(answer), secret) {
+				t.Errorf("%s: principal A's own task does not hold the secret: %s", b, answer)
+			}
+			if b == rpc03 {
+				continue // no list in JSON-RPC 0.3
+			}
+			if _, answer := f.call(t, b, opList, tokenA, ""); !strings.Contains(string(answer), f.taskA) {
+				t.Errorf("%s: principal A's own list does not name its task: %s", b, answer)
+			}
 		}
 	}},
 	{"JWT job counter and attacker JWKS", "a forged token that ran a task, or made the gateway fetch the attacker's keys (edge-auth rows)", func(t *testing.T, s *suite) {

@@ -21,6 +21,7 @@ const (
 	DNS           Surface = "dns"            // the session's pinning resolver
 	Archive       Surface = "archive"        // .mur.zip archives opened, extracted and packed
 	A2AInput      Surface = "a2a-input"      // requests to the A2A endpoint
+	A2AGateway    Surface = "a2a-gateway"    // requests to the built gateway, on every A2A binding and version
 	Harness       Surface = "harness"        // a process capsule's harness CLI in its session's sandbox
 	MCPBridge     Surface = "mcp-bridge"     // the per-run MCP server a harness reaches the capsule's tools through
 	EdgeAuth      Surface = "edge-auth"      // JWTs presented to a route that verifies them against its issuer's keys
@@ -30,4 +31,4 @@ const (
 )
 
 // Surfaces lists every surface in the order the suite reports them.
-var Surfaces = []Surface{WasmCore, WasmComponent, WASI2Handle, Shell, Native, Network, DNS, Archive, Registry, A2AInput, A2AParts, Peers, EdgeAuth, Harness, MCPBridge}
+var Surfaces = []Surface{WasmCore, WasmComponent, WASI2Handle, Shell, Native, Network, DNS, Archive, Registry, A2AInput, A2AGateway, A2AParts, Peers, EdgeAuth, Harness, MCPBridge}

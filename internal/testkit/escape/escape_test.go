@@ -52,7 +52,7 @@ const (
 func table() []row {
 	var rows []row
 	for _, part := range [][]row{wasmCoreRows(), wasmComponentRows(), wasi2HandleRows(), shellRows(), nativeRows(),
-		networkRows(), dnsRows(), archiveRows(), registryRows(), registryClientRows(), a2aRows(), partsRows(), peerRows(), jwtRows(), harnessRows(), mcpBridgeRows()} {
+		networkRows(), dnsRows(), archiveRows(), registryRows(), registryClientRows(), a2aRows(), gatewayRows(), partsRows(), peerRows(), jwtRows(), harnessRows(), mcpBridgeRows()} {
 		rows = append(rows, part...)
 	}
 	return rows

@@ -50,6 +50,11 @@ type suite struct {
 	peers *peersFixture
 	hf    *harnessFixture
 	mb    *bridgeFixture
+	gwBin string // the built gateway
+	gw    *gwFixture
+	// gwFailed says why the gateway fixture could not be made, so the rows after the
+	// first fail at once rather than each start a gateway.
+	gwFailed string
 }
 
 func newSuite(t *testing.T) *suite {
