@@ -389,7 +389,33 @@ func mcpBridgeRows() []row {
 	for i, c := range cases {
 		rows = append(rows, row{id: fmt.Sprintf("MB-%02d", i+1), surface: MCPBridge, attack: c.attack, want: c.want, run: bridgeAttack(c.req)})
 	}
-	rows = append(rows, row{id: fmt.Sprintf("MB-%02d", len(rows)+1), surface: MCPBridge, want: "closed unanswered",
+	rows = append(rows, dispatcherRows()...)
+	// Last: the longer the suite ran before it, the less it waits.
+	rows = append(rows, row{id: fmt.Sprintf("MB-%02d", len(cases)+1), surface: MCPBridge, want: "closed unanswered",
 		attack: "requests whose headers never end (slowloris), opened before the rows", run: slowloris})
+	return rows
+}
+
+// dispatcherRows attack the real dispatcher behind a run's bridge: from inside the
+// harness fixture's sandbox, as its harness, with the bridge's own token, in a session
+// of its own (mcpcall). The bridge offers the capsule's one tool, echo; every other
+// call must be refused without reaching the session's tool dispatch (the harness
+// fixture counts its tool_call events), and the tool list must name nothing else.
+func dispatcherRows() []row {
+	cases := []struct{ attack, method, params, want string }{
+		{"list the tools, looking for more than the capsule grants", "tools/list", `{}`, "exit 0: tools: echo"},
+		{"call a shell tool the capsule has none of", "tools/call", `{"name":"shell","arguments":{"command":"cat /etc/shadow"}}`, "exit 0: JSON-RPC -32602"},
+		{"call the artifact manager's pull, not granted", "tools/call", `{"name":"artifact_pull","arguments":{"name":"evil","version":"1.0.0"}}`, "exit 0: JSON-RPC -32602"},
+		{"call the echo tool by a path climbing to it", "tools/call", `{"name":"../echo","arguments":{"text":"hi"}}`, "exit 0: JSON-RPC -32602"},
+		{"call the echo tool in another case", "tools/call", `{"name":"ECHO","arguments":{"text":"hi"}}`, "exit 0: JSON-RPC -32602"},
+		{"call the echo tool with arguments that are not an object", "tools/call", `{"name":"echo","arguments":"hi"}`, "exit 0: tool error: arguments must be a JSON object"},
+		{"call a tool named by the driver's own artifact", "tools/call", `{"name":"procdriver","arguments":{}}`, "exit 0: JSON-RPC -32602"},
+	}
+	var rows []row
+	for i, c := range cases {
+		cmd := "python3 {bin}/mcpcall " + c.method + " '" + c.params + "'"
+		rows = append(rows, row{id: fmt.Sprintf("MD-%02d", i+1), surface: MCPBridge, attack: "through a run's bridge to the real dispatcher: " + c.attack + ": " + cmd,
+			want: c.want, need: needHarness, run: harnessAttack(cmd, 0)})
+	}
 	return rows
 }

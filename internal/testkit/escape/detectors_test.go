@@ -179,6 +179,16 @@ var detectors = []detector{
 			t.Errorf("an honest registry's answer: %+v, want it taken and seen", o)
 		}
 	}},
+	{"the real dispatcher's tool calls", "a call through a run's bridge that reached the session's tool dispatch (mcp-bridge MD rows, harness rows)", func(t *testing.T, s *suite) {
+		if why := s.lacks(needHarness); why != "" {
+			unavailable(t, inCI(), row{id: "the real dispatcher's tool calls", attack: "the control of the dispatch counter", need: needHarness}, why)
+			return
+		}
+		o := harnessAttack(`python3 {bin}/mcpcall tools/call '{"name":"echo","arguments":{"text":"hi"}}'`, 0)(t, s)
+		if !strings.Contains(o.escaped, "the bridge dispatched 1 tool calls") || !strings.Contains(o.class, "tool: ") {
+			t.Errorf("a well-formed call of echo through the bridge: %+v, want it dispatched and counted", o)
+		}
+	}},
 	{"unix socket sentinels", "a connection to the gateway's unix sockets, by path or abstract name (shell rows)", func(t *testing.T, s *suite) {
 		if why := s.lacks(needSealed); why != "" {
 			unavailable(t, inCI(), row{id: "unix socket sentinels", attack: "the control of the unix sockets", need: needSealed}, why)

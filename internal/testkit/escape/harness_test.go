@@ -63,6 +63,58 @@ out="${out[*]}"
 echo "turn-end exit=$code ${out:0:4000}"
 `
 
+// mcpCall is a client of the run's MCP bridge installed beside the harness, as a
+// harness's own MCP client would be: `mcpcall <method> <params JSON>` opens a session
+// with the bridge's token (initialize, then the initialized notification), sends one
+// request in it and prints how it was answered: "HTTP <status>" when the HTTP front
+// refused it, "JSON-RPC <code>", "tool error: <text>", "tool: <text>", or for tools/list
+// "tools: <names>".
+const mcpCall = `#!/usr/bin/env python3
+import json, os, sys, urllib.request, urllib.error
+
+url, token = os.environ["FAKE_BRIDGE"], os.environ["FAKE_BRIDGE_TOKEN"]
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+def post(body, sid=None):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    req.add_header("Authorization", "Bearer " + token)
+    req.add_header("Content-Type", "application/json")
+    req.add_header("Accept", "application/json, text/event-stream")
+    if sid:
+        req.add_header("Mcp-Session-Id", sid)
+    try:
+        r = opener.open(req, timeout=30)
+        return r.status, r.headers.get("Mcp-Session-Id"), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, None, e.read().decode()
+
+def message(text):
+    for line in text.splitlines():
+        if line.startswith("data: "):
+            return json.loads(line[6:])
+    return json.loads(text) if text.strip() else None
+
+status, sid, _ = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "mcpcall", "version": "1"}}})
+if status != 200:
+    print("initialize HTTP %d" % status)
+    sys.exit(0)
+post({"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
+status, _, text = post({"jsonrpc": "2.0", "id": 2, "method": sys.argv[1], "params": json.loads(sys.argv[2])}, sid)
+if status != 200:
+    print("HTTP %d" % status)
+    sys.exit(0)
+m = message(text)
+if "error" in m:
+    print("JSON-RPC %d" % m["error"]["code"])
+elif "tools" in m["result"]:
+    print("tools: " + " ".join(t["name"] for t in m["result"]["tools"]))
+else:
+    r = m["result"]
+    out = " ".join(c.get("text", "") for c in r.get("content", []))
+    print(("tool error: " if r.get("isError") else "tool: ") + out[:200])
+`
+
 type harnessFixture struct {
 	h                *runtime.Hosted
 	bin, outside     string          // the harness's install folder; a folder nothing grants
@@ -110,7 +162,8 @@ func (s *suite) harness(t *testing.T) *harnessFixture {
 		t.Fatal(err)
 	}
 	f := &harnessFixture{bin: filepath.Join(base, "bin"), outside: filepath.Join(base, "outside")}
-	for p, content := range map[string]string{filepath.Join(f.bin, "fakeharness"): escapeHarness, filepath.Join(f.outside, "secret.txt"): secret} {
+	for p, content := range map[string]string{filepath.Join(f.bin, "fakeharness"): escapeHarness, filepath.Join(f.bin, "mcpcall"): mcpCall,
+		filepath.Join(f.outside, "secret.txt"): secret} {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
 			t.Fatal(err)
@@ -221,7 +274,7 @@ func (f *harnessFixture) escaped(work string) string {
 	if b, err := os.ReadFile(filepath.Join(f.outside, "secret.txt")); err != nil || string(b) != secret || len(names(f.outside)) != 1 {
 		out = append(out, "the outside folder changed: "+strings.Join(names(f.outside), ", "))
 	}
-	if b, err := os.ReadFile(filepath.Join(f.bin, "fakeharness")); err != nil || string(b) != escapeHarness || len(names(f.bin)) != 1 {
+	if b, err := os.ReadFile(filepath.Join(f.bin, "fakeharness")); err != nil || string(b) != escapeHarness || len(names(f.bin)) != 2 {
 		out = append(out, "the install folder changed: "+strings.Join(names(f.bin), ", "))
 	}
 	if b, err := os.ReadFile(filepath.Join(f.victim.Work, "victim.txt")); err != nil || string(b) != secret {
@@ -320,7 +373,7 @@ func harnessAttack(cmd string, provider int64) func(*testing.T, *suite) outcome 
 			if c := netCode.FindString(m[2]); c != "" {
 				class += " " + c
 			}
-			if out := strings.TrimSpace(m[2]); code == 0 && !strings.HasPrefix(out, "HTTP") && out != "" && len(out) <= 40 {
+			if out := strings.TrimSpace(m[2]); code == 0 && !strings.HasPrefix(out, "HTTP") && out != "" && len(out) <= 60 {
 				class += ": " + out // a short answer is its own classification
 			}
 		} else {
