@@ -51,7 +51,7 @@ const (
 // table is the suite, in surface order.
 func table() []row {
 	var rows []row
-	for _, part := range [][]row{wasmCoreRows(), wasmComponentRows(), wasi2HandleRows(), shellRows(), nativeRows(),
+	for _, part := range [][]row{wasmCoreRows(), wasmComponentRows(), wasi2HandleRows(), w2ComponentRows(), shellRows(), nativeRows(),
 		networkRows(), dnsRows(), archiveRows(), registryRows(), registryClientRows(), a2aRows(), gatewayRows(), partsRows(), peerRows(), jwtRows(), harnessRows(), mcpBridgeRows()} {
 		rows = append(rows, part...)
 	}

@@ -12,7 +12,10 @@ import (
 
 	"github.com/capsulegate/capsulegate/errs"
 	"github.com/capsulegate/capsulegate/internal/testkit/watbuild"
+	"github.com/capsulegate/capsulegate/manifest"
+	"github.com/capsulegate/capsulegate/runtime/wasm"
 	"github.com/capsulegate/capsulegate/runtime/wasm/guestfs"
+	"github.com/capsulegate/capsulegate/runtime/wasm/murmur"
 	"github.com/capsulegate/capsulegate/runtime/wasm/wasip2"
 	"github.com/capsulegate/capsulegate/wit/abi"
 )
@@ -325,4 +328,47 @@ func wasi2HandleRows() []row {
 			return fmt.Sprintf("refused error-code %d", g.u8(w2Ret+1))
 		}),
 	)
+}
+
+// w2ComponentRows attack the same host through the engine's component path: the
+// hand-written component internal/testkit/testguests/hostile-w2 (a murmur tool importing
+// wasi:io/streams and wasi:cli/stdout), compiled by murmur.Compile and called with
+// murmur.CallTool as the gateway calls a tool, hands the lowered imports forged, dropped
+// and out-of-bounds handles and pointers. Each call must end classified, move only its
+// reason's trap counter, and leave the module answering the next well-formed call.
+func w2ComponentRows() []row {
+	cases := []struct{ input, attack, want string }{
+		{"f", "write to a forged stream handle (0x7777)", "E-RUN-003 abi E-WASI2-002"},
+		{"z", "write through handle 0", "E-RUN-003 abi E-WASI2-002"},
+		{"u", "write to its stdout stream after dropping it", "E-RUN-003 abi E-WASI2-002"},
+		{"d", "drop its stdout stream twice", "E-RUN-003 abi E-WASI2-002"},
+		{"p", "write a list lying past the end of memory", "E-RUN-003 abi E-WASI2-007"},
+		{"l", "write a list 2 GiB long", "E-RUN-003 abi E-WASI2-007"},
+		{"r", "write with a return area past the end of memory", "E-RUN-003 abi E-WASI2-007"},
+		{"n", "take its stdout stream 2,000,000 times, dropping none", "E-RUN-003 trap E-WASI2-003"},
+	}
+	var rows []row
+	for i, c := range cases {
+		rows = append(rows, row{id: fmt.Sprintf("W2-%02d", 40+i), surface: WASI2Handle, attack: "a component through the engine: " + c.attack,
+			want: c.want, run: trapAttackOn(hostileW2, false, c.input, nil, 0, 0)})
+	}
+	return rows
+}
+
+// hostileW2 is the hostile-w2 component compiled once as a tool.
+func hostileW2(t *testing.T, s *suite) *wasm.Module {
+	const key = "hostile-w2.wat/tool"
+	if m := s.mods[key]; m != nil {
+		return m
+	}
+	bin := watbuild.Wasm(t, "../testguests/hostile-w2/hostile-w2.wat")
+	mod, err := murmur.Compile(context.Background(), s.wasmEngine(t), capsuleName, "hostile-w2", manifest.RoleTool, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := murmur.CheckWorld(mod, string(manifest.RoleTool)); err != nil {
+		t.Fatal(err)
+	}
+	s.mods[key] = mod
+	return mod
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -209,14 +210,21 @@ func (s *suite) workFS(t *testing.T) *guestfs.FS {
 // call past its deadline by more than a second, moved a trap counter other than its
 // reason's, or left the module unable to answer the next well-formed call.
 func trapAttack(dir string, component bool, input string, env []string, deadline time.Duration, memory int64) func(*testing.T, *suite) outcome {
+	return trapAttackOn(func(t *testing.T, s *suite) *wasm.Module { return s.module(t, dir, manifest.RoleTool, component) },
+		dir == "hostile-abi", input, env, deadline, memory)
+}
+
+// trapAttackOn is trapAttack on the tool module of. A module that may fail its warm-up
+// call (hostile-abi answers nothing well-formed) says so with warmFails.
+func trapAttackOn(of func(*testing.T, *suite) *wasm.Module, warmFails bool, input string, env []string, deadline time.Duration, memory int64) func(*testing.T, *suite) outcome {
 	return func(t *testing.T, s *suite) outcome {
-		mod := s.module(t, dir, manifest.RoleTool, component)
+		mod := of(t, s)
 		e := s.engine
 		g := wasm.Grants{FS: s.guestFS(t, t.TempDir()), MemoryBytes: 256 << 20, Deadline: 30 * time.Second}
 		ok := g
 		if deadline > 0 {
 			// Warm up first, so the deadline covers the attack, not the first load.
-			if _, err := murmur.CallTool(context.Background(), e, mod, g, nil, abi.ToolInput{Data: some("ok")}); err != nil && dir != "hostile-abi" {
+			if _, err := murmur.CallTool(context.Background(), e, mod, g, nil, abi.ToolInput{Data: some("ok")}); err != nil && !warmFails {
 				t.Fatalf("warm-up call: %v", err)
 			}
 			g.Deadline = deadline
@@ -230,6 +238,12 @@ func trapAttack(dir string, component bool, input string, env []string, deadline
 		res, err := murmur.CallTool(context.Background(), e, mod, g, nil, abi.ToolInput{Data: some(input)})
 		elapsed := time.Since(start)
 		class := classifyCall(res, err)
+		if err != nil {
+			// What the WASI 0.2 host refused, under the engine's classification.
+			if c := wasi2Code.FindString(err.Error()); c != "" {
+				class += " " + c
+			}
+		}
 		var out []string
 		if deadline > 0 && elapsed > deadline+time.Second {
 			out = append(out, fmt.Sprintf("held the call for %v past a %v deadline", elapsed, deadline))
@@ -260,6 +274,8 @@ func trapAttack(dir string, component bool, input string, env []string, deadline
 		return outcome{class: class, escaped: strings.Join(out, "; ")}
 	}
 }
+
+var wasi2Code = regexp.MustCompile(`E-WASI2-\d{3}`)
 
 var trapReasons = []string{wasm.ReasonDeadline, wasm.ReasonMemoryLimit, wasm.ReasonTrap, wasm.ReasonExit, wasm.ReasonABI}
 
