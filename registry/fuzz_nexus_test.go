@@ -1,6 +1,10 @@
 package registry
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/capsulegate/capsulegate/manifest"
+)
 
 // FuzzNexusListing feeds decodeNexusListing anything: it never panics, and every item it
 // accepts has a name, a version, an implementation and a role.
@@ -36,6 +40,9 @@ func FuzzNexusListing(f *testing.F) {
 		for i, l := range ls {
 			if l.Name == "" || l.Version == "" || l.Implementation == "" || l.Role == "" {
 				t.Fatalf("item %d accepted incomplete: %+v", i, l)
+			}
+			if !manifest.ValidName(l.Name) || manifest.CheckVersion(l.Version) != "" {
+				t.Fatalf("item %d accepted naming what no fetch could: %+v", i, l)
 			}
 			for _, p := range l.Platforms {
 				if len(p) < 3 {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"unicode"
 
@@ -418,10 +419,32 @@ func decodeNexusListing(data []byte) ([]Listing, error) {
 		if err != nil {
 			return nil, bad(fmt.Sprintf("item %d: %s", i, err.Error()), nil)
 		}
+		if !listable(l) {
+			continue // Fetch would refuse it; as a hostile OCI manifest, it is left out
+		}
 		out = append(out, l)
 	}
 	return out, nil
 }
+
+// listable reports whether a listing's item names an artifact this client could fetch:
+// a name and version by the manifest's rules, and platforms of [a-z0-9_] words. An item
+// naming a path ("../../etc"), a version with a slash, or a platform holding control
+// characters is left out rather than shown to a model or an operator.
+func listable(l Listing) bool {
+	if !manifest.ValidName(l.Name) || manifest.CheckVersion(l.Version) != "" {
+		return false
+	}
+	for _, p := range l.Platforms {
+		os, arch, _ := strings.Cut(p, "-")
+		if !platformWord.MatchString(os) || !platformWord.MatchString(arch) {
+			return false
+		}
+	}
+	return true
+}
+
+var platformWord = regexp.MustCompile(`^[a-z0-9_]{1,32}$`)
 
 func (it nexusItem) listing() (Listing, error) {
 	var l Listing

@@ -447,6 +447,12 @@ func TestDecodeNexusListing(t *testing.T) {
 		{name: "full", in: `[{"name":"git-helper","version":"0.3.1","runtime":"native","artifact_runtime":"tool","platforms":[["linux","x86_64"],["darwin","aarch64"]],"description":"helps","tags":["git","vcs"],"extra":1}]`,
 			want: []Listing{{Name: "git-helper", Version: "0.3.1", Implementation: "native", Role: "tool", Platforms: []string{"linux-x86_64", "darwin-aarch64"}, Description: "helps", Tags: []string{"git", "vcs"}}}},
 		{name: "defaults", in: item(`,"description":null,"platforms":[],"tags":null`), want: []Listing{{Name: "a", Version: "1", Implementation: "wasm", Role: "tool"}}},
+		{name: "hostile items left out", in: `[{"name":"../../etc","version":"1.0.0","runtime":"wasm","artifact_runtime":"tool"},` +
+			`{"name":"a","version":"1.0.0/../../x","runtime":"wasm","artifact_runtime":"tool"},` +
+			`{"name":"b","version":"1.0.0","runtime":"wasm","artifact_runtime":"tool","platforms":[["linux\u001b[2J","x86_64"]]},` +
+			`{"name":"Echo","version":"1.0.0","runtime":"wasm","artifact_runtime":"tool"},` +
+			`{"name":"echo","version":"1.0.0","runtime":"wasm","artifact_runtime":"tool"}]`,
+			want: []Listing{{Name: "echo", Version: "1.0.0", Implementation: "wasm", Role: "tool"}}},
 		{name: "not an array", in: `{}`, says: "not a JSON array"},
 		{name: "null", in: `null`, says: "not a JSON array"},
 		{name: "nothing", in: ``, says: "not a JSON array"},

@@ -280,10 +280,146 @@ func registryClientRows() []row {
 		rows = append(rows, row{id: fmt.Sprintf("RC-%02d", i+1), surface: Registry, attack: "a registry's fetch answer: " + c.attack, want: c.want,
 			run: registryClientAttack(c.answer)})
 	}
-	return rows
+	rows = append(rows, ociClientRows(len(rows)+1)...)
+	return append(rows, listingRows(len(rows)+1)...)
 }
 
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// hostileOCI serves an OCI registry on loopback whose one repository, escape/good,
+// answers its tag 1.0.0 with the manifest manifest makes (given the layer's honest
+// digest and size) and every blob with layer; it returns the registry's client.
+func hostileOCI(t *testing.T, layer []byte, manifest func(digest string, size int) string) *registry.OCI {
+	sum := sha256Hex(layer)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/v2/":
+			w.Write([]byte("{}"))
+		case r.URL.Path == "/v2/escape/good/manifests/1.0.0":
+			w.Header().Set("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+			w.Write([]byte(manifest(sum, len(layer))))
+		case strings.HasPrefix(r.URL.Path, "/v2/escape/good/blobs/"):
+			w.Write(layer)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"errors":[{"code":"MANIFEST_UNKNOWN","message":"not here"}]}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	src, err := registry.ParseSource("oci+http://" + strings.TrimPrefix(srv.URL, "http://") + "/escape")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := registry.NewOCI(src, registry.OpenOptions{Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// ociManifest is an artifact manifest of one layer, described by annotations name and
+// version; layers, when given, replaces the layer list's JSON.
+func ociManifest(digest string, size int64, name, version, layers string) string {
+	if layers == "" {
+		layers = fmt.Sprintf(`[{"mediaType":%q,"digest":"sha256:%s","size":%d}]`, registry.OCILayerMediaType, digest, size)
+	}
+	return fmt.Sprintf(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":%q,`+
+		`"config":{"mediaType":"application/vnd.oci.empty.v1+json","digest":"sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a","size":2},`+
+		`"layers":%s,"annotations":{%q:%q,%q:%q}}`, registry.OCIArtifactType, layers, registry.AnnotationName, name, registry.AnnotationVersion, version)
+}
+
+// ociClientRows: a hostile OCI registry's manifests and layers for a fetch of
+// good@1.0.0, each refused before the bytes are used.
+func ociClientRows(first int) []row {
+	cases := []struct {
+		attack, want string
+		layer        func(t *testing.T, good []byte) []byte
+		manifest     func(digest string, size int) string
+	}{
+		{"an OCI layer tampered after its manifest stated its digest", registry.CodeHashMismatch,
+			func(t *testing.T, good []byte) []byte { return good },
+			func(digest string, size int) string {
+				return ociManifest(strings.Repeat("ab", 32), int64(size), "good", "1.0.0", "")
+			}},
+		{"an OCI layer longer than its manifest states", registry.CodeHashMismatch,
+			func(t *testing.T, good []byte) []byte { return good },
+			func(digest string, size int) string { return ociManifest(digest, int64(size-1), "good", "1.0.0", "") }},
+		{"an OCI manifest describing another artifact", registry.CodeIdentity,
+			func(t *testing.T, good []byte) []byte { return good },
+			func(digest string, size int) string { return ociManifest(digest, int64(size), "evil", "6.6.6", "") }},
+		{"an OCI manifest of two layers", registry.CodeRemoteProtocol,
+			func(t *testing.T, good []byte) []byte { return good },
+			func(digest string, size int) string {
+				l := fmt.Sprintf(`{"mediaType":%q,"digest":"sha256:%s","size":%d}`, registry.OCILayerMediaType, digest, size)
+				return ociManifest(digest, int64(size), "good", "1.0.0", "["+l+","+l+"]")
+			}},
+		{"an OCI layer digest climbing a path", registry.CodeRemoteProtocol,
+			func(t *testing.T, good []byte) []byte { return good },
+			func(digest string, size int) string {
+				return ociManifest(digest, int64(size), "good", "1.0.0", fmt.Sprintf(`[{"mediaType":%q,"digest":"sha256:../../../etc/passwd","size":%d}]`, registry.OCILayerMediaType, size))
+			}},
+		{"an OCI layer declaring more than an archive may hold", registry.CodeRemoteProtocol,
+			func(t *testing.T, good []byte) []byte { return good },
+			func(digest string, size int) string {
+				return ociManifest(digest, int64(registry.MaxArchiveFileBytes)+1, "good", "1.0.0", "")
+			}},
+		{"an OCI manifest of 8 MiB", registry.CodeRemoteProtocol,
+			func(t *testing.T, good []byte) []byte { return good },
+			func(digest string, size int) string {
+				return strings.Replace(ociManifest(digest, int64(size), "good", "1.0.0", ""), `"annotations":{`, `"annotations":{"pad":"`+strings.Repeat("x", 8<<20)+`",`, 1)
+			}},
+	}
+	var rows []row
+	for i, c := range cases {
+		rows = append(rows, row{id: fmt.Sprintf("RC-%02d", first+i), surface: Registry, attack: "a registry's fetch answer: " + c.attack, want: c.want,
+			run: func(t *testing.T, _ *suite) outcome {
+				good := toolArchive(t, "good", "1.0.0", "good")
+				o := hostileOCI(t, c.layer(t, good), c.manifest)
+				blob, err := o.Fetch(context.Background(), registry.Ref{Name: "good", Version: "1.0.0"})
+				if err == nil {
+					return outcome{class: "accepted", escaped: fmt.Sprintf("the client accepted %d bytes (sha256 %s)", len(blob.Data), blob.SHA256)}
+				}
+				return outcome{class: codeClass(err)}
+			}})
+	}
+	return rows
+}
+
+// listingRows: a hostile Nexus registry's listing naming paths, versions with slashes,
+// platforms holding terminal escapes and names in capitals beside one honest item. The
+// hostile items are left out; one listed is the escape.
+func listingRows(first int) []row {
+	items := []struct{ attack, item, name string }{
+		{"a listing naming an artifact by a path", `{"name":"../../etc","version":"1.0.0","runtime":"wasm","artifact_runtime":"tool"}`, "../../etc"},
+		{"a listing whose version climbs a path", `{"name":"climb","version":"1.0.0/../../../x","runtime":"wasm","artifact_runtime":"tool"}`, "climb"},
+		{"a listing whose platform holds a terminal escape", `{"name":"ansi","version":"1.0.0","runtime":"native","artifact_runtime":"tool","platforms":[["linux\u001b]0;pwned\u0007","x86_64"]]}`, "ansi"},
+		{"a listing naming an artifact no manifest may (capitals, NUL)", `{"name":"Evil\u0000x","version":"1.0.0","runtime":"wasm","artifact_runtime":"tool"}`, "Evil\x00x"},
+	}
+	var rows []row
+	for i, c := range items {
+		rows = append(rows, row{id: fmt.Sprintf("RC-%02d", first+i), surface: Registry, attack: c.attack, want: "left out",
+			run: func(t *testing.T, _ *suite) outcome {
+				listing := `[` + c.item + `,{"name":"good","version":"1.0.0","runtime":"wasm","artifact_runtime":"tool"}]`
+				n := hostileNexus(t, func(w http.ResponseWriter) { w.Write([]byte(listing)) })
+				all, err := n.List(context.Background())
+				if err != nil {
+					return outcome{class: codeClass(err)}
+				}
+				class := "left out"
+				if len(all) != 1 || all[0].Name != "good" {
+					class = fmt.Sprintf("%d listed", len(all))
+				}
+				for _, l := range all {
+					if l.Name == c.name {
+						return outcome{class: class, escaped: fmt.Sprintf("the hostile item was listed: %+v", l)}
+					}
+				}
+				return outcome{class: class}
+			}})
+	}
+	return rows
 }
