@@ -8,11 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/capsulegate/capsulegate/a2a"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
 )
@@ -187,6 +189,18 @@ var detectors = []detector{
 		o := harnessAttack(`python3 {bin}/mcpcall tools/call '{"name":"echo","arguments":{"text":"hi"}}'`, 0)(t, s)
 		if !strings.Contains(o.escaped, "the bridge dispatched 1 tool calls") || !strings.Contains(o.class, "tool: ") {
 			t.Errorf("a well-formed call of echo through the bridge: %+v, want it dispatched and counted", o)
+		}
+	}},
+	{"the peer chain's length", "a peer job handed more of a claimed chain than the handler keeps (peers rows)", func(t *testing.T, s *suite) {
+		f := &peersFixture{}
+		var jobs atomic.Int64
+		chain := make([]string, maxPeerChain+1)
+		for i := range chain {
+			chain[i] = "tsk_" + strings.Repeat("x", maxPeerChainEntry)
+		}
+		peerExec{countingExec{&jobs}, f}.Execute(context.Background(), &a2a.Job{Peer: &a2a.PeerOrigin{Chain: chain}})
+		if got := f.chainEscapes(); len(got) != 2 {
+			t.Errorf("a job handed %d task ids of %d bytes: %q, want both checks to fire", len(chain), len(chain[0]), got)
 		}
 	}},
 	{"unix socket sentinels", "a connection to the gateway's unix sockets, by path or abstract name (shell rows)", func(t *testing.T, s *suite) {

@@ -1,6 +1,7 @@
 package escape
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +26,47 @@ type peersFixture struct {
 	taskA               string
 	refusedJobs         atomic.Int64
 	client              *http.Client
+	longestChain        atomic.Int64 // the most task ids a peer job's chain held
+	longestEntry        atomic.Int64 // the longest task id in one
+}
+
+// peerExec is countingExec that also records the longest peer chain it was handed: a
+// chain is what bounds a loop of peers (runtime refuses a send past peer_depth), so a
+// claim must not bring more of it than the handler keeps.
+type peerExec struct {
+	countingExec
+	f *peersFixture
+}
+
+func (e peerExec) Execute(ctx context.Context, job *a2a.Job) a2a.Outcome {
+	if job.Peer != nil {
+		storeMax(&e.f.longestChain, int64(len(job.Peer.Chain)))
+		for _, id := range job.Peer.Chain {
+			storeMax(&e.f.longestEntry, int64(len(id)))
+		}
+	}
+	return e.countingExec.Execute(ctx, job)
+}
+
+// chainEscapes says what peer jobs were handed beyond the chain the handler keeps.
+func (f *peersFixture) chainEscapes() []string {
+	var out []string
+	if n := f.longestChain.Load(); n > maxPeerChain {
+		out = append(out, fmt.Sprintf("a peer job was handed a chain of %d task ids", n))
+	}
+	if n := f.longestEntry.Load(); n > maxPeerChainEntry {
+		out = append(out, fmt.Sprintf("a peer job's chain held a task id of %d bytes", n))
+	}
+	return out
+}
+
+func storeMax(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 func (s *suite) peersFix(t *testing.T) *peersFixture {
@@ -34,7 +76,7 @@ func (s *suite) peersFix(t *testing.T) *peersFixture {
 	f := &peersFixture{}
 	var jobs atomic.Int64
 	serve := func(accept bool, counter *atomic.Int64) string {
-		h, err := a2a.NewHandler(a2a.Config{Card: a2a.Card{Name: "escape-peers", Version: "1.0.0"}, Executor: countingExec{counter},
+		h, err := a2a.NewHandler(a2a.Config{Card: a2a.Card{Name: "escape-peers", Version: "1.0.0"}, Executor: peerExec{countingExec{counter}, f},
 			Tokens: []a2a.Token{{Name: "team-a", Secret: tokenA}, {Name: "team-b", Secret: tokenB}}, AcceptPeers: accept})
 		if err != nil {
 			t.Fatal(err)
@@ -104,12 +146,19 @@ func peerAttack(refusing bool, token string, claim map[string]string, method str
 				escaped = append(escaped, "principal A's task was listed")
 			}
 		}
+		escaped = append(escaped, f.chainEscapes()...)
 		if n := f.refusedJobs.Load() - jobs; n != 0 {
 			escaped = append(escaped, fmt.Sprintf("the capsule that refuses peers ran %d tasks", n))
 		}
 		return outcome{class: class, escaped: strings.Join(escaped, "; ")}
 	}
 }
+
+// The most a peer chain may hold once read (a2a keeps 64 task ids of at most 128 bytes).
+const (
+	maxPeerChain      = 64
+	maxPeerChainEntry = 128
+)
 
 func peerRows() []row {
 	taskA := func(f *peersFixture) any { return map[string]any{"id": f.taskA} }
@@ -134,6 +183,10 @@ func peerRows() []row {
 		{"a peer claim to a capsule that takes no peer tasks", "HTTP 403", true, tokenB, peerClaim("helper", "team-b", "tsk_1"), "message/send", send},
 		{"a peer claim spelled PEER to a capsule that takes no peer tasks", "HTTP 403", true, tokenB,
 			map[string]string{a2a.HeaderTaskOrigin: " PEER ", a2a.HeaderPeerCapsule: "helper"}, "message/send", send},
+		{"a peer claim carrying a chain of 10,000 task ids (a loop of peers past any depth)", "answered", false, tokenB,
+			peerClaim("helper", "team-b", strings.Repeat("tsk_loop,", 10000)+"tsk_last"), "message/send", send},
+		{"a peer claim whose chain holds a task id of 64 KiB", "answered", false, tokenB,
+			peerClaim("helper", "team-b", "tsk_1,"+strings.Repeat("x", 64<<10)), "message/send", send},
 	}
 	var rows []row
 	for i, c := range cases {
