@@ -437,10 +437,9 @@ func FuzzGuestRoundTrip(f *testing.F) {
 		}
 	})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		// A wasm memory never shrinks: the Go guest's heap, grown by the large values
-		// of many inputs, would approach the 4 GiB address space, where its runtime's
-		// own growth traps (a guest's fault, not the ABI's). Past fuzzGuestMemory a
-		// fresh instance takes the next input.
+		// A wasm memory never shrinks: an instance kept across inputs is replaced once
+		// it has grown past fuzzGuestMemory, so no input meets a guest that earlier
+		// inputs' large values left near the end of its address space.
 		if inst != nil && inst.Memory().Size() > fuzzGuestMemory {
 			inst.Close(ctx)
 			inst = nil
