@@ -24,6 +24,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
 	"github.com/capsulegate/capsulegate/internal/testkit/ports"
+	"github.com/capsulegate/capsulegate/internal/testkit/syncbuf"
 )
 
 // gateway is a real `caddy run` of Caddyfile.example (ports rewritten to free ones) plus
@@ -84,22 +85,7 @@ func (w *webhooks) posts(path string) []webhookPost {
 }
 
 // syncBuffer collects a process's output while tests read it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // freePort returns a free loopback port below the kernel's ephemeral range: a gateway
 // restarted on it (after kill -9, a reload) must find it free, and a port the kernel

@@ -188,21 +188,7 @@ func a2aCall(r a2aReq) func(*testing.T, *suite) outcome {
 			body = r.build(f)
 		}
 		status, answer := f.do(t, method, strings.ReplaceAll(r.path, "{ctxA}", f.ctxA), r.token, body, r.header)
-		class := "HTTP " + strconv.Itoa(status)
-		if status == http.StatusOK {
-			payload := answer
-			if data, ok := firstEvent(answer); ok {
-				payload = data // a stream: its first event is the answer
-			}
-			var e struct {
-				Error *struct{ Code int } `json:"error"`
-			}
-			if json.Unmarshal(payload, &e) == nil && e.Error != nil {
-				class = "JSON-RPC " + strconv.Itoa(e.Error.Code)
-			} else {
-				class = "answered"
-			}
-		}
+		class := classifyA2A(status, answer)
 		token := r.token
 		var escaped []string
 		if token != tokenA && strings.Contains(string(answer), secret) {
@@ -219,6 +205,25 @@ func a2aCall(r a2aReq) func(*testing.T, *suite) outcome {
 		}
 		return outcome{class: class, escaped: strings.Join(escaped, "; ")}
 	}
+}
+
+// classifyA2A names an A2A answer: "HTTP <status>" when it is not 200, else
+// "JSON-RPC <code>" for an error (a stream's first event included), else "answered".
+func classifyA2A(status int, answer []byte) string {
+	if status != http.StatusOK {
+		return "HTTP " + strconv.Itoa(status)
+	}
+	payload := answer
+	if data, ok := firstEvent(answer); ok {
+		payload = data // a stream: its first event is the answer
+	}
+	var e struct {
+		Error *struct{ Code int } `json:"error"`
+	}
+	if json.Unmarshal(payload, &e) == nil && e.Error != nil {
+		return "JSON-RPC " + strconv.Itoa(e.Error.Code)
+	}
+	return "answered"
 }
 
 // firstEvent is the data of an SSE answer's first event, when answer is a stream.

@@ -18,7 +18,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +29,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/syncbuf"
 )
 
 // Gateway rows send hostile A2A requests to the built gateway (./cmd/caddy, as `make
@@ -78,24 +78,7 @@ type gwFixture struct {
 	ctxA     string
 	dir      string // the gateway's folder: its config, state and work root
 	outside  string // beside the work root; must keep secret.txt alone
-	logs     *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	logs     *syncbuf.Buffer
 }
 
 // gatewayBin builds the gateway once per run, with the flags of `make caddy`.
@@ -125,7 +108,7 @@ func (s *suite) gwFix(t *testing.T) *gwFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &gwFixture{dir: dir, outside: filepath.Join(dir, "outside"), logs: &lockedBuffer{}}
+	f := &gwFixture{dir: dir, outside: filepath.Join(dir, "outside"), logs: &syncbuf.Buffer{}}
 	capDir := filepath.Join(dir, "capsule")
 	for _, d := range []string{f.outside, capDir, filepath.Join(dir, "registry"), filepath.Join(dir, "home")} {
 		os.MkdirAll(d, 0o755)
@@ -420,22 +403,7 @@ func (f *gwFixture) callHTTP(t *testing.T, b gwBinding, op gwOp, token, arg stri
 		rd = bytes.NewReader(body)
 	}
 	status, answer := sendA2A(t, f.client, method, f.base+path, token, rd, header)
-	class := "HTTP " + strconv.Itoa(status)
-	if status == http.StatusOK {
-		payload := answer
-		if data, ok := firstEvent(answer); ok {
-			payload = data
-		}
-		var e struct {
-			Error *struct{ Code int } `json:"error"`
-		}
-		if json.Unmarshal(payload, &e) == nil && e.Error != nil {
-			class = "JSON-RPC " + strconv.Itoa(e.Error.Code)
-		} else {
-			class = "answered"
-		}
-	}
-	return class, answer
+	return classifyA2A(status, answer), answer
 }
 
 // callGRPC makes op's call of A2AService and classifies its end as "gRPC <code>"

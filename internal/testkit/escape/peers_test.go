@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -126,17 +125,7 @@ func peerAttack(refusing bool, token string, claim map[string]string, method str
 		}
 		jobs := f.refusedJobs.Load()
 		status, body := f.post(t, url, token, claim, rpc(method, params(f)))
-		class := "HTTP " + strconv.Itoa(status)
-		if status == http.StatusOK {
-			var r struct {
-				Error *struct{ Code int } `json:"error"`
-			}
-			if json.Unmarshal(body, &r) == nil && r.Error != nil {
-				class = "JSON-RPC " + strconv.Itoa(r.Error.Code)
-			} else {
-				class = "answered"
-			}
-		}
+		class := classifyA2A(status, body)
 		var escaped []string
 		if strings.Contains(string(body), secret) {
 			escaped = append(escaped, "principal A's task text came back")
