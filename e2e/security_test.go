@@ -5,10 +5,8 @@ import (
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -33,6 +31,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/jwttest"
 	"github.com/capsulegate/capsulegate/netpolicy"
 )
 
@@ -93,35 +92,16 @@ func (is *issuer) token(t *testing.T, key crypto.Signer, alg jose.SignatureAlgor
 			full[k] = v
 		}
 	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", kid).WithType("JWT"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, _ := json.Marshal(full)
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := jws.CompactSerialize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return jwttest.Sign(t, key, alg, kid, full, map[jose.HeaderKey]any{"typ": "JWT"})
 }
 
 // forged builds a compact JWS by hand: alg none (no signature), or HS256 keyed with
 // secret (the algorithm-confusion attack: the issuer's public key as the HMAC secret).
 func forged(alg string, secret []byte, claims map[string]any) string {
-	enc := base64.RawURLEncoding
-	h, _ := json.Marshal(map[string]any{"alg": alg, "typ": "JWT", "kid": "key-rsa"})
-	p, _ := json.Marshal(claims)
-	in := enc.EncodeToString(h) + "." + enc.EncodeToString(p)
 	if alg == "none" {
-		return in + "."
+		secret = nil
 	}
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(in))
-	return in + "." + enc.EncodeToString(m.Sum(nil))
+	return jwttest.Handmade(map[string]any{"alg": alg, "typ": "JWT", "kid": "key-rsa"}, claims, secret)
 }
 
 // pki is a CA, a server certificate for 127.0.0.1 and a client certificate, on disk.

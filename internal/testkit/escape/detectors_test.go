@@ -15,6 +15,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/capsulegate/capsulegate/a2a"
+	"github.com/capsulegate/capsulegate/internal/testkit/jwttest"
 	"github.com/capsulegate/capsulegate/registry"
 	"github.com/capsulegate/capsulegate/runtime"
 )
@@ -126,7 +127,7 @@ var detectors = []detector{
 	{"JWT job counter and attacker JWKS", "a forged token that ran a task, or made the gateway fetch the attacker's keys (edge-auth rows)", func(t *testing.T, s *suite) {
 		f := s.jwtFix(t)
 		valid := func(t *testing.T, f *jwtFixture) string {
-			return signed(t, f.ecKey, "ES256", "ec", f.claims("alice", nil), nil)
+			return jwttest.Sign(t, f.ecKey, "ES256", "ec", f.claims("alice", nil), nil)
 		}
 		if o := jwtAttack(valid)(t, s); !strings.Contains(o.escaped, "ran 1 tasks") {
 			t.Errorf("a valid token: %+v, want the job counter to fire", o)

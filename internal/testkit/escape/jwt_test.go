@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/capsulegate/capsulegate/a2a"
 	"github.com/capsulegate/capsulegate/edgeauth"
+	"github.com/capsulegate/capsulegate/internal/testkit/jwttest"
 )
 
 // Edge-auth rows present forged and tampered JWTs to a real a2a.Handler whose route
@@ -92,40 +91,6 @@ func (f *jwtFixture) claims(sub string, over map[string]any) map[string]any {
 	return c
 }
 
-// signed is a compact JWS of claims signed with key by go-jose, with extra header members.
-func signed(t *testing.T, key any, alg jose.SignatureAlgorithm, kid string, claims map[string]any, extra map[jose.HeaderKey]any) string {
-	opts := (&jose.SignerOptions{}).WithHeader("kid", kid)
-	for k, v := range extra {
-		opts = opts.WithHeader(k, v)
-	}
-	sg, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, _ := json.Marshal(claims)
-	jws, err := sg.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := jws.CompactSerialize()
-	return out
-}
-
-// handmade is a compact JWS built by hand: header and claims as given, signed with
-// HMAC-SHA256 under secret, or unsigned when secret is nil.
-func handmade(header, claims map[string]any, secret []byte) string {
-	enc := base64.RawURLEncoding
-	h, _ := json.Marshal(header)
-	p, _ := json.Marshal(claims)
-	in := enc.EncodeToString(h) + "." + enc.EncodeToString(p)
-	if secret == nil {
-		return in + "."
-	}
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(in))
-	return in + "." + enc.EncodeToString(m.Sum(nil))
-}
-
 var authCode = regexp.MustCompile(`E-AUTH-\d{3}`)
 
 // jwtAttack presents the token build makes and classifies the refusal as "HTTP <status>
@@ -168,29 +133,29 @@ func jwtRows() []row {
 		token        func(t *testing.T, f *jwtFixture) string
 	}{
 		{"alg none, unsigned", "HTTP 401 E-AUTH-003", func(_ *testing.T, f *jwtFixture) string {
-			return handmade(map[string]any{"alg": "none", "kid": "rsa"}, f.claims("mallory", nil), nil)
+			return jwttest.Handmade(map[string]any{"alg": "none", "kid": "rsa"}, f.claims("mallory", nil), nil)
 		}},
 		{"alg \"None\" in another case", "HTTP 401 E-AUTH-003", func(_ *testing.T, f *jwtFixture) string {
-			return handmade(map[string]any{"alg": "None", "kid": "rsa"}, f.claims("mallory", nil), nil)
+			return jwttest.Handmade(map[string]any{"alg": "None", "kid": "rsa"}, f.claims("mallory", nil), nil)
 		}},
 		{"HS256 keyed with the issuer's RSA public key as PEM (algorithm confusion)", "HTTP 401 E-AUTH-003", func(_ *testing.T, f *jwtFixture) string {
-			return handmade(map[string]any{"alg": "HS256", "kid": "rsa"}, f.claims("mallory", nil), pubPEM(f))
+			return jwttest.Handmade(map[string]any{"alg": "HS256", "kid": "rsa"}, f.claims("mallory", nil), pubPEM(f))
 		}},
 		{"HS256 keyed with the issuer's RSA public key as DER", "HTTP 401 E-AUTH-003", func(_ *testing.T, f *jwtFixture) string {
 			der, _ := x509.MarshalPKIXPublicKey(&f.rsaKey.PublicKey)
-			return handmade(map[string]any{"alg": "HS256", "kid": "rsa"}, f.claims("mallory", nil), der)
+			return jwttest.Handmade(map[string]any{"alg": "HS256", "kid": "rsa"}, f.claims("mallory", nil), der)
 		}},
 		{"RS256 signed by the EC key's kid (a key of another type)", "HTTP 401 E-AUTH-003", func(t *testing.T, f *jwtFixture) string {
-			return signed(t, f.rsaKey, jose.RS256, "ec", f.claims("mallory", nil), nil)
+			return jwttest.Sign(t, f.rsaKey, jose.RS256, "ec", f.claims("mallory", nil), nil)
 		}},
 		{"the attacker's own key, under the issuer's kid", "HTTP 401 E-AUTH-005", func(t *testing.T, f *jwtFixture) string {
-			return signed(t, f.otherKey, jose.ES256, "ec", f.claims("mallory", nil), nil)
+			return jwttest.Sign(t, f.otherKey, jose.ES256, "ec", f.claims("mallory", nil), nil)
 		}},
 		{"the attacker's key named by jku (its JWKS URL)", "HTTP 401 E-AUTH-005", func(t *testing.T, f *jwtFixture) string {
-			return signed(t, f.otherKey, jose.ES256, "ec", f.claims("mallory", nil), map[jose.HeaderKey]any{"jku": f.attackerJWKS})
+			return jwttest.Sign(t, f.otherKey, jose.ES256, "ec", f.claims("mallory", nil), map[jose.HeaderKey]any{"jku": f.attackerJWKS})
 		}},
 		{"the attacker's key named by x5u", "HTTP 401 E-AUTH-005", func(t *testing.T, f *jwtFixture) string {
-			return signed(t, f.otherKey, jose.ES256, "ec", f.claims("mallory", nil), map[jose.HeaderKey]any{"x5u": f.attackerJWKS})
+			return jwttest.Sign(t, f.otherKey, jose.ES256, "ec", f.claims("mallory", nil), map[jose.HeaderKey]any{"x5u": f.attackerJWKS})
 		}},
 		{"the attacker's key embedded as jwk", "HTTP 401 E-AUTH-005", func(t *testing.T, f *jwtFixture) string {
 			sg, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: f.otherKey},
@@ -204,29 +169,29 @@ func jwtRows() []row {
 			return out
 		}},
 		{"a kid that climbs a path (../../jwks)", "HTTP 401 E-AUTH-004", func(t *testing.T, f *jwtFixture) string {
-			return signed(t, f.ecKey, jose.ES256, "../../../etc/passwd", f.claims("mallory", nil), nil)
+			return jwttest.Sign(t, f.ecKey, jose.ES256, "../../../etc/passwd", f.claims("mallory", nil), nil)
 		}},
 		{"a valid signature over a changed subject", "HTTP 401 E-AUTH-005", func(t *testing.T, f *jwtFixture) string {
-			tok := signed(t, f.ecKey, jose.ES256, "ec", f.claims("alice", nil), nil)
+			tok := jwttest.Sign(t, f.ecKey, jose.ES256, "ec", f.claims("alice", nil), nil)
 			parts := strings.Split(tok, ".")
 			p, _ := base64.RawURLEncoding.DecodeString(parts[1])
 			parts[1] = base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(p), `"alice"`, `"admin"`, 1)))
 			return strings.Join(parts, ".")
 		}},
 		{"an expired token", "HTTP 401 E-AUTH-006", func(t *testing.T, f *jwtFixture) string {
-			return signed(t, f.ecKey, jose.ES256, "ec", f.claims("alice", map[string]any{"exp": time.Now().Add(-time.Hour).Unix()}), nil)
+			return jwttest.Sign(t, f.ecKey, jose.ES256, "ec", f.claims("alice", map[string]any{"exp": time.Now().Add(-time.Hour).Unix()}), nil)
 		}},
 		{"a token without exp", "HTTP 401 E-AUTH-006", func(t *testing.T, f *jwtFixture) string {
-			return signed(t, f.ecKey, jose.ES256, "ec", f.claims("alice", map[string]any{"exp": nil}), nil)
+			return jwttest.Sign(t, f.ecKey, jose.ES256, "ec", f.claims("alice", map[string]any{"exp": nil}), nil)
 		}},
 		{"a token of another audience", "HTTP 401 E-AUTH-009", func(t *testing.T, f *jwtFixture) string {
-			return signed(t, f.ecKey, jose.ES256, "ec", f.claims("alice", map[string]any{"aud": "another-service"}), nil)
+			return jwttest.Sign(t, f.ecKey, jose.ES256, "ec", f.claims("alice", map[string]any{"aud": "another-service"}), nil)
 		}},
 		{"a token of another issuer", "HTTP 401 E-AUTH-008", func(t *testing.T, f *jwtFixture) string {
-			return signed(t, f.ecKey, jose.ES256, "ec", f.claims("alice", map[string]any{"iss": "https://evil.example"}), nil)
+			return jwttest.Sign(t, f.ecKey, jose.ES256, "ec", f.claims("alice", map[string]any{"iss": "https://evil.example"}), nil)
 		}},
 		{"a critical header extension", "HTTP 401 E-AUTH-002", func(t *testing.T, f *jwtFixture) string {
-			return signed(t, f.ecKey, jose.ES256, "ec", f.claims("alice", nil), map[jose.HeaderKey]any{"crit": []string{"exp"}})
+			return jwttest.Sign(t, f.ecKey, jose.ES256, "ec", f.claims("alice", nil), map[jose.HeaderKey]any{"crit": []string{"exp"}})
 		}},
 		{"the JSON serialization instead of the compact one", "HTTP 401 E-AUTH-002", func(t *testing.T, f *jwtFixture) string {
 			sg, _ := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: f.ecKey}, (&jose.SignerOptions{}).WithHeader("kid", "ec"))
