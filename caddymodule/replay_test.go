@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 
 	"github.com/capsulegate/capsulegate/caddymodule/cli"
+	"github.com/capsulegate/capsulegate/internal/testkit/syncbuf"
 )
 
 const testCassette = `{"provider": "anthropic-messages", "conversations": [
@@ -131,22 +131,7 @@ func TestReplayHandlerProvisionAndServe(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer safe to read while the server writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 func TestRunReplay(t *testing.T) {
 	var out, errb syncBuffer

@@ -2,7 +2,6 @@ package netpolicy
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -21,25 +20,11 @@ import (
 	"time"
 
 	"github.com/capsulegate/capsulegate/errs"
+	"github.com/capsulegate/capsulegate/internal/testkit/syncbuf"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the proxy's concurrent log writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type lockedBuffer = syncbuf.Buffer
 
 // proxyFixture is a proxy serving on 127.0.0.1 with a pinning resolver over a fake upstream.
 type proxyFixture struct {
