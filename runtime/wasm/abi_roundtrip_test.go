@@ -570,6 +570,25 @@ func TestGuestRoundTrip(t *testing.T) {
 				}
 			}
 		}
+		// Strings of about 28 KB in every shape that holds one, 200 times over in the
+		// same instance: the size of the string a FuzzGuestRoundTrip run once stopped
+		// on, inside the guest's cabi_realloc (its input was not kept).
+		byShape := func(str string) map[string]any {
+			return map[string]any{"string": str, "list-string": []any{str, "", str}, "option": abi.Option{Some: true, Value: str},
+				"result": abi.Result{Value: str}, "variant": abi.Variant{Case: 1, Value: str}, "mix": abi.Variant{Case: 3, Value: str},
+				"rec": []any{uint32(7), str, abi.Option{}}}
+		}
+		for round := range 200 {
+			str := strings.Repeat("ab\u20ac\U0001D11E", 3111) + strings.Repeat("x", 1+round%8*4) // 28 000 bytes and more
+			vals := byShape(str)
+			for _, s := range echoShapes {
+				if v, ok := vals[s.name]; ok {
+					if err := checkRoundTrip(ctx, inst, s, v, &stderr); err != nil {
+						return fmt.Errorf("a %d-byte string, round %d: %w", len(str), round, err)
+					}
+				}
+			}
+		}
 		return nil
 	})
 	if err != nil {
