@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,6 +28,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/ports"
 	"github.com/capsulegate/capsulegate/internal/testkit/syncbuf"
 )
 
@@ -231,15 +231,14 @@ http://127.0.0.1:` + grpcPort + ` {
 	return f
 }
 
-// freeLoopbackPort is a port free on 127.0.0.1 now.
+// freeLoopbackPort is a loopback port below the kernel's ephemeral range, free now: no
+// other test's outgoing connection takes it before the gateway binds it.
 func freeLoopbackPort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := ports.Free()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
+	return strconv.Itoa(port)
 }
 
 func rpcBody(method string, params any) []byte {
