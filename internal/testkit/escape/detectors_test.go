@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
 	"github.com/miekg/dns"
 
 	"github.com/capsulegate/capsulegate/a2a"
@@ -110,6 +111,16 @@ var detectors = []detector{
 		}
 		if _, where := foundAt("answered", []byte(`{"text":"in/message.json {}\n/etc/cron.d/x `+filePayload+`\n"}`)); len(where) != 1 || where[0] != "/etc/cron.d/x" {
 			t.Errorf("the lister's line naming /etc/cron.d/x: read as %q", where)
+		}
+		// A token the issuer really signed for a subject the forgeries claim makes a task
+		// there: the count the JWT rows watch sees it.
+		honest := func(_ *testing.T, j *jwtFixture) string {
+			return jwttest.Sign(t, j.ecKey, jose.ES256, "ec", j.claims("mallory", nil), nil)
+		}
+		for _, b := range gwBindings {
+			if o := gwJWTAttack(b, honest)(t, s); !strings.Contains(o.escaped, "made 1 tasks") {
+				t.Errorf("%s: a task under a JWT the issuer signed: %+v, want the forged subjects' task count to fire", b, o)
+			}
 		}
 		// What principal A may see is what the leak check looks for in others' answers.
 		for _, b := range gwBindings {

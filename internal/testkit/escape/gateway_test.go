@@ -22,12 +22,14 @@ import (
 	"time"
 
 	a2apb "github.com/a2aproject/a2a-go/v2/a2apb/v1"
+	"github.com/go-jose/go-jose/v4"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/capsulegate/capsulegate/internal/testkit/guestbuild"
+	"github.com/capsulegate/capsulegate/internal/testkit/jwttest"
 	"github.com/capsulegate/capsulegate/internal/testkit/ports"
 	"github.com/capsulegate/capsulegate/internal/testkit/syncbuf"
 )
@@ -127,10 +129,18 @@ a2a: {input_modes: [text/plain], max_file_bytes: %d, max_message_bytes: %d}
 	f.hookURL = hook.URL + "/hook"
 
 	port, grpcPort, admin := freeLoopbackPort(t), freeLoopbackPort(t), freeLoopbackPort(t)
+	// Bearer tokens and, for any other token, JWTs of the edge-auth rows' issuer: the
+	// route of operators.md's worked example.
+	j := s.jwtFix(t)
 	capsule := `capsule ` + filepath.Join(capDir, "murmur.yaml") + ` {
 			auth bearer {
 				team-a ESCAPE_TEAM_A
 				team-b ESCAPE_TEAM_B
+			}
+			auth jwt {
+				issuer ` + j.issuer + `
+				audience capsulegate
+				jwks_url ` + j.issuer + `/jwks.json
 			}
 			max_body ` + strconv.Itoa(gwMaxBody) + `
 		}`
@@ -255,9 +265,12 @@ func (f *gwFixture) post(t *testing.T, path, token string, header map[string]str
 }
 
 // tasks counts both principals' tasks (1.0 ListTasks), the job sentinel.
-func (f *gwFixture) tasks(t *testing.T) int {
+func (f *gwFixture) tasks(t *testing.T) int { return f.tasksOf(t, tokenA, tokenB) }
+
+// tasksOf counts the tasks of the principals tokens authenticate.
+func (f *gwFixture) tasksOf(t *testing.T, tokens ...string) int {
 	n := 0
-	for _, tok := range []string{tokenA, tokenB} {
+	for _, tok := range tokens {
 		status, body := f.post(t, "", tok, map[string]string{"A2A-Version": "1.0"}, rpcBody("ListTasks", map[string]any{"pageSize": 100}))
 		var r struct {
 			Result *struct {
@@ -561,6 +574,38 @@ func (f *gwFixture) landed() []string {
 	return out
 }
 
+// forgedSubjects are the subjects the forged tokens claim: a task made under any of
+// them is the escape.
+var forgedSubjects = []string{"mallory", "alice", "admin"}
+
+// gwJWTAttack sends a new task on binding b with the token forge makes, to the route
+// that takes the issuer's JWTs beside its bearer tokens. It is classified as the other
+// rows are, with the E-AUTH code the refusal names. No task may be made under any
+// subject a forgery claims (counted with real tokens of those subjects), and the
+// attacker's JWKS server must never be asked.
+func gwJWTAttack(b gwBinding, forge func(*testing.T, *jwtFixture) string) func(*testing.T, *suite) outcome {
+	return func(t *testing.T, s *suite) outcome {
+		f, j := s.gwFix(t), s.jwtFix(t)
+		var real []string
+		for _, sub := range forgedSubjects {
+			real = append(real, jwttest.Sign(t, j.ecKey, jose.ES256, "ec", j.claims(sub, nil), nil))
+		}
+		before, hits := f.tasksOf(t, real...), j.attackerHits.Load()
+		class, answer := f.call(t, b, opSend, forge(t, j), "")
+		if c := authCode.FindString(string(answer)); c != "" {
+			class += " " + c
+		}
+		var escaped []string
+		if n := f.tasksOf(t, real...) - before; n != 0 {
+			escaped = append(escaped, fmt.Sprintf("the forged token made %d tasks", n))
+		}
+		if n := j.attackerHits.Load() - hits; n != 0 {
+			escaped = append(escaped, fmt.Sprintf("the attacker's JWKS server was asked %d times", n))
+		}
+		return outcome{class: class, escaped: strings.Join(escaped, "; ")}
+	}
+}
+
 // gatewayRows are the A2A attacks through the built gateway, each on every binding and
 // version that has the operation (JSON-RPC 0.3 has no task list).
 func gatewayRows() []row {
@@ -619,6 +664,18 @@ func gatewayRows() []row {
 			}
 			rows = append(rows, row{id: fmt.Sprintf("GW-%02d", len(rows)+1), surface: A2AGateway, attack: c.attack + " (" + b.String() + ")",
 				want: want, run: gwAttack(b, c.op, c.token, c.arg, c.listing, c.allowed)})
+		}
+	}
+	// The edge-auth rows' forgeries, through the binary on every binding.
+	for _, c := range jwtForgeries() {
+		code := strings.TrimPrefix(c.want, "HTTP 401 ")
+		for _, b := range gwBindings {
+			want := c.want
+			if b == grpcB {
+				want = "gRPC Unauthenticated " + code
+			}
+			rows = append(rows, row{id: fmt.Sprintf("GW-%02d", len(rows)+1), surface: A2AGateway, attack: "a JWT: " + c.attack + " (" + b.String() + ")",
+				want: want, run: gwJWTAttack(b, c.token)})
 		}
 	}
 	return rows

@@ -123,15 +123,29 @@ func jwtAttack(build func(t *testing.T, f *jwtFixture) string) func(*testing.T, 
 	}
 }
 
+// jwtForgery is one forged or tampered token of the fixture's issuer, and the refusal
+// it must get ("HTTP 401 E-AUTH-0xx").
+type jwtForgery struct {
+	attack, want string
+	token        func(t *testing.T, f *jwtFixture) string
+}
+
 func jwtRows() []row {
+	var rows []row
+	for i, c := range jwtForgeries() {
+		rows = append(rows, row{id: fmt.Sprintf("JW-%02d", i+1), surface: EdgeAuth, attack: c.attack, want: c.want, run: jwtAttack(c.token)})
+	}
+	return rows
+}
+
+// jwtForgeries are the tokens the edge-auth rows present to the handler and the gateway
+// rows to the built gateway.
+func jwtForgeries() []jwtForgery {
 	pubPEM := func(f *jwtFixture) []byte {
 		der, _ := x509.MarshalPKIXPublicKey(&f.rsaKey.PublicKey)
 		return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 	}
-	cases := []struct {
-		attack, want string
-		token        func(t *testing.T, f *jwtFixture) string
-	}{
+	return []jwtForgery{
 		{"alg none, unsigned", "HTTP 401 E-AUTH-003", func(_ *testing.T, f *jwtFixture) string {
 			return jwttest.Handmade(map[string]any{"alg": "none", "kid": "rsa"}, f.claims("mallory", nil), nil)
 		}},
@@ -200,9 +214,4 @@ func jwtRows() []row {
 			return jws.FullSerialize()
 		}},
 	}
-	var rows []row
-	for i, c := range cases {
-		rows = append(rows, row{id: fmt.Sprintf("JW-%02d", i+1), surface: EdgeAuth, attack: c.attack, want: c.want, run: jwtAttack(c.token)})
-	}
-	return rows
 }
