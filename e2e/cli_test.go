@@ -183,6 +183,7 @@ func TestPackPublishInstallVerify(t *testing.T) {
 // TestRunScriptCapsule runs the example script capsule with the real binary: its module
 // invokes the example wasm tool from the registry and writes the report.
 func TestRunScriptCapsule(t *testing.T) {
+	t.Parallel() // its own gateway or CLI run, folders and ports
 	tmp := t.TempDir()
 	home := filepath.Join(tmp, "home")
 	reg := filepath.Join(tmp, "registry")
@@ -248,6 +249,7 @@ func TestRunScriptCapsule(t *testing.T) {
 // TestRunAgentCapsuleAgainstReplay drives the hello example as a user would: the replay
 // provider from the binary, then `caddy capsule run` of the agent capsule.
 func TestRunAgentCapsuleAgainstReplay(t *testing.T) {
+	t.Parallel() // its own gateway or CLI run, folders and ports
 	tmp := t.TempDir()
 	home := filepath.Join(tmp, "home")
 	reg := filepath.Join(tmp, "registry")
@@ -379,6 +381,7 @@ func capsuleEnv(t *testing.T, home string, env []string, args ...string) result 
 // receives the key (checked there) and nothing the run wrote or printed holds it; with
 // max_turns 1 the same task ends max_turns_reached and the binary exits 1.
 func TestRunAgentCapsuleOpenAI(t *testing.T) {
+	t.Parallel() // its own gateway or CLI run, folders and ports
 	tmp := t.TempDir()
 	home := filepath.Join(tmp, "home")
 	reg := filepath.Join(tmp, "registry")
@@ -582,6 +585,7 @@ func checkAgentTrace(t *testing.T, path string) {
 // binary as its wrapper (no W-SEC-004), and the command runs through it, in its own
 // namespaces (hostname "capsule") when the host gives the sealed tier.
 func TestRunShellThroughHelper(t *testing.T) {
+	t.Parallel() // its own gateway or CLI run, folders and ports
 	tmp := t.TempDir()
 	home := filepath.Join(tmp, "home")
 	reg := filepath.Join(tmp, "registry")

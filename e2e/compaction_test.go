@@ -38,6 +38,7 @@ const compactionCassette = `{"provider": "anthropic-messages", "conversations": 
 // request carries the summary and the last two turns instead of the task's text, the
 // trace has one compaction event, and dump_summaries wrote its line.
 func TestRunCompactsAgainstReplay(t *testing.T) {
+	t.Parallel() // its own gateway or CLI run, folders and ports
 	tmp := t.TempDir()
 	home := filepath.Join(tmp, "home")
 	reg := filepath.Join(tmp, "registry")

@@ -16,6 +16,7 @@ import (
 // ${HELLO_TEST_KEY} without holding the key — the lock is the same as with it — and packs
 // and publishes artifacts likewise; only running the capsule asks for the key.
 func TestInstallWithoutKey(t *testing.T) {
+	t.Parallel() // its own gateway or CLI run, folders and ports
 	if testing.Short() {
 		t.Skip("builds guests and runs the binary")
 	}

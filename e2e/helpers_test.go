@@ -87,6 +87,12 @@ func (w *webhooks) posts(path string) []webhookPost {
 // syncBuffer collects a process's output while tests read it.
 type syncBuffer = syncbuf.Buffer
 
+// gatewayCache is the machine-code cache (`cache_dir`) every gateway of the tests
+// shares: the one the in-process engines of the other packages fill
+// (guestbuild.WazeroCache), so a guest is compiled once per machine rather than once per
+// gateway a test starts. No test here asserts what a gateway compiles.
+func gatewayCache() string { return guestbuild.WazeroCache() }
+
 // freePort returns a free loopback port below the kernel's ephemeral range: a gateway
 // restarted on it (after kill -9, a reload) must find it free, and a port the kernel
 // hands out for 127.0.0.1:0 could meanwhile be taken by any other test's listener.
@@ -218,6 +224,7 @@ func launchGatewayWith(t *testing.T, bin, codex string, extra gatewayExtra) *gat
 		path = filepath.Dir(codex) + string(os.PathListSeparator) + path
 	}
 	cf := strings.ReplaceAll(string(example), "127.0.0.1:8080", "127.0.0.1:"+port)
+	cf = strings.ReplaceAll(cf, "cache_dir bin/cache", "cache_dir "+gatewayCache())
 	cf = strings.ReplaceAll(cf, "127.0.0.1:8089", "127.0.0.1:"+replayPort)
 	cf = strings.ReplaceAll(cf, "127.0.0.1:8110", "127.0.0.1:"+conf)
 	cf = strings.ReplaceAll(cf, "127.0.0.1:8103", "127.0.0.1:"+conf03)
@@ -453,6 +460,12 @@ func serveGlobalLogs(t *testing.T, options, app, sites string, env ...string) *s
 	dir := t.TempDir()
 	path := filepath.Join(dir, "Caddyfile")
 	global := "{\n\tadmin off\n\tdefault_bind 127.0.0.1\n" + options
+	// Capsules compile into the shared cache, unless the test names its own or reaches
+	// a remote registry (whose artifact cache is <cache_dir>/artifacts, which the test's
+	// fetches must not share).
+	if strings.Contains(sites, "capsule ") && !strings.Contains(app, "cache_dir") && !strings.Contains(app+strings.Join(env, " "), "://") {
+		app = "\t\tcache_dir " + gatewayCache() + "\n" + app
+	}
 	if app != "" {
 		global += "\tcapsule {\n" + app + "\n\t}\n"
 	}

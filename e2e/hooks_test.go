@@ -61,7 +61,7 @@ http://127.0.0.1:%s {
 		capsule %s
 	}
 }
-`, admin, reg, filepath.Join(dir, "work"), filepath.Join(dir, "cache"), port, name, mpath)), 0o644)
+`, admin, reg, filepath.Join(dir, "work"), gatewayCache(), port, name, mpath)), 0o644)
 	g := &gateway{dir: dir, home: home, base: "http://127.0.0.1:" + port, logs: &syncBuffer{}, httpClient: &http.Client{Timeout: 120 * time.Second}}
 	g.cmd = exec.Command(caddyBin, "run", "--config", cf, "--adapter", "caddyfile")
 	g.cmd.Dir = dir
@@ -78,6 +78,7 @@ http://127.0.0.1:%s {
 // history, audit.jsonl has every event in order, and the trace has the proposal, the
 // hook's answer, the denied call and the compaction, in that order.
 func TestHooksAndCompactionThroughTheGateway(t *testing.T) {
+	t.Parallel() // its own gateway or CLI run, folders and ports
 	dir := t.TempDir()
 	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
 	os.MkdirAll(home, 0o755)
@@ -234,6 +235,7 @@ trace: {capture: content}
 // carrying the hook's message, then the answer to it: the task was reopened once with
 // the message as its next user turn.
 func TestReopenTaskThroughTheGateway(t *testing.T) {
+	t.Parallel() // its own gateway or CLI run, folders and ports
 	dir := t.TempDir()
 	home, reg := filepath.Join(dir, "home"), filepath.Join(dir, "registry")
 	os.MkdirAll(home, 0o755)

@@ -82,6 +82,7 @@ func TestUpstreamGateway(t *testing.T) {
 		}
 		cf := fmt.Sprintf("{\n\tadmin 127.0.0.1:%s\n\tdefault_bind 127.0.0.1\n\tcapsule {\n\t\tregistry %s\n\t\twork_root work\n\t\tcache_dir cache\n\t}\n}\n\n"+
 			"http://127.0.0.1:%s {\n%s\thandle /metrics {\n\t\tmetrics\n\t}\n}\n", admin, reg, port, sites.String())
+		cf = strings.Replace(cf, "cache_dir cache", "cache_dir "+gatewayCache(), 1)
 		path := filepath.Join(dir, "Caddyfile")
 		os.WriteFile(path, []byte(cf), 0o644)
 		return path

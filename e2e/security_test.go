@@ -253,7 +253,7 @@ https://127.0.0.1:%[2]s {
 	}
 }
 `, httpPort, tlsPort, accessLog, manifest, jwtBlock, certs.certPEM, certs.keyPEM, certs.caPEM, filepath.Join(narrowDir, "murmur.yaml"), target.URL)
-	logs := serveGlobalLogs(t, "", "registry "+reg+"\n\t\tcache_dir "+filepath.Join(dir, "cache")+"\n\t\tstate_dir "+filepath.Join(dir, "state"), sites, "HOME="+home, "TEAM_A_TOKEN=team-a-token", "TEAM_B_TOKEN=team-b-token")
+	logs := serveGlobalLogs(t, "", "registry "+reg+"\n\t\tcache_dir "+gatewayCache()+"\n\t\tstate_dir "+filepath.Join(dir, "state"), sites, "HOME="+home, "TEAM_A_TOKEN=team-a-token", "TEAM_B_TOKEN=team-b-token")
 	base := "http://127.0.0.1:" + httpPort + "/agents/edge/"
 	c := &http.Client{Timeout: time.Minute}
 	call := func(token, method string, params any) rpcReply {

@@ -81,6 +81,7 @@ func startStreamGateway(t *testing.T, cassette string, before func(r *http.Reque
 	port, admin := freePort(t), freePort(t)
 	cf := fmt.Sprintf("{\n\tadmin 127.0.0.1:%s\n\tdefault_bind 127.0.0.1\n\tcapsule {\n\t\tregistry %s\n\t\twork_root work\n\t\tcache_dir cache\n\t}\n}\n\n"+
 		"http://127.0.0.1:%s {\n\thandle /agents/streamer/* {\n\t\tcapsule streamer/murmur.yaml\n\t}\n}\n", admin, reg, port)
+	cf = strings.Replace(cf, "cache_dir cache", "cache_dir "+gatewayCache(), 1)
 	g := &gateway{dir: dir, home: home, base: "http://127.0.0.1:" + port, admin: "127.0.0.1:" + admin,
 		logs: &syncBuffer{}, httpClient: &http.Client{Timeout: 60 * time.Second}}
 	g.caddyfile = filepath.Join(dir, "Caddyfile")
@@ -132,6 +133,7 @@ func (e jsEvent) chunkText() string {
 // first text event, and both sides write to one ordered log; the driver reads the
 // provider's answer through capsulegate:http/outgoing@0.2.0 and emits each delta.
 func TestStreamFirstTextBeforeLastChunk(t *testing.T) {
+	t.Parallel() // its own gateway or CLI run, folders and ports
 	if testing.Short() {
 		t.Skip("builds and runs the gateway")
 	}

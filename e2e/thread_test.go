@@ -90,7 +90,7 @@ lifecycle: {conversation: threaded}
 	capsule {
 		registry `+reg+`
 		work_root `+work+`
-		cache_dir `+filepath.Join(dir, "cache")+`
+		cache_dir `+gatewayCache()+`
 		state_dir `+filepath.Join(dir, "state")+`
 	}
 }

@@ -24,6 +24,7 @@ import (
 // shell tool in the context's next task sees it. A completed task is one whose answer the
 // client got before the kill.
 func TestKillKeepsWorkdirs(t *testing.T) {
+	t.Parallel() // its own gateway or CLI run, folders and ports
 	tmp := t.TempDir()
 	home, reg := filepath.Join(tmp, "home"), filepath.Join(tmp, "registry")
 	os.MkdirAll(home, 0o755)
@@ -85,7 +86,7 @@ http://127.0.0.1:%s {
 		capsule %s
 	}
 }
-`, reg, workRoot, filepath.Join(tmp, "cache"), port, filepath.Join(capDir, "murmur.yaml"))), 0o644)
+`, reg, workRoot, gatewayCache(), port, filepath.Join(capDir, "murmur.yaml"))), 0o644)
 	g := &gateway{dir: tmp, home: home, base: "http://127.0.0.1:" + port, logs: &syncBuffer{}, httpClient: &http.Client{Timeout: 2 * time.Minute}}
 	start := func() {
 		g.cmd = exec.Command(caddyBin, "run", "--config", cf, "--adapter", "caddyfile")
