@@ -106,12 +106,12 @@ func forged(alg string, secret []byte, claims map[string]any) string {
 
 // pki is a CA, a server certificate for 127.0.0.1 and a client certificate, on disk.
 type pki struct {
-	dir                      string
-	caPEM, certPEM, keyPEM   string
-	client                   tls.Certificate
-	pool                     *x509.CertPool
-	clientOther              tls.Certificate // from a CA the gateway does not trust
-	serverName, clientCNName string
+	dir                    string
+	caPEM, certPEM, keyPEM string
+	client                 tls.Certificate
+	pool                   *x509.CertPool
+	clientOther            tls.Certificate // from a CA the gateway does not trust
+	clientCNName           string
 }
 
 func newPKI(t *testing.T, clientCN string) *pki {
