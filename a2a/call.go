@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/capsulegate/capsulegate/edgepolicy"
-	"strings"
 )
 
 // answer is where one request's reply goes, shaped by the binding it came in on
