@@ -91,6 +91,15 @@ type ShellGrant struct {
 	Cgroups     string   `json:"cgroups,omitempty"`
 }
 
+// OnHost fills in what the host's tier r gives the sandbox and cannot protect; a zero r
+// (not detected) leaves them empty.
+func (sh *ShellGrant) OnHost(r shell.TierReport) {
+	if r.Tier == "" {
+		return
+	}
+	sh.Tier, sh.Reasons, sh.Cgroups, sh.Unprotected = r.Tier, r.Reasons, r.Cgroups, unprotected[r.Tier]
+}
+
 // LimitGrant is the capsule's limits beyond a tool call's.
 type LimitGrant struct {
 	MaxTurns  int `json:"max_turns,omitempty"`
@@ -159,15 +168,11 @@ func Explain(s *Staged, host Host) Grant {
 		g.Limits.MaxTurns = m.Inference.MaxTurns
 	}
 	for _, a := range m.Artifacts {
-		g.Artifacts = append(g.Artifacts, artifactGrant(s, a))
+		g.Artifacts = append(g.Artifacts, artifactGrant(s, a, g.Network))
 	}
 	if len(m.Capabilities.Shell.Allow) > 0 || hasNative(s) || m.IsProcess() {
-		sh := &ShellGrant{Binaries: append([]string{}, m.Capabilities.Shell.Allow...), MinTier: m.Capabilities.Shell.MinTier}
-		if t := host.Tier.Tier; t != "" {
-			sh.Tier, sh.Reasons, sh.Cgroups = t, host.Tier.Reasons, host.Tier.Cgroups
-			sh.Unprotected = unprotected[t]
-		}
-		g.Shell = sh
+		g.Shell = &ShellGrant{Binaries: append([]string{}, m.Capabilities.Shell.Allow...), MinTier: m.Capabilities.Shell.MinTier}
+		g.Shell.OnHost(host.Tier)
 	}
 	for _, r := range s.Artifacts {
 		if r.Role != manifest.RoleHook || r.Archive == nil {
@@ -207,8 +212,9 @@ func reachOf(r netpolicy.Rule) Reach {
 	return x
 }
 
-// artifactGrant is a's grants as the session gives them.
-func artifactGrant(s *Staged, a manifest.ArtifactRef) ArtifactGrant {
+// artifactGrant is a's grants as the session gives them; network is the capsule's rules
+// in canonical form (Grant.Network).
+func artifactGrant(s *Staged, a manifest.ArtifactRef, network []string) ArtifactGrant {
 	m := s.Manifest
 	g := ArtifactGrant{Name: a.Name, Role: string(a.Runtime), Env: []string{}, Network: []string{}, Filesystem: "/ (the workdir)"}
 	role := a.Runtime
@@ -231,9 +237,7 @@ func artifactGrant(s *Staged, a manifest.ArtifactRef) ArtifactGrant {
 	}
 	g.MemoryBytes, g.DeadlineSeconds = m.Capabilities.Limits.MemoryBytes, m.Deadline(role).Seconds()
 	g.Env = append(g.Env, m.Capabilities.Env.Allow...)
-	for _, r := range m.Capabilities.NetworkRules {
-		g.Network = append(g.Network, r.String())
-	}
+	g.Network = append(g.Network, network...)
 	if role == manifest.RoleDriver && a.Gateway != nil && a.Gateway.Endpoint != "" {
 		g.Network = append(g.Network, a.Gateway.Endpoint+" (its provider, the key added by the host)")
 	}

@@ -245,7 +245,7 @@ func Explain(ctx context.Context, e *Env, c Common, manifestPath, cacheDir strin
 	}
 	g := runtime.Explain(staged, runtime.Host{})
 	if g.Shell != nil {
-		g = runtime.Explain(staged, runtime.Host{Tier: shell.DetectTier()})
+		g.Shell.OnHost(shell.DetectTier()) // detected only for a capsule that has a sandbox
 	}
 	if c.JSON {
 		e.writeJSON(map[string]any{"ok": true, "capsule": m.Name, "version": m.Version, "grants": g})
