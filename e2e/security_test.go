@@ -84,14 +84,7 @@ func (is *issuer) serve(keys ...jose.JSONWebKey) {
 // token signs claims (iss, aud, exp filled unless given) with key under kid.
 func (is *issuer) token(t *testing.T, key crypto.Signer, alg jose.SignatureAlgorithm, kid string, claims map[string]any) string {
 	t.Helper()
-	full := map[string]any{"iss": is.url, "aud": "capsulegate", "exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix()}
-	for k, v := range claims {
-		if v == nil {
-			delete(full, k)
-		} else {
-			full[k] = v
-		}
-	}
+	full := jwttest.Override(map[string]any{"iss": is.url, "aud": "capsulegate", "exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix()}, claims)
 	return jwttest.Sign(t, key, alg, kid, full, map[jose.HeaderKey]any{"typ": "JWT"})
 }
 

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/capsulegate/capsulegate/internal/testkit/jwttest"
 )
 
 // Test keys are made once: RSA generation is the slow part of the suite.
@@ -188,22 +190,14 @@ const (
 
 // claims are valid claims at t0, with overrides applied (a nil value deletes).
 func claims(over map[string]any) map[string]any {
-	c := map[string]any{
+	return jwttest.Override(map[string]any{
 		"iss":   testIss,
 		"aud":   testAud,
 		"sub":   "alice",
 		"email": "alice@example.test",
 		"iat":   t0.Add(-time.Minute).Unix(),
 		"exp":   t0.Add(time.Hour).Unix(),
-	}
-	for k, v := range over {
-		if v == nil {
-			delete(c, k)
-		} else {
-			c[k] = v
-		}
-	}
-	return c
+	}, over)
 }
 
 // issuer is a loopback OIDC issuer serving a JWKS and counting hits.

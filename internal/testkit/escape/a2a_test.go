@@ -147,13 +147,7 @@ func message(text string, extra ...string) map[string]any {
 	return m
 }
 
-func rpc(method string, params any) io.Reader {
-	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
-	if err != nil {
-		panic(err)
-	}
-	return bytes.NewReader(b)
-}
+func rpc(method string, params any) io.Reader { return bytes.NewReader(rpcBody(method, params)) }
 
 // a2aAttack sends what build makes (as token) and classifies the answer as "HTTP
 // <status>" or "JSON-RPC <code>". No task may run, no webhook be reached, and principal

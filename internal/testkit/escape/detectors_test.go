@@ -33,11 +33,7 @@ type detector struct {
 var detectors = []detector{
 	{"network sentinel", "a connection to the loopback server no rule allows (network, shell, native, harness rows)", func(t *testing.T, s *suite) {
 		n := s.netFix(t)
-		before := n.sentinelHits.Load()
-		get(t, "http://127.0.0.1:"+n.sentinelPort+"/")
-		if n.sentinelHits.Load() == before {
-			t.Error("a request to the network sentinel went uncounted")
-		}
+		counted(t, "the network sentinel", &n.sentinelHits, "http://127.0.0.1:"+n.sentinelPort+"/")
 	}},
 	{"DNS upstream counter", "a question the pinning resolver should have refused reaching the upstream server (dns rows)", func(t *testing.T, s *suite) {
 		n := s.netFix(t)
@@ -54,11 +50,7 @@ var detectors = []detector{
 	}},
 	{"wasm forbidden server", "a guest's HTTP reaching the loopback server its grants leave out (wasm rows)", func(t *testing.T, s *suite) {
 		w := s.wasmNet(t)
-		before := w.forbiddenHits.Load()
-		get(t, "http://127.0.0.1:"+w.forbiddenPort+"/")
-		if w.forbiddenHits.Load() == before {
-			t.Error("a request to the forbidden server went uncounted")
-		}
+		counted(t, "the forbidden server", &w.forbiddenHits, "http://127.0.0.1:"+w.forbiddenPort+"/")
 	}},
 	{"A2A job and webhook counters", "a refused request that ran a task or reached the loopback webhook (a2a-input rows)", func(t *testing.T, s *suite) {
 		f := s.a2aFix(t)
@@ -90,11 +82,7 @@ var detectors = []detector{
 				t.Errorf("%s: a request that made a task: %+v, want the task count to fire", b, o)
 			}
 		}
-		hooks := f.hookHits.Load()
-		get(t, f.hookURL)
-		if f.hookHits.Load() == hooks {
-			t.Error("a webhook call went uncounted")
-		}
+		counted(t, "the loopback webhook", &f.hookHits, f.hookURL)
 		planted := filepath.Join(f.outside, "planted.txt")
 		os.WriteFile(planted, nil, 0o644)
 		o := gwAttack(rest10, opGet, tokenB, "", false, 0)(t, s)
@@ -253,6 +241,16 @@ func TestEscapeDetectorsFire(t *testing.T) {
 }
 
 // get fetches u from the test process and discards the answer.
+// counted GETs u, a sentinel's, and fails t unless hits counted the request.
+func counted(t *testing.T, what string, hits *atomic.Int64, u string) {
+	t.Helper()
+	before := hits.Load()
+	get(t, u)
+	if hits.Load() == before {
+		t.Errorf("a request to %s went uncounted", what)
+	}
+}
+
 func get(t *testing.T, u string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), watchdogControl)

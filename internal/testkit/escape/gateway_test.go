@@ -251,8 +251,9 @@ func freeLoopbackPort(t *testing.T) string {
 	return strconv.Itoa(port)
 }
 
+// rpcBody is a JSON-RPC request of method with params.
 func rpcBody(method string, params any) []byte {
-	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": method, "params": params})
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
 	if err != nil {
 		panic(err)
 	}

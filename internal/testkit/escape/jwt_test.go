@@ -80,15 +80,7 @@ func (s *suite) jwtFix(t *testing.T) *jwtFixture {
 
 // claims are valid claims of the fixture's issuer for subject sub, changed by over.
 func (f *jwtFixture) claims(sub string, over map[string]any) map[string]any {
-	c := map[string]any{"iss": f.issuer, "aud": "capsulegate", "sub": sub, "exp": time.Now().Add(time.Hour).Unix()}
-	for k, v := range over {
-		if v == nil {
-			delete(c, k)
-		} else {
-			c[k] = v
-		}
-	}
-	return c
+	return jwttest.Override(map[string]any{"iss": f.issuer, "aud": "capsulegate", "sub": sub, "exp": time.Now().Add(time.Hour).Unix()}, over)
 }
 
 var authCode = regexp.MustCompile(`E-AUTH-\d{3}`)

@@ -39,6 +39,19 @@ func Sign(t testing.TB, key any, alg jose.SignatureAlgorithm, kid string, claims
 	return out
 }
 
+// Override returns claims changed by over: a nil value removes its claim, any other sets
+// it. claims itself is changed and returned.
+func Override(claims, over map[string]any) map[string]any {
+	for k, v := range over {
+		if v == nil {
+			delete(claims, k)
+		} else {
+			claims[k] = v
+		}
+	}
+	return claims
+}
+
 // Handmade returns a compact JWS put together by hand: header and claims as given,
 // signed with HMAC-SHA256 under secret (the algorithm-confusion forgery, when secret is
 // an issuer's public key), or unsigned when secret is nil.
