@@ -53,6 +53,10 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
+	// The gateways' shared cache (gatewayCache) keeps, beside the machine code, the sums
+	// of the script modules they staged by file identity; those of an earlier run name
+	// folders gone since, so the file is begun anew rather than grown run after run.
+	os.Remove(filepath.Join(gatewayCache(), "filesums"))
 	flag.Parse() // m.Run would parse them too; startXcaddy reads -test.run
 	startXcaddy()
 	code := m.Run()
